@@ -1,0 +1,3 @@
+"""ReFrame build fixtures: nccl-tests / rccl-tests, libfabric and the
+libfabric network plugin, built from pinned sources into a cache keyed by
+recipe (see :mod:`ccl_health.buildcache`)."""

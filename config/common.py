@@ -1,0 +1,60 @@
+"""Settings shared by every system: where outputs go, the perflog, ReFrame's
+results storage (SQLite), and the run modes."""
+
+import os
+
+OUTPUT = os.path.abspath(os.environ.get('CCL_HEALTH_OUTPUT',
+                                        'ccl-health-output'))
+os.makedirs(OUTPUT, exist_ok=True)
+CHECKS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'checks')
+
+general = [{
+    'check_search_path': [CHECKS],
+    'check_search_recursive': True,
+    'report_file': os.path.join(OUTPUT, 'reports',
+                                'run-report-{sessionid}.json'),
+    'save_log_files': True,
+    'keep_stage_files': True,
+}]
+
+storage = [{
+    'enable': True,
+    'sqlite_db_file': os.path.join(OUTPUT, 'results.db'),
+}]
+
+logging = [{
+    'level': 'debug',
+    'handlers': [
+        {'type': 'file', 'name': os.path.join(OUTPUT, 'reframe.log'),
+         'level': 'debug', 'format': '[%(asctime)s] %(levelname)s: '
+         '%(check_name)s: %(message)s', 'append': True},
+        {'type': 'stream', 'name': 'stdout', 'level': 'info',
+         'format': '%(message)s'},
+    ],
+    'handlers_perflog': [{
+        'type': 'filelog',
+        'prefix': os.path.join(OUTPUT, 'perflogs',
+                               '%(check_system)s/%(check_partition)s'),
+        'level': 'info',
+        'format': ('%(check_job_completion_time)s|%(check_result)s|'
+                   '%(check_display_name)s|%(check_system)s:'
+                   '%(check_partition)s|%(check_environ)s|'
+                   '%(check_transport)s|%(check_proven_transport)s|'
+                   '%(check_num_tasks)s|%(check_perf_var)s|'
+                   '%(check_perf_value)s|%(check_perf_ref)s|'
+                   '%(check_perf_lower_thres)s|%(check_perf_unit)s|'
+                   '%(check_versions)s'),
+        'format_perfvars': '%(check_perf_value)s|',
+        'append': True,
+    }],
+}]
+
+modes = [
+    {'name': 'nightly',
+     'options': ['--tag=sweep', '--exec-policy=serial']},
+    {'name': 'acceptance',
+     'options': ['--tag=acceptance', '--exec-policy=serial']},
+    {'name': 'health',
+     'options': ['--tag=health', '--exec-policy=serial']},
+]

@@ -1,0 +1,37 @@
+"""NERSC Perlmutter: 4x A100 per GPU node, 4 Cassini NICs, Slingshot 11,
+CUDA + NCCL + aws-ofi-nccl.  One rank per GPU."""
+
+import os
+
+system = {
+    'name': 'perlmutter',
+    'descr': 'NERSC Perlmutter (A100, Slingshot 11)',
+    'hostnames': [r'login\d+\.perlmutter', r'perlmutter', r'nid\d+'],
+    # CCL_HEALTH_MODULES_SYSTEM=nomod renders job scripts where Lmod is
+    # missing (CI); on the system itself Lmod is used.
+    'modules_system': os.environ.get('CCL_HEALTH_MODULES_SYSTEM', 'lmod'),
+    'partitions': [{
+        'name': 'gpu',
+        'descr': 'GPU nodes: 4x A100 per node',
+        'scheduler': 'slurm',
+        'launcher': 'srun',
+        'access': ['-C gpu', '-q regular'],
+        'environs': ['PrgEnv-gnu-cuda'],
+        'max_jobs': 8,
+        'features': ['gpu', 'nvidia'],
+        'devices': [{'type': 'gpu', 'arch': 'sm_80', 'num_devices': 4}],
+        'resources': [{'name': 'gpu_binding',
+                       'options': ['--gpus-per-node=4']}],
+        'extras': {'gpus_per_node': 4, 'gpu_vendor': 'nvidia',
+                   'gpu_arch': 'sm_80', 'mpi_home': '$MPICH_DIR',
+                   'cuda_home': '$CUDA_HOME'},
+    }],
+}
+
+environments = [{
+    'name': 'PrgEnv-gnu-cuda', 'target_systems': ['perlmutter'],
+    'modules': ['PrgEnv-gnu', 'cudatoolkit', 'craype-accel-nvidia80',
+                'cray-mpich'],
+    'cc': 'cc', 'cxx': 'CC', 'ftn': 'ftn',
+    'features': ['ccl'],
+}]

@@ -1,0 +1,28 @@
+# Sourced by scripts/run and scripts/test: make (once) and enter the
+# project's virtual environment, with the pinned requirements.
+#   CCL_HEALTH_VENV    where the environment lives (default: <repo>/.venv)
+#   CCL_HEALTH_PYTHON  the Python that creates it (default: python3)
+#   CCL_HEALTH_WHEELS  a folder of wheels: install offline from it only
+set -eu
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${CCL_HEALTH_VENV:-$REPO/.venv}
+PY=${CCL_HEALTH_PYTHON:-python3}
+ccl_venv() {   # $1: requirements file
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "ccl-health: creating the virtual environment $VENV" >&2
+    "$PY" -m venv --system-site-packages "$VENV"
+  fi
+  local sp
+  sp=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  # the project itself, importable without building it (works offline)
+  echo "$REPO" > "$sp/ccl-health.pth"
+  # when python3 is itself a virtual environment (a site's PyTorch env, say),
+  # let ours see its packages too instead of downloading them again
+  "$PY" -c 'import sys, site
+if sys.prefix != sys.base_prefix: print("\n".join(site.getsitepackages()))' > "$sp/zz-ccl-health-parent.pth"
+  local opts=(-q --disable-pip-version-check)
+  if [ -n "${CCL_HEALTH_WHEELS:-}" ]; then
+    opts+=(--no-index --find-links "$CCL_HEALTH_WHEELS")
+  fi
+  "$VENV/bin/python" -m pip install "${opts[@]}" -r "$1" >&2
+}
