@@ -4,6 +4,7 @@ transport.  The checks never branch on the system name; they read this."""
 
 import dataclasses
 import os
+import shlex
 from typing import Dict, List, Optional
 
 import yaml
@@ -49,6 +50,16 @@ class Site:
             paths = [_fill(p, values, self.path) for p in t.ld_library_path]
             env['LD_LIBRARY_PATH'] = ':'.join(paths + ['${LD_LIBRARY_PATH}'])
         return env
+
+
+def shell_value(value):
+    """``value`` as the right-hand side of ``export K=...`` in a job script:
+    quoted (``tcp;ofi_rxm`` must not end the command), but with ``${VAR}``
+    still expanded."""
+    value = str(value)
+    if '$' in value:
+        return '"' + value.replace('"', '\\"') + '"'
+    return shlex.quote(value)
 
 
 def _fill(text, values, path):

@@ -140,7 +140,7 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
                     'NCCL_DEBUG_FILE': os.path.join(self.stagedir,
                                                     DEBUG_FILES)})
         env.update(self.extra_env)
-        self.env_vars = env
+        self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
         self.job.launcher.options = list(self._site.launcher_options)
         self.keep_files = [RESULT_JSON, 'nccl-debug.*.log']
 
