@@ -1,21 +1,15 @@
 """libfabric: built from source only where the site does not provide one
 (``build.libfabric.prefix`` in ``site/<system>.yaml``)."""
 
-from reframe.core.builtins import run_after
-
 from .source_build import SourceBuild
 
 
 class LibfabricBuild(SourceBuild):
     package = 'libfabric'
-
-    @run_after('setup')
-    def adopt_site_libfabric(self):
-        self.site_prefix = (self.site.build.get('libfabric') or {}).get(
-            'prefix')
+    site_key = 'libfabric'
 
     def steps(self):
-        opts = (self.site.build.get('libfabric') or {}).get('configure', [])
+        opts = self.site_build().get('configure', [])
         return [('configure', './configure --prefix=$PREFIX ' +
                  ' '.join(opts)),
                 ('build', 'make -j$JOBS'),

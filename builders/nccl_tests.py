@@ -8,6 +8,7 @@ from .source_build import SourceBuild
 
 class NcclTestsBuild(SourceBuild):
     package = 'nccl-tests'
+    site_key = 'nccl_tests'
     #: ``sm_90``-style architecture; default: the partition's GPU (extras)
     gpu_arch = variable(str, value='')
 
@@ -32,6 +33,7 @@ class NcclTestsBuild(SourceBuild):
 
 class RcclTestsBuild(SourceBuild):
     package = 'rccl-tests'
+    site_key = 'rccl_tests'
 
     def steps(self):
         opts = [f'ROCM_HOME={self.extra("rocm_home", "/opt/rocm")}']

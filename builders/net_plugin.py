@@ -11,25 +11,23 @@ from .source_build import SourceBuild
 
 class NetPluginBuild(SourceBuild):
     package = 'aws-ofi-nccl'
+    site_key = 'plugin'
     libfabric = fixture(LibfabricBuild, scope='environment')
 
     @run_after('setup')
     def pick_plugin(self):
-        conf = self.site.build.get('plugin') or {}
-        self.package = conf.get('package', self.package)
-        self.site_prefix = conf.get('prefix')
+        self.package = self.site_build().get('package', self.package)
 
     @property
     def library(self):
-        conf = self.site.build.get('plugin') or {}
-        return os.path.join(self.prefix, 'lib',
-                            conf.get('library', 'libnccl-net-ofi.so'))
+        return os.path.join(self.prefix, 'lib', self.site_build().get(
+            'library', 'libnccl-net-ofi.so'))
 
     def dependency_keys(self):
         return {'libfabric': self.libfabric.prefix}
 
     def steps(self):
-        conf = self.site.build.get('plugin') or {}
+        conf = self.site_build()
         opts = [f'--with-libfabric={self.libfabric.prefix}']
         if self.package == 'aws-ofi-nccl':
             if self.extra('gpu_vendor') == 'amd':

@@ -8,7 +8,8 @@ import subprocess
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_before, sanity_function, variable
+from reframe.core.builtins import (run_after, run_before, sanity_function,
+                                   variable)
 
 from ccl_health import buildcache, site as site_data
 
@@ -48,9 +49,12 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
     maintainers = ['ccl-health']
     tags = {'build'}
 
+    #: key of this package under ``build:`` in ``site/<system>.yaml``; a
+    #: ``prefix:`` there adopts the site's installation instead of building
+    site_key = None
+
     #: set before compile: the install prefix of this recipe
     prefix = None
-    #: set by subclasses that adopt a site-installed package instead
     site_prefix = None
 
     def steps(self):
@@ -75,6 +79,14 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
                 'mpi_home': self.extra('mpi_home') or '',
                 'nvcc': _tool_version(['nvcc', '--version']),
                 'hipcc': _tool_version(['hipcc', '--version'])}
+
+    def site_build(self):
+        return (self.site.build.get(self.site_key) or {}) if self.site_key \
+            else {}
+
+    @run_after('setup')
+    def adopt_site_install(self):
+        self.site_prefix = self.site_build().get('prefix')
 
     @run_before('compile')
     def write_build_script(self):

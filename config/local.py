@@ -2,6 +2,8 @@
 detected when the configuration is loaded; ranks are started with `srun`
 inside a Slurm allocation and with `mpirun` otherwise."""
 
+import os
+
 from ccl_health import node
 
 _gpus = node.detect_gpus()
@@ -15,7 +17,9 @@ system = {
         'name': 'gpu',
         'descr': 'the GPUs of this host, one MPI rank per GPU',
         'scheduler': 'local',
-        'launcher': 'srun' if node.in_slurm_allocation() else 'mpirun',
+        # CCL_HEALTH_LAUNCHER overrides (e.g. `local` where there is no MPI)
+        'launcher': os.environ.get('CCL_HEALTH_LAUNCHER') or (
+            'srun' if node.in_slurm_allocation() else 'mpirun'),
         'environs': ['builtin'],
         'max_jobs': 1,
         'features': (['gpu', _gpus.vendor] if _gpus.count else []),

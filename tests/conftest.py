@@ -1,0 +1,22 @@
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+CAPTURE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
+
+
+def read(*parts):
+    with open(os.path.join(*parts), errors='replace') as fp:
+        return fp.read()
+
+
+@pytest.fixture
+def capture():
+    """Outputs captured from bare nccl-tests runs on 2x H200
+    (benchmarks/device/capture_raw.sh)."""
+    return lambda case, name: read(CAPTURE, case, name)

@@ -1,0 +1,101 @@
+"""Transport proof on real NCCL_DEBUG=INFO logs captured on 2x H200
+(NCCL 2.28.3, aws-ofi-nccl 1.21.1 over libfabric 1.22 tcp;ofi_rxm)."""
+
+import glob
+import os
+
+import pytest
+
+from ccl_health import CclHealthError, transport
+from conftest import CAPTURE
+
+
+def evidence(case):
+    files = sorted(glob.glob(os.path.join(CAPTURE, case, 'nccl-debug.*.log')))
+    assert len(files) == 2, case      # one log per rank
+    return transport.read_evidence(files)
+
+
+@pytest.mark.parametrize('case,proven', [
+    ('intra', 'intra'), ('net-socket', 'net-socket'),
+    ('net-plugin', 'net-plugin'),
+    # GDR asked for, but the tcp provider cannot do it: plain plugin
+    ('net-plugin-gdr', 'net-plugin'),
+    ('plugin-missing-fallback', 'net-socket'),
+    ('intra-1channel', 'intra'),
+])
+def test_proven_transport(case, proven):
+    assert evidence(case).proven() == proven
+
+
+def test_each_transport_passes_on_its_own_log():
+    for t in ('intra', 'net-socket', 'net-plugin'):
+        proof = transport.prove(t, evidence(t))
+        assert proof.ok, proof.reason
+
+
+def test_intra_log_says_using_network_socket_but_is_intra():
+    # NCCL names a network even when every channel is P2P: the proof must
+    # read the channel lines, not "Using network".
+    ev = evidence('intra')
+    assert ev.using_network == 'Socket'
+    assert set(ev.via) == {'P2P/CUMEM'}
+    assert not transport.prove('net-socket', ev).ok
+
+
+def test_plugin_that_did_not_load_is_a_fallback():
+    proof = transport.prove('net-plugin', evidence('plugin-missing-fallback'))
+    assert not proof.ok and proof.proven == 'net-socket'
+    assert proof.reason.startswith('fell back to NET/Socket')
+    assert 'Could not find: /nonexistent/libnccl-net-ofi.so' in proof.reason
+
+
+def test_gdr_not_supported_is_named():
+    proof = transport.prove('net-plugin-gdr', evidence('net-plugin-gdr'))
+    assert not proof.ok
+    assert 'without GPUDirect RDMA' in proof.reason
+    assert 'GDR not supported' in proof.reason
+
+
+def test_socket_run_is_not_a_plugin_run():
+    proof = transport.prove('net-plugin', evidence('net-socket'))
+    assert not proof.ok and 'no "Loaded net plugin"' in proof.reason
+
+
+def test_network_run_is_not_intra():
+    proof = transport.prove('intra', evidence('net-plugin'))
+    assert not proof.ok and 'went over the network' in proof.reason
+
+
+def test_versions_are_read_from_the_log():
+    v = evidence('net-plugin').versions
+    assert v['nccl_version'] == '2.28.3+cuda13.0'
+    assert v['plugin_version'] == '1.21.1'
+    assert v['libfabric_version'] == '1.22'
+    assert v['provider'] == 'tcp;ofi_rxm'
+    assert v['cuda_driver'] == '13000'
+    assert evidence('plugin-tcp-hang').versions['provider'] == 'tcp'
+
+
+def test_gdrdma_channel_lines_prove_gdr():
+    log = '\n'.join(
+        f'nid1:1:2 [0] NCCL INFO Channel 0{i}/0 : 0[0] -> 8[0] [send] via '
+        f'NET/AWS Libfabric/0/GDRDMA' for i in range(4))
+    log += '\nnid1:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v8)'
+    ev = transport.evidence_from_text(log)
+    assert ev.proven() == 'net-plugin-gdr'
+    assert transport.prove('net-plugin-gdr', ev).ok
+    assert transport.prove('net-plugin', ev).ok     # the plugin ran
+
+
+def test_no_log_and_no_channels():
+    assert not transport.prove('intra', transport.Evidence()).ok
+    ev = transport.evidence_from_text(
+        'vm:1:1 [0] NCCL INFO NCCL version 2.28.3+cuda13.0')
+    proof = transport.prove('net-plugin', ev)
+    assert not proof.ok and 'no channel was connected' in proof.reason
+
+
+def test_unknown_transport_is_an_error():
+    with pytest.raises(CclHealthError, match='unknown transport'):
+        transport.prove('nvlink', transport.Evidence())
