@@ -60,6 +60,7 @@ class SweepResult:
     out_of_bounds: Optional[int] = None  # None when the summary is missing
     avg_busbw: Optional[float] = None
     nccl_version: Optional[int] = None   # e.g. 22807
+    library_version: Optional[str] = None  # 'RCCL 2.22.3-HEAD:7d8d67c'
     tests_version: Optional[str] = None
     timed_out: bool = False              # nccl-tests' own -T fired
     errors: List[str] = dataclasses.field(default_factory=list)
@@ -83,12 +84,16 @@ class SweepResult:
 # A line NCCL's logger writes: "host:pid:tid [dev] NCCL INFO ..."
 _NCCL_LOG = re.compile(r'\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE|ERROR)')
 _NUM = r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)'
-_RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+'
+# Open MPI's --tag-output prefix: "[1,0]<stdout>:"
+_MPI_TAG = re.compile(r'^\[\d+,\d+\]<std(?:out|err)>:')
+_RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+'
                         r'(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s*(.*)$')
 _OOB = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)')
 _AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(' + _NUM + ')')
 _VERSION = re.compile(r'^#\s*nccl-tests version\s+(\S+)\s+nccl-headers=(\d+)'
                       r'\s+nccl-library=(\d+)')
+_RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
+_LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
 _TIMEOUT = re.compile(r'Test timeout \((\d+)s\)')
 _ERROR = re.compile(r'(Test NCCL failure|Test CUDA failure|Test failure'
@@ -135,6 +140,7 @@ def _strip_nccl_log(lines):
     a table row that a log line cut in two."""
     pending = ''
     for line in lines:
+        line = _MPI_TAG.sub('', line)
         m = _NCCL_LOG.search(line)
         if m:
             pending += line[:m.start()]
@@ -172,6 +178,14 @@ def parse_text(text):
             m = _STARTING.match(s)
             if m:
                 res.collective = m.group(1)
+            continue
+        m = _RCCL_TESTS_VERSION.match(s)
+        if m:
+            res.tests_version = 'rccl-tests ' + m.group(1)
+            continue
+        m = _LIB_VERSION.match(s)
+        if m:
+            res.library_version = f'{s.split()[0]} {m.group(1)}'
             continue
         if _TIMEOUT.search(s):
             res.timed_out = True

@@ -68,6 +68,8 @@ def _classify(tc):
         return 'skipped', tc.get('skip_reason') or 'skipped'
     if tc.get('result') in ('pass', 'success', 'xfail'):
         return 'pass', tc.get('transport_proof') or ''
+    if 'could not check' in reason:
+        return 'could-not-check', reason[reason.index('could not check'):]
     if phase == 'performance':
         return 'below-reference', reason
     if phase == 'sanity':

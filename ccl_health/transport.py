@@ -15,11 +15,11 @@ from . import TRANSPORTS, CclHealthError
 #: plugin (aws-ofi-nccl calls itself "Libfabric", "AWS Libfabric" or "OFI").
 BUILTIN_NETS = ('Socket', 'IB')
 
-_VIA = re.compile(r'Channel \d+/\d+ : .*? via (NET|P2P|SHM|COLLNET)'
+_VIA = re.compile(r'Channel \d+(?:/\d+)? : .*? via (NET|P2P|SHM|COLLNET)'
                   r'(?:/([^/\n]+?))?(?:/(\d+))?((?:/[A-Za-z]+)*)\s*$')
 _PATTERNS = {
-    'nccl_version': re.compile(r'NCCL version (\S+)'),
-    'rccl_version': re.compile(r'RCCL version (\S+)'),
+    'nccl_version': re.compile(r'NCCL version\s*:?\s*(\S+)'),
+    'rccl_version': re.compile(r'RCCL version\s*:?\s*(\S+)'),
     'plugin_loaded': re.compile(r'NET/Plugin\s*:?\s*Loaded net plugin (.+?)'
                                 r'(?: \(v\d+\))?\s*$'),
     'plugin_version': re.compile(r'NET/OFI (?:Initializing|Using) '
@@ -48,6 +48,16 @@ class Evidence:
     using_network: Optional[str] = None
     gdr_off_reason: Optional[str] = None
     warnings: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def plugin_name(self):
+        """The plugin NCCL loaded: its "Loaded net plugin" line, or (NCCL
+        before 2.12 printed none) a "Using network" that is not built in."""
+        if self.plugin_loaded:
+            return self.plugin_loaded
+        if self.using_network and self.using_network not in BUILTIN_NETS:
+            return self.using_network
+        return None
 
     @property
     def net_paths(self):
@@ -179,25 +189,24 @@ def prove(asked, ev):
     if proven == 'net-socket':
         why = (f'; the plugin did not load: {ev.plugin_failure}'
                if ev.plugin_failure else
-               '' if ev.plugin_loaded else '; no "Loaded net plugin" line')
+               '' if ev.plugin_name else '; no "Loaded net plugin" line')
         return Proof(asked, proven, False,
                      f'fell back to NET/Socket instead of the plugin '
                      f'({seen}){why}')
-    if not ev.plugin_loaded:
+    plugin = ev.plugin_name
+    if not plugin:
         return Proof(asked, proven, False,
                      f'network {seen} used but no "Loaded net plugin" line '
                      f'in the log')
     if asked == 'net-plugin':
-        return Proof(asked, proven, True,
-                     f'plugin {ev.plugin_loaded} ({seen})')
+        return Proof(asked, proven, True, f'plugin {plugin} ({seen})')
     # net-plugin-gdr
     if proven == 'net-plugin-gdr':
         return Proof(asked, proven, True,
-                     f'plugin {ev.plugin_loaded} with GPUDirect RDMA ({seen})')
+                     f'plugin {plugin} with GPUDirect RDMA ({seen})')
     why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
     return Proof(asked, proven, False,
-                 f'plugin {ev.plugin_loaded} ran without GPUDirect RDMA '
-                 f'({seen}){why}')
+                 f'plugin {plugin} ran without GPUDirect RDMA ({seen}){why}')
 
 
 def debug_log_files(directory, pattern='nccl-debug.*.log'):

@@ -41,11 +41,12 @@ logging = [{
                    '%(check_display_name)s|%(check_system)s:'
                    '%(check_partition)s|%(check_environ)s|'
                    '%(check_transport)s|%(check_proven_transport)s|'
-                   '%(check_num_tasks)s|%(check_perf_var)s|'
-                   '%(check_perf_value)s|%(check_perf_ref)s|'
-                   '%(check_perf_lower_thres)s|%(check_perf_unit)s|'
-                   '%(check_versions)s'),
-        'format_perfvars': '%(check_perf_value)s|',
+                   '%(check_verdict)s|%(check_num_tasks)s|'
+                   '%(check_versions)s|%(check_perfvalues)s'),
+        # one field per message size: busbw_1GiB=330.4 GB/s (ref 330, -0.1)
+        'format_perfvars': ('%(check_perf_var)s=%(check_perf_value)s '
+                            '%(check_perf_unit)s (ref %(check_perf_ref)s, '
+                            '%(check_perf_lower_thres)s)|'),
         'append': True,
     }],
 }]

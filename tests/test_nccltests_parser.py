@@ -111,3 +111,43 @@ def test_broken_json_names_the_file():
         nccltests.parse_json('{"version": 3, "results": [', 'x.json')
     with pytest.raises(CclHealthError, match='not an nccl-tests JSON'):
         nccltests.parse_json('{"a": 1}', 'y.json')
+
+
+# -- outputs published by others (tests/fixtures/published/SOURCES.md) -------
+
+def published(name):
+    from conftest import REPO, read
+    import os
+    return read(os.path.join(REPO, 'tests', 'fixtures', 'published', name))
+
+
+def test_rccl_tests_two_nodes_mi300x():
+    res = nccltests.parse_text(published(
+        'rccl-tests_all_reduce_mi300x_aac10_2node.txt'))
+    assert res.nranks == 16 and res.hosts == ['gpu-53', 'gpu-56']
+    assert res.tests_version == 'rccl-tests develop:448c4c7'
+    assert res.library_version == 'RCCL 2.22.3-HEAD:7d8d67c'
+    assert len(res.rows) == 32 and res.rows[0].size == 8
+    assert res.rows[0].out_of_place.time_us == pytest.approx(256.5)
+    assert res.complete and res.out_of_bounds == 0
+    assert res.avg_busbw == pytest.approx(92.3318)
+    assert res.wrong_total == 0
+
+
+def test_rccl_tests_one_node_mi300x():
+    res = nccltests.parse_text(published(
+        'rccl-tests_all_reduce_mi300x_aac8_1node.txt'))
+    assert res.nranks == 8 and len(res.rows) == 31
+    assert res.avg_busbw == pytest.approx(110.464)
+    assert res.rows[0].in_place.time_us == pytest.approx(17.24)
+
+
+def test_old_nccl_tests_with_mpi_tags_and_debug_lines():
+    # nccl-tests before 2.10: no root column, an 'error' column, every line
+    # tagged by Open MPI, NCCL INFO lines in the middle of the table
+    res = nccltests.parse_text(published(
+        'nccl-debug_aws-libfabric_gdrdma_efa-p4d-2node.log'))
+    assert res.nranks == 16
+    assert res.rows and all(r.root is None for r in res.rows)
+    assert res.complete and res.avg_busbw == pytest.approx(11.2432)
+    assert res.library_version == 'NCCL 2.9.9+cuda11.2'

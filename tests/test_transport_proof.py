@@ -99,3 +99,22 @@ def test_no_log_and_no_channels():
 def test_unknown_transport_is_an_error():
     with pytest.raises(CclHealthError, match='unknown transport'):
         transport.prove('nvlink', transport.Evidence())
+
+
+def test_published_efa_log_proves_plugin_with_gdr():
+    from conftest import REPO, read
+    text = read(os.path.join(REPO, 'tests', 'fixtures', 'published',
+                             'nccl-debug_aws-libfabric_gdrdma_efa-p4d-2node.log'))
+    ev = transport.evidence_from_text(text)
+    assert ev.proven() == 'net-plugin-gdr'
+    assert ev.versions['provider'] == 'efa'
+    assert ev.versions['nccl_version'] == '2.9.9+cuda11.2'
+    assert ev.using_network == 'AWS Libfabric'
+    # NCCL 2.9 printed no "Loaded net plugin" line: "Using network" names
+    # the plugin instead
+    assert ev.plugin_loaded is None and ev.plugin_name == 'AWS Libfabric'
+    assert ev.via['NET/AWS Libfabric/GDRDMA'] == 64
+    assert ev.via['P2P/IPC'] > 0             # intra-node hops of 2 nodes
+    proof = transport.prove('net-plugin-gdr', ev)
+    assert proof.ok and 'AWS Libfabric with GPUDirect RDMA' in proof.reason
+    assert not transport.prove('net-socket', ev).ok

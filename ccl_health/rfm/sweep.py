@@ -12,7 +12,7 @@ import os
 import reframe as rfm
 import reframe.utility.typecheck as typ
 import reframe.utility.sanity as sn
-from reframe.core.exceptions import ReferenceParseError
+from reframe.core.exceptions import ReferenceParseError, ReframeError
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
@@ -121,6 +121,10 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
                                     self.step_factor)
         self.executable = os.path.join(self.tests.prefix, 'bin',
                                        f'{self.collective}_perf')
+        if not os.access(self.executable, os.X_OK):
+            raise ReframeError(f'could not check: {self.executable} is '
+                               f'missing or not executable (a broken build '
+                               f'or site install of nccl-tests)')
         self.executable_opts = [
             '-g', '1', '-b', str(parse_size(self.min_size)),
             '-e', str(parse_size(max_size)), '-f', str(self.step_factor),

@@ -1,0 +1,139 @@
+"""The whole ReFrame path without a GPU: the sweep check runs a stand-in
+binary (tests/replay) that replays outputs captured on 2x H200, through the
+main command, and the verdicts come out of the run report.  Each scenario
+is a real failure mode captured on the device (fallback, one NVLink channel,
+a crashed rank) or produced here (a hang past the time limit, a missing
+binary)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+pytest.importorskip('reframe')
+
+
+def make_site(tmp_path, tests_prefix=None):
+    site = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))
+    for key in ('libfabric', 'plugin'):
+        d = tmp_path / f'fake-{key}' / 'lib'
+        d.mkdir(parents=True)
+        site['build'][key]['prefix'] = str(d.parent)
+    site['build']['nccl_tests'] = {
+        'prefix': tests_prefix or os.path.join(REPO, 'tests', 'replay')}
+    sdir = tmp_path / 'site'
+    sdir.mkdir()
+    (sdir / 'local.yaml').write_text(yaml.safe_dump(site))
+    return str(sdir)
+
+
+def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None):
+    out = tmp_path / 'out'
+    full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+                    CCL_HEALTH_LAUNCHER='local',
+                    CCL_HEALTH_SITE_DIR=make_site(tmp_path, tests_prefix),
+                    CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
+    full_env.update(env or {})
+    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
+           str(out)]
+    if reframe_args:
+        cmd += ['--'] + list(reframe_args)
+    p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
+                       text=True, timeout=600)
+    reports = sorted((out / 'reports').glob('run-*.json'))
+    report = json.loads(reports[-1].read_text()) if reports else None
+    return p, report, out
+
+
+def verdict_lines(stdout):
+    lines = stdout.split('== ccl-health verdict ==')[1].strip().splitlines()
+    return {ln.split()[0]: ln for ln in lines if ln.split()[0] in (
+        'intra', 'net-socket', 'net-plugin', 'net-plugin-gdr')}
+
+
+def cases(report):
+    return {tc['transport']: tc for tc in report['runs'][-1]['testcases']
+            if not tc['fixture']}
+
+
+def test_healthy_node_every_transport(tmp_path):
+    p, report, out = run_suite(tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    v = verdict_lines(p.stdout)
+    assert 'PASS' in v['intra'] and '346.5 GB/s at 8GiB' in v['intra']
+    assert 'PASS' in v['net-socket'] and 'NET/Socket' in v['net-socket']
+    assert 'PASS' in v['net-plugin'] and 'NET/Libfabric' in v['net-plugin']
+    assert 'SKIPPED' in v['net-plugin-gdr'] and 'GDR not supported' in \
+        v['net-plugin-gdr']
+    assert '3 passed, 0 failed, 1 skipped' in p.stdout
+    tc = cases(report)
+    assert tc['net-plugin']['proven_transport'] == 'net-plugin'
+    assert tc['net-plugin']['versions']['plugin_version'] == '1.21.1'
+    assert tc['net-plugin']['versions']['provider'] == 'tcp;ofi_rxm'
+    # results went into ReFrame's results storage and the perflog too
+    assert (out / 'results.db').stat().st_size > 0
+    perflogs = list((out / 'perflogs').rglob('*.log'))
+    assert perflogs and 'busbw_1GiB' in ''.join(
+        f.read_text() for f in perflogs)
+    # every rank's NCCL debug log was kept beside the output
+    stage = tc['intra']
+    assert stage['num_tasks'] == 2 and stage['num_tasks_per_node'] == 2
+
+
+def test_plugin_fallback_is_a_failure_that_names_the_cause(tmp_path):
+    p, report, _ = run_suite(
+        tmp_path, '-n', 'AllReduceSweep%transport=net-plugin$',
+        env={'CCL_HEALTH_REPLAY_NET_PLUGIN': 'plugin-missing-fallback'})
+    assert p.returncode == 1
+    line = verdict_lines(p.stdout)['net-plugin']
+    assert 'FALLBACK' in line
+    assert 'fell back to NET/Socket' in line
+    assert 'Could not find: /nonexistent/libnccl-net-ofi.so' in line
+    tc = cases(report)['net-plugin']
+    assert tc['verdict'] == 'fallback' and tc['proven_transport'] == \
+        'net-socket'
+
+
+def test_one_nvlink_channel_is_below_reference_with_sizes(tmp_path):
+    p, report, _ = run_suite(
+        tmp_path, '-n', 'AllReduceSweep%transport=intra',
+        env={'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel'})
+    assert p.returncode == 1
+    line = verdict_lines(p.stdout)['intra']
+    assert 'BELOW-REFERENCE' in line
+    # 1 GiB: 20.98 GB/s on one channel against ~330 expected
+    assert '1GiB 20.98 vs' in line and 'allowed -10%' in line
+
+
+def test_hang_past_the_time_limit_is_recorded(tmp_path):
+    p, report, _ = run_suite(
+        tmp_path, '-n', 'AllReduceSweep%transport=intra',
+        '-S', 'time_limit=3s', env={'CCL_HEALTH_REPLAY_SLEEP': '60'})
+    assert p.returncode == 1
+    assert 'HANG' in verdict_lines(p.stdout)['intra']
+    tc = cases(report)['intra']
+    assert tc['result'] == 'fail' and tc['fail_phase'] == 'run'
+
+
+def test_crashed_rank_is_a_crash(tmp_path):
+    p, _, _ = run_suite(
+        tmp_path, '-n', 'AllReduceSweep%transport=intra',
+        env={'CCL_HEALTH_REPLAY_INTRA': 'missing-gpu'})
+    assert p.returncode == 1
+    line = verdict_lines(p.stdout)['intra']
+    assert 'CRASH' in line and 'Test failure' in line
+
+
+def test_missing_binary_could_not_check(tmp_path):
+    empty = tmp_path / 'empty-tests'
+    (empty / 'bin').mkdir(parents=True)
+    p, _, _ = run_suite(tmp_path, '-n', 'AllReduceSweep%transport=intra',
+                        tests_prefix=str(empty))
+    assert p.returncode == 1
+    line = verdict_lines(p.stdout)['intra']
+    assert 'COULD-NOT-CHECK' in line and 'all_reduce_perf is missing' in line
