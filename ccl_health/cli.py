@@ -48,6 +48,8 @@ def cmd_run(args):
     report = os.path.join(out, 'reports', f'run-{stamp}.json')
     cmd = _reframe() + ['-C', CONFIG, '-c', args.checks or SWEEP,
                         '--report-file', report]
+    if not args.checks:
+        cmd += ['--tag=nightly']     # the scale runs are asked for by name
     cmd += ['--dry-run'] if dry else ['-r']
     cmd += args.reframe_args
     os.makedirs(os.path.dirname(report), exist_ok=True)

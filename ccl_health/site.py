@@ -18,6 +18,12 @@ class TransportSite:
     ld_library_path: List[str]
     max_size: Optional[str]
     uses_plugin: bool
+    #: only when the job spans several nodes (e.g. NCCL_NET, which makes
+    #: NCCL fail instead of falling back: wrong on one node)
+    multi_node_env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: environment modules the run loads (e.g. a site's NCCL built with the
+    #: plugin, ``nccl/2.19.4-ofi``)
+    modules: List[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -44,6 +50,9 @@ class Site:
         t = self.transport(transport)
         env = dict(self.env)
         env.update({k: _fill(v, values, self.path) for k, v in t.env.items()})
+        if not single_node:
+            env.update({k: _fill(v, values, self.path)
+                        for k, v in t.multi_node_env.items()})
         if single_node and transport != 'intra':
             env.update({'NCCL_P2P_DISABLE': '1', 'NCCL_SHM_DISABLE': '1'})
         if t.ld_library_path:
@@ -89,10 +98,17 @@ def load(site_dir, system):
             raise CclHealthError(f'{path}: transports.{name}: unknown '
                                  f'transport (known: {", ".join(TRANSPORTS)})')
         raw = raw or {}
+        unknown = set(raw) - {'env', 'multi_node_env', 'ld_library_path',
+                              'max_size', 'modules'}
+        if unknown:
+            raise CclHealthError(f'{path}: transports.{name}: unknown key(s) '
+                                 f'{", ".join(sorted(unknown))}')
         transports[name] = TransportSite(
             {k: str(v) for k, v in (raw.get('env') or {}).items()},
             list(raw.get('ld_library_path') or []),
-            raw.get('max_size'), name.startswith('net-plugin'))
+            raw.get('max_size'), name.startswith('net-plugin'),
+            {k: str(v) for k, v in (raw.get('multi_node_env') or {}).items()},
+            list(raw.get('modules') or []))
     return Site(str(doc.get('system', system)), path,
                 {k: str(v) for k, v in (doc.get('env') or {}).items()},
                 transports, doc.get('build') or {},

@@ -52,10 +52,18 @@ logging = [{
 }]
 
 modes = [
+    # every transport, the full sweep, after each night
     {'name': 'nightly',
-     'options': ['--tag=sweep', '--exec-policy=serial']},
+     'options': ['--tag=nightly', '--exec-policy=async']},
+    # after maintenance, before the machine goes back to users: every
+    # transport; a sweep without a reference fails instead of passing
     {'name': 'acceptance',
-     'options': ['--tag=acceptance', '--exec-policy=serial']},
+     'options': ['--tag=acceptance', '--exec-policy=async',
+                 '--setvar=acceptance=True']},
+    # the quick single-node subset (node health)
     {'name': 'health',
      'options': ['--tag=health', '--exec-policy=serial']},
+    # the scale runs (NCCL_ALGO comparison at 64 nodes, ...)
+    {'name': 'scale',
+     'options': ['--tag=scale', '--exec-policy=serial']},
 ]

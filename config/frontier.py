@@ -20,19 +20,20 @@ system = {
         'max_jobs': 8,
         'features': ['gpu', 'amd'],
         'devices': [{'type': 'gpu', 'arch': 'gfx90a', 'num_devices': 8}],
-        'resources': [{'name': 'gpu_binding',
-                       'options': ['--gpus-per-task=1',
-                                   '--gpu-bind=closest']}],
-        'extras': {'gpus_per_node': 8, 'gpu_vendor': 'amd',
-                   'gpu_arch': 'gfx90a', 'rocm_home': '/opt/rocm-6.2.4',
+        'extras': {'sweep_nodes': 2, 'gpus_per_node': 8, 'gpu_vendor': 'amd',
+                   'gpu_arch': 'gfx90a', 'rocm_home': '/opt/rocm-5.7.1',
+                   # RCCL under <rocm>/rccl before ROCm 6.0, <rocm>/lib since
+                   'rccl_home': '/opt/rocm-5.7.1/rccl',
                    'mpi_home': '$MPICH_DIR'},
     }],
 }
 
 environments = [{
     'name': 'PrgEnv-gnu-rocm', 'target_systems': ['frontier'],
-    'modules': ['PrgEnv-gnu', 'rocm/6.2.4', 'craype-accel-amd-gfx90a',
-                'gcc-native', 'cray-mpich', 'libtool'],
+    # as the published figures were built: PrgEnv-gnu (swapped for the
+    # default PrgEnv-cray), ROCm 5.7.1, cray-mpich 8.1.27
+    'modules': ['PrgEnv-gnu', 'rocm/5.7.1', 'craype-accel-amd-gfx90a', 'gcc',
+                'cray-mpich/8.1.27', 'libtool'],
     'cc': 'cc', 'cxx': 'CC', 'ftn': 'ftn',
     'features': ['ccl'],
 }]

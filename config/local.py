@@ -1,12 +1,22 @@
 """The `local` system: any host.  Its GPUs (count, architecture) are
 detected when the configuration is loaded; ranks are started with `srun`
-inside a Slurm allocation and with `mpirun` otherwise."""
+inside a Slurm allocation and with `mpirun` otherwise.
+
+Jobs run on this host directly (ReFrame's `local` scheduler) unless
+``CCL_HEALTH_SCHEDULER=slurm``: then they are submitted with sbatch
+(ReFrame's `slurm` scheduler; it polls jobs with sacct, so where Slurm keeps
+no accounting use ``squeue``, ReFrame's backend that polls with squeue) and
+started with `srun`, and ``CCL_HEALTH_SLURM_ACCESS`` (e.g. ``-p gpu``)
+holds the sbatch options, split on spaces.  ``CCL_HEALTH_LAUNCHER``
+overrides the launcher in either case."""
 
 import os
 
 from ccl_health import node
 
 _gpus = node.detect_gpus()
+_scheduler = os.environ.get('CCL_HEALTH_SCHEDULER') or 'local'
+_slurm = _scheduler in ('slurm', 'squeue')
 
 system = {
     'name': 'local',
@@ -16,10 +26,12 @@ system = {
     'partitions': [{
         'name': 'gpu',
         'descr': 'the GPUs of this host, one MPI rank per GPU',
-        'scheduler': 'local',
+        'scheduler': _scheduler,
+        'access': (os.environ.get('CCL_HEALTH_SLURM_ACCESS', '').split()
+                   if _slurm else []),
         # CCL_HEALTH_LAUNCHER overrides (e.g. `local` where there is no MPI)
         'launcher': os.environ.get('CCL_HEALTH_LAUNCHER') or (
-            'srun' if node.in_slurm_allocation() else 'mpirun'),
+            'srun' if _slurm or node.in_slurm_allocation() else 'mpirun'),
         'environs': ['builtin'],
         'max_jobs': 1,
         'features': (['gpu', _gpus.vendor] if _gpus.count else []),
@@ -28,6 +40,7 @@ system = {
                     if _gpus.count else []),
         'extras': {
             'gpus_per_node': _gpus.count,
+            'max_nodes': 1,
             'gpu_vendor': _gpus.vendor or '',
             'gpu_arch': _gpus.arch,
             'gpu_model': _gpus.model,

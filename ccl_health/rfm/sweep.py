@@ -16,7 +16,7 @@ from reframe.core.exceptions import ReferenceParseError, ReframeError
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
-from builders.nccl_tests import NcclTestsBuild
+from builders.nccl_tests import CollectiveTestsBuild
 from builders.net_plugin import NetPluginBuild
 from ccl_health import TRANSPORTS, CclHealthError, reference
 from ccl_health import site as site_data
@@ -36,7 +36,9 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
     collective = variable(str, value='all_reduce')
     #: NCCL_ALGO for the whole run; 'default' leaves NCCL to choose
     algo = variable(str, value='default')
-    num_nodes = variable(int, value=1)
+    #: nodes of the job; 0: the partition's ``sweep_nodes`` extra (1 on
+    #: `local`, 2 on the production systems).  ``intra`` always runs on one.
+    num_nodes = variable(int, value=0)
     min_size = variable(str, value='8')
     max_size = variable(str, value='8G')
     step_factor = variable(int, value=2)
@@ -52,6 +54,10 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
     #: extra environment for every run, applied last (``-S extra_env=K:V``)
     extra_env = variable(typ.Dict[str, str], value={})
 
+    #: acceptance (post-maintenance) mode: a sweep with no reference entry
+    #: fails instead of passing on what it measured
+    acceptance = variable(bool, value=False)
+
     # What the run proved; filled at sanity, kept in the report and perflog.
     proven_transport = variable(str, value='')
     transport_proof = variable(str, value='')
@@ -60,7 +66,7 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
     sizes_run = variable(list, value=[])
     skip_reason = variable(str, value='')
 
-    tests = fixture(NcclTestsBuild, scope='environment')
+    tests = fixture(CollectiveTestsBuild, scope='environment')
     plugin = fixture(NetPluginBuild, scope='environment')
 
     valid_systems = ['+gpu']
@@ -81,15 +87,22 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
 
     @run_after('setup')
     def place_ranks(self):
-        gpus = int(self.current_partition.extras.get('gpus_per_node', 0))
+        extras = self.current_partition.extras
+        gpus = int(extras.get('gpus_per_node', 0))
+        if self.transport == 'intra':
+            self.num_nodes = 1
+        elif self.num_nodes == 0:
+            self.num_nodes = int(extras.get('sweep_nodes', 1))
         self.skip_if(gpus == 0, 'no GPU on this partition')
+        max_nodes = extras.get('max_nodes')
+        self.skip_if(max_nodes is not None and self.num_nodes > max_nodes,
+                     f'needs {self.num_nodes} nodes; '
+                     f'{self.current_partition.fullname} has {max_nodes}')
         self.num_tasks_per_node = gpus
         self.num_tasks = gpus * self.num_nodes
         self.skip_if(self.num_tasks < 2,
                      f'{self.collective} needs at least 2 GPUs; this '
                      f'partition has {gpus} per node x {self.num_nodes}')
-        self.skip_if(self.transport == 'intra' and self.num_nodes > 1,
-                     'intra-node transport runs on one node')
 
     @run_after('setup')
     def load_reference(self):
@@ -121,7 +134,7 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
                                     self.step_factor)
         self.executable = os.path.join(self.tests.prefix, 'bin',
                                        f'{self.collective}_perf')
-        if not os.access(self.executable, os.X_OK):
+        if not self.is_dry_run() and not os.access(self.executable, os.X_OK):
             raise ReframeError(f'could not check: {self.executable} is '
                                f'missing or not executable (a broken build '
                                f'or site install of nccl-tests)')
@@ -129,7 +142,9 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
             '-g', '1', '-b', str(parse_size(self.min_size)),
             '-e', str(parse_size(max_size)), '-f', str(self.step_factor),
             '-n', str(self.iters), '-w', str(self.warmup_iters),
-            '-T', str(self.op_timeout), '-J', RESULT_JSON]
+            '-T', str(self.op_timeout)]
+        if self.tests.json_output:
+            self.executable_opts += ['-J', RESULT_JSON]
         values = {}
         if tsite.uses_plugin:
             values = {'plugin_library': self.plugin.library,
@@ -143,6 +158,7 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
                     'NCCL_DEBUG_SUBSYS': 'INIT,NET,ENV',
                     'NCCL_DEBUG_FILE': os.path.join(self.stagedir,
                                                     DEBUG_FILES)})
+        self.modules = tsite.modules
         env.update(self.extra_env)
         self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
         self.job.launcher.options = list(self._site.launcher_options)
@@ -191,6 +207,13 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
                                      f'out-of-bounds values')
         if not proof.ok:
             return 'fallback', f'fallback: {proof.reason}'
+        if self.acceptance and not self._ref_entry:
+            return 'could-not-check', (
+                f'could not check: no reference for {self.transport} '
+                f'{self.collective} on {self.num_nodes} node(s) x '
+                f'{self.num_tasks_per_node} GPUs in '
+                f'{self.reference_dir}/{self.current_system.name}.yaml '
+                f'(acceptance needs one; record it with scripts/calibrate)')
         return 'pass', proof.reason
 
     @sanity_function

@@ -1,0 +1,228 @@
+"""Frontier and Perlmutter: ReFrame dry runs render the job and build
+scripts of every check x transport, with Lmod and stand-ins of the Cray PE
+modules (tests/fixtures/modulefiles), PrgEnv-cray loaded as on a login
+node.  The parts that matter are asserted."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytest.importorskip('reframe')
+LMOD = '/usr/share/lmod/lmod/libexec/lmod'
+MODULES = os.path.join(REPO, 'tests', 'fixtures', 'modulefiles')
+
+
+def ensure_lmod():
+    if not os.path.exists(LMOD) and shutil.which('apt-get') and \
+            os.geteuid() == 0:
+        cmd = ['apt-get', 'install', '-y', '-q', 'lmod']
+        if subprocess.run(cmd, capture_output=True).returncode:
+            subprocess.run(['apt-get', 'update', '-q'], capture_output=True)
+            subprocess.run(cmd, capture_output=True)
+    if not os.path.exists(LMOD):
+        pytest.skip('Lmod is not installed and cannot be installed here')
+
+
+def dry_run(tmp_path, system, *args):
+    """Render every job script of ``system``; return {display name:
+    (job script, build script or None, testcase)}."""
+    ensure_lmod()
+    out = tmp_path / system
+    env = dict(os.environ, LMOD_CMD=LMOD, MODULEPATH=MODULES,
+               CCL_HEALTH_OUTPUT=str(out),
+               CCL_HEALTH_CACHE='/cache')
+    env.pop('CCL_HEALTH_MODULES_SYSTEM', None)
+    # a login node starts with the default PrgEnv-cray loaded
+    load = subprocess.run([LMOD, 'python', 'load', 'PrgEnv-cray'], env=env,
+                          capture_output=True, text=True)
+    class _Os:                 # Lmod's python output sets os.environ[...]
+        environ = env
+    exec(load.stdout.replace('import os', ''), {'os': _Os})
+    assert env.get('LOADEDMODULES') == 'PrgEnv-cray', load.stderr
+    report = out / 'report.json'
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable),
+                                     'reframe'), '-C', 'config/settings.py',
+                        '-c', 'checks', '--system', system, '--dry-run',
+                        '--report-file', str(report)] + list(args),
+                       env=env, cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    cases = {}
+    for tc in json.loads(report.read_text())['runs'][-1]['testcases']:
+        stage = out / 'stage' / system / tc['partition'] / tc['environ'] / \
+            tc['short_name']
+        job = stage / 'rfm_job.sh'
+        build = stage / 'ccl-build.sh'
+        cases[tc['display_name'].split(' ~')[0]] = (
+            job.read_text() if job.exists() else None,
+            build.read_text() if build.exists() else None, tc)
+    return cases
+
+
+def job(cases, transport, test='AllReduceSweep'):
+    return cases[f'{test} %transport={transport}'][0]
+
+
+def builder(cases, name):
+    return next(b for k, (_, b, _) in cases.items() if k.startswith(name))
+
+
+def exports(script):
+    return {ln[7:].split('=', 1)[0]: ln[7:].split('=', 1)[1]
+            for ln in script.splitlines() if ln.startswith('export ')}
+
+
+def module_lines(script):
+    return [ln for ln in script.splitlines() if ln.startswith('module ')]
+
+
+@pytest.fixture(scope='module')
+def frontier(tmp_path_factory):
+    return dry_run(tmp_path_factory.mktemp('f'), 'frontier')
+
+
+@pytest.fixture(scope='module')
+def perlmutter(tmp_path_factory):
+    return dry_run(tmp_path_factory.mktemp('p'), 'perlmutter')
+
+
+def test_frontier_nodes_ranks_and_binding(frontier):
+    intra = job(frontier, 'intra')
+    assert '#SBATCH --ntasks=8\n' in intra
+    assert '#SBATCH --ntasks-per-node=8\n' in intra
+    for t in ('net-socket', 'net-plugin', 'net-plugin-gdr'):
+        s = job(frontier, t)
+        assert '#SBATCH --ntasks=16\n' in s          # 2 nodes x 8 GCDs
+        assert '#SBATCH --ntasks-per-node=8\n' in s
+    srun = [ln for ln in intra.splitlines() if ln.startswith('srun')][0]
+    assert srun.startswith('srun --gpus-per-task=1 --gpu-bind=closest ')
+    assert '/rccl-tests-ae3e635-' in srun
+    assert 'all_reduce_perf -g 1 -b 8 -e 8589934592 -f 2' in srun
+    assert '-J' not in srun.split()                # rccl-tests has no -J
+
+
+def test_frontier_modules_in_order_with_prgenv_swap(frontier):
+    assert module_lines(job(frontier, 'intra')) == [
+        'module unload PrgEnv-cray', 'module load PrgEnv-gnu',
+        'module load rocm/5.7.1', 'module load craype-accel-amd-gfx90a',
+        'module load gcc', 'module load cray-mpich/8.1.27',
+        'module load libtool']
+
+
+def test_frontier_environment_per_transport(frontier):
+    common = {'NCCL_CROSS_NIC': '1', 'FI_MR_CACHE_MONITOR': 'userfaultfd',
+              'FI_CXI_DISABLE_HOST_REGISTER': '1',
+              'FI_CXI_DEFAULT_CQ_SIZE': '131072', 'NCCL_DEBUG': 'INFO'}
+    for t in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
+        env = exports(job(frontier, t))
+        assert common.items() <= env.items(), t
+        assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
+        # several nodes: nothing forces the network path
+        assert 'NCCL_P2P_DISABLE' not in env and 'NCCL_SHM_DISABLE' not in env
+        assert 'NCCL_NET' not in env
+    sock = exports(job(frontier, 'net-socket'))
+    assert sock['NCCL_NET_PLUGIN'] == 'none'
+    assert 'LD_LIBRARY_PATH' not in sock                 # no plugin anywhere
+    assert 'ofi' not in job(frontier, 'net-socket').lower().replace(
+        'fi_', '')
+    plug = exports(job(frontier, 'net-plugin'))
+    assert plug['LD_LIBRARY_PATH'].startswith(
+        '"/cache/aws-ofi-rccl-17d41cb-')
+    assert '/opt/cray/libfabric/1.15.2.0/lib64:${LD_LIBRARY_PATH}"' in \
+        plug['LD_LIBRARY_PATH']
+    assert plug['NCCL_NET_GDR_LEVEL'] == '0'
+    assert exports(job(frontier, 'net-plugin-gdr'))['NCCL_NET_GDR_LEVEL'] \
+        == '3'
+
+
+def test_frontier_build_commands(frontier):
+    tests = builder(frontier, 'CollectiveTestsBuild')
+    assert ("step build 'cd rccl-tests-ae3e635 && HCC_AMDGPU_TARGET=gfx90a "
+            "make -j$JOBS MPI=1 MPI_HOME=$MPICH_DIR ROCM_PATH=/opt/rocm-5.7.1 "
+            "NCCL_HOME=/opt/rocm-5.7.1/rccl'") in tests
+    assert '475252f9329a38b80330a1861e2d063b44921cd07b7b0701238902edcdc15c00' \
+        in tests
+    plugin = builder(frontier, 'NetPluginBuild')
+    assert ('./configure --prefix=$PREFIX '
+            '--with-libfabric=/opt/cray/libfabric/1.15.2.0 '
+            '--with-hip=/opt/rocm-5.7.1/hip --with-rccl=/opt/rocm-5.7.1 '
+            '--with-mpi=$MPICH_DIR') in plugin
+    # Cray's libfabric is used, not built
+    assert builder(frontier, 'LibfabricBuild') is None
+
+
+def test_frontier_algo_comparison_at_64_nodes(tmp_path):
+    cases = dry_run(tmp_path, 'frontier', '--mode', 'scale')
+    algos = {}
+    for name, (script, _, tc) in cases.items():
+        if name.startswith('AllReduceAlgoSweep'):
+            assert '#SBATCH --ntasks=512\n' in script
+            algos[tc['nccl_algo']] = exports(script).get('NCCL_ALGO')
+    assert algos == {'default': None, 'Ring': 'Ring', 'Tree': 'Tree'}
+
+
+def test_scale_parameter(tmp_path):
+    cases = dry_run(tmp_path, 'frontier', '-n',
+                    'AllReduceSweep%transport=net-plugin-gdr',
+                    '-S', 'num_nodes=300')
+    assert '#SBATCH --ntasks=2400\n' in job(cases, 'net-plugin-gdr')
+
+
+def test_perlmutter_job_scripts(perlmutter):
+    intra = job(perlmutter, 'intra')
+    assert '#SBATCH --ntasks=4\n' in intra and '#SBATCH -C gpu\n' in intra
+    assert '#SBATCH --gpus-per-node=4\n' in intra
+    assert module_lines(intra) == [
+        'module unload PrgEnv-cray', 'module load PrgEnv-gnu',
+        'module load cudatoolkit', 'module load craype-accel-nvidia80',
+        'module load cray-mpich']
+    srun = [ln for ln in intra.splitlines() if ln.startswith('srun')][0]
+    assert srun.startswith('srun --gpus-per-task=1 /cache/nccl-tests-2.19.6-')
+    assert '-J result.json' in srun
+    for t in ('net-socket', 'net-plugin', 'net-plugin-gdr'):
+        assert '#SBATCH --ntasks=8\n' in job(perlmutter, t)
+    common = {'NCCL_CROSS_NIC': '1', 'FI_CXI_DISABLE_HOST_REGISTER': '1',
+              'FI_MR_CACHE_MONITOR': 'userfaultfd',
+              'MPICH_GPU_SUPPORT_ENABLED': '0'}
+    assert common.items() <= exports(intra).items()
+    sock = exports(job(perlmutter, 'net-socket'))
+    assert sock['NCCL_NET_PLUGIN'] == 'none'
+    assert 'NCCL_NET' not in sock and 'LD_LIBRARY_PATH' not in sock
+    plug = exports(job(perlmutter, 'net-plugin'))
+    assert plug['NCCL_NET'] == "'AWS Libfabric'"            # shell-quoted
+    assert plug['NCCL_NET_PLUGIN'].endswith('/lib/libnccl-net-ofi.so')
+    assert plug['NCCL_NET_GDR_LEVEL'] == 'LOC'
+    gdr = exports(job(perlmutter, 'net-plugin-gdr'))
+    assert gdr['NCCL_NET_GDR_LEVEL'] == 'PHB' and gdr['NCCL_NET'] == \
+        "'AWS Libfabric'"
+
+
+def test_perlmutter_build_commands(perlmutter):
+    tests = builder(perlmutter, 'CollectiveTestsBuild')
+    assert ('make -j$JOBS MPI=1 MPI_HOME=$MPICH_DIR CUDA_HOME=$CUDA_HOME '
+            'NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80"') in tests
+    plugin = builder(perlmutter, 'NetPluginBuild')
+    assert ('./configure --prefix=$PREFIX '
+            '--with-libfabric=/opt/cray/libfabric/1.20.1 '
+            '--with-cuda=$CUDA_HOME --disable-tests') in plugin
+
+
+def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
+    cases = dry_run(tmp_path, 'perlmutter', '-n',
+                    'AllReduceSweep%transport=net-plugin$',
+                    '-S', 'num_nodes=1')
+    env = exports(job(cases, 'net-plugin'))
+    assert 'NCCL_NET' not in env
+    assert env['NCCL_P2P_DISABLE'] == '1' and env['NCCL_SHM_DISABLE'] == '1'
+
+
+def test_acceptance_mode_is_strict(tmp_path):
+    cases = dry_run(tmp_path, 'perlmutter', '--mode', 'acceptance')
+    sweeps = [tc for name, (_, _, tc) in cases.items()
+              if name.startswith('AllReduceSweep')]
+    assert len(sweeps) == 4 and all(tc['acceptance'] for tc in sweeps)
