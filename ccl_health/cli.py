@@ -13,7 +13,8 @@ import os
 import subprocess
 import sys
 
-from . import TRANSPORTS, CclHealthError, calibrate, node, reference, summary
+from . import (TRANSPORTS, CclHealthError, calibrate, node, recorder,
+               reference, store, summary)
 from .buildcache import resolve_mirror
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,7 +30,8 @@ def _reframe():
 
 def cmd_run(args):
     out = os.path.abspath(args.output)
-    env = dict(os.environ, CCL_HEALTH_OUTPUT=out)
+    env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
+               CCL_HEALTH_RUN_ID=recorder.default_run_id())
     mirror = resolve_mirror(args.mirror)
     if mirror:
         env['CCL_HEALTH_MIRROR'] = mirror
@@ -64,9 +66,18 @@ def cmd_run(args):
         print(f'ccl-health: dry run rendered {len(scripts)} job scripts, '
               f'e.g. {scripts[0] if scripts else "(none)"}')
         return 0 if rc == 0 else rc
-    verdicts = summary.case_verdicts(summary.load_report(report))
+    data = summary.load_report(report)
+    verdicts = summary.case_verdicts(data)
+    # what never reached the check's own recording (hangs, crashes, build
+    # failures) and the performance verdicts go in from the report
+    db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
+    with store.open_store(db_url) as db:
+        for case in recorder.cases_from_report(data,
+                                               env['CCL_HEALTH_RUN_ID']):
+            db.add_case(case)
     print('\n== ccl-health verdict ==')
     print(summary.render(verdicts, where=f'{report} (run report); '
+                         f'{db_url} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog)'))
     ok = all(v.verdict in ('pass', 'skipped') for v in verdicts)
@@ -141,6 +152,61 @@ def _as_sweep(busbw_by_size):
                              for s, v in busbw_by_size.items()])
 
 
+def cmd_db(args):
+    from . import queries, report
+    with store.open_store(args.db) as db:
+        if args.db_cmd == 'ingest':
+            n = 0
+            for path in args.reports:
+                for case in recorder.cases_from_report(
+                        summary.load_report(path)):
+                    db.add_case(case)
+                    n += 1
+            print(f'{n} test case(s) recorded in {db.where}')
+        elif args.db_cmd == 'failed':
+            lines = queries.failed(db, args.hours)
+            print('\n'.join(lines) if lines else
+                  f'nothing failed in the last {args.hours} h')
+            return 1 if lines else 0
+        elif args.db_cmd == 'since':
+            res = queries.since_when(db, args.transport, args.size,
+                                     args.system)
+            print(f'{args.transport}: healthy in the last run' if res is None
+                  else f'{args.transport}: bad since {res[0]} (run {res[1]}, '
+                       f'{res[2]} run(s) in a row)')
+        elif args.db_cmd == 'history':
+            for r in queries.history(db, args.transport, args.size,
+                                     args.system, last=args.last):
+                if r['size'] is None:
+                    print(f'{r["time"]}  {r["run_id"]}  {r["case_name"]}: '
+                          f'{r["case_verdict"]}')
+                    continue
+                ref = f'  ref {r["ref"]:.2f}' if r['ref'] else ''
+                print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
+                      f'{r["size"]:>12}  {r["busbw"]:9.2f} GB/s{ref}  '
+                      f'{r["size_verdict"]}  (case {r["case_verdict"]})')
+        elif args.db_cmd == 'compare':
+            for name, size, a, b, ratio in queries.compare(db, args.run_a,
+                                                           args.run_b):
+                print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
+                      f'x{ratio:.3f}' if ratio else f'{name} {size}: -')
+        elif args.db_cmd == 'detect':
+            from .history import attribute, detect
+            cases = db.cases()
+            found = detect(db.records(), run_id=args.run)
+            for f in found:
+                print(f.line())
+                if f.kind == 'drop':
+                    for c in attribute(cases, f):
+                        print(f'    changed: {c}')
+            return 1 if any(f.kind != 'recovery' for f in found) else 0
+        elif args.db_cmd == 'report':
+            page, text = report.build(db, args.out)
+            print(text)
+            print(f'report: {page}')
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog='ccl-health')
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -171,6 +237,33 @@ def main(argv=None):
     p.add_argument('--gdr-unsupported', metavar='REASON',
                    help='declare GPUDirect RDMA unsupported on the partition')
     p.set_defaults(func=cmd_calibrate)
+    p = sub.add_parser('db', help='the performance database: ingest, '
+                       'queries, detection, report')
+    p.add_argument('--db', help='SQLite file or postgresql:// URL (default '
+                   '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
+    dsub = p.add_subparsers(dest='db_cmd', required=True)
+    q = dsub.add_parser('ingest', help='record finished ReFrame run reports')
+    q.add_argument('reports', nargs='+')
+    q = dsub.add_parser('failed', help='what failed last night')
+    q.add_argument('--hours', type=float, default=24)
+    q = dsub.add_parser('since', help='when did this start')
+    q.add_argument('transport')
+    q.add_argument('--size')
+    q.add_argument('--system')
+    q = dsub.add_parser('history', help='history of a transport at a size')
+    q.add_argument('transport')
+    q.add_argument('--size')
+    q.add_argument('--system')
+    q.add_argument('--last', type=int, default=30)
+    q = dsub.add_parser('compare', help='compare two runs')
+    q.add_argument('run_a')
+    q.add_argument('run_b')
+    q = dsub.add_parser('detect', help='drops, recoveries, intermittent '
+                        'collapses against history, with what changed')
+    q.add_argument('--run', help='judge only this run (default: all)')
+    q = dsub.add_parser('report', help='HTML page with plots + summary')
+    q.add_argument('--out', default='ccl-health-report')
+    p.set_defaults(func=cmd_db)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -3,6 +3,7 @@ pass, or fail with the sizes that fell short and by how much."""
 
 import dataclasses
 import json
+import os
 from typing import List
 
 from . import CclHealthError
@@ -59,6 +60,30 @@ class CaseVerdict:
         return f'{head}{self.reason}'
 
 
+#: what slurmstepd writes to a job's stderr when Slurm ends it at its
+#: time limit ("*** STEP 7.0 ON vm CANCELLED AT ... DUE TO TIME LIMIT ***")
+SLURM_TIME_LIMIT = 'DUE TO TIME LIMIT'
+
+
+def _slurm_time_limit(tc):
+    """Slurm's line saying it ended the job at its time limit, or ''.
+
+    Under Slurm no ReFrame error marks the time-out (the job just ends in
+    state TIMEOUT, and the sanity check then finds the output cut short):
+    only the job's stderr, in the stage dir, says so."""
+    if not (tc.get('stagedir') and tc.get('job_stderr')):
+        return ''
+    try:
+        with open(os.path.join(tc['stagedir'], tc['job_stderr']),
+                  errors='replace') as fp:
+            for line in fp:
+                if SLURM_TIME_LIMIT in line:
+                    return line.strip()
+    except OSError:
+        pass
+    return ''
+
+
 def _classify(tc):
     phase = tc.get('fail_phase') or ''
     reason = (tc.get('fail_reason') or '').strip().splitlines()
@@ -72,6 +97,10 @@ def _classify(tc):
         return 'could-not-check', reason[reason.index('could not check'):]
     if phase == 'performance':
         return 'below-reference', reason
+    killed = _slurm_time_limit(tc) if phase == 'sanity' and \
+        verdict_var in ('crash', '') else ''
+    if killed:
+        return 'hang', f'hang: the job exceeded its time limit ({killed})'
     if phase == 'sanity':
         return (verdict_var if verdict_var in VERDICTS and
                 verdict_var != 'pass' else 'crash'), reason

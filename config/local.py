@@ -6,9 +6,9 @@ Jobs run on this host directly (ReFrame's `local` scheduler) unless
 ``CCL_HEALTH_SCHEDULER=slurm``: then they are submitted with sbatch
 (ReFrame's `slurm` scheduler; it polls jobs with sacct, so where Slurm keeps
 no accounting use ``squeue``, ReFrame's backend that polls with squeue) and
-started with `srun`, and ``CCL_HEALTH_SLURM_ACCESS`` (e.g. ``-p gpu``)
-holds the sbatch options, split on spaces.  ``CCL_HEALTH_LAUNCHER``
-overrides the launcher in either case."""
+started with `srun`, and ``CCL_HEALTH_SLURM_ACCESS`` (e.g. ``-p gpu -q
+debug``) holds the sbatch options, split on spaces (a value stays with its
+option).  ``CCL_HEALTH_LAUNCHER`` overrides the launcher in either case."""
 
 import os
 
@@ -17,6 +17,20 @@ from ccl_health import node
 _gpus = node.detect_gpus()
 _scheduler = os.environ.get('CCL_HEALTH_SCHEDULER') or 'local'
 _slurm = _scheduler in ('slurm', 'squeue')
+
+
+def _access(text):
+    """'-p gpu --exclusive' -> ['-p gpu', '--exclusive']: split on spaces,
+    a word that is no option goes with the option before it (ReFrame
+    writes one ``#SBATCH`` line per entry)."""
+    opts = []
+    for word in text.split():
+        if opts and not word.startswith('-'):
+            opts[-1] += ' ' + word
+        else:
+            opts.append(word)
+    return opts
+
 
 system = {
     'name': 'local',
@@ -27,8 +41,8 @@ system = {
         'name': 'gpu',
         'descr': 'the GPUs of this host, one MPI rank per GPU',
         'scheduler': _scheduler,
-        'access': (os.environ.get('CCL_HEALTH_SLURM_ACCESS', '').split()
-                   if _slurm else []),
+        'access': _access(os.environ.get('CCL_HEALTH_SLURM_ACCESS', '')
+                          if _slurm else ''),
         # CCL_HEALTH_LAUNCHER overrides (e.g. `local` where there is no MPI)
         'launcher': os.environ.get('CCL_HEALTH_LAUNCHER') or (
             'srun' if _slurm or node.in_slurm_allocation() else 'mpirun'),

@@ -13,6 +13,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import ReferenceParseError, ReframeError
+from reframe.core.logging import getlogger
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
@@ -20,7 +21,7 @@ from builders.nccl_tests import CollectiveTestsBuild
 from builders.net_plugin import NetPluginBuild
 from ccl_health import TRANSPORTS, CclHealthError, reference
 from ccl_health import site as site_data
-from ccl_health import nccltests, transport as tproof
+from ccl_health import nccltests, recorder, store, transport as tproof
 from ccl_health.units import parse_size, size_sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -57,6 +58,12 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
     #: acceptance (post-maintenance) mode: a sweep with no reference entry
     #: fails instead of passing on what it measured
     acceptance = variable(bool, value=False)
+
+    #: groups the test cases of one run in the performance database
+    run_id = variable(str, value=recorder.default_run_id())
+    #: the performance database (SQLite path or postgresql:// URL); empty:
+    #: $CCL_HEALTH_DB, else <CCL_HEALTH_OUTPUT>/ccl-health.db
+    store_url = variable(str, value='')
 
     # What the run proved; filled at sanity, kept in the report and perflog.
     proven_transport = variable(str, value='')
@@ -219,7 +226,36 @@ class CollectiveSweepBase(rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         self.verdict, reason = self._judge()
+        self._record(reason)
         return sn.assert_eq(self.verdict, 'pass', msg=reason)
+
+    def _record(self, reason):
+        """Write this case to the performance database now, as soon as its
+        outputs are read: nothing is lost if the run dies later."""
+        sizes = recorder.sizes_from_sweep(self._result(), self._ref_entry)
+        versions = dict(self.versions)
+        versions.setdefault('driver', str(
+            self.current_partition.extras.get('driver', '')))
+        case = store.CaseRecord(
+            run_id=self.run_id, case_name=self.display_name,
+            verdict=recorder.case_verdict(self.verdict, sizes),
+            system=self.current_system.name,
+            partition=self.current_partition.name,
+            environ=self.current_environ.name,
+            nodelist=','.join(self.job.nodelist or []),
+            nodes=self.num_nodes, ranks=self.num_tasks,
+            collective=self.collective, transport=self.transport,
+            proven=self.proven_transport, algo=self.algo, reason=reason,
+            versions=versions,
+            env={k: str(v) for k, v in self.env_vars.items()},
+            suite_revision=recorder.suite_revision(), source='check',
+            sizes=sizes)
+        try:
+            with store.open_store(self.store_url or None) as db:
+                db.add_case(case)
+        except Exception as err:     # the run report is ingested later
+            getlogger().warning(f'{self.display_name}: not recorded in the '
+                                f'performance database yet: {err}')
 
     @run_before('performance')
     def set_perf_variables(self):

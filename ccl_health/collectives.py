@@ -1,0 +1,193 @@
+"""The collectives of nccl-tests and their bus bandwidth.
+
+nccl-tests reports two bandwidths: ``algbw = S / t`` and ``busbw = algbw *
+factor``, where the factor depends on the collective and the number of ranks
+``n`` (nccl-tests ``doc/PERFORMANCE.md``, "Summary"; sendrecv, gather and
+scatter from ``src/<collective>.cu``)::
+
+    all_reduce                        2(n-1)/n
+    all_gather, reduce_scatter,
+    alltoall, gather, scatter          (n-1)/n
+    broadcast, reduce, sendrecv        1
+
+``S`` is the size nccl-tests prints in its ``size`` column: for all_gather
+and reduce_scatter the whole array (``count * n * sizeof(type)``, the
+``count`` column being per rank).
+
+The *ideal* busbw is what the links a rank uses could carry at best: the
+NVLink bandwidth of one GPU (links x per-link bandwidth of the NVLink
+generation, one direction) inside a node, the NIC line rate between nodes.
+busbw / ideal is the efficiency.
+
+Pure: no torch, no ReFrame.
+"""
+
+import re
+
+from . import CclHealthError
+
+#: busbw / algbw as a function of the number of ranks n
+_FACTORS = {
+    'all_reduce': lambda n: 2.0 * (n - 1) / n,
+    'all_gather': lambda n: (n - 1) / n,
+    'reduce_scatter': lambda n: (n - 1) / n,
+    'alltoall': lambda n: (n - 1) / n,
+    'gather': lambda n: (n - 1) / n,
+    'scatter': lambda n: (n - 1) / n,
+    'broadcast': lambda n: 1.0,
+    'reduce': lambda n: 1.0,
+    'sendrecv': lambda n: 1.0,
+}
+
+#: every collective of nccl-tests the suite sweeps (all_reduce first)
+NCCL_TESTS_COLLECTIVES = ('all_reduce', 'all_gather', 'reduce_scatter',
+                          'broadcast', 'reduce', 'alltoall', 'sendrecv')
+
+#: GB/s per link and direction, by NVLink generation (NVLink 1: P100,
+#: 2: V100, 3: A100, 4: H100/H200, 5: B200)
+NVLINK_GBPS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+
+#: NVLink generation by CUDA compute capability (major)
+_NVLINK_GEN_BY_SM_MAJOR = {6: 1, 7: 2, 8: 3, 9: 4, 10: 5}
+
+
+def canonical(collective):
+    """``'all_reduce'`` from ``all_reduce``, ``all_reduce_perf``,
+    ``torch_all_reduce``, ``AllReduce`` or ``allreduce``."""
+    name = str(collective).strip()
+    name = name.rsplit('/', 1)[-1]
+    for pre in ('torch_',):
+        if name.startswith(pre):
+            name = name[len(pre):]
+    if name.endswith('_perf'):
+        name = name[:-len('_perf')]
+    name = re.sub(r'(?<=[a-z])(?=[A-Z])', '_', name).lower()
+    if name in _FACTORS:
+        return name
+    squashed = name.replace('_', '')
+    for known in _FACTORS:
+        if known.replace('_', '') == squashed:
+            return known
+    raise CclHealthError(f'unknown collective {collective!r} (known: '
+                         f'{", ".join(sorted(_FACTORS))})')
+
+
+def busbw_factor(collective, nranks):
+    """busbw / algbw of ``collective`` on ``nranks`` ranks, as nccl-tests
+    computes it."""
+    if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+        raise CclHealthError(f'number of ranks must be a positive integer, '
+                             f'got {nranks!r}')
+    return _FACTORS[canonical(collective)](nranks)
+
+
+def busbw(algbw, collective, nranks):
+    """Bus bandwidth from algorithm bandwidth (same unit)."""
+    return algbw * busbw_factor(collective, nranks)
+
+
+def algbw(nbytes, seconds):
+    """``S / t`` in GB/s (1e9 bytes, as nccl-tests)."""
+    if seconds <= 0:
+        raise CclHealthError(f'time must be positive, got {seconds!r} s')
+    return nbytes / seconds / 1e9
+
+
+def nvlink_generation(arch):
+    """NVLink generation of a GPU from its architecture (``sm_90``, ``9.0``,
+    ``(9, 0)``); None when unknown or not NVIDIA."""
+    if isinstance(arch, tuple):
+        major = arch[0]
+    else:
+        m = re.match(r'^(?:sm_)?(\d+?)(?:\.?\d)$', str(arch).strip())
+        if not m:
+            return None
+        major = int(m.group(1))
+    return _NVLINK_GEN_BY_SM_MAJOR.get(int(major))
+
+
+def nvlink_busbw(generation, links):
+    """One GPU's NVLink bandwidth, one direction, GB/s: ``links`` x the
+    per-link bandwidth of ``generation`` (H100/H200 NV18: 18 x 25 = 450;
+    A100 NV12: 300)."""
+    if generation not in NVLINK_GBPS_PER_LINK:
+        raise CclHealthError(f'unknown NVLink generation {generation!r} '
+                             f'(known: {sorted(NVLINK_GBPS_PER_LINK)})')
+    if isinstance(links, bool) or not isinstance(links, int) or links < 1:
+        raise CclHealthError(f'NVLink links must be a positive integer, '
+                             f'got {links!r}')
+    return links * NVLINK_GBPS_PER_LINK[generation]
+
+
+def nic_busbw(line_rate_gbps, nics=1):
+    """What ``nics`` NICs of ``line_rate_gbps`` Gb/s carry in GB/s."""
+    if line_rate_gbps is None or line_rate_gbps <= 0:
+        raise CclHealthError(f'NIC line rate must be positive Gb/s, got '
+                             f'{line_rate_gbps!r}')
+    return line_rate_gbps / 8.0 * nics
+
+
+def ideal_busbw(transport, *, nvlink_gen=None, nvlink_links=None,
+                nic_gbps=None, nics_per_gpu=1):
+    """The best busbw the links of ``transport`` allow, GB/s, or None when
+    the facts needed are unknown.
+
+    ``intra``: the GPU's NVLink (generation x links); the ``net-*``
+    transports: the NIC line rate (Gb/s / 8) of the NICs one GPU uses."""
+    if transport == 'intra':
+        if nvlink_gen is None or not nvlink_links:
+            return None
+        return nvlink_busbw(nvlink_gen, nvlink_links)
+    if transport.startswith('net-'):
+        if not nic_gbps:
+            return None
+        return nic_busbw(nic_gbps, nics_per_gpu)
+    raise CclHealthError(f'unknown transport {transport!r}')
+
+
+def efficiency_pct(busbw_value, ideal):
+    """busbw / ideal in percent, or None without an ideal."""
+    if not ideal or busbw_value is None:
+        return None
+    return 100.0 * busbw_value / ideal
+
+
+# -- link facts from nvidia-smi ---------------------------------------------
+
+_TOPO_NV = re.compile(r'^NV(\d+)$')
+
+
+def parse_topo_nvlinks(text):
+    """``{(i, j): links}`` from ``nvidia-smi topo -m`` (cells ``NV18``)."""
+    out = {}
+    header = None
+    for line in text.splitlines():
+        toks = line.split()
+        if not toks:
+            continue
+        if header is None:
+            if re.match(r'^GPU\d+$', toks[0]):
+                header = [t for t in toks if re.match(r'^GPU\d+$', t)]
+            continue
+        m = re.match(r'^GPU(\d+)$', toks[0])
+        if not m:
+            continue
+        i = int(m.group(1))
+        for col, cell in zip(header, toks[1:]):
+            nv = _TOPO_NV.match(cell)
+            if nv:
+                out[(i, int(col[3:]))] = int(nv.group(1))
+    return out
+
+
+def nvlinks_per_gpu(topo, gpus):
+    """Links of each GPU in ``gpus`` towards the others in ``gpus``: the
+    largest ``NV<k>`` of its row (with an NVSwitch every pair shows all of
+    the GPU's links), or 0 without NVLink.  Returns the smallest over
+    ``gpus`` (the slowest GPU bounds a collective)."""
+    gpus = list(gpus)
+    per = []
+    for i in gpus:
+        links = [topo.get((i, j), 0) for j in gpus if j != i]
+        per.append(max(links) if links else 0)
+    return min(per) if per else 0

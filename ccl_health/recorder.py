@@ -1,0 +1,109 @@
+"""Build the store's records (:class:`~ccl_health.store.CaseRecord`) from
+what a run produced: the parsed sweep + debug-log evidence (written by the
+check as soon as its outputs are read), or a finished ReFrame run report
+(for what never got that far: hangs, crashes, build failures; and for runs
+made elsewhere)."""
+
+import os
+import socket
+import subprocess
+
+from . import summary
+from .reference import perf_var
+from .store import CaseRecord, SizeRecord
+from .units import parse_size
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def suite_revision():
+    try:
+        out = subprocess.run(['git', '-C', _REPO, 'rev-parse', '--short=12',
+                              'HEAD'], capture_output=True, text=True,
+                             timeout=10)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from . import __version__
+    return __version__
+
+
+def size_verdict(value, ref, tolerance):
+    if not ref:
+        return 'no-reference'
+    return 'below-reference' if value < ref * (1 - tolerance) else 'pass'
+
+
+def sizes_from_sweep(result, ref_entry=None):
+    out = []
+    for row in result.rows:
+        ref = ref_entry.busbw.get(row.size) if ref_entry else None
+        tol = ref_entry.tolerance if ref_entry else None
+        oop, ip = row.out_of_place, row.in_place
+        out.append(SizeRecord(
+            row.size, row.busbw, oop and oop.busbw, ip and ip.busbw,
+            oop and oop.algbw, ip and ip.algbw, oop and oop.time_us,
+            ip and ip.time_us, ref, tol,
+            size_verdict(row.busbw or 0.0, ref, tol or 0.0)))
+    return out
+
+
+def case_verdict(sanity_verdict, sizes):
+    """The sanity verdict, or below-reference when it passed but a size fell
+    short (what ReFrame's performance stage will say next)."""
+    if sanity_verdict == 'pass' and any(s.verdict == 'below-reference'
+                                        for s in sizes):
+        return 'below-reference'
+    return sanity_verdict
+
+
+def cases_from_report(report, default_run_id=None):
+    """CaseRecords for every non-fixture test case of a ReFrame report."""
+    session = (report.get('session_info') or {}).get('uuid', '')
+    verdicts = summary.case_verdicts(report)
+    tcs = [tc for tc in report['runs'][-1]['testcases']
+           if not tc.get('fixture')]
+    out = []
+    for tc, cv in zip(tcs, verdicts):
+        sizes = []
+        for key, vals in (tc.get('perfvalues') or {}).items():
+            var = key.rsplit(':', 1)[-1]
+            if not var.startswith('busbw_'):
+                continue
+            size = parse_size(var[len('busbw_'):])
+            assert perf_var(size) == var
+            value, ref, lower = vals[0], vals[1] or None, vals[2]
+            tol = -lower if lower else None
+            sizes.append(SizeRecord(size, value, ref=ref, tolerance=tol,
+                                    verdict=size_verdict(value, ref,
+                                                         tol or 0.0)))
+        nodelist = tc.get('job_nodelist') or []
+        time = tc.get('job_completion_time') or tc.get('job_submit_time')
+        if isinstance(time, (int, float)):
+            time = None
+        out.append(CaseRecord(
+            run_id=tc.get('run_id') or default_run_id or session,
+            case_name=tc.get('display_name') or tc.get('name'),
+            verdict=cv.verdict, time=time or '',
+            system=tc.get('system', ''), partition=tc.get('partition', ''),
+            environ=tc.get('environ', ''),
+            nodelist=','.join(nodelist) if isinstance(nodelist, list)
+            else str(nodelist),
+            nodes=tc.get('num_nodes') or None,
+            ranks=tc.get('num_tasks') or None,
+            collective=tc.get('collective', ''),
+            transport=tc.get('transport', ''),
+            proven=tc.get('proven_transport', ''),
+            algo=tc.get('algo') or 'default', reason=cv.reason,
+            versions=tc.get('versions') or {},
+            env={k: str(v) for k, v in (tc.get('env_vars') or {}).items()},
+            source='report', sizes=sizes))
+    return out
+
+
+def default_run_id():
+    import datetime
+    return (os.environ.get('CCL_HEALTH_RUN_ID') or
+            datetime.datetime.now(datetime.timezone.utc).strftime(
+                '%Y%m%dT%H%M%SZ') + f'-{socket.gethostname()}-{os.getpid()}')

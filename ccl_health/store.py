@@ -1,0 +1,261 @@
+"""The performance database: every test case of every run, whatever its
+outcome, with one row per message size.
+
+SQLite is the embedded default (one file); PostgreSQL is reached through the
+same code with a ``postgresql://`` URL (needs ``psycopg``).  The schema is
+small and versioned; :func:`open_store` migrates it on open.  Every write is
+one transaction, so a run killed midway loses at most the case being written,
+and two runs writing at once wait for each other instead of corrupting the
+file (SQLite WAL + busy timeout)."""
+
+import dataclasses
+import datetime
+import json
+import os
+import sqlite3
+from typing import Dict, List, Optional
+
+from . import CclHealthError
+
+SCHEMA_VERSION = 1
+
+#: columns of a test case, in order (besides id)
+CASE_COLUMNS = (
+    'run_id', 'case_name', 'time', 'system', 'partition', 'environ',
+    'nodelist', 'nodes', 'ranks', 'collective', 'transport', 'proven', 'algo',
+    'verdict', 'reason', 'nccl_version', 'plugin_version',
+    'libfabric_version', 'provider', 'cuda_driver', 'driver',
+    'tests_version', 'suite_revision', 'versions_json', 'env_json', 'source')
+SIZE_COLUMNS = (
+    'size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
+    'time_oop_us', 'time_ip_us', 'ref', 'tolerance', 'verdict')
+
+_MIGRATIONS = {
+    1: [
+        """CREATE TABLE IF NOT EXISTS cases (
+            id {pk},
+            run_id TEXT NOT NULL, case_name TEXT NOT NULL, time TEXT NOT NULL,
+            system TEXT, partition TEXT, environ TEXT, nodelist TEXT,
+            nodes INTEGER, ranks INTEGER, collective TEXT, transport TEXT,
+            proven TEXT, algo TEXT, verdict TEXT NOT NULL, reason TEXT,
+            nccl_version TEXT, plugin_version TEXT, libfabric_version TEXT,
+            provider TEXT, cuda_driver TEXT, driver TEXT, tests_version TEXT,
+            suite_revision TEXT, versions_json TEXT, env_json TEXT,
+            source TEXT,
+            UNIQUE (run_id, case_name))""",
+        """CREATE TABLE IF NOT EXISTS measurements (
+            case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+            size BIGINT NOT NULL, busbw REAL, busbw_oop REAL, busbw_ip REAL,
+            algbw_oop REAL, algbw_ip REAL, time_oop_us REAL,
+            time_ip_us REAL, ref REAL, tolerance REAL, verdict TEXT,
+            UNIQUE (case_id, size))""",
+        'CREATE INDEX IF NOT EXISTS cases_key ON cases (system, partition, '
+        'transport, collective, nodes, ranks, algo, time)',
+        """CREATE VIEW records AS
+           SELECT c.run_id, c.case_name, c.time, c.system, c.partition,
+                  c.nodelist, c.nodes, c.ranks, c.collective, c.transport,
+                  c.proven, c.algo, c.verdict AS case_verdict, c.reason,
+                  c.nccl_version, c.plugin_version, c.libfabric_version,
+                  c.provider, c.cuda_driver, c.driver, c.tests_version,
+                  c.suite_revision, m.size, m.busbw, m.busbw_oop, m.busbw_ip,
+                  m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
+                  m.ref, m.tolerance, m.verdict AS size_verdict
+           FROM cases c LEFT JOIN measurements m ON m.case_id = c.id""",
+    ],
+}
+
+
+@dataclasses.dataclass
+class SizeRecord:
+    size: int
+    busbw: Optional[float] = None
+    busbw_oop: Optional[float] = None
+    busbw_ip: Optional[float] = None
+    algbw_oop: Optional[float] = None
+    algbw_ip: Optional[float] = None
+    time_oop_us: Optional[float] = None
+    time_ip_us: Optional[float] = None
+    ref: Optional[float] = None
+    tolerance: Optional[float] = None
+    verdict: Optional[str] = None
+
+
+@dataclasses.dataclass
+class CaseRecord:
+    """One test case of one run: the library's record type."""
+    run_id: str
+    case_name: str
+    verdict: str
+    time: str = ''
+    system: str = ''
+    partition: str = ''
+    environ: str = ''
+    nodelist: str = ''
+    nodes: Optional[int] = None
+    ranks: Optional[int] = None
+    collective: str = ''
+    transport: str = ''
+    proven: str = ''
+    algo: str = 'default'
+    reason: str = ''
+    versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    suite_revision: str = ''
+    source: str = ''
+    sizes: List[SizeRecord] = dataclasses.field(default_factory=list)
+
+    def row(self):
+        v = self.versions
+        return (self.run_id, self.case_name, self.time or now(), self.system,
+                self.partition, self.environ, self.nodelist, self.nodes,
+                self.ranks, self.collective, self.transport, self.proven,
+                self.algo or 'default', self.verdict, self.reason,
+                v.get('nccl_version') or v.get('rccl_version'),
+                v.get('plugin_version'), v.get('libfabric_version'),
+                v.get('provider'), v.get('cuda_driver'), v.get('driver'),
+                v.get('nccl_tests') or v.get('tests_version'),
+                self.suite_revision,
+                json.dumps(v, sort_keys=True) if v else None,
+                json.dumps(self.env, sort_keys=True) if self.env else None,
+                self.source)
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec='seconds')
+
+
+class Store:
+    def __init__(self, conn, kind, where):
+        self.conn, self.kind, self.where = conn, kind, where
+
+    # -- plumbing -------------------------------------------------------
+    def _sql(self, sql):
+        return sql.replace('?', '%s') if self.kind == 'postgresql' else sql
+
+    def execute(self, sql, params=()):
+        cur = self.conn.cursor()
+        cur.execute(self._sql(sql), params)
+        return cur
+
+    def query(self, sql, params=()):
+        """Rows as dicts."""
+        cur = self.execute(sql, params)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _migrate(self):
+        pk = ('BIGSERIAL PRIMARY KEY' if self.kind == 'postgresql'
+              else 'INTEGER PRIMARY KEY AUTOINCREMENT')
+        with self.transaction():
+            self.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY '
+                         'KEY, value TEXT)')
+            rows = self.query("SELECT value FROM meta WHERE key = "
+                              "'schema_version'")
+            have = int(rows[0]['value']) if rows else 0
+            if have > SCHEMA_VERSION:
+                raise CclHealthError(
+                    f'{self.where}: schema version {have} is newer than this '
+                    f'ccl-health ({SCHEMA_VERSION}); upgrade ccl-health')
+            for version in range(have + 1, SCHEMA_VERSION + 1):
+                for stmt in _MIGRATIONS[version]:
+                    self.execute(stmt.replace('{pk}', pk))
+                self.execute("DELETE FROM meta WHERE key = 'schema_version'")
+                self.execute("INSERT INTO meta (key, value) VALUES "
+                             "('schema_version', ?)", (str(version),))
+
+    def transaction(self):
+        store = self
+
+        class _Tx:
+            def __enter__(self):
+                if store.kind == 'sqlite':
+                    store.conn.execute('BEGIN IMMEDIATE')
+                return store
+
+            def __exit__(self, exc_type, exc, tb):
+                if exc_type is None:
+                    store.conn.commit()
+                else:
+                    store.conn.rollback()
+        return _Tx()
+
+    # -- writing --------------------------------------------------------
+    def add_case(self, case):
+        """Insert or update one test case and its sizes, atomically.
+        Values already stored and not given again are kept (the check
+        writes the per-size detail; the run report adds the verdicts)."""
+        cols = ', '.join(CASE_COLUMNS)
+        marks = ', '.join('?' * len(CASE_COLUMNS))
+        keep = {'run_id', 'case_name', 'time', 'source'}
+        updates = ', '.join(
+            f'{c} = COALESCE(NULLIF(excluded.{c}, \'\'), cases.{c})'
+            for c in CASE_COLUMNS if c not in keep)
+        with self.transaction():
+            self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
+                         f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
+                         f'{updates}', case.row())
+            case_id = self.query('SELECT id FROM cases WHERE run_id = ? AND '
+                                 'case_name = ?', (case.run_id,
+                                                   case.case_name))[0]['id']
+            scols = ', '.join(('case_id',) + SIZE_COLUMNS)
+            smarks = ', '.join('?' * (len(SIZE_COLUMNS) + 1))
+            supd = ', '.join(f'{c} = COALESCE(excluded.{c}, measurements.{c})'
+                             for c in SIZE_COLUMNS if c != 'size')
+            for s in case.sizes:
+                self.execute(
+                    f'INSERT INTO measurements ({scols}) VALUES ({smarks}) '
+                    f'ON CONFLICT (case_id, size) DO UPDATE SET {supd}',
+                    (case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS))
+        return case_id
+
+    # -- reading --------------------------------------------------------
+    def records(self, where='', params=()):
+        return self.query(f'SELECT * FROM records {where}', params)
+
+    def cases(self, where='', params=()):
+        return self.query(f'SELECT * FROM cases {where} ORDER BY time, id',
+                          params)
+
+
+def open_store(url=None):
+    """``url``: a SQLite file path (or ``sqlite:///path``), or a
+    ``postgresql://`` URL; default ``$CCL_HEALTH_DB``, else
+    ``$CCL_HEALTH_OUTPUT/ccl-health.db``."""
+    url = url or os.environ.get('CCL_HEALTH_DB') or os.path.join(
+        os.environ.get('CCL_HEALTH_OUTPUT', 'ccl-health-output'),
+        'ccl-health.db')
+    if url.startswith(('postgresql://', 'postgres://')):
+        try:
+            import psycopg
+        except ImportError:
+            raise CclHealthError(f'{url}: PostgreSQL needs the psycopg '
+                                 f'package (pip install "psycopg[binary]")') \
+                from None
+        try:
+            conn = psycopg.connect(url)
+        except psycopg.Error as err:
+            raise CclHealthError(f'cannot connect to {url}: {err}') from None
+        store = Store(conn, 'postgresql', url)
+    else:
+        path = url[len('sqlite:///'):] if url.startswith('sqlite:///') else url
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        try:
+            conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+            conn.execute('PRAGMA journal_mode=WAL')
+            conn.execute('PRAGMA foreign_keys=ON')
+        except sqlite3.Error as err:
+            raise CclHealthError(f'{path}: cannot open the database: '
+                                 f'{err}') from None
+        store = Store(conn, 'sqlite', path)
+    store._migrate()
+    return store

@@ -1,0 +1,17 @@
+#!/bin/bash
+# Slurm HealthCheckProgram wrapper for the ccl-health node hook.
+# slurm.conf:
+#   HealthCheckProgram=/opt/ccl-health/site/slurm/healthcheck.sh
+#   HealthCheckInterval=300
+#   HealthCheckNodeState=IDLE      # never while a job runs on the node
+# Drains the node, with the one-line reason, only when the hook says
+# UNHEALTHY (exit 1); "could not check" (exit 2) never drains.
+dir=$(cd "$(dirname "$0")/../.." && pwd)
+out=$("$dir/scripts/ccl-health-check" --limit "${CCL_HEALTH_CHECK_LIMIT:-20}" 2>/dev/null)
+rc=$?
+if [ $rc -eq 1 ]; then
+    scontrol update nodename="$(hostname -s)" state=drain \
+        reason="ccl-health: ${out#UNHEALTHY: }"
+fi
+logger -t ccl-health "$out"
+exit 0

@@ -1,0 +1,92 @@
+"""Every collective of nccl-tests through the whole ReFrame path without a
+GPU: CollectiveSweep runs the replay stand-in under the name of each
+binary (tests/replay/bin/<collective>_perf), which replays the outputs of
+that collective captured on 2x H200 (tests/fixtures/device/cap/coll-*);
+sanity, transport proof and the per-collective references of
+reference/local.yaml give the verdicts."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from test_reframe_replay import make_site, verdict_lines
+
+pytest.importorskip('reframe')
+
+SWEEP = os.path.join(REPO, 'checks', 'collective_sweep.py')
+
+
+
+def run_suite(tmp_path, *reframe_args, env=None):
+    """test_reframe_replay.run_suite with the check file named
+    (``--checks``): CollectiveSweep is not tagged 'nightly', which the main
+    command selects when no check file is given."""
+    out = tmp_path / 'out'
+    full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+                    CCL_HEALTH_LAUNCHER='local',
+                    CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+                    CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
+    full_env.update(env or {})
+    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
+           str(out), '--checks', SWEEP, '--'] + list(reframe_args)
+    p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
+                       text=True, timeout=600)
+    reports = sorted((out / 'reports').glob('run-*.json'))
+    report = json.loads(reports[-1].read_text()) if reports else None
+    return p, report, out
+
+
+OTHERS = ('all_gather', 'reduce_scatter', 'broadcast', 'reduce', 'alltoall',
+          'sendrecv')
+
+
+def by_collective(report):
+    return {tc['collective']: tc for tc in report['runs'][-1]['testcases']
+            if not tc['fixture']}
+
+
+def test_every_collective_passes_against_its_reference(tmp_path):
+    p, report, _ = run_suite(tmp_path, '-n',
+                             'CollectiveSweep%transport=intra')
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert '6 passed, 0 failed, 0 skipped' in p.stdout
+    assert 'PASS' in verdict_lines(p.stdout)['intra']
+    lines = [ln for ln in p.stdout.split('== ccl-health verdict ==')[1]
+             .splitlines() if ln.startswith('intra')]
+    assert len(lines) == 6
+    # every line checked the three reference sizes (4M, 32M, 256M)
+    assert all('3 sizes within reference' in ln for ln in lines), lines
+    tc = by_collective(report)
+    assert sorted(tc) == sorted(OTHERS)
+    for coll, case in tc.items():
+        assert case['result'] == 'pass', (coll, case.get('fail_reason'))
+        assert case['proven_transport'] == 'intra'
+        assert case['coll'] == coll
+        perf = case['perfvalues']
+        key = 'local:gpu:busbw_256MiB'
+        # measured value, reference, lower bound -10%
+        assert perf[key][1] > 0 and perf[key][2] == -0.1, (coll, perf[key])
+    # the busbw nccl-tests reported, factor included (2 ranks):
+    # all_gather (n-1)/n = 0.5 of algbw, broadcast 1
+    assert tc['all_gather']['perfvalues']['local:gpu:busbw_256MiB'][0] == \
+        pytest.approx(255.89, abs=0.01)
+    assert tc['broadcast']['perfvalues']['local:gpu:busbw_256MiB'][0] == \
+        pytest.approx(360.78, abs=0.01)
+
+
+def test_each_collective_has_its_own_reference(tmp_path):
+    # all_gather's outputs judged as alltoall: below alltoall's reference at
+    # 4 MiB (79.92 vs 98.94) and 256 MiB (255.89 vs 285.33)
+    p, report, _ = run_suite(
+        tmp_path, '-n', 'CollectiveSweep%transport=intra%coll=alltoall',
+        env={'CCL_HEALTH_REPLAY_INTRA': 'coll-all_gather'})
+    assert p.returncode == 1
+    line = verdict_lines(p.stdout)['intra']
+    assert 'BELOW-REFERENCE' in line
+    assert '4MiB 79.92 vs 98.94' in line and '256MiB 255.89 vs 285.33' in \
+        line
+    assert '32MiB' not in line            # 195.42 vs 206.93: within -10%

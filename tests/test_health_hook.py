@@ -1,0 +1,122 @@
+"""The node health hook end to end without a GPU: a stand-in nvidia-smi and
+launcher (tests/replay/fake-node) and the replayed nccl-tests outputs of
+2x H200 (healthy, one NVLink channel), a hang past the limit, a hidden GPU,
+a missing binary."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ccl_health import health, store
+from conftest import REPO
+
+FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
+REPLAY = os.path.join(REPO, 'tests', 'replay')
+
+
+def hook(tmp_path, *args, env=None, path_fake=True):
+    e = dict(os.environ, CCL_HEALTH_DB=str(tmp_path / 'db.sqlite'),
+             PYTHONPATH=REPO)
+    e.pop('CUDA_VISIBLE_DEVICES', None)
+    if path_fake:
+        e['PATH'] = FAKE + os.pathsep + e['PATH']
+    else:
+        e['PATH'] = '/usr/bin:/bin'
+    e.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.health',
+                        '--tests-prefix', REPLAY, '--launcher',
+                        os.path.join(FAKE, 'launch'),
+                        '--json', str(tmp_path / 'detail.json')] + list(args),
+                       env=e, capture_output=True, text=True, timeout=120)
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1, p.stdout + p.stderr      # one line for NHC
+    return p.returncode, lines[0], time.monotonic() - t0
+
+
+def test_healthy_node(tmp_path):
+    rc, line, _ = hook(tmp_path)
+    assert rc == 0
+    assert line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s '
+                           '(reference 330.5)')
+    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
+        [case] = db.cases()
+        assert case['verdict'] == 'pass' and case['case_name'] == \
+            'node-health' and case['proven'] == 'intra'
+        assert case['nccl_version'] == '2.28.3+cuda13.0'
+
+
+def test_degraded_link_is_named_with_numbers(tmp_path):
+    rc, line, _ = hook(tmp_path, env={
+        'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel'})
+    assert rc == 1
+    assert line.startswith('UNHEALTHY: GPUs 0<->1 all_reduce 1GiB: 21.0 GB/s '
+                           '< 297.4 (reference 330.5 GB/s; channels P2P/CUMEM)')
+    detail = json.loads((tmp_path / 'detail.json').read_text())
+    assert detail['code'] == 1 and detail['attempts'] == 2   # retried once
+    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
+        assert db.cases()[0]['verdict'] == 'below-reference'
+
+
+def test_retry_avoids_a_false_drain(tmp_path):
+    # first try degraded, second healthy: healthy (one of two passes)
+    flag = tmp_path / 'once'
+    rc, line, _ = hook(tmp_path, env={
+        'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel',
+        'CCL_HEALTH_REPLAY_ONCE': str(flag)})
+    assert rc == 0 and line.startswith('HEALTHY'), line
+
+
+def test_hang_ends_within_the_limit(tmp_path):
+    rc, line, wall = hook(tmp_path, '--limit', '4', env={
+        'CCL_HEALTH_REPLAY_SLEEP': '60'})
+    assert rc == 1 and line.startswith('UNHEALTHY: hang: all_reduce on GPUs '
+                                       '0<->1 did not finish'), line
+    assert wall < 8
+    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
+        assert db.cases()[0]['verdict'] == 'hang'
+
+
+def test_missing_gpu(tmp_path):
+    rc, line, _ = hook(tmp_path, env={'CUDA_VISIBLE_DEVICES': '0'})
+    assert rc == 1
+    assert line == ('UNHEALTHY: missing GPU: 1 of 2 GPUs visible to CUDA '
+                    '(nvidia-smi lists 2; CUDA_VISIBLE_DEVICES=0)')
+
+
+def test_missing_binary_could_not_check(tmp_path):
+    empty = tmp_path / 'empty'
+    (empty / 'bin').mkdir(parents=True)
+    rc, line, _ = hook(tmp_path, '--tests-prefix', str(empty))
+    assert rc == 2 and line.startswith('COULD-NOT-CHECK: ')
+    assert 'all_reduce_perf is missing' in line
+
+
+def test_no_driver_could_not_check(tmp_path):
+    rc, line, _ = hook(tmp_path, path_fake=False)
+    assert rc == 2 and 'COULD-NOT-CHECK: no GPU on this machine' in line
+
+
+def test_pair_rounds_cover_every_pair_once():
+    for n in (2, 4, 8):
+        rounds = health.pair_rounds(list(range(n)))
+        pairs = [p for r in rounds for p in r]
+        assert sorted(pairs) == [(i, j) for i in range(n)
+                                 for j in range(i + 1, n)]
+        for r in rounds:                      # disjoint inside a round
+            flat = [g for p in r for g in p]
+            assert len(flat) == len(set(flat))
+    assert len(health.pair_rounds(list(range(8)))) == 7
+
+
+def test_nhc_check_file_follows_nhc_conventions():
+    text = open(os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')).read()
+    assert 'function check_gpu_ccl()' in text
+    assert 'die 1 "ccl-health: ${out#UNHEALTHY: }"' in text
+    # exit 2 (could not check) only logs
+    body = text.split('*) ')[1]
+    assert 'log ' in body and 'die' not in body

@@ -1,0 +1,167 @@
+"""History detection, attribution, queries and the report, on a store
+filled with the real 2x H200 sweeps (healthy: cap/intra; a real degradation:
+cap/intra-1channel, NCCL_MAX_NCHANNELS=1), with run-to-run noise added."""
+
+import datetime
+import os
+import random
+
+import pytest
+
+from ccl_health import history, nccltests, queries, recorder, reference, store
+from conftest import CAPTURE, REPO, read
+
+T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
+
+
+def sweep(case):
+    return nccltests.parse(read(CAPTURE, case, 'stdout.txt'),
+                           read(CAPTURE, case, 'result.json'))
+
+
+@pytest.fixture
+def db(tmp_path):
+    """21 nights of intra sweeps; night 15 ran with one NVLink channel and a
+    new NCCL; night 18 the plugin hung."""
+    rng = random.Random(7)
+    ref = reference.load_for_system(os.path.join(REPO, 'reference'), 'local')
+    entry = ref.lookup('gpu', 'intra', 'all_reduce', 1, 2)
+    good, bad = sweep('intra'), sweep('intra-1channel')
+    s = store.open_store(str(tmp_path / 'h.db'))
+    for night in range(21):
+        sizes = recorder.sizes_from_sweep(bad if night == 15 else good, entry)
+        for x in sizes:
+            x.busbw *= rng.uniform(0.985, 1.01)
+        s.add_case(store.CaseRecord(
+            f'night-{night:02d}', 'AllReduceSweep %transport=intra',
+            recorder.case_verdict('pass', sizes),
+            time=(T0 + datetime.timedelta(days=night)).isoformat(),
+            system='local', partition='gpu', nodes=1, ranks=2,
+            collective='all_reduce', transport='intra', proven='intra',
+            nodelist='vm' if night != 15 else 'vm2',
+            versions={'nccl_version': '2.28.3' if night < 15 else '2.28.4'},
+            env={'NCCL_MAX_NCHANNELS': '1'} if night == 15 else {},
+            sizes=sizes))
+    s.add_case(store.CaseRecord(
+        'night-18', 'AllReduceSweep %transport=net-plugin', 'hang',
+        time=(T0 + datetime.timedelta(days=18)).isoformat(), system='local',
+        partition='gpu', nodes=1, ranks=2, collective='all_reduce',
+        transport='net-plugin', reason='hang: the job exceeded its time '
+        'limit'))
+    yield s
+    s.close()
+
+
+def test_baseline_is_robust():
+    b = history.baseline([10, 10.1, 9.9, 10, 50])
+    assert b.median == 10 and b.noise == pytest.approx(1.4826 * 0.1)
+
+
+def test_drop_flagged_at_every_affected_size_and_only_there(db):
+    found = history.detect(db.records())
+    drops = [f for f in found if f.kind == 'drop']
+    assert {f.run_id for f in drops} == {'night-15'}
+    # 1-channel capture sizes: 1M..1G x4; all collapse by > 80 %
+    assert sorted(f.size for f in drops) == [1 << 20, 4 << 20, 16 << 20,
+                                             64 << 20, 256 << 20, 1 << 30]
+    rec = [f for f in found if f.kind == 'recovery']
+    assert {f.run_id for f in rec} == {'night-16'}
+
+
+def test_no_judgement_without_history(db):
+    recs = [r for r in db.records() if r['run_id'] <= 'night-03']
+    assert history.detect(recs) == []
+
+
+def test_leave_one_out_no_false_alarm(db):
+    recs = [r for r in db.records() if r['run_id'] != 'night-15'
+            and r['size'] is not None and r['busbw'] is not None]
+    for r in recs:
+        others = [o for o in recs if o['run_id'] != r['run_id'] and
+                  o['size'] == r['size'] and o['transport'] == r['transport']]
+        assert history.judge(others, r) is None, r
+
+
+def test_intermittent_collapses():
+    recs = []
+    for i in range(30):
+        v = 5.0 if i in (12, 20, 27) else 100.0 + (i % 3)
+        recs.append({'run_id': f'r{i:02d}', 'time': f'2026-11-{i + 1:02d}',
+                     'size': 1 << 30, 'busbw': v, 'case_verdict': 'pass',
+                     'tolerance': 0.1, 'system': 's', 'partition': 'p',
+                     'transport': 'net-plugin', 'collective': 'all_reduce',
+                     'nodes': 64, 'ranks': 512, 'algo': 'default'})
+    found = history.detect(recs)
+    assert [f.run_id for f in found if f.kind == 'drop'] == ['r12', 'r20',
+                                                              'r27']
+    assert any(f.kind == 'intermittent' for f in found)
+
+
+def test_attribution_names_what_changed(db):
+    f = next(f for f in history.detect(db.records()) if f.kind == 'drop')
+    changes = history.attribute(db.cases(), f)
+    assert 'nccl_version: 2.28.3 -> 2.28.4' in changes
+    assert 'nodelist: vm -> vm2' in changes
+    assert 'env NCCL_MAX_NCHANNELS: None -> 1' in changes
+
+
+def test_queries(db):
+    now = T0 + datetime.timedelta(days=18, hours=3)
+    lines = queries.failed(db, 24, now=now)
+    assert any('net-plugin: HANG: hang' in ln for ln in lines)
+    assert queries.since_when(db, 'net-plugin')[1] == 'night-18'
+    assert queries.since_when(db, 'intra', '1G') is None   # healthy again
+    hist = queries.history(db, 'intra', '1G')
+    assert len(hist) == 21 and hist[15]['busbw'] < 30
+    rows = queries.compare(db, 'night-14', 'night-15')
+    [big] = [r for r in rows if r[1] == '1GiB']
+    assert big[4] < 0.1
+
+
+def test_report_page(db, tmp_path):
+    from ccl_health import report
+    page, text = report.build(db, str(tmp_path / 'rep'))
+    html = open(page).read()
+    assert html.count('<img') >= 3 and 'data:image/png;base64,' in html
+    assert 'busbw_local_gpu_intra.png' in os.listdir(tmp_path / 'rep')
+    assert 'trend_local_gpu_intra_1GiB.png' in os.listdir(tmp_path / 'rep')
+    assert 'DROP local/gpu/intra' in text
+    table = report.summary_table(db, now=T0 + datetime.timedelta(days=21))
+    plug = table[table['transport'] == 'net-plugin'].iloc[0]
+    assert plug['last verdict'] == 'hang' and plug['days since failure'] == 3
+    intra = table[table['transport'] == 'intra'].iloc[0]
+    assert intra['failures'] == 1 and intra['last verdict'] == 'pass'
+
+
+def test_concurrent_writers_do_not_corrupt(tmp_path):
+    import multiprocessing as mp
+    path = str(tmp_path / 'c.db')
+    store.open_store(path).close()
+    procs = [mp.Process(target=_writer, args=(path, w)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with store.open_store(path) as s:
+        assert len(s.cases()) == 4 * 25
+        assert len(s.records()) == 4 * 25 * 3
+
+
+def _writer(path, w):
+    with store.open_store(path) as s:
+        for i in range(25):
+            s.add_case(store.CaseRecord(
+                f'run-{w}-{i}', 'case', 'pass',
+                sizes=[store.SizeRecord(1 << k, 1.0) for k in range(3)]))
+
+
+def test_schema_version_is_recorded_and_newer_refused(tmp_path):
+    path = str(tmp_path / 'v.db')
+    with store.open_store(path) as s:
+        assert s.query("SELECT value FROM meta WHERE key='schema_version'"
+                       )[0]['value'] == str(store.SCHEMA_VERSION)
+        s.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    from ccl_health import CclHealthError
+    with pytest.raises(CclHealthError, match='schema version 99 is newer'):
+        store.open_store(path)
