@@ -20,9 +20,14 @@ ccl_venv() {   # $1: requirements file
   # let ours see its packages too instead of downloading them again
   "$PY" -c 'import sys, site
 if sys.prefix != sys.base_prefix: print("\n".join(site.getsitepackages()))' > "$sp/zz-ccl-health-parent.pth"
+  # nothing to do when these exact requirements were installed already
+  local want stamp="$VENV/.ccl-health-requirements"
+  want=$(cat "$1" "$REPO/requirements.txt" | sha256sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
   local opts=(-q --disable-pip-version-check)
   if [ -n "${CCL_HEALTH_WHEELS:-}" ]; then
     opts+=(--no-index --find-links "$CCL_HEALTH_WHEELS")
   fi
-  "$VENV/bin/python" -m pip install "${opts[@]}" -r "$1" >&2
+  "$VENV/bin/python" -m pip install "${opts[@]}" -r "$1" >&2 &&
+    echo "$want" > "$stamp"
 }
