@@ -197,7 +197,9 @@ class Store:
         cols = ', '.join(CASE_COLUMNS)
         marks = ', '.join('?' * len(CASE_COLUMNS))
         keep = {'run_id', 'case_name', 'time', 'source'}
+        numeric = {'nodes', 'ranks'}
         updates = ', '.join(
+            f'{c} = COALESCE(excluded.{c}, cases.{c})' if c in numeric else
             f'{c} = COALESCE(NULLIF(excluded.{c}, \'\'), cases.{c})'
             for c in CASE_COLUMNS if c not in keep)
         with self.transaction():

@@ -120,3 +120,22 @@ def test_nhc_check_file_follows_nhc_conventions():
     # exit 2 (could not check) only logs
     body = text.split('*) ')[1]
     assert 'log ' in body and 'die' not in body
+
+
+def test_health_mode_through_reframe(tmp_path):
+    """The same hook as a ReFrame check (the `health` mode, one job per
+    node with --distribute on a real partition)."""
+    pytest.importorskip('reframe')
+    from test_reframe_replay import run_suite
+    p, report, _ = run_suite(
+        tmp_path, '-S', f'hook_launcher={os.path.join(FAKE, "launch")}',
+        env={'PATH': FAKE + os.pathsep + os.environ['PATH'],
+             'CCL_HEALTH_DB': str(tmp_path / 'db.sqlite')},
+        checks=os.path.join(REPO, 'checks', 'node_health.py'))
+    [tc] = [t for t in report['runs'][-1]['testcases'] if not t['fixture']]
+    assert tc['result'] == 'pass', tc.get('fail_reason')
+    assert tc['perfvalues']['local:gpu:busbw'][0] == pytest.approx(330.4)
+    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
+        # the hook's own record, and the ReFrame test case from the report
+        names = {c['case_name']: c['verdict'] for c in db.cases()}
+        assert names == {'node-health': 'pass', 'NodeHealthCheck': 'pass'}

@@ -32,7 +32,8 @@ def make_site(tmp_path, tests_prefix=None):
     return str(sdir)
 
 
-def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None):
+def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None,
+              checks=None):
     out = tmp_path / 'out'
     full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
                     CCL_HEALTH_LAUNCHER='local',
@@ -40,7 +41,7 @@ def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None):
                     CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
     full_env.update(env or {})
     cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
-           str(out)]
+           str(out)] + (['--checks', checks] if checks else [])
     if reframe_args:
         cmd += ['--'] + list(reframe_args)
     p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,

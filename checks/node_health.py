@@ -1,0 +1,70 @@
+"""The node health hook through ReFrame: one job per node of a partition
+(``--distribute``), for a sweep of the whole partition after maintenance.
+
+    reframe -C config/settings.py --mode health --distribute=all -r
+
+The job runs the same hook a node health checker calls
+(``python -m ccl_health.health``) with the binaries the builder made."""
+
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import (fixture, performance_function, run_after,
+                                   run_before, sanity_function, variable)
+
+from builders.nccl_tests import CollectiveTestsBuild
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@rfm.simple_test
+class NodeHealthCheck(rfm.RunOnlyRegressionTest):
+    descr = 'node health hook: all_reduce over every GPU and GPU pair'
+    valid_systems = ['+gpu']
+    valid_prog_environs = ['+ccl']
+    tests = fixture(CollectiveTestsBuild, scope='environment')
+    #: the hook's own hard limit (s); the job's limit is a little larger
+    limit = variable(int, value=20)
+    size = variable(str, value='1G')
+    #: how the hook starts its ranks inside the job
+    hook_launcher = variable(str, value='')
+    num_tasks = 1
+    num_tasks_per_node = 1
+    exclusive_access = True
+    time_limit = '2m'
+    tags = {'health'}
+    maintainers = ['ccl-health']
+
+    @run_after('setup')
+    def needs_gpus(self):
+        self.skip_if(not self.current_partition.extras.get('gpus_per_node'),
+                     'no GPU on this partition')
+
+    @run_before('run')
+    def set_command(self):
+        # the hook starts its own ranks: run it once per node, directly
+        self.job.launcher = getlauncher('local')()
+        launcher = self.hook_launcher or (
+            'srun --overlap --ntasks' if self.current_partition.scheduler
+            .registered_name in ('slurm', 'squeue') else
+            'mpirun --bind-to none -np')
+        self.executable = sys.executable
+        self.executable_opts = [
+            '-m', 'ccl_health.health', '--limit', str(self.limit),
+            '--size', self.size, '--system', self.current_system.name,
+            '--partition', self.current_partition.name,
+            '--tests-prefix', self.tests.prefix,
+            '--launcher', f"'{launcher}'", '--json', 'health.json']
+        self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
+
+    @sanity_function
+    def healthy(self):
+        return sn.assert_found(r'^HEALTHY: ', self.stdout,
+                               msg=sn.extractsingle(r'^(.*)$', self.stdout, 1))
+
+    @performance_function('GB/s')
+    def busbw(self):
+        return sn.extractsingle(r'GPUs (\S+) GB/s', self.stdout, 1, float)

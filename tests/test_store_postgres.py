@@ -1,0 +1,110 @@
+"""The performance database on a real PostgreSQL server, through the same
+code as SQLite (a postgresql:// URL).  The test starts its own server
+(Debian's PostgreSQL, installed if missing) in a temporary folder, as the
+postgres user, and stops it afterwards."""
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from ccl_health import history, recorder, store
+from conftest import CAPTURE, read
+
+psycopg = pytest.importorskip('psycopg')
+
+
+def _bin():
+    found = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'))
+    return os.path.dirname(found[-1]) if found else None
+
+
+def _as_postgres(cmd):
+    if os.geteuid() == 0:
+        cmd = ['runuser', '-u', 'postgres', '--'] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope='module')
+def pg_url(tmp_path_factory):
+    if _bin() is None and os.geteuid() == 0 and shutil.which('apt-get'):
+        cmd = ['apt-get', 'install', '-y', '-q', 'postgresql']
+        if subprocess.run(cmd, capture_output=True).returncode:
+            subprocess.run(['apt-get', 'update', '-q'], capture_output=True)
+            subprocess.run(cmd, capture_output=True)
+    pgbin = _bin()
+    if pgbin is None:
+        pytest.skip('PostgreSQL is not installed and cannot be installed')
+    # not under pytest's own (root-only) tmp folder: postgres must reach it
+    import pathlib
+    import tempfile
+    base = pathlib.Path(tempfile.mkdtemp(prefix='ccl-health-pg-'))
+    os.chmod(base, 0o777)
+    data, sock = base / 'data', base / 'sock'
+    sock.mkdir()
+    os.chmod(sock, 0o777)
+    if os.geteuid() == 0:
+        shutil.chown(base, 'postgres')
+        shutil.chown(sock, 'postgres')
+    r = _as_postgres([f'{pgbin}/initdb', '-D', str(data), '-A', 'trust',
+                      '-U', 'postgres'])
+    assert r.returncode == 0, r.stderr
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    r = _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-w', '-l',
+                      str(base / 'log'), '-o',
+                      f'-p {port} -k {sock} -c listen_addresses=127.0.0.1',
+                      'start'])
+    assert r.returncode == 0, r.stderr + r.stdout
+    url = f'postgresql://postgres@127.0.0.1:{port}/postgres'
+    for _ in range(50):
+        try:
+            psycopg.connect(url).close()
+            break
+        except psycopg.Error:
+            time.sleep(0.2)
+    yield url
+    _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
+                  'stop'])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _case(run, busbw, verdict='pass'):
+    from ccl_health import nccltests
+    res = nccltests.parse_json(read(CAPTURE, 'intra', 'result.json'))
+    sizes = recorder.sizes_from_sweep(res)
+    for s in sizes:
+        s.busbw = s.busbw * busbw
+    return store.CaseRecord(run, 'AllReduceSweep %transport=intra', verdict,
+                            time=f'2026-11-{int(run[-2:]):02d}T02:00:00+00:00',
+                            system='local', partition='gpu', nodes=1,
+                            ranks=2, collective='all_reduce',
+                            transport='intra', sizes=sizes,
+                            versions={'nccl_version': '2.28.3'})
+
+
+def test_same_code_path_on_postgresql(pg_url):
+    with store.open_store(pg_url) as db:
+        assert db.kind == 'postgresql'
+        db.execute('DROP VIEW IF EXISTS records')
+        db.execute('DROP TABLE IF EXISTS measurements, cases, meta')
+        db.conn.commit()
+    with store.open_store(pg_url) as db:
+        for i in range(1, 12):
+            db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
+        db.add_case(_case('run-12', 0.5))
+        # a second write of the same case updates, never duplicates
+        db.add_case(_case('run-12', 0.5, verdict='below-reference'))
+        assert len(db.cases()) == 12
+        assert db.cases("WHERE run_id = 'run-12'")[0]['verdict'] == \
+            'below-reference'
+        drops = [f for f in history.detect(db.records()) if f.kind == 'drop']
+        assert drops and {f.run_id for f in drops} == {'run-12'}
+    with store.open_store(pg_url) as db:      # reopen: no migration again
+        assert db.query("SELECT value FROM meta WHERE key = "
+                        "'schema_version'")[0]['value'] == '1'
