@@ -772,14 +772,21 @@ def cmd_replay(args):
                 row['error'] = 'sendrecv needs at least 2 ranks'
                 doc['rows'].append(row)
                 continue
-            op = _op(d, c.collective, c.total_bytes, dtype)
-            if op is None:
-                row['error'] = (f'{c.total_bytes} bytes is less than one '
-                                f'element per rank')
+            try:
+                op = _op(d, c.collective, c.total_bytes, dtype)
+                if op is None:
+                    raise CclHealthError(f'{c.total_bytes} bytes is less '
+                                         f'than one element per rank')
+                call, count, moved, _ = op
+                t_us = d.mean(_time(d, call, args.iters, args.warmup))
+            except (RuntimeError, ValueError, CclHealthError) as err:
+                msg = str(err).strip().splitlines()
+                row['error'] = f'{type(err).__name__}: {msg[0] if msg else ""}'
                 doc['rows'].append(row)
+                if d.rank == 0:
+                    print(f' {c.line:>5} {c.routine:>14} error: '
+                          f'{row["error"]}', flush=True)
                 continue
-            call, count, moved, _ = op
-            t_us = d.mean(_time(d, call, args.iters, args.warmup))
             m = make_row(c.collective, moved, count, c.datatype, t_us,
                          d.world, ideal)
             row.update({'measured_time_us': m['time_us'],
