@@ -2,6 +2,7 @@
 acceptance run a site records what its machine does, and later runs are held
 to it."""
 
+import math
 import statistics
 
 from . import CclHealthError
@@ -10,10 +11,14 @@ from .units import format_size, parse_size
 
 
 def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
-                      tolerance, source, min_size='1M', algo='default'):
+                      tolerance, source, min_size='1M', algo='default',
+                      noise_k=4.0):
     """One reference entry from one or more :class:`SweepResult` of the
     same configuration: the median busbw per size over the sweeps, for sizes
-    >= ``min_size`` (smaller ones are latency-bound and noisy)."""
+    >= ``min_size`` (smaller ones are latency-bound and noisy).  With
+    several sweeps, a size whose run-to-run noise (``noise_k`` x the MAD,
+    scaled to a standard deviation) is larger than ``tolerance`` gets that
+    wider tolerance of its own."""
     lo = parse_size(min_size)
     per_size = {}
     for sweep in sweeps:
@@ -25,8 +30,38 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
                              f'from: no size >= {format_size(lo)} with a '
                              f'busbw')
     busbw = {s: round(statistics.median(v), 2) for s, v in per_size.items()}
+    size_tol = {}
+    for s, vals in per_size.items():
+        if len(vals) >= 5:
+            med = statistics.median(vals)
+            mad = statistics.median(abs(v - med) for v in vals)
+            noise = math.ceil(100 * noise_k * 1.4826 * mad / med) / 100
+            if noise > tolerance:
+                size_tol[s] = min(noise, 0.9)
     return Entry(transport, collective, nodes, gpus_per_node, tolerance,
-                 source, busbw, algo)
+                 source, busbw, algo, size_tol)
+
+
+def sweeps_from_store(db, system, partition, last=20):
+    """Per configuration, the busbw of its last ``last`` healthy runs in the
+    performance database (cases that passed)."""
+    from .nccltests import Measurement, Row, SweepResult
+    groups = {}
+    for c in reversed(db.cases('WHERE system = ? AND partition = ? AND '
+                               "verdict = 'pass'", (system, partition))):
+        key = (c['transport'], c['collective'], c['nodes'], c['ranks'],
+               c['algo'] or 'default')
+        runs = groups.setdefault(key, [])
+        if len(runs) >= last or not c['nodes'] or not c['ranks']:
+            continue
+        rows = [Row(m['size'], 0, '', '', None, None,
+                    Measurement(0.0, 0.0, m['busbw'], 0))
+                for m in db.query('SELECT size, busbw FROM measurements '
+                                  'WHERE case_id = ? AND busbw IS NOT NULL',
+                                  (c['id'],))]
+        if rows:
+            runs.append(SweepResult(rows=rows))
+    return groups
 
 
 def busbw_from_perfvalues(perfvalues):

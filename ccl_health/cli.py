@@ -16,6 +16,7 @@ import sys
 from . import (TRANSPORTS, CclHealthError, calibrate, node, recorder,
                reference, store, summary)
 from .buildcache import resolve_mirror
+from .units import format_size
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'config', 'settings.py')
@@ -107,8 +108,12 @@ def _tolerances(specs):
 
 def cmd_calibrate(args):
     tol = _tolerances(args.tolerance)
-    groups = {}
-    for path in args.report:
+    if not args.report and not args.db:
+        raise CclHealthError('give --report (run reports) or --db (the '
+                             'performance database) to calibrate from')
+    groups = {}    # (system, partition, transport, collective, nodes,
+    #                 gpus per node, algo) -> [SweepResult]
+    for path in args.report or []:
         for tc in summary.load_report(path)['runs'][-1]['testcases']:
             if tc.get('fixture') or not tc.get('perfvalues'):
                 continue
@@ -120,18 +125,30 @@ def cmd_calibrate(args):
             key = (tc['system'], tc['partition'], tc['transport'],
                    tc['collective'], int(tc['num_nodes']),
                    int(tc['num_tasks_per_node']), tc.get('algo', 'default'))
-            groups.setdefault(key, []).append(
-                calibrate.busbw_from_perfvalues(tc['perfvalues']))
+            groups.setdefault(key, []).append(_as_sweep(
+                calibrate.busbw_from_perfvalues(tc['perfvalues'])))
+    if args.db:
+        if not (args.system and args.partition):
+            raise CclHealthError('--db needs --system and --partition')
+        with store.open_store(args.db) as db:
+            for (t, coll, nodes, ranks, algo), sweeps in \
+                    calibrate.sweeps_from_store(db, args.system,
+                                                args.partition,
+                                                args.last).items():
+                groups.setdefault((args.system, args.partition, t, coll,
+                                   nodes, ranks // nodes, algo),
+                                  []).extend(sweeps)
     if not groups:
-        raise CclHealthError('no sweep with performance values in '
-                             + ', '.join(args.report))
-    for (system, part, trans, coll, nodes, gpn, algo), runs in \
+        raise CclHealthError('no healthy sweep with performance values to '
+                             'calibrate from')
+    for (system, part, trans, coll, nodes, gpn, algo), sweeps in \
             sorted(groups.items()):
-        sweeps = [_as_sweep(r) for r in runs]
+        origin = ', '.join(os.path.basename(p) for p in args.report or [])
+        if args.db:
+            origin += f'{", " if origin else ""}{args.db}'
         source = (args.source or f'calibrated by scripts/calibrate on '
                   f'{datetime.date.today().isoformat()} from '
-                  f'{len(runs)} run(s): '
-                  + ', '.join(os.path.basename(p) for p in args.report))
+                  f'{len(sweeps)} run(s): {origin}')
         entry = calibrate.entry_from_sweeps(
             sweeps, transport=trans, collective=coll, nodes=nodes,
             gpus_per_node=gpn, tolerance=tol[trans], source=source,
@@ -140,8 +157,12 @@ def cmd_calibrate(args):
         gdr = ({'supported': False, 'reason': args.gdr_unsupported}
                if args.gdr_unsupported else None)
         reference.upsert(path, system, part, entry, gdr)
+        wider = ', '.join(f'{format_size(s)} {t:.0%}' for s, t in
+                          sorted(entry.size_tolerance.items()))
         print(f'{path}: {part} {trans} {coll} {nodes}x{gpn} {algo}: '
-              f'{len(entry.busbw)} sizes, tolerance {entry.tolerance:.0%}')
+              f'{len(entry.busbw)} sizes from {len(sweeps)} run(s), '
+              f'tolerance {entry.tolerance:.0%}'
+              + (f' (noisier sizes: {wider})' if wider else ''))
     return 0
 
 
@@ -226,8 +247,14 @@ def main(argv=None):
     p.add_argument('report')
     p.set_defaults(func=cmd_summary)
     p = sub.add_parser('calibrate', help='record a reference from runs')
-    p.add_argument('--report', action='append', required=True,
+    p.add_argument('--report', action='append',
                    help='ReFrame run report (repeat: the median is kept)')
+    p.add_argument('--db', help='calibrate from the last healthy runs in '
+                   'this performance database instead (or as well)')
+    p.add_argument('--system')
+    p.add_argument('--partition')
+    p.add_argument('--last', type=int, default=20,
+                   help='with --db: how many healthy runs per configuration')
     p.add_argument('--reference-dir', default=os.path.join(REPO,
                                                            'reference'))
     p.add_argument('--tolerance', action='append',

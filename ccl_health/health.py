@@ -210,7 +210,7 @@ def check(args, env=None):
 
     def expect(e):
         if e and size in e.busbw:
-            return e.busbw[size], e.busbw[size] * (1 - e.tolerance)
+            return e.busbw[size], e.busbw[size] * (1 - e.tolerance_at(size))
         return 0.0, 0.0
 
     probes, attempts = [], 0

@@ -39,7 +39,7 @@ def sizes_from_sweep(result, ref_entry=None):
     out = []
     for row in result.rows:
         ref = ref_entry.busbw.get(row.size) if ref_entry else None
-        tol = ref_entry.tolerance if ref_entry else None
+        tol = ref_entry.tolerance_at(row.size) if ref_entry else None
         oop, ip = row.out_of_place, row.in_place
         out.append(SizeRecord(
             row.size, row.busbw, oop and oop.busbw, ip and ip.busbw,

@@ -16,6 +16,8 @@ Layout::
             source: "where the numbers come from"
             busbw:                    # GB/s, by message size
               1GiB: 330.0
+              1MiB: [70.9, 0.2]       # [value, its own tolerance]: small,
+                                      # latency-bound sizes are noisier
 
 Every value carries its source.  A malformed file is an error that names the
 file and the key.
@@ -53,6 +55,11 @@ class Entry:
     source: str
     busbw: Dict[int, float]
     algo: str = 'default'
+    #: tolerances of single sizes, where they differ from ``tolerance``
+    size_tolerance: Dict[int, float] = dataclasses.field(default_factory=dict)
+
+    def tolerance_at(self, size):
+        return self.size_tolerance.get(size, self.tolerance)
 
     def key(self):
         return (self.transport, self.collective, self.nodes,
@@ -61,7 +68,8 @@ class Entry:
     def to_rfm(self, scope):
         """The ReFrame ``reference`` dict for this entry: a lower bound only
         (being faster than the reference is never a failure)."""
-        return {scope: {perf_var(size): (val, -self.tolerance, None, UNIT)
+        return {scope: {perf_var(size): (val, -self.tolerance_at(size), None,
+                                         UNIT)
                         for size, val in sorted(self.busbw.items())}}
 
     def as_yaml(self):
@@ -70,8 +78,10 @@ class Entry:
         if self.algo != 'default':
             d['algo'] = self.algo
         d.update({'tolerance': self.tolerance, 'source': self.source,
-                  'busbw': {format_size(s): round(v, 2)
-                            for s, v in sorted(self.busbw.items())}})
+                  'busbw': {format_size(s): (
+                      [round(v, 2), self.size_tolerance[s]]
+                      if s in self.size_tolerance else round(v, 2))
+                      for s, v in sorted(self.busbw.items())}})
         return d
 
 
@@ -139,28 +149,37 @@ def _entry(path, where, raw):
         _need(isinstance(v, int) and not isinstance(v, bool) and v > 0,
               path, f'{where}.{key}', f'must be a positive integer, got {v!r}')
     tol = raw['tolerance']
-    _need(isinstance(tol, (int, float)) and not isinstance(tol, bool)
-          and 0 <= tol < 1, path, f'{where}.tolerance',
+    _need(_fraction(tol), path, f'{where}.tolerance',
           f'must be a fraction in [0, 1), got {tol!r}')
     _need(isinstance(raw['source'], str) and raw['source'].strip(), path,
           f'{where}.source', 'every value needs its source (a non-empty text)')
     bw = raw['busbw']
     _need(isinstance(bw, dict) and bw, path, f'{where}.busbw',
           'must be a non-empty mapping of size -> GB/s')
-    busbw = {}
+    busbw, size_tol = {}, {}
     for size, val in bw.items():
         try:
             nbytes = parse_size(size)
         except CclHealthError as err:
             raise ReferenceError(f'{path}: {where}.busbw.{size}: {err}') \
                 from None
+        if isinstance(val, list):
+            _need(len(val) == 2 and _fraction(val[1]), path,
+                  f'{where}.busbw.{size}', f'[value, tolerance] with a '
+                  f'tolerance in [0, 1), got {val!r}')
+            val, size_tol[nbytes] = val[0], float(val[1])
         _need(isinstance(val, (int, float)) and not isinstance(val, bool)
               and val > 0, path, f'{where}.busbw.{size}',
               f'must be a positive number (GB/s), got {val!r}')
         busbw[nbytes] = float(val)
     return Entry(t, str(raw['collective']), raw['nodes'],
                  raw['gpus_per_node'], float(tol), raw['source'].strip(),
-                 busbw, str(raw.get('algo', 'default')))
+                 busbw, str(raw.get('algo', 'default')), size_tol)
+
+
+def _fraction(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and \
+        0 <= x < 1
 
 
 def parse(text, path='<reference>'):
@@ -245,10 +264,12 @@ def upsert(path, system, partition, entry, gdr=None):
     entries.sort(key=lambda e: (TRANSPORTS.index(e['transport']),
                                 e['collective'], e['nodes'],
                                 e['gpus_per_node'], e.get('algo', '')))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f'{path}.tmp'
     with open(tmp, 'w') as fp:
         fp.write(f'# ccl-health reference for {system}; updated '
                  f'{datetime.date.today().isoformat()} by scripts/calibrate\n')
-        yaml.safe_dump(doc, fp, sort_keys=False, width=100)
+        yaml.safe_dump(doc, fp, sort_keys=False, width=100,
+                       default_flow_style=None)
     os.replace(tmp, path)
     return load(path)

@@ -144,6 +144,11 @@ def case_verdicts(report):
                     cv.shortfalls.append(Shortfall(size, value, ref,
                                                    lower or 0.0))
         cv.shortfalls.sort(key=lambda s: s.size)
+        if cv.verdict == 'below-reference' and cv.shortfalls:
+            # ReFrame's message lists them on later lines: say it in one
+            cv.reason = 'below reference at ' + ', '.join(
+                f'{format_size(s.size)} {s.value:.2f} vs {s.ref:.2f} GB/s '
+                f'(-{s.below_pct:.0f}%)' for s in cv.shortfalls)
         out.append(cv)
     return out
 

@@ -60,6 +60,8 @@ REDOP = {'all_reduce': 'sum', 'reduce_scatter': 'sum', 'reduce': 'sum'}
 ROOTED = ('broadcast', 'reduce')
 TIMING = ('CUDA events around {iters} back-to-back calls after {warmup} '
           'warm-up calls, per call; averaged over ranks (as nccl-tests -a 1)')
+CPU_TIMING = ('wall clock around {iters} back-to-back calls after {warmup} '
+              'warm-up calls (gloo on the CPU), per call; averaged over ranks')
 FIRST_CALL_NUMEL = 1024 * 1024
 
 
@@ -212,7 +214,7 @@ def format_table(collective, rows):
 def header_lines(doc):
     """The lines above the tables: versions, ranks, ideal, timing."""
     out = [f'# {TOOL} {doc["mode"]}: torch {doc.get("torch_version")}, '
-           f'{doc.get("library", "NCCL")} {doc.get("nccl_version")}, '
+           f'{doc.get("library", "NCCL")} {doc.get("nccl_version") or ""}, '
            f'{doc["world_size"]} rank(s) on {len(doc.get("hosts") or [1])} '
            f'host(s), transport {doc.get("transport")}']
     for i, dev in enumerate(doc.get('devices') or []):
@@ -433,9 +435,10 @@ class Dist:
             nccl = '.'.join(map(str, v)) if isinstance(v, tuple) else str(v)
         except Exception:          # noqa: BLE001 (no NCCL in this build)
             nccl = None
-        return {'torch_version': torch.__version__, 'nccl_version': nccl,
-                'library': 'RCCL' if getattr(torch.version, 'hip', None)
-                else 'NCCL',
+        return {'torch_version': torch.__version__,
+                'nccl_version': nccl if self.cuda else None,
+                'library': 'gloo' if not self.cuda else 'RCCL' if getattr(
+                    torch.version, 'hip', None) else 'NCCL',
                 'cuda_version': torch.version.cuda,
                 'hip_version': getattr(torch.version, 'hip', None)}
 
@@ -599,8 +602,8 @@ def cmd_bandwidth(args):
             doc['notes'].append(note)
         doc.update({'iters': args.iters, 'warmup': args.warmup,
                     'sizes': sizes, 'dtype': args.dtype,
-                    'timing': TIMING.format(iters=args.iters,
-                                            warmup=args.warmup),
+                    'timing': (TIMING if d.cuda else CPU_TIMING).format(
+                        iters=args.iters, warmup=args.warmup),
                     'collectives': {}})
         if d.rank == 0:
             print('\n'.join(header_lines(doc)), flush=True)
@@ -740,8 +743,8 @@ def cmd_replay(args):
         doc, ideal = _common_doc(d, 'replay', args)
         doc.update({'pattern': os.path.abspath(args.pattern),
                     'iters': args.iters, 'warmup': args.warmup,
-                    'timing': TIMING.format(iters=args.iters,
-                                            warmup=args.warmup),
+                    'timing': (TIMING if d.cuda else CPU_TIMING).format(
+                        iters=args.iters, warmup=args.warmup),
                     'replay_algo': algo, 'replay_protocol': proto,
                     'columns': patterns.replay_columns(), 'rows': []})
         doc['notes'].append(note)

@@ -9,13 +9,12 @@ slurmctld and slurmd run in the foreground (``-F`` / ``-D``) as background
 processes of their own session, so their pids are the ones we started; a
 client finds the cluster through ``SLURM_CONF`` (:meth:`Cluster.env`).
 
-Without accounting there is no ``sacct``, and ReFrame's ``slurm`` backend
-polls jobs with it.  :meth:`Cluster.env` therefore puts first on ``PATH`` a
-``sacct`` that answers ReFrame's one query (``-P -j IDS -o
-jobid,state,exitcode,end,nodelist``) from slurmctld itself (``scontrol show
-job``): the only stand-in; sbatch, srun, scancel and the time limits are
-Slurm's own."""
+Without accounting there is no ``sacct``: the suite is run with ReFrame's
+``squeue`` backend (``CCL_HEALTH_SCHEDULER=squeue``), which polls with
+squeue.  Nothing is stood in: sbatch, srun, squeue, scancel and the time
+limits are Slurm's own."""
 
+import contextlib
 import os
 import shutil
 import signal
@@ -131,31 +130,6 @@ def _alive(pid):
         return False
 
 
-SACCT = '''#!{python}
-"""sacct for a Slurm without accounting (tests/slurm_harness.py): answers
-ReFrame's query `sacct [-M C] -S DATE -P -j IDS -o jobid,state,exitcode,
-end,nodelist` from slurmctld's own job records (scontrol show job)."""
-import subprocess, sys
-
-args = sys.argv[1:]
-ids = args[args.index('-j') + 1].split(',') if '-j' in args else []
-print('JobID|State|ExitCode|End|NodeList')
-done = ('BOOT_FAIL', 'CANCELLED', 'COMPLETED', 'DEADLINE', 'FAILED',
-        'NODE_FAIL', 'OUT_OF_MEMORY', 'TIMEOUT', 'PREEMPTED')
-for jobid in ids:
-    p = subprocess.run(['scontrol', '-o', 'show', 'job', jobid],
-                       capture_output=True, text=True)
-    for line in p.stdout.splitlines():
-        f = dict(kv.split('=', 1) for kv in line.split() if '=' in kv)
-        if 'JobId' not in f:
-            continue
-        state = f.get('JobState', 'UNKNOWN')
-        end = f.get('EndTime', 'Unknown') if state in done else 'Unknown'
-        nodes = f.get('NodeList', '')
-        print('|'.join([f['JobId'], state, f.get('ExitCode', '0:0'), end,
-                        'None assigned' if nodes in ('', '(null)')
-                        else nodes]))
-'''
 
 
 class Cluster:
@@ -247,10 +221,6 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
 '''
         with open(self.conf, 'w') as fp:
             fp.write(conf)
-        sacct = os.path.join(self.bindir, 'sacct')
-        with open(sacct, 'w') as fp:
-            fp.write(SACCT.replace('{python}', sys.executable))
-        os.chmod(sacct, 0o755)
 
     # -- daemons ---------------------------------------------------------
 
@@ -287,6 +257,12 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
         return subprocess.run(list(cmd), env=self.env(), capture_output=True,
                               text=True, timeout=timeout, check=check)
 
+    def ctld_up(self):
+        try:
+            return ' is UP' in self.run('scontrol', 'ping', timeout=20).stdout
+        except subprocess.TimeoutExpired:
+            return False
+
     def node_state(self):
         try:
             p = self.run('sinfo', '-h', '-N', '-n', self.node, '-o', '%t',
@@ -309,9 +285,8 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
             self.munge_socket), timeout, ['munged'])
         self._spawn('slurmctld', [_which('slurmctld'), '-D', '-c', '-i',
                                   '-f', self.conf])
-        self._wait_for('slurmctld to answer', lambda: self.run(
-            'scontrol', 'ping', timeout=20).stdout.count('UP') > 0, timeout,
-            ['munged', 'slurmctld'])
+        self._wait_for('slurmctld to answer', self.ctld_up, timeout,
+                       ['munged', 'slurmctld'])
         self._spawn('slurmd', [_which('slurmd'), '-D', '-f', self.conf,
                                '-N', self.node])
         self._wait_for(f'node {self.node} idle in sinfo',
@@ -348,7 +323,7 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
         # slurmstepd detaches from slurmd: end those that are ours (new)
         for pid, name in daemon_pids().items():
             if pid not in self.before and name == 'slurmstepd':
-                with _suppress_lookup():
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         left, deadline = {}, time.time() + grace
         while time.time() < deadline:
@@ -360,11 +335,3 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
         if self._sockdir:
             shutil.rmtree(self._sockdir, ignore_errors=True)
         return left
-
-
-class _suppress_lookup:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, typ, val, tb):
-        return typ is ProcessLookupError

@@ -38,11 +38,20 @@ def hook(tmp_path, *args, env=None, path_fake=True):
     return p.returncode, lines[0], time.monotonic() - t0
 
 
+def ref_1g():
+    from ccl_health import reference
+    e = reference.load_for_system(os.path.join(REPO, 'reference'),
+                                  'local').lookup('gpu', 'intra',
+                                                  'all_reduce', 1, 2)
+    return e.busbw[1 << 30], e.busbw[1 << 30] * (1 - e.tolerance_at(1 << 30))
+
+
 def test_healthy_node(tmp_path):
     rc, line, _ = hook(tmp_path)
     assert rc == 0
-    assert line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s '
-                           '(reference 330.5)')
+    ref, _ = ref_1g()
+    assert line.startswith(f'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s '
+                           f'(reference {ref:.1f})')
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
         [case] = db.cases()
         assert case['verdict'] == 'pass' and case['case_name'] == \
@@ -54,8 +63,10 @@ def test_degraded_link_is_named_with_numbers(tmp_path):
     rc, line, _ = hook(tmp_path, env={
         'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel'})
     assert rc == 1
-    assert line.startswith('UNHEALTHY: GPUs 0<->1 all_reduce 1GiB: 21.0 GB/s '
-                           '< 297.4 (reference 330.5 GB/s; channels P2P/CUMEM)')
+    ref, low = ref_1g()
+    assert line.startswith(f'UNHEALTHY: GPUs 0<->1 all_reduce 1GiB: 21.0 GB/s '
+                           f'< {low:.1f} (reference {ref:.1f} GB/s; channels '
+                           f'P2P/CUMEM)')
     detail = json.loads((tmp_path / 'detail.json').read_text())
     assert detail['code'] == 1 and detail['attempts'] == 2   # retried once
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:

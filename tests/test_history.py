@@ -165,3 +165,71 @@ def test_schema_version_is_recorded_and_newer_refused(tmp_path):
     from ccl_health import CclHealthError
     with pytest.raises(CclHealthError, match='schema version 99 is newer'):
         store.open_store(path)
+
+
+# -- the real record: 2x H200, 20 healthy sweeps + 2 real degradations -------
+DEVICE_DB = os.path.join(REPO, 'tests', 'fixtures', 'device',
+                         'history-health', 'keep', 'hist.db')
+
+
+@pytest.fixture
+def device_records(tmp_path):
+    import shutil
+    path = tmp_path / 'hist.db'          # a copy: tests never touch the record
+    shutil.copy(DEVICE_DB, path)
+    with store.open_store(str(path)) as s:
+        yield [r for r in s.records() if r['size'] is not None]
+
+
+def test_device_record_leave_one_out(device_records):
+    """No healthy run is flagged against the others; each degradation is
+    flagged at the sizes it affects."""
+    degraded = {'degraded-nchannels4', 'degraded-proto-ll'}
+    healthy = [r for r in device_records if r['run_id'] not in degraded]
+    runs = {r['run_id'] for r in healthy}
+    assert len(runs) == 21
+    for r in healthy:
+        others = [o for o in healthy if o['run_id'] != r['run_id'] and
+                  o['size'] == r['size']]
+        assert history.judge(others, dict(r, case_verdict='pass')) is None
+    flagged = {}
+    for r in device_records:
+        if r['run_id'] in degraded:
+            hist = [o for o in healthy if o['size'] == r['size']]
+            if history.judge(hist, dict(r, case_verdict='pass')):
+                flagged.setdefault(r['run_id'], set()).add(r['size'])
+    sizes = {r['size'] for r in healthy}
+    assert flagged['degraded-nchannels4'] == sizes            # 11 of 11
+    # NCCL_PROTO=LL only hurts from 4 MiB on (LL is fast for small ones)
+    assert flagged['degraded-proto-ll'] == {s for s in sizes if s >= 4 << 20}
+
+
+def test_device_record_attribution(device_records, tmp_path):
+    with store.open_store(os.path.join(tmp_path, 'hist.db')) as s:
+        cases = s.cases()
+        found = [f for f in history.detect(s.records())
+                 if f.kind == 'drop' and f.run_id == 'degraded-nchannels4']
+    assert found
+    assert history.attribute(cases, found[0]) == [
+        'env NCCL_MAX_NCHANNELS: None -> 4']
+
+
+def test_calibrate_from_the_store_widens_noisy_sizes(tmp_path):
+    import shutil
+    from ccl_health import calibrate
+    path = tmp_path / 'hist.db'
+    shutil.copy(DEVICE_DB, path)
+    with store.open_store(str(path)) as s:
+        groups = calibrate.sweeps_from_store(s, 'local', 'gpu', last=20)
+    [(key, sweeps)] = groups.items()
+    assert key == ('intra', 'all_reduce', 1, 2, 'default')
+    assert len(sweeps) == 20
+    e = calibrate.entry_from_sweeps(sweeps, transport='intra',
+                                    collective='all_reduce', nodes=1,
+                                    gpus_per_node=2, tolerance=0.1,
+                                    source='t')
+    # 1 MiB is latency-bound: its run-to-run noise needs more than 10 %
+    assert set(e.size_tolerance) == {1 << 20}
+    assert 0.15 < e.size_tolerance[1 << 20] < 0.4
+    assert e.tolerance_at(1 << 30) == 0.1
+    assert e.busbw[1 << 30] == pytest.approx(330.5, abs=1.0)

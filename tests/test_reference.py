@@ -123,3 +123,23 @@ def test_calibrate_refuses_to_extend_a_broken_file(tmp_path):
     with pytest.raises(reference.ReferenceError, match='missing key'):
         reference.upsert(str(path), 'demo', 'gpu', e)
     assert 'entries: [{}]' in path.read_text()     # left as it was
+
+
+def test_per_size_tolerance(tmp_path):
+    doc = yaml.safe_load(GOOD)
+    doc['partitions']['gpu']['entries'][0]['busbw']['1MiB'] = [70, 0.25]
+    ref = reference.parse(yaml.safe_dump(doc), 'demo.yaml')
+    e = ref.lookup('gpu', 'intra', 'all_reduce', 1, 2)
+    assert e.tolerance_at(1 << 20) == 0.25 and e.tolerance_at(1 << 30) == 0.1
+    assert e.to_rfm('s:p')['s:p']['busbw_1MiB'] == (70.0, -0.25, None,
+                                                    'GB/s')
+    # written back the same way
+    path = tmp_path / 'demo.yaml'
+    reference.upsert(str(path), 'demo', 'gpu', e)
+    again = reference.load(str(path)).lookup('gpu', 'intra', 'all_reduce',
+                                             1, 2)
+    assert again.size_tolerance == {1 << 20: 0.25}
+    doc['partitions']['gpu']['entries'][0]['busbw']['1MiB'] = [70, 2]
+    with pytest.raises(reference.ReferenceError,
+                       match=r'busbw.1MiB: \[value, tolerance\]'):
+        reference.parse(yaml.safe_dump(doc), 'demo.yaml')

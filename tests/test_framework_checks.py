@@ -1,0 +1,231 @@
+"""The framework-level checks (checks/framework_checks.py) without a GPU:
+
+* dry runs render their job scripts on the `local` system with 2 assumed
+  GPUs, and the command lines and environment are asserted;
+* full runs through ReFrame with a stand-in for ``python3 -m
+  ccl_health.torch_bench`` (tests/replay/torch-python: SYNTHETIC numbers
+  derived from the nccl-tests captures, the captured NCCL debug logs), so
+  that sanity, transport proof, perf variables, references and verdicts are
+  exercised."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from test_reframe_replay import make_site
+
+pytest.importorskip('reframe')
+
+CHECKS = os.path.join(REPO, 'checks', 'framework_checks.py')
+STANDIN = os.path.join(REPO, 'tests', 'replay', 'torch-python')
+EXAMPLE = os.path.join(REPO, 'tests', 'fixtures', 'patterns', 'example.csv')
+
+
+def run(tmp_path, *reframe_args, dry=True, gpus='2:sm_90', env=None):
+    out = tmp_path / 'out'
+    full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS=gpus,
+                    CCL_HEALTH_LAUNCHER='mpirun' if dry else 'local',
+                    CCL_HEALTH_SCHEDULER='local',
+                    CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+                    CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
+    full_env.pop('CCL_HEALTH_REFERENCE_DIR', None)
+    full_env.update(env or {})
+    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
+           str(out), '--checks', CHECKS] + (['--dry-run'] if dry else []) + \
+        ['--'] + list(reframe_args)
+    p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
+                       text=True, timeout=600)
+    reports = sorted((out / 'reports').glob('run-*.json'))
+    report = json.loads(reports[-1].read_text()) if reports else None
+    return p, report, out
+
+
+def cases(report):
+    return {tc['display_name'].split(' /')[0]: tc
+            for tc in report['runs'][-1]['testcases'] if not tc['fixture']}
+
+
+def script(out, tc):
+    path = (out / 'stage' / 'local' / 'gpu' / 'builtin' / tc['short_name']
+            / 'rfm_job.sh')
+    return path.read_text() if path.exists() else None    # skipped
+
+
+def launch_line(text):
+    return [ln for ln in text.splitlines() if ln.startswith('mpirun')][0]
+
+
+def exports(text):
+    return {ln[7:].split('=', 1)[0]: ln[7:].split('=', 1)[1]
+            for ln in text.splitlines() if ln.startswith('export ')}
+
+
+@pytest.fixture(scope='module')
+def dry(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('dry')
+    p, report, out = run(tmp, '-n', 'TorchBandwidth', '-n', 'FirstCall',
+                         '-n', 'TorchPatternReplay')
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {name: (script(out, tc), tc) for name, tc in
+            cases(report).items()}
+
+
+def test_bandwidth_command_lines(dry):
+    names = [n for n in dry if n.startswith('TorchBandwidth')]
+    assert len(names) == 16                   # 4 transports x 4 collectives
+    text, tc = dry['TorchBandwidth %transport=intra '
+                   '%torch_collective=all_reduce']
+    assert launch_line(text) == (
+        'mpirun -np 2 python3 -m ccl_health.torch_bench bandwidth '
+        '--transport intra --sizes 1MiB:1GiB --step-factor 2 --collectives '
+        'all_reduce --iters 20 --warmup 5 --json torch-bench.json')
+    assert tc['collective'] == 'torch_all_reduce'
+    assert tc['num_tasks'] == 2 and tc['num_tasks_per_node'] == 2
+    env = exports(text)
+    assert env['PYTHONPATH'] == f'"{REPO}${{PYTHONPATH:+:$PYTHONPATH}}"'
+    assert env['NCCL_DEBUG'] == 'INFO'
+    assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
+    assert env['NCCL_NVLS_ENABLE'] == '0'
+    assert 'NCCL_P2P_DISABLE' not in env
+    assert env['MASTER_PORT'].isdigit()
+    text, _ = dry['TorchBandwidth %transport=net-socket '
+                  '%torch_collective=reduce_scatter']
+    assert '--transport net-socket --sizes 1MiB:1GiB' in launch_line(text)
+    assert '--collectives reduce_scatter' in launch_line(text)
+    env = exports(text)
+    assert env['NCCL_P2P_DISABLE'] == '1' and env['NCCL_SHM_DISABLE'] == '1'
+    assert env['NCCL_NET_PLUGIN'] == 'none'
+    text, _ = dry['TorchBandwidth %transport=net-plugin '
+                  '%torch_collective=broadcast']
+    assert exports(text)['NCCL_NET_PLUGIN'].endswith(
+        '/lib/libnccl-net-ofi.so')
+    assert exports(text)['FI_PROVIDER'] == "'tcp;ofi_rxm'"
+
+
+def test_first_call_command_lines(dry):
+    text, tc = dry['TorchFirstCall %transport=intra']
+    assert launch_line(text) == (
+        'mpirun -np 2 python3 -m ccl_health.torch_bench first-call '
+        '--transport intra --loops 5 --json torch-bench.json')
+    text, tc = dry['MpiFirstCall']
+    assert launch_line(text) == (
+        'mpirun -np 2 python3 -m ccl_health.torch_bench first-call '
+        '--backend mpi4py --loops 5 --json torch-bench.json')
+    env = exports(text)
+    assert 'NCCL_DEBUG' not in env and env['PYTHONPATH'].startswith(
+        f'"{REPO}')
+
+
+def test_replay_command_line(dry):
+    text, _ = dry['TorchPatternReplay %transport=intra']
+    assert launch_line(text) == (
+        f'mpirun -np 2 python3 -m ccl_health.torch_bench replay --transport '
+        f'intra --pattern {EXAMPLE} --iters 20 --warmup 5 --csv replay.csv '
+        f'--json torch-bench.json')
+
+
+def test_gdr_is_skipped_with_the_reference_reason(dry):
+    _, tc = dry['TorchFirstCall %transport=net-plugin-gdr']
+    assert tc['result'] == 'skip' and 'GDR not supported' in \
+        tc['skip_reason']
+
+
+def test_variables_on_the_command_line(tmp_path):
+    p, report, out = run(
+        tmp_path, '-n', 'TorchBandwidth%transport=intra%torch_collective='
+        'all_gather', '-n', 'TorchFirstCall%transport=intra',
+        '-S', 'python=/opt/torch/bin/python', '-S', 'max_size=64M',
+        '-S', 'ideal_busbw=450', '-S', 'TorchFirstCall.loops=3')
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    c = cases(report)
+    line = launch_line(script(out, c['TorchBandwidth %transport=intra '
+                                     '%torch_collective=all_gather']))
+    assert line.startswith('mpirun -np 2 /opt/torch/bin/python -m '
+                           'ccl_health.torch_bench bandwidth ')
+    assert '--sizes 1MiB:64MiB' in line and '--ideal-busbw 450.0' in line
+    line = launch_line(script(out, c['TorchFirstCall %transport=intra']))
+    assert '--loops 3' in line
+
+
+def test_one_gpu_is_skipped_with_a_reason(tmp_path):
+    p, report, _ = run(tmp_path, '-n', 'MpiFirstCall', '-n',
+                       'TorchFirstCall%transport=intra', gpus='1:sm_90')
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for tc in cases(report).values():
+        assert tc['result'] == 'skip'
+        assert 'needs at least 2 GPUs; this partition has 1 per node x 1' \
+            in tc['skip_reason']
+
+
+# -- the whole path, with the stand-in -----------------------------------------
+
+def verdicts(stdout):
+    return stdout.split('== ccl-health verdict ==')[1].strip().splitlines()
+
+
+def test_stand_in_runs_pass_with_perf_variables(tmp_path):
+    p, report, out = run(
+        tmp_path, '-n', 'TorchBandwidth%transport=intra%torch_collective='
+        'all_gather', '-n', 'FirstCall', '-n',
+        'TorchPatternReplay%transport=intra', '-x', 'TorchFirstCall%'
+        'transport=net', '-S', f'python={STANDIN}', dry=False)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    c = cases(report)
+    assert set(c) == {'TorchBandwidth %transport=intra '
+                      '%torch_collective=all_gather',
+                      'TorchFirstCall %transport=intra', 'MpiFirstCall',
+                      'TorchPatternReplay %transport=intra'}
+    bw = c['TorchBandwidth %transport=intra %torch_collective=all_gather']
+    assert bw['result'] == 'pass' and bw['proven_transport'] == 'intra'
+    perf = bw['perfvalues']
+    assert set(perf) == {'local:gpu:busbw_4MiB', 'local:gpu:busbw_32MiB',
+                         'local:gpu:busbw_256MiB'}
+    # the stand-in is 5 % slower than the nccl-tests capture
+    assert perf['local:gpu:busbw_256MiB'][0] == pytest.approx(
+        245.04 / 1.05 * 1.0, rel=0.05)
+    assert bw['framework_gap'] == {'4MiB': pytest.approx(-4.8, abs=0.3),
+                                   '32MiB': pytest.approx(-4.8, abs=0.3),
+                                   '256MiB': pytest.approx(-4.8, abs=0.3)}
+    fc = c['TorchFirstCall %transport=intra']
+    assert fc['result'] == 'pass'
+    assert fc['perfvalues']['local:gpu:first_call_s'][0] == \
+        pytest.approx(0.47)
+    assert fc['perfvalues']['local:gpu:first_call_max_s'][0] == \
+        pytest.approx(2.92)
+    assert fc['perfvalues']['local:gpu:second_call_s'][0] == \
+        pytest.approx(0.00012)
+    assert c['MpiFirstCall']['result'] == 'pass'
+    rp = c['TorchPatternReplay %transport=intra']
+    assert rp['result'] == 'pass'
+    assert 'local:gpu:line3_all_reduce_busbw' in rp['perfvalues']
+    assert any('cannot be forced per call' in n for n in rp['replay_notes'])
+    assert (out / 'perflogs').exists()
+
+
+@pytest.mark.parametrize('fail, verdict, words', [
+    ('crash', 'CRASH', 'NCCL error: unhandled system error'),
+    ('wrong', 'WRONG-RESULTS', '7 wrong elements after one all_reduce'),
+    ('nolog', 'FALLBACK', 'no NCCL debug log was written'),
+])
+def test_stand_in_failures_get_verdicts(tmp_path, fail, verdict, words):
+    p, _, _ = run(tmp_path, '-n', 'TorchBandwidth%transport=intra%'
+                  'torch_collective=all_reduce', '-S', f'python={STANDIN}',
+                  dry=False, env={'CCL_HEALTH_STANDIN_FAIL': fail})
+    assert p.returncode == 1
+    line = verdicts(p.stdout)[0]
+    assert line.split()[:2] == ['intra', verdict], line
+    assert words in line
+
+
+def test_first_call_limit_is_an_upper_bound(tmp_path):
+    p, report, _ = run(tmp_path, '-n', 'TorchFirstCall%transport=intra',
+                       '-S', f'python={STANDIN}',
+                       '-S', 'first_call_limit_s=0.1', dry=False)
+    assert p.returncode == 1
+    tc = cases(report)['TorchFirstCall %transport=intra']
+    assert tc['fail_phase'] == 'performance'
+    assert 'first_call_s' in tc['fail_reason']
