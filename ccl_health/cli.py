@@ -115,8 +115,10 @@ def cmd_calibrate(args):
     #                 gpus per node, algo) -> [SweepResult]
     for path in args.report or []:
         for tc in summary.load_report(path)['runs'][-1]['testcases']:
-            if tc.get('fixture') or not tc.get('perfvalues'):
-                continue
+            if tc.get('fixture') or not any(
+                    k.rsplit(':', 1)[-1].startswith('busbw_')
+                    for k in tc.get('perfvalues') or {}):
+                continue          # no busbw per size: nothing to calibrate
             if tc.get('result') not in ('pass', 'success') and \
                     tc.get('fail_phase') != 'performance':
                 print(f'skipping {tc.get("display_name")}: it failed '

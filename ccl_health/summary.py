@@ -34,14 +34,17 @@ class CaseVerdict:
     verdict: str
     reason: str
     proven: str = ''
+    collective: str = ''
     shortfalls: List[Shortfall] = dataclasses.field(default_factory=list)
     checked_sizes: int = 0
     measured: dict = dataclasses.field(default_factory=dict)  # size -> busbw
     versions: dict = dataclasses.field(default_factory=dict)
 
     def line(self):
-        head = (f'{self.transport or self.name:<15} '
-                f'{self.verdict.upper():<16}')
+        what = self.transport or self.name
+        if self.collective and self.collective != 'all_reduce':
+            what = f'{self.collective} {what}'
+        head = f'{what:<15} {self.verdict.upper():<16}'
         if self.verdict == 'pass':
             big = max(self.measured) if self.measured else None
             at = (f'; {self.measured[big]:.1f} GB/s at {format_size(big)}'
@@ -130,6 +133,7 @@ def case_verdicts(report):
                          tc.get('system', ''), tc.get('partition', ''),
                          tc.get('transport', ''), verdict, reason,
                          tc.get('proven_transport', ''),
+                         tc.get('collective', ''),
                          versions=tc.get('versions') or {})
         for key, vals in (tc.get('perfvalues') or {}).items():
             var = key.rsplit(':', 1)[-1]
