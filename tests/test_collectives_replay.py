@@ -54,10 +54,10 @@ def test_every_collective_passes_against_its_reference(tmp_path):
                              'CollectiveSweep%transport=intra')
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert '6 passed, 0 failed, 0 skipped' in p.stdout
-    assert 'PASS' in verdict_lines(p.stdout)['intra']
-    lines = [ln for ln in p.stdout.split('== ccl-health verdict ==')[1]
-             .splitlines() if ln.startswith('intra')]
-    assert len(lines) == 6
+    lines = [ln for key, ln in verdict_lines(p.stdout).items()
+             if key.endswith(' intra')]
+    assert len(lines) == 6 and all('PASS' in ln for ln in lines)
+    assert {ln.split()[0] for ln in lines} == set(OTHERS)
     # every line checked the three reference sizes (4M, 32M, 256M)
     assert all('3 sizes within reference' in ln for ln in lines), lines
     tc = by_collective(report)
@@ -85,7 +85,7 @@ def test_each_collective_has_its_own_reference(tmp_path):
         tmp_path, '-n', 'CollectiveSweep%transport=intra%coll=alltoall',
         env={'CCL_HEALTH_REPLAY_INTRA': 'coll-all_gather'})
     assert p.returncode == 1
-    line = verdict_lines(p.stdout)['intra']
+    line = verdict_lines(p.stdout)['alltoall intra']
     assert 'BELOW-REFERENCE' in line
     assert '4MiB 79.92 vs 98.94' in line and '256MiB 255.89 vs 285.33' in \
         line

@@ -217,7 +217,7 @@ def test_stand_in_failures_get_verdicts(tmp_path, fail, verdict, words):
                   dry=False, env={'CCL_HEALTH_STANDIN_FAIL': fail})
     assert p.returncode == 1
     line = verdicts(p.stdout)[0]
-    assert line.split()[:2] == ['intra', verdict], line
+    assert line.split()[:3] == ['torch_all_reduce', 'intra', verdict], line
     assert words in line
 
 

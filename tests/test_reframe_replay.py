@@ -52,9 +52,18 @@ def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None,
 
 
 def verdict_lines(stdout):
+    """{transport: line}; lines of other collectives than all_reduce are
+    keyed '<collective> <transport>'."""
+    transports = ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr')
     lines = stdout.split('== ccl-health verdict ==')[1].strip().splitlines()
-    return {ln.split()[0]: ln for ln in lines if ln.split()[0] in (
-        'intra', 'net-socket', 'net-plugin', 'net-plugin-gdr')}
+    out = {}
+    for ln in lines:
+        words = ln.split()
+        if words and words[0] in transports:
+            out[words[0]] = ln
+        elif len(words) > 1 and words[1] in transports:
+            out[f'{words[0]} {words[1]}'] = ln
+    return out
 
 
 def cases(report):
