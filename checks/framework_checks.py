@@ -69,7 +69,7 @@ class MpiFirstCall(FirstCallMixin, FrameworkBase):
         self.collective = 'mpi_first_call'
         self.descr = 'time to the first Allreduce (mpi4py)'
 
-    def _single_node_only(self):
+    def single_node_only(self):
         return True
 
     def bench_args(self):

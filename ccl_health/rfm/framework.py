@@ -16,92 +16,32 @@ import json
 import os
 import zlib
 
-import reframe as rfm
 import reframe.utility.sanity as sn
-import reframe.utility.typecheck as typ
-from reframe.core.builtins import (fixture, parameter, run_after, run_before,
-                                   sanity_function, variable)
-from reframe.core.exceptions import ReferenceParseError
+from reframe.core.builtins import (run_after, run_before, sanity_function,
+                                   variable)
 
-from builders.net_plugin import NetPluginBuild
-from ccl_health import TRANSPORTS, CclHealthError, reference
-from ccl_health import site as site_data
-from ccl_health import transport as tproof
+from ccl_health import reference
 from ccl_health.units import format_size, parse_size
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-DEBUG_FILES = 'nccl-debug.%h.%p.log'
+from .base import REPO, PlacedTest, TransportMixin
+
 RESULT_JSON = 'torch-bench.json'
 MODULE = 'ccl_health.torch_bench'
 
 
-class FrameworkBase(rfm.RunOnlyRegressionTest):
+class FrameworkBase(PlacedTest):
     """A ``ccl_health.torch_bench`` mode, one rank per GPU."""
 
     #: the mode of ccl_health.torch_bench (set by the concrete check)
     bench_mode = variable(str, value='bandwidth')
     #: the Python that has torch (and mpi4py); the job inherits PATH
     python = variable(str, value='python3')
-    #: nodes of the job; 0: the partition's ``sweep_nodes`` extra
-    num_nodes = variable(int, value=0)
     #: the name of the collective in the reference file (torch_<name>)
     collective = variable(str, value='')
-    reference_dir = variable(str, value=os.environ.get(
-        'CCL_HEALTH_REFERENCE_DIR', os.path.join(REPO, 'reference')))
-    site_dir = variable(str, value=os.environ.get(
-        'CCL_HEALTH_SITE_DIR', os.path.join(REPO, 'site')))
-    extra_env = variable(typ.Dict[str, str], value={})
-    acceptance = variable(bool, value=False)
-
-    verdict = variable(str, value='')
-    versions = variable(dict, value={})
-    skip_reason = variable(str, value='')
-    proven_transport = variable(str, value='')
-    transport_proof = variable(str, value='')
-
-    valid_systems = ['+gpu']
-    valid_prog_environs = ['+ccl']
-    time_limit = '10m'
-    maintainers = ['ccl-health']
     tags = {'framework'}
 
-    def skip_if(self, cond, msg=None):
-        if cond:
-            self.skip_reason = msg or ''
-        super().skip_if(cond, msg)
-
-    def _single_node_only(self):
-        return False
-
-    @run_after('setup')
-    def place_ranks(self):
-        extras = self.current_partition.extras
-        gpus = int(extras.get('gpus_per_node', 0))
-        if self._single_node_only():
-            self.num_nodes = 1
-        elif self.num_nodes == 0:
-            self.num_nodes = int(extras.get('sweep_nodes', 1))
-        self.skip_if(gpus == 0, 'no GPU on this partition')
-        max_nodes = extras.get('max_nodes')
-        self.skip_if(max_nodes is not None and self.num_nodes > max_nodes,
-                     f'needs {self.num_nodes} nodes; '
-                     f'{self.current_partition.fullname} has {max_nodes}')
-        self.num_tasks_per_node = gpus
-        self.num_tasks = gpus * self.num_nodes
-        self.skip_if(self.num_tasks < 2,
-                     f'{self.bench_mode} needs at least 2 GPUs; this '
-                     f'partition has {gpus} per node x {self.num_nodes}')
-
-    @run_after('setup')
-    def load_site(self):
-        try:
-            self._site = site_data.load(self.site_dir,
-                                        self.current_system.name)
-            self._ref = reference.load_for_system(self.reference_dir,
-                                                  self.current_system.name)
-        except CclHealthError as err:
-            raise ReferenceParseError(str(err)) from None
+    def what(self):
+        return self.bench_mode
 
     def bench_args(self):
         """Arguments after ``python3 -m ccl_health.torch_bench <mode>``."""
@@ -125,10 +65,7 @@ class FrameworkBase(rfm.RunOnlyRegressionTest):
         if self.num_nodes > 1:
             # the batch script runs on the first node, where rank 0 is
             self.prerun_cmds = ['export MASTER_ADDR=$(hostname)']
-        env.update(self.extra_env)
-        self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
-        self.job.launcher.options = list(self._site.launcher_options)
-        self.keep_files = [RESULT_JSON, 'nccl-debug.*.log']
+        self.set_environment(env, [RESULT_JSON])
 
     # -- outputs -------------------------------------------------------------
 
@@ -173,58 +110,22 @@ class FrameworkBase(rfm.RunOnlyRegressionTest):
         return sn.assert_eq(self.verdict, 'pass', msg=reason)
 
 
-class NcclFrameworkBase(FrameworkBase):
+class NcclFrameworkBase(TransportMixin, FrameworkBase):
     """torch.distributed over NCCL/RCCL in one of the suite's transports,
     proven from NCCL's debug log."""
 
-    transport = parameter(TRANSPORTS)
-    plugin = fixture(NetPluginBuild, scope='environment')
-
-    def _single_node_only(self):
-        return self.transport == 'intra'
-
-    @run_after('setup')
-    def skip_gdr(self):
-        if self.transport == 'net-plugin-gdr':
-            why = self._ref.gdr_unsupported(self.current_partition.name)
-            self.skip_if(why is not None, f'GPUDirect RDMA unsupported on '
-                         f'{self.current_partition.fullname}: {why}')
-
     def run_env(self):
-        tsite = self._site.transport(self.transport)
-        values = {}
-        if tsite.uses_plugin:
-            values = {'plugin_library': self.plugin.library,
-                      'plugin_prefix': self.plugin.prefix,
-                      'libfabric_prefix': self.plugin.libfabric.prefix}
-        env = self._site.render_env(self.transport, values,
-                                    single_node=self.num_nodes == 1)
-        env.update({'NCCL_DEBUG': 'INFO',
-                    'NCCL_DEBUG_SUBSYS': 'INIT,NET,ENV',
-                    'NCCL_DEBUG_FILE': os.path.join(self.stagedir,
-                                                    DEBUG_FILES)})
-        self.modules = tsite.modules
-        return env
+        return self.transport_env()
 
     def bench_args(self):
         return ['--transport', self.transport]
 
-    def _evidence(self):
-        if not hasattr(self, '_ev'):
-            self._ev = tproof.read_evidence(
-                tproof.debug_log_files(self.stagedir))
-        return self._ev
-
     def _judge(self):
         bad = self._judge_output()
-        ev = self._evidence()
-        proof = tproof.prove(self.transport, ev)
-        self.proven_transport = proof.proven or 'none'
-        self.transport_proof = proof.reason
         doc = self._doc()
-        self.versions = dict(ev.versions, plugin_loaded=ev.plugin_loaded or
-                             '', torch=doc.get('torch_version') or '',
-                             torch_nccl=doc.get('nccl_version') or '')
+        proof = self.prove_transport(
+            torch=doc.get('torch_version') or '',
+            torch_nccl=doc.get('nccl_version') or '')
         if bad:
             return bad
         more = self._judge_results()
@@ -281,10 +182,8 @@ class TorchBandwidthBase(NcclFrameworkBase):
                 self.current_partition.fullname)
 
     def bench_args(self):
-        tsite = self._site.transport(self.transport)
-        max_size = tsite.max_size if (tsite.max_size and parse_size(
-            tsite.max_size) < parse_size(self.max_size)) else self.max_size
-        lo, hi = parse_size(self.min_size), parse_size(max_size)
+        lo = parse_size(self.min_size)
+        hi = parse_size(self.max_size_here(self.max_size))
         args = super().bench_args() + [
             '--sizes', f'{format_size(lo)}:{format_size(hi)}',
             '--step-factor', str(self.step_factor),
@@ -321,12 +220,7 @@ class TorchBandwidthBase(NcclFrameworkBase):
                 format_size(r.size): round(100.0 * (r.busbw / ref[r.size]
                                                     - 1), 1)
                 for r in res.rows if r.size in ref and r.busbw}
-        if self.acceptance and not self._ref_entry:
-            return 'could-not-check', (
-                f'could not check: no reference for {self.transport} '
-                f'{self.collective} in {self.reference_dir}/'
-                f'{self.current_system.name}.yaml')
-        return None
+        return self.missing_reference(self._ref_entry, self.collective)
 
     @run_before('performance')
     def set_perf_variables(self):

@@ -1,0 +1,175 @@
+"""What every ccl-health check shares: one rank per GPU on ``num_nodes``
+nodes, the site facts and references of the system, the outcome variables
+kept in the run report and perflog, and (:class:`TransportMixin`) a
+transport configuration with its environment and the proof, from NCCL's
+debug log, of the transport that ran."""
+
+import os
+
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (fixture, parameter, run_after, variable)
+from reframe.core.exceptions import ReferenceParseError
+
+from builders.net_plugin import NetPluginBuild
+from ccl_health import TRANSPORTS, CclHealthError, reference
+from ccl_health import site as site_data
+from ccl_health import transport as tproof
+from ccl_health.units import parse_size
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+DEBUG_FILES = 'nccl-debug.%h.%p.log'
+
+
+class PlacedTest(rfm.RunOnlyRegressionTest):
+    """One MPI rank per GPU, as ``srun`` runs it on the sites."""
+
+    #: nodes of the job; 0: the partition's ``sweep_nodes`` extra (1 on
+    #: `local`, 2 on the production systems)
+    num_nodes = variable(int, value=0)
+    reference_dir = variable(str, value=os.environ.get(
+        'CCL_HEALTH_REFERENCE_DIR', os.path.join(REPO, 'reference')))
+    site_dir = variable(str, value=os.environ.get(
+        'CCL_HEALTH_SITE_DIR', os.path.join(REPO, 'site')))
+    #: extra environment for every run, applied last (``-S extra_env=K:V``)
+    extra_env = variable(typ.Dict[str, str], value={})
+    #: acceptance (post-maintenance) mode: a check with no reference entry
+    #: fails instead of passing on what it measured
+    acceptance = variable(bool, value=False)
+
+    # What the run proved; filled at sanity, kept in the report and perflog.
+    verdict = variable(str, value='')
+    versions = variable(dict, value={})
+    skip_reason = variable(str, value='')
+    proven_transport = variable(str, value='')
+    transport_proof = variable(str, value='')
+
+    valid_systems = ['+gpu']
+    valid_prog_environs = ['+ccl']
+    time_limit = '10m'
+    maintainers = ['ccl-health']
+
+    def skip_if(self, cond, msg=None):
+        """ReFrame's skip_if, keeping the reason for the report."""
+        if cond:
+            self.skip_reason = msg or ''
+        super().skip_if(cond, msg)
+
+    def single_node_only(self):
+        return False
+
+    def what(self):
+        """What needs the GPUs, for the skip message."""
+        return self.name
+
+    @run_after('setup')
+    def place_ranks(self):
+        extras = self.current_partition.extras
+        gpus = int(extras.get('gpus_per_node', 0))
+        if self.single_node_only():
+            self.num_nodes = 1
+        elif self.num_nodes == 0:
+            self.num_nodes = int(extras.get('sweep_nodes', 1))
+        self.skip_if(gpus == 0, 'no GPU on this partition')
+        max_nodes = extras.get('max_nodes')
+        self.skip_if(max_nodes is not None and self.num_nodes > max_nodes,
+                     f'needs {self.num_nodes} nodes; '
+                     f'{self.current_partition.fullname} has {max_nodes}')
+        self.num_tasks_per_node = gpus
+        self.num_tasks = gpus * self.num_nodes
+        self.skip_if(self.num_tasks < 2,
+                     f'{self.what()} needs at least 2 GPUs; this '
+                     f'partition has {gpus} per node x {self.num_nodes}')
+
+    @run_after('setup')
+    def load_site_data(self):
+        try:
+            self._site = site_data.load(self.site_dir,
+                                        self.current_system.name)
+            self._ref = reference.load_for_system(self.reference_dir,
+                                                  self.current_system.name)
+        except CclHealthError as err:
+            # a ReFrame error: one clear line, no traceback
+            raise ReferenceParseError(str(err)) from None
+
+    def set_environment(self, env, keep_files):
+        """The job's environment (``extra_env`` last, shell-quoted), the
+        site's launcher options, the files to keep."""
+        env.update(self.extra_env)
+        self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
+        self.job.launcher.options = list(self._site.launcher_options)
+        self.keep_files = list(keep_files) + ['nccl-debug.*.log']
+
+    def missing_reference(self, entry, collective):
+        """The acceptance-mode verdict when there is no reference entry."""
+        if self.acceptance and not entry:
+            return 'could-not-check', (
+                f'could not check: no reference for '
+                f'{getattr(self, "transport", "")} '
+                f'{collective} on {self.num_nodes} node(s) x '
+                f'{self.num_tasks_per_node} GPUs in '
+                f'{self.reference_dir}/{self.current_system.name}.yaml '
+                f'(acceptance needs one; record it with scripts/calibrate)')
+        return None
+
+
+class TransportMixin(rfm.RegressionTestPlugin):
+    """A transport configuration (intra, net-socket, net-plugin,
+    net-plugin-gdr): the site's environment of it, NCCL's debug log to one
+    file per rank, and the proof of the transport that ran."""
+
+    transport = parameter(TRANSPORTS)
+    plugin = fixture(NetPluginBuild, scope='environment')
+
+    def single_node_only(self):
+        return self.transport == 'intra'
+
+    @run_after('setup')
+    def skip_gdr(self):
+        if self.transport == 'net-plugin-gdr':
+            why = self._ref.gdr_unsupported(self.current_partition.name)
+            self.skip_if(why is not None, f'GPUDirect RDMA unsupported on '
+                         f'{self.current_partition.fullname}: {why}')
+
+    def transport_env(self):
+        """The environment of this transport, with NCCL's debug log."""
+        tsite = self._site.transport(self.transport)
+        values = {}
+        if tsite.uses_plugin:
+            values = {'plugin_library': self.plugin.library,
+                      'plugin_prefix': self.plugin.prefix,
+                      'libfabric_prefix': self.plugin.libfabric.prefix}
+        env = self._site.render_env(self.transport, values,
+                                    single_node=self.num_nodes == 1)
+        env.update({'NCCL_DEBUG': 'INFO',
+                    'NCCL_DEBUG_SUBSYS': 'INIT,NET,ENV',
+                    'NCCL_DEBUG_FILE': os.path.join(self.stagedir,
+                                                    DEBUG_FILES)})
+        self.modules = tsite.modules
+        return env
+
+    def max_size_here(self, max_size):
+        """``max_size``, capped by the site's ``max_size`` of this
+        transport (slow transports on one node)."""
+        cap = self._site.transport(self.transport).max_size
+        if cap and parse_size(cap) < parse_size(max_size):
+            return cap
+        return max_size
+
+    def evidence(self):
+        if not hasattr(self, '_ev'):
+            self._ev = tproof.read_evidence(
+                tproof.debug_log_files(self.stagedir))
+        return self._ev
+
+    def prove_transport(self, **versions):
+        """The proof, kept in ``proven_transport`` / ``transport_proof``;
+        ``versions`` from the debug log plus the ones given."""
+        ev = self.evidence()
+        proof = tproof.prove(self.transport, ev)
+        self.proven_transport = proof.proven or 'none'
+        self.transport_proof = proof.reason
+        self.versions = dict(ev.versions, plugin_loaded=ev.plugin_loaded or
+                             '', **versions)
+        return proof
