@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import shlex
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import yaml
 
@@ -123,7 +123,7 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
     for name, cmd in recipe.steps:
         lines.append(f'step {q(name)} {q(f"cd {src.topdir} && {cmd}")}')
     lines += [
-        f'cat > "$PREFIX/ccl-health-recipe.json" <<\'EOF_RECIPE\'',
+        'cat > "$PREFIX/ccl-health-recipe.json" <<\'EOF_RECIPE\'',
         json.dumps({'name': src.name, 'version': src.version,
                     'sha256': src.sha256, 'key': recipe.key(),
                     'steps': recipe.steps, 'toolchain': recipe.toolchain,

@@ -251,7 +251,7 @@ def check(args, env=None):
 
 
 def record(args, verdict):
-    from . import recorder, store
+    from . import store
     verdicts = {HEALTHY: 'pass', COULD_NOT_CHECK: 'could-not-check'}
     v = verdicts.get(verdict.code)
     if v is None:

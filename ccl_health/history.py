@@ -11,7 +11,7 @@ values exist."""
 import dataclasses
 import json
 import statistics
-from typing import List, Optional
+from typing import Optional
 
 KEY = ('system', 'partition', 'transport', 'collective', 'nodes', 'ranks',
        'algo')

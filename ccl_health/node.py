@@ -6,7 +6,7 @@ import dataclasses
 import os
 import shutil
 import subprocess
-from typing import List, Optional
+from typing import Optional
 
 
 @dataclasses.dataclass

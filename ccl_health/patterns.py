@@ -28,7 +28,7 @@ the file and line.  Pure: no torch.
 import csv
 import dataclasses
 import io
-from typing import List, Optional
+from typing import Optional
 
 from . import CclHealthError
 

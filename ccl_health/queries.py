@@ -2,7 +2,7 @@
 
 import datetime
 
-from .history import KEY, attribute, detect
+from .history import attribute, detect
 from .units import format_size, parse_size
 
 BAD = ('below-reference', 'drop', 'fallback', 'wrong-results', 'hang',

@@ -26,7 +26,7 @@ file and the key.
 import dataclasses
 import datetime
 import os
-from typing import Dict, Optional
+from typing import Dict
 
 import yaml
 

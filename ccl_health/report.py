@@ -9,7 +9,7 @@ import html
 import io
 import os
 
-from .history import KEY, detect
+from .history import detect
 from .units import format_size
 
 BROKEN = ('hang', 'crash', 'fallback', 'wrong-results', 'build-failed')

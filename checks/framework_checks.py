@@ -32,9 +32,6 @@ class TorchFirstCall(FirstCallMixin, NcclFrameworkBase):
     tensor vs the second, 5 loops, each in a fresh process group; the max
     over ranks."""
     bench_mode = 'first-call'
-    loops = variable(int, value=5)
-    #: an upper bound for first_call_s (median over loops), seconds; 0: none
-    first_call_limit_s = variable(float, value=0.0)
 
     @run_after('init')
     def describe(self):
@@ -44,15 +41,6 @@ class TorchFirstCall(FirstCallMixin, NcclFrameworkBase):
     def bench_args(self):
         return super().bench_args() + ['--loops', str(self.loops)]
 
-    @run_after('setup')
-    def set_limit(self):
-        self._first_call_reference()
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if not self.is_dry_run():
-            self.perf_variables = self._first_call_perf()
-
 
 @rfm.simple_test
 class MpiFirstCall(FirstCallMixin, FrameworkBase):
@@ -60,8 +48,6 @@ class MpiFirstCall(FirstCallMixin, FrameworkBase):
     MPI_Init or a fresh communicator + the first Allreduce vs the second.
     No NCCL: no transport."""
     bench_mode = 'first-call'
-    loops = variable(int, value=5)
-    first_call_limit_s = variable(float, value=0.0)
     transport = variable(str, value='')
 
     @run_after('init')
@@ -74,15 +60,6 @@ class MpiFirstCall(FirstCallMixin, FrameworkBase):
 
     def bench_args(self):
         return ['--backend', 'mpi4py', '--loops', str(self.loops)]
-
-    @run_after('setup')
-    def set_limit(self):
-        self._first_call_reference()
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if not self.is_dry_run():
-            self.perf_variables = self._first_call_perf()
 
 
 @rfm.simple_test

@@ -173,3 +173,14 @@ class TransportMixin(rfm.RegressionTestPlugin):
         self.versions = dict(ev.versions, plugin_loaded=ev.plugin_loaded or
                              '', **versions)
         return proof
+
+
+class SizeSweepMixin(rfm.RegressionTestPlugin):
+    """Message sizes from ``min_size`` to ``max_size`` by ``step_factor``,
+    ``iters`` timed iterations after ``warmup_iters``."""
+
+    min_size = variable(str, value='8')
+    max_size = variable(str, value='8G')
+    step_factor = variable(int, value=2)
+    iters = variable(int, value=20)
+    warmup_iters = variable(int, value=5)

@@ -16,6 +16,7 @@ import json
 import os
 import zlib
 
+import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
@@ -23,7 +24,7 @@ from reframe.core.builtins import (run_after, run_before, sanity_function,
 from ccl_health import reference
 from ccl_health.units import format_size, parse_size
 
-from .base import REPO, PlacedTest, TransportMixin
+from .base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
 
 RESULT_JSON = 'torch-bench.json'
 MODULE = 'ccl_health.torch_bench'
@@ -140,18 +141,15 @@ class NcclFrameworkBase(TransportMixin, FrameworkBase):
         return None
 
 
-class TorchBandwidthBase(NcclFrameworkBase):
+class TorchBandwidthBase(SizeSweepMixin, NcclFrameworkBase):
     """busbw per size of one collective through torch.distributed,
     against ``reference/<system>.yaml`` entries named ``torch_<collective>``;
     the gap to the nccl-tests reference of the same collective (framework
     overhead) is recorded in ``framework_gap``."""
 
     bench_mode = 'bandwidth'
-    min_size = variable(str, value='1M')
-    max_size = variable(str, value='1G')
-    step_factor = variable(int, value=2)
-    iters = variable(int, value=20)
-    warmup_iters = variable(int, value=5)
+    min_size = '1M'
+    max_size = '1G'
     #: the ideal busbw, GB/s, when the link facts cannot be read on the
     #: nodes (0: read them: NVLink from nvidia-smi, NIC from sysfs)
     ideal_busbw = variable(float, value=0.0)
@@ -232,19 +230,27 @@ class TorchBandwidthBase(NcclFrameworkBase):
             for row in self._sweep().rows}
 
 
-class FirstCallMixin:
-    """Perf variables of the first-call mode, and an optional upper bound
-    (``first_call_limit_s``)."""
+class FirstCallMixin(rfm.RegressionTestPlugin):
+    """The first-call mode: ``loops`` fresh starts, the perf variables
+    first_call_s / first_call_max_s / second_call_s, and an optional upper
+    bound (``first_call_limit_s``)."""
 
-    def _first_call_perf(self):
-        s = self._doc().get('summary') or {}
-        return {name: sn.make_performance_function(
-            sn.defer(float(s.get(key, 0.0))), 's')
-            for name, key in (('first_call_s', 'first_call_s'),
-                              ('first_call_max_s', 'first_call_max_s'),
-                              ('second_call_s', 'second_call_s'))}
+    loops = variable(int, value=5)
+    #: an upper bound for first_call_s (median over loops), seconds; 0: none
+    first_call_limit_s = variable(float, value=0.0)
 
-    def _first_call_reference(self):
+    @run_after('setup')
+    def set_limit(self):
         if self.first_call_limit_s > 0:
             self.reference = {self.current_partition.fullname: {
                 'first_call_s': (self.first_call_limit_s, None, 0.0, 's')}}
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        s = self._doc().get('summary') or {}
+        self.perf_variables = {name: sn.make_performance_function(
+            sn.defer(float(s.get(name, 0.0))), 's')
+            for name in ('first_call_s', 'first_call_max_s',
+                         'second_call_s')}

@@ -18,22 +18,17 @@ from builders.nccl_tests import CollectiveTestsBuild
 from ccl_health import nccltests, recorder, reference, store
 from ccl_health.units import parse_size, size_sweep
 
-from .base import PlacedTest, TransportMixin
+from .base import PlacedTest, SizeSweepMixin, TransportMixin
 
 RESULT_JSON = 'result.json'
 
 
-class CollectiveSweepBase(TransportMixin, PlacedTest):
+class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
     """Generic sweep; a concrete check fixes :attr:`collective`."""
 
     collective = variable(str, value='all_reduce')
     #: NCCL_ALGO for the whole run; 'default' leaves NCCL to choose
     algo = variable(str, value='default')
-    min_size = variable(str, value='8')
-    max_size = variable(str, value='8G')
-    step_factor = variable(int, value=2)
-    iters = variable(int, value=20)
-    warmup_iters = variable(int, value=5)
     #: nccl-tests' own per-operation timeout (-T), under time_limit
     op_timeout = variable(int, value=120)
 
