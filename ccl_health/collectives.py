@@ -155,13 +155,16 @@ def efficiency_pct(busbw_value, ideal):
 # -- link facts from nvidia-smi ---------------------------------------------
 
 _TOPO_NV = re.compile(r'^NV(\d+)$')
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
 
 
 def parse_topo_nvlinks(text):
-    """``{(i, j): links}`` from ``nvidia-smi topo -m`` (cells ``NV18``)."""
+    """``{(i, j): links}`` from ``nvidia-smi topo -m`` (cells ``NV18``).
+    nvidia-smi underlines the header with terminal escapes, even into a
+    file: they are dropped first."""
     out = {}
     header = None
-    for line in text.splitlines():
+    for line in _ANSI.sub('', text).splitlines():
         toks = line.split()
         if not toks:
             continue

@@ -136,3 +136,13 @@ def test_links_from_nvidia_smi_topo():
     assert C.nvlinks_per_gpu(topo, [0, 2]) == 4
     assert C.nvlinks_per_gpu(C.parse_topo_nvlinks(
         'GPU0\tGPU1\nGPU0\t X \tPHB\nGPU1\tPHB\t X \n'), [0, 1]) == 0
+
+
+def test_topology_of_the_real_h200_node():
+    # nvidia-smi topo -m as captured on 2x H200 (with its terminal escapes)
+    from conftest import read
+    text = read(CAPTURE, 'node.txt')
+    assert '\x1b[4m' in text
+    topo = C.parse_topo_nvlinks(text)
+    assert topo == {(0, 1): 18, (1, 0): 18}
+    assert C.nvlinks_per_gpu(topo, [0, 1]) == 18
