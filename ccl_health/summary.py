@@ -69,16 +69,20 @@ SLURM_TIME_LIMIT = 'DUE TO TIME LIMIT'
 
 
 def _slurm_time_limit(tc):
-    """Slurm's line saying it ended the job at its time limit, or ''.
-
-    Under Slurm no ReFrame error marks the time-out (the job just ends in
-    state TIMEOUT, and the sanity check then finds the output cut short):
-    only the job's stderr, in the stage dir, says so."""
+    """Slurm's line saying it ended the job at its time limit, or ''."""
     if not (tc.get('stagedir') and tc.get('job_stderr')):
         return ''
+    return slurm_time_limit_line(os.path.join(tc['stagedir'],
+                                              tc['job_stderr']))
+
+
+def slurm_time_limit_line(stderr_path):
+    """Slurm's line in a job's stderr saying it ended the job at its time
+    limit, or ''.  Under Slurm no ReFrame error marks the time-out (the job
+    just ends in state TIMEOUT, and the output is cut short): only
+    slurmstepd's line says so."""
     try:
-        with open(os.path.join(tc['stagedir'], tc['job_stderr']),
-                  errors='replace') as fp:
+        with open(stderr_path, errors='replace') as fp:
             for line in fp:
                 if SLURM_TIME_LIMIT in line:
                     return line.strip()

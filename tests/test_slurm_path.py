@@ -95,6 +95,13 @@ def test_run_past_the_slurm_time_limit_is_a_hang(slurm, tmp_path):
     assert 'HANG' in line and 'DUE TO TIME LIMIT' in line
     assert tc['scheduler'] == 'squeue' and tc['result'] == 'fail'
     assert slurm_job(slurm, tc['jobid'])['JobState'] == 'TIMEOUT'
+    # the check itself saw it, and the hang is in the performance database
+    assert tc['verdict'] == 'hang'
+    from ccl_health import store
+    with store.open_store(str(tmp_path / 'out' / 'ccl-health.db')) as db:
+        [case] = db.cases()
+        assert case['verdict'] == 'hang' and 'DUE TO TIME LIMIT' in \
+            case['reason']
 
 
 def test_slurm_time_limit_wording_is_a_hang(tmp_path):

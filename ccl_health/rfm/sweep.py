@@ -15,7 +15,7 @@ from reframe.core.exceptions import ReframeError
 from reframe.core.logging import getlogger
 
 from builders.nccl_tests import CollectiveTestsBuild
-from ccl_health import nccltests, recorder, reference, store
+from ccl_health import nccltests, recorder, reference, store, summary
 from ccl_health.units import parse_size, size_sweep
 
 from .base import PlacedTest, SizeSweepMixin, TransportMixin
@@ -100,6 +100,10 @@ class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
         if res.timed_out:
             return 'hang', (f'hang: nccl-tests timed out an operation '
                             f'(-T {self.op_timeout}s): {res.errors[0]}')
+        killed = summary.slurm_time_limit_line(
+            os.path.join(self.stagedir, sn.evaluate(self.stderr)))
+        if killed:
+            return 'hang', f'hang: the job exceeded its time limit ({killed})'
         if not res.rows or not res.complete:
             err = res.errors[0] if res.errors else 'no closing summary'
             return 'crash', (f'crash: the sweep did not complete '
