@@ -1,8 +1,9 @@
 """Framework-level checks: collectives through torch.distributed (busbw per
 size with the ideal of the links and the efficiency), the time to the first
-collective (torch+NCCL and plain MPI), and the replay of a real job's
-communication pattern.  One rank per GPU, as the collective sweep; the
-NCCL runs are proven from NCCL's debug log like the sweep's."""
+collective (torch+NCCL and plain MPI), the replay of a real job's
+communication pattern, and a small DDP training step (samples/s and the
+share of NCCL kernels in the step).  One rank per GPU, as the collective
+sweep; the NCCL runs are proven from NCCL's debug log like the sweep's."""
 
 import os
 
@@ -112,3 +113,82 @@ class TorchPatternReplay(NcclFrameworkBase):
             perf[f'{key}_time'] = sn.make_performance_function(
                 sn.defer(float(row.get('measured_time_us') or 0.0)), 'us')
         self.perf_variables = perf
+
+
+@rfm.simple_test
+class TorchTrainingStep(NcclFrameworkBase):
+    """A small DDP training loop on synthetic data (``torch_bench train``):
+    ``model=comm`` is communication-bound (a wide MLP, ~71M parameters,
+    small batch), ``model=compute`` compute-bound (deep 3x3 convolutions,
+    ~0.6M parameters, large batch).  samples/s (global), the median step
+    time and the share of the step spent in NCCL kernels (torch.profiler);
+    run over the ``transport`` parameter, the same model with and without
+    the network plugin."""
+    bench_mode = 'train'
+    model = parameter(['comm', 'compute'])
+    steps = variable(int, value=20)
+    warmup_steps = variable(int, value=5)
+    profile_steps = variable(int, value=5)
+    #: samples per rank and step; 0: the model's default
+    batch = variable(int, value=0)
+    #: a lower bound for samples_per_s (global), samples/s; 0: none
+    min_samples_per_s = variable(float, value=0.0)
+    #: the tool's summary (samples/s, step times, NCCL share, parameters)
+    train_summary = variable(dict, value={})
+
+    @run_after('init')
+    def describe(self):
+        self.collective = f'torch_train_{self.model}'
+        self.descr = (f'DDP training step ({self.model}-bound model) over '
+                      f'{self.transport}')
+
+    def bench_args(self):
+        args = super().bench_args() + [
+            '--model', self.model, '--steps', str(self.steps),
+            '--warmup', str(self.warmup_steps),
+            '--profile-steps', str(self.profile_steps)]
+        if self.batch > 0:
+            args += ['--batch', str(self.batch)]
+        return args
+
+    @run_after('setup')
+    def set_lower_bound(self):
+        if self.min_samples_per_s > 0:
+            self.reference = {self.current_partition.fullname: {
+                'samples_per_s': (self.min_samples_per_s, 0.0, None,
+                                  'samples/s')}}
+
+    def _judge_results(self):
+        doc = self._doc()
+        s = doc.get('summary') or {}
+        self.train_summary = dict(s)
+        if not s.get('samples_per_s'):
+            return 'crash', 'crash: no training step was timed'
+        if self.profile_steps > 0:
+            if doc.get('profile_error'):
+                return 'could-not-check', (f'could not check the NCCL share: '
+                                           f'torch.profiler failed on '
+                                           f'{doc["profile_error"]}')
+            if s.get('nccl_fraction') is None:
+                return 'could-not-check', (
+                    'could not check the NCCL share: the profiler recorded '
+                    'no CUDA kernel')
+            nccl = sum(p.get('nccl_kernels') or 0
+                       for p in doc.get('profile') or [])
+            if nccl == 0 and (doc.get('world_size') or 0) > 1:
+                return 'could-not-check', (
+                    'could not check the NCCL share: the profiler recorded '
+                    'kernels but none of NCCL\'s (DDP all_reduces every '
+                    'step)')
+        return None
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        s = self._doc().get('summary') or {}
+        self.perf_variables = {
+            name: sn.make_performance_function(
+                sn.defer(float(s.get(name) or 0.0)), unit)
+            for name, unit in (('samples_per_s', 'samples/s'),
+                               ('step_ms', 'ms'), ('nccl_fraction', '%'))}

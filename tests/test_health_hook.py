@@ -150,3 +150,33 @@ def test_health_mode_through_reframe(tmp_path):
         # the hook's own record, and the ReFrame test case from the report
         names = {c['case_name']: c['verdict'] for c in db.cases()}
         assert names == {'node-health': 'pass', 'NodeHealthCheck': 'pass'}
+
+
+@pytest.mark.parametrize('rc, line, expect, status', [
+    (0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', '', 0),
+    (1, 'UNHEALTHY: missing GPU: 1 of 2 GPUs visible to CUDA',
+     'DIE 1 ccl-health: missing GPU: 1 of 2 GPUs visible to CUDA', 1),
+    (2, 'COULD-NOT-CHECK: no nccl-tests build',
+     'LOG check_gpu_ccl: ccl-health could not check: no nccl-tests build',
+     0)])
+def test_nhc_check_function(tmp_path, rc, line, expect, status):
+    """The NHC check sourced into bash with NHC's die/log (as NHC defines
+    them: die records the message and returns non-zero), around a stand-in
+    hook that answers ``line`` with exit code ``rc``."""
+    hook_dir = tmp_path / 'ccl' / 'scripts'
+    hook_dir.mkdir(parents=True)
+    (hook_dir / 'ccl-health-check').write_text(
+        f'#!/bin/sh\necho "$@" > {tmp_path}/args\necho "{line}"\nexit {rc}\n')
+    (hook_dir / 'ccl-health-check').chmod(0o755)
+    nhc = os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
+    script = (f'die() {{ echo "DIE $1 $2"; return 1; }}\n'
+              f'log() {{ echo "LOG $*"; }}\n'
+              f'source {nhc}\n'
+              f'check_gpu_ccl {tmp_path}/ccl 12\n'
+              f'echo "status=$?"\n')
+    p = subprocess.run(['bash', '-c', script], capture_output=True,
+                       text=True)
+    out = p.stdout.strip().splitlines()
+    assert out[-1] == f'status={status}'
+    assert out[:-1] == ([expect] if expect else [])
+    assert (tmp_path / 'args').read_text().split() == ['--limit', '12']

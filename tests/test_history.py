@@ -233,3 +233,38 @@ def test_calibrate_from_the_store_widens_noisy_sizes(tmp_path):
     assert 0.15 < e.size_tolerance[1 << 20] < 0.4
     assert e.tolerance_at(1 << 30) == 0.1
     assert e.busbw[1 << 30] == pytest.approx(330.5, abs=1.0)
+
+
+def test_ingest_a_finished_report_made_elsewhere(tmp_path):
+    """`db ingest`: the main job's run report from the GPU device, after the
+    fact, into an empty database."""
+    import glob
+    import subprocess
+    import sys
+    report = glob.glob(os.path.join(REPO, 'tests', 'fixtures', 'device',
+                                    'suite-run', 'keep', 'o-main', 'reports',
+                                    'run-*.json'))[0]
+    db = tmp_path / 'x.db'
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'db',
+                        '--db', str(db), 'ingest', report],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0 and '4 test case(s) recorded' in p.stdout
+    with store.open_store(str(db)) as s:
+        cases = {c['transport']: c for c in s.cases()}
+        assert {t: c['verdict'] for t, c in cases.items()} == {
+            'intra': 'pass', 'net-socket': 'pass', 'net-plugin': 'pass',
+            'net-plugin-gdr': 'skipped'}
+        plug = cases['net-plugin']
+        assert (plug['nccl_version'], plug['plugin_version'],
+                plug['libfabric_version'], plug['provider']) == (
+            '2.28.3+cuda13.0', '1.21.1', '1.22', 'tcp;ofi_rxm')
+        assert plug['nodelist'] == 'vm' and plug['ranks'] == 2
+        big = s.records("WHERE transport = 'intra' AND size = ?",
+                        (8 << 30,))[0]
+        assert big['busbw'] == pytest.approx(348.56, abs=0.01)
+    # ingesting again changes nothing
+    subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'db', '--db',
+                    str(db), 'ingest', report], cwd=REPO, check=True,
+                   capture_output=True)
+    with store.open_store(str(db)) as s:
+        assert len(s.cases()) == 4
