@@ -147,3 +147,43 @@ def test_missing_binary_could_not_check(tmp_path):
     assert p.returncode == 1
     line = verdict_lines(p.stdout)['intra']
     assert 'COULD-NOT-CHECK' in line and 'all_reduce_perf is missing' in line
+
+
+def test_run_killed_midway_keeps_what_it_recorded(tmp_path):
+    """SIGKILL the whole run while the third transport is running: the
+    cases already read are in the performance database."""
+    import signal
+    import time
+    from ccl_health import store
+    out = tmp_path / 'out'
+    db = tmp_path / 'db.sqlite'
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_LAUNCHER='local',
+               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
+               CCL_HEALTH_DB=str(db),
+               # only the plugin run is slow
+               CCL_HEALTH_REPLAY_NET_PLUGIN='net-plugin',
+               CCL_HEALTH_REPLAY_SLEEP_NET_PLUGIN='120')
+    proc = subprocess.Popen([sys.executable, '-m', 'ccl_health.cli', 'run',
+                             '--output', str(out)], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    done = set()
+    while time.monotonic() < deadline and len(done) < 2:
+        time.sleep(0.5)
+        if db.exists():
+            with store.open_store(str(db)) as s:
+                done = {c['transport'] for c in s.cases()}
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with store.open_store(str(db)) as s:
+        cases = {c['transport']: c for c in s.cases()}
+    assert {'intra', 'net-socket'} <= set(cases)
+    assert 'net-plugin' not in cases          # killed while it ran
+    assert cases['intra']['verdict'] == 'pass'
+    with store.open_store(str(db)) as s:
+        sizes = [r for r in s.records() if r['transport'] == 'intra']
+        assert len(sizes) == 31               # 8 B .. 8 GiB, all there
