@@ -25,8 +25,9 @@ SWEEP = os.path.join(REPO, 'checks', 'collective_sweep.py')
 
 def _reframe():
     exe = os.path.join(os.path.dirname(sys.executable), 'reframe')
-    return [exe] if os.path.exists(exe) else [sys.executable, '-m',
-                                             'reframe']
+    if os.path.exists(exe):
+        return [exe]
+    return [sys.executable, '-m', 'reframe']
 
 
 def cmd_run(args):

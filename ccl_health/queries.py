@@ -45,8 +45,8 @@ def _match(rec, system, transport, size, partition=None):
 def history(store, transport=None, size=None, system=None, partition=None,
             last=30):
     size = parse_size(size) if size is not None else None
-    recs = [r for r in store.records() if _match(r, system, transport, size,
-                                                  partition)]
+    recs = [r for r in store.records()
+            if _match(r, system, transport, size, partition)]
     recs.sort(key=lambda r: (r['time'], r['size'] or 0))
     return recs[-last:] if size is not None else recs
 
