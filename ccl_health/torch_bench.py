@@ -8,7 +8,8 @@ Four modes, each started once per rank (``mpirun -np N``, ``srun``,
         --collectives all_reduce,all_gather,reduce_scatter,broadcast --json out.json
     python -m ccl_health.torch_bench first-call --loops 5 [--backend mpi4py] --json out.json
     python -m ccl_health.torch_bench replay --pattern job.csv --json out.json
-    python -m ccl_health.torch_bench train --model comm --steps 20 --warmup 5 --json out.json
+    python -m ccl_health.torch_bench train --model comm --steps 20 \\
+        --warmup 5 --json out.json
 
 ``bandwidth`` prints the columns of nccl-tests (size, count, type, redop,
 root, time, algbw, busbw; the same size and busbw conventions, see
@@ -466,6 +467,53 @@ def summarize_train(step_s, global_batch, params, profiles=()):
                 if ok and all(p.get('steps') for p in profiles) else None),
             'params': params, 'global_batch': global_batch,
             'steps': len(step_s)}
+
+
+def train_fields(spec, args, params, world, backend):
+    """What the train mode's JSON says of the run before it starts: the
+    model, batch, steps, data, DDP, timing and units (with ``notes``)."""
+    fields = {
+        'model': spec['model'], 'model_kind': spec['kind'],
+        'model_describe': spec['describe'], 'model_what': spec['what'],
+        'model_spec': {k: v for k, v in spec.items()
+                       if k not in ('describe', 'what')},
+        'params': params, 'batch_per_rank': spec['batch'],
+        'global_batch': spec['batch'] * world, 'dtype': 'float32',
+        'steps': args.steps, 'warmup': args.warmup,
+        'profile_steps': args.profile_steps,
+        'data': 'synthetic: one random batch per rank, made on the device '
+                'once (no data loader, no download)',
+        'loss': 'cross-entropy on random labels',
+        'optimizer': 'SGD, lr 1e-3',
+        'ddp': {'class': 'torch.nn.parallel.DistributedDataParallel',
+                'bucket_cap_mb': 25, 'backend': backend},
+        'timing': TRAIN_TIMING.format(steps=args.steps, warmup=args.warmup),
+        'profile_what': (PROFILE_WHAT.format(n=args.profile_steps)
+                         if args.profile_steps > 0 else 'not profiled'),
+        'units': dict(TRAIN_UNITS), 'notes': []}
+    if params != spec['params']:
+        fields['notes'].append(f'the model has {params} parameters, '
+                               f'{spec["params"]} were expected')
+    if backend != 'nccl':
+        fields['notes'].append(f'{backend}: no NCCL kernels, the NCCL share '
+                               f'is not measured')
+    return fields
+
+
+def train_results(step_s, shares, global_batch, params):
+    """What the train mode's JSON says after the steps: the step times (ms,
+    the max over ranks), every rank's profile (:func:`profile_share` plus
+    ``rank``, or ``{'rank', 'error'}``), the first profiler error, the
+    summary, ``complete``."""
+    out = {'step_ms': [round(t * 1e3, 4) for t in step_s],
+           'profile': list(shares),
+           'summary': summarize_train(step_s, global_batch, params, shares),
+           'complete': True}
+    errors = [p for p in shares if p.get('error')]
+    if errors:
+        out['profile_error'] = (f'rank {errors[0].get("rank", "?")}: '
+                                f'{errors[0]["error"]}')
+    return out
 
 
 def format_train(doc):
@@ -1070,20 +1118,34 @@ def _precision(torch):
 
 def _profile(d, step, n):
     """``n`` steps under torch.profiler: :func:`profile_share` of this
-    rank, or ``{'error': ...}`` (the ranks go on together either way)."""
+    rank, or ``{'error': ...}``.  The steps run whatever the profiler does:
+    the other ranks' all_reduces wait for them."""
     import tempfile
+
+    def error(err):
+        msg = str(err).strip().splitlines()
+        return {'steps': n, 'error': f'{type(err).__name__}: '
+                                     f'{msg[0] if msg else ""}'}
+    prof = None
     try:
         from torch.profiler import ProfilerActivity, profile
         acts = [ProfilerActivity.CPU]
         if d.cuda:
             acts.append(ProfilerActivity.CUDA)
         d.sync()
-        with profile(activities=acts) as prof:
-            t0 = time.perf_counter()
-            for _ in range(n):
-                step()
-            d.sync()
-            wall = time.perf_counter() - t0
+        prof = profile(activities=acts)
+        prof.start()
+    except Exception as err:       # noqa: BLE001 (reported, not fatal)
+        failed, prof = error(err), None
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    d.sync()
+    wall = time.perf_counter() - t0
+    if prof is None:
+        return failed
+    try:
+        prof.stop()
         fd, path = tempfile.mkstemp(prefix='ccl-health-trace-',
                                     suffix='.json')
         os.close(fd)
@@ -1093,11 +1155,9 @@ def _profile(d, step, n):
                 trace = json.load(fp)
         finally:
             os.unlink(path)
-        return profile_share(trace_kernels(trace), wall, n)
-    except Exception as err:       # noqa: BLE001 (reported, not fatal)
-        msg = str(err).strip().splitlines()
-        return {'steps': n, 'error': f'{type(err).__name__}: '
-                                     f'{msg[0] if msg else ""}'}
+    except Exception as err:       # noqa: BLE001
+        return error(err)
+    return profile_share(trace_kernels(trace), wall, n)
 
 
 def cmd_train(args):
@@ -1105,81 +1165,58 @@ def cmd_train(args):
     d = Dist(args.device)
     d.init()
     try:
-        torch = d.torch
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        doc, _ = _common_doc(d, 'train', args)
-        if d.cuda:
-            torch.backends.cudnn.benchmark = True
-        model, x, y = _train_model(torch, spec, d.device, d.rank)
-        params = sum(p.numel() for p in model.parameters())
-        ddp = DDP(model, device_ids=[d.device.index] if d.cuda else None)
-        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-        loss_fn = torch.nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss_fn(ddp(x), y).backward()
-            opt.step()
-
-        global_batch = spec['batch'] * d.world
-        doc.update({
-            'model': spec['model'], 'model_kind': spec['kind'],
-            'model_describe': spec['describe'], 'model_what': spec['what'],
-            'model_spec': {k: v for k, v in spec.items()
-                           if k not in ('describe', 'what')},
-            'params': params, 'batch_per_rank': spec['batch'],
-            'global_batch': global_batch, 'dtype': 'float32',
-            'steps': args.steps, 'warmup': args.warmup,
-            'profile_steps': args.profile_steps,
-            'data': 'synthetic: one random batch per rank, made on the '
-                    'device once (no data loader, no download)',
-            'loss': 'cross-entropy on random labels',
-            'optimizer': 'SGD, lr 1e-3',
-            'ddp': {'class': 'torch.nn.parallel.DistributedDataParallel',
-                    'bucket_cap_mb': 25, 'backend': d.backend},
-            'precision': _precision(torch),
-            'timing': TRAIN_TIMING.format(steps=args.steps,
-                                          warmup=args.warmup),
-            'profile_what': PROFILE_WHAT.format(n=args.profile_steps),
-            'units': dict(TRAIN_UNITS)})
-        if params != spec['params']:
-            doc['notes'].append(f'the model has {params} parameters, '
-                                f'{spec["params"]} were expected')
-        if not d.cuda:
-            doc['notes'].append('gloo on the CPU: no NCCL kernels, the NCCL '
-                                'share is not measured')
-        if d.rank == 0:
-            print('\n'.join(header_lines(doc)), flush=True)
-        for _ in range(args.warmup):
-            step()
-        d.sync()
-        times = []
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            step()
-            d.sync()
-            times.append(time.perf_counter() - t0)
-        step_s = d.reduce_max(times)        # the slowest rank sets the pace
-        shares = []
-        if args.profile_steps > 0:
-            mine = dict(_profile(d, step, args.profile_steps), rank=d.rank)
-            shares = [json.loads(s) for s in
-                      d.gather_strings(json.dumps(mine))]
-        errors = [p for p in shares if p.get('error')]
-        if errors:
-            doc['profile_error'] = f'rank {errors[0]["rank"]}: ' \
-                                   f'{errors[0]["error"]}'
-        doc.update({'step_ms': [round(t * 1e3, 4) for t in step_s],
-                    'profile': shares,
-                    'summary': summarize_train(step_s, global_batch,
-                                               params, shares)})
-        doc['complete'] = True
+        doc = _train(d, spec, args)
         if d.rank == 0:
             print(format_train(doc), flush=True)
             write_json(args.json, doc)
     finally:
+        # DDP's reducer is gone (with _train's frame) before its process
+        # group: the other order can abort the process at exit
+        import gc
+        gc.collect()
         d.done()
     return 0
+
+
+def _train(d, spec, args):
+    """The train mode's run in ``d``'s process group: the JSON document."""
+    torch = d.torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    doc, _ = _common_doc(d, 'train', args)
+    if d.cuda:
+        torch.backends.cudnn.benchmark = True
+    model, x, y = _train_model(torch, spec, d.device, d.rank)
+    params = sum(p.numel() for p in model.parameters())
+    ddp = DDP(model, device_ids=[d.device.index] if d.cuda else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(ddp(x), y).backward()
+        opt.step()
+
+    fields = train_fields(spec, args, params, d.world, d.backend)
+    doc['notes'] += fields.pop('notes')
+    doc.update(fields, precision=_precision(torch))
+    if d.rank == 0:
+        print('\n'.join(header_lines(doc)), flush=True)
+    for _ in range(args.warmup):
+        step()
+    d.sync()
+    times = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        d.sync()
+        times.append(time.perf_counter() - t0)
+    step_s = d.reduce_max(times)        # the slowest rank sets the pace
+    shares = []
+    if args.profile_steps > 0:
+        mine = dict(_profile(d, step, args.profile_steps), rank=d.rank)
+        shares = [json.loads(s) for s in d.gather_strings(json.dumps(mine))]
+    doc.update(train_results(step_s, shares, doc['global_batch'], params))
+    return doc
 
 
 def build_parser():

@@ -68,7 +68,7 @@ def exports(text):
 def dry(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('dry')
     p, report, out = run(tmp, '-n', 'TorchBandwidth', '-n', 'FirstCall',
-                         '-n', 'TorchPatternReplay')
+                         '-n', 'TorchPatternReplay', '-n', 'TorchTrainingStep')
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return {name: (script(out, tc), tc) for name, tc in
             cases(report).items()}
@@ -126,6 +126,53 @@ def test_replay_command_line(dry):
         f'mpirun -np 2 python3 -m ccl_health.torch_bench replay --transport '
         f'intra --pattern {EXAMPLE} --iters 20 --warmup 5 --csv replay.csv '
         f'--json torch-bench.json')
+
+
+def test_training_step_command_lines(dry):
+    names = sorted(n for n in dry if n.startswith('TorchTrainingStep'))
+    assert names == [f'TorchTrainingStep %transport={t} %model={m}'
+                     for t in ('intra', 'net-plugin', 'net-plugin-gdr',
+                               'net-socket') for m in ('comm', 'compute')]
+    text, tc = dry['TorchTrainingStep %transport=intra %model=comm']
+    assert launch_line(text) == (
+        'mpirun -np 2 python3 -m ccl_health.torch_bench train --transport '
+        'intra --model comm --steps 20 --warmup 5 --profile-steps 5 '
+        '--json torch-bench.json')
+    assert tc['collective'] == 'torch_train_comm'
+    assert tc['num_tasks'] == 2
+    env = exports(text)
+    assert env['NCCL_DEBUG'] == 'INFO' and 'NCCL_P2P_DISABLE' not in env
+    # with and without the plugin: the same model over the transports
+    text, tc = dry['TorchTrainingStep %transport=net-socket %model=compute']
+    assert '--transport net-socket --model compute ' in launch_line(text)
+    assert exports(text)['NCCL_NET_PLUGIN'] == 'none'
+    assert tc['collective'] == 'torch_train_compute'
+    text, _ = dry['TorchTrainingStep %transport=net-plugin %model=comm']
+    assert exports(text)['NCCL_NET_PLUGIN'].endswith(
+        '/lib/libnccl-net-ofi.so')
+    _, tc = dry['TorchTrainingStep %transport=net-plugin-gdr %model=comm']
+    assert tc['result'] == 'skip'
+
+
+def test_training_step_filters_of_the_device_script(tmp_path):
+    # benchmarks/device/training_on_device.sh selects the plugin's case
+    # without GDR by 'net-plugin%' (the model follows the transport)
+    p, report, out = run(
+        tmp_path, '-n', 'TorchTrainingStep%transport=net-plugin%',
+        '-n', 'TorchTrainingStep%transport=intra', '-S', 'steps=3',
+        '-S', 'TorchTrainingStep.batch=8', '-S', 'profile_steps=0')
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    c = cases(report)
+    assert sorted(c) == ['TorchTrainingStep %transport=intra %model=comm',
+                         'TorchTrainingStep %transport=intra %model=compute',
+                         'TorchTrainingStep %transport=net-plugin '
+                         '%model=comm',
+                         'TorchTrainingStep %transport=net-plugin '
+                         '%model=compute']
+    line = launch_line(script(out, c['TorchTrainingStep %transport=intra '
+                                     '%model=compute']))
+    assert ('--model compute --steps 3 --warmup 5 --profile-steps 0 '
+            '--batch 8 --json') in line
 
 
 def test_gdr_is_skipped_with_the_reference_reason(dry):
@@ -229,3 +276,64 @@ def test_first_call_limit_is_an_upper_bound(tmp_path):
     tc = cases(report)['TorchFirstCall %transport=intra']
     assert tc['fail_phase'] == 'performance'
     assert 'first_call_s' in tc['fail_reason']
+
+
+def test_stand_in_training_steps_pass_with_perf_variables(tmp_path):
+    p, report, out = run(
+        tmp_path, '-n', 'TorchTrainingStep%transport=intra',
+        '-n', 'TorchTrainingStep%transport=net-socket%model=comm',
+        '-S', f'python={STANDIN}', dry=False)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    c = cases(report)
+    comm = c['TorchTrainingStep %transport=intra %model=comm']
+    assert comm['result'] == 'pass' and comm['proven_transport'] == 'intra'
+    perf = comm['perfvalues']
+    assert set(perf) == {'local:gpu:samples_per_s', 'local:gpu:step_ms',
+                         'local:gpu:nccl_fraction'}
+    # the stand-in's synthetic 2.5 ms steps (median 2.525 ms), 32 x 2
+    assert perf['local:gpu:step_ms'][0] == pytest.approx(2.525)
+    assert perf['local:gpu:step_ms'][-2] == 'ms'
+    assert perf['local:gpu:samples_per_s'][0] == \
+        pytest.approx(64 / 2.525e-3, rel=1e-3)
+    assert perf['local:gpu:samples_per_s'][-2] == 'samples/s'
+    assert perf['local:gpu:nccl_fraction'][0] == pytest.approx(64.0)
+    assert perf['local:gpu:nccl_fraction'][-2] == '%'
+    assert comm['train_summary']['params'] == 71222248
+    assert comm['collective'] == 'torch_train_comm'
+    compute = c['TorchTrainingStep %transport=intra %model=compute']
+    assert compute['result'] == 'pass'
+    assert compute['perfvalues']['local:gpu:nccl_fraction'][0] < 5
+    sock = c['TorchTrainingStep %transport=net-socket %model=comm']
+    assert sock['result'] == 'pass'
+    assert sock['proven_transport'] == 'net-socket'
+    assert sock['perfvalues']['local:gpu:samples_per_s'][0] < \
+        perf['local:gpu:samples_per_s'][0] / 100
+    lines = verdicts(p.stdout)
+    assert any(ln.split()[:3] == ['torch_train_comm', 'intra', 'PASS']
+               for ln in lines), lines
+    stage = out / 'stage' / 'local' / 'gpu' / 'builtin' / comm['short_name']
+    doc = json.loads((stage / 'torch-bench.json').read_text())
+    assert doc['mode'] == 'train' and doc['complete']
+    assert doc['profile'][0]['top_nccl_kernels'][0]['name'] == \
+        'ncclDevKernel_AllReduce_Sum_f32_RING_LL'
+
+
+def test_stand_in_training_without_kernels_could_not_check(tmp_path):
+    p, report, _ = run(tmp_path, '-n', 'TorchTrainingStep%transport=intra%'
+                       'model=comm', '-S', f'python={STANDIN}', dry=False,
+                       env={'CCL_HEALTH_STANDIN_FAIL': 'nokernels'})
+    assert p.returncode == 1
+    line = verdicts(p.stdout)[0]
+    assert line.split()[:3] == ['torch_train_comm', 'intra',
+                                'COULD-NOT-CHECK'], line
+    assert 'the profiler recorded no CUDA kernel' in line
+
+
+def test_training_lower_bound_of_samples_per_s(tmp_path):
+    p, report, _ = run(tmp_path, '-n', 'TorchTrainingStep%transport=intra%'
+                       'model=compute', '-S', f'python={STANDIN}',
+                       '-S', 'min_samples_per_s=1e6', dry=False)
+    assert p.returncode == 1
+    tc = cases(report)['TorchTrainingStep %transport=intra %model=compute']
+    assert tc['fail_phase'] == 'performance'
+    assert 'samples_per_s' in tc['fail_reason']

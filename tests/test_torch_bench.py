@@ -231,3 +231,224 @@ def test_argument_errors_need_no_torch():
                         'first-call', '--loops', '0'], cwd=REPO,
                        capture_output=True, text=True)
     assert p.returncode == 2 and '--loops must be >= 1' in p.stderr
+
+
+# -- train mode: the parts without torch -----------------------------------
+
+def test_train_arguments_and_defaults():
+    args = tb.build_parser().parse_args(['train'])
+    assert (args.model, args.steps, args.warmup, args.profile_steps) == \
+        ('comm', 20, 5, 5)
+    assert args.batch is None and args.device == 'cuda'
+    args = tb.build_parser().parse_args(
+        ['train', '--model', 'compute', '--steps', '3', '--warmup', '0',
+         '--profile-steps', '0', '--batch', '8', '--width', '16',
+         '--depth', '2', '--device', 'cpu', '--json', 'x.json'])
+    spec = tb.check_train_args(args)
+    assert (spec['batch'], spec['width'], spec['depth']) == (8, 16, 2)
+    with pytest.raises(SystemExit):
+        tb.build_parser().parse_args(['train', '--model', 'gpt'])
+
+
+@pytest.mark.parametrize('argv, words', [
+    (['--steps', '0'], '--steps 0: must be >= 1'),
+    (['--warmup', '-1'], '--warmup -1: must be >= 0'),
+    (['--profile-steps', '-2'], '--profile-steps -2: must be >= 0'),
+    (['--batch', '0'], '--batch 0: must be >= 1'),
+])
+def test_train_argument_errors(argv, words):
+    args = tb.build_parser().parse_args(['train'] + argv)
+    with pytest.raises(CclHealthError, match=words):
+        tb.check_train_args(args)
+
+
+def test_train_argument_errors_need_no_torch():
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.torch_bench',
+                        'train', '--model', 'compute', '--steps', '0'],
+                       cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2
+    assert 'ccl_health.torch_bench: error: --steps 0: must be >= 1' in \
+        p.stderr
+
+
+def test_models_and_their_parameters():
+    comm = tb.model_spec('comm')
+    # 4 x Linear(4096, 4096) + Linear(4096, 1000), weights and biases
+    assert comm['params'] == 4 * (4096 * 4096 + 4096) + 4096 * 1000 + 1000
+    assert comm['params'] == 71222248 and comm['batch'] == 32
+    assert comm['describe'].startswith('MLP: 4 x (Linear(4096, 4096) + ReLU)')
+    compute = tb.model_spec('compute')
+    # Conv2d(3, 64) + 16 x Conv2d(64, 64), 3x3, + Linear(64, 10)
+    assert compute['params'] == (3 * 9 * 64 + 64) + 16 * (64 * 64 * 9 + 64) \
+        + 64 * 10 + 10 == 593290
+    assert compute['batch'] == 256
+    assert 'input 3x64x64' in compute['describe']
+    # communication- vs compute-bound: parameters per sample of the batch
+    assert comm['params'] / comm['batch'] > \
+        500 * compute['params'] / compute['batch']
+    small = tb.model_spec('comm', batch=4, width=8, depth=1)
+    assert small['params'] == 8 * 8 + 8 + 8 * 1000 + 1000
+    assert tb.TRAIN_MODELS['comm']['width'] == 4096      # not changed
+    with pytest.raises(CclHealthError, match="'gpt': not one of comm, "
+                                             "compute"):
+        tb.model_spec('gpt')
+
+
+def kernel_trace():
+    """A torch.profiler (Kineto) Chrome trace as it looks on a GPU: CPU ops
+    and annotations named after NCCL that are not kernels, NCCL's kernels
+    and a GEMM."""
+    nccl = ('ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgs'
+            'Storage<4096ul>)')
+    return {'schemaVersion': 1, 'traceEvents': [
+        {'ph': 'X', 'cat': 'cpu_op', 'name': 'nccl:all_reduce', 'ts': 0,
+         'dur': 900.0},
+        {'ph': 'X', 'cat': 'gpu_user_annotation', 'name': 'nccl:all_reduce',
+         'ts': 10, 'dur': 800.0},
+        {'ph': 'X', 'cat': 'cuda_runtime', 'name': 'cudaLaunchKernelExC',
+         'ts': 5, 'dur': 4.0},
+        {'ph': 'X', 'cat': 'kernel', 'name': nccl, 'ts': 10, 'dur': 600.0},
+        {'ph': 'X', 'cat': 'kernel', 'name': nccl, 'ts': 1010, 'dur': 400.0},
+        {'ph': 'X', 'cat': 'Kernel', 'name': 'ncclKernel_AllGather_RING_LL_'
+         'Sum_int8_t(ncclWorkElem)', 'ts': 2000, 'dur': 50.0},
+        {'ph': 'X', 'cat': 'kernel', 'name': 'sm90_xmma_gemm_f32f32_tf32f32',
+         'ts': 0, 'dur': 700.0},
+        {'ph': 'X', 'cat': 'gpu_memcpy', 'name': 'Memcpy DtoD (Device -> '
+         'Device)', 'ts': 0, 'dur': 30.0},
+        {'ph': 'i', 'cat': 'kernel', 'name': 'ncclInstant', 'ts': 1},
+        {'ph': 'X', 'cat': 'kernel', 'name': 'ncclBroken', 'dur': 'x'},
+        {'ph': 'M', 'name': 'process_name', 'args': {'name': 'python'}},
+        'not an event']}
+
+
+def test_kernels_of_a_profiler_trace():
+    kernels = tb.trace_kernels(kernel_trace())
+    assert [d for _, d in kernels] == [600.0, 400.0, 50.0, 700.0]
+    assert tb.trace_kernels(kernel_trace()['traceEvents']) == kernels
+    assert tb.trace_kernels({}) == [] and tb.trace_kernels([]) == []
+
+
+def test_nccl_share_of_the_profiled_steps():
+    kernels = tb.trace_kernels(kernel_trace())
+    # 2 steps of 1.25 ms wall: NCCL kernels 600 + 400 + 50 us = 1.05 ms
+    share = tb.profile_share(kernels, 2.5e-3, 2)
+    assert share['nccl_fraction'] == 42.0
+    assert (share['kernels'], share['nccl_kernels']) == (4, 3)
+    assert share['nccl_ms'] == 1.05 and share['kernel_ms'] == 1.75
+    assert share['wall_ms'] == 2.5 and share['steps'] == 2
+    assert share['top_nccl_kernels'] == [
+        {'name': 'ncclDevKernel_AllReduce_Sum_f32_RING_LL', 'count': 2,
+         'ms': 1.0},
+        {'name': 'ncclKernel_AllGather_RING_LL_Sum_int8_t', 'count': 1,
+         'ms': 0.05}]
+    none = tb.profile_share([], 1.0, 5)
+    assert none['nccl_fraction'] is None and none['kernels'] == 0
+    assert tb.profile_share([('gemm', 10.0)], 1e-3, 1)['nccl_fraction'] == 0
+    assert tb.short_kernel_name('void at::native::f<float>(int)') == \
+        'void at::native::f'
+
+
+def test_training_summary():
+    steps = [0.010, 0.012, 0.011, 0.030, 0.011]        # one slow step
+    shares = [dict(tb.profile_share([('ncclDevKernel_X', 6000.0)], 0.010, 1),
+                   rank=0),
+              dict(tb.profile_share([('ncclDevKernel_X', 4000.0)], 0.010, 1),
+                   rank=1)]
+    s = tb.summarize_train(steps, 64, 1234, shares)
+    assert s['step_ms'] == 11.0                          # the median
+    assert s['samples_per_s'] == pytest.approx(64 / 0.011, abs=1e-3)
+    assert (s['step_ms_min'], s['step_ms_max']) == (10.0, 30.0)
+    assert s['step_ms_mean'] == pytest.approx(14.8)
+    assert s['nccl_fraction'] == 50.0                    # mean over ranks
+    assert (s['nccl_fraction_min'], s['nccl_fraction_max']) == (40.0, 60.0)
+    assert s['nccl_ms_per_step'] == 5.0
+    assert (s['params'], s['global_batch'], s['steps']) == (1234, 64, 5)
+    # a rank without a profile: no share at all, not a mean of the others
+    part = tb.summarize_train(steps, 64, 1, shares[:1] +
+                              [{'rank': 1, 'steps': 1, 'error': 'boom'}])
+    assert part['nccl_fraction'] is None and part['samples_per_s']
+    assert tb.summarize_train(steps, 64, 1)['nccl_fraction'] is None
+    with pytest.raises(CclHealthError, match='no training step'):
+        tb.summarize_train([], 64, 1)
+
+
+def test_training_json_and_report():
+    args = tb.build_parser().parse_args(['train', '--steps', '3',
+                                         '--warmup', '1'])
+    spec = tb.model_spec('comm')
+    fields = tb.train_fields(spec, args, spec['params'], 2, 'nccl')
+    assert fields['global_batch'] == 64 and fields['batch_per_rank'] == 32
+    assert fields['notes'] == [] and fields['units']['nccl_fraction'] == '%'
+    assert (fields['steps'], fields['warmup'], fields['profile_steps']) == \
+        (3, 1, 5)
+    assert 'torch.nn.parallel.DistributedDataParallel' in \
+        fields['ddp']['class']
+    assert tb.train_fields(spec, args, 5, 2, 'gloo')['notes'] == [
+        f'the model has 5 parameters, {spec["params"]} were expected',
+        'gloo: no NCCL kernels, the NCCL share is not measured']
+    shares = [dict(tb.profile_share(tb.trace_kernels(kernel_trace()),
+                                    2.5e-3, 5), rank=r) for r in (0, 1)]
+    res = tb.train_results([0.002, 0.0025, 0.003], shares, 64,
+                           spec['params'])
+    assert res['complete'] and 'profile_error' not in res
+    assert res['step_ms'] == [2.0, 2.5, 3.0]
+    assert res['summary']['samples_per_s'] == 25600.0
+    assert res['summary']['nccl_fraction'] == 42.0
+    bad = tb.train_results([0.002], [shares[0], {'rank': 1, 'steps': 5,
+                                                 'error': 'RuntimeError: x'}],
+                           64, 1)
+    assert bad['profile_error'] == 'rank 1: RuntimeError: x'
+    assert bad['summary']['nccl_fraction'] is None
+    doc = {'tool': tb.TOOL, 'mode': 'train', 'world_size': 2,
+           'transport': 'intra', 'torch_version': '2.11.0',
+           'nccl_version': '2.28.9', 'hosts': ['vm'], 'devices': [],
+           'ideal_busbw': 450.0, 'ideal_source': 'x', 'notes': []}
+    doc.update(fields)
+    doc.update(res)
+    text = tb.format_train(doc).splitlines()
+    assert text[0].startswith('# model comm: MLP: 4 x (Linear(4096, 4096)')
+    assert '71,222,248 parameters (285 MB of fp32 gradients per step), ' \
+        'batch 32 per rank (64 global)' in text[0]
+    assert text[2].split() == ['0', '2.000']
+    assert text[5].startswith("# rank 0: 3 of 4 kernels are NCCL's, 1.050 "
+                              "of 2.500 ms over 5 steps "
+                              "(ncclDevKernel_AllReduce_Sum_f32_RING_LL x2")
+    assert text[-1] == ('# 25600.0 samples/s (global), step 2.500 ms '
+                        '(median of 3), NCCL kernels 42.0 % of the step '
+                        'time')
+    assert tb.header_lines(doc)[0].startswith(
+        '# ccl_health.torch_bench train: torch 2.11.0, NCCL 2.28.9')
+
+
+def test_training_on_two_cpu_ranks(tmp_path):
+    """The whole train mode with gloo on 2 CPU processes, where torch is
+    installed (not in CI): DDP, the timed steps, the profiler."""
+    pytest.importorskip('torch')
+    env = dict(os.environ, MASTER_ADDR='127.0.0.1',
+               MASTER_PORT=str(29400 + os.getpid() % 500), WORLD_SIZE='2',
+               LOCAL_WORLD_SIZE='2', PYTHONPATH=REPO)
+    procs = [subprocess.Popen(
+        [sys.executable, '-m', 'ccl_health.torch_bench', 'train', '--device',
+         'cpu', '--width', '32', '--depth', '2', '--batch', '4', '--steps',
+         '3', '--warmup', '1', '--profile-steps', '2', '--json',
+         str(tmp_path / 'out.json')], cwd=REPO,
+        env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for r in (0, 1)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    # torch 2.15's CPU wheels on a machine without a GPU: now and then (~1
+    # in 60 runs) a rank aborts at interpreter exit, after the work, with
+    # this line; anything else fails
+    assert [p.returncode == 0 or (p.returncode == -6 and 'terminate called '
+            'without an active exception' in o) for p, o in
+            zip(procs, outs)] == [True, True], outs
+    doc = json.loads((tmp_path / 'out.json').read_text())
+    assert doc['mode'] == 'train' and doc['complete']
+    assert doc['world_size'] == 2 and doc['library'] == 'gloo'
+    assert doc['params'] == tb.model_spec('comm', 4, 32, 2)['params']
+    assert len(doc['step_ms']) == 3 and doc['summary']['samples_per_s'] > 0
+    assert [p['rank'] for p in doc['profile']] == [0, 1]
+    assert all(p['kernels'] == 0 and not p.get('error')
+               for p in doc['profile'])
+    assert doc['summary']['nccl_fraction'] is None
+    assert '# model comm: MLP: 2 x (Linear(32, 32) + ReLU)' in outs[0]
