@@ -43,7 +43,7 @@ T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
 # net-plugin$ would not match: the model parameter follows the transport in
 # the test's name (TorchTrainingStep %transport=net-plugin %model=comm);
 # 'net-plugin%' leaves net-plugin-gdr out
-T timeout 540 scripts/run --output /tmp/o-train --checks checks/framework_checks.py -- \
+T timeout 380 scripts/run --output /tmp/o-train --checks checks/framework_checks.py -- \
   -n 'TorchTrainingStep%transport=intra' -n 'TorchTrainingStep%transport=net-socket' \
   -n 'TorchTrainingStep%transport=net-plugin%' \
   -n 'TorchBandwidth%transport=intra%torch_collective=all_reduce' -S max_size=1G \
