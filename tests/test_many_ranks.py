@@ -51,3 +51,53 @@ def test_job_script_ranks_match_the_gpus(tmp_path, gpus):
     [script] = list((out / 'stage').rglob('AllReduceSweep_*/rfm_job.sh'))
     assert f'mpirun -np {gpus} ' in script.read_text()
     assert ' -g 1 ' in script.read_text()      # one rank per GPU
+
+
+# -- the 4-GPU run on the device (tests/fixtures/device/four-gpus) -----------
+FOUR = os.path.join(REPO, 'tests', 'fixtures', 'device', 'four-gpus', 'keep')
+
+
+def test_four_gpu_run_factor_ranks_and_binding():
+    import glob
+    import json
+    [result] = glob.glob(os.path.join(FOUR, 'stage', '*', '*', '*',
+                                      'AllReduceSweep_*', 'result.json'))
+    doc = json.load(open(result))
+    assert len(doc['config']['devices']) == 4
+    assert sorted(d['device'] for d in doc['config']['devices']) == [0, 1,
+                                                                     2, 3]
+    checked = 0
+    for row in doc['results']:
+        for m in (row['out_of_place'], row['in_place']):
+            if m['alg_bw'] > 1.0:
+                assert m['bus_bw'] / m['alg_bw'] == pytest.approx(1.5,
+                                                                  rel=1e-5)
+                checked += 1
+    assert checked > 30
+    script = open(os.path.join(os.path.dirname(result), 'rfm_job.sh')).read()
+    assert 'mpirun -np 4 ' in script and ' -g 1 ' in script
+
+
+def test_four_gpu_health_hook_checked_every_pair():
+    import json
+    detail = json.load(open(os.path.join(FOUR, 'health.json')))
+    assert detail['code'] == 0
+    pairs = sorted(tuple(p['gpus']) for p in detail['probes'][1:])
+    assert pairs == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    assert all(p['ok'] and p['proven'] == 'intra' for p in detail['probes'])
+    assert detail['probes'][0]['gpus'] == [0, 1, 2, 3]
+
+
+def test_four_gpu_records_in_the_database():
+    from ccl_health import store
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, 'x4.db')
+        shutil.copy(os.path.join(FOUR, 'x4.db'), db)
+        with store.open_store(db) as s:
+            recs = [r for r in s.records() if r['size'] is not None and
+                    r['case_name'].startswith('AllReduceSweep')]
+            assert recs and {r['ranks'] for r in recs} == {4}
+            big = [r for r in recs if r['size'] == 8 << 30][0]
+            assert big['busbw'] == pytest.approx(365.0, abs=0.01)
