@@ -53,7 +53,7 @@ class CaseVerdict:
                        if self.checked_sizes else 'no reference for these '
                        'sizes (recorded only)')
             return f'{head}{checked}{at}; {self.reason}'
-        if self.verdict == 'below-reference':
+        if self.verdict == 'below-reference' and self.shortfalls:
             worst = ', '.join(
                 f'{format_size(s.size)} {s.value:.2f} vs {s.ref:.2f} GB/s '
                 f'(-{s.below_pct:.0f}%, allowed -{-s.lower * 100:.0f}%)'

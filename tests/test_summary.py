@@ -67,3 +67,20 @@ def test_unreadable_report_names_the_file(tmp_path):
     bad.write_text('{')
     with pytest.raises(CclHealthError, match='r.json: cannot read'):
         summary.load_report(str(bad))
+
+
+def test_below_reference_without_sizes_keeps_reframes_reason():
+    # a lower bound on samples/s or an upper bound on the first call
+    report = {'runs': [{'testcases': [{
+        'fixture': False, 'display_name': 'TorchTrainingStep',
+        'transport': 'intra', 'collective': 'torch_train_comm',
+        'result': 'fail', 'fail_phase': 'performance',
+        'fail_reason': 'performance error: failed to meet reference: '
+                       'samples_per_s=10, expected 100 (l=90, u=inf)',
+        'perfvalues': {'local:gpu:samples_per_s': [10.0, 100.0, -0.1,
+                                                   None, 'samples/s',
+                                                   'fail']}}]}]}
+    [v] = summary.case_verdicts(report)
+    assert v.verdict == 'below-reference'
+    assert 'samples_per_s=10, expected 100' in v.line()
+    assert '0 of 0 sizes' not in v.line()
