@@ -7,14 +7,7 @@
 # Usage (repo root on the device, .whl and .mirror carried):
 #   bash benchmarks/device/framework_on_device.sh <out-dir>
 set -u
-OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
-K=/tmp/keep; rm -rf $K; mkdir -p $K/logs
-SRC=$(pwd)
-export CCL_HEALTH_WHEELS=$SRC/.whl CCL_HEALTH_MIRROR=$SRC/.mirror
-export CCL_HEALTH_CACHE=/tmp/ccl-cache PYTHONUNBUFFERED=1 CCL_HEALTH_DB=/tmp/fw.db
-rm -rf /tmp/clone && mkdir /tmp/clone
-tar -C "$SRC" --exclude=./.whl --exclude=./.mirror -cf - . | tar -C /tmp/clone -xf -
-cd /tmp/clone
+source "$(dirname "$0")/_clean_copy.sh" "$1" /tmp/fw.db
 save() {
   for o in /tmp/o-*; do
     [ -d "$o" ] || continue

@@ -12,14 +12,7 @@
 # Writes <out-dir>/training-outputs.tgz and <out-dir>/timings.txt (at most 8
 # files come back from the device) and prints the figures at the end.
 set -u
-OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
-K=/tmp/keep; rm -rf $K; mkdir -p $K/logs
-SRC=$(pwd)
-export CCL_HEALTH_WHEELS=$SRC/.whl CCL_HEALTH_MIRROR=$SRC/.mirror
-export CCL_HEALTH_CACHE=/tmp/ccl-cache PYTHONUNBUFFERED=1 CCL_HEALTH_DB=/tmp/train.db
-rm -rf /tmp/clone && mkdir /tmp/clone
-tar -C "$SRC" --exclude=./.whl --exclude=./.mirror -cf - . | tar -C /tmp/clone -xf -
-cd /tmp/clone
+source "$(dirname "$0")/_clean_copy.sh" "$1" /tmp/train.db
 save() {
   for o in /tmp/o-*; do
     [ -d "$o" ] || continue

@@ -7,8 +7,10 @@ debug log, of the transport that ran."""
 import os
 
 import reframe as rfm
+import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import (fixture, parameter, run_after, variable)
+from reframe.core.builtins import (fixture, parameter, run_after,
+                                   run_before, variable)
 from reframe.core.exceptions import ReferenceParseError
 
 from builders.net_plugin import NetPluginBuild
@@ -177,10 +179,24 @@ class TransportMixin(rfm.RegressionTestPlugin):
 
 class SizeSweepMixin(rfm.RegressionTestPlugin):
     """Message sizes from ``min_size`` to ``max_size`` by ``step_factor``,
-    ``iters`` timed iterations after ``warmup_iters``."""
+    ``iters`` timed iterations after ``warmup_iters``; one performance
+    variable ``busbw_<size>`` per measured size (:meth:`measured`)."""
 
     min_size = variable(str, value='8')
     max_size = variable(str, value='8G')
     step_factor = variable(int, value=2)
     iters = variable(int, value=20)
     warmup_iters = variable(int, value=5)
+
+    def measured(self):
+        """The :class:`~ccl_health.nccltests.SweepResult` of the run."""
+        raise NotImplementedError
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        self.perf_variables = {
+            reference.perf_var(row.size): sn.make_performance_function(
+                sn.defer(row.busbw), reference.UNIT)
+            for row in self.measured().rows}

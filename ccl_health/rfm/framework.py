@@ -21,7 +21,6 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
-from ccl_health import reference
 from ccl_health.units import format_size, parse_size
 
 from .base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
@@ -220,14 +219,8 @@ class TorchBandwidthBase(SizeSweepMixin, NcclFrameworkBase):
                 for r in res.rows if r.size in ref and r.busbw}
         return self.missing_reference(self._ref_entry, self.collective)
 
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        self.perf_variables = {
-            reference.perf_var(row.size): sn.make_performance_function(
-                sn.defer(row.busbw), reference.UNIT)
-            for row in self._sweep().rows}
+    def measured(self):
+        return self._sweep()
 
 
 class FirstCallMixin(rfm.RegressionTestPlugin):
