@@ -6,7 +6,7 @@ import math
 import statistics
 
 from . import CclHealthError
-from .reference import Entry, perf_var
+from .reference import Entry, busbw_perfvalues
 from .units import format_size, parse_size
 
 
@@ -45,7 +45,6 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
 def sweeps_from_store(db, system, partition, last=20):
     """Per configuration, the busbw of its last ``last`` healthy runs in the
     performance database (cases that passed)."""
-    from .nccltests import Measurement, Row, SweepResult
     groups = {}
     for c in reversed(db.cases('WHERE system = ? AND partition = ? AND '
                                "verdict = 'pass'", (system, partition))):
@@ -54,25 +53,24 @@ def sweeps_from_store(db, system, partition, last=20):
         runs = groups.setdefault(key, [])
         if len(runs) >= last or not c['nodes'] or not c['ranks']:
             continue
-        rows = [Row(m['size'], 0, '', '', None, None,
-                    Measurement(0.0, 0.0, m['busbw'], 0))
-                for m in db.query('SELECT size, busbw FROM measurements '
-                                  'WHERE case_id = ? AND busbw IS NOT NULL',
-                                  (c['id'],))]
-        if rows:
-            runs.append(SweepResult(rows=rows))
+        busbw = {m['size']: m['busbw'] for m in db.query(
+            'SELECT size, busbw FROM measurements WHERE case_id = ? AND '
+            'busbw IS NOT NULL', (c['id'],))}
+        if busbw:
+            runs.append(sweep_from_busbw(busbw))
     return groups
 
 
-def busbw_from_perfvalues(perfvalues):
-    """``{size: busbw}`` from a ReFrame report's test-case ``perfvalues``
-    (keys ``<system>:<partition>:busbw_<size>``)."""
-    out = {}
-    for key, vals in perfvalues.items():
-        var = key.rsplit(':', 1)[-1]
-        if not var.startswith('busbw_'):
-            continue
-        size = parse_size(var[len('busbw_'):])
-        assert perf_var(size) == var
-        out[size] = float(vals[0])
-    return out
+def sweep_from_busbw(busbw_by_size):
+    """A :class:`SweepResult` holding only busbw per size (what a run
+    report or the database keeps), for :func:`entry_from_sweeps`."""
+    from .nccltests import Measurement, Row, SweepResult
+    return SweepResult(rows=[Row(s, 0, '', '', None, None,
+                                 Measurement(0.0, 0.0, v, 0))
+                             for s, v in busbw_by_size.items()])
+
+
+def sweep_from_perfvalues(perfvalues):
+    """The busbw sweep of a run report's test case."""
+    return sweep_from_busbw({s: float(vals[0]) for s, vals in
+                             busbw_perfvalues(perfvalues)})

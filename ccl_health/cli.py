@@ -116,9 +116,8 @@ def cmd_calibrate(args):
     #                 gpus per node, algo) -> [SweepResult]
     for path in args.report or []:
         for tc in summary.load_report(path)['runs'][-1]['testcases']:
-            if tc.get('fixture') or not any(
-                    k.rsplit(':', 1)[-1].startswith('busbw_')
-                    for k in tc.get('perfvalues') or {}):
+            if tc.get('fixture') or not reference.busbw_perfvalues(
+                    tc.get('perfvalues')):
                 continue          # no busbw per size: nothing to calibrate
             if tc.get('result') not in ('pass', 'success') and \
                     tc.get('fail_phase') != 'performance':
@@ -128,8 +127,8 @@ def cmd_calibrate(args):
             key = (tc['system'], tc['partition'], tc['transport'],
                    tc['collective'], int(tc['num_nodes']),
                    int(tc['num_tasks_per_node']), tc.get('algo', 'default'))
-            groups.setdefault(key, []).append(_as_sweep(
-                calibrate.busbw_from_perfvalues(tc['perfvalues'])))
+            groups.setdefault(key, []).append(
+                calibrate.sweep_from_perfvalues(tc['perfvalues']))
     if args.db:
         if not (args.system and args.partition):
             raise CclHealthError('--db needs --system and --partition')
@@ -167,13 +166,6 @@ def cmd_calibrate(args):
               f'tolerance {entry.tolerance:.0%}'
               + (f' (noisier sizes: {wider})' if wider else ''))
     return 0
-
-
-def _as_sweep(busbw_by_size):
-    from .nccltests import Measurement, Row, SweepResult
-    return SweepResult(rows=[Row(s, 0, '', '', None, None,
-                                 Measurement(0.0, 0.0, v, 0))
-                             for s, v in busbw_by_size.items()])
 
 
 def cmd_db(args):

@@ -4,18 +4,19 @@ check as soon as its outputs are read), or a finished ReFrame run report
 (for what never got that far: hangs, crashes, build failures; and for runs
 made elsewhere)."""
 
+import functools
 import os
 import socket
 import subprocess
 
 from . import summary
-from .reference import perf_var
+from .reference import busbw_perfvalues
 from .store import CaseRecord, SizeRecord
-from .units import parse_size
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@functools.lru_cache(maxsize=None)
 def suite_revision():
     try:
         out = subprocess.run(['git', '-C', _REPO, 'rev-parse', '--short=12',
@@ -67,12 +68,7 @@ def cases_from_report(report, default_run_id=None):
     out = []
     for tc, cv in zip(tcs, verdicts):
         sizes = []
-        for key, vals in (tc.get('perfvalues') or {}).items():
-            var = key.rsplit(':', 1)[-1]
-            if not var.startswith('busbw_'):
-                continue
-            size = parse_size(var[len('busbw_'):])
-            assert perf_var(size) == var
+        for size, vals in busbw_perfvalues(tc.get('perfvalues')):
             value, ref, lower = vals[0], vals[1] or None, vals[2]
             tol = -lower if lower else None
             sizes.append(SizeRecord(size, value, ref=ref, tolerance=tol,

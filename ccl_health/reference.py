@@ -41,6 +41,20 @@ def perf_var(size):
     return f'busbw_{format_size(size)}'
 
 
+def busbw_perfvalues(perfvalues):
+    """``[(size, [value, ref, lower, upper, unit, result]), ...]`` for the
+    ``busbw_<size>`` variables of a run report's ``perfvalues`` (keys
+    ``<system>:<partition>:busbw_<size>``), by size."""
+    out = []
+    for key, vals in (perfvalues or {}).items():
+        var = key.rsplit(':', 1)[-1]
+        if var.startswith('busbw_'):
+            size = parse_size(var[len('busbw_'):])
+            assert perf_var(size) == var
+            out.append((size, vals))
+    return sorted(out, key=lambda item: item[0])
+
+
 class ReferenceError(CclHealthError):
     pass
 

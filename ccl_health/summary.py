@@ -7,7 +7,8 @@ import os
 from typing import List
 
 from . import CclHealthError
-from .units import format_size, parse_size
+from .reference import busbw_perfvalues
+from .units import format_size
 
 VERDICTS = ('pass', 'below-reference', 'drop', 'fallback', 'wrong-results',
             'hang', 'crash', 'build-failed', 'could-not-check', 'skipped')
@@ -139,11 +140,7 @@ def case_verdicts(report):
                          tc.get('proven_transport', ''),
                          tc.get('collective', ''),
                          versions=tc.get('versions') or {})
-        for key, vals in (tc.get('perfvalues') or {}).items():
-            var = key.rsplit(':', 1)[-1]
-            if not var.startswith('busbw_'):
-                continue
-            size = parse_size(var[len('busbw_'):])
+        for size, vals in busbw_perfvalues(tc.get('perfvalues')):
             value, ref, lower = vals[0], vals[1], vals[2]
             cv.measured[size] = value
             if ref:
@@ -151,7 +148,6 @@ def case_verdicts(report):
                 if vals[-1] == 'fail':
                     cv.shortfalls.append(Shortfall(size, value, ref,
                                                    lower or 0.0))
-        cv.shortfalls.sort(key=lambda s: s.size)
         if cv.verdict == 'below-reference' and cv.shortfalls:
             # ReFrame's message lists them on later lines: say it in one
             cv.reason = 'below reference at ' + ', '.join(
