@@ -1,38 +1,179 @@
-"""The questions people ask of the performance database."""
+"""The questions people ask of the performance database.
 
+A question about something the database never recorded (a misspelt
+transport, system or run id, a size never measured, a window with no runs)
+is an error that lists what was recorded, never an empty answer that reads
+as an all-clear."""
+
+import dataclasses
 import datetime
+from typing import Dict, List
 
+from . import CclHealthError
 from .history import attribute, detect
 from .units import format_size, parse_size
+from .verdict import FAILING, NAMES, UNJUDGED, Verdict
 
-BAD = ('below-reference', 'drop', 'fallback', 'wrong-results', 'hang',
-       'crash', 'build-failed', 'could-not-check')
+#: the verdicts ``failed`` lists: every failure and every case that could
+#: not be judged
+BAD = FAILING + UNJUDGED
 
 
+def stored_verdict(name):
+    """The :class:`Verdict` of a name read from the database; a name this
+    version does not know (written by another tool) counts as
+    could-not-check, never as good."""
+    return Verdict.parse(name, default=Verdict.COULD_NOT_CHECK)
+
+
+def _bad(name):
+    return not stored_verdict(name).good
+
+
+# -- what exists -------------------------------------------------------------
+def recorded(store, column):
+    """The distinct values of a case column (``transport``, ``system``,
+    ``partition``, ...), sorted."""
+    if column not in ('transport', 'system', 'partition', 'collective',
+                      'run_id', 'verdict'):
+        raise ValueError(column)
+    return sorted(r['v'] for r in store.query(
+        f'SELECT DISTINCT {column} AS v FROM cases') if r['v'] is not None)
+
+
+def check_name(store, what, value, column=None):
+    """``value`` must be a recorded ``what`` (transport, system, partition):
+    else an error listing the recorded ones."""
+    if value is None:
+        return
+    values = recorded(store, column or what)
+    if value not in values:
+        raise CclHealthError(
+            f'unknown {what} {value!r} (recorded: '
+            f'{", ".join(map(str, values)) or "nothing"})')
+
+
+def recorded_sizes(store, transport=None, system=None, partition=None):
+    """The message sizes measured (for a transport / system), sorted."""
+    return sorted({r['size'] for r in store.records('WHERE size IS NOT NULL')
+                   if _match(r, system, transport, None, partition)})
+
+
+def check_size(store, size, transport=None, system=None, partition=None):
+    """The size in bytes; an error listing the recorded sizes when it was
+    never measured (for that transport / system)."""
+    if size is None:
+        return None
+    nbytes = parse_size(size)
+    sizes = recorded_sizes(store, transport, system, partition)
+    if nbytes not in sizes:
+        scope = ' '.join(x for x in (transport, system and f'on {system}',
+                                     partition and f'partition {partition}')
+                         if x)
+        raise CclHealthError(
+            f'size {format_size(nbytes)} never recorded'
+            f'{" for " + scope if scope else ""} (recorded: '
+            f'{", ".join(map(format_size, sizes)) or "no sizes"})')
+    return nbytes
+
+
+def check_runs(store, *run_ids):
+    """Each run id must be recorded: else an error naming the newest."""
+    known = set(recorded(store, 'run_id'))
+    for run in run_ids:
+        if run is not None and run not in known:
+            newest = last_runs(store, 10)
+            more = len(known) - len(newest)
+            raise CclHealthError(
+                f'unknown run {run!r} (recorded: '
+                f'{", ".join(newest) or "no runs"}'
+                f'{f" and {more} older" if more > 0 else ""}; '
+                f'list them with: scripts/report runs)')
+
+
+# -- the questions -----------------------------------------------------------
 def last_runs(store, n=1):
     rows = store.query('SELECT run_id, MAX(time) AS t FROM cases '
                        'GROUP BY run_id ORDER BY t DESC')
     return [r['run_id'] for r in rows[:n]]
 
 
-def failed(store, since_hours=24, now=None):
-    """What failed in the last ``since_hours`` (last night): broken cases,
-    and drops against history."""
+@dataclasses.dataclass
+class Run:
+    run_id: str
+    time: str                 # of its first case
+    last_time: str
+    where: List[str]          # system:partition
+    cases: int
+    counts: Dict[str, int]    # verdict name -> cases, in verdict order
+
+    def line(self):
+        counts = ', '.join(f'{n} {v}' for v, n in self.counts.items())
+        return (f'{self.time}  {self.run_id}  {",".join(self.where)}  '
+                f'{self.cases} case{"s" if self.cases != 1 else ""}: '
+                f'{counts}')
+
+
+def runs(store, last=None):
+    """One :class:`Run` per run, newest first (``last``: only that many)."""
+    by = {}
+    for c in store.cases():
+        by.setdefault(c['run_id'], []).append(c)
+    out = []
+    for run_id, cs in by.items():
+        names = [c['verdict'] for c in cs]
+        order = list(NAMES) + sorted(set(names) - set(NAMES))
+        out.append(Run(
+            run_id, min(c['time'] for c in cs), max(c['time'] for c in cs),
+            sorted({f'{c["system"]}:{c["partition"]}' for c in cs}), len(cs),
+            {v: names.count(v) for v in order if v in names}))
+    out.sort(key=lambda r: (r.last_time, r.run_id), reverse=True)
+    return out[:last] if last else out
+
+
+def window_start(hours, now=None):
+    """The ISO time ``hours`` before ``now`` (default: now)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    since = (now - datetime.timedelta(hours=since_hours)).isoformat(
+    return (now - datetime.timedelta(hours=hours)).isoformat(
         timespec='seconds')
-    lines = [f'{c["time"]}  {c["system"]}:{c["partition"]}  '
-             f'{c["case_name"]}: {c["verdict"].upper()}: {c["reason"]}'
-             for c in store.cases('WHERE time >= ?', (since,))
-             if c['verdict'] in BAD]
-    recent = {c['run_id'] for c in store.cases('WHERE time >= ?', (since,))}
+
+
+def failures(store, since_hours=24, now=None):
+    """What failed or could not be judged in the last ``since_hours`` (last
+    night): ``[(Verdict, line)]``, broken cases first, then drops against
+    history.  Nothing recorded in that window is an error, not an
+    all-clear."""
+    since = window_start(since_hours, now)
+    window = store.cases('WHERE time >= ?', (since,))
+    if not window:
+        newest = runs(store, 1)
+        raise CclHealthError(
+            f'{store.where}: nothing recorded in the last {since_hours:g} h'
+            + (f' (newest run: {newest[0].run_id} at {newest[0].last_time})'
+               if newest else ' (the database holds no runs)'))
+    out = []
+    for c in window:
+        if _bad(c['verdict']):
+            v = stored_verdict(c['verdict'])
+            name = c['verdict'] if c['verdict'] in NAMES else \
+                f'{v.value} (unknown verdict {c["verdict"]!r})'
+            out.append((v, f'{c["time"]}  {c["system"]}:{c["partition"]}  '
+                           f'{c["case_name"]}: {name.upper()}: '
+                           f'{c["reason"]}'))
+    recent = {c['run_id'] for c in window}
     cases = store.cases()
     for f in detect(store.records()):
         if f.run_id in recent and f.kind != 'recovery':
-            lines.append(f.line())
+            out.append((Verdict.DROP, f.line()))
             if f.kind == 'drop':
-                lines += [f'    changed: {c}' for c in attribute(cases, f)]
-    return lines
+                out += [(Verdict.DROP, f'    changed: {c}')
+                        for c in attribute(cases, f)]
+    return out
+
+
+def failed(store, since_hours=24, now=None):
+    """The lines of :func:`failures`."""
+    return [line for _, line in failures(store, since_hours, now)]
 
 
 def _match(rec, system, transport, size, partition=None):
@@ -42,22 +183,53 @@ def _match(rec, system, transport, size, partition=None):
             (size is None or rec['size'] == size))
 
 
+def _check_scope(store, transport, system, partition):
+    check_name(store, 'transport', transport)
+    check_name(store, 'system', system)
+    check_name(store, 'partition', partition)
+
+
 def history(store, transport=None, size=None, system=None, partition=None,
             last=30):
-    size = parse_size(size) if size is not None else None
+    _check_scope(store, transport, system, partition)
+    size = check_size(store, size, transport, system, partition)
     recs = [r for r in store.records()
             if _match(r, system, transport, size, partition)]
+    if not recs:
+        raise CclHealthError(
+            f'no records of {transport or "any transport"}'
+            f'{f" on {system}" if system else ""}'
+            f'{f" partition {partition}" if partition else ""}')
     recs.sort(key=lambda r: (r['time'], r['size'] or 0))
     return recs[-last:] if size is not None else recs
 
 
-def since_when(store, transport, size=None, system=None):
+def _cases_of(store, transport, system=None, partition=None):
+    _check_scope(store, transport, system, partition)
+    cases = [c for c in store.cases()
+             if _match(c, system, transport, None, partition)]
+    if not cases:
+        scope = ' '.join(x for x in (system and f'system {system}', partition
+                                     and f'partition {partition}') if x)
+        there = sorted({c['transport'] for c in store.cases()
+                        if _match(c, system, None, None, partition)})
+        raise CclHealthError(
+            f'no cases of transport {transport!r} on {scope} (recorded '
+            f'there: {", ".join(there) or "nothing"})')
+    return cases
+
+
+def latest(store, transport, system=None, partition=None):
+    """The newest case of a transport (on a system / partition)."""
+    return _cases_of(store, transport, system, partition)[-1]
+
+
+def since_when(store, transport, size=None, system=None, partition=None):
     """When did the current bad streak of this transport (at this size)
-    start?  Returns (first bad run time, run id, streak length) or None."""
-    size = parse_size(size) if size is not None else None
-    cases = [c for c in store.cases() if (system is None or c['system'] ==
-                                          system) and c['transport'] ==
-             transport]
+    start?  Returns (first bad run time, run id, streak length) or None.
+    A bad case is any that is not good: failed or could not be judged."""
+    cases = _cases_of(store, transport, system, partition)
+    size = check_size(store, size, transport, system, partition)
     bad_runs = set()
     if size is not None:
         for f in detect(store.records()):
@@ -69,7 +241,7 @@ def since_when(store, transport, size=None, system=None):
                 bad_runs.add(r['run_id'])
     streak = []
     for c in reversed(cases):
-        if c['verdict'] in BAD or c['run_id'] in bad_runs:
+        if _bad(c['verdict']) or c['run_id'] in bad_runs:
             streak.append(c)
         else:
             break
@@ -81,13 +253,20 @@ def since_when(store, transport, size=None, system=None):
 
 def compare(store, run_a, run_b):
     """Per case and size: busbw in run A, in run B, ratio B/A."""
+    check_runs(store, run_a, run_b)
+
     def by(run):
         return {(r['case_name'], r['size']): r for r in store.records(
             'WHERE run_id = ?', (run,)) if r['size'] is not None}
     a, b = by(run_a), by(run_b)
+    common = sorted(set(a) & set(b))
+    if not common:
+        raise CclHealthError(
+            f'runs {run_a!r} and {run_b!r} have no measured case and size in '
+            f'common ({len(a)} and {len(b)} measurements)')
     rows = []
-    for key in sorted(set(a) & set(b)):
+    for key in common:
         va, vb = a[key]['busbw'], b[key]['busbw']
         rows.append((key[0], format_size(key[1]), va, vb,
-                     vb / va if va else None))
+                     vb / va if va and vb is not None else None))
     return rows

@@ -9,10 +9,15 @@ import html
 import io
 import os
 
-from .history import detect
+from .history import HEALTHY, detect
 from .units import format_size
+from .verdict import FAILING, UNJUDGED, Verdict
 
-BROKEN = ('hang', 'crash', 'fallback', 'wrong-results', 'build-failed')
+#: verdicts marked on the trend plots: every failure or unjudged case that is
+#: not a measured value (those are plotted as values)
+BROKEN = tuple(v for v in FAILING + UNJUDGED if v not in HEALTHY + ('drop',))
+#: the verdicts that are not failures (summary table)
+GOOD = tuple(v.value for v in Verdict if v.good)
 
 
 def _frame(store):
@@ -39,7 +44,7 @@ def summary_table(store, now=None):
             ['system', 'partition', 'transport'], sort=True):
         grp = grp.sort_values('when')
         last = grp.iloc[-1]
-        fails = grp[~grp['verdict'].isin(['pass', 'skipped'])]
+        fails = grp[~grp['verdict'].isin(GOOD)]
         days = ((now - fails['when'].max()).days if not fails.empty
                 else None)
         lastrec = recs[(recs['run_id'] == last['run_id']) &
@@ -139,7 +144,7 @@ def plot_trend(df, cases, system, partition, transport, size, findings):
     if not broken.empty:
         when = pd.to_datetime(broken['time'], utc=True, format='ISO8601')
         ax.plot(when, [0] * len(when), 'v', color='black', ms=8,
-                label='hang / crash / fallback')
+                label='failed or not judged')
         for w, v in zip(when, broken['verdict']):
             ax.annotate(v, (w, 0), textcoords='offset points', xytext=(0, 6),
                         fontsize=7, ha='center')

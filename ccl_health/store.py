@@ -12,10 +12,12 @@ import dataclasses
 import datetime
 import json
 import os
+import pathlib
 import sqlite3
 from typing import Dict, List, Optional
 
 from . import CclHealthError
+from .verdict import NAMES, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -109,7 +111,7 @@ class CaseRecord:
         return (self.run_id, self.case_name, self.time or now(), self.system,
                 self.partition, self.environ, self.nodelist, self.nodes,
                 self.ranks, self.collective, self.transport, self.proven,
-                self.algo or 'default', self.verdict, self.reason,
+                self.algo or 'default', str(self.verdict), self.reason,
                 v.get('nccl_version') or v.get('rccl_version'),
                 v.get('plugin_version'), v.get('libfabric_version'),
                 v.get('provider'), v.get('cuda_driver'), v.get('driver'),
@@ -118,6 +120,20 @@ class CaseRecord:
                 json.dumps(v, sort_keys=True) if v else None,
                 json.dumps(self.env, sort_keys=True) if self.env else None,
                 self.source)
+
+
+def check_verdicts(case):
+    """A case's verdict and its sizes' verdicts must be :class:`Verdict`
+    names (a guard against typos anywhere that would be stored, and read
+    back, as something nobody counts as a failure)."""
+    named = [('verdict', case.verdict)] + [
+        (f'size {s.size} verdict', s.verdict) for s in case.sizes
+        if s.verdict is not None]
+    for what, name in named:
+        if Verdict.parse(name, default=False) is False:
+            raise CclHealthError(
+                f'{case.run_id} {case.case_name}: unknown {what} {name!r} '
+                f'(known: {", ".join(NAMES)})')
 
 
 def now():
@@ -173,6 +189,27 @@ class Store:
                 self.execute("INSERT INTO meta (key, value) VALUES "
                              "('schema_version', ?)", (str(version),))
 
+    def _check(self):
+        """A store opened read-only: it must hold a ccl-health schema that
+        this version reads (nothing is migrated)."""
+        try:
+            rows = self.query("SELECT value FROM meta WHERE key = "
+                              "'schema_version'")
+        except Exception as err:          # sqlite3 / psycopg errors
+            self.close()
+            raise CclHealthError(f'{self.where}: not a ccl-health performance '
+                                 f'database ({err})') from None
+        have = int(rows[0]['value']) if rows else 0
+        if have != SCHEMA_VERSION:
+            self.close()
+            raise CclHealthError(
+                f'{self.where}: schema version {have}, this ccl-health reads '
+                f'{SCHEMA_VERSION}; ' + (
+                    'upgrade ccl-health' if have > SCHEMA_VERSION else
+                    'open it for writing once (scripts/report ingest) to '
+                    'migrate it'))
+        return self
+
     def transaction(self):
         store = self
 
@@ -194,6 +231,7 @@ class Store:
         """Insert or update one test case and its sizes, atomically.
         Values already stored and not given again are kept (the check
         writes the per-size detail; the run report adds the verdicts)."""
+        check_verdicts(case)
         cols = ', '.join(CASE_COLUMNS)
         marks = ', '.join('?' * len(CASE_COLUMNS))
         keep = {'run_id', 'case_name', 'time', 'source'}
@@ -229,10 +267,15 @@ class Store:
                           params)
 
 
-def open_store(url=None):
+def open_store(url=None, readonly=False):
     """``url``: a SQLite file path (or ``sqlite:///path``), or a
     ``postgresql://`` URL; default ``$CCL_HEALTH_DB``, else
-    ``$CCL_HEALTH_OUTPUT/ccl-health.db``."""
+    ``$CCL_HEALTH_OUTPUT/ccl-health.db``.
+
+    ``readonly``: for questions only.  A SQLite file that does not exist is
+    an error (never created: an empty new database would answer "nothing
+    failed"), and the file is opened read-only, so a database in a
+    read-only file or folder can still be read.  Nothing is migrated."""
     url = url or os.environ.get('CCL_HEALTH_DB') or os.path.join(
         os.environ.get('CCL_HEALTH_OUTPUT', 'ccl-health-output'),
         'ccl-health.db')
@@ -245,11 +288,15 @@ def open_store(url=None):
                 from None
         try:
             conn = psycopg.connect(url)
+            if readonly:
+                conn.read_only = True
         except psycopg.Error as err:
             raise CclHealthError(f'cannot connect to {url}: {err}') from None
         store = Store(conn, 'postgresql', url)
     else:
         path = url[len('sqlite:///'):] if url.startswith('sqlite:///') else url
+        if readonly:
+            return Store(_connect_readonly(path), 'sqlite', path)._check()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
             conn = sqlite3.connect(path, timeout=60, isolation_level=None)
@@ -259,5 +306,33 @@ def open_store(url=None):
             raise CclHealthError(f'{path}: cannot open the database: '
                                  f'{err}') from None
         store = Store(conn, 'sqlite', path)
+    if readonly:
+        return store._check()
     store._migrate()
     return store
+
+
+def _connect_readonly(path):
+    """A read-only connection to the SQLite file ``path``: ``mode=ro``;
+    where SQLite cannot create the WAL index next to the file (a read-only
+    folder), ``immutable=1``."""
+    if not os.path.isfile(path):
+        raise CclHealthError(f'{path}: no such performance database')
+    uri = pathlib.Path(os.path.abspath(path)).as_uri()
+    err = None
+    for query in ('mode=ro', 'mode=ro&immutable=1'):
+        try:
+            conn = sqlite3.connect(f'{uri}?{query}', uri=True, timeout=60,
+                                   isolation_level=None)
+        except sqlite3.Error as e:
+            err = e
+            continue
+        try:
+            conn.execute('SELECT count(*) FROM sqlite_master').fetchone()
+            return conn
+        except sqlite3.Error as e:
+            err = e
+            conn.close()
+            if 'not a database' in str(e):
+                break
+    raise CclHealthError(f'{path}: cannot read the database: {err}')
