@@ -169,8 +169,10 @@ def cmd_calibrate(args):
 
 
 def cmd_db(args):
-    from . import queries, report
-    with store.open_store(args.db) as db:
+    from . import queries, report, verdict
+    # questions never create a database (an empty new one would answer
+    # "nothing failed"), and a read-only one can still be read
+    with store.open_store(args.db, readonly=args.db_cmd != 'ingest') as db:
         if args.db_cmd == 'ingest':
             n = 0
             for path in args.reports:
@@ -180,34 +182,57 @@ def cmd_db(args):
                     n += 1
             print(f'{n} test case(s) recorded in {db.where}')
         elif args.db_cmd == 'failed':
-            lines = queries.failed(db, args.hours)
-            print('\n'.join(lines) if lines else
-                  f'nothing failed in the last {args.hours} h')
-            return 1 if lines else 0
+            found = queries.failures(db, args.hours)
+            if found:
+                print('\n'.join(line for _, line in found))
+                return verdict.exit_code(v for v, _ in found)
+            window = [r for r in queries.runs(db)
+                      if r.last_time >= queries.window_start(args.hours)]
+            print(f'nothing failed in the last {args.hours:g} h ('
+                  f'{sum(r.cases for r in window)} case(s) in {len(window)} '
+                  f'run(s), all pass or skipped)')
+        elif args.db_cmd == 'runs':
+            for r in queries.runs(db, args.last):
+                print(r.line())
         elif args.db_cmd == 'since':
             res = queries.since_when(db, args.transport, args.size,
-                                     args.system)
-            print(f'{args.transport}: healthy in the last run' if res is None
-                  else f'{args.transport}: bad since {res[0]} (run {res[1]}, '
-                       f'{res[2]} run(s) in a row)')
+                                     args.system, args.partition)
+            last = queries.latest(db, args.transport, args.system,
+                                  args.partition)
+            v = queries.stored_verdict(last['verdict'])
+            if res is None:
+                print(f'{args.transport}: '
+                      f'{"healthy" if v is verdict.Verdict.PASS else v} in '
+                      f'the last run (run {last["run_id"]} at {last["time"]})'
+                      + (f': {last["reason"]}' if v is not verdict.Verdict.PASS
+                         and last['reason'] else ''))
+                return 0
+            print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
+                  f'{res[2]} run(s) in a row; last: {last["verdict"]})')
+            return verdict.exit_code([v]) or verdict.EXIT_FAIL
         elif args.db_cmd == 'history':
             for r in queries.history(db, args.transport, args.size,
-                                     args.system, last=args.last):
+                                     args.system, args.partition,
+                                     last=args.last):
                 if r['size'] is None:
                     print(f'{r["time"]}  {r["run_id"]}  {r["case_name"]}: '
                           f'{r["case_verdict"]}')
                     continue
                 ref = f'  ref {r["ref"]:.2f}' if r['ref'] else ''
+                bw = (f'{r["busbw"]:9.2f}' if r['busbw'] is not None
+                      else f'{"-":>9}')
                 print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
-                      f'{r["size"]:>12}  {r["busbw"]:9.2f} GB/s{ref}  '
+                      f'{r["size"]:>12}  {bw} GB/s{ref}  '
                       f'{r["size_verdict"]}  (case {r["case_verdict"]})')
         elif args.db_cmd == 'compare':
             for name, size, a, b, ratio in queries.compare(db, args.run_a,
                                                            args.run_b):
                 print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
-                      f'x{ratio:.3f}' if ratio else f'{name} {size}: -')
+                      f'x{ratio:.3f}' if ratio else
+                      f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
             from .history import attribute, detect
+            queries.check_runs(db, args.run)
             cases = db.cases()
             found = detect(db.records(), run_id=args.run)
             for f in found:
@@ -264,18 +289,25 @@ def main(argv=None):
     p.add_argument('--db', help='SQLite file or postgresql:// URL (default '
                    '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
     dsub = p.add_subparsers(dest='db_cmd', required=True)
-    q = dsub.add_parser('ingest', help='record finished ReFrame run reports')
+    q = dsub.add_parser('ingest', help='record finished ReFrame run reports '
+                        '(creates the database)')
     q.add_argument('reports', nargs='+')
-    q = dsub.add_parser('failed', help='what failed last night')
+    q = dsub.add_parser('failed', help='what failed (or could not be '
+                        'judged) last night; exit 1 failed, 2 unjudged')
     q.add_argument('--hours', type=float, default=24)
+    q = dsub.add_parser('runs', help='the recorded runs, newest first, with '
+                        'their verdict counts')
+    q.add_argument('--last', type=int, help='only the newest N runs')
     q = dsub.add_parser('since', help='when did this start')
     q.add_argument('transport')
     q.add_argument('--size')
     q.add_argument('--system')
+    q.add_argument('--partition')
     q = dsub.add_parser('history', help='history of a transport at a size')
     q.add_argument('transport')
     q.add_argument('--size')
     q.add_argument('--system')
+    q.add_argument('--partition')
     q.add_argument('--last', type=int, default=30)
     q = dsub.add_parser('compare', help='compare two runs')
     q.add_argument('run_a')
