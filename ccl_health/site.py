@@ -1,15 +1,23 @@
 """Per-site facts kept as data: ``site/<system>.yaml``.  What the site
 provides (libfabric, the plugin, modules) and the environment of each
-transport.  The checks never branch on the system name; they read this."""
+transport.  The checks never branch on the system name; they read this.
+
+The file is validated against ``ccl_health/schemas/site.schema.json``: a
+value of the wrong type (``ld_library_path: /opt/x`` where a list belongs,
+``modules: x``, an empty ``FOO:`` that YAML reads as null) is an error naming
+the file and the key, never a value quietly made of it.  Environment values
+are literal text in the job script except ``${NAME}`` references, which the
+job's shell expands (:func:`shell_value`); ``{plugin_prefix}``-style
+placeholders are filled by the suite."""
 
 import dataclasses
 import os
+import re
 import shlex
 from typing import Dict, List, Optional
 
-import yaml
-
-from . import TRANSPORTS, CclHealthError
+from . import CclHealthError, schemas
+from .units import parse_size
 
 
 @dataclasses.dataclass
@@ -61,55 +69,109 @@ class Site:
         return env
 
 
+#: the one form of expansion a site value may use: ``${NAME}``
+_REF = re.compile(r'\$\{([A-Za-z_][A-Za-z0-9_]*)\}')
+
+
 def shell_value(value):
-    """``value`` as the right-hand side of ``export K=...`` in a job script:
-    quoted (``tcp;ofi_rxm`` must not end the command), but with ``${VAR}``
-    still expanded."""
+    """``value`` as the right-hand side of ``export K=...`` in a job script.
+
+    Everything is literal text (``shlex.quote``: ``tcp;ofi_rxm`` does not end
+    the command, ``$(cmd)``, backticks and ``"; cmd`` run nothing) except
+    ``${NAME}`` references, which the job's shell expands: the value is cut
+    into literal parts, each quoted, and ``"${NAME}"`` parts, concatenated.
+    ``$NAME`` without braces and ``${NAME:-x}`` forms stay literal."""
     value = str(value)
-    if '$' in value:
-        return '"' + value.replace('"', '\\"') + '"'
-    return shlex.quote(value)
+    parts, pos = [], 0
+    for m in _REF.finditer(value):
+        if m.start() > pos:
+            parts.append(shlex.quote(value[pos:m.start()]))
+        parts.append(f'"${{{m.group(1)}}}"')
+        pos = m.end()
+    if pos < len(value) or not parts:
+        parts.append(shlex.quote(value[pos:]))
+    return ''.join(parts)
+
+
+#: ``{plugin_prefix}``, filled by the suite; ``${NAME}`` is the shell's
+_PLACEHOLDER = re.compile(r'(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}')
 
 
 def _fill(text, values, path):
-    try:
-        return str(text).format(**values)
-    except KeyError as err:
-        raise CclHealthError(f'{path}: unknown placeholder {err} in '
-                             f'{text!r}') from None
+    def one(m):
+        try:
+            return str(values[m.group(1)])
+        except KeyError:
+            raise CclHealthError(f'{path}: unknown placeholder '
+                                 f'{m.group(0)} in {text!r}') from None
+    return _PLACEHOLDER.sub(one, str(text))
 
 
 def load(site_dir, system):
+    """The site file ``<site_dir>/<system>.yaml``, validated against
+    ``ccl_health/schemas/site.schema.json``; an error names the file and the
+    key."""
     path = os.path.join(site_dir, f'{system}.yaml')
     try:
         with open(path) as fp:
-            doc = yaml.safe_load(fp)
+            text = fp.read()
     except FileNotFoundError:
         raise CclHealthError(f'{path}: no site file for system '
                              f'{system!r}') from None
-    except yaml.YAMLError as err:
-        raise CclHealthError(f'{path}: not valid YAML: {err}') from None
-    if not isinstance(doc, dict) or not isinstance(doc.get('transports'),
-                                                   dict):
-        raise CclHealthError(f'{path}: needs a "transports" mapping')
+    except OSError as err:
+        raise CclHealthError(f'{path}: cannot read the site file: '
+                             f'{err.strerror}') from None
+    return parse(text, path, system)
+
+
+def parse(text, path='<site>', system=None):
+    """A :class:`Site` from the text of a site file."""
+    doc = schemas.load_yaml(text, path)
+    if doc is None:
+        raise CclHealthError(f'{path}: empty site file (needs a '
+                             f'"transports" mapping)')
+    schemas.validate(doc, 'site', path)
     transports = {}
     for name, raw in doc['transports'].items():
-        if name not in TRANSPORTS:
-            raise CclHealthError(f'{path}: transports.{name}: unknown '
-                                 f'transport (known: {", ".join(TRANSPORTS)})')
-        raw = raw or {}
-        unknown = set(raw) - {'env', 'multi_node_env', 'ld_library_path',
-                              'max_size', 'modules'}
-        if unknown:
-            raise CclHealthError(f'{path}: transports.{name}: unknown key(s) '
-                                 f'{", ".join(sorted(unknown))}')
+        cap = raw.get('max_size')
+        if cap is not None:
+            try:
+                parse_size(cap)
+            except CclHealthError as err:
+                raise CclHealthError(f'{path}: transports.{name}.max_size: '
+                                     f'{err}') from None
         transports[name] = TransportSite(
-            {k: str(v) for k, v in (raw.get('env') or {}).items()},
-            list(raw.get('ld_library_path') or []),
-            raw.get('max_size'), name.startswith('net-plugin'),
-            {k: str(v) for k, v in (raw.get('multi_node_env') or {}).items()},
-            list(raw.get('modules') or []))
-    return Site(str(doc.get('system', system)), path,
-                {k: str(v) for k, v in (doc.get('env') or {}).items()},
-                transports, doc.get('build') or {},
-                list(doc.get('launcher_options') or []))
+            dict(raw.get('env', {})), list(raw.get('ld_library_path', [])),
+            None if cap is None else str(cap), name.startswith('net-plugin'),
+            dict(raw.get('multi_node_env', {})), list(raw.get('modules', [])))
+    for name, where, text_ in _placeholders(doc):
+        _check_placeholders(path, name, where, text_)
+    return Site(str(doc.get('system', system or '')), path,
+                dict(doc.get('env', {})), transports, doc.get('build', {}),
+                list(doc.get('launcher_options', [])))
+
+
+#: what a plugin transport's values may name: ``{plugin_prefix}/lib``
+PLACEHOLDERS = ('plugin_library', 'plugin_prefix', 'libfabric_prefix')
+
+
+def _placeholders(doc):
+    """``(transport, key path, text)`` of the transport values that are
+    filled with ``str.format`` placeholders (``{plugin_prefix}``)."""
+    for name, raw in doc['transports'].items():
+        for key in ('env', 'multi_node_env'):
+            for k, v in raw.get(key, {}).items():
+                yield name, f'transports.{name}.{key}.{k}', v
+        for i, p in enumerate(raw.get('ld_library_path', [])):
+            yield name, f'transports.{name}.ld_library_path[{i}]', p
+
+
+def _check_placeholders(path, transport, where, text):
+    known = PLACEHOLDERS if transport.startswith('net-plugin') else ()
+    for m in _PLACEHOLDER.finditer(text):
+        if m.group(1) not in known:
+            raise CclHealthError(
+                f'{path}: {where}: unknown placeholder {m.group(0)} in '
+                f'{text!r} (known here: '
+                f'{", ".join("{%s}" % k for k in known) or "none"}; '
+                f'${{NAME}} is left to the shell)')

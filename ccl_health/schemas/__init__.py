@@ -1,0 +1,142 @@
+"""The declared schemas of the suite's data files (JSON Schema, Draft
+2020-12): ``site.schema.json`` for ``site/<system>.yaml`` and
+``reference.schema.json`` for ``reference/<system>.yaml``.
+
+:func:`load_yaml` reads a file strictly (a key given twice is an error, not
+the last one silently winning); :func:`validate` checks a document against
+its schema with the ``jsonschema`` library and raises one line per error
+that names the file and the key path, e.g.
+``site/frontier.yaml: transports.net-plugin.ld_library_path: '/opt/x' is
+not of type 'array'``."""
+
+import functools
+import json
+import math
+import os
+
+import yaml
+
+from .. import CclHealthError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: at most this many errors are named in one message
+MAX_ERRORS = 5
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            continue      # the base constructor reports it
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'key {key!r} given twice (line '
+                f'{seen[key] + 1} and line {key_node.start_mark.line + 1})',
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(text, path, error=CclHealthError):
+    """The YAML document in ``text`` (``path`` names it in errors)."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as err:
+        one_line = ' '.join(str(err).replace('"<unicode string>", ', '')
+                            .split())
+        raise error(f'{path}: not valid YAML: {one_line}') from None
+
+
+@functools.lru_cache(maxsize=None)
+def schema(name):
+    """The schema ``<name>.schema.json``, checked against its meta-schema."""
+    import jsonschema
+    with open(os.path.join(HERE, f'{name}.schema.json')) as fp:
+        doc = json.load(fp)
+    jsonschema.Draft202012Validator.check_schema(doc)
+    return doc
+
+
+def key_path(parts):
+    """``['transports', 'intra', 'env']`` -> ``transports.intra.env``; list
+    indices as ``[0]``."""
+    out = ''
+    for p in parts:
+        if isinstance(p, int) and not isinstance(p, bool):
+            out += f'[{p}]'
+        else:
+            out += f'{"." if out else ""}{p}'
+    return out or 'top level'
+
+
+def _not_finite(doc, parts=()):
+    """``(path parts, value)`` of every nan / inf number in ``doc``."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        yield list(parts), doc
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _not_finite(v, parts + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _not_finite(v, parts + (i,))
+
+
+def _message(err):
+    if err.validator in ('anyOf', 'oneOf', 'type') and \
+            'description' in err.schema:
+        return f'{err.instance!r} is not {err.schema["description"]}'
+    if err.validator == 'propertyNames':
+        return f'{err.message} (a key here)'
+    if err.validator == 'additionalProperties' and \
+            err.schema.get('additionalProperties') is False:
+        known = ', '.join(sorted(err.schema.get('properties', {})))
+        return f'{err.message} (known: {known})'
+    return err.message
+
+
+def errors(doc, name, path):
+    """Every problem of ``doc`` against schema ``name``, one line each,
+    naming ``path`` and the key; nan / inf numbers first (JSON Schema has
+    no way to refuse them)."""
+    import jsonschema
+    out = [f'{path}: {key_path(parts)}: {val!r} is not a finite number'
+           for parts, val in _not_finite(doc)]
+    validator = jsonschema.Draft202012Validator(schema(name))
+    found = sorted(validator.iter_errors(doc),
+                   key=lambda e: [str(p) for p in e.absolute_path])
+    out += [f'{path}: {key_path(e.absolute_path)}: {_message(e)}'
+            for e in found]
+    return out
+
+
+def validate(doc, name, path, error=CclHealthError):
+    """Raise ``error`` naming the file and key of each problem of ``doc``
+    against schema ``name`` (the first :data:`MAX_ERRORS`, one line)."""
+    found = errors(doc, name, path)
+    if found:
+        more = len(found) - MAX_ERRORS
+        raise error('; '.join(found[:MAX_ERRORS]) +
+                    (f' (and {more} more)' if more > 0 else ''))
+
+
+def transports_in(name):
+    """The transport names schema ``name`` knows (kept equal to
+    :data:`ccl_health.TRANSPORTS`; a test holds them together)."""
+    doc = schema(name)
+    if name == 'site':
+        return tuple(doc['properties']['transports']['propertyNames']['enum'])
+    return tuple(doc['$defs']['entry']['properties']['transport']['enum'])
+
