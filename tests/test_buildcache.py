@@ -95,7 +95,8 @@ def test_failed_step_is_named_with_its_log(tmp_path, mirror):
     res = run_script(tmp_path, rec, mdir, 'w')
     assert res.returncode == 1
     log = tmp_path / 'w' / 'build-logs' / 'configure.log'
-    assert (f"failed at step 'configure'; log: {log}") in res.stderr
+    assert (f"failed at step 'configure': checking nvcc... no; log: {log}"
+            ) in res.stderr
     assert 'checking nvcc... no' in log.read_text()
     assert not buildcache.is_built(rec.prefix(str(tmp_path / 'cache')))
 
@@ -105,7 +106,10 @@ def test_checksum_mismatch_stops_the_build(tmp_path, mirror):
     src = buildcache.Source('nccl-tests', '2.19.6', 'https://x', '0' * 64,
                             'nccl-tests-2.19.6.tar.gz', 'nccl-tests-2.19.6')
     res = run_script(tmp_path, buildcache.Recipe(src, []), mdir, 'w')
-    assert res.returncode == 1 and "failed at step 'verify'" in res.stderr
+    assert res.returncode == 1
+    assert (f"failed: {mdir}/nccl-tests-2.19.6.tar.gz: sha256 mismatch: "
+            in res.stderr and f"expected {'0' * 64}" in res.stderr)
+    assert not (tmp_path / 'w' / 'build-logs' / 'unpack.log').exists()
 
 
 def test_missing_tarball_in_mirror(tmp_path):
