@@ -4,9 +4,10 @@ run here."""
 
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
-from typing import Optional
+from typing import Dict, List, Optional
 
 
 @dataclasses.dataclass
@@ -17,6 +18,9 @@ class Gpus:
     arch: str = ''                     # 'sm_90', 'gfx90a'
     driver: str = ''
     why_none: str = ''                 # one line when count == 0
+    #: the UUID of each GPU, by index (nvidia-smi ``GPU-<uuid>``, rocminfo
+    #: ``GPU-<hex>``); empty where unknown
+    uuids: List[str] = dataclasses.field(default_factory=list)
 
 
 def _run(cmd, timeout=20):
@@ -38,30 +42,203 @@ def detect_gpus(env=None):
     if assumed:
         count, _, arch = assumed.partition(':')
         arch = arch or 'sm_90'
+        try:
+            n = int(count)
+        except ValueError:
+            n = 0
         return Gpus('amd' if arch.startswith('gfx') else 'nvidia',
-                    int(count), f'assumed ({assumed})', arch)
+                    n, f'assumed ({assumed})', arch)
     if shutil.which('nvidia-smi'):
-        out, err = _run(['nvidia-smi', '--query-gpu=name,compute_cap,'
-                         'driver_version', '--format=csv,noheader'])
+        out, err = _run(['nvidia-smi', '--query-gpu=index,uuid,name,'
+                         'compute_cap,driver_version', '--format=csv,noheader'])
         if out:
-            rows = [[c.strip() for c in line.split(',')]
-                    for line in out.strip().splitlines() if line.strip()]
+            rows = parse_nvidia_smi_csv(out)
             if rows:
-                name, cap, drv = (rows[0] + ['', '', ''])[:3]
+                _, _, name, cap, drv = rows[0]
                 arch = 'sm_' + cap.replace('.', '') if cap else ''
-                return Gpus('nvidia', len(rows), name, arch, drv)
+                return Gpus('nvidia', len(rows), name, arch, drv,
+                            uuids=[r[1] for r in rows])
         why = f'nvidia-smi found no GPU ({(err or "no output")[:120]})'
     elif shutil.which('rocm-smi') or shutil.which('rocminfo'):
         out, err = _run(['rocminfo'])
-        archs = [line.split(':', 1)[1].strip() for line in (out or '').
-                 splitlines() if line.strip().startswith('Name:') and
-                 'gfx' in line]
-        if archs:
-            return Gpus('amd', len(archs), archs[0], archs[0])
+        agents = parse_rocminfo(out or '')
+        if agents:
+            arch = agents[0][0]
+            return Gpus('amd', len(agents), arch, arch,
+                        uuids=[u for _, u in agents])
         why = f'rocminfo found no GPU ({(err or "no output")[:120]})'
     else:
         why = 'no GPU on this machine (neither nvidia-smi nor rocm-smi/rocminfo is installed)'
     return Gpus(why_none=why)
+
+
+def parse_nvidia_smi_csv(text):
+    """Rows ``[index, uuid, name, compute_cap, driver]`` of ``nvidia-smi
+    --query-gpu=index,uuid,name,compute_cap,driver_version
+    --format=csv,noheader`` (``0, GPU-63536d13-c7f6-4b78-6145-e06e786e4c2b,
+    NVIDIA H100 80GB HBM3, 9.0, 580.159.04``), by index."""
+    rows = []
+    for line in text.strip().splitlines():
+        cells = [c.strip() for c in line.split(',')]
+        if len(cells) < 5 or not cells[0].isdigit():
+            continue
+        # a name with a comma in it: everything between uuid and the last two
+        rows.append([cells[0], cells[1], ', '.join(cells[2:-2]), cells[-2],
+                     cells[-1]])
+    return sorted(rows, key=lambda r: int(r[0]))
+
+
+def parse_rocminfo(text):
+    """``[(gfx arch, uuid)]`` of the GPU agents in rocminfo's output, in its
+    order (the order of ROCR_VISIBLE_DEVICES indices)."""
+    agents, name, uuid, gpu = [], None, '', False
+
+    def close():
+        if name and (gpu or name.startswith('gfx')):
+            agents.append((name, uuid))
+    for line in text.splitlines():
+        s = line.strip()
+        if re.match(r'^Agent\s+\d+$', s):
+            close()
+            name, uuid, gpu = None, '', False
+        elif s.startswith('Name:') and name is None:
+            name = s.split(':', 1)[1].strip()
+        elif s.startswith('Uuid:'):
+            uuid = s.split(':', 1)[1].strip()
+        elif s.startswith('Device Type:'):
+            gpu = s.split(':', 1)[1].strip() == 'GPU'
+    close()
+    return [(n, u if u.startswith('GPU-') else '') for n, u in agents
+            if n.startswith('gfx')]
+
+
+def mig_devices(env=None):
+    """``{MIG uuid: GPU index}`` from ``nvidia-smi -L`` (``  MIG 1g.10gb
+    Device  0: (UUID: MIG-<uuid>)`` under ``GPU 0: ... (UUID: GPU-...)``);
+    empty where there is none or nvidia-smi cannot say."""
+    if not shutil.which('nvidia-smi', path=(env or os.environ).get('PATH')):
+        return {}
+    out, _ = _run(['nvidia-smi', '-L'])
+    found, gpu = {}, None
+    for line in (out or '').splitlines():
+        m = re.match(r'^GPU (\d+):', line.strip())
+        if m:
+            gpu = int(m.group(1))
+            continue
+        m = re.search(r'\(UUID: (MIG-[^)\s]+)\)', line)
+        if m and gpu is not None:
+            found[m.group(1)] = gpu
+    return found
+
+
+class VisibilityError(Exception):
+    """A ``*_VISIBLE_DEVICES`` value this module cannot read."""
+
+
+@dataclasses.dataclass
+class Visible:
+    """The GPUs of this node a GPU program started here would see."""
+    indices: List[int]           # node GPU indices (nvidia-smi / rocminfo)
+    tokens: List[str]            # the token naming each, as given
+    variable: str = ''           # the variable that decided ('' unset)
+    value: str = ''
+    #: well-formed tokens that name no GPU of this node
+    unknown: List[str] = dataclasses.field(default_factory=list)
+
+
+_UUID_HEX = re.compile(r'^[0-9a-fA-F-]+$')
+
+
+def _resolve_token(tok, gpus, mig):
+    """The node index named by one token, None when it names no GPU here.
+    Raises VisibilityError for a token of no known form."""
+    if re.fullmatch(r'\d+', tok):
+        i = int(tok)
+        return i if i < gpus.count else None
+    uuids = [u.lower() for u in gpus.uuids]
+    low = tok.lower()
+    m = re.fullmatch(r'mig-(gpu-[0-9a-f-]+)/\d+/\d+', low)
+    if m:                                   # MIG-GPU-<uuid>/<gi>/<ci>
+        low = m.group(1)
+    elif low.startswith('mig-'):            # MIG-<uuid> (R470 and later)
+        hits = [g for u, g in mig.items() if u.lower().startswith(low)]
+        if len(set(hits)) > 1:
+            raise VisibilityError(f'{tok!r} is the prefix of several MIG '
+                                  f'devices')
+        if hits:
+            return hits[0]
+        if not _UUID_HEX.match(low[4:]):
+            raise VisibilityError(f'{tok!r} is no MIG device id')
+        return None
+    if low.startswith('gpu-') and _UUID_HEX.match(low[4:]) and len(low) > 4:
+        hits = [i for i, u in enumerate(uuids) if u and u.startswith(low)]
+        if len(hits) > 1:
+            raise VisibilityError(f'{tok!r} is the prefix of several GPU '
+                                  f'UUIDs')
+        return hits[0] if hits else None
+    raise VisibilityError(f'{tok!r} is neither a GPU index, a GPU UUID '
+                          f'(GPU-...) nor a MIG id (MIG-...)')
+
+
+def _apply(var, value, gpus, base, mig):
+    """Narrow ``base`` (node indices) with one ``*_VISIBLE_DEVICES`` value.
+    Indices count within ``base``; UUIDs name node GPUs.  As the CUDA and
+    ROCm runtimes do, a negative index ends the list."""
+    out, tokens, unknown = [], [], []
+    sub = dataclasses.replace(gpus, count=len(base),
+                              uuids=[gpus.uuids[i] if i < len(gpus.uuids)
+                                     else '' for i in base])
+    mig = {u: base.index(g) for u, g in mig.items() if g in base}
+    for raw in value.split(','):
+        tok = raw.strip()
+        if re.fullmatch(r'-\d+', tok):
+            break
+        if not tok:
+            raise VisibilityError(f'{var}={value!r}: an empty entry')
+        try:
+            i = _resolve_token(tok, sub, mig)
+        except VisibilityError as err:
+            raise VisibilityError(f'{var}={value!r}: {err}') from None
+        if i is None:
+            unknown.append(tok)
+        elif base[i] in out:
+            raise VisibilityError(f'{var}={value!r}: {tok!r} names a GPU '
+                                  f'twice')
+        else:
+            out.append(base[i])
+            tokens.append(tok)
+    return out, tokens, unknown
+
+
+def visible_gpus(gpus, env, mig=None):
+    """The GPUs of this node (``gpus`` from :func:`detect_gpus`) a program
+    started with environment ``env`` sees, as a :class:`Visible`.
+
+    ``CUDA_VISIBLE_DEVICES`` (NVIDIA), and on AMD ``ROCR_VISIBLE_DEVICES``
+    then ``HIP_VISIBLE_DEVICES`` (or ``CUDA_VISIBLE_DEVICES``, which HIP
+    reads too) within it, may hold indices, GPU UUIDs (``GPU-8c2f...``, a
+    unique prefix is enough), MIG ids (``MIG-GPU-<uuid>/<gi>/<ci>``,
+    ``MIG-<uuid>``, resolved to their GPU with ``mig``, see
+    :func:`mig_devices`), or hide every GPU (empty, ``NoDevFiles``, ``-1``).
+    Raises :class:`VisibilityError` for a value of no known form."""
+    base = list(range(gpus.count))
+    tokens = [str(i) for i in base]
+    layers = (['ROCR_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES'
+               if env.get('HIP_VISIBLE_DEVICES') is not None else
+               'CUDA_VISIBLE_DEVICES'] if gpus.vendor == 'amd' else
+              ['CUDA_VISIBLE_DEVICES'])
+    var = value = ''
+    unknown = []
+    for name in layers:
+        val = env.get(name)
+        if val is None:
+            continue
+        var, value = name, val
+        if val.strip() in ('', 'NoDevFiles'):
+            return Visible([], [], name, val, [])
+        base, tokens, miss = _apply(name, val, gpus, base, mig or {})
+        unknown += miss
+    return Visible(base, tokens, var, value, unknown)
 
 
 def mpi_home():
