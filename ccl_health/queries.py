@@ -191,7 +191,10 @@ def _check_scope(store, transport, system, partition):
 
 def history(store, transport=None, size=None, system=None, partition=None,
             last=30):
-    _check_scope(store, transport, system, partition)
+    if transport is None:
+        _check_scope(store, transport, system, partition)
+    else:
+        _cases_of(store, transport, system, partition)
     size = check_size(store, size, transport, system, partition)
     recs = [r for r in store.records()
             if _match(r, system, transport, size, partition)]
