@@ -25,12 +25,13 @@ file and the key.
 
 import dataclasses
 import datetime
+import difflib
+import io
 import os
+import tempfile
 from typing import Dict
 
-import yaml
-
-from . import TRANSPORTS, CclHealthError
+from . import TRANSPORTS, CclHealthError, schemas
 from .units import format_size, parse_size
 
 UNIT = 'GB/s'
@@ -59,6 +60,15 @@ class ReferenceError(CclHealthError):
     pass
 
 
+def label(transport, collective, nodes, gpus_per_node, algo='default'):
+    """``intra all_reduce 1x8 default``: a reference key as people read it."""
+    return f'{transport} {collective} {nodes}x{gpus_per_node} {algo}'
+
+
+def _nodes(n):
+    return f'{n} node{"" if n == 1 else "s"}'
+
+
 @dataclasses.dataclass
 class Entry:
     transport: str
@@ -78,6 +88,10 @@ class Entry:
     def key(self):
         return (self.transport, self.collective, self.nodes,
                 self.gpus_per_node, self.algo)
+
+    def label(self):
+        """``intra all_reduce 1x8 default``: the key as people read it."""
+        return label(*self.key())
 
     def to_rfm(self, scope):
         """The ReFrame ``reference`` dict for this entry: a lower bound only
@@ -132,6 +146,55 @@ class SystemReference:
                 return e
         return None
 
+    def missing_reason(self, partition, transport, collective, nodes,
+                       gpus_per_node, algo='default'):
+        """Why :meth:`lookup` finds nothing for this key, in one line that
+        names the file, what does not match and the nearest keys the file
+        has, e.g. ``no reference for frontier:batch intra all_reduce 1 node
+        x 8 GPUs in reference/frontier.yaml: no entry for 1 node x 8 GPUs
+        (has: intra all_reduce 1x4 default, ...)``; None when there is
+        one."""
+        if self.lookup(partition, transport, collective, nodes,
+                       gpus_per_node, algo) is not None:
+            return None
+        what = (f'no reference for {self.system}:{partition} {transport} '
+                f'{collective} {_nodes(nodes)} x {gpus_per_node} GPUs'
+                + (f' (algo {algo})' if algo != 'default' else '')
+                + f' in {self.path}')
+        part = self.partitions.get(partition)
+        if part is None:
+            near = difflib.get_close_matches(partition, list(self.partitions),
+                                             n=1)
+            return (f'{what}: no partition {partition!r}'
+                    + (f' (did you mean {near[0]!r}?)' if near else '')
+                    + f' (has: {", ".join(sorted(self.partitions)) or "none"})')
+        if not part.entries:
+            return f'{what}: partition {partition!r} has no entries'
+        want = (transport, collective, nodes, gpus_per_node, algo)
+        entries = part.entries
+        if all(e.transport != transport for e in entries):
+            why = f'no entry for transport {transport}'
+        elif all((e.transport, e.collective) != (transport, collective)
+                 for e in entries):
+            why = f'no {transport} entry for {collective}'
+        elif all(e.key()[:4] != want[:4] for e in entries):
+            why = (f'no {transport} {collective} entry for {_nodes(nodes)} '
+                   f'x {gpus_per_node} GPUs')
+        else:
+            why = (f'no {transport} {collective} {nodes}x{gpus_per_node} '
+                   f'entry with algo {algo}')
+
+        def closeness(e):
+            same = [a == b for a, b in zip(e.key(), want)]
+            return (-sum(w for w, hit in zip((8, 4, 2, 2, 1), same) if hit),
+                    e.key()[0] != transport, abs(e.nodes - nodes),
+                    abs(e.gpus_per_node - gpus_per_node))
+        near = sorted(entries, key=closeness)
+        shown = ', '.join(e.label() for e in near[:8])
+        more = len(near) - 8
+        return (f'{what}: {why} (has: {shown}'
+                + (f', and {more} more' if more > 0 else '') + ')')
+
     def gdr_unsupported(self, partition):
         """The reason GDR cannot work on ``partition``, or None."""
         part = self.partitions.get(partition)
@@ -146,91 +209,53 @@ def _need(cond, path, where, msg):
 
 
 def _entry(path, where, raw):
-    _need(isinstance(raw, dict), path, where, 'must be a mapping')
-    known = {'transport', 'collective', 'nodes', 'gpus_per_node', 'algo',
-             'tolerance', 'source', 'busbw'}
-    unknown = set(raw) - known
-    _need(not unknown, path, where,
-          f'unknown key(s) {", ".join(sorted(unknown))}')
-    for key in ('transport', 'collective', 'nodes', 'gpus_per_node',
-                'tolerance', 'source', 'busbw'):
-        _need(key in raw, path, where, f'missing key {key!r}')
-    t = raw['transport']
-    _need(t in TRANSPORTS, path, f'{where}.transport',
-          f'unknown transport {t!r} (known: {", ".join(TRANSPORTS)})')
-    for key in ('nodes', 'gpus_per_node'):
-        v = raw[key]
-        _need(isinstance(v, int) and not isinstance(v, bool) and v > 0,
-              path, f'{where}.{key}', f'must be a positive integer, got {v!r}')
-    tol = raw['tolerance']
-    _need(_fraction(tol), path, f'{where}.tolerance',
-          f'must be a fraction in [0, 1), got {tol!r}')
-    _need(isinstance(raw['source'], str) and raw['source'].strip(), path,
-          f'{where}.source', 'every value needs its source (a non-empty text)')
-    bw = raw['busbw']
-    _need(isinstance(bw, dict) and bw, path, f'{where}.busbw',
-          'must be a non-empty mapping of size -> GB/s')
-    busbw, size_tol = {}, {}
-    for size, val in bw.items():
+    """An :class:`Entry` from one schema-valid entry, with the checks a
+    schema cannot make: sizes that parse, no size named twice."""
+    busbw, size_tol, named = {}, {}, {}
+    for size, val in raw['busbw'].items():
         try:
             nbytes = parse_size(size)
         except CclHealthError as err:
             raise ReferenceError(f'{path}: {where}.busbw.{size}: {err}') \
                 from None
+        _need(nbytes > 0, path, f'{where}.busbw.{size}',
+              'a message size must be positive')
+        _need(nbytes not in named, path, f'{where}.busbw',
+              f'{named.get(nbytes)!s} and {size!s} name one size '
+              f'({format_size(nbytes)}): keep one')
+        named[nbytes] = size
         if isinstance(val, list):
-            _need(len(val) == 2 and _fraction(val[1]), path,
-                  f'{where}.busbw.{size}', f'[value, tolerance] with a '
-                  f'tolerance in [0, 1), got {val!r}')
             val, size_tol[nbytes] = val[0], float(val[1])
-        _need(isinstance(val, (int, float)) and not isinstance(val, bool)
-              and val > 0, path, f'{where}.busbw.{size}',
-              f'must be a positive number (GB/s), got {val!r}')
         busbw[nbytes] = float(val)
-    return Entry(t, str(raw['collective']), raw['nodes'],
-                 raw['gpus_per_node'], float(tol), raw['source'].strip(),
-                 busbw, str(raw.get('algo', 'default')), size_tol)
-
-
-def _fraction(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and \
-        0 <= x < 1
+    return Entry(raw['transport'], raw['collective'], raw['nodes'],
+                 raw['gpus_per_node'], float(raw['tolerance']),
+                 raw['source'].strip(), busbw, raw.get('algo', 'default'),
+                 size_tol)
 
 
 def parse(text, path='<reference>'):
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ReferenceError(f'{path}: not valid YAML: {err}') from None
-    _need(isinstance(doc, dict), path, 'top level', 'must be a mapping')
-    _need('system' in doc, path, 'top level', "missing key 'system'")
-    parts = doc.get('partitions')
-    _need(isinstance(parts, dict), path, 'partitions',
-          'missing or not a mapping of partition name -> entries')
+    """A :class:`SystemReference` from the text of a reference file,
+    validated against ``ccl_health/schemas/reference.schema.json``; every
+    error names the file and the key."""
+    doc = schemas.load_yaml(text, path, ReferenceError)
+    _need(doc is not None, path, 'top level', 'empty file')
+    schemas.validate(doc, 'reference', path, ReferenceError)
     out = {}
-    for pname, praw in parts.items():
+    for pname, praw in doc['partitions'].items():
         where = f'partitions.{pname}'
-        _need(isinstance(praw, dict), path, where, 'must be a mapping')
         gdr = praw.get('gdr', {'supported': True})
-        _need(isinstance(gdr, dict) and isinstance(gdr.get('supported'), bool),
-              path, f'{where}.gdr', "must be {supported: true|false, "
-              "reason: ...}")
-        if not gdr['supported']:
-            _need(gdr.get('reason'), path, f'{where}.gdr.reason',
-                  'say why GDR is unsupported')
         part = PartitionReference(pname, gdr['supported'],
                                   gdr.get('reason', ''))
-        entries = praw.get('entries', [])
-        _need(isinstance(entries, list), path, f'{where}.entries',
-              'must be a list')
-        seen = set()
-        for i, raw in enumerate(entries):
+        seen = {}
+        for i, raw in enumerate(praw.get('entries', [])):
             e = _entry(path, f'{where}.entries[{i}]', raw)
             _need(e.key() not in seen, path, f'{where}.entries[{i}]',
-                  f'duplicate entry for {e.key()}')
-            seen.add(e.key())
+                  f'duplicate entry for {e.label()} (entries[{seen.get(e.key())}] '
+                  f'has the same key)')
+            seen[e.key()] = i
             part.entries.append(e)
-        out[str(pname)] = part
-    return SystemReference(str(doc['system']), path, out)
+        out[pname] = part
+    return SystemReference(doc['system'], path, out)
 
 
 def load(path):
@@ -258,32 +283,363 @@ def load_for_system(refdir, system):
     return ref
 
 
+def _sort_key(transport, collective, nodes, gpus_per_node, algo='default'):
+    return (TRANSPORTS.index(transport) if transport in TRANSPORTS else 99,
+            collective, nodes, gpus_per_node, algo)
+
+
+def _is_content(line):
+    text = line.strip()
+    return bool(text) and not text.startswith('#')
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip(' '))
+
+
+class Editor:
+    """Edits of a reference file that keep everything they do not change:
+    the file is read with ruamel.yaml's round-trip loader, the entries that
+    change are edited in place (their comments, key order and quoting kept)
+    and only their lines are written anew; every other line stays byte for
+    byte.  Where an edit cannot be placed by lines (a new partition, flow
+    style ``entries: [...]``, a changed ``gdr``) the whole document is
+    dumped by ruamel.yaml, which keeps comments and order but may re-wrap
+    long lines.  :meth:`render` validates the result with :func:`parse`."""
+
+    def __init__(self, path, system):
+        from ruamel.yaml import YAML
+        from ruamel.yaml.comments import CommentedMap
+        from ruamel.yaml.util import load_yaml_guess_indent
+        self.path, self.system = path, system
+        try:
+            with open(path) as fp:
+                self.old_text = fp.read()
+        except FileNotFoundError:
+            self.old_text = None
+        except OSError as err:
+            raise ReferenceError(f'{path}: cannot read: {err.strerror}') \
+                from None
+        self._yaml = YAML()
+        self._yaml.preserve_quotes = True
+        self._yaml.width = 100
+        self._yaml.indent(mapping=2, sequence=2, offset=0)
+        self._whole = False       # dump the whole document at the end
+        self._splices = []        # (first line, end line, order, new lines)
+        self._spans = {}          # see _entry_spans
+        self.changes = []         # one line per change, for people
+        if self.old_text is None:
+            self.current = None
+            self.doc = CommentedMap([('system', system),
+                                     ('partitions', CommentedMap())])
+            self.doc.yaml_set_start_comment(
+                f'ccl-health reference for {system}; recorded by '
+                f'scripts/calibrate on {datetime.date.today().isoformat()}')
+            self._whole = True
+            self.lines = []
+            return
+        # refuse to extend a broken file: it stays as it is
+        self.current = parse(self.old_text, path)
+        if self.current.system != system:
+            raise ReferenceError(f'{path}: system is '
+                                 f'{self.current.system!r}, expected '
+                                 f'{system!r}')
+        _, ind, bsi = load_yaml_guess_indent(self.old_text)
+        ind = ind or 2
+        bsi = bsi or 0
+        self._yaml.indent(mapping=ind, sequence=ind + bsi, offset=bsi)
+        self.doc = self._yaml.load(self.old_text)
+        self.lines = self.old_text.splitlines(keepends=True)
+        if self.lines and not self.lines[-1].endswith('\n'):
+            self.lines[-1] += '\n'
+
+    # -- where things are in the old text
+    def _entry_spans(self, seq):
+        """``{id(entry mapping): (first line, last content line)}`` of the
+        entries of a block sequence as they are in the old text (0-based,
+        inclusive), taken before the first edit of the sequence."""
+        if id(seq) in self._spans:
+            return self._spans[id(seq)]
+        starts = [seq.lc.item(i)[0] for i in range(len(seq))]
+        spans = {}
+        for i, first in enumerate(starts):
+            dash = _indent(self.lines[first])
+            if i + 1 < len(starts):
+                stop = starts[i + 1]
+            else:
+                stop = next((n for n in range(first + 1, len(self.lines))
+                             if _is_content(self.lines[n]) and
+                             _indent(self.lines[n]) <= dash),
+                            len(self.lines))
+            last = max(n for n in range(first, stop)
+                       if _is_content(self.lines[n]))
+            spans[id(seq[i])] = (first, last)
+        self._spans[id(seq)] = spans
+        return spans
+
+    def _render_entry(self, partition, entry_map, dash_col):
+        """The lines of ``entry_map`` as an item of ``partitions.
+        <partition>.entries``, at column ``dash_col``; None when ruamel
+        would not put it there."""
+        from ruamel.yaml.comments import CommentedMap, CommentedSeq
+        wrap = CommentedMap([('partitions', CommentedMap([
+            (partition, CommentedMap([('entries',
+                                       CommentedSeq([entry_map]))]))]))])
+        out = io.StringIO()
+        self._yaml.dump(wrap, out)
+        lines = out.getvalue().splitlines(keepends=True)[3:]
+        while lines and not _is_content(lines[-1]):
+            lines.pop()          # comments that belong after the entry
+        if not lines or _indent(lines[0]) != dash_col or \
+                not lines[0].lstrip().startswith('- '):
+            return None
+        return lines
+
+    # -- edits
+    def put(self, partition, entry, *, merge=True, tolerance=None,
+            source=None):
+        """Write ``entry`` (an :class:`Entry`) under ``partition``.  A new
+        key is inserted in order.  An existing entry is replaced whole
+        (``merge=False``) or updated (``merge=True``): its busbw per
+        measured size, keeping sizes not measured, curated per-size
+        tolerances (the wider of the curated and the measured noise), its
+        tolerance unless ``tolerance`` is given, and its source, to which
+        the calibration's provenance (``entry.source``) is appended unless
+        ``source`` replaces it."""
+        from ruamel.yaml.comments import CommentedMap
+        parts = self.doc['partitions']
+        if partition not in parts:
+            parts[partition] = CommentedMap([('entries', [])])
+            self._whole = True
+        part = parts[partition]
+        if part is None or 'entries' not in part:
+            part = parts[partition] = part or CommentedMap()
+            part['entries'] = []
+            self._whole = True
+        seq = part['entries']
+        keys = [label_key(m) for m in seq]
+        key = entry.key()
+        flow = not hasattr(seq, 'fa') or seq.fa.flow_style() or not seq
+        if key in keys:
+            i = keys.index(key)
+            if merge:
+                what = _merge(seq[i], entry, tolerance, source)
+            else:
+                seq[i] = _entry_map(entry)
+                what = 'replaced'
+            self.changes.append(f'{partition} {entry.label()}: {what}')
+            if not self._whole and not flow:
+                span = self._entry_spans(seq).get(id(seq[i]))
+                lines = span and self._render_entry(
+                    partition, seq[i], _indent(self.lines[span[0]]))
+                if not lines:
+                    self._whole = True
+                else:
+                    self._splices.append((span[0], span[1] + 1, (1,), lines))
+            return
+        new = _entry_map(entry)
+        pos = next((j for j, k in enumerate(keys)
+                    if _sort_key(*k) > _sort_key(*key)), len(keys))
+        self.changes.append(f'{partition} {entry.label()}: new entry')
+        if not self._whole and not flow:
+            spans = self._entry_spans(seq)
+            before = [spans[id(m)] for m in seq[:pos] if id(m) in spans]
+            after = [spans[id(m)] for m in seq[pos:] if id(m) in spans]
+            at = before[-1][1] + 1 if before else after[0][0]
+            dash = _indent(self.lines[(before[-1] if before
+                                       else after[0])[0]])
+            lines = self._render_entry(partition, new, dash)
+            if lines is None:
+                self._whole = True
+            else:
+                self._splices.append((at, at, (0, _sort_key(*key)), lines))
+        seq.insert(pos, new)
+
+    def set_gdr(self, partition, supported, reason=''):
+        """Declare GPUDirect RDMA (un)supported on ``partition``."""
+        from ruamel.yaml.comments import CommentedMap
+        parts = self.doc['partitions']
+        if partition not in parts or parts[partition] is None:
+            parts[partition] = CommentedMap()
+        part = parts[partition]
+        gdr = CommentedMap([('supported', supported)])
+        if reason:
+            gdr['reason'] = reason
+        gdr.fa.set_flow_style()
+        old = part.get('gdr')
+        if old is not None and dict(old) == dict(gdr):
+            return
+        if old is None:
+            part.insert(0, 'gdr', gdr)
+        else:
+            part['gdr'] = gdr
+        self._whole = True
+        self.changes.append(f'{partition}: gdr {"supported" if supported else "unsupported: " + reason}')
+
+    def render(self):
+        """The new text of the file, validated as loading validates it."""
+        if self._whole:
+            out = io.StringIO()
+            self._yaml.dump(self.doc, out)
+            text = out.getvalue()
+        else:
+            lines = list(self.lines)
+            # from the end, so that line numbers stay right; new entries
+            # at one place in key order
+            for first, end, _, new in sorted(
+                    self._splices, key=lambda s: (s[0], s[2]),
+                    reverse=True):
+                lines[first:end] = new
+            text = ''.join(lines)
+        ref = parse(text, self.path)
+        if ref.system != self.system:
+            raise ReferenceError(f'{self.path}: system is {ref.system!r}, '
+                                 f'expected {self.system!r}')
+        return text
+
+    def diff(self, text):
+        """A unified diff of the file from its old text to ``text``."""
+        return ''.join(difflib.unified_diff(
+            (self.old_text or '').splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=self.path if self.old_text is not None else '/dev/null',
+            tofile=self.path))
+
+
+def label_key(raw):
+    """The key of an entry mapping as read from the file."""
+    return (raw['transport'], raw['collective'], raw['nodes'],
+            raw['gpus_per_node'], raw.get('algo', 'default'))
+
+
+def _pair(value, tol):
+    from ruamel.yaml.comments import CommentedSeq
+    seq = CommentedSeq([value, tol])
+    seq.fa.set_flow_style()
+    return seq
+
+
+def _entry_map(entry):
+    """A new entry as ruamel.yaml mappings (busbw one size a line)."""
+    from ruamel.yaml.comments import CommentedMap
+    d = entry.as_yaml()
+    busbw = CommentedMap()
+    for size, val in sorted(entry.busbw.items()):
+        busbw[format_size(size)] = (
+            _pair(round(val, 2), entry.size_tolerance[size])
+            if size in entry.size_tolerance else round(val, 2))
+    d['busbw'] = busbw
+    return CommentedMap(d.items())
+
+
+def _merge(old, entry, tolerance, source):
+    """Update the ruamel mapping ``old`` of an entry from the calibrated
+    ``entry`` (see :meth:`Editor.put`); a one-line summary."""
+    from ruamel.yaml.scalarstring import ScalarString
+    if tolerance is not None:
+        old['tolerance'] = tolerance
+    tol = float(old['tolerance'])
+    busbw = old['busbw']
+    if busbw.fa.flow_style() and len(busbw) + len(entry.busbw) > 8:
+        busbw.fa.set_block_style()      # one size a line: a readable diff
+    by_size = {parse_size(k): k for k in busbw}
+    kept_tol, added = [], []
+    for size, val in sorted(entry.busbw.items()):
+        val = round(val, 2)
+        k = by_size.get(size)
+        curated = None
+        if k is not None and isinstance(busbw[k], list):
+            curated = float(busbw[k][1])
+        measured = entry.size_tolerance.get(size)
+        wants = [t for t in (curated, measured) if t is not None]
+        own = max(wants) if wants else None
+        if own is not None and curated is None and own <= tol:
+            own = None
+        if k is None:
+            pos = next((j for j, kk in enumerate(busbw)
+                        if parse_size(kk) > size), len(busbw))
+            busbw.insert(pos, format_size(size),
+                         val if own is None else _pair(val, own))
+            added.append(format_size(size))
+        elif own is None:
+            busbw[k] = val
+        elif isinstance(busbw[k], list):
+            busbw[k][0], busbw[k][1] = val, own
+            if curated is not None:
+                kept_tol.append(f'{k} {own:g}')
+        else:
+            busbw[k] = _pair(val, own)
+    if source is not None:
+        new = source
+    else:
+        new = f'{str(old["source"]).rstrip().rstrip(";")}; then ' \
+              f'{entry.source}'
+    old_source = old['source']
+    old['source'] = type(old_source)(new) if isinstance(
+        old_source, ScalarString) else new
+    kept = sorted(set(by_size) - set(entry.busbw))
+    return ('updated ' + f'{len(entry.busbw)} size(s)'
+            + (f', new: {" ".join(added)}' if added else '')
+            + (f'; kept curated tolerance(s): {", ".join(kept_tol)}'
+               if kept_tol else '')
+            + (f'; kept unmeasured: '
+               f'{" ".join(format_size(s) for s in kept)}' if kept else '')
+            + f'; tolerance {tol:g}')
+
+
+def write_atomic(path, text):
+    """Replace the file at ``path`` with ``text`` atomically: a temporary
+    file in the same folder, flushed to disk, renamed over it (the old
+    file's permissions kept).  A reader sees the old file or the new one,
+    never a part."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{os.path.basename(path)}.',
+                               suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w') as fp:
+            fp.write(text)
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def upsert(path, system, partition, entry, gdr=None):
     """Write ``entry`` into the reference file at ``path`` (created when
     missing), replacing the entry with the same key; everything else in the
-    file is kept."""
-    if os.path.exists(path):
-        with open(path) as fp:
-            doc = yaml.safe_load(fp) or {}
-        parse(yaml.safe_dump(doc), path)   # refuse to extend a broken file
-    else:
-        doc = {'system': system, 'partitions': {}}
-    part = doc.setdefault('partitions', {}).setdefault(partition, {})
+    file is kept (comments too), the result validated before it is written
+    atomically.  Returns the file as loaded."""
+    ed = Editor(path, system)
     if gdr is not None:
-        part['gdr'] = gdr
-    entries = part.setdefault('entries', [])
-    entries[:] = [e for e in entries
-                  if _entry(path, 'entry', e).key() != entry.key()]
-    entries.append(entry.as_yaml())
-    entries.sort(key=lambda e: (TRANSPORTS.index(e['transport']),
-                                e['collective'], e['nodes'],
-                                e['gpus_per_node'], e.get('algo', '')))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp'
-    with open(tmp, 'w') as fp:
-        fp.write(f'# ccl-health reference for {system}; updated '
-                 f'{datetime.date.today().isoformat()} by scripts/calibrate\n')
-        yaml.safe_dump(doc, fp, sort_keys=False, width=100,
-                       default_flow_style=None)
-    os.replace(tmp, path)
-    return load(path)
+        ed.set_gdr(partition, gdr['supported'], gdr.get('reason', ''))
+    ed.put(partition, entry, merge=False)
+    text = ed.render()
+    write_atomic(path, text)
+    return parse(text, path)

@@ -44,18 +44,18 @@ def test_load_and_lookup(tmp_path):
     (lambda d: d['partitions']['gpu']['entries'][0].pop('source'),
      r"demo.yaml: partitions.gpu.entries\[0\]: missing key 'source'"),
     (lambda d: d['partitions']['gpu']['entries'][0].update(transport='nvl'),
-     r"entries\[0\].transport: unknown transport 'nvl'"),
+     r"entries\[0\].transport: 'nvl' is not one of \['intra'"),
     (lambda d: d['partitions']['gpu']['entries'][0].update(tolerance=1.5),
-     r'entries\[0\].tolerance: must be a fraction'),
+     r'entries\[0\].tolerance: 1.5 is not a fraction in \[0, 1\)'),
     (lambda d: d['partitions']['gpu']['entries'][0]['busbw'].update(
         {'1 GB-ish': 3}), r"busbw.1 GB-ish: not a message size"),
     (lambda d: d['partitions']['gpu']['entries'][0]['busbw'].update(
-        {'2GiB': -1}), r'busbw.2GiB: must be a positive number'),
+        {'2GiB': -1}), r'busbw.2GiB: -1 is not a busbw in GB/s \(a positive number\)'),
     (lambda d: d['partitions']['gpu']['entries'].append(
         dict(d['partitions']['gpu']['entries'][0])), 'duplicate entry'),
     (lambda d: d['partitions']['gpu']['gdr'].pop('reason'),
-     'gdr.reason: say why'),
-    (lambda d: d.pop('partitions'), 'partitions: missing'),
+     "partitions.gpu.gdr: missing key 'reason'"),
+    (lambda d: d.pop('partitions'), "top level: missing key 'partitions'"),
 ])
 def test_malformed_reference_names_file_and_key(edit, message):
     doc = yaml.safe_load(GOOD)
@@ -141,5 +141,6 @@ def test_per_size_tolerance(tmp_path):
     assert again.size_tolerance == {1 << 20: 0.25}
     doc['partitions']['gpu']['entries'][0]['busbw']['1MiB'] = [70, 2]
     with pytest.raises(reference.ReferenceError,
-                       match=r'busbw.1MiB: \[value, tolerance\]'):
+                       match=r'busbw.1MiB: \[70, 2\] is not a busbw .* or '
+                       r'\[busbw, its own tolerance in \[0, 1\)\]'):
         reference.parse(yaml.safe_dump(doc), 'demo.yaml')

@@ -24,6 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_ERRORS = 5
 
 
+class _Duplicate(yaml.YAMLError):
+    pass
+
+
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key given twice in one mapping."""
 
@@ -38,10 +42,9 @@ def _construct_mapping(loader, node, deep=False):
         except TypeError:
             continue      # the base constructor reports it
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'key {key!r} given twice (line '
-                f'{seen[key] + 1} and line {key_node.start_mark.line + 1})',
-                key_node.start_mark)
+            raise _Duplicate(f'key {key!r} given twice (lines '
+                             f'{seen[key] + 1} and '
+                             f'{key_node.start_mark.line + 1})')
         seen[key] = key_node.start_mark.line
     return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
@@ -94,12 +97,13 @@ def _not_finite(doc, parts=()):
             yield from _not_finite(v, parts + (i,))
 
 
+_DESCRIBED = ('anyOf', 'oneOf', 'type', 'minimum', 'exclusiveMinimum',
+              'maximum', 'exclusiveMaximum')
+
+
 def _message(err):
-    if err.validator in ('anyOf', 'oneOf', 'type') and \
-            'description' in err.schema:
+    if err.validator in _DESCRIBED and 'description' in err.schema:
         return f'{err.instance!r} is not {err.schema["description"]}'
-    if err.validator == 'propertyNames':
-        return f'{err.message} (a key here)'
     if err.validator == 'additionalProperties' and \
             err.schema.get('additionalProperties') is False:
         known = ', '.join(sorted(err.schema.get('properties', {})))
@@ -107,29 +111,41 @@ def _message(err):
     return err.message
 
 
-def errors(doc, name, path):
-    """Every problem of ``doc`` against schema ``name``, one line each,
-    naming ``path`` and the key; nan / inf numbers first (JSON Schema has
-    no way to refuse them)."""
+def errors(doc, name):
+    """Every problem of ``doc`` against schema ``name`` as ``(key path,
+    message)``, by key path; nan / inf numbers first (JSON Schema has no way
+    to refuse them)."""
     import jsonschema
-    out = [f'{path}: {key_path(parts)}: {val!r} is not a finite number'
+    out = [(key_path(parts), f'{val!r} is not a finite number')
            for parts, val in _not_finite(doc)]
     validator = jsonschema.Draft202012Validator(schema(name))
-    found = sorted(validator.iter_errors(doc),
-                   key=lambda e: [str(p) for p in e.absolute_path])
-    out += [f'{path}: {key_path(e.absolute_path)}: {_message(e)}'
-            for e in found]
-    return out
+    missing = {}
+    for e in sorted(validator.iter_errors(doc),
+                    key=lambda e: [str(p) for p in e.absolute_path]):
+        where = key_path(e.absolute_path)
+        if e.validator == 'required':
+            if where not in missing:
+                missing[where] = []
+                out.append((where, missing[where]))
+            missing[where].append(repr(e.message.split(' is a required')[0]
+                                       .strip("'")))
+        else:
+            out.append((where, _message(e)))
+    return [(where, msg if isinstance(msg, str) else
+             f'missing key{"s" if len(msg) > 1 else ""} {", ".join(msg)}')
+            for where, msg in out]
 
 
 def validate(doc, name, path, error=CclHealthError):
-    """Raise ``error`` naming the file and key of each problem of ``doc``
-    against schema ``name`` (the first :data:`MAX_ERRORS`, one line)."""
-    found = errors(doc, name, path)
+    """Raise ``error`` naming the file and the key of each problem of
+    ``doc`` against schema ``name`` (the first :data:`MAX_ERRORS`, one
+    line): ``site/x.yaml: env.FOO: None is not a string ...``."""
+    found = errors(doc, name)
     if found:
         more = len(found) - MAX_ERRORS
-        raise error('; '.join(found[:MAX_ERRORS]) +
-                    (f' (and {more} more)' if more > 0 else ''))
+        raise error(f'{path}: ' + '; '.join(
+            f'{where}: {msg}' for where, msg in found[:MAX_ERRORS]) +
+            (f' (and {more} more)' if more > 0 else ''))
 
 
 def transports_in(name):
