@@ -187,11 +187,13 @@ def cmd_db(args):
                 print('\n'.join(line for _, line in found))
                 return verdict.exit_code(v for v, _ in found)
             window = [r for r in queries.runs(db)
-                      if r.last_time >= queries.window_start(args.hours)]
+                      if queries.when(r.last_time) >=
+                      queries.window_start(args.hours)]
             print(f'nothing failed in the last {args.hours:g} h ('
                   f'{sum(r.cases for r in window)} case(s) in {len(window)} '
                   f'run(s), all pass or skipped)')
         elif args.db_cmd == 'runs':
+            queries.check_not_empty(db)
             for r in queries.runs(db, args.last):
                 print(r.line())
         elif args.db_cmd == 'since':
@@ -232,6 +234,7 @@ def cmd_db(args):
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
             from .history import attribute, detect
+            queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             cases = db.cases()
             found = detect(db.records(), run_id=args.run)
@@ -240,6 +243,10 @@ def cmd_db(args):
                 if f.kind == 'drop':
                     for c in attribute(cases, f):
                         print(f'    changed: {c}')
+            if not found:
+                print(f'no drops against history in '
+                      f'{f"run {args.run}" if args.run else "any run"} '
+                      f'({len({c["run_id"] for c in cases})} run(s) recorded)')
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':
             page, text = report.build(db, args.out)

@@ -91,11 +91,26 @@ def check_runs(store, *run_ids):
                 f'list them with: scripts/report runs)')
 
 
+def check_not_empty(store):
+    """A database that holds no run answers no question."""
+    if not store.query('SELECT 1 AS x FROM cases LIMIT 1'):
+        raise CclHealthError(f'{store.where}: the database holds no runs')
+
+
 # -- the questions -----------------------------------------------------------
+def when(text):
+    """A recorded time as an aware datetime (ISO 8601, any UTC offset; no
+    offset: UTC), so that times written in different zones compare right;
+    an unreadable one sorts as the newest (never hidden from a window)."""
+    try:
+        t = datetime.datetime.fromisoformat(str(text).replace('Z', '+00:00'))
+    except ValueError:
+        return datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
+
+
 def last_runs(store, n=1):
-    rows = store.query('SELECT run_id, MAX(time) AS t FROM cases '
-                       'GROUP BY run_id ORDER BY t DESC')
-    return [r['run_id'] for r in rows[:n]]
+    return [r.run_id for r in runs(store, n)]
 
 
 @dataclasses.dataclass
@@ -124,18 +139,18 @@ def runs(store, last=None):
         names = [c['verdict'] for c in cs]
         order = list(NAMES) + sorted(set(names) - set(NAMES))
         out.append(Run(
-            run_id, min(c['time'] for c in cs), max(c['time'] for c in cs),
+            run_id, min((c['time'] for c in cs), key=when),
+            max((c['time'] for c in cs), key=when),
             sorted({f'{c["system"]}:{c["partition"]}' for c in cs}), len(cs),
             {v: names.count(v) for v in order if v in names}))
-    out.sort(key=lambda r: (r.last_time, r.run_id), reverse=True)
+    out.sort(key=lambda r: (when(r.last_time), r.run_id), reverse=True)
     return out[:last] if last else out
 
 
 def window_start(hours, now=None):
-    """The ISO time ``hours`` before ``now`` (default: now)."""
+    """The time ``hours`` before ``now`` (default: now)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return (now - datetime.timedelta(hours=hours)).isoformat(
-        timespec='seconds')
+    return now - datetime.timedelta(hours=hours)
 
 
 def failures(store, since_hours=24, now=None):
@@ -144,7 +159,7 @@ def failures(store, since_hours=24, now=None):
     history.  Nothing recorded in that window is an error, not an
     all-clear."""
     since = window_start(since_hours, now)
-    window = store.cases('WHERE time >= ?', (since,))
+    window = [c for c in store.cases() if when(c['time']) >= since]
     if not window:
         newest = runs(store, 1)
         raise CclHealthError(
@@ -203,14 +218,15 @@ def history(store, transport=None, size=None, system=None, partition=None,
             f'no records of {transport or "any transport"}'
             f'{f" on {system}" if system else ""}'
             f'{f" partition {partition}" if partition else ""}')
-    recs.sort(key=lambda r: (r['time'], r['size'] or 0))
+    recs.sort(key=lambda r: (when(r['time']), r['size'] or 0))
     return recs[-last:] if size is not None else recs
 
 
 def _cases_of(store, transport, system=None, partition=None):
     _check_scope(store, transport, system, partition)
-    cases = [c for c in store.cases()
-             if _match(c, system, transport, None, partition)]
+    cases = sorted((c for c in store.cases()
+                    if _match(c, system, transport, None, partition)),
+                   key=lambda c: when(c['time']))
     if not cases:
         scope = ' '.join(x for x in (system and f'system {system}', partition
                                      and f'partition {partition}') if x)

@@ -107,6 +107,16 @@ def test_ingest_may_create_the_database(tmp_path):
     assert rc == 0 and '4 cases: 3 pass, 1 skipped' in out
 
 
+@pytest.mark.parametrize('args', [['runs'], ['detect'], ['failed'],
+                                  ['since', 'intra']])
+def test_empty_database_answers_nothing(tmp_path, args):
+    path = tmp_path / 'empty.db'
+    store.open_store(str(path)).close()
+    rc, out, err = report(path, *args)
+    assert rc == 2 and 'nothing failed' not in out and 'healthy' not in out
+    assert err.startswith('ccl-health: error: ')
+
+
 def test_not_a_performance_database(tmp_path):
     # ReFrame's own results database: SQLite, but not ours
     reframe_db = glob.glob(os.path.join(REPO, 'tests', 'fixtures', 'device',
@@ -173,6 +183,24 @@ def test_failed_all_clear_only_with_cases(db, tmp_path):
     rc, out, err = report(path, 'failed', '--hours', '0.5')
     assert rc == 2 and 'nothing failed' not in out
     assert 'nothing recorded in the last 0.5 h (newest run: r at' in err
+
+
+def test_failed_window_with_times_in_other_zones(tmp_path):
+    """A site whose run reports carry local times (-08:00): an hour ago is
+    inside a 2 h window, whatever the string order of the times says."""
+    pst = datetime.timezone(datetime.timedelta(hours=-8))
+    local = (NOW - datetime.timedelta(hours=1)).astimezone(pst).isoformat(
+        timespec='seconds')
+    assert local < (NOW - datetime.timedelta(hours=2)).isoformat()
+    path = tmp_path / 'tz.db'
+    with store.open_store(str(path)) as s:
+        s.add_case(case('utc', 'intra', 'pass', ago(hours=1.5), sizes=SIZES))
+        s.add_case(case('pst', 'net-socket', 'build-failed', local,
+                        reason='build-failed: nccl-tests did not build'))
+    rc, out, _ = report(path, 'failed', '--hours', '2')
+    assert rc == 1 and 'BUILD-FAILED' in out
+    rc, out, _ = report(path, 'runs')
+    assert [ln.split()[1] for ln in out.splitlines()] == ['pst', 'utc']
 
 
 def test_stored_name_unknown_to_this_version_is_not_good(db):
@@ -242,6 +270,13 @@ def test_unknown_runs(db):
         assert rc == 2 and out == ''
         assert (f"unknown run '{bad}' (recorded: new, fr-1, bf, old; list "
                 f"them with: scripts/report runs)") in err
+
+
+def test_detect_known_run(db):
+    rc, out, _ = report(db, 'detect', '--run', 'new')
+    assert rc == 0
+    assert out.strip() == ('no drops against history in run new (4 run(s) '
+                           'recorded)')
 
 
 def test_compare_known_runs(db):
