@@ -1,17 +1,28 @@
 """Parse the output of nccl-tests and rccl-tests.
 
-Two forms are read:
+The forms read, each as its program writes it:
 
+* the text table on stdout, which every version prints: nccl-tests from its
+  2.0 releases (no ``redop`` / ``root`` columns for some collectives, an
+  ``error`` column holding the largest difference from the expected value
+  in place of ``#wrong``) to today's (``#wrong``, optional per-iteration
+  and timestamp columns), and rccl-tests' (optional algorithm / protocol /
+  channel columns, in-place only with ``-O 0``); possibly interleaved with
+  ``NCCL INFO`` lines, and with every line prefixed by a launcher or a log
+  collector (``[1,0]<stdout>:``, ``srun --label``'s ``0: ``, a host name,
+  a timestamp);
 * the JSON file that nccl-tests >= 2.17 writes with ``-J file.json``;
-* the text table on stdout, which every version of nccl-tests and
-  rccl-tests prints, possibly interleaved with ``NCCL INFO`` lines when
-  ``NCCL_DEBUG`` is sent to stdout.
+* rccl-tests' ``-x file -Z json`` output: one JSON object per result, one
+  per line (older releases, written as it goes) or in a JSON array (newer
+  ones, written at the end).
 
-Both give a :class:`SweepResult`.
+All give a :class:`SweepResult`.  :func:`parse` takes stdout and the JSON
+file of one run; :func:`parse_any` detects the form of one file.
 """
 
 import dataclasses
 import json
+import math
 import re
 from typing import List, Optional
 
@@ -24,6 +35,18 @@ class Measurement:
     algbw: float          # GB/s
     busbw: float          # GB/s
     wrong: Optional[int]  # None when not checked (-c 0, printed N/A)
+    #: nccl-tests < 2.12: the largest difference from the expected values
+    #: (the ``error`` column); ``wrong`` is then 1 when it is beyond the
+    #: version's tolerance for the type, else 0
+    max_delta: Optional[float] = None
+    #: why a value of this measurement is not a finite number, or None
+    invalid: Optional[str] = None
+
+    @property
+    def finite(self):
+        return self.invalid is None and all(
+            isinstance(v, (int, float)) and math.isfinite(v)
+            for v in (self.time_us, self.algbw, self.busbw))
 
 
 @dataclasses.dataclass
@@ -39,15 +62,27 @@ class Row:
     @property
     def busbw(self):
         """The better of in-place and out-of-place busbw (what a reference is
-        compared against)."""
+        compared against); nan when either is not a finite number."""
         vals = [m.busbw for m in (self.out_of_place, self.in_place) if m]
-        return max(vals) if vals else None
+        if not vals:
+            return None
+        if any(not isinstance(v, (int, float)) or not math.isfinite(v)
+               for v in vals):
+            return math.nan
+        return max(vals)
 
     @property
     def wrong(self):
         vals = [m.wrong for m in (self.out_of_place, self.in_place)
                 if m and m.wrong is not None]
         return sum(vals) if vals else None
+
+    @property
+    def nonfinite(self):
+        """True when a time, bandwidth or check value is nan / inf or
+        unreadable."""
+        ms = [m for m in (self.out_of_place, self.in_place) if m]
+        return not ms or any(not m.finite for m in ms)
 
 
 @dataclasses.dataclass
@@ -65,11 +100,34 @@ class SweepResult:
     timed_out: bool = False              # nccl-tests' own -T fired
     errors: List[str] = dataclasses.field(default_factory=list)
     source: str = 'text'                 # 'json' or 'text'
+    #: what was read: 'nccl-tests', 'nccl-tests-2.0' (``error`` column),
+    #: 'rccl-tests', 'nccl-tests-json', 'rccl-tests-json',
+    #: 'rccl-tests-json-lines'
+    format: str = 'nccl-tests'
+    #: True when the program's closing lines were read (both summary lines
+    #: of the text, the summary keys of the JSON, the end of rccl-tests'
+    #: JSON array), False when they were looked for and are missing, None
+    #: when the result was not read from a program's output
+    closed: Optional[bool] = None
+    #: NCCL_TESTS_MIN_BW: the program's own average check said FAILED
+    avg_busbw_failed: bool = False
+    #: the JSON file could not be used (damaged or cut): the text was judged
+    json_error: Optional[str] = None
+    #: lines worth showing that are not failures (the library's last error
+    #: message, a reduced maximum size, a damaged JSON file)
+    notes: List[str] = dataclasses.field(default_factory=list)
+    #: the check column's header: '#wrong' or 'error' (None: not seen)
+    check_column: Optional[str] = None
 
     @property
     def complete(self):
         """True when the run printed its closing summary."""
-        return self.out_of_bounds is not None
+        return self.out_of_bounds is not None and self.closed is not False
+
+    @property
+    def nonfinite_sizes(self):
+        """Sizes of the rows with a nan / inf (or unreadable) value."""
+        return [r.size for r in self.rows if r.nonfinite]
 
     def by_size(self):
         return {r.size: r for r in self.rows}
@@ -82,67 +140,171 @@ class SweepResult:
 # -- text ------------------------------------------------------------------
 
 # A line NCCL's logger writes: "host:pid:tid [dev] NCCL INFO ..."
-_NCCL_LOG = re.compile(r'\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE|ERROR)')
+_NCCL_LOG = re.compile(r'\S+:\d+:\d+ \[\d+\] (?:\S+ )?NCCL '
+                       r'(INFO|WARN|TRACE|ERROR)')
 _NUM = r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)'
-# Open MPI's --tag-output prefix: "[1,0]<stdout>:"
-_MPI_TAG = re.compile(r'^\[\d+,\d+\]<std(?:out|err)>:')
+# prefixes that launchers and log collectors put before every line
+_PREFIXES = (
+    # Open MPI's --tag-output: "[1,0]<stdout>:"
+    re.compile(r'^\[\d+,\d+\]<std(?:out|err)>:\s?'),
+    # timestamps: "2024-05-01T12:00:00.123Z ", "[2024-05-01 12:00:00] "
+    re.compile(r'^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?'
+               r'(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+'),
+    # srun --label: "0: ", "12: "
+    re.compile(r'^\s*\d+:\s'),
+    # pdsh / kubectl / a collector: "host: " before a table or comment line
+    re.compile(r'^[A-Za-z][\w.-]*:\s+(?=#|\s*\d+\s+\d+\s)'),
+)
 _RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+'
                         r'(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s*(.*)$')
-_OOB = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)')
-_AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(' + _NUM + ')')
+_HEADER = re.compile(r'^#\s+size\s+count\s+type\b(.*)$')
+_OOB = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?')
+_AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(' + _NUM + r'|-nan)'
+                  r'\s*(OK|FAILED)?')
 _VERSION = re.compile(r'^#\s*nccl-tests version\s+(\S+)\s+nccl-headers=(\d+)'
                       r'\s+nccl-library=(\d+)')
 _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
 _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
+_REDUCED = re.compile(r'^#\s*Reducing maxBytes to (\d+)')
+_LAST_ERROR = re.compile(r'^#\s*error:\s*(.*)$')
 _TIMEOUT = re.compile(r'Test timeout \((\d+)s\)')
-_ERROR = re.compile(r'(Test NCCL failure|Test CUDA failure|Test failure'
-                    r'|NCCL error|MPI_ABORT|#wrong=)')
+# what nccl-tests, rccl-tests, NCCL/RCCL, the HIP/CUDA runtime, MPI and
+# Slurm print when something failed
+_ERROR = re.compile(
+    r'(Test (?:NCCL|CUDA|HIP) failure|Test failure|\bCuda failure\b'
+    r'|\bCUDA failure\b|\bNCCL failure\b|\bHIP failure\b|\bhipError\w*'
+    r'|\bHip error\b|\bHIP error\b|NCCL error|MPI_ABORT|MPI_Abort'
+    r'|#wrong=|Segmentation fault|core dumped|terminate called after'
+    r'|\*\*\* Process received signal|srun: error:|slurmstepd: error:)')
+_DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
+_TIME = re.compile(r'^\d{2}:\d{2}:\d{2}$')
+_COUNT = re.compile(r'^-?\d+$')
+
+#: nccl-tests < 2.12 (``error`` column): a result is wrong when its largest
+#: difference exceeds DeltaMaxValue(type) * (nranks - 1)
+#: (src/common.cu of nccl-tests 2.0.0 .. 2.11.0)
+DELTA_MAX = {'half': 1e-2, 'float16': 1e-2, 'bfloat16': 1e-2,
+             'float': 1e-5, 'float32': 1e-5, 'double': 1e-12,
+             'float64': 1e-12}
+_DELTA_MAX_OTHER = 1e-200        # every integer type, and the default
 
 
-def _measurement(tokens):
-    time_us, algbw, busbw, wrong = tokens
+def delta_tolerance(dtype, nranks):
+    """The largest difference nccl-tests < 2.12 accepts for ``dtype`` on
+    ``nranks`` ranks (the strictest, 2 ranks, when unknown)."""
+    n = nranks if nranks and nranks > 1 else 2
+    return DELTA_MAX.get(dtype, _DELTA_MAX_OTHER) * (n - 1)
+
+
+def strip_prefixes(line):
+    """``line`` without the prefixes launchers and log collectors add."""
+    while True:
+        for rx in _PREFIXES:
+            new = rx.sub('', line, count=1)
+            if new != line:
+                line = new
+                break
+        else:
+            return line
+
+
+def _number(tok):
+    """(value, None) for a number (nan / inf included), else
+    (None, reason)."""
     try:
-        return Measurement(float(time_us), float(algbw), float(busbw),
-                           None if wrong == 'N/A' else int(float(wrong)))
+        return float(tok), None
     except ValueError:
-        return None
+        return None, f'{tok!r} is not a number'
 
 
-def _parse_row(line):
+def _is_word(tok):
+    return _number(tok)[0] is None
+
+
+def _measurement(tokens, delta_col):
+    """One of the 4-value groups (time algbw busbw check), or None when the
+    tokens are not numbers at all (not a table row)."""
+    vals = []
+    for tok in tokens[:3]:
+        v, _ = _number(tok)
+        if v is None:
+            return None
+        vals.append(v)
+    check = tokens[3]
+    m = Measurement(vals[0], vals[1], vals[2], None)
+    bad = [n for n, v in zip(('time', 'algbw', 'busbw'), vals)
+           if not math.isfinite(v)]
+    if check == 'N/A':
+        pass
+    else:
+        v, why = _number(check)
+        if v is None:
+            return None
+        if not math.isfinite(v):
+            bad.append('error' if delta_col else '#wrong')
+        elif delta_col or ('e-' in check.lower()) or check.lower() in (
+                '0e+00', '0e+0'):
+            m.max_delta = v          # judged against the tolerance later
+        else:
+            m.wrong = int(v)
+    if bad:
+        m.invalid = 'non-finite ' + '/'.join(bad)
+    return m
+
+
+def _parse_row(line, delta_col=False):
     toks = line.split()
-    if len(toks) < 8 or not toks[0].isdigit() or not toks[1].isdigit():
+    if len(toks) < 7 or not toks[0].isdigit() or not toks[1].isdigit():
         return None
-    size, count, dtype, redop = int(toks[0]), int(toks[1]), toks[2], toks[3]
-    rest = toks[4:]
-    root = None
-    if len(rest) in (5, 9):           # with a root column
-        try:
-            root = int(rest[0])
-        except ValueError:
+    size, count, dtype = int(toks[0]), int(toks[1]), toks[2]
+    if _number(dtype)[0] is not None:
+        return None
+    rest = toks[3:]
+    # trailing columns: a timestamp (nccl-tests -t), rccl-tests' algorithm,
+    # protocol and channels
+    if len(rest) >= 2 and _DATE.match(rest[-2]) and _TIME.match(rest[-1]):
+        rest = rest[:-2]
+    if len(rest) >= 3 and _is_word(rest[-3]) and _is_word(rest[-2]) and \
+            (_COUNT.match(rest[-1]) or rest[-1] == 'N/A'):
+        rest = rest[:-3]
+    nkeys = len(rest) % 4
+    if nkeys == 3:
+        return None
+    keys, vals = rest[:nkeys], rest[nkeys:]
+    redop, root = '', None
+    for k in keys:
+        if _COUNT.match(k):
+            root = int(k)
+        elif _number(k)[0] is None and not redop:
+            redop = k
+        else:
             return None
-        rest = rest[1:]
-    if len(rest) == 8:
-        oop, ip = _measurement(rest[:4]), _measurement(rest[4:])
-        if oop is None or ip is None:
-            return None
-    elif len(rest) == 4:              # in-place only (trace replay)
-        oop, ip = None, _measurement(rest)
-        if ip is None:
-            return None
+    if len(vals) == 16:              # per-iteration timing: 8 per group
+        groups = [vals[0:4], vals[8:12]]
+    elif len(vals) == 8:
+        groups = [vals[0:4], vals[4:8]]
+    elif len(vals) == 4:             # one of in-place / out-of-place only
+        groups = [None, vals]
     else:
         return None
-    return Row(size, count, dtype, redop, root, oop, ip)
+    ms = [None if g is None else _measurement(g, delta_col) for g in groups]
+    if any(g is not None and m is None for g, m in zip(groups, ms)):
+        return None
+    return Row(size, count, dtype, redop, root, ms[0], ms[1])
 
 
-def _strip_nccl_log(lines):
-    """Yield the lines of ``lines`` with NCCL's own log lines removed, joining
-    a table row that a log line cut in two."""
+def _strip_nccl_log(lines, warn_lines=None):
+    """Yield the lines of ``lines`` without prefixes and with NCCL's own
+    log lines removed, joining a table row that a log line cut in two.
+    NCCL WARN lines go to ``warn_lines``."""
     pending = ''
     for line in lines:
-        line = _MPI_TAG.sub('', line)
+        line = strip_prefixes(line)
         m = _NCCL_LOG.search(line)
         if m:
+            if m.group(1) in ('WARN', 'ERROR') and warn_lines is not None:
+                warn_lines.append(line[m.start():].strip())
             pending += line[:m.start()]
             continue
         yield pending + line
@@ -151,10 +313,28 @@ def _strip_nccl_log(lines):
         yield pending
 
 
+def _finish(res):
+    """What can be known only once everything is read: rank count, the
+    wrong-ness of ``error`` columns, the format."""
+    if res.devices:
+        res.nranks = len(res.devices)
+    for row in res.rows:
+        for m in (row.out_of_place, row.in_place):
+            if m is not None and m.max_delta is not None:
+                m.wrong = int(m.max_delta > delta_tolerance(row.dtype,
+                                                            res.nranks))
+    if any(m is not None and m.max_delta is not None
+           for r in res.rows for m in (r.out_of_place, r.in_place)):
+        res.format = 'nccl-tests-2.0'
+    return res
+
+
 def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
-    res = SweepResult(source='text')
-    for line in _strip_nccl_log(text.splitlines()):
+    res = SweepResult(source='text', closed=False)
+    warns = []
+    saw_avg = False
+    for line in _strip_nccl_log(text.splitlines(), warns):
         s = line.strip()
         if not s:
             continue
@@ -166,11 +346,26 @@ def parse_text(text):
                 if m.group(2) not in res.hosts:
                     res.hosts.append(m.group(2))
                 continue
-            for rx, attr, conv in ((_OOB, 'out_of_bounds', int),
-                                   (_AVG, 'avg_busbw', float)):
-                m = rx.match(s)
-                if m:
-                    setattr(res, attr, conv(m.group(1)))
+            m = _HEADER.match(s)
+            if m:
+                cols = m.group(1).split()
+                if 'error' in cols:
+                    res.check_column = 'error'
+                elif '#wrong' in cols:
+                    res.check_column = '#wrong'
+                continue
+            m = _OOB.match(s)
+            if m:
+                res.out_of_bounds = int(m.group(1))
+                if m.group(2) == 'FAILED' and not res.out_of_bounds:
+                    res.out_of_bounds = 1        # never 0 with FAILED
+                continue
+            m = _AVG.match(s)
+            if m:
+                saw_avg = True
+                res.avg_busbw = float(m.group(1))
+                res.avg_busbw_failed = m.group(2) == 'FAILED'
+                continue
             m = _VERSION.match(s)
             if m:
                 res.tests_version = m.group(1)
@@ -178,10 +373,17 @@ def parse_text(text):
             m = _STARTING.match(s)
             if m:
                 res.collective = m.group(1)
+            m = _REDUCED.match(s)
+            if m:
+                res.notes.append(s.lstrip('# '))
+            m = _LAST_ERROR.match(s)
+            if m and m.group(1).strip():
+                res.notes.append(f'library error message: {m.group(1)}')
             continue
         m = _RCCL_TESTS_VERSION.match(s)
         if m:
             res.tests_version = 'rccl-tests ' + m.group(1)
+            res.format = 'rccl-tests'
             continue
         m = _LIB_VERSION.match(s)
         if m:
@@ -191,38 +393,62 @@ def parse_text(text):
             res.timed_out = True
             res.errors.append(s)
             continue
-        row = _parse_row(s)
+        row = _parse_row(s, res.check_column == 'error')
         if row:
             res.rows.append(row)
         elif _ERROR.search(s):
             res.errors.append(s)
-    if res.devices:
-        res.nranks = len(res.devices)
-    return res
+    res.errors.extend(w for w in warns if _ERROR.search(w))
+    res.closed = res.out_of_bounds is not None and saw_avg
+    return _finish(res)
 
 
 # -- JSON --------------------------------------------------------------------
+
+# nan / inf as C's printf writes them, which JSON does not allow
+_BARE_NONFINITE = re.compile(r'(?<=[:\[,])(\s*)(-?(?:nan|inf)(?:inity)?)'
+                             r'(?=\s*[,}\]])', re.IGNORECASE)
+
+
+def _loads(text):
+    return json.loads(_BARE_NONFINITE.sub(r'\1"\2"', text))
+
+
+def _float(v):
+    return float(v)       # accepts "nan", "-nan", "inf" (as strings too)
+
 
 def _json_measurement(d):
     if not d:
         return None
     t = d.get('time', d.get('cpu_time'))
     wrong = d.get('nwrong', d.get('wrong'))
-    return Measurement(float(t), float(d['alg_bw']), float(d['bus_bw']),
-                       None if wrong in (None, 'N/A') else int(wrong))
+    m = Measurement(_float(t), _float(d['alg_bw']), _float(d['bus_bw']),
+                    None)
+    bad = [n for n, v in (('time', m.time_us), ('algbw', m.algbw),
+                          ('busbw', m.busbw)) if not math.isfinite(v)]
+    if wrong not in (None, 'N/A'):
+        w = _float(wrong)
+        if math.isfinite(w):
+            m.wrong = int(w)
+        else:
+            bad.append('#wrong')
+    if bad:
+        m.invalid = 'non-finite ' + '/'.join(bad)
+    return m
 
 
 def parse_json(text, origin='<json>'):
     """Parse the file that ``-J`` writes (nccl-tests >= 2.17)."""
     try:
-        doc = json.loads(text)
+        doc = _loads(text)
     except json.JSONDecodeError as err:
         raise CclHealthError(f'{origin}: not valid nccl-tests JSON: {err}') \
             from None
     if not isinstance(doc, dict) or 'version' not in doc:
         raise CclHealthError(f'{origin}: not an nccl-tests JSON report '
                              f'(no "version" key)')
-    res = SweepResult(source='json')
+    res = SweepResult(source='json', format='nccl-tests-json')
     res.nccl_version = doc.get('nccl_version')
     args = doc.get('args') or []
     if args:
@@ -244,16 +470,23 @@ def parse_json(text, origin='<json>'):
                                 r['redop'], root,
                                 _json_measurement(r.get('out_of_place')),
                                 _json_measurement(r.get('in_place'))))
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise CclHealthError(f'{origin}: malformed result entry {r!r}: '
                                  f'{err}') from None
     oob = _find_key(doc, 'out_of_bounds')
     if isinstance(oob, dict) and 'count' in oob:
         res.out_of_bounds = int(oob['count'])
+        if str(oob.get('okay')).lower() == 'false' and not res.out_of_bounds:
+            res.out_of_bounds = 1
     avg = _find_key(doc, 'average_bus_bandwidth')
     if isinstance(avg, dict) and 'bandwidth' in avg:
-        res.avg_busbw = float(avg['bandwidth'])
-    res.errors.extend(str(e) for e in (_find_key(doc, 'errors') or []) if e)
+        res.avg_busbw = _float(avg['bandwidth'])
+        res.avg_busbw_failed = str(avg.get('okay')).lower() == 'false'
+    res.closed = res.out_of_bounds is not None and res.avg_busbw is not None
+    # the library's last error message (ncclGetLastError), "" when none:
+    # the program itself does not fail on it
+    res.notes.extend(f'library error message: {e}'
+                     for e in (_find_key(doc, 'errors') or []) if e)
     return res
 
 
@@ -268,24 +501,162 @@ def _find_key(doc, key):
     return None
 
 
+# rccl-tests -Z json: {"name":"AllReduce", "nodes":1, "ranks":8,
+# "ranksPerNode":8, "gpusPerRank":1, "size":1024, "type":"float",
+# "redop":"sum", "inPlace":0, "time":12.3, "algBw":0.1, "busBw":0.1,
+# "wrong":"0"} (newer releases add "numCycle" and write a JSON array)
+_RCCL_KEYS = ('size', 'inPlace', 'busBw')
+
+
+def _rccl_rows(entries, origin):
+    res = SweepResult(source='json', format='rccl-tests-json-lines')
+    rows = {}
+    for e in entries:
+        try:
+            m = _json_measurement({'time': e['time'], 'alg_bw': e['algBw'],
+                                   'bus_bw': e['busBw'],
+                                   'wrong': e.get('wrong')})
+            key = (e.get('numCycle'), int(e['size']))
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = Row(int(e['size']), 0, str(e.get('type')),
+                                      str(e.get('redop')), None, None, None)
+                res.rows.append(row)
+            if int(e['inPlace']):
+                row.in_place = m
+            else:
+                row.out_of_place = m
+        except (KeyError, TypeError, ValueError) as err:
+            raise CclHealthError(f'{origin}: malformed rccl-tests result '
+                                 f'{e!r}: {err}') from None
+        if res.collective is None and e.get('name'):
+            res.collective = str(e['name'])
+        if res.nranks is None:
+            n = e.get('ranks', e.get('gpus'))
+            res.nranks = int(n) if isinstance(n, (int, float)) else None
+    return res
+
+
+def parse_rccl_json(text, origin='<json>'):
+    """Parse rccl-tests' ``-Z json`` file: JSON lines (written as the run
+    goes, so never complete by themselves) or a JSON array (written at the
+    end: complete, with the out-of-bounds count as the number of results
+    with wrong elements)."""
+    stripped = text.strip()
+    if stripped.startswith('['):
+        try:
+            doc = _loads(stripped)
+        except json.JSONDecodeError as err:
+            raise CclHealthError(f'{origin}: not valid rccl-tests JSON: '
+                                 f'{err}') from None
+        if not isinstance(doc, list) or not all(
+                isinstance(e, dict) and all(k in e for k in _RCCL_KEYS)
+                for e in doc):
+            raise CclHealthError(f'{origin}: not an rccl-tests JSON array')
+        res = _rccl_rows(doc, origin)
+        res.format = 'rccl-tests-json'
+        res.closed = True
+        res.out_of_bounds = sum(1 for r in res.rows
+                                for m in (r.out_of_place, r.in_place)
+                                if m and m.wrong)
+        return res
+    entries = []
+    for n, line in enumerate(stripped.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            e = _loads(line)
+        except json.JSONDecodeError as err:
+            raise CclHealthError(f'{origin}:{n}: not an rccl-tests JSON '
+                                 f'line: {err}') from None
+        if not isinstance(e, dict) or not all(k in e for k in _RCCL_KEYS):
+            raise CclHealthError(f'{origin}:{n}: not an rccl-tests JSON '
+                                 f'line (needs {", ".join(_RCCL_KEYS)})')
+        entries.append(e)
+    if not entries:
+        raise CclHealthError(f'{origin}: no rccl-tests JSON lines')
+    res = _rccl_rows(entries, origin)
+    res.closed = None         # JSON lines have no closing summary
+    return res
+
+
+def parse_json_any(text, origin='<json>'):
+    """The JSON of nccl-tests (``-J``) or of rccl-tests (``-Z json``)."""
+    s = text.lstrip()
+    if s.startswith('{') and '"version"' not in s[:2000] and \
+            '"busBw"' in s.split('\n', 1)[0]:
+        return parse_rccl_json(text, origin)
+    if s.startswith('['):
+        return parse_rccl_json(text, origin)
+    return parse_json(text, origin)
+
+
+def looks_like_json(text):
+    s = text.lstrip()
+    return s.startswith('{') or s.startswith('[{') or \
+        (s.startswith('[') and s[1:].lstrip().startswith('{'))
+
+
 def parse(stdout_text, json_text=None, origin='<output>'):
-    """Parse one run: the JSON report when there is one, completed by what
-    only stdout says (timeouts, errors, devices, the closing summary)."""
+    """Parse one run: the JSON report when there is one and it is complete,
+    completed by what only stdout says (timeouts, errors, devices, the
+    closing summary).  A damaged or cut JSON never hides a complete text
+    table: the text is then judged, and ``json_error`` says why."""
     text = parse_text(stdout_text or '')
     if not json_text:
         return text
-    res = parse_json(json_text, origin)
+    try:
+        res = parse_json_any(json_text, origin)
+    except CclHealthError as err:
+        text.json_error = str(err)
+        text.notes.append(f'JSON not used: {err}')
+        return text
+    if res.format == 'nccl-tests-json' and not res.complete and \
+            (text.complete or len(text.rows) > len(res.rows)):
+        text.json_error = f'{origin}: the JSON report has no closing summary'
+        text.notes.append(f'JSON not used: {text.json_error}')
+        return text
     res.timed_out = text.timed_out
     res.errors = text.errors + [e for e in res.errors if e not in text.errors]
+    res.notes = text.notes + [n for n in res.notes if n not in text.notes]
     res.tests_version = text.tests_version
+    res.library_version = res.library_version or text.library_version
     res.collective = text.collective or res.collective
     if not res.devices:
-        res.devices, res.hosts, res.nranks = (text.devices, text.hosts,
-                                              text.nranks)
+        res.devices, res.hosts = text.devices, text.hosts
+        res.nranks = text.nranks or res.nranks
+    if res.format.startswith('rccl-tests') and (stdout_text or '').strip():
+        # the summary lives in the text only
+        if text.out_of_bounds is not None:
+            res.out_of_bounds = max(text.out_of_bounds,
+                                    res.out_of_bounds or 0)
+        if res.format == 'rccl-tests-json-lines':
+            res.closed = text.closed
+        res.avg_busbw = text.avg_busbw
+        res.avg_busbw_failed = text.avg_busbw_failed
     if res.out_of_bounds is None:
         res.out_of_bounds = text.out_of_bounds
     if res.avg_busbw is None:
         res.avg_busbw = text.avg_busbw
+    res.avg_busbw_failed = res.avg_busbw_failed or text.avg_busbw_failed
     if not res.rows:
         res.rows = text.rows
+    # a nan the JSON rounds away is still a nan in the text
+    bad = set(text.nonfinite_sizes) - set(res.nonfinite_sizes)
+    if bad:
+        res.notes.append(f'non-finite values in the text table at '
+                         f'{sorted(bad)} B')
+        for r in res.rows:
+            if r.size in bad:
+                for m in (r.out_of_place, r.in_place):
+                    if m is not None:
+                        m.invalid = m.invalid or 'non-finite in the text table'
     return res
+
+
+def parse_any(text, origin='<output>'):
+    """Parse one file whose form is not known: nccl-tests / rccl-tests
+    JSON, rccl-tests JSON lines, or a text output."""
+    if looks_like_json(text):
+        return parse_json_any(text, origin)
+    return parse_text(text)

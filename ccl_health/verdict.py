@@ -105,28 +105,17 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run'):
     ``result`` is a :class:`~ccl_health.nccltests.SweepResult`,
     ``exit_status`` the program's exit status (None when unknown: that is
     not positive evidence), ``expected_sizes`` the message sizes asked for.
-    Returns ``None`` when the output is complete and correct, else
-    ``(verdict, one-line reason)``."""
+    Returns ``None`` only when the program exited 0, its output is complete
+    (its closing lines), every expected size is there with finite values,
+    nothing is wrong and nothing out of bounds; else ``(verdict, one-line
+    reason)``.  What the output shows (a hang, wrong or non-finite values,
+    an error line) names the failure before the exit status does."""
     errs = list(getattr(result, 'errors', []) or [])
     first_err = f': {errs[0][:200]}' if errs else ''
+    rows = list(getattr(result, 'rows', []) or [])
     if getattr(result, 'timed_out', False):
         return Verdict.HANG, f'hang: {what} timed out an operation{first_err}'
-    if exit_status is None:
-        return Verdict.COULD_NOT_CHECK, (
-            f'could not check: the exit status of {what} is unknown')
-    if exit_status != 0:
-        return Verdict.CRASH, (f'crash: {what} exited with status '
-                               f'{exit_status}{first_err}')
-    if errs:
-        return Verdict.CRASH, f'crash: {what} reported an error{first_err}'
-    rows = list(result.rows)
-    if not rows:
-        return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
-    bad = [r.size for r in rows
-           if any(m is not None and not all(map(finite, (m.time_us, m.algbw,
-                                                          m.busbw)))
-                  for m in (r.out_of_place, r.in_place))
-           or r.busbw is None]
+    bad = _nonfinite_sizes(result, rows)
     if bad:
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: non-finite time or bandwidth (nan / inf) at '
@@ -136,13 +125,33 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run'):
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: {sum(r.wrong for r in rows if r.wrong)} wrong '
             f'elements at {len(wrong)} size(s), first {wrong[0]} B')
-    if result.out_of_bounds is None:
+    oob = getattr(result, 'out_of_bounds', None)
+    if oob:
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: {what} reported {oob} out-of-bounds value(s) '
+            f'("Out of bounds values : {oob} FAILED")')
+    if exit_status is not None and exit_status != 0:
+        done = (' after a complete table' if getattr(result, 'complete',
+                                                     False) else '')
+        return Verdict.CRASH, (f'crash: {what} exited with status '
+                               f'{exit_status}{done}{first_err}')
+    if errs:
+        return Verdict.CRASH, f'crash: {what} reported an error{first_err}'
+    if not rows:
+        if exit_status is None and getattr(result, 'closed', False) is None:
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: no result rows from {what}')
+        return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
+    if not getattr(result, 'complete', False):
+        if getattr(result, 'closed', False) is None and \
+                str(getattr(result, 'format', '')).endswith('json-lines'):
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: rccl-tests JSON lines carry no closing '
+                f'summary; give the stdout of {what} too')
         return Verdict.INCOMPLETE, (
             f'incomplete: {what} stopped after {len(rows)} size(s) without '
-            f'its closing summary ("Out of bounds values" line)')
-    if result.out_of_bounds:
-        return Verdict.WRONG_RESULTS, (
-            f'wrong-results: {result.out_of_bounds} out-of-bounds values')
+            f'its closing summary ("Out of bounds values" / "Avg bus '
+            f'bandwidth" lines)')
     if expected_sizes:
         got = {r.size for r in rows}
         missing = [s for s in expected_sizes if s not in got]
@@ -150,7 +159,29 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run'):
             return Verdict.INCOMPLETE, (
                 f'incomplete: {len(missing)} of {len(expected_sizes)} sizes '
                 f'missing from the output, first {missing[0]} B')
+    if all(r.wrong is None for r in rows):
+        return Verdict.COULD_NOT_CHECK, (
+            f'could not check: {what} did not check its results (#wrong '
+            f'N/A: run without -c 0)')
+    if getattr(result, 'avg_busbw_failed', False):
+        return Verdict.BELOW_REFERENCE, (
+            f'below-reference: {what}\'s own average bus bandwidth check '
+            f'(NCCL_TESTS_MIN_BW) failed: {result.avg_busbw} GB/s')
+    if exit_status is None:
+        return Verdict.COULD_NOT_CHECK, (
+            f'could not check: the exit status of {what} is unknown')
     return None
+
+
+def _nonfinite_sizes(result, rows):
+    out = []
+    for r in rows:
+        ms = [m for m in (r.out_of_place, r.in_place) if m is not None]
+        if not ms or r.busbw is None or any(
+                getattr(m, 'invalid', None) or not all(
+                    map(finite, (m.time_us, m.algbw, m.busbw))) for m in ms):
+            out.append(r.size)
+    return out
 
 
 def judge_sweep(result, exit_status, proof, ref_entry, *,
