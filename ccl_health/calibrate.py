@@ -1,13 +1,31 @@
 """Turn measured sweeps into reference entries ("calibrate"): after an
 acceptance run a site records what its machine does, and later runs are held
-to it."""
+to it.
 
+``scripts/calibrate`` (:func:`command`) never damages a reference file: it
+checks every input first, builds the new file with :class:`reference.Editor`
+(comments, sources, key order and the entries it does not touch stay as
+they were; an entry it updates keeps its curated per-size tolerances, its
+tolerance unless ``--tolerance`` names its transport, and its source, to
+which the calibration's provenance is appended unless ``--source`` is
+given), validates the result as loading would, and only then replaces the
+file atomically.  ``--dry-run`` prints the diff and writes nothing."""
+
+import datetime
 import math
+import os
 import statistics
 
-from . import CclHealthError
+from . import TRANSPORTS, CclHealthError, reference
 from .reference import Entry, busbw_perfvalues
 from .units import format_size, parse_size
+from .verdict import Verdict
+
+#: the tolerance of a new entry when ``--tolerance`` does not name one
+DEFAULT_TOLERANCE = 0.10
+#: the verdicts of a run whose busbw may become a reference: a complete,
+#: proven run, whether or not it met an older reference
+USABLE = (Verdict.PASS, Verdict.BELOW_REFERENCE, Verdict.NO_REFERENCE)
 
 
 def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
@@ -23,7 +41,8 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     per_size = {}
     for sweep in sweeps:
         for row in sweep.rows:
-            if row.size >= lo and row.busbw:
+            if row.size >= lo and row.busbw and math.isfinite(row.busbw) \
+                    and row.busbw > 0:
                 per_size.setdefault(row.size, []).append(row.busbw)
     if not per_size:
         raise CclHealthError(f'nothing to calibrate {transport}/{collective} '
@@ -73,4 +92,203 @@ def sweep_from_busbw(busbw_by_size):
 def sweep_from_perfvalues(perfvalues):
     """The busbw sweep of a run report's test case."""
     return sweep_from_busbw({s: float(vals[0]) for s, vals in
-                             busbw_perfvalues(perfvalues)})
+                             busbw_perfvalues(perfvalues)
+                             if _finite(vals[0])})
+
+
+def _finite(x):
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+# -- the command ----------------------------------------------------------
+
+def add_arguments(p, reference_dir):
+    """The options of ``ccl-health calibrate`` on the argparse parser
+    ``p``."""
+    p.add_argument('--report', action='append',
+                   help='ReFrame run report (repeat: the median is kept)')
+    p.add_argument('--db', help='calibrate from the last healthy runs in '
+                   'this performance database instead (or as well)')
+    p.add_argument('--system')
+    p.add_argument('--partition')
+    p.add_argument('--last', default='20',
+                   help='with --db: how many healthy runs per configuration')
+    p.add_argument('--reference-dir', default=reference_dir)
+    p.add_argument('--tolerance', action='append',
+                   help='0.1 for all, or TRANSPORT=0.3 (repeatable); an '
+                   'existing entry keeps its own unless its transport is '
+                   f'named; a new one gets {DEFAULT_TOLERANCE}')
+    p.add_argument('--min-size', default='1M')
+    p.add_argument('--source', help='provenance text of the values (replaces '
+                   "an updated entry's source; else the calibration's "
+                   'provenance is appended to it)')
+    p.add_argument('--gdr-unsupported', metavar='REASON',
+                   help='declare GPUDirect RDMA unsupported on the partition')
+    p.add_argument('--dry-run', action='store_true',
+                   help='print the change as a unified diff; write nothing')
+
+
+def parse_tolerances(specs):
+    """``{transport: tolerance}`` named by ``--tolerance`` options (``0.1``
+    for every transport, ``TRANSPORT=0.3`` for one); each a finite fraction
+    in [0, 1)."""
+    out = {}
+    for spec in specs or []:
+        name, sep, value = str(spec).rpartition('=')
+        if sep and name not in TRANSPORTS:
+            raise CclHealthError(f'--tolerance {spec}: unknown transport '
+                                 f'{name!r} (known: {", ".join(TRANSPORTS)})')
+        try:
+            tol = float(value)
+        except ValueError:
+            tol = None
+        if tol is None or not math.isfinite(tol) or not 0 <= tol < 1:
+            raise CclHealthError(f'--tolerance {spec}: {value!r} is not a '
+                                 f'fraction in [0, 1) (e.g. 0.1 for 10 %)')
+        out.update({name: tol} if sep else {t: tol for t in TRANSPORTS})
+    return out
+
+
+def _check_args(args):
+    """Every input checked before anything is read or written."""
+    tol = parse_tolerances(args.tolerance)
+    if not args.report and not args.db:
+        raise CclHealthError('give --report (run reports) or --db (the '
+                             'performance database) to calibrate from')
+    if args.db and not (args.system and args.partition):
+        raise CclHealthError('--db needs --system and --partition')
+    try:
+        last = int(args.last)
+    except (TypeError, ValueError):
+        last = 0
+    if last < 1:
+        raise CclHealthError(f'--last {args.last}: not a positive number')
+    try:
+        min_size = parse_size(args.min_size)
+    except CclHealthError as err:
+        raise CclHealthError(f'--min-size: {err}') from None
+    for opt in ('source', 'gdr_unsupported'):
+        val = getattr(args, opt)
+        if val is not None and not val.strip():
+            raise CclHealthError(f'--{opt.replace("_", "-")}: empty text')
+    for path in args.report or []:
+        if not os.path.isfile(path):
+            raise CclHealthError(f'--report {path}: no such file')
+    if args.db and '://' not in args.db and not os.path.isfile(args.db):
+        raise CclHealthError(f'--db {args.db}: no such file')
+    return tol, last, min_size
+
+
+def _usable(tc):
+    """Why test case ``tc`` of a run report cannot be calibrated from, or
+    None."""
+    if tc.get('verdict'):
+        v = Verdict.parse(tc['verdict'], Verdict.COULD_NOT_CHECK)
+        if v not in USABLE:
+            return f'its verdict is {v}'
+    if tc.get('result') not in ('pass', 'success') and \
+            tc.get('fail_phase') != 'performance':
+        return f'it failed ({tc.get("fail_phase")})'
+    return None
+
+
+def _groups_from_reports(paths):
+    from . import summary
+    groups = {}    # (system, partition, transport, collective, nodes,
+    #                 gpus per node, algo) -> [SweepResult]
+    for path in paths:
+        try:
+            cases = summary.load_report(path)['runs'][-1]['testcases']
+        except (KeyError, IndexError, TypeError):
+            raise CclHealthError(f'{path}: not a ReFrame run report (no '
+                                 f'runs[-1].testcases)') from None
+        for tc in cases:
+            if tc.get('fixture') or not busbw_perfvalues(
+                    tc.get('perfvalues')):
+                continue          # no busbw per size: nothing to calibrate
+            why = _usable(tc)
+            if why:
+                print(f'skipping {tc.get("display_name")}: {why}, not a '
+                      f'healthy run')
+                continue
+            try:
+                key = (tc['system'], tc['partition'], tc['transport'],
+                       tc['collective'], int(tc['num_nodes']),
+                       int(tc['num_tasks_per_node']),
+                       tc.get('algo') or 'default')
+            except (KeyError, TypeError, ValueError) as err:
+                print(f'skipping {tc.get("display_name")}: no {err} in the '
+                      f'run report')
+                continue
+            groups.setdefault(key, []).append(
+                sweep_from_perfvalues(tc['perfvalues']))
+    return groups
+
+
+def command(args):
+    """``ccl-health calibrate``: returns the exit code; a bad input is a
+    :class:`CclHealthError` raised before any file is touched."""
+    tol, last, _ = _check_args(args)
+    groups = _groups_from_reports(args.report or [])
+    if args.db:
+        from . import store
+        with store.open_store(args.db) as db:
+            for (t, coll, nodes, ranks, algo), sweeps in sweeps_from_store(
+                    db, args.system, args.partition, last).items():
+                groups.setdefault((args.system, args.partition, t, coll,
+                                   nodes, ranks // nodes, algo),
+                                  []).extend(sweeps)
+    if not groups:
+        raise CclHealthError('no healthy sweep with performance values to '
+                             'calibrate from')
+    origin = ', '.join(os.path.basename(p) for p in args.report or [])
+    if args.db:
+        origin += f'{", " if origin else ""}{args.db}'
+    today = datetime.date.today().isoformat()
+    editors, notes = {}, []
+    for (system, part, trans, coll, nodes, gpn, algo), sweeps in \
+            sorted(groups.items()):
+        if system not in editors:
+            editors[system] = reference.Editor(
+                os.path.join(args.reference_dir, f'{system}.yaml'), system)
+            for p in sorted({k[1] for k in groups if k[0] == system}):
+                if args.gdr_unsupported:
+                    editors[system].set_gdr(p, False, args.gdr_unsupported)
+        ed = editors[system]
+        old = ed.current.lookup(part, trans, coll, nodes, gpn, algo) \
+            if ed.current else None
+        tolerance = tol.get(trans, old.tolerance if old else
+                            DEFAULT_TOLERANCE)
+        provenance = (f'calibrated by scripts/calibrate on {today} from '
+                      f'{len(sweeps)} run(s): {origin}')
+        entry = entry_from_sweeps(
+            sweeps, transport=trans, collective=coll, nodes=nodes,
+            gpus_per_node=gpn, tolerance=tolerance,
+            source=args.source or provenance if old is None else provenance,
+            min_size=args.min_size, algo=algo)
+        ed.put(part, entry, merge=True, tolerance=tol.get(trans),
+               source=args.source)
+        wider = ', '.join(f'{format_size(s)} {t:.0%}' for s, t in
+                          sorted(entry.size_tolerance.items()))
+        notes.append(f'{ed.path}: {part} {entry.label()}: '
+                     f'{len(entry.busbw)} sizes from {len(sweeps)} run(s)'
+                     + (f' (noisier sizes: {wider})' if wider else ''))
+    # every new file is built and validated before any is written
+    texts = {system: ed.render() for system, ed in editors.items()}
+    for system, ed in editors.items():
+        text = texts[system]
+        if args.dry_run:
+            print(ed.diff(text) or f'{ed.path}: no change\n', end='')
+        elif text != ed.old_text:
+            reference.write_atomic(ed.path, text)
+    for line in notes:
+        print(line)
+    for ed in editors.values():
+        for change in ed.changes:
+            print(f'{ed.path}: {change}')
+    if args.dry_run:
+        print('dry run: nothing written')
+    return 0

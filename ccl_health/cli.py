@@ -10,11 +10,12 @@ import argparse
 import datetime
 import glob
 import os
+import signal
 import subprocess
 import sys
 
-from . import (TRANSPORTS, CclHealthError, calibrate, node, recorder,
-               reference, store, summary)
+from . import (TRANSPORTS, CclHealthError, aborted, calibrate, node,
+               recorder, reference, store, summary)
 from .buildcache import resolve_mirror
 from .units import format_size
 
@@ -57,14 +58,18 @@ def cmd_run(args):
     cmd += ['--dry-run'] if dry else ['-r']
     cmd += args.reframe_args
     os.makedirs(os.path.dirname(report), exist_ok=True)
-    rc = subprocess.call(cmd, env=env, cwd=REPO)
+    rc, stopped_by = _run_reframe(cmd, env)
+    db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
+    if stopped_by:
+        return _record_stopped(out, env['CCL_HEALTH_RUN_ID'], db_url,
+                               stopped_by, report)
     if not os.path.exists(report):
         print(f'ccl-health: ReFrame wrote no report (exit code {rc}); see '
               f'{out}/reframe.log', file=sys.stderr)
         return rc or 1
     if dry:
         scripts = sorted(glob.glob(os.path.join(
-            out, 'stage', '**', 'rfm_job.sh'), recursive=True))
+            glob.escape(out), 'stage', '**', 'rfm_job.sh'), recursive=True))
         print(f'ccl-health: dry run rendered {len(scripts)} job scripts, '
               f'e.g. {scripts[0] if scripts else "(none)"}')
         return 0 if rc == 0 else rc
@@ -72,7 +77,6 @@ def cmd_run(args):
     verdicts = summary.case_verdicts(data)
     # what never reached the check's own recording (hangs, crashes, build
     # failures) and the performance verdicts go in from the report
-    db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
     with store.open_store(db_url) as db:
         for case in recorder.cases_from_report(data,
                                                env['CCL_HEALTH_RUN_ID']):
@@ -82,90 +86,87 @@ def cmd_run(args):
                          f'{db_url} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog)'))
-    ok = all(v.verdict in ('pass', 'skipped') for v in verdicts)
-    return 0 if ok else 1
+    return summary.run_exit_code(verdicts)
+
+
+#: how long ReFrame gets to abort its cases and stop its jobs after a
+#: SIGTERM / SIGINT before what is left is killed
+STOP_GRACE_S = 30
+
+
+def _run_reframe(cmd, env):
+    """Run ReFrame; on SIGTERM / SIGINT pass SIGTERM on (ReFrame aborts its
+    cases and cancels their jobs), wait for it, then stop whatever this
+    run started and is still running.  Returns (exit code, the signal's
+    name or None)."""
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True)
+    got = []
+
+    def on_signal(signum, _frame):
+        if not got:
+            got.append(signal.Signals(signum).name)
+            try:
+                proc.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,
+                                                     signal.SIGINT,
+                                                     signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=STOP_GRACE_S if got else None)
+                break
+            except subprocess.TimeoutExpired:
+                print(f'ccl-health: ReFrame did not stop within '
+                      f'{STOP_GRACE_S} s of {got[0]}: killing it',
+                      file=sys.stderr)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if got:
+        left = aborted.stop_leftovers(env['CCL_HEALTH_RUN_ID'])
+        if left:
+            print(f'ccl-health: stopped {len(left)} process(es) the run had '
+                  f'left: {", ".join(map(str, left))}', file=sys.stderr)
+    return rc, (got[0] if got else None)
+
+
+def _record_stopped(out, run_id, db_url, stopped_by, report):
+    """A run stopped by a signal: record the cases in flight as aborted,
+    say what was recorded, exit 128 + the signal."""
+    with store.open_store(db_url) as db:
+        done = {c['case_name']: c for c in db.cases('WHERE run_id = ?',
+                                                    (run_id,))}
+        flying = aborted.cases_in_flight(os.path.join(out, 'stage'), run_id,
+                                         set(done), stopped_by)
+        for case in flying:
+            db.add_case(case)
+    print(f'\n== ccl-health verdict: the run was stopped by {stopped_by} ==')
+    for name, c in sorted(done.items()):
+        print(f'{name:<45} {c["verdict"].upper():<16} {c["reason"]}')
+    for case in flying:
+        print(f'{case.case_name:<45} {"ABORTED":<16} {case.reason}')
+    print(f'{len(done)} case(s) judged before the stop, {len(flying)} '
+          f'aborted; recorded in {db_url} (run {run_id})'
+          + (f'; no run report ({report} was not written)'
+             if not os.path.exists(report) else ''))
+    return 128 + getattr(signal, stopped_by, signal.SIGTERM).value
 
 
 def cmd_summary(args):
     verdicts = summary.case_verdicts(summary.load_report(args.report))
     print(summary.render(verdicts))
-    return 0 if all(v.verdict in ('pass', 'skipped') for v in verdicts) \
-        else 1
-
-
-def _tolerances(specs):
-    tol = {t: 0.10 for t in TRANSPORTS}
-    for spec in specs or []:
-        if '=' in spec:
-            t, _, v = spec.partition('=')
-            if t not in TRANSPORTS:
-                raise CclHealthError(f'--tolerance {spec}: unknown transport '
-                                     f'{t!r}')
-            tol[t] = float(v)
-        else:
-            tol = {t: float(spec) for t in TRANSPORTS}
-    return tol
+    return summary.run_exit_code(verdicts)
 
 
 def cmd_calibrate(args):
-    tol = _tolerances(args.tolerance)
-    if not args.report and not args.db:
-        raise CclHealthError('give --report (run reports) or --db (the '
-                             'performance database) to calibrate from')
-    groups = {}    # (system, partition, transport, collective, nodes,
-    #                 gpus per node, algo) -> [SweepResult]
-    for path in args.report or []:
-        for tc in summary.load_report(path)['runs'][-1]['testcases']:
-            if tc.get('fixture') or not reference.busbw_perfvalues(
-                    tc.get('perfvalues')):
-                continue          # no busbw per size: nothing to calibrate
-            if tc.get('result') not in ('pass', 'success') and \
-                    tc.get('fail_phase') != 'performance':
-                print(f'skipping {tc.get("display_name")}: it failed '
-                      f'({tc.get("fail_phase")}), not a healthy run')
-                continue
-            key = (tc['system'], tc['partition'], tc['transport'],
-                   tc['collective'], int(tc['num_nodes']),
-                   int(tc['num_tasks_per_node']), tc.get('algo', 'default'))
-            groups.setdefault(key, []).append(
-                calibrate.sweep_from_perfvalues(tc['perfvalues']))
-    if args.db:
-        if not (args.system and args.partition):
-            raise CclHealthError('--db needs --system and --partition')
-        with store.open_store(args.db) as db:
-            for (t, coll, nodes, ranks, algo), sweeps in \
-                    calibrate.sweeps_from_store(db, args.system,
-                                                args.partition,
-                                                args.last).items():
-                groups.setdefault((args.system, args.partition, t, coll,
-                                   nodes, ranks // nodes, algo),
-                                  []).extend(sweeps)
-    if not groups:
-        raise CclHealthError('no healthy sweep with performance values to '
-                             'calibrate from')
-    for (system, part, trans, coll, nodes, gpn, algo), sweeps in \
-            sorted(groups.items()):
-        origin = ', '.join(os.path.basename(p) for p in args.report or [])
-        if args.db:
-            origin += f'{", " if origin else ""}{args.db}'
-        source = (args.source or f'calibrated by scripts/calibrate on '
-                  f'{datetime.date.today().isoformat()} from '
-                  f'{len(sweeps)} run(s): {origin}')
-        entry = calibrate.entry_from_sweeps(
-            sweeps, transport=trans, collective=coll, nodes=nodes,
-            gpus_per_node=gpn, tolerance=tol[trans], source=source,
-            min_size=args.min_size, algo=algo)
-        path = os.path.join(args.reference_dir, f'{system}.yaml')
-        gdr = ({'supported': False, 'reason': args.gdr_unsupported}
-               if args.gdr_unsupported else None)
-        reference.upsert(path, system, part, entry, gdr)
-        wider = ', '.join(f'{format_size(s)} {t:.0%}' for s, t in
-                          sorted(entry.size_tolerance.items()))
-        print(f'{path}: {part} {trans} {coll} {nodes}x{gpn} {algo}: '
-              f'{len(entry.busbw)} sizes from {len(sweeps)} run(s), '
-              f'tolerance {entry.tolerance:.0%}'
-              + (f' (noisier sizes: {wider})' if wider else ''))
-    return 0
+    return calibrate.command(args)
 
 
 def cmd_db(args):
@@ -274,22 +275,7 @@ def main(argv=None):
     p.add_argument('report')
     p.set_defaults(func=cmd_summary)
     p = sub.add_parser('calibrate', help='record a reference from runs')
-    p.add_argument('--report', action='append',
-                   help='ReFrame run report (repeat: the median is kept)')
-    p.add_argument('--db', help='calibrate from the last healthy runs in '
-                   'this performance database instead (or as well)')
-    p.add_argument('--system')
-    p.add_argument('--partition')
-    p.add_argument('--last', type=int, default=20,
-                   help='with --db: how many healthy runs per configuration')
-    p.add_argument('--reference-dir', default=os.path.join(REPO,
-                                                           'reference'))
-    p.add_argument('--tolerance', action='append',
-                   help='0.1 for all, or TRANSPORT=0.3 (repeatable)')
-    p.add_argument('--min-size', default='1M')
-    p.add_argument('--source', help='provenance text of the values')
-    p.add_argument('--gdr-unsupported', metavar='REASON',
-                   help='declare GPUDirect RDMA unsupported on the partition')
+    calibrate.add_arguments(p, os.path.join(REPO, 'reference'))
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser('db', help='the performance database: ingest, '
                        'queries, detection, report')

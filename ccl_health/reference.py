@@ -308,9 +308,14 @@ class Editor:
     long lines.  :meth:`render` validates the result with :func:`parse`."""
 
     def __init__(self, path, system):
-        from ruamel.yaml import YAML
-        from ruamel.yaml.comments import CommentedMap
-        from ruamel.yaml.util import load_yaml_guess_indent
+        try:
+            from ruamel.yaml import YAML
+            from ruamel.yaml.comments import CommentedMap
+            from ruamel.yaml.util import load_yaml_guess_indent
+        except ImportError:
+            raise ReferenceError(f'{path}: cannot edit: the Python module '
+                                 f'ruamel.yaml is missing (install '
+                                 f'requirements.txt)') from None
         self.path, self.system = path, system
         try:
             with open(path) as fp:
@@ -532,6 +537,9 @@ def _entry_map(entry):
     return CommentedMap(d.items())
 
 
+_THEN = '; recalibrated: '
+
+
 def _merge(old, entry, tolerance, source):
     """Update the ruamel mapping ``old`` of an entry from the calibrated
     ``entry`` (see :meth:`Editor.put`); a one-line summary."""
@@ -572,8 +580,10 @@ def _merge(old, entry, tolerance, source):
     if source is not None:
         new = source
     else:
-        new = f'{str(old["source"]).rstrip().rstrip(";")}; then ' \
-              f'{entry.source}'
+        # the curated source stays; an earlier calibration's note is
+        # replaced by this one's
+        base = str(old['source']).split(_THEN)[0].rstrip().rstrip(';')
+        new = f'{base}{_THEN}{entry.source}'
     old_source = old['source']
     old['source'] = type(old_source)(new) if isinstance(
         old_source, ScalarString) else new

@@ -63,10 +63,20 @@ def load_yaml(text, path, error=CclHealthError):
         raise error(f'{path}: not valid YAML: {one_line}') from None
 
 
+def _jsonschema():
+    try:
+        import jsonschema
+    except ImportError:
+        raise CclHealthError('the Python module jsonschema is missing: '
+                             'install requirements.txt (scripts/run does)') \
+            from None
+    return jsonschema
+
+
 @functools.lru_cache(maxsize=None)
 def schema(name):
     """The schema ``<name>.schema.json``, checked against its meta-schema."""
-    import jsonschema
+    jsonschema = _jsonschema()
     with open(os.path.join(HERE, f'{name}.schema.json')) as fp:
         doc = json.load(fp)
     jsonschema.Draft202012Validator.check_schema(doc)
@@ -115,7 +125,7 @@ def errors(doc, name):
     """Every problem of ``doc`` against schema ``name`` as ``(key path,
     message)``, by key path; nan / inf numbers first (JSON Schema has no way
     to refuse them)."""
-    import jsonschema
+    jsonschema = _jsonschema()
     out = [(key_path(parts), f'{val!r} is not a finite number')
            for parts, val in _not_finite(doc)]
     validator = jsonschema.Draft202012Validator(schema(name))
