@@ -4,46 +4,88 @@ for a node health checker (LBNL NHC, Slurm's HealthCheckProgram).
     python -m ccl_health.health [--limit 20] [--size 1G] [--repeats 2] ...
 
 It prints ONE line and exits with
-  0  HEALTHY
-  1  UNHEALTHY: <what: which GPU / pair / transport, measured vs expected>
-  2  COULD-NOT-CHECK: <why> (missing binary, no driver, its own error):
-     never a reason to drain the node.
-A run past the limit is UNHEALTHY with reason "hang".  The full detail goes
-into the performance database (the same store as the nightly runs).
-It builds nothing: it runs the binaries the builders installed."""
+  0  HEALTHY: complete positive evidence: every probe exited 0 with a
+     complete, finite, correct nccl-tests table, the transport proven
+     intra-node from NCCL's debug log, and busbw at or above the reference
+     for this node's exact key (system, partition, intra, all_reduce,
+     1 node, N GPUs, the probe's size).
+  1  UNHEALTHY: <what: which GPU / pair, measured vs expected>: only for a
+     measured fault of the node (drains it).
+  2  COULD-NOT-CHECK: <why>: every error of the tool itself; never a reason
+     to drain the node.
+
+Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
+
+* Node faults, exit 1.  nccl-tests started on the node's GPUs and then:
+  hung past the limit or hit its own ``-T`` timeout (``hang``); crashed or
+  exited non-zero, also after a complete table, or printed ``Test CUDA
+  failure`` / ``NCCL failure`` (``crash``); stopped without its closing
+  summary or without the probe's size (``incomplete``); printed nan / inf,
+  ``#wrong`` > 0 or out-of-bounds values (``wrong-results``); ran over the
+  network instead of NVLink / PCIe (``fallback``); was slower than the
+  reference allows (``below-reference``).  Also the node's own driver
+  listing fewer GPUs than its partition has (``crash``: missing GPU).
+* Could not check, exit 2.  A bad option or environment value; an
+  unwritable ``--json`` path; a missing Python module; an unreadable or
+  invalid config, site or reference file; no reference for the exact key or
+  size; a hostname that matches no system, or a system with several GPU
+  partitions and none named; no GPU driver (nvidia-smi / rocminfo);
+  ``*_VISIBLE_DEVICES`` hiding GPUs the driver lists, naming GPUs that are
+  not here, or of no known form (the environment, not the node); a missing
+  ``all_reduce_perf``; a launcher that cannot be started (not found,
+  ``OSError``, exit 126 / 127) or that exits before nccl-tests printed
+  anything of its own (e.g. ``mpirun``: not enough slots): nothing ran on
+  the GPUs; no NCCL debug log to prove the transport from; a limit too
+  short to start a probe; SIGTERM / SIGINT; any exception.
+  Recording into the performance database never changes the verdict.
+
+The system and partition are found as ReFrame's configuration finds them:
+the ``hostnames`` patterns of each system in ``config/<system>.py``, in the
+order ``config/settings.py`` loads them, matched (``re.match``) against the
+host name (``socket.gethostname()``, or ``CCL_HEALTH_HOSTNAME`` to test),
+first match wins; the partition is the system's only partition with GPUs.
+``--system`` / ``CCL_HEALTH_SYSTEM`` and ``--partition`` /
+``CCL_HEALTH_PARTITION`` override.  The full detail goes into the
+performance database (the same store as the nightly runs).  It builds
+nothing: it runs the binaries the builders installed."""
 
 import argparse
 import dataclasses
 import glob
 import itertools
 import json
+import math
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from . import CclHealthError, nccltests, reference, site as site_data
-from . import transport as tproof
-from .buildcache import STAMP, cache_dir
-from .node import detect_gpus
-from .units import format_size, parse_size
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
+PREFIX = {HEALTHY: 'HEALTHY', UNHEALTHY: 'UNHEALTHY',
+          COULD_NOT_CHECK: 'COULD-NOT-CHECK'}
+DEFAULT_LIMIT = 20.0
 
 
 class CouldNotCheck(Exception):
-    pass
+    """The hook itself could not judge the node (exit 2)."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM / SIGINT arrived."""
 
 
 @dataclasses.dataclass
 class Probe:
     """One all_reduce on a set of GPUs."""
-    gpus: tuple
+    gpus: tuple               # node GPU indices (nvidia-smi / rocminfo)
     size: int
     busbw: float = 0.0
     expected: float = 0.0     # the lower bound: reference x (1 - tolerance)
@@ -54,9 +96,262 @@ class Probe:
     why: str = ''
     seconds: float = 0.0
     versions: dict = dataclasses.field(default_factory=dict)
+    #: the verdict name (ccl_health.verdict.Verdict) this probe was judged
+    verdict: str = ''
+    #: what the probe's ``*_VISIBLE_DEVICES`` names these GPUs by
+    tokens: tuple = ()
+    exit_status: object = None
 
+
+@dataclasses.dataclass
+class HookResult:
+    code: int
+    line: str
+    probes: list
+    seconds: float
+    attempts: int = 1
+    verdict: str = 'could-not-check'
+    system: str = ''
+    partition: str = ''
+
+
+def _result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
+            partition=''):
+    """The hook's result for a verdict (a ccl_health.verdict.Verdict) and
+    its one-line reason."""
+    from .verdict import exit_code
+    code = exit_code([verdict])
+    why = ' '.join(str(why).split())
+    return HookResult(code, f'{PREFIX[code]}: {why}', list(probes), seconds,
+                      attempts, str(verdict), system, partition)
+
+
+# -- options -----------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one COULD-NOT-CHECK line (exit 2), never
+    usage text and its own exit."""
+
+    def error(self, message):
+        raise CouldNotCheck(f'{self.prog}: {message}')
+
+
+def _parser():
+    ap = _Parser(prog='ccl-health-check', description=(__doc__ or '').split(
+        '\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--limit', help='hard wall-clock limit, s (default '
+                    '$CCL_HEALTH_CHECK_LIMIT or 20)')
+    ap.add_argument('--size', default='1G')
+    ap.add_argument('--iters', type=int, default=10)
+    ap.add_argument('--repeats', type=int, default=2,
+                    help='healthy if one of this many tries passes')
+    ap.add_argument('--expect-gpus', type=int, default=0,
+                    help='GPUs this node must have (default: its '
+                    "partition's, from config/)")
+    ap.add_argument('--no-pairs', action='store_true')
+    ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
+                    'system whose hostnames pattern matches this host')
+    ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
+                    "the system's only partition with GPUs")
+    ap.add_argument('--tests-prefix')
+    ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER '
+                    'or "mpirun --bind-to none -np"')
+    ap.add_argument('--site-dir')
+    ap.add_argument('--reference-dir')
+    ap.add_argument('--config-dir', help='ReFrame configuration (default '
+                    '$CCL_HEALTH_CONFIG_DIR or config/)')
+    ap.add_argument('--db', help='performance database (default '
+                    '$CCL_HEALTH_DB or <CCL_HEALTH_OUTPUT>/ccl-health.db)')
+    ap.add_argument('--no-record', action='store_true')
+    ap.add_argument('--json', help='write the full detail here too')
+    return ap
+
+
+def parse_args(argv, env=None):
+    """The options, checked; every bad value raises CouldNotCheck naming
+    the option or environment variable."""
+    env = os.environ if env is None else env
+    args = _parser().parse_args(argv)
+    if args.limit is not None:
+        src, raw = '--limit', args.limit
+    else:
+        src, raw = 'CCL_HEALTH_CHECK_LIMIT', env.get('CCL_HEALTH_CHECK_LIMIT')
+        if raw is None or raw.strip() == '':
+            src, raw = 'default', DEFAULT_LIMIT
+    try:
+        args.limit = float(raw)
+    except ValueError:
+        raise CouldNotCheck(f'{src} {raw!r}: not a number of seconds') \
+            from None
+    if not math.isfinite(args.limit) or args.limit <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: the limit must be a positive '
+                            f'number of seconds')
+    for opt in ('iters', 'repeats'):
+        if getattr(args, opt) < 1:
+            raise CouldNotCheck(f'--{opt} {getattr(args, opt)}: must be at '
+                                f'least 1')
+    if args.expect_gpus < 0:
+        raise CouldNotCheck(f'--expect-gpus {args.expect_gpus}: must not be '
+                            f'negative')
+    from . import CclHealthError
+    from .units import parse_size
+    try:
+        args.size_bytes = parse_size(args.size)
+    except (CclHealthError, ValueError) as err:
+        raise CouldNotCheck(f'--size {args.size!r}: {err}') from None
+    if args.size_bytes <= 0:
+        raise CouldNotCheck(f'--size {args.size!r}: must be positive')
+    launcher = args.launcher if args.launcher is not None else env.get(
+        'CCL_HEALTH_CHECK_LAUNCHER', 'mpirun --bind-to none -np')
+    try:
+        args.launcher = shlex.split(launcher)
+    except ValueError as err:
+        raise CouldNotCheck(f'launcher {launcher!r}: {err}') from None
+    if not args.launcher:
+        raise CouldNotCheck('the launcher is empty (--launcher / '
+                            'CCL_HEALTH_CHECK_LAUNCHER)')
+    args.system = args.system or env.get('CCL_HEALTH_SYSTEM') or None
+    args.partition = args.partition or env.get('CCL_HEALTH_PARTITION') or None
+    args.site_dir = args.site_dir or env.get('CCL_HEALTH_SITE_DIR') or \
+        os.path.join(REPO, 'site')
+    args.reference_dir = args.reference_dir or env.get(
+        'CCL_HEALTH_REFERENCE_DIR') or os.path.join(REPO, 'reference')
+    args.config_dir = args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or \
+        os.path.join(REPO, 'config')
+    args.hostname = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
+    if args.json:
+        try:                       # fail before measuring, not after
+            with open(args.json, 'a'):
+                pass
+        except OSError as err:
+            raise CouldNotCheck(f'--json {args.json}: cannot write: '
+                                f'{err.strerror or err}') from None
+    return args
+
+
+# -- which system, which partition ------------------------------------------
+
+def config_system_names(config_dir):
+    """The systems of the ReFrame configuration, in the order
+    ``config/settings.py`` loads them (``_load(name) for name in (...)``:
+    ReFrame tries their hostnames patterns in this order)."""
+    import ast
+    path = os.path.join(config_dir, 'settings.py')
+    try:
+        with open(path) as fp:
+            tree = ast.parse(fp.read(), path)
+    except (OSError, SyntaxError) as err:
+        raise CouldNotCheck(f'{path}: cannot read: {err}') from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and \
+                isinstance(node.elt, ast.Call) and \
+                getattr(node.elt.func, 'id', '') == '_load':
+            it = node.generators[0].iter
+            if isinstance(it, (ast.Tuple, ast.List)) and it.elts and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    for e in it.elts):
+                return [e.value for e in it.elts]
+    raise CouldNotCheck(f'{path}: no list of systems found '
+                        f'("_load(name) for name in (...)")')
+
+
+def load_config_system(config_dir, name, gpus):
+    """The ``system`` dict of ``config/<name>.py`` (loaded as ReFrame's
+    configuration loads it, without ReFrame; the GPUs it detects are
+    ``gpus``, detected once)."""
+    import importlib.util
+    from . import node
+    path = os.path.join(config_dir, f'{name}.py')
+    detect = node.detect_gpus
+    node.detect_gpus = lambda env=None: gpus
+    try:
+        spec = importlib.util.spec_from_file_location(
+            f'ccl_health_hook_config_{name}', path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        system = mod.system
+        if not isinstance(system, dict) or not isinstance(
+                system.get('hostnames'), list):
+            raise TypeError('no system dict with a hostnames list')
+    except Exception as err:
+        raise CouldNotCheck(f'{path}: cannot load the system '
+                            f'configuration: {type(err).__name__}: '
+                            f'{err}') from None
+    finally:
+        node.detect_gpus = detect
+    return system
+
+
+def _gpu_count(part):
+    n = sum(int(d.get('num_devices', 1) or 0)
+            for d in part.get('devices') or [] if d.get('type') == 'gpu')
+    return n or int((part.get('extras') or {}).get('gpus_per_node') or 0)
+
+
+def find_system(args, gpus):
+    """``(system, partition, GPUs per node or 0)`` for this host: as
+    ReFrame picks the system (first ``hostnames`` pattern that
+    ``re.match``-es the host name, in the configuration's order), and the
+    system's only partition with GPUs; --system / --partition (and their
+    environment variables) override."""
+    cfg = args.config_dir
+    names = config_system_names(cfg)
+    system = None
+    if args.system:
+        if args.system in names:
+            system = load_config_system(cfg, args.system, gpus)
+    else:
+        for name in names:
+            conf = load_config_system(cfg, name, gpus)
+            for patt in conf['hostnames']:
+                try:
+                    hit = re.match(patt, args.hostname)
+                except re.error as err:
+                    raise CouldNotCheck(
+                        f'{cfg}/{name}.py: hostnames pattern {patt!r}: '
+                        f'{err}') from None
+                if hit:
+                    system = conf
+                    break
+            if system:
+                break
+        if system is None:
+            raise CouldNotCheck(
+                f'host name {args.hostname!r} matches no system of {cfg} '
+                f'(hostnames patterns of {", ".join(names)}): give --system '
+                f'or CCL_HEALTH_SYSTEM')
+    name = args.system or system['name']
+    if system is None:          # a system the ReFrame config does not know
+        if not args.partition:
+            raise CouldNotCheck(f'system {name!r} is not in {cfg} (has: '
+                                f'{", ".join(names)}): give --partition')
+        return name, args.partition, 0
+    parts = {p.get('name'): p for p in system.get('partitions') or []}
+    origin = f'{cfg}/{system["name"]}.py'
+    if args.partition:
+        if args.partition not in parts:
+            raise CouldNotCheck(f'no partition {args.partition!r} in system '
+                                f'{name!r} of {origin} (has: '
+                                f'{", ".join(sorted(map(str, parts)))})')
+        return name, args.partition, _gpu_count(parts[args.partition])
+    with_gpus = [p for p, conf in parts.items() if _gpu_count(conf)]
+    how = ('named by --system / CCL_HEALTH_SYSTEM' if args.system else
+           f'matched by host name {args.hostname!r}')
+    if not with_gpus:
+        raise CouldNotCheck(f'system {name!r} ({how}) has no partition with '
+                            f'GPUs in {origin}')
+    if len(with_gpus) > 1:
+        raise CouldNotCheck(f'ambiguous: system {name!r} ({how}) has several '
+                            f'partitions with GPUs in {origin} '
+                            f'({", ".join(with_gpus)}): give --partition or '
+                            f'CCL_HEALTH_PARTITION')
+    return name, with_gpus[0], _gpu_count(parts[with_gpus[0]])
+
+
+# -- the probes --------------------------------------------------------------
 
 def find_tests_prefix(explicit=None, site=None):
+    from .buildcache import STAMP, cache_dir
     if explicit:
         return explicit
     conf = (site.build.get('nccl_tests') or {}) if site else {}
@@ -70,74 +365,127 @@ def find_tests_prefix(explicit=None, site=None):
     return max(built, key=lambda p: os.path.getmtime(os.path.join(p, STAMP)))
 
 
-def visible_gpus(gpus, env):
-    """GPU indices a CUDA program sees here (CUDA_VISIBLE_DEVICES hides
-    the rest from it, not from nvidia-smi)."""
-    cvd = env.get('CUDA_VISIBLE_DEVICES')
-    if cvd is None:
-        return list(range(gpus.count))
-    return [int(x) for x in cvd.split(',') if x.strip().isdigit() and
-            int(x) < gpus.count]
+def probe_env(env, gpus, vis, probe):
+    """The environment of one probe: its GPUs made visible by the tokens
+    they were given by (UUIDs stay UUIDs), or by their indices."""
+    penv = dict(env)
+    if gpus.vendor == 'amd':
+        # indices within ROCR_VISIBLE_DEVICES' list when it is set
+        rocr = vis.rocr_base if vis.rocr_base is not None else \
+            list(range(gpus.count))
+        penv.pop('CUDA_VISIBLE_DEVICES', None)
+        penv['HIP_VISIBLE_DEVICES'] = ','.join(str(rocr.index(g))
+                                               for g in probe.gpus)
+    else:
+        penv['CUDA_VISIBLE_DEVICES'] = ','.join(probe.tokens)
+        if not vis.variable:      # indices we chose: nvidia-smi's order
+            penv.setdefault('CUDA_DEVICE_ORDER', 'PCI_BUS_ID')
+    return penv
+
+
+_RUNNING = set()
+_RUNNING_LOCK = threading.Lock()
+_STARTED = re.compile(r'^#\s*(nccl-tests version|Collective test starting|'
+                      r'nThread\s+\d+|Using devices)|^rccl-tests', re.M)
 
 
 def run_probe(probe, binary, launcher, env, deadline, iters, workdir):
+    from . import nccltests
+    from . import transport as tproof
+    from .verdict import Verdict, judge_output
+    from .units import format_size
+    where = f'GPUs {_gpus(probe.gpus)}'
     remaining = deadline - time.monotonic()
     if remaining < 1:
-        probe.why = 'hang: no time left for this probe'
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = (f'the limit left no time for all_reduce on {where} '
+                     f'(raise --limit)')
         return probe
     logdir = tempfile.mkdtemp(prefix='probe-', dir=workdir)
-    penv = dict(env, CUDA_VISIBLE_DEVICES=','.join(map(str, probe.gpus)),
-                NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
+    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
                 NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
     cmd = launcher + [str(len(probe.gpus)), binary, '-g', '1',
                       '-b', str(probe.size), '-e', str(probe.size),
                       '-n', str(iters), '-w', '2',
                       '-T', str(max(1, int(remaining) - 1))]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=penv, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    try:
+        proc = subprocess.Popen(cmd, env=penv, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                errors='replace', start_new_session=True)
+    except OSError as err:
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = (f'cannot start the launcher {launcher[0]!r}: '
+                     f'{err.strerror or err}')
+        return probe
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
     try:
         out, _ = proc.communicate(timeout=remaining)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill(proc)
         try:         # a rank that left the process group may hold the pipe
             proc.communicate(timeout=2)
         except subprocess.TimeoutExpired:
             pass
         probe.seconds = time.monotonic() - t0
-        probe.why = (f'hang: all_reduce on GPUs {_gpus(probe.gpus)} did not '
-                     f'finish within the {probe.seconds:.0f} s left')
+        probe.verdict = Verdict.HANG.value
+        probe.why = (f'hang: all_reduce on {where} did not finish within '
+                     f'the {probe.seconds:.0f} s left')
         return probe
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
     probe.seconds = time.monotonic() - t0
+    probe.exit_status = proc.returncode
     res = nccltests.parse_text(out)
+    lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
+    last = (lines or ['no output'])[-1][:200]
+    if proc.returncode in (126, 127) or (
+            not res.rows and not res.errors and not _STARTED.search(out)):
+        # nothing of nccl-tests' own: the launcher or the program never ran
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = (f'{" ".join(launcher)} could not start all_reduce_perf '
+                     f'on {where} (exit {proc.returncode}): {last}')
+        return probe
+    bad = judge_output(res, proc.returncode, expected_sizes=[probe.size],
+                       what=f'all_reduce on {where}')
+    if bad:
+        probe.verdict, probe.why = bad[0].value, bad[1]
+        if bad[0] is Verdict.CRASH and not res.errors and lines:
+            probe.why += f': {last}'
+        return probe
     ev = tproof.read_evidence(tproof.debug_log_files(logdir))
     probe.versions = ev.versions
     proof = tproof.prove('intra', ev)
     probe.proven = proof.proven or 'none'
     probe.paths = ', '.join(sorted(ev.via)) or 'no channels'
-    if res.timed_out:
-        probe.why = f'hang: nccl-tests timed out on GPUs {_gpus(probe.gpus)}'
-    elif not res.rows:
-        last = (res.errors or out.strip().splitlines() or ['no output'])[-1]
-        probe.why = (f'all_reduce on GPUs {_gpus(probe.gpus)} failed '
-                     f'(exit {proc.returncode}): {last.strip()[:200]}')
-    elif res.wrong_total or res.out_of_bounds:
-        probe.why = (f'wrong results on GPUs {_gpus(probe.gpus)} '
-                     f'({res.wrong_total} wrong elements)')
-    elif not proof.ok:
-        probe.why = f'GPUs {_gpus(probe.gpus)}: {proof.reason}'
-    else:
-        row = res.by_size().get(probe.size, res.rows[-1])
-        probe.busbw = row.busbw
-        if probe.expected and probe.busbw < probe.expected:
-            probe.why = (f'GPUs {_gpus(probe.gpus)} all_reduce '
-                         f'{format_size(probe.size)}: {probe.busbw:.1f} GB/s '
-                         f'< {probe.expected:.1f} (reference {probe.ref:.1f}'
-                         f' GB/s; channels {probe.paths})')
-        else:
-            probe.ok = True
+    if proof.proven is None:
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = f'{where}: {proof.reason}'
+        return probe
+    if not proof.ok:
+        probe.verdict = Verdict.FALLBACK.value
+        probe.why = f'fallback: {where}: {proof.reason}'
+        return probe
+    probe.busbw = res.by_size()[probe.size].busbw
+    if probe.expected and probe.busbw < probe.expected:
+        probe.verdict = Verdict.BELOW_REFERENCE.value
+        probe.why = (f'{where} all_reduce {format_size(probe.size)}: '
+                     f'{probe.busbw:.1f} GB/s < {probe.expected:.1f} '
+                     f'(reference {probe.ref:.1f} GB/s; channels '
+                     f'{probe.paths})')
+        return probe
+    probe.ok = True
+    probe.verdict = Verdict.PASS.value
     return probe
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _gpus(gpus):
@@ -160,177 +508,233 @@ def pair_rounds(gpus):
     return rounds
 
 
-@dataclasses.dataclass
-class Verdict:
-    code: int
-    line: str
-    probes: list
-    seconds: float
-    attempts: int = 1
+# -- the check ---------------------------------------------------------------
+
+def _no_reference(ref, system, partition, n, size=None, entry=None):
+    from .units import format_size
+    key = (f'{system}:{partition} intra all_reduce 1 node x {n} GPUs')
+    if entry is not None:
+        return (f'no reference for {key} at {format_size(size)} in '
+                f'{ref.path} (the entry has: '
+                f'{", ".join(format_size(s) for s in sorted(entry.busbw))}; '
+                f'give --size)')
+    missing = getattr(ref, 'missing_reason', None)
+    if missing:
+        why = missing(partition, 'intra', 'all_reduce', 1, n)
+        if why:
+            return why
+    return f'no reference for {key} in {ref.path}'
 
 
 def check(args, env=None):
+    from . import CclHealthError, node, reference, site as site_data
+    from .units import format_size
+    from .verdict import Verdict
     env = dict(os.environ if env is None else env)
     t0 = time.monotonic()
     deadline = t0 + args.limit
-    try:
-        site = site_data.load(args.site_dir, args.system)
-        env.update(site.env)
-        ref = reference.load_for_system(args.reference_dir, args.system)
-    except CclHealthError as err:
-        raise CouldNotCheck(str(err)) from None
-    gpus = detect_gpus()
+    gpus = node.detect_gpus(env)
     if gpus.count == 0:
         raise CouldNotCheck(gpus.why_none)
-    entry = None
-    if args.expect_gpus:
-        expected_gpus = args.expect_gpus
-    else:
-        expected_gpus = gpus.count
-        for n in range(gpus.count, 1, -1):
-            entry = ref.lookup(args.partition, 'intra', 'all_reduce', 1, n)
-            if entry:
-                break
-    visible = visible_gpus(gpus, env)
-    if len(visible) < expected_gpus:
-        return Verdict(UNHEALTHY, f'UNHEALTHY: missing GPU: {len(visible)} of '
-                       f'{expected_gpus} GPUs visible to CUDA '
-                       f'(nvidia-smi lists {gpus.count}; CUDA_VISIBLE_DEVICES='
-                       f'{env.get("CUDA_VISIBLE_DEVICES", "unset")})', [],
-                       time.monotonic() - t0)
-    entry = entry or ref.lookup(args.partition, 'intra', 'all_reduce', 1,
-                                len(visible))
+    system, partition, configured = find_system(args, gpus)
+    args.found = (system, partition)
+
+    def result(verdict, why, probes=(), attempts=1):
+        return _result(verdict, why, probes, time.monotonic() - t0, attempts,
+                       system, partition)
+    try:
+        site = site_data.load(args.site_dir, system)
+        env.update(site.env)
+        ref = reference.load_for_system(args.reference_dir, system)
+    except CclHealthError as err:
+        raise CouldNotCheck(str(err)) from None
+    expected_gpus = args.expect_gpus or configured or gpus.count
+    if gpus.count < expected_gpus:
+        return result(Verdict.CRASH, (
+            f'missing GPU: {gpus.vendor}-smi lists {gpus.count} of the '
+            f'{expected_gpus} GPUs of {system}:{partition}' if gpus.vendor ==
+            'nvidia' else f'missing GPU: rocminfo lists {gpus.count} of the '
+            f'{expected_gpus} GPUs of {system}:{partition}'))
+    try:
+        vis = node.visible_gpus(gpus, env, node.mig_devices(env) if any(
+            'MIG-' in env.get(v, '') for v in (
+                'CUDA_VISIBLE_DEVICES',)) else {})
+    except node.VisibilityError as err:
+        raise CouldNotCheck(f'{err} (this node has {gpus.count} GPUs)') \
+            from None
+    vis.rocr_base = None
+    if gpus.vendor == 'amd' and env.get('ROCR_VISIBLE_DEVICES') is not None:
+        vis.rocr_base = node.visible_gpus(gpus, {
+            'ROCR_VISIBLE_DEVICES': env['ROCR_VISIBLE_DEVICES']}).indices
+    shown = f'{vis.variable}={vis.value!r}'
+    if vis.unknown:
+        raise CouldNotCheck(
+            f'{shown} names GPU(s) {", ".join(vis.unknown)} that are not on '
+            f'this node (it has {gpus.count}: '
+            f'{", ".join(gpus.uuids) or "no UUIDs"}): the environment, not '
+            f'the node')
+    if len(vis.indices) < expected_gpus:
+        raise CouldNotCheck(
+            f'{shown} leaves {len(vis.indices)} of the {expected_gpus} GPUs '
+            f'of {system}:{partition} visible ({gpus.count} listed by the '
+            f'driver): unset it to check the whole node')
+    visible = vis.indices
+    token = dict(zip(vis.indices, vis.tokens))
+    size = args.size_bytes
+    n = len(visible)
+    entry = ref.lookup(partition, 'intra', 'all_reduce', 1, n)
+    if entry is None or size not in entry.busbw:
+        raise CouldNotCheck(_no_reference(ref, system, partition, n, size,
+                                          entry))
+    pair_entry = ref.lookup(partition, 'intra', 'all_reduce', 1, 2)
+    if pair_entry is not None and size not in pair_entry.busbw:
+        pair_entry = None
     binary = os.path.join(find_tests_prefix(args.tests_prefix, site), 'bin',
                           'all_reduce_perf')
     if not os.access(binary, os.X_OK):
         raise CouldNotCheck(f'{binary} is missing or not executable')
-    launcher = args.launcher.split()
-    size = parse_size(args.size)
-    pair_entry = ref.lookup(args.partition, 'intra', 'all_reduce', 1, 2)
 
-    def expect(e):
-        if e and size in e.busbw:
-            return e.busbw[size], e.busbw[size] * (1 - e.tolerance_at(size))
-        return 0.0, 0.0
+    def probe(gpu_set, e):
+        r, lo = (e.busbw[size], e.busbw[size] * (1 - e.tolerance_at(size))) \
+            if e else (0.0, 0.0)
+        p = Probe(tuple(gpu_set), size, expected=lo, ref=r,
+                  tokens=tuple(token[g] for g in gpu_set))
+        return p
+
+    def run(p, iters):
+        return run_probe(p, binary, args.launcher,
+                         probe_env(env, gpus, vis, p), deadline, iters, work)
 
     probes, attempts = [], 0
     with tempfile.TemporaryDirectory(prefix='ccl-health-') as work:
         for attempts in range(1, args.repeats + 1):
-            probes = []
-            r, lo = expect(entry)
-            p = run_probe(Probe(tuple(visible), size, expected=lo, ref=r),
-                          binary, launcher, env, deadline, args.iters, work)
-            probes.append(p)
-            if p.ok and len(visible) > 2 and not args.no_pairs:
-                pr, plo = expect(pair_entry)
+            probes = [run(probe(visible, entry), args.iters)]
+            if probes[0].ok and n > 2 and not args.no_pairs:
                 for rnd in pair_rounds(visible):
-                    procs = [Probe(pair, size, expected=plo, ref=pr)
-                             for pair in rnd]
+                    procs = [probe(pair, pair_entry) for pair in rnd]
                     with ThreadPoolExecutor(len(procs)) as pool:
-                        list(pool.map(lambda q: run_probe(
-                            q, binary, launcher, env, deadline,
-                            max(1, args.iters // 2), work), procs))
+                        list(pool.map(lambda q: run(q, max(1, args.iters // 2)),
+                                      procs))
                     probes += procs
-            bad = [q for q in probes if not q.ok]
-            if not bad or any(q.why.startswith('hang') for q in bad) or \
-                    time.monotonic() > deadline - 2:
+                    if any(not q.ok for q in procs):
+                        break
+            judged = [Verdict(q.verdict) for q in probes]
+            if all(v is Verdict.PASS for v in judged) or \
+                    any(v in (Verdict.HANG, Verdict.COULD_NOT_CHECK)
+                        for v in judged) or time.monotonic() > deadline - 2:
                 break
-    seconds = time.monotonic() - t0
     bad = [q for q in probes if not q.ok]
     if bad:
-        return Verdict(UNHEALTHY, 'UNHEALTHY: ' + '; '.join(
-            q.why for q in bad[:3]), probes, seconds, attempts)
-    main = probes[0]
-    ref_txt = f' (reference {main.ref:.1f})' if main.ref else \
-        ' (no reference: measured only)'
+        from .verdict import worst
+        v = worst([q.verdict for q in bad])
+        same = [q for q in bad if q.verdict == v.value]
+        return result(v, '; '.join(q.why for q in same[:3]), probes,
+                      attempts)
+    main_probe = probes[0]
     pairs = len(probes) - 1
-    return Verdict(HEALTHY, f'HEALTHY: all_reduce {format_size(size)} on '
-                   f'{len(visible)} GPUs {main.busbw:.1f} GB/s{ref_txt}'
-                   + (f', {pairs} GPU pairs ok' if pairs else '')
-                   + f', {seconds:.1f} s', probes, seconds, attempts)
+    pair_txt = ''
+    if pairs:
+        pair_txt = (f', {pairs} GPU pairs ok' if pair_entry else
+                    f', {pairs} GPU pairs ran clean (bandwidth not judged: '
+                    f'no reference for 1 node x 2 GPUs at '
+                    f'{format_size(size)})')
+    return result(Verdict.PASS, (
+        f'all_reduce {format_size(size)} on {n} GPUs '
+        f'{main_probe.busbw:.1f} GB/s (reference {main_probe.ref:.1f}) on '
+        f'{system}:{partition}{pair_txt}, '
+        f'{time.monotonic() - t0:.1f} s'), probes, attempts)
 
 
-def record(args, verdict):
+def record(args, res):
     from . import store
-    verdicts = {HEALTHY: 'pass', COULD_NOT_CHECK: 'could-not-check'}
-    v = verdicts.get(verdict.code)
-    if v is None:
-        v = 'hang' if 'hang' in verdict.line else 'below-reference' \
-            if 'GB/s <' in verdict.line else 'crash'
     sizes = []
-    main = verdict.probes[0] if verdict.probes else None
-    if main and main.busbw:
-        sizes.append(store.SizeRecord(main.size, main.busbw, ref=main.ref or
-                                      None, verdict='pass' if main.ok else
-                                      'below-reference'))
+    main_probe = res.probes[0] if res.probes else None
+    if main_probe and main_probe.busbw:
+        sizes.append(store.SizeRecord(
+            main_probe.size, main_probe.busbw, ref=main_probe.ref or None,
+            verdict=main_probe.verdict or None))
+    host = getattr(args, 'hostname', None) or socket.gethostname()
     case = store.CaseRecord(
-        run_id=f'health-{store.now()}-{socket.gethostname()}',
-        case_name='node-health', verdict=v, system=args.system,
-        partition=args.partition, nodelist=socket.gethostname(), nodes=1,
-        ranks=len(main.gpus) if main else None, collective='all_reduce',
-        transport='intra', proven=main.proven if main else '',
-        reason=verdict.line, versions=main.versions if main else {},
+        run_id=f'health-{store.now()}-{host}',
+        case_name='node-health', verdict=res.verdict, system=res.system,
+        partition=res.partition, nodelist=host, nodes=1,
+        ranks=len(main_probe.gpus) if main_probe else None,
+        collective='all_reduce', transport='intra',
+        proven=main_probe.proven if main_probe else '',
+        reason=res.line, versions=main_probe.versions if main_probe else {},
         env={'probes': json.dumps([dataclasses.asdict(p) for p in
-                                   verdict.probes])},
+                                   res.probes])},
         source='health', sizes=sizes)
     with store.open_store(args.db) as db:
         db.add_case(case)
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(prog='ccl-health-check')
-    ap.add_argument('--limit', type=float, default=float(os.environ.get(
-        'CCL_HEALTH_CHECK_LIMIT', 20)), help='hard wall-clock limit, s')
-    ap.add_argument('--size', default='1G')
-    ap.add_argument('--iters', type=int, default=10)
-    ap.add_argument('--repeats', type=int, default=2,
-                    help='healthy if one of this many tries passes')
-    ap.add_argument('--expect-gpus', type=int, default=0)
-    ap.add_argument('--no-pairs', action='store_true')
-    ap.add_argument('--system', default=os.environ.get('CCL_HEALTH_SYSTEM',
-                                                       'local'))
-    ap.add_argument('--partition', default='gpu')
-    ap.add_argument('--tests-prefix')
-    ap.add_argument('--launcher', default=os.environ.get(
-        'CCL_HEALTH_CHECK_LAUNCHER', 'mpirun --bind-to none -np'))
-    ap.add_argument('--site-dir', default=os.environ.get(
-        'CCL_HEALTH_SITE_DIR', os.path.join(REPO, 'site')))
-    ap.add_argument('--reference-dir', default=os.environ.get(
-        'CCL_HEALTH_REFERENCE_DIR', os.path.join(REPO, 'reference')))
-    ap.add_argument('--db', help='performance database (default '
-                    '$CCL_HEALTH_DB or <CCL_HEALTH_OUTPUT>/ccl-health.db)')
-    ap.add_argument('--no-record', action='store_true')
-    ap.add_argument('--json', help='write the full detail here too')
-    return ap.parse_args(argv)
+def _on_signal(signum, frame):
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill(proc)
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    """Print the one verdict line, return 0 / 1 / 2.  Nothing here raises:
+    every error of the hook is COULD-NOT-CHECK (exit 2)."""
     t0 = time.monotonic()
+    args = None
     try:
-        verdict = check(args)
+        old = {s: signal.signal(s, _on_signal)
+               for s in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:            # not the main thread (tests)
+        old = {}
+    try:
+        args = parse_args(argv)
+        res = check(args)
     except CouldNotCheck as err:
-        verdict = Verdict(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {err}', [],
-                          time.monotonic() - t0)
-    except Exception as err:        # our own bug must never drain a node
-        verdict = Verdict(COULD_NOT_CHECK, f'COULD-NOT-CHECK: internal error '
-                          f'{type(err).__name__}: {err}', [],
-                          time.monotonic() - t0)
-    print(verdict.line, flush=True)
-    if args.json:
-        with open(args.json, 'w') as fp:
-            json.dump({'code': verdict.code, 'line': verdict.line,
-                       'seconds': verdict.seconds,
-                       'attempts': verdict.attempts,
-                       'probes': [dataclasses.asdict(p)
-                                  for p in verdict.probes]}, fp, indent=1)
-    if not args.no_record:
+        res = _unjudged(str(err), t0, args)
+    except Interrupted as sig:
+        res = _unjudged(f'stopped by {sig} before the check finished',
+                        t0, args)
+    except ImportError as err:
+        res = _unjudged(f'a Python module is missing ({sys.executable}): '
+                        f'{type(err).__name__}: {err}', t0, args)
+    except SystemExit:            # --help (argparse printed it): no check
+        return COULD_NOT_CHECK
+    except Exception as err:       # our own bug must never drain a node
+        res = _unjudged(f'internal error {type(err).__name__}: {err}', t0,
+                        args)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if args is not None and args.json:
         try:
-            record(args, verdict)
+            with open(args.json, 'w') as fp:
+                json.dump({'code': res.code, 'verdict': res.verdict,
+                           'line': res.line, 'seconds': res.seconds,
+                           'attempts': res.attempts, 'system': res.system,
+                           'partition': res.partition,
+                           'probes': [dataclasses.asdict(p)
+                                      for p in res.probes]}, fp, indent=1)
+        except (OSError, TypeError, ValueError) as err:
+            res = _unjudged(f'--json {args.json}: cannot write: {err} '
+                            f'(measured: {res.line})', t0, args)
+    print(res.line, flush=True)
+    if args is not None and not args.no_record:
+        try:
+            record(args, res)
         except Exception as err:
             print(f'(not recorded in the performance database: {err})',
                   file=sys.stderr)
-    return verdict.code
+    return res.code
+
+
+def _unjudged(why, t0, args):
+    why = ' '.join(str(why).split()) or 'unknown error'
+    return HookResult(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {why}', [],
+                      time.monotonic() - t0, 1, 'could-not-check',
+                      *(getattr(args, 'found', None) or (
+                          getattr(args, 'system', None) or '',
+                          getattr(args, 'partition', None) or '')))
 
 
 if __name__ == '__main__':

@@ -6,6 +6,7 @@
 The job runs the same hook a node health checker calls
 (``python -m ccl_health.health``) with the binaries the builder made."""
 
+import json
 import os
 import sys
 
@@ -31,6 +32,10 @@ class NodeHealthCheck(rfm.RunOnlyRegressionTest):
     size = variable(str, value='1G')
     #: how the hook starts its ranks inside the job
     hook_launcher = variable(str, value='')
+    #: the hook's verdict (ccl_health.verdict name) and its line, from the
+    #: hook's --json detail: what the main command records
+    verdict = variable(str, value='')
+    verdict_reason = variable(str, value='')
     num_tasks = 1
     num_tasks_per_node = 1
     exclusive_access = True
@@ -62,6 +67,16 @@ class NodeHealthCheck(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def healthy(self):
+        path = os.path.join(self.stagedir, 'health.json')
+        try:
+            with open(path) as fp:
+                detail = json.load(fp)
+            self.verdict = str(detail['verdict'])
+            self.verdict_reason = str(detail['line'])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            self.verdict = 'could-not-check'
+            self.verdict_reason = (f'could not check: the hook left no '
+                                   f'verdict in {path}: {err}')
         return sn.assert_found(r'^HEALTHY: ', self.stdout,
                                msg=sn.extractsingle(r'^(.*)$', self.stdout, 1))
 

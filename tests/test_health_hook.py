@@ -1,7 +1,9 @@
 """The node health hook end to end without a GPU: a stand-in nvidia-smi and
 launcher (tests/replay/fake-node) and the replayed nccl-tests outputs of
 2x H200 (healthy, one NVLink channel), a hang past the limit, a hidden GPU,
-a missing binary."""
+a GPU the driver does not list, a missing binary.  The host name is fixed
+(CCL_HEALTH_HOSTNAME), so the system is `local` whatever machine runs the
+tests.  tests/test_health_trust.py has the error classes of issue 11."""
 
 import json
 import os
@@ -21,7 +23,11 @@ REPLAY = os.path.join(REPO, 'tests', 'replay')
 def hook(tmp_path, *args, env=None, path_fake=True):
     e = dict(os.environ, CCL_HEALTH_DB=str(tmp_path / 'db.sqlite'),
              PYTHONPATH=REPO)
-    e.pop('CUDA_VISIBLE_DEVICES', None)
+    for var in ('CUDA_VISIBLE_DEVICES', 'CCL_HEALTH_SYSTEM',
+                'CCL_HEALTH_PARTITION', 'CCL_HEALTH_CHECK_LIMIT',
+                'CCL_HEALTH_FAKE_GPUS', 'CCL_HEALTH_FAKE_MIG'):
+        e.pop(var, None)
+    e['CCL_HEALTH_HOSTNAME'] = 'ci-test-host'
     if path_fake:
         e['PATH'] = FAKE + os.pathsep + e['PATH']
     else:
@@ -92,11 +98,26 @@ def test_hang_ends_within_the_limit(tmp_path):
         assert db.cases()[0]['verdict'] == 'hang'
 
 
-def test_missing_gpu(tmp_path):
+def test_hidden_gpu_is_the_environment_not_the_node(tmp_path):
+    # nvidia-smi lists both GPUs: CUDA_VISIBLE_DEVICES hiding one is the
+    # hook's environment, never a reason to drain
     rc, line, _ = hook(tmp_path, env={'CUDA_VISIBLE_DEVICES': '0'})
+    assert rc == 2
+    assert line == ("COULD-NOT-CHECK: CUDA_VISIBLE_DEVICES='0' leaves 1 of "
+                    "the 2 GPUs of local:gpu visible (2 listed by the "
+                    "driver): unset it to check the whole node")
+
+
+def test_missing_gpu(tmp_path):
+    # the node's driver lists fewer GPUs than the node must have
+    rc, line, _ = hook(tmp_path, '--expect-gpus', '2',
+                       env={'CCL_HEALTH_FAKE_GPUS': '1'})
     assert rc == 1
-    assert line == ('UNHEALTHY: missing GPU: 1 of 2 GPUs visible to CUDA '
-                    '(nvidia-smi lists 2; CUDA_VISIBLE_DEVICES=0)')
+    assert line == ('UNHEALTHY: missing GPU: nvidia-smi lists 1 of the 2 '
+                    'GPUs of local:gpu')
+    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
+        [case] = db.cases()
+        assert case['verdict'] == 'crash' and case['system'] == 'local'
 
 
 def test_missing_binary_could_not_check(tmp_path):
@@ -128,9 +149,7 @@ def test_nhc_check_file_follows_nhc_conventions():
     text = open(os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')).read()
     assert 'function check_gpu_ccl()' in text
     assert 'die 1 "ccl-health: ${out#UNHEALTHY: }"' in text
-    # exit 2 (could not check) only logs
-    body = text.split('*) ')[1]
-    assert 'log ' in body and 'die' not in body
+    assert text.count('die ') == 1        # one place drains: UNHEALTHY
 
 
 def test_health_mode_through_reframe(tmp_path):
@@ -157,8 +176,15 @@ def test_health_mode_through_reframe(tmp_path):
     (1, 'UNHEALTHY: missing GPU: 1 of 2 GPUs visible to CUDA',
      'DIE 1 ccl-health: missing GPU: 1 of 2 GPUs visible to CUDA', 1),
     (2, 'COULD-NOT-CHECK: no nccl-tests build',
-     'LOG check_gpu_ccl: ccl-health could not check: no nccl-tests build',
-     0)])
+     'LOG check_gpu_ccl: ccl-health could not check (exit 2): no nccl-tests '
+     'build', 0),
+    # exit 1 without an UNHEALTHY line (a traceback): never drains
+    (1, 'Traceback (most recent call last):',
+     'LOG check_gpu_ccl: ccl-health could not check (exit 1): Traceback '
+     '(most recent call last):', 0),
+    (127, 'ccl-health-check: not found',
+     'LOG check_gpu_ccl: ccl-health could not check (exit 127): '
+     'ccl-health-check: not found', 0)])
 def test_nhc_check_function(tmp_path, rc, line, expect, status):
     """The NHC check sourced into bash with NHC's die/log (as NHC defines
     them: die records the message and returns non-zero), around a stand-in

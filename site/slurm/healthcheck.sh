@@ -5,11 +5,12 @@
 #   HealthCheckInterval=300
 #   HealthCheckNodeState=IDLE      # never while a job runs on the node
 # Drains the node, with the one-line reason, only when the hook says
-# UNHEALTHY (exit 1); "could not check" (exit 2) never drains.
+# UNHEALTHY (exit 1 and a line "UNHEALTHY: ..."); "could not check" (exit 2)
+# and anything else (a missing hook: 126 / 127) never drain.
 dir=$(cd "$(dirname "$0")/../.." && pwd)
 out=$("$dir/scripts/ccl-health-check" --limit "${CCL_HEALTH_CHECK_LIMIT:-20}" 2>/dev/null)
 rc=$?
-if [ $rc -eq 1 ]; then
+if [ $rc -eq 1 ] && [ "${out#UNHEALTHY: }" != "$out" ]; then
     scontrol update nodename="$(hostname -s)" state=drain \
         reason="ccl-health: ${out#UNHEALTHY: }"
 fi
