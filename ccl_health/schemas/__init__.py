@@ -108,11 +108,12 @@ def _not_finite(doc, parts=()):
 
 
 _DESCRIBED = ('anyOf', 'oneOf', 'type', 'minimum', 'exclusiveMinimum',
-              'maximum', 'exclusiveMaximum')
+              'maximum', 'exclusiveMaximum', 'pattern', 'minLength')
 
 
 def _message(err):
-    if err.validator in _DESCRIBED and 'description' in err.schema:
+    if err.validator in _DESCRIBED and 'description' in err.schema and \
+            '$schema' not in err.schema:      # not the whole file's
         return f'{err.instance!r} is not {err.schema["description"]}'
     if err.validator == 'additionalProperties' and \
             err.schema.get('additionalProperties') is False:
