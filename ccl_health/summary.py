@@ -9,9 +9,7 @@ from typing import List
 from . import CclHealthError
 from .reference import busbw_perfvalues
 from .units import format_size
-
-VERDICTS = ('pass', 'below-reference', 'drop', 'fallback', 'wrong-results',
-            'hang', 'crash', 'build-failed', 'could-not-check', 'skipped')
+from .verdict import Verdict, exit_code
 
 
 @dataclasses.dataclass
@@ -40,6 +38,14 @@ class CaseVerdict:
     checked_sizes: int = 0
     measured: dict = dataclasses.field(default_factory=dict)  # size -> busbw
     versions: dict = dataclasses.field(default_factory=dict)
+    acceptance: bool = False
+
+    @property
+    def failed(self):
+        """A failure for the exit code: a failing verdict, or in acceptance
+        mode a case without its reference."""
+        v = Verdict.parse(self.verdict)
+        return v.failed or (self.acceptance and v is Verdict.NO_REFERENCE)
 
     def line(self):
         what = self.transport or self.name
@@ -50,9 +56,8 @@ class CaseVerdict:
             big = max(self.measured) if self.measured else None
             at = (f'; {self.measured[big]:.1f} GB/s at {format_size(big)}'
                   if big else '')
-            checked = (f'{self.checked_sizes} sizes within reference'
-                       if self.checked_sizes else 'no reference for these '
-                       'sizes (recorded only)')
+            checked = f'{self.checked_sizes} sizes within reference'
+
             return f'{head}{checked}{at}; {self.reason}'
         if self.verdict == 'below-reference' and self.shortfalls:
             worst = ', '.join(
@@ -92,36 +97,65 @@ def slurm_time_limit_line(stderr_path):
     return ''
 
 
-def _classify(tc):
+def _failed_fixtures(testcases):
+    """unique names of the fixtures (builds) that failed in this run."""
+    return {tc.get('unique_name') for tc in testcases
+            if tc.get('fixture') and tc.get('result') == 'fail'}
+
+
+def _classify(tc, failed_builds=frozenset()):
+    """(verdict, reason) of one test case of a run report.  The verdict is
+    the one the check judged (its ``verdict`` variable); ReFrame's own
+    structured fields say only what the check could not: it was skipped
+    (by itself, with its reason, or because a build it needs failed), it
+    never ran, or its performance stage failed."""
+    result = tc.get('result')
     phase = tc.get('fail_phase') or ''
-    reason = (tc.get('fail_reason') or '').strip().splitlines()
-    reason = reason[0] if reason else ''
-    verdict_var = tc.get('verdict') or ''
-    if tc.get('result') == 'skip':
-        return 'skipped', tc.get('skip_reason') or 'skipped'
-    if tc.get('result') in ('pass', 'success', 'xfail'):
-        return 'pass', tc.get('transport_proof') or ''
-    if 'could not check' in reason:
-        return 'could-not-check', reason[reason.index('could not check'):]
-    if phase == 'performance':
-        return 'below-reference', reason
-    killed = _slurm_time_limit(tc) if phase == 'sanity' and \
-        verdict_var in ('crash', '') else ''
+    reason = tc.get('verdict_reason') or \
+        ' '.join((tc.get('fail_reason') or '').split())
+    judged = Verdict.parse(tc.get('verdict') or '', Verdict.COULD_NOT_CHECK) \
+        if tc.get('verdict') else None
+    deps = {d[0] if isinstance(d, (list, tuple)) else d
+            for d in tc.get('dependencies_actual') or []}
+    if result in ('skip', 'fail_deps'):
+        if deps & failed_builds:
+            return Verdict.BUILD_FAILED, (
+                'build-failed: ' + ', '.join(sorted(deps & failed_builds)) +
+                ' did not build (see its build log in the stage folder)')
+        if result == 'fail_deps':
+            return Verdict.COULD_NOT_CHECK, ('could not check: a test it '
+                                             'depends on failed')
+        return Verdict.SKIPPED, tc.get('skip_reason') or reason or 'skipped'
+    if judged is not None:
+        if judged is Verdict.PASS and result in ('pass', 'success', 'xfail'):
+            return judged, tc.get('transport_proof') or ''
+        if judged in (Verdict.PASS, Verdict.BELOW_REFERENCE) and \
+                phase == 'performance':
+            return Verdict.BELOW_REFERENCE, reason
+        if judged is Verdict.PASS:
+            # judged good, failed later: what ReFrame says is the verdict
+            return Verdict.CRASH, f'{phase}: {reason}'
+        return judged, reason
+    # the check never judged: it did not get that far
+    if phase == 'performance':      # sanity passed: only the sizes failed
+        return Verdict.BELOW_REFERENCE, reason
+    if result in ('pass', 'success', 'xfail'):
+        return Verdict.COULD_NOT_CHECK, ('could not check: the check passed '
+                                         'in ReFrame but judged nothing')
+    killed = _slurm_time_limit(tc)
     if killed:
-        return 'hang', f'hang: the job exceeded its time limit ({killed})'
-    if phase == 'sanity':
-        return (verdict_var if verdict_var in VERDICTS and
-                verdict_var != 'pass' else 'crash'), reason
-    if phase in ('run', 'run_wait') and ('timed out' in reason or
-                                         'TIMEOUT' in reason or
-                                         'time limit' in reason):
-        return 'hang', f'hang: the job exceeded its time limit ({reason})'
-    if phase in ('compile', 'compile_wait') or 'dependencies failed' in \
-            reason or 'fixture' in reason:
-        return 'build-failed', reason
-    if phase == 'setup':
-        return 'could-not-check', reason
-    return 'crash', f'{phase}: {reason}' if phase else reason
+        return Verdict.HANG, (f'hang: the job exceeded its time limit '
+                              f'({killed})')
+    if phase in ('run', 'run_wait') and 'timed out' in reason:
+        return Verdict.HANG, (f'hang: the job exceeded its time limit '
+                              f'({reason})')
+    if phase in ('compile', 'compile_wait'):
+        return Verdict.BUILD_FAILED, f'build-failed: {reason}'
+    if result == 'abort':
+        return Verdict.ABORTED, f'aborted: {reason or "stopped"}'
+    if phase in ('setup', 'startup', 'run') or not phase:
+        return Verdict.COULD_NOT_CHECK, f'could not check: {reason}'
+    return Verdict.CRASH, f'crash: {phase}: {reason}'
 
 
 def case_verdicts(report):
@@ -130,16 +164,21 @@ def case_verdicts(report):
     if not runs:
         raise CclHealthError('run report has no runs')
     out = []
-    for tc in runs[-1].get('testcases', []):
+    testcases = runs[-1].get('testcases', [])
+    failed_builds = _failed_fixtures(testcases)
+    for tc in testcases:
         if tc.get('fixture'):
             continue
-        verdict, reason = _classify(tc)
+        verdict, reason = _classify(tc, failed_builds)
+        if verdict is Verdict.NO_REFERENCE and tc.get('acceptance'):
+            reason += ' (acceptance: every check needs its reference)'
         cv = CaseVerdict(tc.get('display_name') or tc.get('name', '?'),
                          tc.get('system', ''), tc.get('partition', ''),
                          tc.get('transport', ''), verdict, reason,
                          tc.get('proven_transport', ''),
                          tc.get('collective', ''),
-                         versions=tc.get('versions') or {})
+                         versions=tc.get('versions') or {},
+                         acceptance=bool(tc.get('acceptance')))
         for size, vals in busbw_perfvalues(tc.get('perfvalues')):
             value, ref, lower = vals[0], vals[1], vals[2]
             cv.measured[size] = value
@@ -170,10 +209,24 @@ def render(verdicts, where=None):
     lines = []
     for cv in verdicts:
         lines.append(cv.line())
-    npass = sum(cv.verdict == 'pass' for cv in verdicts)
-    nskip = sum(cv.verdict == 'skipped' for cv in verdicts)
-    nfail = len(verdicts) - npass - nskip
-    lines.append(f'{npass} passed, {nfail} failed, {nskip} skipped')
+    kinds = [Verdict.parse(cv.verdict) for cv in verdicts]
+    npass = sum(v is Verdict.PASS for v in kinds)
+    nskip = sum(v is Verdict.SKIPPED for v in kinds)
+    nfail = sum(cv.failed for cv in verdicts)
+    nunj = len(verdicts) - npass - nskip - nfail
+    lines.append(f'{npass} passed, {nfail} failed, {nskip} skipped'
+                 + (f', {nunj} not judged (no reference or could not check)'
+                    if nunj else ''))
     if where:
         lines.append(f'results stored in: {where}')
     return '\n'.join(lines)
+
+
+def run_exit_code(verdicts):
+    """0 all good, 1 any failure, 2 something not judged or nothing run
+    (never an all-clear)."""
+    if not verdicts:
+        return 2
+    if any(cv.failed for cv in verdicts):
+        return 1
+    return exit_code([cv.verdict for cv in verdicts])

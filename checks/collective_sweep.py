@@ -1,9 +1,14 @@
 """Collective sweeps over every transport (intra, net-socket, net-plugin,
-net-plugin-gdr), checked against reference/<system>.yaml."""
+net-plugin-gdr), checked against reference/<system>.yaml.
+
+The plugin transports are checks of their own (``...PluginSweep``): only
+they depend on the plugin and libfabric builds, so a plugin that does not
+build fails them (build-failed) and leaves intra and net-socket running."""
 
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
+from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
 from ccl_health.rfm.sweep import CollectiveSweepBase
 
 
@@ -13,7 +18,13 @@ class AllReduceSweep(CollectiveSweepBase):
 
 
 @rfm.simple_test
-class AllReduceAlgoSweep(CollectiveSweepBase):
+class AllReducePluginSweep(PluginBuildMixin, CollectiveSweepBase):
+    collective = 'all_reduce'
+    transport = parameter(PLUGIN_TRANSPORTS)
+
+
+@rfm.simple_test
+class AllReduceAlgoSweep(PluginBuildMixin, CollectiveSweepBase):
     """NCCL_ALGO default / Ring / Tree at scale over the plugin: where Ring
     collapses at mid sizes on many nodes (Frontier, 64 nodes)."""
     collective = 'all_reduce'
@@ -33,12 +44,9 @@ class CollectiveSweep(CollectiveSweepBase):
     (nccl-tests computes it; ccl_health.collectives says which), reference
     and transport proof.  ``collective`` is a variable of the base class,
     which ReFrame does not let a subclass turn into a parameter: the
-    parameter is ``coll`` and sets it (as AllReduceAlgoSweep does for
-    ``algo``).
+    parameter is ``coll`` and sets it.
 
-    Not tagged 'nightly' (yet): the default ``scripts/run`` would then run
-    6 x 4 more cases, and the replay test of the healthy node counts the
-    nightly cases.  Run it with ``--tag=collectives`` or ``-n
+    Not tagged 'nightly' (yet): run it with ``--tag=collectives`` or ``-n
     CollectiveSweep``."""
     coll = parameter(['all_gather', 'reduce_scatter', 'broadcast', 'reduce',
                       'alltoall', 'sendrecv'])
@@ -48,3 +56,9 @@ class CollectiveSweep(CollectiveSweepBase):
     def set_collective(self):
         self.collective = self.coll
         self.descr = f'{self.collective} sweep over {self.transport}'
+
+
+@rfm.simple_test
+class CollectivePluginSweep(PluginBuildMixin, CollectiveSweep):
+    """:class:`CollectiveSweep` over the network plugin."""
+    transport = parameter(PLUGIN_TRANSPORTS)

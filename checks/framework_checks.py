@@ -12,6 +12,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, run_after, run_before,
                                    variable)
 
+from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
 from ccl_health.rfm.framework import (REPO, FirstCallMixin, FrameworkBase,
                                       NcclFrameworkBase, TorchBandwidthBase)
 
@@ -192,3 +193,25 @@ class TorchTrainingStep(NcclFrameworkBase):
                 sn.defer(float(s.get(name) or 0.0)), unit)
             for name, unit in (('samples_per_s', 'samples/s'),
                                ('step_ms', 'ms'), ('nccl_fraction', '%'))}
+
+
+# The same checks over the network plugin: only these depend on its build.
+
+@rfm.simple_test
+class TorchBandwidthPlugin(PluginBuildMixin, TorchBandwidth):
+    transport = parameter(PLUGIN_TRANSPORTS)
+
+
+@rfm.simple_test
+class TorchFirstCallPlugin(PluginBuildMixin, TorchFirstCall):
+    transport = parameter(PLUGIN_TRANSPORTS)
+
+
+@rfm.simple_test
+class TorchPatternReplayPlugin(PluginBuildMixin, TorchPatternReplay):
+    transport = parameter(PLUGIN_TRANSPORTS)
+
+
+@rfm.simple_test
+class TorchTrainingStepPlugin(PluginBuildMixin, TorchTrainingStep):
+    transport = parameter(PLUGIN_TRANSPORTS)

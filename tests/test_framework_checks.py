@@ -99,7 +99,7 @@ def test_bandwidth_command_lines(dry):
     env = exports(text)
     assert env['NCCL_P2P_DISABLE'] == '1' and env['NCCL_SHM_DISABLE'] == '1'
     assert env['NCCL_NET_PLUGIN'] == 'none'
-    text, _ = dry['TorchBandwidth %transport=net-plugin '
+    text, _ = dry['TorchBandwidthPlugin %transport=net-plugin '
                   '%torch_collective=broadcast']
     assert exports(text)['NCCL_NET_PLUGIN'].endswith(
         '/lib/libnccl-net-ofi.so')
@@ -147,10 +147,10 @@ def test_training_step_command_lines(dry):
     assert '--transport net-socket --model compute ' in launch_line(text)
     assert exports(text)['NCCL_NET_PLUGIN'] == 'none'
     assert tc['collective'] == 'torch_train_compute'
-    text, _ = dry['TorchTrainingStep %transport=net-plugin %model=comm']
+    text, _ = dry['TorchTrainingStepPlugin %transport=net-plugin %model=comm']
     assert exports(text)['NCCL_NET_PLUGIN'].endswith(
         '/lib/libnccl-net-ofi.so')
-    _, tc = dry['TorchTrainingStep %transport=net-plugin-gdr %model=comm']
+    _, tc = dry['TorchTrainingStepPlugin %transport=net-plugin-gdr %model=comm']
     assert tc['result'] == 'skip'
 
 
@@ -158,16 +158,16 @@ def test_training_step_filters_of_the_device_script(tmp_path):
     # benchmarks/device/training_on_device.sh selects the plugin's case
     # without GDR by 'net-plugin%' (the model follows the transport)
     p, report, out = run(
-        tmp_path, '-n', 'TorchTrainingStep%transport=net-plugin%',
+        tmp_path, '-n', 'TorchTrainingStepPlugin%transport=net-plugin%',
         '-n', 'TorchTrainingStep%transport=intra', '-S', 'steps=3',
         '-S', 'TorchTrainingStep.batch=8', '-S', 'profile_steps=0')
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     c = cases(report)
     assert sorted(c) == ['TorchTrainingStep %transport=intra %model=comm',
                          'TorchTrainingStep %transport=intra %model=compute',
-                         'TorchTrainingStep %transport=net-plugin '
+                         'TorchTrainingStepPlugin %transport=net-plugin '
                          '%model=comm',
-                         'TorchTrainingStep %transport=net-plugin '
+                         'TorchTrainingStepPlugin %transport=net-plugin '
                          '%model=compute']
     line = launch_line(script(out, c['TorchTrainingStep %transport=intra '
                                      '%model=compute']))
@@ -176,7 +176,7 @@ def test_training_step_filters_of_the_device_script(tmp_path):
 
 
 def test_gdr_is_skipped_with_the_reference_reason(dry):
-    _, tc = dry['TorchFirstCall %transport=net-plugin-gdr']
+    _, tc = dry['TorchFirstCallPlugin %transport=net-plugin-gdr']
     assert tc['result'] == 'skip' and 'GDR not supported' in \
         tc['skip_reason']
 

@@ -43,7 +43,7 @@ def db(tmp_path):
             env={'NCCL_MAX_NCHANNELS': '1'} if night == 15 else {},
             sizes=sizes))
     s.add_case(store.CaseRecord(
-        'night-18', 'AllReduceSweep %transport=net-plugin', 'hang',
+        'night-18', 'AllReducePluginSweep %transport=net-plugin', 'hang',
         time=(T0 + datetime.timedelta(days=18)).isoformat(), system='local',
         partition='gpu', nodes=1, ranks=2, collective='all_reduce',
         transport='net-plugin', reason='hang: the job exceeded its time '

@@ -97,7 +97,8 @@ def test_healthy_node_every_transport(tmp_path):
 
 def test_plugin_fallback_is_a_failure_that_names_the_cause(tmp_path):
     p, report, _ = run_suite(
-        tmp_path, '-n', 'AllReduceSweep%transport=net-plugin$',
+        tmp_path, '-n', 'AllReducePluginSweep%transport=net-plugin$',
+        '-S', 'min_size=1M', '-S', 'max_size=16M', '-S', 'step_factor=4',
         env={'CCL_HEALTH_REPLAY_NET_PLUGIN': 'plugin-missing-fallback'})
     assert p.returncode == 1
     line = verdict_lines(p.stdout)['net-plugin']
@@ -112,6 +113,7 @@ def test_plugin_fallback_is_a_failure_that_names_the_cause(tmp_path):
 def test_one_nvlink_channel_is_below_reference_with_sizes(tmp_path):
     p, report, _ = run_suite(
         tmp_path, '-n', 'AllReduceSweep%transport=intra',
+        '-S', 'min_size=1M', '-S', 'max_size=1G', '-S', 'step_factor=4',
         env={'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel'})
     assert p.returncode == 1
     line = verdict_lines(p.stdout)['intra']
@@ -144,7 +146,7 @@ def test_missing_binary_could_not_check(tmp_path):
     (empty / 'bin').mkdir(parents=True)
     p, _, _ = run_suite(tmp_path, '-n', 'AllReduceSweep%transport=intra',
                         tests_prefix=str(empty))
-    assert p.returncode == 1
+    assert p.returncode == 2          # the tool could not judge: not a fault
     line = verdict_lines(p.stdout)['intra']
     assert 'COULD-NOT-CHECK' in line and 'all_reduce_perf is missing' in line
 
@@ -187,3 +189,80 @@ def test_run_killed_midway_keeps_what_it_recorded(tmp_path):
     with store.open_store(str(db)) as s:
         sizes = [r for r in s.records() if r['transport'] == 'intra']
         assert len(sizes) == 31               # 8 B .. 8 GiB, all there
+
+
+def test_sigterm_midway_records_the_case_in_flight_as_aborted(tmp_path):
+    """SIGTERM to the main command (what Slurm sends at a time limit and on
+    scancel) while the plugin case runs: the cases judged before stay, the
+    one in flight is recorded as aborted with what it measured, the verdict
+    lines say so, the exit code is 128 + 15, and nothing the run started is
+    left running."""
+    import signal
+    import time
+    from ccl_health import aborted, store
+    out = tmp_path / 'out'
+    db = tmp_path / 'db.sqlite'
+    run_id = 'sigterm-test-run'
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_LAUNCHER='local',
+               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
+               CCL_HEALTH_DB=str(db), CCL_HEALTH_RUN_ID=run_id,
+               CCL_HEALTH_REPLAY_SLEEP_NET_PLUGIN='300')
+    proc = subprocess.Popen([sys.executable, '-m', 'ccl_health.cli', 'run',
+                             '--output', str(out)], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if aborted.leftover_processes(run_id) and any(
+                'all_reduce_perf' in open(f'/proc/{p}/cmdline').read()
+                for p in aborted.leftover_processes(run_id)
+                if os.path.exists(f'/proc/{p}/cmdline')) and db.exists():
+            with store.open_store(str(db)) as s:
+                if {'intra', 'net-socket'} <= {c['transport']
+                                               for c in s.cases()}:
+                    break
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert 'stopped by SIGTERM' in stdout
+    with store.open_store(str(db)) as s:
+        cases = {c['transport']: c for c in s.cases('WHERE run_id = ?',
+                                                     (run_id,))}
+    assert cases['intra']['verdict'] == 'pass'
+    assert cases['net-plugin']['verdict'] == 'aborted'
+    assert 'stopped by SIGTERM' in cases['net-plugin']['reason']
+    line = [ln for ln in stdout.splitlines() if 'net-plugin' in ln and
+            'ABORTED' in ln]
+    assert line, stdout
+    assert aborted.leftover_processes(run_id) == []
+
+
+def test_failed_plugin_build_fails_only_the_plugin_transports(tmp_path):
+    """The plugin does not build (its recipe's source is damaged): the
+    plugin transports are build-failed (a failure: exit 1, in the verdict
+    lines and the database), intra and net-socket still run and pass."""
+    from ccl_health import store
+    (tmp_path / 'own').mkdir()
+    site = make_site(tmp_path / 'own')
+    doc = yaml.safe_load(open(os.path.join(site, 'local.yaml')))
+    doc['build']['plugin']['prefix'] = None   # not adopted: built here
+    open(os.path.join(site, 'local.yaml'), 'w').write(yaml.safe_dump(doc))
+    mirror = tmp_path / 'mirror'
+    mirror.mkdir()                      # holds no tarball at all
+    db = tmp_path / 'db.sqlite'
+    p, report, _ = run_suite(
+        tmp_path, '-n', 'AllReduce(Plugin)?Sweep',
+        env={'CCL_HEALTH_SITE_DIR': site, 'CCL_HEALTH_MIRROR': str(mirror),
+             'CCL_HEALTH_DB': str(db)})
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = verdict_lines(p.stdout)
+    assert 'PASS' in lines['intra'] and 'PASS' in lines['net-socket']
+    assert 'BUILD-FAILED' in lines['net-plugin']
+    with store.open_store(str(db)) as s:
+        got = {c['transport']: c['verdict'] for c in s.cases()}
+    assert got['net-plugin'] == 'build-failed'
+    assert got['intra'] == 'pass'

@@ -143,15 +143,15 @@ def test_frontier_environment_per_transport(frontier):
 def test_frontier_build_commands(frontier):
     tests = builder(frontier, 'CollectiveTestsBuild')
     assert ("step build 'cd rccl-tests-ae3e635 && HCC_AMDGPU_TARGET=gfx90a "
-            "make -j$JOBS MPI=1 MPI_HOME=$MPICH_DIR ROCM_PATH=/opt/rocm-5.7.1 "
+            "make -j$JOBS MPI=1 MPI_HOME=\"$MPICH_DIR\" ROCM_PATH=/opt/rocm-5.7.1 "
             "NCCL_HOME=/opt/rocm-5.7.1/rccl'") in tests
     assert '475252f9329a38b80330a1861e2d063b44921cd07b7b0701238902edcdc15c00' \
         in tests
     plugin = builder(frontier, 'NetPluginBuild')
-    assert ('./configure --prefix=$PREFIX '
+    assert ('./configure --prefix="$PREFIX" '
             '--with-libfabric=/opt/cray/libfabric/1.15.2.0 '
             '--with-hip=/opt/rocm-5.7.1/hip --with-rccl=/opt/rocm-5.7.1 '
-            '--with-mpi=$MPICH_DIR') in plugin
+            '--with-mpi="$MPICH_DIR"') in plugin
     # Cray's libfabric is used, not built
     assert builder(frontier, 'LibfabricBuild') is None
 
@@ -168,7 +168,7 @@ def test_frontier_algo_comparison_at_64_nodes(tmp_path):
 
 def test_scale_parameter(tmp_path):
     cases = dry_run(tmp_path, 'frontier', '-n',
-                    'AllReduceSweep%transport=net-plugin-gdr',
+                    'AllReducePluginSweep%transport=net-plugin-gdr',
                     '-S', 'num_nodes=300')
     assert '#SBATCH --ntasks=2400\n' in job(cases, 'net-plugin-gdr')
 
@@ -204,17 +204,17 @@ def test_perlmutter_job_scripts(perlmutter):
 
 def test_perlmutter_build_commands(perlmutter):
     tests = builder(perlmutter, 'CollectiveTestsBuild')
-    assert ('make -j$JOBS MPI=1 MPI_HOME=$MPICH_DIR CUDA_HOME=$CUDA_HOME '
-            'NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80"') in tests
+    assert ('make -j$JOBS MPI=1 MPI_HOME="$MPICH_DIR" CUDA_HOME="$CUDA_HOME" '
+            'NVCC_GENCODE=-gencode=arch=compute_80,code=sm_80') in tests
     plugin = builder(perlmutter, 'NetPluginBuild')
-    assert ('./configure --prefix=$PREFIX '
+    assert ('./configure --prefix="$PREFIX" '
             '--with-libfabric=/opt/cray/libfabric/1.20.1 '
-            '--with-cuda=$CUDA_HOME --disable-tests') in plugin
+            '--with-cuda="$CUDA_HOME" --disable-tests') in plugin
 
 
 def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '-n',
-                    'AllReduceSweep%transport=net-plugin$',
+                    'AllReducePluginSweep%transport=net-plugin$',
                     '-S', 'num_nodes=1')
     env = exports(job(cases, 'net-plugin'))
     assert 'NCCL_NET' not in env

@@ -34,11 +34,11 @@ T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
   python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > $K/logs/node.txt 2>&1
 # net-plugin$ would not match: the model parameter follows the transport in
-# the test's name (TorchTrainingStep %transport=net-plugin %model=comm);
+# the test's name (TorchTrainingStepPlugin %transport=net-plugin %model=comm);
 # 'net-plugin%' leaves net-plugin-gdr out
 T timeout 380 scripts/run --output /tmp/o-train --checks checks/framework_checks.py -- \
   -n 'TorchTrainingStep%transport=intra' -n 'TorchTrainingStep%transport=net-socket' \
-  -n 'TorchTrainingStep%transport=net-plugin%' \
+  -n 'TorchTrainingStepPlugin%transport=net-plugin%' \
   -n 'TorchBandwidth%transport=intra%torch_collective=all_reduce' -S max_size=1G \
   > $K/logs/training.log 2>&1
 save

@@ -4,6 +4,7 @@ kept in the run report and perflog, and (:class:`TransportMixin`) a
 transport configuration with its environment and the proof, from NCCL's
 debug log, of the transport that ran."""
 
+import json
 import os
 
 import reframe as rfm
@@ -15,6 +16,7 @@ from reframe.core.exceptions import ReferenceParseError
 
 from builders.net_plugin import NetPluginBuild
 from ccl_health import TRANSPORTS, CclHealthError, reference
+from ccl_health.aborted import CASE_FILE
 from ccl_health import site as site_data
 from ccl_health import transport as tproof
 from ccl_health.units import parse_size
@@ -22,6 +24,9 @@ from ccl_health.units import parse_size
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 DEBUG_FILES = 'nccl-debug.%h.%p.log'
+#: the launcher's exit status, written by the job script itself (the job's
+#: own exit code is not known under every scheduler)
+EXIT_STATUS_FILE = 'ccl-health-exit-status'
 
 
 class PlacedTest(rfm.RunOnlyRegressionTest):
@@ -42,6 +47,8 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
     # What the run proved; filled at sanity, kept in the report and perflog.
     verdict = variable(str, value='')
+    #: the verdict's one-line reason, as the check wrote it
+    verdict_reason = variable(str, value='')
     versions = variable(dict, value={})
     skip_reason = variable(str, value='')
     proven_transport = variable(str, value='')
@@ -97,23 +104,55 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
     def set_environment(self, env, keep_files):
         """The job's environment (``extra_env`` last, shell-quoted), the
-        site's launcher options, the files to keep."""
+        site's launcher options, the files to keep; the launcher's exit
+        status kept in :data:`EXIT_STATUS_FILE` (the job script still ends
+        with it); what the case is in :data:`CASE_FILE`."""
         env.update(self.extra_env)
         self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
         self.job.launcher.options = list(self._site.launcher_options)
-        self.keep_files = list(keep_files) + ['nccl-debug.*.log']
+        self.keep_files = list(keep_files) + ['nccl-debug.*.log',
+                                              EXIT_STATUS_FILE, CASE_FILE]
+        self.postrun_cmds = (['ccl_health_rc=$?',
+                              f'echo "$ccl_health_rc" > {EXIT_STATUS_FILE}']
+                             + list(self.postrun_cmds) +
+                             ['exit "$ccl_health_rc"'])
+        if not self.is_dry_run():
+            with open(os.path.join(self.stagedir, CASE_FILE), 'w') as fp:
+                json.dump(self.case_info(), fp, indent=1)
 
-    def missing_reference(self, entry, collective):
-        """The acceptance-mode verdict when there is no reference entry."""
-        if self.acceptance and not entry:
-            return 'could-not-check', (
-                f'could not check: no reference for '
-                f'{getattr(self, "transport", "")} '
-                f'{collective} on {self.num_nodes} node(s) x '
-                f'{self.num_tasks_per_node} GPUs in '
-                f'{self.reference_dir}/{self.current_system.name}.yaml '
-                f'(acceptance needs one; record it with scripts/calibrate)')
-        return None
+    def case_info(self):
+        """What the case is, for recording it if it never gets judged."""
+        return {'case_name': self.display_name,
+                'system': self.current_system.name,
+                'partition': self.current_partition.name,
+                'environ': self.current_environ.name,
+                'nodes': self.num_nodes, 'ranks': self.num_tasks,
+                'transport': getattr(self, 'transport', ''),
+                'collective': getattr(self, 'collective', ''),
+                'algo': getattr(self, 'algo', 'default'),
+                'run_id': getattr(self, 'run_id', ''),
+                'store_url': getattr(self, 'store_url', ''),
+                'stdout': sn.evaluate(self.stdout),
+                'sizes': list(getattr(self, 'sizes_run', []) or []),
+                'env': {k: str(v) for k, v in self.env_vars.items()}}
+
+    def exit_status(self):
+        """The launcher's exit status, or None when unknown (the job was
+        killed before the script could write it)."""
+        try:
+            with open(os.path.join(self.stagedir, EXIT_STATUS_FILE)) as fp:
+                return int(fp.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def reference_key(self, collective, algo='default'):
+        """The exact key a reference is looked up by, in words."""
+        return (f'{self.current_system.name}:{self.current_partition.name} '
+                f'{getattr(self, "transport", "")} {collective}'
+                + (f' {algo}' if algo != 'default' else '') +
+                f' {self.num_nodes} node(s) x {self.num_tasks_per_node} GPUs'
+                f' in {self.reference_dir}/{self.current_system.name}.yaml'
+                f' (record one with scripts/calibrate)')
 
 
 class TransportMixin(rfm.RegressionTestPlugin):
@@ -121,8 +160,15 @@ class TransportMixin(rfm.RegressionTestPlugin):
     net-plugin-gdr): the site's environment of it, NCCL's debug log to one
     file per rank, and the proof of the transport that ran."""
 
-    transport = parameter(TRANSPORTS)
-    plugin = fixture(NetPluginBuild, scope='environment')
+    #: the transports that need no build of their own; the plugin ones
+    #: are :class:`PluginTransportMixin`'s (a failed plugin build must not
+    #: take these down with it)
+    transport = parameter([t for t in TRANSPORTS
+                           if not t.startswith('net-plugin')])
+
+    def plugin_values(self):
+        """Placeholders of the site's environment that name a build."""
+        return {}
 
     def single_node_only(self):
         return self.transport == 'intra'
@@ -137,11 +183,7 @@ class TransportMixin(rfm.RegressionTestPlugin):
     def transport_env(self):
         """The environment of this transport, with NCCL's debug log."""
         tsite = self._site.transport(self.transport)
-        values = {}
-        if tsite.uses_plugin:
-            values = {'plugin_library': self.plugin.library,
-                      'plugin_prefix': self.plugin.prefix,
-                      'libfabric_prefix': self.plugin.libfabric.prefix}
+        values = self.plugin_values() if tsite.uses_plugin else {}
         env = self._site.render_env(self.transport, values,
                                     single_node=self.num_nodes == 1)
         env.update({'NCCL_DEBUG': 'INFO',
@@ -200,3 +242,22 @@ class SizeSweepMixin(rfm.RegressionTestPlugin):
             reference.perf_var(row.size): sn.make_performance_function(
                 sn.defer(row.busbw), reference.UNIT)
             for row in self.measured().rows}
+
+
+#: the transports that run over the network plugin (and need its build)
+PLUGIN_TRANSPORTS = [t for t in TRANSPORTS if t.startswith('net-plugin')]
+
+
+class PluginBuildMixin(rfm.RegressionTestPlugin):
+    """The plugin build (and through it libfabric) for a check of the
+    network-plugin transports: only those depend on it, so a failed plugin
+    build cannot take intra and net-socket down with it.  The check sets
+    ``transport = parameter(PLUGIN_TRANSPORTS)`` in its own body (ReFrame
+    does not let two bases both define one parameter)."""
+
+    plugin = fixture(NetPluginBuild, scope='environment')
+
+    def plugin_values(self):
+        return {'plugin_library': self.plugin.library,
+                'plugin_prefix': self.plugin.prefix,
+                'libfabric_prefix': self.plugin.libfabric.prefix}

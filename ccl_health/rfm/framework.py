@@ -92,10 +92,16 @@ class FrameworkBase(PlacedTest):
         """(verdict, reason) from the JSON alone, or None when it is
         fine."""
         doc = self._doc()
-        if 'error' in doc or not doc.get('complete'):
+        rc = self.exit_status()
+        if 'error' in doc or not doc.get('complete') or rc:
             why = doc.get('error') or 'the run did not complete'
+            if rc:
+                why = f'exit status {rc}; {why}'
             tail = self._stderr_tail()
             return 'crash', (f'crash: {why}' + (f' ({tail})' if tail else ''))
+        if rc is None:
+            return 'could-not-check', ('could not check: the exit status '
+                                       'of the run is unknown')
         return None
 
     def _judge(self):
@@ -107,6 +113,7 @@ class FrameworkBase(PlacedTest):
     @sanity_function
     def validate(self):
         self.verdict, reason = self._judge()
+        self.verdict_reason = reason
         return sn.assert_eq(self.verdict, 'pass', msg=reason)
 
 
@@ -217,7 +224,11 @@ class TorchBandwidthBase(SizeSweepMixin, NcclFrameworkBase):
                 format_size(r.size): round(100.0 * (r.busbw / ref[r.size]
                                                     - 1), 1)
                 for r in res.rows if r.size in ref and r.busbw}
-        return self.missing_reference(self._ref_entry, self.collective)
+        if self._ref_entry is None:
+            return 'no-reference', (
+                'no-reference: no reference for '
+                + self.reference_key(self.collective))
+        return None
 
     def measured(self):
         return self._sweep()
