@@ -1,9 +1,16 @@
 """nccl-tests (NVIDIA) or rccl-tests (AMD), as the partition's GPU vendor
 says: Make, ``MPI=1`` where an MPI is present, device code for the detected
 GPU architecture only.  A site that installs them itself says so with
-``build.nccl_tests.prefix`` / ``build.rccl_tests.prefix``."""
+``build.nccl_tests.prefix`` / ``build.rccl_tests.prefix``.
+
+Paths: the Makefiles pass ``$(abspath build)`` and ``*_HOME`` unquoted, so
+the build runs in a space-free folder (:mod:`ccl_health.buildcache`) and a
+``*_HOME`` holding whitespace fails the ``check-paths`` step with one line
+naming it; the install (``cp`` into ``"$PREFIX"``) takes any path."""
 
 from reframe.core.builtins import run_after, variable
+
+from ccl_health import buildcache
 
 from .source_build import SourceBuild
 
@@ -26,29 +33,38 @@ class CollectiveTestsBuild(SourceBuild):
         rccl-tests has no ``-J``: its text table is parsed instead)."""
         return self.package == 'nccl-tests'
 
+    @property
+    def products(self):
+        return ['bin/all_reduce_perf']
+
     def steps(self):
         arch = self.gpu_arch or self.extra('gpu_arch') or ''
-        opts, prefix = [], ''
+        homes, opts, prefix = {}, [], ''
         if self.extra('mpi_home'):
-            opts += ['MPI=1', f'MPI_HOME={self.extra("mpi_home")}']
+            homes['MPI_HOME'] = self.extra('mpi_home')
+            opts.append('MPI=1')
         if self.package == 'rccl-tests':
             rocm = self.extra('rocm_home', '/opt/rocm')
-            opts.append(f'ROCM_PATH={rocm}')
+            homes['ROCM_PATH'] = rocm
             # RCCL lives in <rocm>/rccl before ROCm 6.0, in <rocm>/lib since
-            opts.append(f'NCCL_HOME={self.extra("rccl_home", rocm)}')
+            homes['NCCL_HOME'] = self.extra('rccl_home', rocm)
             if arch.startswith('gfx'):
                 # hipcc builds for the targets named here (rccl-tests'
                 # Makefile has no architecture variable)
-                prefix = f'HCC_AMDGPU_TARGET={arch} '
+                prefix = f'HCC_AMDGPU_TARGET={buildcache.shell_value(arch)} '
         else:
             if self.extra('cuda_home'):
-                opts.append(f'CUDA_HOME={self.extra("cuda_home")}')
+                homes['CUDA_HOME'] = self.extra('cuda_home')
             if self.extra('nccl_home'):
-                opts.append(f'NCCL_HOME={self.extra("nccl_home")}')
-            if arch.startswith('sm_'):
-                cc = arch[3:]
-                opts.append(f'NVCC_GENCODE="-gencode=arch=compute_{cc},'
-                            f'code=sm_{cc}"')
-        return [('build', prefix + 'make -j$JOBS ' + ' '.join(opts)),
-                ('install', 'mkdir -p $PREFIX/bin && cp build/*_perf '
-                            '$PREFIX/bin/')]
+                homes['NCCL_HOME'] = self.extra('nccl_home')
+        opts += [buildcache.shell_option(k, v) for k, v in homes.items()]
+        if self.package == 'nccl-tests' and arch.startswith('sm_'):
+            cc = arch[3:]
+            opts.append(buildcache.shell_option(
+                'NVCC_GENCODE', f'-gencode=arch=compute_{cc},code=sm_{cc}'))
+        steps = [('check-paths', buildcache.no_space_check(homes))] \
+            if homes else []
+        return steps + [
+            ('build', prefix + 'make -j$JOBS ' + ' '.join(opts)),
+            ('install', 'mkdir -p "$PREFIX/bin" && cp build/*_perf '
+                        '"$PREFIX/bin/"')]

@@ -1,8 +1,15 @@
 """The base of every build fixture: fetch (upstream URL or mirror), verify
 the sha256, unpack, configure/build/install into a prefix keyed by the
-recipe, and skip all of it when that prefix is already complete."""
+recipe, and skip all of it when that prefix is already complete.
+
+The build script (:func:`ccl_health.buildcache.build_script`) exits nonzero
+on any failure (the tarball's checksum, any step, a missing product) and
+only then leaves no "installed" stamp; paths with spaces (output, stage,
+cache, mirror, checkout) are quoted and built through space-free views, as
+that module's notes say.  A site prefix is checked to exist, quoted."""
 
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -56,9 +63,14 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
     #: set before compile: the install prefix of this recipe
     prefix = None
     site_prefix = None
+    #: files the install must leave under the prefix (checked before the
+    #: stamp is written)
+    products = []
 
     def steps(self):
-        """[(step name, shell command)]; ``$PREFIX`` and ``$JOBS`` are set."""
+        """[(step name, shell command)]; ``$PREFIX``, ``$CACHE`` and
+        ``$JOBS`` are set (space-free, see :mod:`ccl_health.buildcache`);
+        quote paths (:func:`ccl_health.buildcache.shell_value`)."""
         raise NotImplementedError
 
     def dependency_keys(self):
@@ -92,15 +104,18 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
     def write_build_script(self):
         if self.site_prefix:
             self.prefix = self.site_prefix
+            msg = (f'ccl-health: the site {self.package} prefix '
+                   f'{self.site_prefix} does not exist '
+                   f'(site/{self.current_system.name}.yaml)')
             self.build_system.commands = [
-                f'test -d {self.site_prefix} || {{ echo "ccl-health: the '
-                f'site {self.package} prefix {self.site_prefix} does not '
-                f'exist (site/{self.current_system.name}.yaml)" >&2; exit 1; }}'
+                f'test -d {buildcache.shell_value(self.site_prefix)} || '
+                f'{{ echo {shlex.quote(msg)} >&2; exit 1; }}'
             ]
             return
         mirror = buildcache.resolve_mirror(self.mirror)
         recipe = buildcache.Recipe(SOURCES[self.package], self.steps(),
-                                   self.toolchain(), self.dependency_keys())
+                                   self.toolchain(), self.dependency_keys(),
+                                   list(self.products))
         self.recipe_key = recipe.key()
         self.prefix = recipe.prefix(self.cache_dir)
         script = buildcache.build_script(recipe, self.cache_dir, mirror,

@@ -109,7 +109,8 @@ def is_built(prefix):
     return os.path.exists(os.path.join(prefix, STAMP))
 
 
-_REF = re.compile(r'\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))')
+_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
+_REF = re.compile(rf'\$(?:\{{{_NAME}\}}|{_NAME})')
 
 
 def shell_value(value):
@@ -130,7 +131,7 @@ def shell_value(value):
 
 
 def shell_option(opt, value):
-    """``--opt=value`` / ``NAME=value`` with the value as :func:`shell_value`."""
+    """``--opt=value`` / ``NAME=value``, the value as :func:`shell_value`."""
     return f'{opt}={shell_value(value)}'
 
 
@@ -144,12 +145,11 @@ def cache_path(path, cache_dir):
     return shell_value(path)
 
 
-def no_space_check(variables, program):
+def no_space_check(variables):
     """A step command that fails, with one line naming the variable and its
-    value, where a path that ``program``'s build cannot take quoted (Make
-    variables) holds whitespace; ``variables``: {NAME: value or $REF}."""
-    return '; '.join(f'ccl_no_space {name} {shell_value(value)} '
-                     f'{shlex.quote(program)}'
+    value, where a path that the upstream build cannot take even quoted
+    (Make variables) holds whitespace; ``variables``: {NAME: value}."""
+    return '; '.join(f'ccl_no_space {name} {shell_value(value)}'
                      for name, value in variables.items())
 
 
@@ -231,8 +231,8 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
         'export PREFIX CACHE JOBS',
         'ccl_no_space() {',
         '  case $2 in *[[:space:]]*)',
-        '    echo "ccl-health: $1=\'$2\' contains whitespace, which $3 cannot '
-        'build with" >&2; return 1;; esac',
+        '    echo "ccl-health: $1=\'$2\' contains whitespace, which this '
+        'build cannot take" >&2; return 1;; esac',
         '}',
         'export -f ccl_no_space',
         'step() {',
@@ -252,7 +252,8 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
         f'SUM=${{SUM%% *}}',
         f'[ "$SUM" = {src.sha256} ] || fail ": {origin}: sha256 mismatch: '
         f'$SUM, expected {src.sha256} (builders/sources.yaml)"',
-        f'step unpack {q(f"rm -rf {q(src.topdir)} && tar xf {q(src.tarball)} && test -d {q(src.topdir)}")}',
+        'step unpack ' + q(f'rm -rf {q(src.topdir)} && tar xf '
+                           f'{q(src.tarball)} && test -d {q(src.topdir)}'),
     ]
     for name, cmd in recipe.steps:
         lines.append(f'step {q(name)} {q(f"cd {q(src.topdir)} && {cmd}")}')
