@@ -168,7 +168,7 @@ def test_frontier_algo_comparison_at_64_nodes(tmp_path):
 
 def test_scale_parameter(tmp_path):
     cases = dry_run(tmp_path, 'frontier', '-n',
-                    'AllReduceSweep%transport=net-plugin-gdr',
+                    'AllReducePluginSweep%transport=net-plugin-gdr',
                     '-S', 'num_nodes=300')
     assert '#SBATCH --ntasks=2400\n' in job(cases, 'net-plugin-gdr')
 
@@ -214,7 +214,7 @@ def test_perlmutter_build_commands(perlmutter):
 
 def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '-n',
-                    'AllReduceSweep%transport=net-plugin$',
+                    'AllReducePluginSweep%transport=net-plugin$',
                     '-S', 'num_nodes=1')
     env = exports(job(cases, 'net-plugin'))
     assert 'NCCL_NET' not in env
