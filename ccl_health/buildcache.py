@@ -15,7 +15,8 @@ step too), the tarball's sha256 is checked before anything is unpacked (a
 mismatch is one line naming the file and both checksums), and the stamp that
 says "installed" is written last, only after every step succeeded and the
 recipe's products exist.  Any failure exits 1 with one line
-``ccl-health: build of NAME VERSION failed ...`` on stdout and stderr.
+``ccl-health: build of NAME VERSION failed ...`` on stdout and stderr (the
+last such line of stderr: :func:`failure_line`).
 
 Paths with spaces (or other characters a shell or Make would split: the
 output folder, the stage, the checkout, the mirror, ``CCL_HEALTH_CACHE``).
@@ -26,8 +27,9 @@ packages bake ``--prefix`` unquoted into compiler flags (libfabric's
 ``-DSYSCONFDIR=``).  So:
 
 * the sources are unpacked and built in a fresh space-free folder under
-  ``$TMPDIR`` (else ``/tmp``) when the working folder is not space-free;
-  the step logs stay in the working folder;
+  ``$TMPDIR`` (else ``/tmp``) when the working folder is not space-free,
+  and removed when the script ends; the step logs stay in the working
+  folder (``build-logs/``);
 * a cache folder that is not space-free is reached through a space-free
   symbolic link ``$TMPDIR/ccl-health-<uid>-cache-<hash>`` (made atomically,
   checked to point at the cache): the steps see ``$PREFIX`` and ``$CACHE``
@@ -273,6 +275,23 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
         f'echo "ccl-health: {what} installed in $INSTALL_PREFIX"',
     ]
     return '\n'.join(lines) + '\n'
+
+
+def failure_line(stagedir, stderr_name='rfm_build.err'):
+    """The one-line cause of a failed build from its stage folder (the last
+    ``ccl-health: build of ... failed ...`` or ``ccl-health: the site ...``
+    line of the build's stderr, as ReFrame keeps it: the run report's
+    ``stagedir`` and ``build_stderr`` of the fixture); None if there is
+    none or it cannot be read."""
+    try:
+        with open(os.path.join(stagedir, stderr_name), errors='replace') as fp:
+            lines = fp.read().splitlines()
+    except (OSError, TypeError):
+        return None
+    for line in reversed(lines):
+        if line.startswith(('ccl-health: build of ', 'ccl-health: the site')):
+            return line.strip()
+    return None
 
 
 def resolve_mirror(option=None, env=None):

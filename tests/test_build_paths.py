@@ -226,6 +226,13 @@ def test_a_failing_command_inside_a_step_fails_it(tmp_path, toy):
     assert 'carried on' not in (tmp_path / 'w' / 'build-logs' /
                                 'build.log').read_text()
     assert not buildcache.is_built(rec.prefix(str(tmp_path / 'c')))
+    # as ReFrame keeps it: the stage's rfm_build.err, read back in one line
+    (tmp_path / 'w' / 'rfm_build.err').write_text(res.stderr)
+    assert buildcache.failure_line(str(tmp_path / 'w')) == \
+        res.stderr.splitlines()[-1]
+    assert buildcache.failure_line(str(tmp_path / 'w')).startswith(
+        "ccl-health: build of toy 1.0 failed at step 'build': make: ***")
+    assert buildcache.failure_line(str(tmp_path / 'nowhere')) is None
 
 
 def test_missing_product_leaves_no_stamp(tmp_path, toy):
