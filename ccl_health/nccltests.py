@@ -152,9 +152,12 @@ _PREFIXES = (
                r'(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+'),
     # srun --label: "0: ", "12: "
     re.compile(r'^\s*\d+:\s'),
-    # pdsh / kubectl / a collector: "host: " before a table or comment line
-    re.compile(r'^[A-Za-z][\w.-]*:\s+(?=#|\s*\d+\s+\d+\s)'),
 )
+# pdsh / kubectl / a collector: "host: " before what the program prints
+_HOST_PREFIX = re.compile(r'^[A-Za-z][\w.-]*:\s+')
+_TABLE_START = re.compile(r'^(?:#|\s*\d+\s+\d+\s|rccl-tests:|[NR]CCL version'
+                          r'|\S+:\d+:\d+ \[\d+\])')
+_BARE_HOST = re.compile(r'^\s*(?:[A-Za-z][\w.-]*:\s*)?$')
 _RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+'
                         r'(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s*(.*)$')
 _HEADER = re.compile(r'^#\s+size\s+count\s+type\b(.*)$')
@@ -206,6 +209,11 @@ def strip_prefixes(line):
                 line = new
                 break
         else:
+            m = _HOST_PREFIX.match(line)
+            if m:
+                rest = strip_prefixes(line[m.end():])
+                if _TABLE_START.match(rest):
+                    return rest
             return line
 
 
@@ -305,7 +313,9 @@ def _strip_nccl_log(lines, warn_lines=None):
         if m:
             if m.group(1) in ('WARN', 'ERROR') and warn_lines is not None:
                 warn_lines.append(line[m.start():].strip())
-            pending += line[:m.start()]
+            head = line[:m.start()]
+            if not _BARE_HOST.match(head):     # a row cut by the log line
+                pending += head
             continue
         yield pending + line
         pending = ''
@@ -399,6 +409,9 @@ def parse_text(text):
         elif _ERROR.search(s):
             res.errors.append(s)
     res.errors.extend(w for w in warns if _ERROR.search(w))
+    if saw_avg and text and not text.endswith(('\n', '\r')) and \
+            _AVG.match(strip_prefixes(text.splitlines()[-1]).strip()):
+        saw_avg = False            # the output was cut inside that line
     res.closed = res.out_of_bounds is not None and saw_avg
     return _finish(res)
 
@@ -603,7 +616,7 @@ def parse(stdout_text, json_text=None, origin='<output>'):
     closing summary).  A damaged or cut JSON never hides a complete text
     table: the text is then judged, and ``json_error`` says why."""
     text = parse_text(stdout_text or '')
-    if not json_text:
+    if json_text is None:
         return text
     try:
         res = parse_json_any(json_text, origin)
@@ -634,13 +647,23 @@ def parse(stdout_text, json_text=None, origin='<output>'):
             res.closed = text.closed
         res.avg_busbw = text.avg_busbw
         res.avg_busbw_failed = text.avg_busbw_failed
-    if res.out_of_bounds is None:
+    if res.out_of_bounds is None or (text.out_of_bounds or 0) > \
+            res.out_of_bounds:
         res.out_of_bounds = text.out_of_bounds
     if res.avg_busbw is None:
         res.avg_busbw = text.avg_busbw
     res.avg_busbw_failed = res.avg_busbw_failed or text.avg_busbw_failed
     if not res.rows:
         res.rows = text.rows
+    # what the text table says wrong stays wrong
+    text_wrong = {r.size: r for r in text.rows if r.wrong}
+    for r in res.rows:
+        tr = text_wrong.get(r.size)
+        if tr is not None and not r.wrong:
+            for m, tm in ((r.out_of_place, tr.out_of_place),
+                          (r.in_place, tr.in_place)):
+                if m is not None and tm is not None and tm.wrong:
+                    m.wrong = tm.wrong
     # a nan the JSON rounds away is still a nan in the text
     bad = set(text.nonfinite_sizes) - set(res.nonfinite_sizes)
     if bad:
