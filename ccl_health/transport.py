@@ -175,6 +175,8 @@ class Evidence:
     unparsed: List[str] = dataclasses.field(default_factory=list)
     #: host names of the logger prefixes
     hosts: List[str] = dataclasses.field(default_factory=list)
+    #: how many NCCL/RCCL log lines were read
+    nccl_lines: int = 0
 
     @property
     def plugin_name(self):
@@ -264,6 +266,7 @@ def feed_lines(ev, lines, source=None):
                 ev.versions.setdefault(key, m.group(1).strip())
         if 'CCL' not in line:
             continue
+        ev.nccl_lines += 1
         pm = _PREFIX.search(line)
         m = _CHANNEL.search(line)
         if m:
@@ -383,8 +386,7 @@ def prove(asked, ev, nodes=1):
         raise CclHealthError(f'nodes: expected a whole number >= 1, '
                              f'got {nodes!r}')
     proven = ev.proven()
-    if not ev.files and not ev.via and not ev.versions and not ev.ranks \
-            and not ev.unparsed:
+    if not ev.files and not ev.nccl_lines and not ev.versions:
         return Proof(asked, None, False,
                      'no NCCL debug log was written (NCCL_DEBUG_FILE): '
                      'cannot prove the transport')
