@@ -601,7 +601,11 @@ def parse_json_any(text, origin='<json>'):
         return parse_rccl_json(text, origin)
     if s.startswith('['):
         return parse_rccl_json(text, origin)
-    return parse_json(text, origin)
+    try:
+        return parse_json(text, origin)
+    except CclHealthError as err:
+        raise CclHealthError(f'{err}; nor rccl-tests JSON lines (no '
+                             f'"busBw" key)') from None
 
 
 def looks_like_json(text):

@@ -151,3 +151,218 @@ def test_old_nccl_tests_with_mpi_tags_and_debug_lines():
     assert res.rows and all(r.root is None for r in res.rows)
     assert res.complete and res.avg_busbw == pytest.approx(11.2432)
     assert res.library_version == 'NCCL 2.9.9+cuda11.2'
+
+
+# -- lines built from the programs' own format strings ----------------------
+# nccl-tests 2.19.6 src/util.cu writeBenchmarkLinePreamble / Body /
+# writeResultFooter; nccl-tests v2.0.0 src/common.cu + src/<coll>.cu
+# print_line_header; rccl-tests src/common.cu (algo/proto/channels)
+
+def _float_str(v, width):
+    """util.cu getFloatStr."""
+    for fmt in ('%*.2f', '%*.1f', '%*.0f'):
+        s = fmt % (width, v)
+        if len(s) <= width:
+            return s
+    return ('%*.1e' if width >= 7 else '%*.0e') % (width, v)
+
+
+def row_2_19(size, count, t, bw, wrong=0, dtype='float', op='sum', root=-1,
+             per_iter=False, timestamp=None):
+    line = '%12li  %12li  %8s  %6s  %6s' % (size, count, dtype, op,
+                                            '%6i' % root)
+    for _ in range(2):
+        line += '  %7s  %6s  %6s  %6g' % (_float_str(t, 7), _float_str(bw, 6),
+                                          _float_str(bw, 6), wrong)
+        if per_iter:
+            line += '  %7s  %7s  %7s  %7s' % tuple(_float_str(x, 7) for x in
+                                                   (t, t, t, 1.5))
+    if timestamp:
+        line += '%21s' % timestamp
+    return line
+
+
+def footer(oob, avg, min_bw_failed=None):
+    return ('# %-20s : %d %s\n' % ('Out of bounds values', oob,
+                                   'FAILED' if oob else 'OK') +
+            '# %-20s : %g %s\n' % ('Avg bus bandwidth', avg,
+                                   '' if min_bw_failed is None else
+                                   'FAILED' if min_bw_failed else 'OK') +
+            '#\n# Collective test concluded: all_reduce_perf\n')
+
+
+def test_per_iteration_and_timestamp_columns():
+    out = (row_2_19(1048576, 262144, 14.83, 70.71, per_iter=True) + '\n' +
+           row_2_19(2097152, 524288, 29.6, 70.9,
+                    timestamp='2026-11-22 21:55:10') + '\n' + footer(0, 70.8))
+    res = nccltests.parse_text(out)
+    assert [r.size for r in res.rows] == [1048576, 2097152]
+    assert res.rows[0].out_of_place.busbw == pytest.approx(70.71)
+    assert res.rows[0].in_place.time_us == pytest.approx(14.83)
+    assert res.rows[1].busbw == pytest.approx(70.9) and res.complete
+
+
+def test_nonfinite_values_keep_their_row():
+    for v in ('nan', '-nan', 'inf', '-inf'):
+        line = row_2_19(1048576, 262144, 14.83, 70.71)
+        line = line.replace('70.71', '%6s' % v, 1)
+        res = nccltests.parse_text(line + '\n' + footer(0, 70.7))
+        assert len(res.rows) == 1, v
+        assert res.nonfinite_sizes == [1048576]
+        assert res.rows[0].out_of_place.invalid
+
+
+def test_out_of_bounds_failed_and_own_average_check():
+    res = nccltests.parse_text(row_2_19(8, 2, 9.1, 0.0) + '\n' +
+                               footer(3, 0.0, min_bw_failed=True))
+    assert res.out_of_bounds == 3 and res.avg_busbw_failed and res.complete
+
+
+@pytest.mark.parametrize('where', ['before', 'after'])
+@pytest.mark.parametrize('line', [
+    "vm: Test CUDA failure common.cu:1180 'an illegal memory access was "
+    "encountered'",
+    "vm: Test NCCL failure common.cu:1089 'unhandled system error / '",
+    ' .. vm pid 123: Test failure common.cu:1145',
+    "Cuda failure common.cu:393 'out of memory'",
+    "NCCL failure common.cu:417 'unhandled cuda error'",
+    "Hip error: 'hipErrorOutOfMemory'(2) at common.cu:1288",
+    "vm:1:2 [0] NCCL WARN HIP failure 'hipErrorIllegalAddress'",
+    'MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD with '
+    'errorcode 1.'])
+def test_failure_lines_are_errors(line, where):
+    row = row_2_19(8, 2, 9.1, 0.0)
+    out = f'{line}\n{row}\n' if where == 'before' else f'{row}\n{line}\n'
+    res = nccltests.parse_text(out)
+    assert len(res.rows) == 1 and len(res.errors) == 1
+    assert res.errors[0].split()[-1] == line.split()[-1]
+
+
+def test_library_last_error_is_a_note_not_a_failure():
+    res = nccltests.parse_text(row_2_19(8, 2, 9.1, 0.0) + '\n' +
+                               footer(0, 0.0) + '# error: NET/IB : no device\n')
+    assert not res.errors and 'NET/IB' in res.notes[0] and res.complete
+
+
+def _row_2_0(size, count, dtype, keys, t, bw, delta):
+    """nccl-tests v2.0.0: '%12li  %12li  %6s  %6s' + '  %7s  %6.2f  %6.2f
+    %5.0le' per group."""
+    line = '%12li  %12li  %6s' % (size, count, dtype)
+    for k in keys:
+        line += '  %6s' % k
+    for _ in range(2):
+        line += '  %7s  %6.2f  %6.2f  %5.0e' % ('%7.2f' % t, bw, bw, delta)
+    return line
+
+
+HEADER_2_0 = ('#       size         count    type   redop     time   algbw   '
+              'busbw  error     time   algbw   busbw  error\n')
+
+
+@pytest.mark.parametrize('keys, redop, root', [
+    (['sum'], 'sum', None),             # all_reduce: redop
+    (['0'], '', 0),                     # broadcast: root
+    (['sum', '0'], 'sum', 0),           # reduce: redop root
+    ([], '', None)])                    # all_gather: neither
+def test_nccl_tests_2_0_tables(keys, redop, root):
+    ranks = ''.join('#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s\n'
+                    % (r, 100 + r, 'node', r, r, 'A100') for r in range(2))
+    ok = _row_2_0(1024, 256, 'float', keys, 9.5, 0.11, 5e-07)
+    bad = _row_2_0(2048, 512, 'float', keys, 9.6, 0.21, 2e-05)
+    res = nccltests.parse_text(ranks + HEADER_2_0 + ok + '\n' + bad + '\n' +
+                               footer(1, 0.16))
+    assert res.format == 'nccl-tests-2.0' and res.check_column == 'error'
+    assert [(r.redop, r.root) for r in res.rows] == [(redop, root)] * 2
+    # float on 2 ranks: wrong beyond 1e-5 * (2 - 1) (DeltaMaxValue)
+    assert res.rows[0].wrong == 0 and res.rows[1].wrong == 2
+    assert res.rows[1].out_of_place.max_delta == pytest.approx(2e-05)
+
+
+def test_nccl_tests_2_0_tolerance_grows_with_ranks():
+    # the published 16-rank p4d run prints 5e-07: within 1e-5 * 15
+    assert nccltests.delta_tolerance('float', 16) == pytest.approx(1.5e-4)
+    assert nccltests.delta_tolerance('int32', 16) < 1e-100
+    assert nccltests.delta_tolerance('half', None) == pytest.approx(1e-2)
+
+
+def test_rccl_tests_algo_proto_channels_and_in_place_only():
+    pre = '%12li  %12li  %8s  %6s  %6s' % (1048576, 262144, 'float', 'sum',
+                                           '%6i' % 0)
+    body = '  %7s  %6.2f  %6.2f  %5g' % ('%7.2f' % 20.5, 51.1, 95.9, 0)
+    res = nccltests.parse_text(pre + body + body + '%8s  %8s  %10d' %
+                               ('RING', 'SIMPLE', 16) + '\n' +
+                               pre + body + '%8s  %8s  %10s' %
+                               ('N/A', 'N/A', 'N/A') + '\n')
+    assert len(res.rows) == 2
+    assert res.rows[0].out_of_place.busbw == pytest.approx(95.9)
+    assert res.rows[1].out_of_place is None
+    assert res.rows[1].in_place.busbw == pytest.approx(95.9)
+
+
+@pytest.mark.parametrize('prefix', [
+    '[1,0]<stdout>:', '0: ', '12: ', 'nid001234: ', 'gpu-53.local: ',
+    '2024-05-01T12:00:00.123Z ', '2024-05-01T12:00:00+02:00 ',
+    '[2024-05-01 12:00:00] ', '[2024-05-01 12:00:00,123] 3: '])
+def test_prefixed_lines(capture, prefix):
+    out = capture('intra', 'stdout.txt')
+    plain = nccltests.parse_text(out)
+    res = nccltests.parse_text(''.join(prefix + ln for ln in
+                                       out.splitlines(keepends=True)))
+    assert [r.size for r in res.rows] == [r.size for r in plain.rows]
+    assert res.complete and res.nranks == 2
+    assert res.tests_version == '2.19.6'
+
+
+def test_text_cut_inside_the_average_line_is_not_complete(capture):
+    out = capture('intra', 'stdout.txt')
+    i = out.index('# Avg bus bandwidth')
+    assert not nccltests.parse_text(out[:i + 28]).complete
+    assert nccltests.parse_text(out[:out.index('\n', i) + 1]).complete
+
+
+def test_json_nan_and_inf_as_nccl_tests_writes_them(capture):
+    js = capture('intra', 'result.json')
+    # jsonDouble: nan as the string "nan", inf as printf's bare inf
+    js = js.replace('"bus_bw": 0.000875', '"bus_bw": "nan"', 1)
+    js = js.replace('"bus_bw": 346.517076', '"bus_bw": inf', 1)
+    res = nccltests.parse_json(js)
+    assert res.nonfinite_sizes == [8, 8 << 30] and len(res.rows) == 31
+
+
+def test_cut_json_falls_back_to_the_text(capture):
+    out, js = capture('intra', 'stdout.txt'), capture('intra',
+                                                      'result.json')
+    res = nccltests.parse(out, js[:len(js) // 2], 'result.json')
+    assert res.source == 'text' and 'result.json' in res.json_error
+    assert len(res.rows) == 31 and res.complete and not res.errors
+    # a JSON closed after a failure (jsonOutputFinalize) but without its
+    # summary does not win over a complete text either
+    doc = js[:js.index(',\n "out_of_bounds"')] + '\n}'
+    res = nccltests.parse(out, doc, 'result.json')
+    assert res.source == 'text' and res.complete
+    # an empty JSON file is damaged, not absent
+    assert nccltests.parse(out, '', 'r.json').json_error
+
+
+def test_rccl_tests_json_lines():
+    # Reporter::addResult, MPI build: strings quoted, numbers std::to_string
+    line = ('{"name":"AllReduce", "nodes":2, "ranks":16, "ranksPerNode":8, '
+            '"gpusPerRank":1, "size":%d, "type":"float", "redop":"sum", '
+            '"inPlace":%d, "time":%s, "algBw":1.000000, "busBw":%s, '
+            '"wrong":"%s"}')
+    text = '\n'.join([line % (1024, 0, '12.500000', '1.875000', '0'),
+                      line % (1024, 1, '12.400000', '1.890000', '0'),
+                      line % (2048, 0, '-nan', '-nan', '0'),
+                      line % (2048, 1, '13.000000', '3.100000', '2')]) + '\n'
+    res = nccltests.parse_any(text, 'r.json')
+    assert res.format == 'rccl-tests-json-lines' and res.nranks == 16
+    assert [r.size for r in res.rows] == [1024, 2048]
+    assert res.rows[0].busbw == pytest.approx(1.89)
+    assert res.nonfinite_sizes == [2048] and res.rows[1].wrong == 2
+    assert res.closed is None and not res.complete
+    with pytest.raises(CclHealthError, match='r.json: not an nccl-tests .*'
+                       'nor rccl-tests JSON lines'):
+        nccltests.parse_any('{"size": 1}\n', 'r.json')
+    with pytest.raises(CclHealthError, match='r.json:2: not an rccl-tests'):
+        nccltests.parse_any(text.splitlines()[0] + '\n{"size": 1}\n',
+                            'r.json')
