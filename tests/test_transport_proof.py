@@ -118,3 +118,97 @@ def test_published_efa_log_proves_plugin_with_gdr():
     proof = transport.prove('net-plugin-gdr', ev)
     assert proof.ok and 'AWS Libfabric with GPUDirect RDMA' in proof.reason
     assert not transport.prove('net-socket', ev).ok
+
+
+# -- published logs (tests/fixtures/published/SOURCES.md) -------------------
+
+def published(name):
+    from conftest import REPO, read
+    return transport.evidence_from_text(
+        read(os.path.join(REPO, 'tests', 'fixtures', 'published', name)))
+
+
+def test_published_efa_log_per_rank_and_two_nodes():
+    ev = published('nccl-debug_aws-libfabric_gdrdma_efa-p4d-2node.log')
+    assert len(ev.ranks) == 16                  # one per host:pid
+    assert ev.hosts == ['nccl-tests-efa-16-worker-0',
+                        'nccl-tests-efa-16-worker-1']
+    # "Failed to find ncclCollNetPlugin_v4 symbol." on every rank: the
+    # optional CollNet half, not a failure of the net plugin
+    assert ev.plugin_failure is None
+    assert transport.prove('net-plugin-gdr', ev, nodes=2).ok
+    proof = transport.prove('intra', ev, nodes=2)
+    assert not proof.ok and '2-node run' in proof.reason
+
+
+def test_published_rccl_socket_log_mi250x_two_nodes():
+    # RCCL 2.16.5: every channel line ends in " comm 0x... nRanks 08"
+    ev = published('rccl-debug_socket_mi250x-2node_rccl-issue-1026.log')
+    assert ev.via == {'P2P/IPC': 24, 'NET/Socket': 16}
+    assert ev.versions == {'rccl_version': '2.16.5+hip5.6'}
+    assert len(ev.ranks) == 8 and ev.hosts == ['g1064', 'g1072']
+    assert ev.proven() == 'net-socket'
+    assert transport.prove('net-socket', ev, nodes=2).ok
+    proof = transport.prove('net-plugin', ev, nodes=2)
+    assert not proof.ok and proof.proven == 'net-socket'
+    assert proof.reason.startswith('fell back to NET/Socket')
+    assert ('the plugin did not load: No plugin found (librccl-net.so), '
+            'using internal implementation' in proof.reason)
+    assert not transport.prove('intra', ev, nodes=2).ok
+    assert not transport.prove('intra', ev).ok     # network seen on 1 too
+
+
+def test_published_rccl_ucx_plugin_log_probe_then_load():
+    ev = published('rccl-debug_rdma-plugin-ucx_gdrdma_2node_rccl-issue-1261.log')
+    # "Failed to find ncclNetPlugin_v6 symbol." then "Loaded net plugin
+    # NCCL RDMA Plugin (v4)": a load
+    assert ev.plugin_loaded == 'NCCL RDMA Plugin'
+    assert ev.plugin_failure is None
+    assert ev.using_network == 'UCX'
+    assert ev.via == {'NET/UCX/GDRDMA': 16}
+    assert ev.versions == {'rccl_version': '2.18.3+hip5.7'}
+    proof = transport.prove('net-plugin-gdr', ev, nodes=2)
+    assert proof.ok, proof.reason
+    assert 'NCCL RDMA Plugin with GPUDirect RDMA' in proof.reason
+    assert not transport.prove('net-socket', ev, nodes=2).ok
+    assert not transport.prove('intra', ev, nodes=2).ok
+
+
+def test_published_rccl_ucx_log_half_gdr_without_plugin_line():
+    ev = published('rccl-debug_ucx-plugin_mixed-gdr_2node_rccl-issue-502.log')
+    assert ev.via == {'NET/UCX/GDRDMA': 4, 'NET/UCX': 4}
+    assert ev.proven() == 'net-plugin'         # send side without GDR
+    assert ev.plugin_name is None               # the excerpt names none
+    for asked in ('net-plugin', 'net-plugin-gdr'):
+        proof = transport.prove(asked, ev, nodes=2)
+        assert not proof.ok
+        assert 'no "Loaded net plugin" line' in proof.reason
+
+
+def test_published_libfabric_v10_without_gdr():
+    ev = published('nccl-debug_libfabric-v10_efa-no-gdr_g6e-4pod-rank0.log')
+    assert ev.via == {'NET/Libfabric': 24}
+    assert ev.plugin_loaded == 'Libfabric' and ev.plugin_failure is None
+    assert ev.versions == {
+        'cuda_driver': '13000', 'nccl_version': '2.27.3+cuda12.9',
+        'plugin_package': 'aws-ofi-nccl', 'plugin_version': '1.16.2',
+        'libfabric_version': '2.1', 'provider': 'efa'}
+    assert transport.prove('net-plugin', ev).ok
+    proof = transport.prove('net-plugin-gdr', ev)
+    assert not proof.ok and proof.proven == 'net-plugin'
+    assert proof.reason.endswith(
+        'Could not disable CUDA API usage for HMEM, disabling GDR')
+    # NCCL counted 4 nodes; the log is rank 0's pod only
+    proof = transport.prove('net-plugin', ev, nodes=4)
+    assert not proof.ok and 'only 1 host(s)' in proof.reason
+
+
+def test_published_intra_shm_log_with_a_loaded_plugin():
+    ev = published('nccl-debug_shm-intra_plugin-loaded_g6e-1node-4proc.log')
+    assert ev.via == {'SHM/direct': 28}
+    assert len(ev.ranks) == 4
+    assert ev.plugin_loaded == 'Libfabric'
+    assert transport.prove('intra', ev).ok
+    for asked in ('net-socket', 'net-plugin', 'net-plugin-gdr'):
+        proof = transport.prove(asked, ev)
+        assert not proof.ok and 'no channel used the network' in proof.reason
