@@ -211,7 +211,7 @@ class TransportMixin(rfm.RegressionTestPlugin):
         """The proof, kept in ``proven_transport`` / ``transport_proof``;
         ``versions`` from the debug log plus the ones given."""
         ev = self.evidence()
-        proof = tproof.prove(self.transport, ev)
+        proof = tproof.prove(self.transport, ev, nodes=self.num_nodes or 1)
         self.proven_transport = proof.proven or 'none'
         self.transport_proof = proof.reason
         self.versions = dict(ev.versions, plugin_loaded=ev.plugin_loaded or
