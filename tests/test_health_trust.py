@@ -1,0 +1,505 @@
+"""The health hook drains only for a measured fault of the node (issue 11):
+every error of its own is exactly one line ``COULD-NOT-CHECK: ...`` with
+exit 2, HEALTHY needs complete positive evidence, and output faults of
+nccl-tests on the node are UNHEALTHY naming them.  Through the real CLI
+(``python -m ccl_health.health`` and ``scripts/ccl-health-check``) with the
+stand-ins of tests/replay (fake nvidia-smi, launcher, replayed nccl-tests);
+damaged outputs are the real capture tests/fixtures/device/cap/intra with
+one mutation each."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ccl_health import store
+from conftest import REPO
+
+FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
+REPLAY = os.path.join(REPO, 'tests', 'replay')
+CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
+WRAPPER = os.path.join(REPO, 'scripts', 'ccl-health-check')
+UUID0 = 'GPU-0c2f6d13-c7f6-4b78-6145-e06e786e4c2b'   # the fake nvidia-smi's
+UUID1 = 'GPU-1c2f6d13-c7f6-4b78-6145-e06e786e4c2b'
+CLEAN = ('CUDA_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',
+         'CCL_HEALTH_SYSTEM', 'CCL_HEALTH_PARTITION', 'CCL_HEALTH_CHECK_LIMIT',
+         'CCL_HEALTH_CHECK_LAUNCHER', 'CCL_HEALTH_FAKE_GPUS',
+         'CCL_HEALTH_FAKE_MIG', 'CCL_HEALTH_SITE_DIR',
+         'CCL_HEALTH_REFERENCE_DIR', 'CCL_HEALTH_CONFIG_DIR',
+         'CCL_HEALTH_REPLAY_DIR', 'CCL_HEALTH_REPLAY_INTRA')
+
+
+def environ(tmp_path, env=None):
+    e = dict(os.environ, CCL_HEALTH_DB=str(tmp_path / 'db.sqlite'),
+             PYTHONPATH=REPO, CCL_HEALTH_HOSTNAME='ci-test-host')
+    for var in CLEAN:
+        e.pop(var, None)
+    e['PATH'] = FAKE + os.pathsep + e['PATH']
+    e.update(env or {})
+    return e
+
+
+def hook(tmp_path, *args, env=None, cmd=None):
+    """(exit code, the one line, stderr) of the hook; asserts ONE line."""
+    cmd = cmd or [sys.executable, '-m', 'ccl_health.health']
+    p = subprocess.run(cmd + ['--tests-prefix', REPLAY, '--launcher',
+                              os.path.join(FAKE, 'launch'),
+                              '--json', str(tmp_path / 'detail.json')]
+                       + list(args), env=environ(tmp_path, env),
+                       capture_output=True, text=True, timeout=120)
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, (p.returncode, p.stdout, p.stderr)
+    assert 'Traceback' not in p.stdout
+    return p.returncode, lines[0], p.stderr
+
+
+def could_not_check(tmp_path, *args, env=None, cmd=None):
+    rc, line, err = hook(tmp_path, *args, env=env, cmd=cmd)
+    assert rc == 2 and line.startswith('COULD-NOT-CHECK: '), (rc, line, err)
+    return line
+
+
+def recorded(tmp_path):
+    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
+        return db.cases()
+
+
+# -- every error of its own: exit 2, one line --------------------------------
+
+@pytest.mark.parametrize('args, env, says', [
+    (['--limit', 'abc'], {}, "--limit 'abc': not a number of seconds"),
+    (['--limit', '-5'], {}, "--limit '-5': the limit must be a positive"),
+    (['--limit', 'nan'], {}, "--limit 'nan': the limit must be a positive"),
+    ([], {'CCL_HEALTH_CHECK_LIMIT': 'abc'},
+     "CCL_HEALTH_CHECK_LIMIT 'abc': not a number of seconds"),
+    ([], {'CCL_HEALTH_CHECK_LIMIT': '0'},
+     "CCL_HEALTH_CHECK_LIMIT '0': the limit must be a positive"),
+    (['--repeats', '0'], {}, '--repeats 0: must be at least 1'),
+    (['--iters', 'x'], {}, "argument --iters: invalid int value: 'x'"),
+    (['--expect-gpus', '-1'], {}, '--expect-gpus -1: must not be negative'),
+    (['--size', '12Q'], {}, "--size '12Q'"),
+    (['--no-such-option'], {}, 'unrecognized arguments: --no-such-option'),
+    (['--launcher', "mpirun '"], {}, 'launcher "mpirun \'"'),
+])
+def test_bad_option_or_environment_value(tmp_path, args, env, says):
+    line = could_not_check(tmp_path, *args, env=env)
+    assert says in line, line
+
+
+def test_unwritable_json_path_is_found_before_measuring(tmp_path):
+    line = could_not_check(tmp_path, '--json', '/etc/passwd/detail.json')
+    assert line.startswith('COULD-NOT-CHECK: --json /etc/passwd/detail.json: '
+                           'cannot write'), line
+
+
+def test_missing_python_module(tmp_path):
+    # yaml (site and reference files) not importable
+    fake = tmp_path / 'nomod' / 'yaml'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text(
+        "raise ModuleNotFoundError(\"No module named 'yaml'\", name='yaml')\n")
+    line = could_not_check(tmp_path, '--no-record', env={
+        'PYTHONPATH': f'{tmp_path / "nomod"}{os.pathsep}{REPO}'})
+    assert 'a Python module is missing' in line and "'yaml'" in line, line
+
+
+@pytest.mark.parametrize('what, text, says', [
+    ('site', 'system: local\ntransports: [\n', 'not valid YAML'),
+    ('site', 'system: local\n', 'transports'),
+    ('reference', 'system: local\npartitions: {gpu: {entries: [{transport: '
+     'intra}]}}\n', "missing key"),
+    ('reference', ': : :\n', 'not valid YAML'),
+])
+def test_invalid_site_or_reference_file(tmp_path, what, text, says):
+    d = tmp_path / what
+    shutil.copytree(os.path.join(REPO, what), d)
+    (d / 'local.yaml').write_text(text)
+    env = {'CCL_HEALTH_SITE_DIR' if what == 'site' else
+           'CCL_HEALTH_REFERENCE_DIR': str(d)}
+    line = could_not_check(tmp_path, env=env)
+    assert str(d / 'local.yaml') in line and says in line, line
+
+
+def test_unreadable_reference_folder(tmp_path):
+    line = could_not_check(tmp_path, env={
+        'CCL_HEALTH_REFERENCE_DIR': str(tmp_path / 'none')})
+    assert 'no reference file for system' in line, line
+
+
+def test_any_exception_is_could_not_check(tmp_path):
+    # a config file that raises: the exception, named, in one line
+    cfg = tmp_path / 'config'
+    shutil.copytree(os.path.join(REPO, 'config'), cfg)
+    (cfg / 'frontier.py').write_text('raise RuntimeError("boom")\n')
+    line = could_not_check(tmp_path, '--config-dir', str(cfg))
+    assert 'frontier.py: cannot load the system configuration: ' \
+        'RuntimeError: boom' in line, line
+
+
+# -- the launcher and the program: could not start vs node fault -------------
+
+@pytest.mark.parametrize('launcher, says', [
+    ('/nonexistent/mpirun -np', "cannot start the launcher "
+     "'/nonexistent/mpirun'"),
+    # a shell wrapper whose mpirun is not there: exit 127
+    ("sh -c 'echo \"mpirun: command not found\" >&2; exit 127' x",
+     'exit 127): mpirun: command not found'),
+    # Open MPI refusing to start: nothing of nccl-tests' own printed
+    ("sh -c 'echo \"There are not enough slots available in the system\"; "
+     "exit 1' x", 'exit 1): There are not enough slots available'),
+])
+def test_launcher_that_cannot_start(tmp_path, launcher, says):
+    line = could_not_check(tmp_path, '--launcher', launcher)
+    assert says in line, line
+
+
+def test_missing_binary(tmp_path):
+    (tmp_path / 'empty' / 'bin').mkdir(parents=True)
+    line = could_not_check(tmp_path, '--tests-prefix', str(tmp_path / 'empty'))
+    assert 'all_reduce_perf is missing or not executable' in line
+
+
+def test_limit_too_short_to_start_is_not_a_hang(tmp_path):
+    line = could_not_check(tmp_path, '--limit', '0.5')
+    assert 'the limit left no time for all_reduce on GPUs 0<->1' in line
+
+
+# -- output faults of nccl-tests on the node: UNHEALTHY naming them ----------
+
+def mutated(tmp_path, stdout=None, rc=None, logs=True):
+    """A replay case: the real 2x H200 intra capture, its stdout and exit
+    code changed."""
+    src = os.path.join(CAP, 'intra')
+    dst = tmp_path / 'replay' / 'mut'
+    dst.mkdir(parents=True)
+    for f in os.listdir(src):
+        if f.startswith('nccl-debug') and logs:
+            shutil.copy(os.path.join(src, f), dst)
+    text = open(os.path.join(src, 'stdout.txt')).read()
+    (dst / 'stdout.txt').write_text(stdout(text) if stdout else text)
+    (dst / 'rc.txt').write_text(f'rc={rc or 0} wall=\n')
+    return {'CCL_HEALTH_REPLAY_DIR': str(tmp_path / 'replay'),
+            'CCL_HEALTH_REPLAY_INTRA': 'mut'}
+
+
+ROW_1G = re.compile(r'^\s*1073741824\s.*$', re.M)
+
+
+def upto_1g(text):
+    """The capture cut right after the complete 1 GiB row."""
+    return text[:ROW_1G.search(text).end() + 1]
+
+
+def nan_1g(text):
+    row = ROW_1G.search(text).group(0)
+    toks = row.split()
+    toks[7] = toks[11] = 'nan'          # busbw out-of-place and in-place
+    return text.replace(row, '  '.join(toks))
+
+
+def wrong_1g(text):
+    row = ROW_1G.search(text).group(0)
+    toks = row.split()
+    toks[8] = '3'                        # #wrong out-of-place
+    return text.replace(row, '  '.join(toks))
+
+
+def cuda_failure(text):
+    # nccl-tests' CUDACHECK: printf("%s: Test CUDA failure %s:%d '%s'\n")
+    # then main's " .. %s pid %d: Test failure %s:%d\n"
+    return upto_1g(text) + (
+        "vm: Test CUDA failure common.cu:1094 'an illegal memory access was "
+        "encountered'\n .. vm pid 25480: Test failure common.cu:1192\n")
+
+
+@pytest.mark.parametrize('stdout, rc, says, verdict', [
+    (None, 1, 'crash: all_reduce on GPUs 0<->1 exited with status 1',
+     'crash'),
+    (None, 139, 'exited with status 139', 'crash'),
+    (upto_1g, 0, 'incomplete: all_reduce on GPUs 0<->1 stopped after 28 '
+     'size(s) without its closing summary', 'incomplete'),
+    (lambda t: t.split('#       size')[0], 0,
+     'incomplete: all_reduce on GPUs 0<->1 printed no result rows',
+     'incomplete'),
+    (nan_1g, 0, 'wrong-results: non-finite', 'wrong-results'),
+    (wrong_1g, 0, 'wrong-results: 3 wrong elements', 'wrong-results'),
+    (cuda_failure, 1, "Test CUDA failure common.cu:1094 'an illegal memory "
+     "access was encountered'", 'crash'),
+])
+def test_output_fault_is_unhealthy_naming_it(tmp_path, stdout, rc, says,
+                                             verdict):
+    rc_, line, err = hook(tmp_path, env=mutated(tmp_path, stdout, rc))
+    assert rc_ == 1 and line.startswith('UNHEALTHY: '), (line, err)
+    assert says in line, line
+    [case] = recorded(tmp_path)
+    assert case['verdict'] == verdict, case['reason']
+
+
+def test_no_debug_log_is_could_not_check(tmp_path):
+    # a clean table but nothing to prove the transport from
+    line = could_not_check(tmp_path, env=mutated(tmp_path, logs=False))
+    assert 'cannot prove the transport' in line, line
+
+
+# -- references: the exact key, never "measured only" ------------------------
+
+def test_partition_typo(tmp_path):
+    line = could_not_check(tmp_path, '--partition', 'gpuu')
+    assert "no partition 'gpuu' in system 'local'" in line, line
+
+
+def test_no_reference_for_the_gpu_count(tmp_path):
+    line = could_not_check(tmp_path, env={'CCL_HEALTH_FAKE_GPUS': '3'})
+    assert line.startswith('COULD-NOT-CHECK: no reference for local:gpu intra '
+                           'all_reduce 1 node x 3 GPUs in '), line
+
+
+def test_reference_without_the_probe_size(tmp_path):
+    line = could_not_check(tmp_path, '--size', '3M')
+    assert line.startswith('COULD-NOT-CHECK: no reference for local:gpu intra '
+                           'all_reduce 1 node x 2 GPUs at 3MiB'), line
+
+
+def test_system_typo(tmp_path):
+    line = could_not_check(tmp_path, env={'CCL_HEALTH_SYSTEM': 'frontierr'})
+    assert "system 'frontierr' is not in" in line, line
+    line = could_not_check(tmp_path, '--partition', 'batch',
+                           env={'CCL_HEALTH_SYSTEM': 'frontierr'})
+    assert 'frontierr' in line, line
+
+
+# -- which system: as the ReFrame configuration finds it ----------------------
+
+def test_frontier_host_name_picks_frontier(tmp_path):
+    line = could_not_check(tmp_path, '--size', '3M', env={
+        'CCL_HEALTH_HOSTNAME': 'frontier01234', 'CCL_HEALTH_FAKE_GPUS': '8'})
+    assert 'no reference for frontier:batch intra all_reduce 1 node x 8 GPUs' \
+        in line, line
+
+
+def test_frontier_node_healthy_with_pairs_not_judged(tmp_path):
+    rc, line, err = hook(tmp_path, env={
+        'CCL_HEALTH_HOSTNAME': 'frontier01234', 'CCL_HEALTH_FAKE_GPUS': '8'})
+    assert rc == 0, (line, err)
+    assert re.match(r'HEALTHY: all_reduce 1GiB on 8 GPUs 330\.4 GB/s '
+                    r'\(reference [\d.]+\) on frontier:batch, 28 GPU pairs ran '
+                    r'clean \(bandwidth not judged: no reference for 1 node x '
+                    r'2 GPUs at 1GiB\)', line), line
+
+
+def test_perlmutter_without_an_intra_reference(tmp_path):
+    # the issue's example: on Perlmutter the hook said HEALTHY with no
+    # reference at all
+    line = could_not_check(tmp_path, env={
+        'CCL_HEALTH_HOSTNAME': 'nid001234', 'CCL_HEALTH_FAKE_GPUS': '4'})
+    assert line.startswith('COULD-NOT-CHECK: no reference for perlmutter:gpu '
+                           'intra all_reduce 1 node x 4 GPUs'), line
+
+
+def test_gpu_the_driver_does_not_list_is_a_node_fault(tmp_path):
+    rc, line, _ = hook(tmp_path, env={'CCL_HEALTH_HOSTNAME': 'nid001234',
+                                      'CCL_HEALTH_FAKE_GPUS': '3'})
+    assert rc == 1
+    assert line == ('UNHEALTHY: missing GPU: nvidia-smi lists 3 of the 4 GPUs '
+                    'of perlmutter:gpu')
+
+
+def _config(tmp_path, systems):
+    """A configuration folder with these systems, in this order:
+    ``{name: (hostnames, {partition: gpus})}``."""
+    cfg = tmp_path / 'config'
+    cfg.mkdir()
+    (cfg / 'settings.py').write_text(
+        '_systems = [_load(name) for name in (%s)]\n'
+        % ''.join(f'{n!r}, ' for n in systems))
+    for name, (hosts, parts) in systems.items():
+        (cfg / f'{name}.py').write_text('system = %r\n' % {
+            'name': name, 'hostnames': hosts, 'partitions': [
+                {'name': p, 'devices': [{'type': 'gpu', 'num_devices': n}]
+                 if n else []} for p, n in parts.items()]})
+    return str(cfg)
+
+
+def test_host_name_matching_no_system(tmp_path):
+    cfg = _config(tmp_path, {'local': (['login\\d+'], {'gpu': 2})})
+    line = could_not_check(tmp_path, '--config-dir', cfg)
+    assert "host name 'ci-test-host' matches no system" in line, line
+
+
+def test_first_matching_system_wins_and_local_comes_last(tmp_path):
+    cfg = _config(tmp_path, {'local': (['.*'], {'gpu': 2}),
+                             'other': (['ci-test'], {'gpu': 2})})
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg)
+    assert rc == 0 and 'on local:gpu' in line, line
+
+
+def test_several_gpu_partitions_are_ambiguous(tmp_path):
+    cfg = _config(tmp_path, {'local': (['ci-'], {'gpu': 2, 'gpu2': 2,
+                                                 'cpu': 0})})
+    line = could_not_check(tmp_path, '--config-dir', cfg)
+    assert "ambiguous: system 'local' (matched by host name 'ci-test-host') " \
+        'has several partitions with GPUs' in line, line
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg, '--partition', 'gpu')
+    assert rc == 0, line
+
+
+def test_config_loads_without_reframe(tmp_path):
+    # the hook reads config/ with ReFrame not importable
+    fake = tmp_path / 'norfm' / 'reframe'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("raise ImportError('no reframe')\n")
+    rc, line, _ = hook(tmp_path, '--size', '3M', env={
+        'PYTHONPATH': f'{tmp_path / "norfm"}{os.pathsep}{REPO}',
+        'CCL_HEALTH_HOSTNAME': 'login03.frontier.olcf.ornl.gov',
+        'CCL_HEALTH_FAKE_GPUS': '8'})
+    assert rc == 2 and 'frontier:batch' in line, line
+
+
+# -- GPU visibility -----------------------------------------------------------
+
+@pytest.mark.parametrize('cvd, tokens', [
+    (f'{UUID0},{UUID1}', [UUID0, UUID1]),
+    ('GPU-0c2f,GPU-1c2f', ['GPU-0c2f', 'GPU-1c2f']),       # unique prefixes
+    (f'MIG-{UUID0}/1/0,MIG-{UUID1}/2/0', [f'MIG-{UUID0}/1/0',
+                                          f'MIG-{UUID1}/2/0']),
+    ('MIG-0a7e0b55-3f1d-5c2e-9a41-7d0c8e6f2b19,MIG-1a7e0b55',
+     ['MIG-0a7e0b55-3f1d-5c2e-9a41-7d0c8e6f2b19', 'MIG-1a7e0b55']),
+    ('1,0', ['1', '0']),
+    (f' {UUID1} ,0', [UUID1, '0']),                        # mixed
+    ('0,1,-1', ['0', '1']),               # CUDA stops at a negative index
+])
+def test_visible_devices_forms_on_a_healthy_node(tmp_path, cvd, tokens):
+    import json
+    rc, line, err = hook(tmp_path, env={'CUDA_VISIBLE_DEVICES': cvd,
+                                        'CCL_HEALTH_FAKE_MIG': '1'})
+    assert rc == 0 and line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs'), \
+        (line, err)
+    detail = json.load(open(tmp_path / 'detail.json'))
+    # the probe sees its GPUs by the names it was given
+    assert detail['probes'][0]['tokens'] == tokens
+    assert sorted(detail['probes'][0]['gpus']) == [0, 1]
+
+
+@pytest.mark.parametrize('cvd, says', [
+    ('abc', "'abc' is neither a GPU index, a GPU UUID (GPU-...) nor a MIG id"),
+    ('0,,1', 'an empty entry'),
+    ('0,0', "'0' names a GPU twice"),
+    ('GPU-ffff', "names GPU(s) GPU-ffff that are not on this node"),
+    ('0,1,7', 'names GPU(s) 7 that are not on this node'),
+    ('', 'leaves 0 of the 2 GPUs of local:gpu visible'),
+    ('NoDevFiles', 'leaves 0 of the 2 GPUs of local:gpu visible'),
+    ('-1', 'leaves 0 of the 2 GPUs of local:gpu visible'),
+])
+def test_visible_devices_the_hook_cannot_use(tmp_path, cvd, says):
+    line = could_not_check(tmp_path, env={'CUDA_VISIBLE_DEVICES': cvd})
+    assert says in line, line
+
+
+# -- the bash wrapper keeps the contract when Python cannot ------------------
+
+def test_wrapper_passes_verdicts_through(tmp_path):
+    rc, line, _ = hook(tmp_path, cmd=[WRAPPER])
+    assert rc == 0 and line.startswith('HEALTHY: '), line
+    rc, line, _ = hook(tmp_path, cmd=[WRAPPER], env=mutated(tmp_path, rc=1))
+    assert rc == 1 and line.startswith('UNHEALTHY: crash: '), line
+    line = could_not_check(tmp_path, '--limit', 'abc', cmd=[WRAPPER])
+    assert "--limit 'abc'" in line
+
+
+def _tree(tmp_path):
+    """A copy of the wrapper in a tree of its own (no .venv)."""
+    tree = tmp_path / 'ccl'
+    (tree / 'scripts').mkdir(parents=True)
+    shutil.copy(WRAPPER, tree / 'scripts')
+    return tree
+
+
+def test_wrapper_without_python(tmp_path):
+    tree = _tree(tmp_path)
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    for tool in ('dirname', 'mktemp', 'cat', 'wc', 'head', 'grep', 'tail',
+                 'cut', 'rm'):
+        os.symlink(shutil.which(tool), bindir / tool)
+    p = subprocess.run(['/bin/bash', str(tree / 'scripts' /
+                                         'ccl-health-check')],
+                       env={'PATH': str(bindir)}, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stdout == (f'COULD-NOT-CHECK: no Python: neither {tree}/.venv/bin/'
+                        f'python nor python3 on PATH\n')
+
+
+def test_wrapper_when_the_package_does_not_import(tmp_path):
+    tree = _tree(tmp_path)
+    (tree / 'ccl_health').mkdir()
+    (tree / 'ccl_health' / '__init__.py').write_text('def (:\n')
+    (tree / 'ccl_health' / 'health.py').write_text('')
+    venv = tree / '.venv' / 'bin'
+    venv.mkdir(parents=True)
+    os.symlink(sys.executable, venv / 'python')
+    p = subprocess.run([str(tree / 'scripts' / 'ccl-health-check')],
+                       env=dict(os.environ, PYTHONPATH=''),
+                       capture_output=True, text=True, timeout=60)
+    # python exits 1 with a traceback: never a drain
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    [line] = p.stdout.splitlines()
+    assert line.startswith(f'COULD-NOT-CHECK: {venv}/python '
+                           f'(ccl_health.health) ended with exit 1 and no '
+                           f'verdict line: SyntaxError'), line
+    assert 'Traceback' in p.stderr          # kept on stderr for a person
+
+
+def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
+    # exit 0 without a HEALTHY line is no all-clear
+    tree = _tree(tmp_path)
+    (tree / 'ccl_health').mkdir()
+    (tree / 'ccl_health' / '__init__.py').write_text('')
+    (tree / 'ccl_health' / 'health.py').write_text(
+        'def main(argv):\n    print("all good")\n    return 0\n')
+    venv = tree / '.venv' / 'bin'
+    venv.mkdir(parents=True)
+    os.symlink(sys.executable, venv / 'python')
+    p = subprocess.run([str(tree / 'scripts' / 'ccl-health-check')],
+                       env=dict(os.environ, PYTHONPATH=''),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stdout.startswith('COULD-NOT-CHECK: ') and \
+        p.stdout.rstrip().endswith('ended with exit 0 and no verdict line: '
+                                   'all good'), p.stdout
+
+
+def test_sigterm_stops_the_probes_and_is_could_not_check(tmp_path):
+    import signal
+    import time
+    e = environ(tmp_path, {'CCL_HEALTH_REPLAY_SLEEP': '60'})
+    p = subprocess.Popen([WRAPPER, '--tests-prefix', REPLAY, '--launcher',
+                          os.path.join(FAKE, 'launch'), '--limit', '50'],
+                         env=e, stdout=subprocess.PIPE, text=True,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(3)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 2, (out, err)
+    assert out == ('COULD-NOT-CHECK: stopped by SIGTERM before the check '
+                   'finished\n'), (out, err)
+    time.sleep(0.5)
+    # nothing it started is left (the replayed all_reduce_perf sleeps 60 s)
+    assert not _processes_with(str(tmp_path))
+
+
+def _processes_with(text):
+    """pids of the processes whose environment holds ``text``."""
+    found = []
+    for d in os.listdir('/proc'):
+        if d.isdigit():
+            try:
+                with open(f'/proc/{d}/environ', 'rb') as fp:
+                    if text.encode() in fp.read():
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
