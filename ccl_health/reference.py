@@ -311,7 +311,6 @@ class Editor:
         try:
             from ruamel.yaml import YAML
             from ruamel.yaml.comments import CommentedMap
-            from ruamel.yaml.util import load_yaml_guess_indent
         except ImportError:
             raise ReferenceError(f'{path}: cannot edit: the Python module '
                                  f'ruamel.yaml is missing (install '
@@ -349,14 +348,35 @@ class Editor:
             raise ReferenceError(f'{path}: system is '
                                  f'{self.current.system!r}, expected '
                                  f'{system!r}')
-        _, ind, bsi = load_yaml_guess_indent(self.old_text)
-        ind = ind or 2
-        bsi = bsi or 0
-        self._yaml.indent(mapping=ind, sequence=ind + bsi, offset=bsi)
         self.doc = self._yaml.load(self.old_text)
         self.lines = self.old_text.splitlines(keepends=True)
         if self.lines and not self.lines[-1].endswith('\n'):
             self.lines[-1] += '\n'
+        self._yaml.indent(**self._indentation())
+
+    def _indentation(self):
+        """The file's own indentation, as ruamel.yaml's ``indent()`` takes
+        it: mapping indent, sequence item indent, dash offset."""
+        out = {'mapping': 2, 'sequence': 2, 'offset': 0}
+        parts = self.doc['partitions']
+        try:
+            top = self.doc.lc.key('partitions')[1]
+            for name, part in parts.items():
+                out['mapping'] = parts.lc.key(name)[1] - top
+                break
+            for part in parts.values():
+                seq = (part or {}).get('entries')
+                if seq and not seq.fa.flow_style():
+                    parent = part.lc.key('entries')[1]
+                    line, col = seq.lc.item(0)
+                    out['offset'] = _indent(self.lines[line]) - parent
+                    out['sequence'] = col - parent
+                    break
+        except (AttributeError, KeyError, TypeError, IndexError):
+            pass
+        if out['mapping'] < 1 or out['sequence'] < out['offset'] + 2:
+            out = {'mapping': 2, 'sequence': 2, 'offset': 0}
+        return out
 
     # -- where things are in the old text
     def _entry_spans(self, seq):
@@ -382,10 +402,13 @@ class Editor:
         self._spans[id(seq)] = spans
         return spans
 
-    def _render_entry(self, partition, entry_map, dash_col):
+    def _render_entry(self, partition, entry_map, dash_col, span=None):
         """The lines of ``entry_map`` as an item of ``partitions.
         <partition>.entries``, at column ``dash_col``; None when ruamel
-        would not put it there."""
+        would not put it there.  Whole-line comments that ruamel carries
+        along from outside the entry's old lines ``span`` (it attaches the
+        comment above the next entry to this one's last key) are left out:
+        they stay where they are."""
         from ruamel.yaml.comments import CommentedMap, CommentedSeq
         wrap = CommentedMap([('partitions', CommentedMap([
             (partition, CommentedMap([('entries',
@@ -393,8 +416,10 @@ class Editor:
         out = io.StringIO()
         self._yaml.dump(wrap, out)
         lines = out.getvalue().splitlines(keepends=True)[3:]
-        while lines and not _is_content(lines[-1]):
-            lines.pop()          # comments that belong after the entry
+        own = {ln.strip() for ln in self.lines[span[0]:span[1] + 1]} \
+            if span else set()
+        lines = [ln for ln in lines if _is_content(ln) or
+                 (ln.strip() and ln.strip() in own)]
         if not lines or _indent(lines[0]) != dash_col or \
                 not lines[0].lstrip().startswith('- '):
             return None
@@ -436,7 +461,7 @@ class Editor:
             if not self._whole and not flow:
                 span = self._entry_spans(seq).get(id(seq[i]))
                 lines = span and self._render_entry(
-                    partition, seq[i], _indent(self.lines[span[0]]))
+                    partition, seq[i], _indent(self.lines[span[0]]), span)
                 if not lines:
                     self._whole = True
                 else:
