@@ -604,6 +604,8 @@ def parse_json_any(text, origin='<json>'):
     try:
         return parse_json(text, origin)
     except CclHealthError as err:
+        if 'no "version" key' not in str(err):
+            raise
         raise CclHealthError(f'{err}; nor rccl-tests JSON lines (no '
                              f'"busBw" key)') from None
 

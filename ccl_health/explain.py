@@ -1,0 +1,352 @@
+"""Raw outputs in, verdict out: ``scripts/explain FILE...``.
+
+Takes the output of an nccl-tests / rccl-tests run made elsewhere (its
+stdout, its ``-J`` JSON, rccl-tests' ``-Z json`` file) and the NCCL/RCCL
+debug logs of the same run, tells them apart by their content, and prints
+the sizes and bus bandwidth read, the transport the logs prove, the
+versions found and, given a reference (``--system`` / ``--partition`` or
+``--reference``), the verdict, judged like the suite's own runs
+(:func:`ccl_health.verdict.judge_sweep`): PASS only with complete positive
+evidence.  Exit status: :func:`ccl_health.verdict.exit_code` of the
+verdict; 2 for an unreadable or unrecognisable file.
+"""
+
+import argparse
+import inspect
+import json
+import os
+import sys
+
+from . import TRANSPORTS, CclHealthError
+from . import collectives, nccltests, reference, transport
+from . import verdict as V
+from .units import format_size
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_reference_dir():
+    return os.environ.get('CCL_HEALTH_REFERENCE_DIR') or \
+        os.path.join(_REPO, 'reference')
+
+
+def classify(text, path):
+    """What ``text`` (the content of ``path``) is: ``'json'`` (an
+    nccl-tests / rccl-tests JSON file), ``'output'`` (a text output, maybe
+    with NCCL lines in it), ``'log'`` (an NCCL/RCCL debug log), or raise."""
+    if nccltests.looks_like_json(text):
+        return 'json'
+    res = nccltests.parse_text(text)
+    if res.rows or res.out_of_bounds is not None or res.devices or \
+            res.tests_version or res.errors:
+        return 'output'
+    if any(nccltests._NCCL_LOG.search(ln) for ln in text.splitlines()):
+        return 'log'
+    raise CclHealthError(f'{path}: not an nccl-tests / rccl-tests output '
+                         f'nor an NCCL/RCCL debug log (nothing recognisable)')
+
+
+def _read(path):
+    try:
+        with open(path, errors='replace') as fp:
+            return fp.read()
+    except OSError as err:
+        raise CclHealthError(f'{path}: cannot read: {err.strerror or err}') \
+            from None
+
+
+def _prove(asked, ev, nodes):
+    if 'nodes' in inspect.signature(transport.prove).parameters:
+        return transport.prove(asked, ev, nodes=nodes)
+    return transport.prove(asked, ev)
+
+
+def explain(files, *, system=None, partition=None, reference_file=None,
+            transport_asked=None, nodes=None, gpus_per_node=None,
+            collective=None, exit_status=None, refdir=None):
+    """The explanation of one run as a dict (what ``--json`` prints)."""
+    outputs, jsons, logs = [], [], []
+    kinds = {}
+    for path in files:
+        text = _read(path)
+        kind = classify(text, path)
+        kinds[path] = kind
+        {'output': outputs, 'json': jsons, 'log': logs}[kind].append(
+            (path, text))
+    if len(outputs) > 1 or len(jsons) > 1:
+        raise CclHealthError(
+            f'{(outputs + jsons)[-1][0]}: one run at a time (got '
+            f'{len(outputs)} text outputs and {len(jsons)} JSON files)')
+    if not outputs and not jsons:
+        raise CclHealthError(f'{files[0]}: no nccl-tests / rccl-tests output '
+                             f'among the files (only debug logs)')
+    stdout = outputs[0][1] if outputs else ''
+    origin = jsons[0][0] if jsons else (outputs[0][0] if outputs else '')
+    if jsons and not outputs:
+        res = nccltests.parse_any(jsons[0][1], origin)
+    else:
+        res = nccltests.parse(stdout, jsons[0][1] if jsons else None, origin)
+
+    # the transport, from the logs and the NCCL lines of the output
+    ev = transport.read_evidence([p for p, _ in logs])
+    if stdout:
+        transport.feed_lines(ev, stdout.splitlines(),
+                             source=outputs[0][0])
+    hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
+    nodes = nodes or (len(hosts) if hosts else None)
+    asked = transport_asked or ev.proven()
+    notes = list(res.notes)
+    proof, proof_doc = None, None
+    if asked is None:
+        why = ('no NCCL debug log among the files' if not logs and
+               not ev.via else 'no channel lines in the debug logs')
+        proof_doc = {'asked': None, 'proven': None, 'ok': False,
+                     'reason': f'the transport is not proven: {why}'}
+    elif asked not in TRANSPORTS:
+        proof_doc = {'asked': asked, 'proven': ev.proven(), 'ok': False,
+                     'reason': f'the logs show {asked}, not a transport the '
+                               f'suite judges ({", ".join(TRANSPORTS)})'}
+    else:
+        if not transport_asked:
+            notes.append(f'--transport not given: judged as the transport '
+                         f'the logs prove ({asked})')
+        proof = _prove(asked, ev, nodes or 1)
+        proof_doc = {'asked': proof.asked, 'proven': proof.proven,
+                     'ok': proof.ok, 'reason': proof.reason}
+
+    # the reference key
+    coll = collective or res.collective
+    try:
+        coll = collectives.canonical(coll) if coll else None
+    except CclHealthError:
+        pass
+    ranks = res.nranks
+    gpn = gpus_per_node or (ranks // nodes if ranks and nodes and
+                            ranks % nodes == 0 else None)
+    ref_doc = {'system': system, 'partition': partition,
+               'file': reference_file, 'found': False, 'reason': None}
+    entry = None
+    key = (f'{system or "?"}:{partition or "?"} {asked or "?"} '
+           f'{coll or "?"} {nodes or "?"} node(s) x {gpn or "?"} GPUs')
+    if not (system or reference_file):
+        ref_doc['reason'] = ('no reference given (--system S --partition P, '
+                             'or --reference FILE)')
+    elif None in (asked, coll, nodes, gpn):
+        missing = [n for n, v in (('--transport', asked),
+                                  ('--collective', coll), ('--nodes', nodes),
+                                  ('--gpus-per-node', gpn)) if v is None]
+        ref_doc['reason'] = (f'no reference key: {", ".join(missing)} not '
+                             f'known from the files')
+    else:
+        try:
+            ref = (reference.load(reference_file) if reference_file else
+                   reference.load_for_system(refdir or
+                                             default_reference_dir(), system))
+            if partition is None:
+                if len(ref.partitions) == 1:
+                    partition = next(iter(ref.partitions))
+                else:
+                    raise CclHealthError(
+                        f'{ref.path}: --partition needed (has: '
+                        f'{", ".join(sorted(ref.partitions))})')
+            ref_doc.update(system=ref.system, partition=partition,
+                           file=ref.path)
+            key = (f'{ref.system}:{partition} {asked} {coll} {nodes} '
+                   f'node(s) x {gpn} GPUs')
+            entry = ref.lookup(partition, asked, coll, nodes, gpn)
+            if entry is None:
+                miss = getattr(ref, 'missing_reason', None)
+                ref_doc['reason'] = (miss(partition, asked, coll, nodes, gpn)
+                                     if miss else f'no reference for {key} '
+                                     f'in {ref.path}')
+            else:
+                ref_doc.update(found=True, tolerance=entry.tolerance,
+                               source=entry.source)
+        except CclHealthError as err:
+            ref_doc['reason'] = str(err)
+    ref_doc['key'] = key
+
+    # the verdict, as the suite's own runs are judged
+    what = res.collective or 'the run'
+    if proof is None:
+        v, reason = V.judge_output(res, exit_status, None, what) or (
+            V.Verdict.COULD_NOT_CHECK, f'could not check: '
+            f'{proof_doc["reason"]}')
+    else:
+        v, reason = V.judge_sweep(res, exit_status, proof, entry,
+                                  what=what, reference_key=key)
+    if v is V.Verdict.NO_REFERENCE and ref_doc['reason']:
+        reason = f'no-reference: {ref_doc["reason"]}'
+    short = V.shortfalls(res, entry)
+    if short:
+        measured = v is V.Verdict.PASS
+        if not measured and exit_status is None:
+            # the numbers were measured whatever the unknown exit status
+            again = V.judge_sweep(res, 0, proof, entry, what=what,
+                                  reference_key=key) if proof else None
+            measured = again is not None and again[0] is V.Verdict.PASS
+        if measured:
+            v, reason = V.Verdict.BELOW_REFERENCE, (
+                'below-reference: ' + ', '.join(
+                    f'{format_size(s)} {b:.2f} vs {r:.2f} GB/s (allowed '
+                    f'-{t:.0%})' for s, b, r, t in short))
+    elif v is V.Verdict.PASS and entry is not None:
+        n = sum(1 for r in res.rows if r.size in entry.busbw)
+        big = max(res.rows, key=lambda r: r.size)
+        reason = (f'{n} sizes within reference; {big.busbw:.1f} GB/s at '
+                  f'{format_size(big.size)}; {reason}')
+        if n == 0:
+            v, reason = V.Verdict.NO_REFERENCE, (
+                f'no-reference: none of the sizes of the output is in the '
+                f'reference for {key}')
+    if exit_status is None and v is V.Verdict.COULD_NOT_CHECK and \
+            'exit status' in reason:
+        reason += ' (give it with --exit-status N)'
+
+    versions = {}
+    if res.tests_version:
+        versions['nccl_tests'] = res.tests_version
+    if res.nccl_version:
+        versions['nccl_code'] = res.nccl_version
+    if res.library_version:
+        versions['library'] = res.library_version
+    versions.update(ev.versions)
+
+    rows = []
+    short_sizes = {s for s, *_ in short}
+    for r in res.rows:
+        ref = entry.busbw.get(r.size) if entry else None
+        rows.append({
+            'size': r.size, 'busbw': _num(r.busbw),
+            'out_of_place': _num(r.out_of_place.busbw)
+            if r.out_of_place else None,
+            'in_place': _num(r.in_place.busbw) if r.in_place else None,
+            'wrong': r.wrong, 'nonfinite': r.nonfinite,
+            'reference': ref,
+            'allowed': (ref * (1 - entry.tolerance_at(r.size))
+                        if ref is not None else None),
+            'below': r.size in short_sizes if ref is not None else None})
+    return {
+        'files': [{'path': p, 'kind': kinds[p]} for p in files],
+        'format': res.format, 'source': res.source,
+        'collective': res.collective, 'nranks': res.nranks, 'hosts': hosts,
+        'complete': res.complete, 'out_of_bounds': res.out_of_bounds,
+        'avg_busbw': _num(res.avg_busbw), 'errors': res.errors,
+        'json_error': res.json_error, 'notes': notes,
+        'exit_status': exit_status, 'rows': rows, 'transport': proof_doc,
+        'versions': versions, 'reference': ref_doc,
+        'verdict': str(v), 'reason': reason,
+        'exit_code': V.exit_code([v]),
+    }
+
+
+def _num(x):
+    """JSON has no nan / inf: those are written as strings."""
+    if isinstance(x, float) and x != x or x in (float('inf'), float('-inf')):
+        return str(x)
+    return x
+
+
+def render(doc):
+    """The explanation for a person."""
+    out = []
+    files = ', '.join(f'{f["path"]} ({f["kind"]})' for f in doc['files'])
+    out.append(f'files      {files}')
+    state = 'complete' if doc['complete'] else 'INCOMPLETE'
+    out.append(f'output     {doc["format"]} ({doc["source"]}), {state}; '
+               f'{doc["collective"] or "collective unknown"}, '
+               f'{doc["nranks"] or "?"} ranks on '
+               f'{", ".join(doc["hosts"]) or "?"}')
+    if doc['versions']:
+        out.append('versions   ' + ', '.join(
+            f'{k} {v}' for k, v in doc['versions'].items()))
+    t = doc['transport']
+    out.append(f'transport  {"proven " + t["proven"] if t.get("proven") else "not proven"}'
+               f'{" (asked " + t["asked"] + ")" if t.get("asked") else ""}: '
+               f'{t["reason"]}')
+    r = doc['reference']
+    out.append(f'reference  {r["key"]}: ' + (
+        f'{r["file"]}, tolerance {r["tolerance"]:.0%}' if r['found']
+        else r['reason']))
+    out.append(f'exit       {doc["exit_status"] if doc["exit_status"] is not None else "unknown (--exit-status N)"}')
+    for e in doc['errors'][:5]:
+        out.append(f'error      {e}')
+    for n in doc['notes']:
+        out.append(f'note       {n}')
+    out.append('')
+    out.append(f'{"size":>8}  {"busbw GB/s":>10}  {"reference":>9}  '
+               f'{"allowed":>8}')
+    for row in doc['rows']:
+        b = row['busbw']
+        bs = f'{b:10.2f}' if isinstance(b, float) else f'{b!s:>10}'
+        ref = f'{row["reference"]:9.2f}' if row['reference'] else ' ' * 9
+        allowed = f'{row["allowed"]:8.2f}' if row['allowed'] else ' ' * 8
+        mark = ('  BELOW' if row['below'] else '') + \
+            ('  WRONG' if row['wrong'] else '') + \
+            ('  NON-FINITE' if row['nonfinite'] else '')
+        out.append(f'{format_size(row["size"]):>8}  {bs}  {ref}  '
+                   f'{allowed}{mark}')
+    out.append('')
+    out.append(f'{doc["verdict"].upper()}: {doc["reason"]}')
+    return '\n'.join(out)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog='scripts/explain',
+        description='Explain an nccl-tests / rccl-tests run made elsewhere: '
+                    'its output (text, -J JSON, rccl-tests -Z json) and its '
+                    'NCCL debug logs in, sizes, transport, versions and '
+                    'verdict out.')
+    p.add_argument('files', nargs='+', metavar='FILE')
+    p.add_argument('--json', action='store_true',
+                   help='print a machine-readable document')
+    p.add_argument('--system', help='the system whose reference/<system>.yaml '
+                   'to judge against (CCL_HEALTH_REFERENCE_DIR)')
+    p.add_argument('--partition')
+    p.add_argument('--reference', metavar='FILE',
+                   help='a reference file (instead of --system)')
+    p.add_argument('--transport', choices=TRANSPORTS,
+                   help='the transport asked for (default: the one proven)')
+    p.add_argument('--nodes', type=_positive)
+    p.add_argument('--gpus-per-node', type=_positive)
+    p.add_argument('--collective')
+    p.add_argument('--exit-status', type=int,
+                   help="the program's exit status (unknown: never a pass)")
+    return p
+
+
+def _positive(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f'expected a whole number >= 1, '
+                                         f'got {text!r}')
+    return n
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.system and args.reference:
+        print('explain: give --system or --reference, not both',
+              file=sys.stderr)
+        return V.EXIT_UNJUDGED
+    try:
+        doc = explain(args.files, system=args.system,
+                      partition=args.partition,
+                      reference_file=args.reference,
+                      transport_asked=args.transport, nodes=args.nodes,
+                      gpus_per_node=args.gpus_per_node,
+                      collective=args.collective,
+                      exit_status=args.exit_status)
+    except CclHealthError as err:
+        print(f'explain: {err}', file=sys.stderr)
+        return V.EXIT_UNJUDGED
+    print(json.dumps(doc, indent=1) if args.json else render(doc))
+    return doc['exit_code']
+
+
+if __name__ == '__main__':
+    sys.exit(main())
