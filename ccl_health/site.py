@@ -146,6 +146,9 @@ def parse(text, path='<site>', system=None):
             dict(raw.get('multi_node_env', {})), list(raw.get('modules', [])))
     for name, where, text_ in _placeholders(doc):
         _check_placeholders(path, name, where, text_)
+    if system and doc.get('system', system) != system:
+        raise CclHealthError(f'{path}: system: {doc["system"]!r}, but the '
+                             f'file is for system {system!r}')
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 list(doc.get('launcher_options', [])))

@@ -14,6 +14,7 @@ from conftest import REPO
 SITE_DIR = os.path.join(REPO, 'site')
 SHIPPED = sorted(f[:-5] for f in os.listdir(SITE_DIR) if f.endswith('.yaml'))
 FRONTIER = open(os.path.join(SITE_DIR, 'frontier.yaml')).read()
+CROSS_NIC = FRONTIER.splitlines().index('  NCCL_CROSS_NIC: "1"') + 1
 
 
 def test_schemas_are_valid_and_know_the_transports():
@@ -99,7 +100,7 @@ def _plugin(doc):
     (FRONTIER.replace('NCCL_CROSS_NIC: "1"',
                       'NCCL_CROSS_NIC: "1"\n  NCCL_CROSS_NIC: "0"'),
      r"^site/frontier.yaml: not valid YAML: key 'NCCL_CROSS_NIC' given twice "
-     r"\(lines 6 and 7\)$"),
+     rf"\(lines {CROSS_NIC} and {CROSS_NIC + 1}\)$"),
     ('transports: [1,', r'^site/frontier.yaml: not valid YAML'),
     ('', r'^site/frontier.yaml: empty site file'),
 ])
@@ -116,6 +117,14 @@ def test_several_errors_in_one_line():
     msg = str(err.value)
     assert '\n' not in msg and msg.count('site/frontier.yaml') == 1
     assert 'env.A: None' in msg and 'net-plugin.modules' in msg
+
+
+def test_system_in_the_file_must_match_its_name(tmp_path):
+    (tmp_path / 'perlmutter.yaml').write_text(FRONTIER)
+    with pytest.raises(CclHealthError, match=r"perlmutter.yaml: system: "
+                       r"'frontier', but the file is for system "
+                       r"'perlmutter'"):
+        site.load(str(tmp_path), 'perlmutter')
 
 
 def test_load_names_the_missing_file(tmp_path):
