@@ -438,6 +438,8 @@ def prove(asked, ev, nodes=1):
                    else "NCCL's builtin NET/IB")
         why = (f'; the plugin did not load: {ev.plugin_failure}'
                if ev.plugin_failure else
+               f'; plugin {ev.plugin_loaded} loaded but NCCL did not use it'
+               if ev.plugin_loaded else
                '' if ev.plugin_name else '; no "Loaded net plugin" line')
         return Proof(asked, proven, False,
                      f'fell back to {builtin} instead of the plugin '

@@ -348,6 +348,40 @@ def test_plugin_that_did_not_load_is_a_fallback_with_its_reason(lines, why):
     assert transport.prove('net-socket', ev, nodes=2).ok
 
 
+def test_plugin_loaded_but_not_used_is_a_fallback():
+    # e.g. NCCL_NET=Socket: the plugin loads, the channels go over sockets
+    ev = plugin_run('Socket', ['NET/Plugin: Loaded net plugin Libfabric (v11)',
+                               'Initialized NET plugin Libfabric'], gdr='')
+    proof = transport.prove('net-plugin', ev, nodes=2)
+    assert not proof.ok and proof.proven == 'net-socket'
+    assert 'plugin Libfabric loaded but NCCL did not use it' in proof.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(5, 11), st.data())
+def test_probe_down_to_any_version(top, data):
+    # every NCCL version probes from its newest plugin API downwards
+    # (v2.18.3-1 src/net.cc:183-206 ... v2.26.2-1 src/plugin/net/net_v*.cc)
+    found = data.draw(st.one_of(st.none(), st.integers(4, top)))
+    name = data.draw(NAMES.filter(lambda n: n not in transport.BUILTIN_NETS))
+    stop = found if found is not None else 4
+    lines = [f'NET/Plugin: Failed to find ncclNetPlugin_v{v} symbol.'
+             for v in range(top, stop, -1)]
+    if found is None:
+        lines.append('NET/Plugin: Failed to find ncclNetPlugin symbol '
+                     '(>= v5). ncclNetPlugin symbols v4 and lower are not '
+                     'supported.')
+        ev = plugin_run('Socket', lines, gdr='')
+        proof = transport.prove('net-plugin', ev, nodes=2)
+        assert not proof.ok
+        assert 'Failed to find ncclNetPlugin symbol (>= v5)' in proof.reason
+    else:
+        lines.append(f'NET/Plugin: Loaded net plugin {name} (v{found})')
+        ev = plugin_run(name, lines)
+        assert ev.plugin_loaded == name and ev.plugin_failure is None
+        assert transport.prove('net-plugin-gdr', ev, nodes=2).ok
+
+
 def test_socket_and_ib_lines_are_not_plugin_loads():
     # v2.28.3-1 src/plugin/net.cc:167/:181/:201 also name the built-in nets
     ev = plugin_run('Socket', ['Failed to initialize NET plugin IB',
@@ -596,3 +630,35 @@ def test_older_rccl_version_line():
     # ROCm/rccl rocm-5.4.3 src/init.cc:610 VERSION_STRING + " %s" githash
     v = ev_of(info('RCCL version 2.13.4+hip5.4 HEAD:a6f4e5a')).versions
     assert v == {'rccl_version': '2.13.4+hip5.4'}
+
+
+# -- real logs, damaged ----------------------------------------------------------
+
+def _published_lines(name):
+    from conftest import REPO, read
+    import os
+    return read(os.path.join(REPO, 'tests', 'fixtures', 'published',
+                             name)).splitlines()
+
+
+SOCKET_LOG = _published_lines('rccl-debug_socket_mi250x-2node_rccl-issue-1026.log')
+GDR_LOG = _published_lines('nccl-debug_aws-libfabric_gdrdma_efa-p4d-2node.log')
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_lines_dropped_or_reordered_never_change_the_transport(data):
+    for lines, passes, never in (
+            (SOCKET_LOG, 'net-socket',
+             ('intra', 'net-plugin', 'net-plugin-gdr')),
+            (GDR_LOG, 'net-plugin-gdr', ('intra', 'net-socket'))):
+        keep = data.draw(st.lists(st.booleans(), min_size=len(lines),
+                                  max_size=len(lines)))
+        part = [ln for ln, k in zip(lines, keep) if k]
+        part = data.draw(st.permutations(part))
+        ev = transport.evidence_from_text('\n'.join(part))
+        for asked in never:
+            assert not transport.prove(asked, ev, nodes=2).ok, asked
+        proof = transport.prove(passes, ev, nodes=2)
+        if proof.ok:        # only with the evidence that proves it
+            assert ev.net_paths and ev.proven() == passes
