@@ -19,8 +19,15 @@ Layout::
               1MiB: [70.9, 0.2]       # [value, its own tolerance]: small,
                                       # latency-bound sizes are noisier
 
-Every value carries its source.  A malformed file is an error that names the
-file and the key.
+Every value carries its source.  The file is validated against
+``ccl_health/schemas/reference.schema.json`` (JSON Schema, with the
+``jsonschema`` library), and then for what a schema cannot say: sizes that
+parse, one size named once (``2GiB`` and ``2048MiB`` are one size), no nan /
+inf, one entry per key.  A malformed file is an error that names the file and
+the key.  A key without an entry is explained by
+:meth:`SystemReference.missing_reason`.  :class:`Editor` changes a file
+keeping what it does not change (comments, sources, other entries) and
+:func:`write_atomic` replaces it.
 """
 
 import dataclasses
@@ -167,7 +174,8 @@ class SystemReference:
                                              n=1)
             return (f'{what}: no partition {partition!r}'
                     + (f' (did you mean {near[0]!r}?)' if near else '')
-                    + f' (has: {", ".join(sorted(self.partitions)) or "none"})')
+                    + f' (has: {", ".join(sorted(self.partitions)) or "none"}'
+                    + ')')
         if not part.entries:
             return f'{what}: partition {partition!r} has no entries'
         want = (transport, collective, nodes, gpus_per_node, algo)
@@ -250,8 +258,8 @@ def parse(text, path='<reference>'):
         for i, raw in enumerate(praw.get('entries', [])):
             e = _entry(path, f'{where}.entries[{i}]', raw)
             _need(e.key() not in seen, path, f'{where}.entries[{i}]',
-                  f'duplicate entry for {e.label()} (entries[{seen.get(e.key())}] '
-                  f'has the same key)')
+                  f'duplicate entry for {e.label()} '
+                  f'(entries[{seen.get(e.key())}] has the same key)')
             seen[e.key()] = i
             part.entries.append(e)
         out[pname] = part
@@ -504,7 +512,8 @@ class Editor:
         else:
             part['gdr'] = gdr
         self._whole = True
-        self.changes.append(f'{partition}: gdr {"supported" if supported else "unsupported: " + reason}')
+        self.changes.append(f'{partition}: gdr ' + (
+            'supported' if supported else f'unsupported: {reason}'))
 
     def render(self):
         """The new text of the file, validated as loading validates it."""
@@ -633,8 +642,8 @@ def write_atomic(path, text):
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{os.path.basename(path)}.',
-                               suffix='.tmp')
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix='.tmp',
+                               prefix=f'.{os.path.basename(path)}.')
     try:
         with os.fdopen(fd, 'w') as fp:
             fp.write(text)
