@@ -121,6 +121,14 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run'):
             f'wrong-results: non-finite time or bandwidth (nan / inf) at '
             f'{len(bad)} size(s), first {bad[0]} B')
     wrong = [r.size for r in rows if r.wrong]
+    deltas = [m.max_delta for r in rows for m in (r.out_of_place, r.in_place)
+              if m is not None and m.wrong and
+              getattr(m, 'max_delta', None) is not None]
+    if deltas:       # nccl-tests < 2.12: the largest difference per result
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: results beyond the tolerance at {len(wrong)} '
+            f'size(s) (largest difference {max(deltas):g}), first '
+            f'{wrong[0]} B')
     if wrong:
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: {sum(r.wrong for r in rows if r.wrong)} wrong '

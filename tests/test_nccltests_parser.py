@@ -366,3 +366,24 @@ def test_rccl_tests_json_lines():
     with pytest.raises(CclHealthError, match='r.json:2: not an rccl-tests'):
         nccltests.parse_any(text.splitlines()[0] + '\n{"size": 1}\n',
                             'r.json')
+
+
+def test_nccl_tests_2_0_without_rank_lines_trusts_its_own_count():
+    # a 16-rank float run prints 5e-05 (within 1e-5 * 15); without the
+    # rank lines the rank count is unknown: the program's "0 OK" decides
+    row = _row_2_0(1024, 256, 'float', ['sum'], 9.5, 0.11, 5e-05)
+    res = nccltests.parse_text(HEADER_2_0 + row + '\n' + footer(0, 0.1))
+    assert res.nranks is None and res.rows[0].wrong == 0
+    res = nccltests.parse_text(HEADER_2_0 + row + '\n')     # no summary
+    assert res.rows[0].wrong == 1                            # strictest
+
+
+def test_launcher_messages_are_left_to_the_exit_status():
+    res = nccltests.parse_text('srun: error: Unable to allocate resources: '
+                               'Invalid partition name specified\n')
+    assert not res.errors and not res.rows and not res.complete
+
+
+def test_parse_detects_a_json_given_as_the_output(capture):
+    res = nccltests.parse(capture('intra', 'result.json'))
+    assert res.source == 'json' and len(res.rows) == 31 and res.complete
