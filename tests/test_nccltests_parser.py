@@ -375,7 +375,7 @@ def test_nccl_tests_2_0_without_rank_lines_trusts_its_own_count():
     res = nccltests.parse_text(HEADER_2_0 + row + '\n' + footer(0, 0.1))
     assert res.nranks is None and res.rows[0].wrong == 0
     res = nccltests.parse_text(HEADER_2_0 + row + '\n')     # no summary
-    assert res.rows[0].wrong == 1                            # strictest
+    assert res.rows[0].wrong == 2             # strictest: both groups
 
 
 def test_launcher_messages_are_left_to_the_exit_status():
