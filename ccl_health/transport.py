@@ -429,7 +429,8 @@ def prove(asked, ev, nodes=1):
         return Proof(asked, proven, False, mixed)
     if asked == 'net-socket':
         if proven == 'net-socket':
-            return Proof(asked, proven, True, f'NCCL socket transport ({seen})')
+            return Proof(asked, proven, True,
+                         f'NCCL socket transport ({seen})')
         return Proof(asked, proven, False,
                      f'asked for NCCL sockets but NCCL used {seen}')
     # plugin transports

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from ccl_health import CclHealthError, transport
 
-# -- helpers -----------------------------------------------------------------
+# -- helpers ------------------------------------------------------------------
 
 
 def cfmt(fmt, *args):
@@ -32,14 +32,15 @@ def ev_of(*lines):
     return transport.evidence_from_text('\n'.join(lines))
 
 
-# -- channel lines: every format string, the key it gives -------------------
+# -- channel lines: every format string, the key it gives ---------------------
 
 NET_28_SEND = 'Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d%s%s%s'
-NET_28_PXN = 'Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d(%d)%s%s%s'
+NET_28_PXN = ('Channel %02d/%d : %d[%d] -> %d[%d] [send] via '
+              'NET/%s/%d(%d)%s%s%s')
 NET_28_RECV = ('Channel %02d/%d : %d[%d] -> %d[%d] [receive] via '
                'NET/%s/%d%s%s%s')
-RCCL_NET_571 = ('Channel %02d/%d : %d[%lx] -> %d[%lx] [send] via NET/%s/%d%s%s '
-                'comm %p nRanks %02d')
+RCCL_NET_571 = ('Channel %02d/%d : %d[%lx] -> %d[%lx] [send] via '
+                'NET/%s/%d%s%s comm %p nRanks %02d')
 
 CHANNEL_CASES = [
     # NVIDIA/nccl v2.28.3-1 src/transport/net.cc:313 (same text 2.18-2.30)
@@ -174,6 +175,22 @@ def test_ring_listing_is_not_a_channel_connection():
     assert 'no channel was connected' in transport.prove('intra', ev).reason
 
 
+@pytest.mark.parametrize('line', [
+    # NVIDIA/nccl v2.28.3-1 src/graph/paths.cc:449, src/ras/rasnet.cc:586,
+    # src/transport/nvls.cc:200 and :214, src/transport/generic.cc:37
+    'GPU 0 / HCA 1 connected via C2C link',
+    "RAS connected with 10.0.0.2<28028> via a socket that's no longer "
+    'current!',
+    'NVLS multicast support is available on dev 0 (NVLS_NCHANNELS 16)',
+    'Connected NVLS tree',
+    'Connected all rings, use ring PXN 0 GDR 1',
+])
+def test_other_lines_with_via_or_nvls_are_not_channels(line):
+    ev = ev_of(info(line), info('Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM'))
+    assert ev.via == {'P2P/CUMEM': 1} and not ev.unparsed
+    assert transport.prove('intra', ev).ok
+
+
 @pytest.mark.parametrize('path', [
     'NET/Libfabric',            # no device number
     'NVLS/whatever/0',          # a transport this proof does not know
@@ -190,7 +207,7 @@ def test_channel_line_not_understood_is_never_a_pass(path):
         assert 'not understood' in proof.reason and path in proof.reason
 
 
-# -- channel lines, property based -------------------------------------------
+# -- channel lines, property based --------------------------------------------
 
 NAMES = st.sampled_from(['AWS Libfabric', 'Libfabric', 'OFI', 'UCX',
                          'NCCL RDMA Plugin', 'IBext', 'IBext_v8', 'gIB',
@@ -222,7 +239,8 @@ def net_lines(draw):
         line = cfmt(f'Channel %02d/%d : %d[%lx] -> %d[%lx] [{way}] via '
                     f'NET/%s/%d%s%s comm %p nRanks %02d', ch, conn, r1, d1,
                     r2, d2, name, dev, gdr, shared,
-                    hex(draw(st.integers(1, 2**47))), draw(st.integers(1, 9999)))
+                    hex(draw(st.integers(1, 2**47))),
+                    draw(st.integers(1, 9999)))
     elif form == 3:     # NCCL 2.8-2.11
         line = cfmt(f'Channel %02d : %d[%lx] -> %d[%lx] [{way}] via '
                     f'NET/%s/%d%s%s', ch, r1, d1, r2, d2, name, dev, gdr,
@@ -401,7 +419,7 @@ def test_collnet_plugin_lines_are_neither_load_nor_failure():
     assert ev.plugin_loaded is None and ev.plugin_failure is None
 
 
-# -- builtin IB is not a transport of the suite ------------------------------
+# -- builtin IB is not a transport of the suite -------------------------------
 
 @pytest.mark.parametrize('gdr', ['', '/GDRDMA'])
 def test_builtin_ib_is_a_fallback_from_the_plugin(gdr):
@@ -417,7 +435,7 @@ def test_builtin_ib_is_a_fallback_from_the_plugin(gdr):
     assert not transport.prove('intra', ev).ok
 
 
-# -- mixed ranks ---------------------------------------------------------------
+# -- mixed ranks --------------------------------------------------------------
 
 def rank_log(host, pid, net, loaded=True, gdr=''):
     lines = []
@@ -498,7 +516,7 @@ def test_plugin_passes_only_if_every_rank_used_it(ranks, rnd):
     assert not transport.prove('intra', ev, nodes=nodes).ok
 
 
-# -- multi-node -----------------------------------------------------------------
+# -- multi-node ---------------------------------------------------------------
 
 def intra_only(hosts=('n1', 'n2')):
     return ev_of(*[info(cfmt('Channel %02d/%01d : %d[%d] -> %d[%d] via '
@@ -544,7 +562,7 @@ def test_bad_node_count_is_an_error(nodes):
         transport.prove('intra', intra_only(), nodes=nodes)
 
 
-# -- GPUDirect RDMA --------------------------------------------------------------
+# -- GPUDirect RDMA -----------------------------------------------------------
 
 GDR_OFF = [
     # aws-ofi-nccl 1.21.1 src/nccl_ofi_net.cpp:965 (log_reason "GDR", :406)
@@ -589,7 +607,7 @@ def test_other_simple_protocol_reasons_are_not_gdr_reasons():
     assert transport.prove('net-plugin-gdr', ev).ok
 
 
-# -- versions ----------------------------------------------------------------------
+# -- versions -----------------------------------------------------------------
 
 def test_versions_of_nccl_and_aws_ofi_nccl():
     ev = ev_of(
@@ -616,7 +634,8 @@ def test_versions_of_rccl_and_aws_ofi_rccl():
         info('NET/OFI Using aws-ofi-rccl 1.4.0'),
         info('NET/OFI Selected Provider is cxi'),
         # aws-ofi-nccl 1.21.1 src/nccl_ofi_rocm.cpp:44
-        info('NET/OFI Using HIP driver version 60342134 with runtime 60342134'),
+        info('NET/OFI Using HIP driver version 60342134 with runtime '
+             '60342134'),
     ])
     v = transport.evidence_from_text(text).versions
     assert v == {'rccl_version': '2.20.5-HEAD:f3b6a3b',
@@ -632,7 +651,7 @@ def test_older_rccl_version_line():
     assert v == {'rccl_version': '2.13.4+hip5.4'}
 
 
-# -- real logs, damaged ----------------------------------------------------------
+# -- real logs, damaged -------------------------------------------------------
 
 def _published_lines(name):
     from conftest import REPO, read
@@ -641,7 +660,8 @@ def _published_lines(name):
                              name)).splitlines()
 
 
-SOCKET_LOG = _published_lines('rccl-debug_socket_mi250x-2node_rccl-issue-1026.log')
+SOCKET_LOG = _published_lines(
+    'rccl-debug_socket_mi250x-2node_rccl-issue-1026.log')
 GDR_LOG = _published_lines('nccl-debug_aws-libfabric_gdrdma_efa-p4d-2node.log')
 
 

@@ -159,7 +159,8 @@ def test_published_rccl_socket_log_mi250x_two_nodes():
 
 
 def test_published_rccl_ucx_plugin_log_probe_then_load():
-    ev = published('rccl-debug_rdma-plugin-ucx_gdrdma_2node_rccl-issue-1261.log')
+    ev = published(
+        'rccl-debug_rdma-plugin-ucx_gdrdma_2node_rccl-issue-1261.log')
     # "Failed to find ncclNetPlugin_v6 symbol." then "Loaded net plugin
     # NCCL RDMA Plugin (v4)": a load
     assert ev.plugin_loaded == 'NCCL RDMA Plugin'
