@@ -368,11 +368,14 @@ def find_tests_prefix(explicit=None, site=None):
 def probe_env(env, gpus, vis, probe):
     """The environment of one probe: its GPUs made visible by the tokens
     they were given by (UUIDs stay UUIDs), or by their indices."""
+    from . import node
     penv = dict(env)
     if gpus.vendor == 'amd':
-        # indices within ROCR_VISIBLE_DEVICES' list when it is set
-        rocr = vis.rocr_base if vis.rocr_base is not None else \
-            list(range(gpus.count))
+        # HIP indices count within ROCR_VISIBLE_DEVICES' list when it is set
+        rocr = list(range(gpus.count))
+        if env.get('ROCR_VISIBLE_DEVICES') is not None:
+            rocr = node.visible_gpus(gpus, {
+                'ROCR_VISIBLE_DEVICES': env['ROCR_VISIBLE_DEVICES']}).indices
         penv.pop('CUDA_VISIBLE_DEVICES', None)
         penv['HIP_VISIBLE_DEVICES'] = ','.join(str(rocr.index(g))
                                                for g in probe.gpus)
@@ -452,8 +455,11 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir):
                        what=f'all_reduce on {where}')
     if bad:
         probe.verdict, probe.why = bad[0].value, bad[1]
-        if bad[0] is Verdict.CRASH and not res.errors and lines:
-            probe.why += f': {last}'
+        # the launcher's last words, where nccl-tests named no error
+        said = [ln for ln in lines if not ln.startswith('#') and
+                not re.match(r'^\d+\s', ln)]
+        if bad[0] is Verdict.CRASH and not res.errors and said:
+            probe.why += f': {said[-1][:200]}'
         return probe
     ev = tproof.read_evidence(tproof.debug_log_files(logdir))
     probe.versions = ev.versions
@@ -562,10 +568,6 @@ def check(args, env=None):
     except node.VisibilityError as err:
         raise CouldNotCheck(f'{err} (this node has {gpus.count} GPUs)') \
             from None
-    vis.rocr_base = None
-    if gpus.vendor == 'amd' and env.get('ROCR_VISIBLE_DEVICES') is not None:
-        vis.rocr_base = node.visible_gpus(gpus, {
-            'ROCR_VISIBLE_DEVICES': env['ROCR_VISIBLE_DEVICES']}).indices
     shown = f'{vis.variable}={vis.value!r}'
     if vis.unknown:
         raise CouldNotCheck(

@@ -108,8 +108,9 @@ def parse_rocminfo(text):
         elif s.startswith('Device Type:'):
             gpu = s.split(':', 1)[1].strip() == 'GPU'
     close()
-    return [(n, u if u.startswith('GPU-') else '') for n, u in agents
-            if n.startswith('gfx')]
+    # an APU gets the placeholder GPU-XX, a discrete GPU GPU-<16 hex>
+    return [(n, u if re.fullmatch(r'GPU-[0-9a-fA-F]+', u) else '')
+            for n, u in agents if n.startswith('gfx')]
 
 
 def mig_devices(env=None):

@@ -503,3 +503,105 @@ def _processes_with(text):
             except OSError:
                 pass
     return found
+
+
+# -- the node's GPUs as its tools list them -----------------------------------
+
+def test_nvidia_smi_query_as_the_real_one_prints_it():
+    from ccl_health import node
+    # captured on an H100 (nvidia-smi 580.159.04)
+    out = ('0, GPU-63536d13-c7f6-4b78-6145-e06e786e4c2b, NVIDIA H100 80GB '
+           'HBM3, 9.0, 580.159.04\n')
+    assert node.parse_nvidia_smi_csv(out) == [[
+        '0', 'GPU-63536d13-c7f6-4b78-6145-e06e786e4c2b',
+        'NVIDIA H100 80GB HBM3', '9.0', '580.159.04']]
+    # the stand-in answers the same query in the same form
+    fake = subprocess.run([os.path.join(FAKE, 'nvidia-smi'),
+                           '--query-gpu=index,uuid,name,compute_cap,'
+                           'driver_version', '--format=csv,noheader'],
+                          capture_output=True, text=True).stdout
+    assert [r[1] for r in node.parse_nvidia_smi_csv(fake)] == [UUID0, UUID1]
+
+
+# rocminfo's agent blocks (ROCm 6), as in the outputs users post: a CPU
+# agent, a discrete GPU with its unique id, an APU with the placeholder
+# GPU-XX, and ISA names that are no agents
+ROCMINFO = """\
+==========
+HSA Agents
+==========
+*******
+Agent 1
+*******
+  Name:                    AMD EPYC 7A53 64-Core Processor
+  Uuid:                    CPU-XX
+  Device Type:             CPU
+*******
+Agent 2
+*******
+  Name:                    gfx90a
+  Uuid:                    GPU-4e7c6e8b3a0f1c2d
+  Marketing Name:          AMD Instinct MI250X
+  Device Type:             GPU
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-
+*******
+Agent 3
+*******
+  Name:                    gfx90a
+  Uuid:                    GPU-9b1d00c2f3a4e5d6
+  Marketing Name:          AMD Instinct MI250X
+  Device Type:             GPU
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-
+*******
+Agent 4
+*******
+  Name:                    gfx1036
+  Uuid:                    GPU-XX
+  Device Type:             GPU
+"""
+
+
+def test_rocminfo_agents():
+    from ccl_health import node
+    assert node.parse_rocminfo(ROCMINFO) == [
+        ('gfx90a', 'GPU-4e7c6e8b3a0f1c2d'), ('gfx90a', 'GPU-9b1d00c2f3a4e5d6'),
+        ('gfx1036', '')]
+
+
+def test_amd_visible_devices_layers():
+    from ccl_health import node
+    gpus = node.Gpus('amd', 4, 'gfx90a', 'gfx90a', uuids=[
+        'GPU-4e7c6e8b3a0f1c2d', 'GPU-9b1d00c2f3a4e5d6', 'GPU-aa', 'GPU-bb'])
+    # ROCR first (node indices or UUIDs), then HIP indices within it
+    vis = node.visible_gpus(gpus, {'ROCR_VISIBLE_DEVICES':
+                                   'GPU-9b1d00c2f3a4e5d6,3,0',
+                                   'HIP_VISIBLE_DEVICES': '2,0'})
+    assert vis.indices == [0, 1] and vis.variable == 'HIP_VISIBLE_DEVICES'
+    # HIP reads CUDA_VISIBLE_DEVICES too
+    assert node.visible_gpus(gpus, {'CUDA_VISIBLE_DEVICES': '3'}).indices \
+        == [3]
+    with pytest.raises(node.VisibilityError):
+        node.visible_gpus(gpus, {'ROCR_VISIBLE_DEVICES': 'MIG-x/1/2'})
+
+
+def test_probe_environment_names_the_probe_gpus():
+    from ccl_health import health, node
+    nv = node.Gpus('nvidia', 2, uuids=[UUID0, UUID1])
+    vis = node.visible_gpus(nv, {'CUDA_VISIBLE_DEVICES': f'{UUID1},{UUID0}'})
+    p = health.Probe((0,), 1, tokens=(UUID0,))
+    assert health.probe_env({}, nv, vis, p) == {'CUDA_VISIBLE_DEVICES': UUID0}
+    # indices the hook chose are nvidia-smi's: PCI bus order
+    vis = node.visible_gpus(nv, {})
+    p = health.Probe((1, 0), 1, tokens=('1', '0'))
+    assert health.probe_env({}, nv, vis, p) == {
+        'CUDA_VISIBLE_DEVICES': '1,0', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}
+    amd = node.Gpus('amd', 4, uuids=['GPU-aa', 'GPU-bb', 'GPU-cc', 'GPU-dd'])
+    env = {'ROCR_VISIBLE_DEVICES': '3,1', 'CUDA_VISIBLE_DEVICES': '0'}
+    vis = node.visible_gpus(amd, env)
+    p = health.Probe((3,), 1, tokens=('0',))
+    assert health.probe_env(env, amd, vis, p) == {
+        'ROCR_VISIBLE_DEVICES': '3,1', 'HIP_VISIBLE_DEVICES': '0'}
