@@ -64,7 +64,8 @@ _PATTERNS = {
                              r'(\d+)'),
 }
 _USING_NETWORK = re.compile(r'\bUsing network (.+?)\s*$')
-# a net plugin that loaded: its name, or (2.27+) the library it came from
+# a net plugin that loaded, by name (2.28+ also says "Initialized" and
+# "Assigned NET plugin <name>", for the built-in nets as well)
 _PLUGIN_LOADED = re.compile(
     r'NET/Plugin\s*:?\s*Loaded net plugin (.+?)(?: \(v\d+\))?\s*$'
     r'|(?:Initialized|Assigned) NET plugin (.+?)(?: to comm)?\s*$')
