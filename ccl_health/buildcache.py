@@ -251,7 +251,7 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
         # the checksum before anything is unpacked or configured
         f'SUM=$(sha256sum < {q(src.tarball)}) || fail ": cannot read '
         f'{src.tarball}"',
-        f'SUM=${{SUM%% *}}',
+        'SUM=${SUM%% *}',
         f'[ "$SUM" = {src.sha256} ] || fail ": {origin}: sha256 mismatch: '
         f'$SUM, expected {src.sha256} (builders/sources.yaml)"',
         'step unpack ' + q(f'rm -rf {q(src.topdir)} && tar xf '

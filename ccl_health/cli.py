@@ -14,10 +14,9 @@ import signal
 import subprocess
 import sys
 
-from . import (TRANSPORTS, CclHealthError, aborted, calibrate, node,
-               recorder, reference, store, summary)
+from . import (CclHealthError, aborted, calibrate, node, recorder, store,
+               summary)
 from .buildcache import resolve_mirror
-from .units import format_size
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'config', 'settings.py')
@@ -31,8 +30,25 @@ def _reframe():
     return [sys.executable, '-m', 'reframe']
 
 
+def _space_free(path):
+    """``path``, or when it holds whitespace (which ReFrame's job launch
+    cannot take) a space-free link to it under the temporary folder."""
+    if not any(c.isspace() for c in path):
+        return path
+    import hashlib
+    import tempfile
+    os.makedirs(path, exist_ok=True)
+    link = os.path.join(tempfile.gettempdir(), 'ccl-health-out-%d-%s' % (
+        os.getuid(), hashlib.sha256(path.encode()).hexdigest()[:12]))
+    if os.path.realpath(link) != os.path.realpath(path):
+        tmp = f'{link}.{os.getpid()}'
+        os.symlink(path, tmp)
+        os.replace(tmp, link)
+    return link
+
+
 def cmd_run(args):
-    out = os.path.abspath(args.output)
+    out = _space_free(os.path.abspath(args.output))
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
                CCL_HEALTH_RUN_ID=recorder.default_run_id())
     mirror = resolve_mirror(args.mirror)

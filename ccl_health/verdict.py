@@ -193,7 +193,7 @@ def _nonfinite_sizes(result, rows):
 
 
 def judge_sweep(result, exit_status, proof, ref_entry, *,
-                expected_sizes=None, what='the run', reference_key=''
+                expected_sizes=None, what='the run', missing_reference=''
                 ) -> Tuple[Verdict, str]:
     """The verdict of one sweep from all its evidence: the output
     (:func:`judge_output`), the transport proof (``proof.ok``,
@@ -213,8 +213,8 @@ def judge_sweep(result, exit_status, proof, ref_entry, *,
         return Verdict.FALLBACK, f'fallback: {proof.reason}'
     if ref_entry is None:
         return Verdict.NO_REFERENCE, (
-            f'no-reference: no reference for {reference_key}'
-            if reference_key else 'no-reference: no reference entry')
+            f'no-reference: {missing_reference}'
+            if missing_reference else 'no-reference: no reference entry')
     return Verdict.PASS, proof.reason
 
 

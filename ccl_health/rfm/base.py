@@ -145,14 +145,13 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         except (OSError, ValueError):
             return None
 
-    def reference_key(self, collective, algo='default'):
-        """The exact key a reference is looked up by, in words."""
-        return (f'{self.current_system.name}:{self.current_partition.name} '
-                f'{getattr(self, "transport", "")} {collective}'
-                + (f' {algo}' if algo != 'default' else '') +
-                f' {self.num_nodes} node(s) x {self.num_tasks_per_node} GPUs'
-                f' in {self.reference_dir}/{self.current_system.name}.yaml'
-                f' (record one with scripts/calibrate)')
+    def missing_reference(self, collective, algo='default'):
+        """Why there is no reference for this case's exact key (file, key,
+        the nearest keys there are), or None when there is one."""
+        why = self._ref.missing_reason(
+            self.current_partition.name, getattr(self, 'transport', ''),
+            collective, self.num_nodes, self.num_tasks_per_node, algo)
+        return why and f'{why} (record one with scripts/calibrate)'
 
 
 class TransportMixin(rfm.RegressionTestPlugin):

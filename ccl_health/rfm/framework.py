@@ -225,9 +225,9 @@ class TorchBandwidthBase(SizeSweepMixin, NcclFrameworkBase):
                                                     - 1), 1)
                 for r in res.rows if r.size in ref and r.busbw}
         if self._ref_entry is None:
-            return 'no-reference', (
-                'no-reference: no reference for '
-                + self.reference_key(self.collective))
+            return 'no-reference', ('no-reference: ' + (
+                self.missing_reference(self.collective) or
+                'no reference entry'))
         return None
 
     def measured(self):

@@ -120,7 +120,8 @@ class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
         verdict, reason = V.judge_sweep(
             res, self.exit_status(), proof, self._ref_entry,
             expected_sizes=self.sizes_run if exact else None, what=binary,
-            reference_key=self.reference_key(self.collective, self.algo))
+            missing_reference=self.missing_reference(self.collective,
+                                                     self.algo))
         if verdict is V.Verdict.PASS:
             short = V.shortfalls(res, self._ref_entry)
             if short:
