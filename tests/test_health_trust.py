@@ -605,3 +605,23 @@ def test_probe_environment_names_the_probe_gpus():
     p = health.Probe((3,), 1, tokens=('0',))
     assert health.probe_env(env, amd, vis, p) == {
         'ROCR_VISIBLE_DEVICES': '3,1', 'HIP_VISIBLE_DEVICES': '0'}
+
+
+def test_unreadable_site_file_whatever_raises(tmp_path):
+    # local.yaml a folder: open() raises IsADirectoryError, whichever layer
+    # catches it the hook says COULD-NOT-CHECK naming the file
+    d = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), d)
+    os.remove(d / 'local.yaml')
+    (d / 'local.yaml').mkdir()
+    line = could_not_check(tmp_path, env={'CCL_HEALTH_SITE_DIR': str(d)})
+    assert 'local.yaml' in line, line
+
+
+def test_recording_failure_never_changes_the_verdict(tmp_path):
+    rc, line, err = hook(tmp_path, '--db', '/etc/passwd/db.sqlite')
+    assert rc == 0 and line.startswith('HEALTHY: '), line
+    assert 'not recorded in the performance database' in err
+    rc, line, err = hook(tmp_path, '--db', '/etc/passwd/db.sqlite',
+                         env=mutated(tmp_path, rc=1))
+    assert rc == 1 and line.startswith('UNHEALTHY: crash: '), line
