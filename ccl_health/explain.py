@@ -173,17 +173,16 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             V.Verdict.COULD_NOT_CHECK, f'could not check: '
             f'{proof_doc["reason"]}')
     else:
-        v, reason = V.judge_sweep(res, exit_status, proof, entry,
-                                  what=what, reference_key=key)
-    if v is V.Verdict.NO_REFERENCE and ref_doc['reason']:
-        reason = f'no-reference: {ref_doc["reason"]}'
+        v, reason = V.judge_sweep(res, exit_status, proof, entry, what=what,
+                                  missing_reference=ref_doc['reason'] or key)
     short = V.shortfalls(res, entry)
     if short:
         measured = v is V.Verdict.PASS
         if not measured and exit_status is None:
             # the numbers were measured whatever the unknown exit status
-            again = V.judge_sweep(res, 0, proof, entry, what=what,
-                                  reference_key=key) if proof else None
+            again = V.judge_sweep(
+                res, 0, proof, entry, what=what,
+                missing_reference=ref_doc['reason'] or key) if proof else None
             measured = again is not None and again[0] is V.Verdict.PASS
         if measured:
             v, reason = V.Verdict.BELOW_REFERENCE, (
