@@ -302,3 +302,49 @@ def rccl_json_lines(result, nodes=1, array=False):
     if array:
         return '[\n' + ',\n'.join(out) + '\n]\n'
     return '\n'.join(out) + '\n'
+
+
+# -- a registry, for fault matrices -------------------------------------------
+
+def _cut(text, rnd):
+    return truncate_lines(text, rnd.randint(0, closing_index(text)))
+
+
+def _cut_chars(text, rnd):
+    end = sum(len(ln) for ln in lines(text)[:closing_index(text) + 1])
+    return truncate_chars(text, rnd.randint(0, end - 1))
+
+
+def _nonfinite(text, rnd):
+    return inject_nonfinite(text, rnd.randrange(len(row_indexes(text))),
+                            rnd.choice([0, -1]), rnd.randint(0, 2),
+                            rnd.choice(NONFINITE))
+
+
+def _failure(text, rnd):
+    return insert_line(text, rnd.randint(0, len(lines(text))),
+                       FAILURE_LINES[rnd.choice(sorted(FAILURE_LINES))])
+
+
+def _wrong(text, rnd):
+    return set_wrong(text, rnd.randrange(len(row_indexes(text))),
+                     rnd.randint(1, 10 ** 6), rnd.choice([0, -1]))
+
+
+#: mutations after which no output may be judged fine, whatever the exit
+#: status: name -> f(text, random.Random) -> text
+DAMAGING = {
+    'truncate-lines': _cut,
+    'truncate-chars': _cut_chars,
+    'drop-closing': lambda t, rnd: drop_closing(t),
+    'zero-rows': lambda t, rnd: only_header(t),
+    'nonfinite': _nonfinite,
+    'failure-line': _failure,
+    'wrong': _wrong,
+    'oob-failed': lambda t, rnd: oob_failed(t, rnd.randint(1, 1000)),
+    'avg-failed': lambda t, rnd: avg_failed(t),
+}
+
+#: mutations that change nothing a judge may see
+HARMLESS = {f'prefix-{k}': (lambda k: lambda t, rnd: prefix_lines(t, k))(k)
+            for k in PREFIXES}

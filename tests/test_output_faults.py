@@ -238,3 +238,39 @@ def test_rccl_json_lines_and_array(name, out, js, rc):
             M.rccl_json_lines(text, array=array)), 0)
         text.rows[0].in_place.busbw = 1.0
         assert bad[0] is Verdict.WRONG_RESULTS
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_only_the_unmutated_complete_capture_with_exit_0_is_fine(data):
+    """The rule itself, over random captures x mutations x exit statuses:
+    ``None`` only with exit 0 and no damaging mutation (a prefix changes
+    nothing)."""
+    import random
+    name, out, js, rc = data.draw(st.sampled_from(CAPTURES))
+    damage = data.draw(st.sampled_from([None] + sorted(M.DAMAGING)))
+    harmless = data.draw(st.sampled_from([None] + sorted(M.HARMLESS)))
+    status = data.draw(st.sampled_from([0, 0, 0, None, 1, 2, 124, 137]))
+    use_json = data.draw(st.booleans()) and js is not None
+    rnd = random.Random(data.draw(st.integers(0, 2 ** 32)))
+    text = out
+    if damage:
+        text = M.DAMAGING[damage](text, rnd)
+    if harmless:
+        text = M.HARMLESS[harmless](text, rnd)
+    # a JSON complete by itself speaks for the rows; damage the text only
+    # where the JSON has no say (no JSON), or where the text has the last
+    # word (errors, the summary, nan, wrong)
+    if use_json and damage in ('truncate-lines', 'truncate-chars',
+                               'drop-closing', 'zero-rows'):
+        use_json = False
+    res = nccltests.parse(text, js if use_json else None, 'result.json')
+    bad = judge_output(res, status, None, 'all_reduce_perf')
+    if damage is None and status == 0:
+        assert bad is None, (name, harmless, bad)
+    else:
+        assert bad is not None, (name, damage, harmless, status)
+        if status not in (0, None):
+            assert bad[0] in (Verdict.CRASH, Verdict.WRONG_RESULTS,
+                              Verdict.HANG)
