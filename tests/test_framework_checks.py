@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from ccl_health.site import shell_value
 from conftest import REPO
 from test_reframe_replay import make_site
 
@@ -86,7 +87,7 @@ def test_bandwidth_command_lines(dry):
     assert tc['collective'] == 'torch_all_reduce'
     assert tc['num_tasks'] == 2 and tc['num_tasks_per_node'] == 2
     env = exports(text)
-    assert env['PYTHONPATH'] == f'"{REPO}${{PYTHONPATH:+:$PYTHONPATH}}"'
+    assert env['PYTHONPATH'] == shell_value(REPO + ':${PYTHONPATH}')
     assert env['NCCL_DEBUG'] == 'INFO'
     assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
     assert env['NCCL_NVLS_ENABLE'] == '0'
@@ -116,8 +117,8 @@ def test_first_call_command_lines(dry):
         'mpirun -np 2 python3 -m ccl_health.torch_bench first-call '
         '--backend mpi4py --loops 5 --json torch-bench.json')
     env = exports(text)
-    assert 'NCCL_DEBUG' not in env and env['PYTHONPATH'].startswith(
-        f'"{REPO}')
+    assert 'NCCL_DEBUG' not in env and \
+        env['PYTHONPATH'] == shell_value(REPO + ':${PYTHONPATH}')
 
 
 def test_replay_command_line(dry):
@@ -130,9 +131,11 @@ def test_replay_command_line(dry):
 
 def test_training_step_command_lines(dry):
     names = sorted(n for n in dry if n.startswith('TorchTrainingStep'))
-    assert names == [f'TorchTrainingStep %transport={t} %model={m}'
-                     for t in ('intra', 'net-plugin', 'net-plugin-gdr',
-                               'net-socket') for m in ('comm', 'compute')]
+    assert names == [f'TorchTrainingStep{p} %transport={t} %model={m}'
+                     for p, t in (('', 'intra'), ('', 'net-socket'),
+                                  ('Plugin', 'net-plugin'),
+                                  ('Plugin', 'net-plugin-gdr'))
+                     for m in ('comm', 'compute')]
     text, tc = dry['TorchTrainingStep %transport=intra %model=comm']
     assert launch_line(text) == (
         'mpirun -np 2 python3 -m ccl_health.torch_bench train --transport '
@@ -214,12 +217,32 @@ def verdicts(stdout):
     return stdout.split('== ccl-health verdict ==')[1].strip().splitlines()
 
 
+def reference_with_torch_all_gather(tmp_path):
+    """The shipped reference + an entry for the torch all_gather that the
+    stand-in replays (none is shipped: without one the case is
+    no-reference, never a pass)."""
+    from ccl_health import reference
+    refdir = tmp_path / 'reference'
+    refdir.mkdir()
+    text = open(os.path.join(REPO, 'reference', 'local.yaml')).read()
+    (refdir / 'local.yaml').write_text(text)
+    reference.upsert(str(refdir / 'local.yaml'), 'local', 'gpu',
+                     reference.Entry('intra', 'torch_all_gather', 1, 2, 0.2,
+                                     'test: the stand-in\'s values',
+                                     {4 << 20: 40.0, 32 << 20: 150.0,
+                                      256 << 20: 200.0}))
+    return str(refdir)
+
+
 def test_stand_in_runs_pass_with_perf_variables(tmp_path):
     p, report, out = run(
         tmp_path, '-n', 'TorchBandwidth%transport=intra%torch_collective='
         'all_gather', '-n', 'FirstCall', '-n',
         'TorchPatternReplay%transport=intra', '-x', 'TorchFirstCall%'
-        'transport=net', '-S', f'python={STANDIN}', dry=False)
+        'transport=net', '-x', 'TorchFirstCallPlugin', '-S',
+        f'python={STANDIN}', dry=False,
+        env={'CCL_HEALTH_REFERENCE_DIR':
+             reference_with_torch_all_gather(tmp_path)})
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     c = cases(report)
     assert set(c) == {'TorchBandwidth %transport=intra '
@@ -253,16 +276,18 @@ def test_stand_in_runs_pass_with_perf_variables(tmp_path):
     assert (out / 'perflogs').exists()
 
 
-@pytest.mark.parametrize('fail, verdict, words', [
-    ('crash', 'CRASH', 'NCCL error: unhandled system error'),
-    ('wrong', 'WRONG-RESULTS', '7 wrong elements after one all_reduce'),
-    ('nolog', 'FALLBACK', 'no NCCL debug log was written'),
+@pytest.mark.parametrize('fail, verdict, words, code', [
+    ('crash', 'CRASH', 'NCCL error: unhandled system error', 1),
+    ('wrong', 'WRONG-RESULTS', '7 wrong elements after one all_reduce', 1),
+    # no log, no proof: the tool cannot judge the transport (exit 2)
+    ('nolog', 'COULD-NOT-CHECK', 'no NCCL debug log was written', 2),
 ])
-def test_stand_in_failures_get_verdicts(tmp_path, fail, verdict, words):
+def test_stand_in_failures_get_verdicts(tmp_path, fail, verdict, words,
+                                        code):
     p, _, _ = run(tmp_path, '-n', 'TorchBandwidth%transport=intra%'
                   'torch_collective=all_reduce', '-S', f'python={STANDIN}',
                   dry=False, env={'CCL_HEALTH_STANDIN_FAIL': fail})
-    assert p.returncode == 1
+    assert p.returncode == code
     line = verdicts(p.stdout)[0]
     assert line.split()[:3] == ['torch_all_reduce', 'intra', verdict], line
     assert words in line
@@ -322,7 +347,7 @@ def test_stand_in_training_without_kernels_could_not_check(tmp_path):
     p, report, _ = run(tmp_path, '-n', 'TorchTrainingStep%transport=intra%'
                        'model=comm', '-S', f'python={STANDIN}', dry=False,
                        env={'CCL_HEALTH_STANDIN_FAIL': 'nokernels'})
-    assert p.returncode == 1
+    assert p.returncode == 2            # could not check: not a failure
     line = verdicts(p.stdout)[0]
     assert line.split()[:3] == ['torch_train_comm', 'intra',
                                 'COULD-NOT-CHECK'], line

@@ -58,7 +58,7 @@ class FrameworkBase(PlacedTest):
                                 self.bench_args() + ['--json', RESULT_JSON])
         env = self.run_env()
         # the suite's own package, whatever Python the job finds
-        env['PYTHONPATH'] = REPO + '${PYTHONPATH:+:$PYTHONPATH}'
+        env['PYTHONPATH'] = REPO + ':${PYTHONPATH}'
         # a rendezvous port of its own: concurrent jobs on one node
         env['MASTER_PORT'] = str(29500 + 10 * (zlib.crc32(
             self.unique_name.encode()) % 500))
@@ -136,11 +136,13 @@ class NcclFrameworkBase(TransportMixin, FrameworkBase):
         if bad:
             return bad
         more = self._judge_results()
-        if more:
+        if more and more[0] != 'no-reference':
             return more
         if not proof.ok:
+            if proof.proven is None:       # nothing to prove it from
+                return 'could-not-check', f'could not check: {proof.reason}'
             return 'fallback', f'fallback: {proof.reason}'
-        return 'pass', proof.reason
+        return more or ('pass', proof.reason)
 
     def _judge_results(self):
         """(verdict, reason) for what the mode measured, or None."""
