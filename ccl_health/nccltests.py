@@ -247,8 +247,9 @@ def _measurement(tokens, delta_col):
         pass
     else:
         v, why = _number(check)
-        if v is None:
-            return None
+        if v is None or ('.' in check and 'e' not in check.lower() and
+                         math.isfinite(v)):
+            return None       # %g of a count, %5.0le: never a bare 1.5
         if not math.isfinite(v):
             bad.append('error' if delta_col else '#wrong')
         elif delta_col or ('e-' in check.lower()) or check.lower() in (
@@ -261,7 +262,7 @@ def _measurement(tokens, delta_col):
     return m
 
 
-def _parse_row(line, delta_col=False):
+def _parse_row(line, delta_col=False, per_iter=False):
     toks = line.split()
     if len(toks) < 7 or not toks[0].isdigit() or not toks[1].isdigit():
         return None
@@ -290,6 +291,8 @@ def _parse_row(line, delta_col=False):
             return None
     if len(vals) == 16:              # per-iteration timing: 8 per group
         groups = [vals[0:4], vals[8:12]]
+    elif len(vals) == 8 and per_iter:  # one group, with per-iteration
+        groups = [None, vals[0:4]]
     elif len(vals) == 8:
         groups = [vals[0:4], vals[4:8]]
     elif len(vals) == 4:             # one of in-place / out-of-place only
@@ -349,7 +352,7 @@ def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
     res = SweepResult(source='text', closed=False)
     warns = []
-    saw_avg = False
+    saw_avg = per_iter = False
     for line in _strip_nccl_log(text.splitlines(), warns):
         s = line.strip()
         if not s:
@@ -369,6 +372,7 @@ def parse_text(text):
                     res.check_column = 'error'
                 elif '#wrong' in cols:
                     res.check_column = '#wrong'
+                per_iter = 'i_min' in cols
                 continue
             m = _OOB.match(s)
             if m:
@@ -409,7 +413,7 @@ def parse_text(text):
             res.timed_out = True
             res.errors.append(s)
             continue
-        row = _parse_row(s, res.check_column == 'error')
+        row = _parse_row(s, res.check_column == 'error', per_iter)
         if row:
             res.rows.append(row)
         elif _ERROR.search(s):

@@ -387,3 +387,25 @@ def test_launcher_messages_are_left_to_the_exit_status():
 def test_parse_detects_a_json_given_as_the_output(capture):
     res = nccltests.parse(capture('intra', 'result.json'))
     assert res.source == 'json' and len(res.rows) == 31 and res.complete
+
+
+def test_per_iteration_in_place_only_row():
+    # util.cu writeResultHeader with per_iter_timing, and a trace-replay row
+    # (writeBenchMarkLineNullBody: 32 spaces for the out-of-place group)
+    header = ('# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s'
+              '  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s \n' % (
+                  'size', 'count', 'type', 'redop', 'root', 'time', 'algbw',
+                  'busbw', '#wrong', 'i_min', 'i_max', 'i_p99', 'i_cv%',
+                  'time', 'algbw', 'busbw', '#wrong', 'i_min', 'i_max',
+                  'i_p99', 'i_cv%'))
+    pre = '%12li  %12li  %8s  %6s  %6s' % (1048576, 262144, 'float', 'sum',
+                                           '%6i' % -1)
+    body = ' ' * 32 + '  %7s  %6s  %6s  %6g' % ('  14.83', ' 70.71', ' 70.71',
+                                               0) + \
+        '  %7s  %7s  %7s  %7s' % ('  14.50', '  15.20', '  15.10', '   1.50')
+    res = nccltests.parse_text(header + pre + body + '\n')
+    row = res.rows[0]
+    assert row.out_of_place is None and row.in_place.busbw == 70.71
+    assert row.wrong == 0
+    # without the header the per-iteration values cannot pass as a #wrong
+    assert not nccltests.parse_text(pre + body + '\n').rows

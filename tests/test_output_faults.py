@@ -13,7 +13,7 @@ from ccl_health.verdict import Verdict, judge_output
 
 CAPTURES = M.complete_captures()
 IDS = [c[0] for c in CAPTURES]
-FAST = settings(max_examples=25, deadline=None,
+FAST = settings(max_examples=25, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
 
@@ -240,7 +240,7 @@ def test_rccl_json_lines_and_array(name, out, js, rc):
         assert bad[0] is Verdict.WRONG_RESULTS
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=150, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_only_the_unmutated_complete_capture_with_exit_0_is_fine(data):
