@@ -209,3 +209,15 @@ def test_the_script_wrapper():
                         *files(*INTRA), *LOCAL, '--exit-status', '0'],
                        capture_output=True, text=True)
     assert p.returncode == 0 and 'PASS: ' in p.stdout
+
+
+def test_the_json_alone_with_the_logs():
+    out, js, *logs = files(*SOCKET)
+    rc, doc = doc_of(js, *logs, *LOCAL, '--transport', 'net-socket',
+                     '--exit-status', '0')
+    assert rc == 0 and doc['verdict'] == 'pass' and doc['source'] == 'json'
+    assert doc['collective'] == 'all_reduce_perf' and len(doc['rows']) == 28
+    # asked for the plugin, the logs show sockets: a fallback
+    rc, doc = doc_of(js, *logs, *LOCAL, '--transport', 'net-plugin',
+                     '--exit-status', '0')
+    assert rc == 1 and doc['verdict'] == 'fallback'
