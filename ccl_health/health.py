@@ -263,7 +263,7 @@ def load_config_system(config_dir, name, gpus):
     from . import node
     path = os.path.join(config_dir, f'{name}.py')
     detect = node.detect_gpus
-    node.detect_gpus = lambda env=None: gpus
+    node.detect_gpus = lambda env=None, whole_node=False: gpus
     try:
         spec = importlib.util.spec_from_file_location(
             f'ccl_health_hook_config_{name}', path)
@@ -539,7 +539,7 @@ def check(args, env=None):
     env = dict(os.environ if env is None else env)
     t0 = time.monotonic()
     deadline = t0 + args.limit
-    gpus = node.detect_gpus(env)
+    gpus = node.detect_gpus(env, whole_node=True)
     if gpus.count == 0:
         raise CouldNotCheck(gpus.why_none)
     system, partition, configured = find_system(args, gpus)

@@ -23,17 +23,21 @@ class Gpus:
     uuids: List[str] = dataclasses.field(default_factory=list)
 
 
-def _run(cmd, timeout=20):
+def _run(cmd, timeout=20, env=None):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as err:
         return None, str(err)
     return (p.stdout if p.returncode == 0 else None), p.stderr.strip()
 
 
-def detect_gpus(env=None):
+def detect_gpus(env=None, whole_node=False):
     """Ask nvidia-smi, then rocm-smi.  Never raises.
+
+    nvidia-smi lists every GPU whatever CUDA_VISIBLE_DEVICES says; rocminfo
+    honours ROCR_VISIBLE_DEVICES, unless ``whole_node`` (the health hook:
+    the node's GPUs, then what the environment makes visible of them).
 
     ``CCL_HEALTH_ASSUME_GPUS=<count>:<arch>`` (e.g. ``2:sm_90``) pretends,
     for dry runs on machines without GPUs (CI): nothing can run then."""
@@ -60,7 +64,9 @@ def detect_gpus(env=None):
                             uuids=[r[1] for r in rows])
         why = f'nvidia-smi found no GPU ({(err or "no output")[:120]})'
     elif shutil.which('rocm-smi') or shutil.which('rocminfo'):
-        out, err = _run(['rocminfo'])
+        out, err = _run(['rocminfo'], env={
+            k: v for k, v in os.environ.items()
+            if k != 'ROCR_VISIBLE_DEVICES'} if whole_node else None)
         agents = parse_rocminfo(out or '')
         if agents:
             arch = agents[0][0]

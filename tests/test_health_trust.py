@@ -625,3 +625,27 @@ def test_recording_failure_never_changes_the_verdict(tmp_path):
     rc, line, err = hook(tmp_path, '--db', '/etc/passwd/db.sqlite',
                          env=mutated(tmp_path, rc=1))
     assert rc == 1 and line.startswith('UNHEALTHY: crash: '), line
+
+
+def test_amd_node_counts_every_gpu_whatever_rocr_hides(tmp_path):
+    # a rocminfo that, like ROCr, lists only what ROCR_VISIBLE_DEVICES shows
+    bindir = tmp_path / 'amdbin'
+    bindir.mkdir()
+    blocks = ROCMINFO.split('*******\nAgent 4')[0]
+    (tmp_path / 'all.txt').write_text(blocks)
+    (tmp_path / 'one.txt').write_text(blocks.split('*******\nAgent 3')[0])
+    (bindir / 'rocminfo').write_text(
+        '#!/bin/sh\nif [ -n "${ROCR_VISIBLE_DEVICES+x}" ]; then '
+        f'cat {tmp_path}/one.txt; else cat {tmp_path}/all.txt; fi\n')
+    (bindir / 'rocminfo').chmod(0o755)
+    path = f'{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin'
+    line = could_not_check(tmp_path, env={'PATH': path,
+                                          'ROCR_VISIBLE_DEVICES': '0'})
+    assert line == ("COULD-NOT-CHECK: ROCR_VISIBLE_DEVICES='0' leaves 1 of "
+                    "the 2 GPUs of local:gpu visible (2 listed by the "
+                    "driver): unset it to check the whole node"), line
+    # both GPUs visible, by UUID and by index: the replayed node is healthy
+    rc, line, _ = hook(tmp_path, env={
+        'PATH': path, 'ROCR_VISIBLE_DEVICES': 'GPU-9b1d00c2f3a4e5d6,0'})
+    assert rc == 0 and line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs'), \
+        line
