@@ -260,14 +260,16 @@ def render(doc):
         out.append('versions   ' + ', '.join(
             f'{k} {v}' for k, v in doc['versions'].items()))
     t = doc['transport']
-    out.append(f'transport  {"proven " + t["proven"] if t.get("proven") else "not proven"}'
-               f'{" (asked " + t["asked"] + ")" if t.get("asked") else ""}: '
-               f'{t["reason"]}')
+    proven = f'proven {t["proven"]}' if t.get('proven') else 'not proven'
+    asked = f' (asked {t["asked"]})' if t.get('asked') else ''
+    out.append(f'transport  {proven}{asked}: {t["reason"]}')
     r = doc['reference']
     out.append(f'reference  {r["key"]}: ' + (
         f'{r["file"]}, tolerance {r["tolerance"]:.0%}' if r['found']
         else r['reason']))
-    out.append(f'exit       {doc["exit_status"] if doc["exit_status"] is not None else "unknown (--exit-status N)"}')
+    status = doc['exit_status']
+    out.append('exit       ' + (str(status) if status is not None else
+                                'unknown (--exit-status N)'))
     for e in doc['errors'][:5]:
         out.append(f'error      {e}')
     for n in doc['notes']:

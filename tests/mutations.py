@@ -243,7 +243,7 @@ PREFIXES = {
     'hostname': lambda i: 'nid001234: ',
     'iso-time': lambda i: f'2024-05-01T12:00:{i % 60:02d}.123Z ',
     'bracket-time': lambda i: f'[2024-05-01 12:00:{i % 60:02d}] ',
-    'time+openmpi': lambda i: f'2024-05-01T12:00:00Z [1,0]<stdout>:',
+    'time+openmpi': lambda i: '2024-05-01T12:00:00Z [1,0]<stdout>:',
 }
 
 
