@@ -31,8 +31,12 @@ def run_suite(tmp_path, *reframe_args, env=None):
                     CCL_HEALTH_SITE_DIR=make_site(tmp_path),
                     CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
     full_env.update(env or {})
+    # the sizes the replayed captures hold (1 KiB to 256 MiB, x8): every
+    # size asked for must be in the output
+    sizes = ['-S', 'min_size=1K', '-S', 'max_size=256M', '-S',
+             'step_factor=8']
     cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
-           str(out), '--checks', SWEEP, '--'] + list(reframe_args)
+           str(out), '--checks', SWEEP, '--'] + sizes + list(reframe_args)
     p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
                        text=True, timeout=600)
     reports = sorted((out / 'reports').glob('run-*.json'))
