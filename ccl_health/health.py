@@ -388,8 +388,9 @@ def probe_env(env, gpus, vis, probe):
 
 _RUNNING = set()
 _RUNNING_LOCK = threading.Lock()
-_STARTED = re.compile(r'^#\s*(nccl-tests version|Collective test starting|'
-                      r'nThread\s+\d+|Using devices)|^rccl-tests', re.M)
+# nccl-tests / rccl-tests' own header lines (a launcher may prefix them)
+_STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
+                      r'nThread\s+\d+|Using devices)|rccl-tests:')
 
 
 def run_probe(probe, binary, launcher, env, deadline, iters, workdir):
@@ -556,11 +557,10 @@ def check(args, env=None):
         raise CouldNotCheck(str(err)) from None
     expected_gpus = args.expect_gpus or configured or gpus.count
     if gpus.count < expected_gpus:
+        tool = 'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo'
         return result(Verdict.CRASH, (
-            f'missing GPU: {gpus.vendor}-smi lists {gpus.count} of the '
-            f'{expected_gpus} GPUs of {system}:{partition}' if gpus.vendor ==
-            'nvidia' else f'missing GPU: rocminfo lists {gpus.count} of the '
-            f'{expected_gpus} GPUs of {system}:{partition}'))
+            f'missing GPU: {tool} lists {gpus.count} of the {expected_gpus} '
+            f'GPUs of {system}:{partition}'))
     try:
         vis = node.visible_gpus(gpus, env, node.mig_devices(env) if any(
             'MIG-' in env.get(v, '') for v in (
