@@ -45,7 +45,7 @@ save
 real=$(ls -d /tmp/ccl-cache/nccl-tests-*/bin | head -1)
 mkdir -p /tmp/wrap/bin /tmp/site
 for c in all_reduce_perf; do
-  printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0}\nexec %s/%s "$@"\n' "$real" "$c" > /tmp/wrap/bin/$c
+  printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0} NCCL_TESTS_DEVICE=0\nexec %s/%s "$@"\n' "$real" "$c" > /tmp/wrap/bin/$c
   chmod +x /tmp/wrap/bin/$c
 done
 python3 - <<'EOF'
