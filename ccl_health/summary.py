@@ -98,30 +98,56 @@ def slurm_time_limit_line(stderr_path):
 
 
 def _failed_fixtures(testcases):
-    """unique names of the fixtures (builds) that failed in this run."""
-    return {tc.get('unique_name') for tc in testcases
-            if tc.get('fixture') and tc.get('result') == 'fail'}
+    """{unique name: one-line cause} of the fixtures (builds) that failed in
+    this run, or could not run because a build they need failed (libfabric
+    failed, so the plugin never built: both count)."""
+    from .buildcache import failure_line
+    failed = {}
+    for tc in testcases:
+        if tc.get('fixture') and tc.get('result') == 'fail':
+            failed[tc.get('unique_name')] = (
+                failure_line(tc.get('stagedir'), tc.get('build_stderr')) or
+                ' '.join((tc.get('fail_reason') or 'failed').split()))
+    grew = True
+    while grew:
+        grew = False
+        for tc in testcases:
+            name = tc.get('unique_name')
+            if not tc.get('fixture') or name in failed or \
+                    tc.get('result') == 'pass':
+                continue
+            root = sorted(_deps(tc) & set(failed))
+            if root:
+                failed[name] = f'needs {root[0]}: {failed[root[0]]}'
+                grew = True
+    return failed
 
 
-def _classify(tc, failed_builds=frozenset()):
+def _deps(tc):
+    return {d[0] if isinstance(d, (list, tuple)) else d
+            for d in tc.get('dependencies_actual') or []}
+
+
+def _classify(tc, failed_builds=None):
     """(verdict, reason) of one test case of a run report.  The verdict is
     the one the check judged (its ``verdict`` variable); ReFrame's own
     structured fields say only what the check could not: it was skipped
     (by itself, with its reason, or because a build it needs failed), it
     never ran, or its performance stage failed."""
+    failed_builds = failed_builds or {}
     result = tc.get('result')
     phase = tc.get('fail_phase') or ''
     reason = tc.get('verdict_reason') or \
         ' '.join((tc.get('fail_reason') or '').split())
     judged = Verdict.parse(tc.get('verdict') or '', Verdict.COULD_NOT_CHECK) \
         if tc.get('verdict') else None
-    deps = {d[0] if isinstance(d, (list, tuple)) else d
-            for d in tc.get('dependencies_actual') or []}
+    deps = _deps(tc)
     if result in ('skip', 'fail_deps'):
-        if deps & failed_builds:
+        broken = sorted(deps & set(failed_builds))
+        if broken and not tc.get('skip_reason'):
             return Verdict.BUILD_FAILED, (
-                'build-failed: ' + ', '.join(sorted(deps & failed_builds)) +
-                ' did not build (see its build log in the stage folder)')
+                f'build-failed: {broken[0]} did not build '
+                f'({failed_builds[broken[0]]})')
         if result == 'fail_deps':
             return Verdict.COULD_NOT_CHECK, ('could not check: a test it '
                                              'depends on failed')

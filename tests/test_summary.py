@@ -3,6 +3,9 @@
 
 import glob
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -84,3 +87,85 @@ def test_below_reference_without_sizes_keeps_reframes_reason():
     assert v.verdict == 'below-reference'
     assert 'samples_per_s=10, expected 100' in v.line()
     assert '0 of 0 sizes' not in v.line()
+
+
+# -- captured on the device (tests/fixtures/device/trust, H100, one GPU) ----
+
+TRUST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'trust')
+
+
+def test_device_damaged_libfabric_tarball_fails_the_plugin_transports():
+    """The real run report of scripts/run on the device with a truncated
+    libfabric tarball in the mirror: libfabric failed its checksum, so the
+    plugin could not build (ReFrame: fail_deps) and the plugin sweeps were
+    skipped by ReFrame: both are build-failed (exit 1); intra and
+    net-socket skipped for their own reason (one GPU)."""
+    report = summary.load_report(os.path.join(TRUST, 'a-run-report.json'))
+    got = {cv.transport: cv for cv in summary.case_verdicts(report)}
+    assert got['net-plugin'].verdict == 'build-failed'
+    assert got['net-plugin-gdr'].verdict == 'build-failed'
+    assert 'LibfabricBuild' in got['net-plugin'].reason
+    assert got['intra'].verdict == 'skipped' and 'at least 2 GPUs' in \
+        got['intra'].reason
+    assert summary.run_exit_code(list(got.values())) == 1
+
+
+def test_device_damaged_tarball_is_listed_by_report_failed(tmp_path):
+    report = os.path.join(TRUST, 'a-run-report.json')
+    db = str(tmp_path / 'db.sqlite')
+    subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'db', '--db', db,
+                    'ingest', report], cwd=REPO, check=True,
+                   capture_output=True)
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'db', '--db',
+                        db, 'failed', '--hours', '1000000'], cwd=REPO,
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.count('BUILD-FAILED') == 2
+
+
+def test_device_sigterm_midway_case_is_rebuilt_from_its_stage(tmp_path):
+    """What scripts/run recorded on the device after a SIGTERM in the middle
+    of a real net-socket sweep (b.db), and the same record rebuilt here from
+    the stage files the case left (b-stage)."""
+    from ccl_health import aborted, store
+    with store.open_store(os.path.join(TRUST, 'b.db'), readonly=True) as db:
+        [case] = db.cases()
+        sizes = [r['size'] for r in db.records()]
+    assert case['verdict'] == 'aborted'
+    assert 'stopped by SIGTERM after 4 of 11 size(s)' in case['reason']
+    assert sizes == [1 << 20, 2 << 20, 4 << 20, 8 << 20]
+    stage = tmp_path / 'stage' / 'local' / 'gpu' / 'builtin' / 'Sweep'
+    shutil.copytree(os.path.join(TRUST, 'b-stage'), stage)
+    [again] = aborted.cases_in_flight(str(tmp_path / 'stage'),
+                                      'sigterm-midway', stopped_by='SIGTERM')
+    assert again.verdict == 'aborted' and again.transport == 'net-socket'
+    assert [s.size for s in again.sizes] == sizes
+    assert again.reason == case['reason']
+    assert again.proven == 'net-socket'      # NCCL_HOSTID: two "hosts"
+    assert aborted.cases_in_flight(str(tmp_path / 'stage'), 'another-run') \
+        == []
+
+
+@pytest.mark.parametrize('name, verdict, words', [
+    ('no-device', 'crash', "no CUDA-capable device is detected"),
+    ('bad-uuid', 'crash', "no CUDA-capable device is detected"),
+    ('ok-1rank-json', None, ''),
+])
+def test_device_outputs_of_real_failures(name, verdict, words):
+    """Real nccl-tests 2.19.6 outputs from the device with their exit
+    status: a run with no visible device (CUDA_VISIBLE_DEVICES empty, or a
+    UUID that is not there) is a crash naming CUDA's error; a complete
+    one-rank run with -J is complete on its text and its JSON."""
+    from ccl_health import nccltests, verdict as V
+    d = os.path.join(TRUST, 'd')
+    text = open(os.path.join(d, f'{name}.out')).read()
+    rc = int(open(os.path.join(d, f'{name}.rc')).read().split('=')[1])
+    js = os.path.join(d, 'ok-1rank.json')
+    res = nccltests.parse(text, open(js).read() if name.startswith('ok')
+                          else None, js)
+    got = V.judge_output(res, rc, what='all_reduce_perf')
+    if verdict is None:
+        assert got is None and res.complete and len(res.rows) == 11
+        assert V.judge_output(res, None) is not None   # exit unknown
+    else:
+        assert str(got[0]) == verdict and words in got[1], got
