@@ -165,7 +165,7 @@ def test_device_outputs_of_real_failures(name, verdict, words):
                           else None, js)
     got = V.judge_output(res, rc, what='all_reduce_perf')
     if verdict is None:
-        assert got is None and res.complete and len(res.rows) == 11
+        assert got is None and res.complete and len(res.rows) == 12
         assert V.judge_output(res, None) is not None   # exit unknown
     else:
         assert str(got[0]) == verdict and words in got[1], got
