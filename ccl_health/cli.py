@@ -30,25 +30,24 @@ def _reframe():
     return [sys.executable, '-m', 'reframe']
 
 
-def _space_free(path):
-    """``path``, or when it holds whitespace (which ReFrame's job launch
-    cannot take) a space-free link to it under the temporary folder."""
-    if not any(c.isspace() for c in path):
-        return path
+def _job_folders(out):
+    """ReFrame's stage and output folders of a run writing to ``out``.
+    ReFrame runs each job from its stage folder and cannot launch one whose
+    path has whitespace (it splits the path), so for such an ``out`` they go
+    to a space-free folder of their own under the temporary folder; the
+    reports, the databases and the perflogs stay in ``out``."""
+    if not any(c.isspace() for c in out):
+        return os.path.join(out, 'stage'), os.path.join(out, 'output')
     import hashlib
     import tempfile
-    os.makedirs(path, exist_ok=True)
-    link = os.path.join(tempfile.gettempdir(), 'ccl-health-out-%d-%s' % (
-        os.getuid(), hashlib.sha256(path.encode()).hexdigest()[:12]))
-    if os.path.realpath(link) != os.path.realpath(path):
-        tmp = f'{link}.{os.getpid()}'
-        os.symlink(path, tmp)
-        os.replace(tmp, link)
-    return link
+    root = os.path.join(tempfile.gettempdir(), 'ccl-health-%d-%s' % (
+        os.getuid(), hashlib.sha256(out.encode()).hexdigest()[:12]))
+    return os.path.join(root, 'stage'), os.path.join(root, 'output')
 
 
 def cmd_run(args):
-    out = _space_free(os.path.abspath(args.output))
+    out = os.path.abspath(args.output)
+    stage, outputdir = _job_folders(out)
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
                CCL_HEALTH_RUN_ID=recorder.default_run_id())
     mirror = resolve_mirror(args.mirror)
@@ -68,7 +67,11 @@ def cmd_run(args):
     stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
     report = os.path.join(out, 'reports', f'run-{stamp}.json')
     cmd = _reframe() + ['-C', CONFIG, '-c', args.checks or SWEEP,
-                        '--report-file', report]
+                        '--report-file', report, '--stage', stage,
+                        '--output', outputdir]
+    if not stage.startswith(out + os.sep):
+        print(f'ccl-health: {out!r} has whitespace, which ReFrame cannot '
+              f'run jobs from: stage folders in {stage}', flush=True)
     if not args.checks:
         cmd += ['--tag=nightly']     # the scale runs are asked for by name
     cmd += ['--dry-run'] if dry else ['-r']
@@ -77,7 +80,7 @@ def cmd_run(args):
     rc, stopped_by = _run_reframe(cmd, env)
     db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
     if stopped_by:
-        return _record_stopped(out, env['CCL_HEALTH_RUN_ID'], db_url,
+        return _record_stopped(stage, env['CCL_HEALTH_RUN_ID'], db_url,
                                stopped_by, report)
     if not os.path.exists(report):
         print(f'ccl-health: ReFrame wrote no report (exit code {rc}); see '
@@ -85,7 +88,7 @@ def cmd_run(args):
         return rc or 1
     if dry:
         scripts = sorted(glob.glob(os.path.join(
-            glob.escape(out), 'stage', '**', 'rfm_job.sh'), recursive=True))
+            glob.escape(stage), '**', 'rfm_job.sh'), recursive=True))
         print(f'ccl-health: dry run rendered {len(scripts)} job scripts, '
               f'e.g. {scripts[0] if scripts else "(none)"}')
         return 0 if rc == 0 else rc
@@ -153,14 +156,14 @@ def _run_reframe(cmd, env):
     return rc, (got[0] if got else None)
 
 
-def _record_stopped(out, run_id, db_url, stopped_by, report):
+def _record_stopped(stage, run_id, db_url, stopped_by, report):
     """A run stopped by a signal: record the cases in flight as aborted,
     say what was recorded, exit 128 + the signal."""
     with store.open_store(db_url) as db:
         done = {c['case_name']: c for c in db.cases('WHERE run_id = ?',
                                                     (run_id,))}
-        flying = aborted.cases_in_flight(os.path.join(out, 'stage'), run_id,
-                                         set(done), stopped_by)
+        flying = aborted.cases_in_flight(stage, run_id, set(done),
+                                         stopped_by)
         for case in flying:
             db.add_case(case)
     print(f'\n== ccl-health verdict: the run was stopped by {stopped_by} ==')

@@ -123,6 +123,15 @@ def _failed_fixtures(testcases):
     return failed
 
 
+def _past_time_limit(tc):
+    """The job ran to its time limit (the run report's own numbers: how
+    long it ran, and the limit, in seconds)."""
+    try:
+        return float(tc.get('time_run')) >= float(tc.get('time_limit'))
+    except (TypeError, ValueError):
+        return False
+
+
 def _deps(tc):
     return {d[0] if isinstance(d, (list, tuple)) else d
             for d in tc.get('dependencies_actual') or []}
@@ -172,7 +181,7 @@ def _classify(tc, failed_builds=None):
     if killed:
         return Verdict.HANG, (f'hang: the job exceeded its time limit '
                               f'({killed})')
-    if phase in ('run', 'run_wait') and 'timed out' in reason:
+    if phase in ('run', 'run_wait') and _past_time_limit(tc):
         return Verdict.HANG, (f'hang: the job exceeded its time limit '
                               f'({reason})')
     if phase in ('compile', 'compile_wait'):

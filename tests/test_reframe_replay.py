@@ -266,3 +266,23 @@ def test_failed_plugin_build_fails_only_the_plugin_transports(tmp_path):
         got = {c['transport']: c['verdict'] for c in s.cases()}
     assert got['net-plugin'] == 'build-failed'
     assert got['intra'] == 'pass'
+
+
+def test_output_folder_with_spaces(tmp_path):
+    """Stage, reports and database under a folder whose name has spaces:
+    ReFrame's job launch cannot take them, so it is given a space-free
+    link; the sweep passes and the results land in the folder asked for."""
+    out = tmp_path / 'my results' / 'night 1'
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_LAUNCHER='local',
+               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+               CCL_HEALTH_CACHE=str(tmp_path / 'build cache'))
+    env.pop('CCL_HEALTH_DB', None)
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
+                        '--output', str(out), '--', '-n',
+                        'AllReduceSweep%transport=intra'], env=env, cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert 'PASS' in verdict_lines(p.stdout)['intra']
+    assert list((out / 'reports').glob('run-*.json'))
+    assert (out / 'ccl-health.db').exists()

@@ -169,3 +169,20 @@ def test_device_outputs_of_real_failures(name, verdict, words):
         assert V.judge_output(res, None) is not None   # exit unknown
     else:
         assert str(got[0]) == verdict and words in got[1], got
+
+
+def test_device_time_limit_is_a_hang_from_the_reports_numbers():
+    """The device's net-socket sweep stopped at its 20 s time limit: a hang,
+    read from the report's time_run >= time_limit, not from its text."""
+    report = summary.load_report(os.path.join(
+        REPO, 'tests', 'fixtures', 'device', 'suite-run', 'keep', 'o-hang',
+        'reports', 'run-20261122T220747.json'))
+    [cv] = summary.case_verdicts(report)
+    assert cv.verdict == 'hang'
+    tc = [t for t in report['runs'][-1]['testcases'] if not t['fixture']][0]
+    tc['fail_reason'] = 'something else entirely'
+    [cv] = summary.case_verdicts(report)
+    assert cv.verdict == 'hang'
+    tc['time_run'] = 5.0
+    [cv] = summary.case_verdicts(report)
+    assert cv.verdict != 'hang'
