@@ -161,6 +161,11 @@ def _classify(tc, failed_builds=None):
             return Verdict.COULD_NOT_CHECK, ('could not check: a test it '
                                              'depends on failed')
         return Verdict.SKIPPED, tc.get('skip_reason') or reason or 'skipped'
+    if judged in (Verdict.CRASH, Verdict.INCOMPLETE):
+        killed = _slurm_time_limit(tc)     # output cut short by Slurm
+        if killed:
+            return Verdict.HANG, (f'hang: the job exceeded its time limit '
+                                  f'({killed})')
     if judged is not None:
         if judged is Verdict.PASS and result in ('pass', 'success', 'xfail'):
             return judged, tc.get('transport_proof') or ''

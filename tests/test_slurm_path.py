@@ -124,6 +124,8 @@ def test_slurm_time_limit_wording_is_a_hang(tmp_path):
     (tmp_path / 'rfm_job.err').write_text('Segmentation fault\n')
     assert summary._classify(tc)[0] == 'crash'
     # and the local scheduler's own wording is still a hang
+    # (read from the report's numbers: it ran to its limit)
     assert summary._classify({
         'result': 'fail', 'fail_phase': 'run', 'fail_reason':
-        'job error: [jobid=1] job timed out (3.1s > 3.0s)'})[0] == 'hang'
+        'job error: [jobid=1] job timed out (3.1s > 3.0s)',
+        'time_run': 3.1, 'time_limit': 3.0})[0] == 'hang'
