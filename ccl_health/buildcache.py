@@ -46,13 +46,12 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shlex
 from typing import Dict, List, Tuple
 
 import yaml
 
-from . import CclHealthError
+from . import CclHealthError, shell
 
 STAMP = '.ccl-health-complete'
 
@@ -111,8 +110,6 @@ def is_built(prefix):
     return os.path.exists(os.path.join(prefix, STAMP))
 
 
-_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
-_REF = re.compile(rf'\$(?:\{{{_NAME}\}}|{_NAME})')
 
 
 def shell_value(value):
@@ -120,16 +117,7 @@ def shell_value(value):
     with :func:`shlex.quote`; only ``$NAME`` and ``${NAME}`` references are
     left to expand (in double quotes, so an expanded value stays one word).
     ``$(cmd)``, backquotes and every other character stay literal."""
-    value = str(value)
-    out, pos = [], 0
-    for m in _REF.finditer(value):
-        if m.start() > pos:
-            out.append(shlex.quote(value[pos:m.start()]))
-        out.append(f'"{m.group(0)}"')
-        pos = m.end()
-    if pos < len(value) or not out:
-        out.append(shlex.quote(value[pos:]))
-    return ''.join(out)
+    return shell.word(value, shell.ANY)
 
 
 def shell_option(opt, value):

@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 
 @dataclasses.dataclass

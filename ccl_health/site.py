@@ -13,10 +13,9 @@ placeholders are filled by the suite."""
 import dataclasses
 import os
 import re
-import shlex
 from typing import Dict, List, Optional
 
-from . import CclHealthError, schemas
+from . import CclHealthError, schemas, shell
 from .units import parse_size
 
 
@@ -70,7 +69,6 @@ class Site:
 
 
 #: the one form of expansion a site value may use: ``${NAME}``
-_REF = re.compile(r'\$\{([A-Za-z_][A-Za-z0-9_]*)\}')
 
 
 def shell_value(value):
@@ -81,16 +79,7 @@ def shell_value(value):
     ``${NAME}`` references, which the job's shell expands: the value is cut
     into literal parts, each quoted, and ``"${NAME}"`` parts, concatenated.
     ``$NAME`` without braces and ``${NAME:-x}`` forms stay literal."""
-    value = str(value)
-    parts, pos = [], 0
-    for m in _REF.finditer(value):
-        if m.start() > pos:
-            parts.append(shlex.quote(value[pos:m.start()]))
-        parts.append(f'"${{{m.group(1)}}}"')
-        pos = m.end()
-    if pos < len(value) or not parts:
-        parts.append(shlex.quote(value[pos:]))
-    return ''.join(parts)
+    return shell.word(value, shell.BRACED)
 
 
 #: ``{plugin_prefix}``, filled by the suite; ``${NAME}`` is the shell's
