@@ -64,7 +64,12 @@ def dry_run(tmp_path, system, *args):
     return cases
 
 
-def job(cases, transport, test='AllReduceSweep'):
+def job(cases, transport, test=None):
+    """The job script of the all_reduce sweep over ``transport`` (the
+    plugin transports are a check of their own)."""
+    if test is None:
+        test = ('AllReducePluginSweep' if transport.startswith('net-plugin')
+                else 'AllReduceSweep')
     return cases[f'{test} %transport={transport}'][0]
 
 
@@ -131,10 +136,10 @@ def test_frontier_environment_per_transport(frontier):
     assert 'ofi' not in job(frontier, 'net-socket').lower().replace(
         'fi_', '')
     plug = exports(job(frontier, 'net-plugin'))
-    assert plug['LD_LIBRARY_PATH'].startswith(
-        '"/cache/aws-ofi-rccl-17d41cb-')
-    assert '/opt/cray/libfabric/1.15.2.0/lib64:${LD_LIBRARY_PATH}"' in \
-        plug['LD_LIBRARY_PATH']
+    # literal paths quoted (shlex), only ${LD_LIBRARY_PATH} expands
+    assert plug['LD_LIBRARY_PATH'].startswith('/cache/aws-ofi-rccl-17d41cb-')
+    assert plug['LD_LIBRARY_PATH'].endswith(
+        ':/opt/cray/libfabric/1.15.2.0/lib64:"${LD_LIBRARY_PATH}"')
     assert plug['NCCL_NET_GDR_LEVEL'] == '0'
     assert exports(job(frontier, 'net-plugin-gdr'))['NCCL_NET_GDR_LEVEL'] \
         == '3'
