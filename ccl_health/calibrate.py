@@ -63,12 +63,23 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
                  source, busbw, algo, size_tol)
 
 
+#: the verdicts of the database's cases calibrated from: passed, or
+#: complete and proven with nothing to compare against (a configuration's
+#: first runs: ReFrame's report holds no busbw for them, they failed its
+#: sanity).  Not below-reference: a degradation never becomes the reference
+#: unseen.
+FROM_STORE = (Verdict.PASS, Verdict.NO_REFERENCE)
+
+
 def sweeps_from_store(db, system, partition, last=20):
     """Per configuration, the busbw of its last ``last`` healthy runs in the
-    performance database (cases that passed)."""
+    performance database (cases whose verdict is in :data:`FROM_STORE`)."""
     groups = {}
-    for c in reversed(db.cases('WHERE system = ? AND partition = ? AND '
-                               "verdict = 'pass'", (system, partition))):
+    marks = ', '.join('?' for _ in FROM_STORE)
+    for c in reversed(db.cases(f'WHERE system = ? AND partition = ? AND '
+                               f'verdict IN ({marks})',
+                               (system, partition) +
+                               tuple(v.value for v in FROM_STORE))):
         key = (c['transport'], c['collective'], c['nodes'], c['ranks'],
                c['algo'] or 'default')
         runs = groups.setdefault(key, [])
