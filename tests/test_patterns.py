@@ -107,7 +107,8 @@ def test_product_code_reads_nothing_under_tests():
     builder, configuration or script points into tests/ (the shipped
     pattern is package data)."""
     import re
-    bad = re.compile(r'''tests/(fixtures|replay)|['"]tests['"]|['"]fixtures['"]''')
+    bad = re.compile(r'''tests/(fixtures|replay)|['"]tests['"]|'''
+                     r'''['"]fixtures['"]''')
     found = []
     for top in ('ccl_health', 'checks', 'builders', 'config', 'scripts'):
         for root, _, files in os.walk(os.path.join(REPO, top)):
