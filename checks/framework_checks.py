@@ -55,8 +55,7 @@ class TorchTrainingStep(TrainingStepBase):
     ~0.6M parameters, large batch).  samples/s (global), the median step
     time and the share of the step spent in NCCL kernels (torch.profiler);
     run over the ``transport`` parameter, the same model with and without
-    the network plugin."""
-    model = parameter(['comm', 'compute'])
+    the network plugin (``model``: every model of the tool)."""
 
 
 # The same checks over the network plugin: only these depend on its build.

@@ -28,6 +28,7 @@ from reframe.core.builtins import (parameter, run_after, run_before,
                                    sanity_function, variable)
 
 from ccl_health import patterns
+from ccl_health.torch_bench.train import TRAIN_MODELS
 from ccl_health.units import format_size, parse_size
 
 from .base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
@@ -371,7 +372,7 @@ class TrainingStepBase(NcclFrameworkBase):
 
     bench_mode = 'train'
     #: the models of ``torch_bench train`` (a check may narrow them)
-    model = parameter(['comm', 'compute'])
+    model = parameter(sorted(TRAIN_MODELS))
     steps = variable(int, value=20)
     warmup_steps = variable(int, value=5)
     profile_steps = variable(int, value=5)
