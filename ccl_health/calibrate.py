@@ -16,7 +16,7 @@ import math
 import os
 import statistics
 
-from . import TRANSPORTS, CclHealthError, reference
+from . import TRANSPORTS, CclHealthError, history, reference
 from .reference import Entry, busbw_perfvalues
 from .units import format_size, parse_size
 from .verdict import Verdict
@@ -34,9 +34,10 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     """One reference entry from one or more :class:`SweepResult` of the
     same configuration: the median busbw per size over the sweeps, for sizes
     >= ``min_size`` (smaller ones are latency-bound and noisy).  With
-    several sweeps, a size whose run-to-run noise (``noise_k`` x the MAD,
-    scaled to a standard deviation) is larger than ``tolerance`` gets that
-    wider tolerance of its own."""
+    several sweeps (5 or more), a size whose run-to-run noise (``noise_k``
+    x the MAD, scaled to a standard deviation: the history's
+    :meth:`ccl_health.history.Baseline.allowed_drop`) is larger than
+    ``tolerance`` gets that wider tolerance of its own."""
     lo = parse_size(min_size)
     per_size = {}
     for sweep in sweeps:
@@ -52,21 +53,33 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     size_tol = {}
     for s, vals in per_size.items():
         if len(vals) >= 5:
-            med = statistics.median(vals)
-            mad = statistics.median(abs(v - med) for v in vals)
-            noise = math.ceil(100 * noise_k * 1.4826 * mad / med) / 100
-            if noise > tolerance:
-                size_tol[s] = min(noise, 0.9)
+            # the history's rule (ccl_health.history.Baseline), in whole
+            # percents, at most 90 %
+            allowed = history.baseline(vals).allowed_drop(
+                tolerance, noise_k, whole_percent=True)
+            if allowed > tolerance:
+                size_tol[s] = min(allowed, 0.9)
     return Entry(transport, collective, nodes, gpus_per_node, tolerance,
                  source, busbw, algo, size_tol)
 
 
+#: the verdicts of the database's cases calibrated from: passed, or
+#: complete and proven with nothing to compare against (a configuration's
+#: first runs: ReFrame's report holds no busbw for them, they failed its
+#: sanity).  Not below-reference: a degradation never becomes the reference
+#: unseen.
+FROM_STORE = (Verdict.PASS, Verdict.NO_REFERENCE)
+
+
 def sweeps_from_store(db, system, partition, last=20):
     """Per configuration, the busbw of its last ``last`` healthy runs in the
-    performance database (cases that passed)."""
+    performance database (cases whose verdict is in :data:`FROM_STORE`)."""
     groups = {}
-    for c in reversed(db.cases('WHERE system = ? AND partition = ? AND '
-                               "verdict = 'pass'", (system, partition))):
+    marks = ', '.join('?' for _ in FROM_STORE)
+    for c in reversed(db.cases(f'WHERE system = ? AND partition = ? AND '
+                               f'verdict IN ({marks})',
+                               (system, partition) +
+                               tuple(v.value for v in FROM_STORE))):
         key = (c['transport'], c['collective'], c['nodes'], c['ranks'],
                c['algo'] or 'default')
         runs = groups.setdefault(key, [])

@@ -5,11 +5,16 @@ For each key (system, partition, transport, collective, nodes, ranks, algo,
 message size) the baseline is the median of the recent healthy values and
 its noise the MAD (scaled to a standard deviation).  A value is a drop when
 it falls below the median by more than the larger of the tolerance and
-``k`` times the noise; nothing is judged before ``min_history`` healthy
-values exist."""
+``k`` times the noise (:meth:`Baseline.allowed_drop`); nothing is judged
+before ``min_history`` healthy values exist.
+
+This is the one noise rule of the suite: ``calibrate`` gives a size whose
+runs are noisier than the entry's tolerance the same ``allowed_drop`` as its
+own tolerance (with its ``k``, rounded up to a whole percent)."""
 
 import dataclasses
 import json
+import math
 import statistics
 from typing import Optional
 
@@ -24,11 +29,33 @@ class Baseline:
     noise: float          # 1.4826 * MAD
     n: int
 
+    def noise_fraction(self, k):
+        """``k`` times the noise as a fraction of the median (infinite
+        at a median of 0: nothing is known to be steady)."""
+        if self.median <= 0:
+            return math.inf if self.noise else 0.0
+        return k * self.noise / self.median
+
+    def allowed_drop(self, tolerance, k, whole_percent=False):
+        """How far below the median a value may fall, as a fraction: the
+        larger of ``tolerance`` and ``k`` times the noise.
+        ``whole_percent``: the noise term rounded up to a whole percent
+        first (what a reference file holds)."""
+        noise = self.noise_fraction(k)
+        if whole_percent and math.isfinite(noise):
+            noise = math.ceil(100 * noise) / 100
+        return max(tolerance, noise)
+
     def threshold(self, tolerance, k):
-        return self.median - max(tolerance * self.median, k * self.noise)
+        """The lowest healthy value: the median less :meth:`allowed_drop`."""
+        if self.median <= 0:
+            return self.median - k * self.noise
+        return self.median * (1 - self.allowed_drop(tolerance, k))
 
 
 def baseline(values):
+    """The :class:`Baseline` of ``values`` (None ignored), or None when
+    there is none."""
     values = [v for v in values if v is not None]
     if not values:
         return None

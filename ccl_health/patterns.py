@@ -23,14 +23,26 @@ it from an ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL`` log:
 
 :func:`load` / :func:`parse` give :class:`Call` records; every error names
 the file and line.  Pure: no torch.
+
+The suite ships one pattern, :data:`EXAMPLE` (``ccl_health/data/patterns``,
+package data; hand-written, its README says how), the default of the
+pattern-replay check.
 """
 
 import csv
 import dataclasses
 import io
+import os
 from typing import Optional
 
 from . import CclHealthError
+
+#: the patterns the suite ships (package data)
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           'data', 'patterns')
+#: the shipped example: one step of a 2-GPU DDP training of a
+#: ResNet-50-sized model (hand-written; ``SHIPPED_DIR/README.md``)
+EXAMPLE = os.path.join(SHIPPED_DIR, 'example.csv')
 
 COLUMNS = ('routine', 'num_samples', 'datatype', 'nranks', 'ALGO',
            'PROTOCOL', 'TOTALBYTES', 'TIME_FOR_EACH_NCCL_COMM_CALL_MICROSEC')

@@ -458,6 +458,10 @@ class Editor:
         keys = [label_key(m) for m in seq]
         key = entry.key()
         flow = not hasattr(seq, 'fa') or seq.fa.flow_style() or not seq
+        if flow:
+            # no lines to splice into (``entries: []``, ``[...]``): the
+            # whole document is dumped, else the edit would be lost
+            self._whole = True
         if key in keys:
             i = keys.index(key)
             if merge:

@@ -63,6 +63,11 @@ modes = [
     # the quick single-node subset (node health)
     {'name': 'health',
      'options': ['--tag=health', '--exec-policy=serial']},
+    # every other collective of nccl-tests over every transport: after an
+    # NCCL, plugin or libfabric upgrade (not nightly: CollectiveSweep says
+    # why)
+    {'name': 'collectives',
+     'options': ['--tag=collectives', '--exec-policy=async']},
     # the scale runs (NCCL_ALGO comparison at 64 nodes, ...)
     {'name': 'scale',
      'options': ['--tag=scale', '--exec-policy=serial']},

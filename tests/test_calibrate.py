@@ -305,3 +305,43 @@ def test_a_new_partition_keeps_the_rest(tmp_path):
     assert ref.partitions['gpu'] == old.partitions['gpu'].__class__(
         'gpu', False, 'no FI_HMEM in the tcp provider',
         old.partitions['gpu'].entries)
+
+
+def test_a_first_run_without_reference_is_calibrated_from_the_store(
+        tmp_path, capsys):
+    """A configuration's first run has no reference: no-reference fails
+    ReFrame's sanity, so its run report holds no busbw, but the check
+    recorded its proven sizes in the performance database; calibrate --db
+    turns them into the entry, and the next run passes against it.
+    Through ReFrame with the replay stand-in (2x H200 intra capture)."""
+    pytest.importorskip('reframe')
+    from test_reframe_replay import run_suite, verdict_lines
+    path = refdir(tmp_path, 'system: local\npartitions:\n  gpu:\n'
+                            '    entries: []\n')
+    sizes = ('-S', 'min_size=1M', '-S', 'max_size=16M', '-S',
+             'step_factor=4')
+    env = {'CCL_HEALTH_REFERENCE_DIR': str(tmp_path / 'ref')}
+    p, report, out = run_suite(tmp_path, '-n',
+                               'AllReduceSweep%transport=intra', *sizes,
+                               env=env)
+    assert p.returncode == 2, p.stdout[-2000:]
+    assert 'NO-REFERENCE' in verdict_lines(p.stdout)['intra']
+    [tc] = [t for t in report['runs'][-1]['testcases'] if not t['fixture']]
+    assert tc['verdict'] == 'no-reference' and not tc['perfvalues']
+    db = str(out / 'ccl-health.db')
+    assert cli.main(['calibrate', '--db', db, '--system', 'local',
+                     '--partition', 'gpu', '--reference-dir',
+                     str(tmp_path / 'ref'), '--min-size', '1M']) == 0
+    e = reference.load(str(path)).lookup('gpu', 'intra', 'all_reduce', 1, 2)
+    # the stand-in replays the whole capture (1 MiB to 8 GiB): every size
+    # of the output >= --min-size, those asked for among them
+    assert {1 << 20, 4 << 20, 16 << 20} <= set(e.busbw)
+    assert min(e.busbw) == 1 << 20 and all(v > 0 for v in e.busbw.values())
+    assert e.tolerance == 0.1
+    capsys.readouterr()
+    again = tmp_path / 'again'
+    again.mkdir()
+    p, _, _ = run_suite(again, '-n', 'AllReduceSweep%transport=intra',
+                        *sizes, env=env)
+    assert p.returncode == 0, p.stdout[-2000:]
+    assert 'PASS' in verdict_lines(p.stdout)['intra']

@@ -23,8 +23,9 @@ SWEEP = os.path.join(REPO, 'checks', 'collective_sweep.py')
 
 def run_suite(tmp_path, *reframe_args, env=None):
     """test_reframe_replay.run_suite with the check file named
-    (``--checks``): CollectiveSweep is not tagged 'nightly', which the main
-    command selects when no check file is given."""
+    (``--checks``): CollectiveSweep is not tagged 'nightly' (its docstring
+    says why), which the main command selects when no check file is
+    given."""
     out = tmp_path / 'out'
     full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
                     CCL_HEALTH_LAUNCHER='local',
@@ -94,3 +95,43 @@ def test_each_collective_has_its_own_reference(tmp_path):
     assert '4MiB 79.92 vs 98.94' in line and '256MiB 255.89 vs 285.33' in \
         line
     assert '32MiB' not in line            # 195.42 vs 206.93: within -10%
+
+
+def _listed(mode):
+    """{(check, frozenset of parameter values)} that ReFrame lists for
+    ``--mode <mode>`` over checks/collective_sweep.py."""
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_LAUNCHER='local')
+    exe = os.path.join(os.path.dirname(sys.executable), 'reframe')
+    p = subprocess.run([exe, '-C', os.path.join(REPO, 'config', 'settings.py'),
+                        '-c', SWEEP, '--mode', mode, '-l'], env=env, cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    out = set()
+    for ln in p.stdout.splitlines():
+        if ln.startswith('- '):
+            words = ln[2:].split()
+            out.add((words[0], frozenset(w.split('=', 1)[1] for w in words
+                                         if w.startswith('%'))))
+    return out
+
+
+def test_nightly_runs_all_reduce_and_the_collectives_mode_the_others():
+    """The product's choice (checks/collective_sweep.py, CollectiveSweep's
+    docstring): the nightly run sweeps all_reduce over every transport; the
+    other collectives run in the 'collectives' mode (after a software
+    change), every one over every transport."""
+    from ccl_health import TRANSPORTS
+    from ccl_health.rfm.base import PLUGIN_TRANSPORTS
+    nightly = _listed('nightly')
+    assert nightly == {
+        ('AllReducePluginSweep' if t in PLUGIN_TRANSPORTS else
+         'AllReduceSweep', frozenset([t])) for t in TRANSPORTS}
+    others = _listed('collectives')
+    assert len(others) == len(OTHERS) * len(TRANSPORTS)
+    for t in TRANSPORTS:
+        for coll in OTHERS:
+            assert any(t in vals and coll in vals for _, vals in others), \
+                (t, coll)
+    assert {name for name, _ in others} == {'CollectiveSweep',
+                                            'CollectivePluginSweep'}

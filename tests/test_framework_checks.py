@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from ccl_health import patterns
 from ccl_health.site import shell_value
 from conftest import REPO
 from test_reframe_replay import make_site
@@ -23,7 +24,7 @@ pytest.importorskip('reframe')
 
 CHECKS = os.path.join(REPO, 'checks', 'framework_checks.py')
 STANDIN = os.path.join(REPO, 'tests', 'replay', 'torch-python')
-EXAMPLE = os.path.join(REPO, 'tests', 'fixtures', 'patterns', 'example.csv')
+EXAMPLE = patterns.EXAMPLE          # the pattern the suite ships
 
 
 def run(tmp_path, *reframe_args, dry=True, gpus='2:sm_90', env=None):
@@ -63,6 +64,29 @@ def launch_line(text):
 def exports(text):
     return {ln[7:].split('=', 1)[0]: ln[7:].split('=', 1)[1]
             for ln in text.splitlines() if ln.startswith('export ')}
+
+
+def test_checks_are_thin():
+    """The first-call, replay and training checks are a class with its
+    parameters and a docstring: their command lines, judging and
+    performance variables live in the bases (ccl_health/rfm/framework.py),
+    and no check reads the tests' files."""
+    import ast
+    with open(CHECKS) as fp:
+        text = fp.read()
+    assert 'tests/' not in text and "'tests'" not in text
+    thin = {'TorchFirstCall', 'MpiFirstCall', 'TorchPatternReplay',
+            'TorchTrainingStep'}
+    classes = {n.name: n for n in ast.parse(text).body
+               if isinstance(n, ast.ClassDef)}
+    assert thin <= set(classes)
+    for name in thin:
+        body = classes[name].body
+        assert ast.get_docstring(classes[name]), name
+        extra = [n for n in body[1:] if not (
+            isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and
+            getattr(n.value.func, 'id', '') == 'parameter')]
+        assert not extra, (name, [ast.dump(n)[:60] for n in extra])
 
 
 @pytest.fixture(scope='module')

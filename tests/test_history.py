@@ -57,6 +57,66 @@ def test_baseline_is_robust():
     assert b.median == 10 and b.noise == pytest.approx(1.4826 * 0.1)
 
 
+def test_allowed_drop_is_the_larger_of_tolerance_and_k_noise():
+    b = history.baseline([100, 101, 99, 100, 104, 96, 100])
+    # MAD 1 -> noise 1.4826; 3 x noise = 4.45 % of 100
+    assert b.noise_fraction(3) == pytest.approx(3 * 1.4826 / 100)
+    assert b.allowed_drop(0.10, 3) == 0.10
+    assert b.allowed_drop(0.01, 3) == pytest.approx(0.044478)
+    # a reference file holds whole percents, rounded up
+    assert b.allowed_drop(0.01, 3, whole_percent=True) == 0.05
+    assert b.threshold(0.01, 3) == pytest.approx(100 * (1 - 0.044478))
+    flat = history.baseline([5.0] * 6)
+    assert flat.allowed_drop(0.1, 4) == 0.1 and flat.threshold(0.1, 4) == \
+        pytest.approx(4.5)
+
+
+def _mixed_records(values, tol):
+    return [{'system': 's', 'partition': 'p', 'transport': 'intra',
+             'collective': 'all_reduce', 'nodes': 1, 'ranks': 2,
+             'algo': 'default', 'size': 1 << 20, 'busbw': v,
+             'case_verdict': 'pass', 'run_id': f'r{i}',
+             'time': f'2026-11-{i + 1:02d}', 'tolerance': tol}
+            for i, v in enumerate(values)]
+
+
+def test_calibrate_and_history_share_one_noise_rule(monkeypatch):
+    """calibrate's per-size tolerance and the history's drop threshold come
+    from the one function, Baseline.allowed_drop: a value the calibrated
+    tolerance allows is not a drop for the history with the same k, one
+    below it is."""
+    from ccl_health import calibrate
+    calls = []
+    real = history.Baseline.allowed_drop
+
+    def spy(self, tolerance, k, whole_percent=False):
+        calls.append((k, whole_percent))
+        return real(self, tolerance, k, whole_percent)
+    monkeypatch.setattr(history.Baseline, 'allowed_drop', spy)
+    noisy = [60.0, 70.0, 72.0, 68.0, 75.0, 71.0, 66.0]
+    sweeps = [calibrate.sweep_from_busbw({1 << 20: v, 1 << 30: 330.0})
+              for v in noisy]
+    e = calibrate.entry_from_sweeps(sweeps, transport='intra',
+                                    collective='all_reduce', nodes=1,
+                                    gpus_per_node=2, tolerance=0.1,
+                                    source='t', noise_k=4.0)
+    assert (4.0, True) in calls
+    b = history.baseline(noisy)
+    tol = e.size_tolerance[1 << 20]
+    assert tol == b.allowed_drop(0.1, 4.0, whole_percent=True) > 0.1
+    assert 1 << 30 not in e.size_tolerance        # steady: no own tolerance
+    # the history's threshold: the same rule, not rounded to a percent
+    calls.clear()
+    med, raw = e.busbw[1 << 20], b.allowed_drop(0.1, 4.0)
+    assert med * (1 - tol) < med * (1 - raw) and tol - raw < 0.01
+    ok = history.detect(_mixed_records(noisy + [med * (1 - raw) + 0.01],
+                                       0.1), k=4.0)
+    assert not [f for f in ok if f.kind == 'drop'] and (4.0, False) in calls
+    low = history.detect(_mixed_records(noisy + [med * (1 - tol) - 0.01],
+                                        0.1), k=4.0)
+    assert [f.run_id for f in low if f.kind == 'drop'] == ['r7']
+
+
 def test_drop_flagged_at_every_affected_size_and_only_there(db):
     found = history.detect(db.records())
     drops = [f for f in found if f.kind == 'drop']

@@ -9,12 +9,20 @@ from conftest import REPO
 from ccl_health import patterns
 from ccl_health.patterns import PatternError
 
-DIR = os.path.join(REPO, 'tests', 'fixtures', 'patterns')
+DIR = os.path.join(REPO, 'tests', 'fixtures', 'patterns')   # bad-*.csv
 HEADER = ','.join(patterns.COLUMNS)
 
 
+def test_example_is_shipped_as_package_data():
+    assert patterns.EXAMPLE == os.path.join(
+        REPO, 'ccl_health', 'data', 'patterns', 'example.csv')
+    with open(os.path.join(REPO, 'pyproject.toml')) as fp:
+        assert '"data/patterns/*.csv"' in fp.read()
+    assert not os.path.exists(os.path.join(DIR, 'example.csv'))
+
+
 def test_example_is_read():
-    calls = patterns.load(os.path.join(DIR, 'example.csv'))
+    calls = patterns.load(patterns.EXAMPLE)
     assert len(calls) == 8
     first = calls[0]
     assert (first.line, first.routine, first.collective, first.count,
@@ -92,3 +100,25 @@ def test_algo_and_protocol_are_default_unless_set_for_the_process():
         {'NCCL_ALGO': 'Tree', 'NCCL_PROTO': 'Simple'})
     assert (algo, proto) == ('Tree', 'Simple')
     assert 'NCCL_ALGO=Tree' in note
+
+
+def test_product_code_reads_nothing_under_tests():
+    """What the product ships lives in the product: no module, check,
+    builder, configuration or script points into tests/ (the shipped
+    pattern is package data)."""
+    import re
+    bad = re.compile(r'''tests/(fixtures|replay)|['"]tests['"]|'''
+                     r'''['"]fixtures['"]''')
+    found = []
+    for top in ('ccl_health', 'checks', 'builders', 'config', 'scripts'):
+        for root, _, files in os.walk(os.path.join(REPO, top)):
+            for name in files:
+                if name.endswith(('.pyc', '.md')):
+                    continue
+                path = os.path.join(root, name)
+                with open(path, errors='replace') as fp:
+                    for i, line in enumerate(fp, 1):
+                        if bad.search(line):
+                            found.append(f'{os.path.relpath(path, REPO)}:'
+                                         f'{i}: {line.strip()}')
+    assert not found, '\n'.join(found)

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-PAT=tests/fixtures/patterns/example.csv
+PAT=ccl_health/data/patterns/example.csv
 J=$OUT/json
 step() {   # name, command...
   local name=$1; shift

@@ -10,6 +10,12 @@ ccl_health.torch_bench`` instead of an nccl-tests binary.
 * :class:`NcclFrameworkBase`: + a ``transport`` parameter, the site's
   environment of that transport, ``NCCL_DEBUG=INFO`` to one file per rank,
   and the transport proof in sanity, as the sweep does.
+* one base per benchmark of the tool, with its command line, its judging
+  and its performance variables: :class:`TorchBandwidthBase`,
+  :class:`TorchFirstCallBase` and :class:`MpiFirstCallBase` (with
+  :class:`FirstCallMixin`), :class:`PatternReplayBase`,
+  :class:`TrainingStepBase`; the checks (``checks/framework_checks.py``)
+  only name their parameters.
 """
 
 import json
@@ -18,9 +24,11 @@ import zlib
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (run_after, run_before, sanity_function,
-                                   variable)
+from reframe.core.builtins import (parameter, run_after, run_before,
+                                   sanity_function, variable)
 
+from ccl_health import patterns
+from ccl_health.torch_bench.train import TRAIN_MODELS
 from ccl_health.units import format_size, parse_size
 
 from .base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
@@ -260,3 +268,174 @@ class FirstCallMixin(rfm.RegressionTestPlugin):
             sn.defer(float(s.get(name, 0.0))), 's')
             for name in ('first_call_s', 'first_call_max_s',
                          'second_call_s')}
+
+
+
+class TorchFirstCallBase(FirstCallMixin, NcclFrameworkBase):
+    """The first-call mode through torch.distributed over ``transport``:
+    init_process_group + the first all_reduce vs the second, ``loops``
+    fresh process groups."""
+
+    bench_mode = 'first-call'
+
+    @run_after('init')
+    def describe(self):
+        self.collective = 'torch_first_call'
+        self.descr = (f'time to the first all_reduce (torch) over '
+                      f'{self.transport}')
+
+    def bench_args(self):
+        return super().bench_args() + ['--loops', str(self.loops)]
+
+
+class MpiFirstCallBase(FirstCallMixin, FrameworkBase):
+    """The first-call mode with plain MPI (mpi4py): MPI_Init or a fresh
+    communicator + the first Allreduce vs the second; one node, no NCCL,
+    no transport."""
+
+    bench_mode = 'first-call'
+    transport = variable(str, value='')
+
+    @run_after('init')
+    def describe(self):
+        self.collective = 'mpi_first_call'
+        self.descr = 'time to the first Allreduce (mpi4py)'
+
+    def single_node_only(self):
+        return True
+
+    def bench_args(self):
+        return ['--backend', 'mpi4py', '--loops', str(self.loops)]
+
+
+class PatternReplayBase(NcclFrameworkBase):
+    """Replays a communication-pattern CSV (default: the example the suite
+    ships, :data:`ccl_health.patterns.EXAMPLE`) and records per line the
+    measured time, algbw, busbw, ideal busbw and efficiency; a line that
+    fails to replay is a crash naming the line."""
+
+    bench_mode = 'replay'
+    #: the pattern CSV (``-S pattern=job.csv``)
+    pattern = variable(str, value=patterns.EXAMPLE)
+    iters = variable(int, value=20)
+    warmup_iters = variable(int, value=5)
+    #: the tool's notes (pattern recorded on other ranks, ALGO/PROTO, ...)
+    replay_notes = variable(list, value=[])
+
+    @run_after('init')
+    def describe(self):
+        self.collective = 'torch_replay'
+        self.descr = (f'replay of {os.path.basename(self.pattern)} over '
+                      f'{self.transport}')
+
+    def bench_args(self):
+        return super().bench_args() + [
+            '--pattern', self.pattern, '--iters', str(self.iters),
+            '--warmup', str(self.warmup_iters), '--csv', 'replay.csv']
+
+    @run_before('run')
+    def keep_csv(self):
+        self.keep_files = self.keep_files + ['replay.csv']
+
+    def _judge_results(self):
+        doc = self._doc()
+        self.replay_notes = list(doc.get('notes') or [])
+        bad = [r for r in doc.get('rows') or [] if r.get('error')]
+        if bad:
+            return 'crash', (f'crash: line {bad[0]["line"]} of the pattern: '
+                             f'{bad[0]["error"]}')
+        if not doc.get('rows'):
+            return 'crash', 'crash: nothing was replayed'
+        return None
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        perf = {}
+        for row in self._doc().get('rows') or []:
+            key = f'line{row["line"]}_{row["collective"]}'
+            perf[f'{key}_busbw'] = sn.make_performance_function(
+                sn.defer(float(row.get('busbw_GBps') or 0.0)), 'GB/s')
+            perf[f'{key}_time'] = sn.make_performance_function(
+                sn.defer(float(row.get('measured_time_us') or 0.0)), 'us')
+        self.perf_variables = perf
+
+
+class TrainingStepBase(NcclFrameworkBase):
+    """A small DDP training loop on synthetic data (``torch_bench train``)
+    of the model ``model`` (a parameter: ``comm``, communication-bound;
+    ``compute``, compute-bound): samples/s (global), the median step time
+    and the share of the step spent in NCCL kernels (torch.profiler) as
+    performance variables, an optional lower bound on samples/s, and
+    could-not-check when the profiler could not say the NCCL share."""
+
+    bench_mode = 'train'
+    #: the models of ``torch_bench train`` (a check may narrow them)
+    model = parameter(sorted(TRAIN_MODELS))
+    steps = variable(int, value=20)
+    warmup_steps = variable(int, value=5)
+    profile_steps = variable(int, value=5)
+    #: samples per rank and step; 0: the model's default
+    batch = variable(int, value=0)
+    #: a lower bound for samples_per_s (global), samples/s; 0: none
+    min_samples_per_s = variable(float, value=0.0)
+    #: the tool's summary (samples/s, step times, NCCL share, parameters)
+    train_summary = variable(dict, value={})
+
+    @run_after('init')
+    def describe(self):
+        self.collective = f'torch_train_{self.model}'
+        self.descr = (f'DDP training step ({self.model}-bound model) over '
+                      f'{self.transport}')
+
+    def bench_args(self):
+        args = super().bench_args() + [
+            '--model', self.model, '--steps', str(self.steps),
+            '--warmup', str(self.warmup_steps),
+            '--profile-steps', str(self.profile_steps)]
+        if self.batch > 0:
+            args += ['--batch', str(self.batch)]
+        return args
+
+    @run_after('setup')
+    def set_lower_bound(self):
+        if self.min_samples_per_s > 0:
+            self.reference = {self.current_partition.fullname: {
+                'samples_per_s': (self.min_samples_per_s, 0.0, None,
+                                  'samples/s')}}
+
+    def _judge_results(self):
+        doc = self._doc()
+        s = doc.get('summary') or {}
+        self.train_summary = dict(s)
+        if not s.get('samples_per_s'):
+            return 'crash', 'crash: no training step was timed'
+        if self.profile_steps > 0:
+            if doc.get('profile_error'):
+                return 'could-not-check', (f'could not check the NCCL share: '
+                                           f'torch.profiler failed on '
+                                           f'{doc["profile_error"]}')
+            if s.get('nccl_fraction') is None:
+                return 'could-not-check', (
+                    'could not check the NCCL share: the profiler recorded '
+                    'no CUDA kernel')
+            nccl = sum(p.get('nccl_kernels') or 0
+                       for p in doc.get('profile') or [])
+            if nccl == 0 and (doc.get('world_size') or 0) > 1:
+                return 'could-not-check', (
+                    'could not check the NCCL share: the profiler recorded '
+                    'kernels but none of NCCL\'s (DDP all_reduces every '
+                    'step)')
+        return None
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        s = self._doc().get('summary') or {}
+        self.perf_variables = {
+            name: sn.make_performance_function(
+                sn.defer(float(s.get(name) or 0.0)), unit)
+            for name, unit in (('samples_per_s', 'samples/s'),
+                               ('step_ms', 'ms'), ('nccl_fraction', '%'))}
