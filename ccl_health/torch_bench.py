@@ -53,10 +53,8 @@ from .units import format_size, parse_size, size_sweep
 
 TOOL = 'ccl_health.torch_bench'
 #: collectives this tool runs through torch.distributed
-TORCH_COLLECTIVES = ('all_reduce', 'all_gather', 'reduce_scatter',
-                     'broadcast', 'reduce', 'alltoall', 'sendrecv')
-DEFAULT_COLLECTIVES = ('all_reduce', 'all_gather', 'reduce_scatter',
-                       'broadcast')
+TORCH_COLLECTIVES = C.SWEPT
+DEFAULT_COLLECTIVES = C.TORCH_DEFAULT
 #: nccl-tests' names of the types, by NCCL name
 TYPE_NAMES = {'float32': 'float', 'float16': 'half', 'float64': 'double',
               'bfloat16': 'bfloat16', 'int8': 'int8', 'uint8': 'uint8',

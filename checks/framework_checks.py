@@ -12,6 +12,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, run_after, run_before,
                                    variable)
 
+from ccl_health.collectives import TORCH_DEFAULT
 from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
 from ccl_health.rfm.framework import (REPO, FirstCallMixin, FrameworkBase,
                                       NcclFrameworkBase, TorchBandwidthBase)
@@ -21,8 +22,7 @@ from ccl_health.rfm.framework import (REPO, FirstCallMixin, FrameworkBase,
 class TorchBandwidth(TorchBandwidthBase):
     """all_reduce, all_gather, reduce_scatter, broadcast through
     torch.distributed over every transport."""
-    torch_collective = parameter(['all_reduce', 'all_gather',
-                                  'reduce_scatter', 'broadcast'])
+    torch_collective = parameter(list(TORCH_DEFAULT))
 
     def torch_collective_name(self):
         return self.torch_collective

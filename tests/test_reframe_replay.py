@@ -97,7 +97,7 @@ def test_healthy_node_every_transport(tmp_path):
 
 def test_plugin_fallback_is_a_failure_that_names_the_cause(tmp_path):
     p, report, _ = run_suite(
-        tmp_path, '-n', 'AllReducePluginSweep%transport=net-plugin$',
+        tmp_path, '-n', 'AllReducePluginSweep%transport=net-plugin%',
         '-S', 'min_size=1M', '-S', 'max_size=16M', '-S', 'step_factor=4',
         env={'CCL_HEALTH_REPLAY_NET_PLUGIN': 'plugin-missing-fallback'})
     assert p.returncode == 1

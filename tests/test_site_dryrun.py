@@ -64,8 +64,10 @@ def dry_run(tmp_path, system, *args):
     return cases
 
 
-def job(cases, transport, test='AllReduceSweep'):
-    return cases[f'{test} %transport={transport}'][0]
+def job(cases, transport, test='AllReduceSweep', collective='all_reduce',
+        algo='default'):
+    return cases[f'{test} %transport={transport} %collective={collective} '
+                 f'%algo={algo}'][0]
 
 
 def builder(cases, name):
@@ -162,7 +164,7 @@ def test_frontier_algo_comparison_at_64_nodes(tmp_path):
     for name, (script, _, tc) in cases.items():
         if name.startswith('AllReduceAlgoSweep'):
             assert '#SBATCH --ntasks=512\n' in script
-            algos[tc['nccl_algo']] = exports(script).get('NCCL_ALGO')
+            algos[tc['algo']] = exports(script).get('NCCL_ALGO')
     assert algos == {'default': None, 'Ring': 'Ring', 'Tree': 'Tree'}
 
 
@@ -214,7 +216,7 @@ def test_perlmutter_build_commands(perlmutter):
 
 def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '-n',
-                    'AllReducePluginSweep%transport=net-plugin$',
+                    'AllReducePluginSweep%transport=net-plugin%',
                     '-S', 'num_nodes=1')
     env = exports(job(cases, 'net-plugin'))
     assert 'NCCL_NET' not in env
