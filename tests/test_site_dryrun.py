@@ -64,10 +64,17 @@ def dry_run(tmp_path, system, *args):
     return cases
 
 
-def job(cases, transport, test='AllReduceSweep', collective='all_reduce',
+def job(cases, transport, test=None, collective='all_reduce',
         algo='default'):
-    return cases[f'{test} %transport={transport} %collective={collective} '
-                 f'%algo={algo}'][0]
+    """The job script of the all_reduce sweep over ``transport`` (the
+    plugin transports are AllReducePluginSweep's)."""
+    tests = [test] if test else ['AllReduceSweep', 'AllReducePluginSweep']
+    names = [f'{t} %transport={transport} %collective={collective} '
+             f'%algo={algo}' for t in tests]
+    for name in names:
+        if name in cases:
+            return cases[name][0]
+    raise KeyError(f'none of {names} in {sorted(cases)}')
 
 
 def builder(cases, name):
@@ -226,5 +233,5 @@ def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
 def test_acceptance_mode_is_strict(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '--mode', 'acceptance')
     sweeps = [tc for name, (_, _, tc) in cases.items()
-              if name.startswith('AllReduceSweep')]
+              if name.startswith(('AllReduceSweep', 'AllReducePluginSweep'))]
     assert len(sweeps) == 4 and all(tc['acceptance'] for tc in sweeps)
