@@ -173,3 +173,25 @@ def test_site_or_build_variant(tmp_path):
     for system in ('local', 'perlmutter', 'frontier'):
         assert not binaries.site_installs_tests(
             system, os.path.join(REPO, 'site'))
+
+
+def test_health_hook_finds_the_program_of_its_gpus(tmp_path, monkeypatch):
+    """The hook runs the program of the node's GPU vendor: the site's
+    installation of it, else the newest complete build of it in the
+    cache."""
+    from types import SimpleNamespace
+    from ccl_health import health
+    site = SimpleNamespace(build={'rccl_tests': {'prefix': '/opt/rt'}})
+    assert health.find_tests_prefix(None, site, programs.RCCL_TESTS) == \
+        '/opt/rt'
+    assert health.find_tests_prefix('/given', site, programs.RCCL_TESTS) \
+        == '/given'
+    monkeypatch.setenv('CCL_HEALTH_CACHE', str(tmp_path))
+    built = tmp_path / 'nccl-tests-2.19.6-abc'
+    built.mkdir()
+    (built / buildcache.STAMP).write_text('')
+    (tmp_path / 'rccl-tests-ae3e635-def').mkdir()      # not complete
+    assert health.find_tests_prefix(None, site, programs.NCCL_TESTS) == \
+        str(built)
+    with pytest.raises(health.CouldNotCheck, match='no rccl-tests build'):
+        health.find_tests_prefix(None, None, programs.RCCL_TESTS)

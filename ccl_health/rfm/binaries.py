@@ -7,7 +7,9 @@ the partition's GPU vendor (:mod:`ccl_health.programs`).
 Which of the two a system runs is site data: a ``prefix:`` under
 ``build.nccl_tests`` / ``build.rccl_tests`` of ``site/<system>.yaml``
 (:func:`site_installs_tests`, :func:`variant`); the checks' names are the
-same either way."""
+same either way.  The choice is made when the check files load, from the
+site folder of ``CCL_HEALTH_SITE_DIR`` (else ``site/``); ``-S
+tests_prefix=DIR`` runs the binaries in ``DIR`` in either variant."""
 
 import os
 
