@@ -74,7 +74,6 @@ COLLECTIVES = {c.name: c for c in (
 #: every collective the suite sweeps (all_reduce first); torch_bench runs
 #: the same ones through torch.distributed
 SWEPT = tuple(n for n, c in COLLECTIVES.items() if c.swept)
-NCCL_TESTS_COLLECTIVES = SWEPT
 #: what the framework checks run through torch.distributed by default
 TORCH_DEFAULT = tuple(n for n, c in COLLECTIVES.items() if c.torch_default)
 
