@@ -1,7 +1,10 @@
 """nccl-tests (NVIDIA) or rccl-tests (AMD), as the partition's GPU vendor
 says: Make, ``MPI=1`` where an MPI is present, device code for the detected
-GPU architecture only.  A site that installs them itself says so with
-``build.nccl_tests.prefix`` / ``build.rccl_tests.prefix``.
+GPU architecture only.  What each program is (its package, binaries,
+command line) is its driver's (:mod:`ccl_health.programs`).  A site that
+installs them itself says so with ``build.nccl_tests.prefix`` /
+``build.rccl_tests.prefix``: the sweeps then run that installation and
+never instantiate this build (:mod:`ccl_health.rfm.sweep`).
 
 Paths: the Makefiles pass ``$(abspath build)`` and ``*_HOME`` unquoted, so
 the build runs in a space-free folder (:mod:`ccl_health.buildcache`) and a
@@ -10,32 +13,28 @@ naming it; the install (``cp`` into ``"$PREFIX"``) takes any path."""
 
 from reframe.core.builtins import run_after, variable
 
-from ccl_health import buildcache
+from ccl_health import buildcache, programs
 
 from .source_build import SourceBuild
 
 
 class CollectiveTestsBuild(SourceBuild):
-    package = 'nccl-tests'
-    site_key = 'nccl_tests'
+    package = programs.NCCL_TESTS.name
     #: ``sm_90`` / ``gfx90a``; default: the partition's GPU (extras)
     gpu_arch = variable(str, value='')
 
     @run_after('setup')
     def pick_package(self):
-        if self.extra('gpu_vendor') == 'amd':
-            self.package, self.site_key = 'rccl-tests', 'rccl_tests'
-            self.adopt_site_install()
+        self.package = self.program.name
 
     @property
-    def json_output(self):
-        """Whether the binaries write ``-J`` JSON (nccl-tests >= 2.17;
-        rccl-tests has no ``-J``: its text table is parsed instead)."""
-        return self.package == 'nccl-tests'
+    def program(self):
+        """The driver of the partition's test program."""
+        return programs.for_vendor(self.extra('gpu_vendor'))
 
     @property
     def products(self):
-        return ['bin/all_reduce_perf']
+        return self.program.products
 
     def steps(self):
         arch = self.gpu_arch or self.extra('gpu_arch') or ''

@@ -22,26 +22,60 @@ busbw / ideal is the efficiency.
 Pure: no torch, no ReFrame.
 """
 
+import dataclasses
 import re
+from typing import Callable
 
 from . import CclHealthError
 
-#: busbw / algbw as a function of the number of ranks n
-_FACTORS = {
-    'all_reduce': lambda n: 2.0 * (n - 1) / n,
-    'all_gather': lambda n: (n - 1) / n,
-    'reduce_scatter': lambda n: (n - 1) / n,
-    'alltoall': lambda n: (n - 1) / n,
-    'gather': lambda n: (n - 1) / n,
-    'scatter': lambda n: (n - 1) / n,
-    'broadcast': lambda n: 1.0,
-    'reduce': lambda n: 1.0,
-    'sendrecv': lambda n: 1.0,
-}
 
-#: every collective of nccl-tests the suite sweeps (all_reduce first)
-NCCL_TESTS_COLLECTIVES = ('all_reduce', 'all_gather', 'reduce_scatter',
-                          'broadcast', 'reduce', 'alltoall', 'sendrecv')
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective, as the suite knows it."""
+    name: str
+    #: busbw / algbw as a function of the number of ranks n
+    factor: Callable[[int], float]
+    #: nccl-tests / rccl-tests print every size asked for: the buffer is
+    #: not divided over the ranks (for the others, count = bytes / type
+    #: size / ranks rounds the sizes)
+    exact_sizes: bool = False
+    #: the suite sweeps it with the test programs' ``<name>_perf``
+    swept: bool = True
+    #: the framework checks run it through torch.distributed by default
+    torch_default: bool = False
+
+
+def _whole(n):
+    return 2.0 * (n - 1) / n
+
+
+def _share(n):
+    return (n - 1) / n
+
+
+def _one(n):
+    return 1.0
+
+
+#: every collective the suite knows, in the order it reports them: the one
+#: list the others are derived from
+COLLECTIVES = {c.name: c for c in (
+    Collective('all_reduce', _whole, exact_sizes=True, torch_default=True),
+    Collective('all_gather', _share, torch_default=True),
+    Collective('reduce_scatter', _share, torch_default=True),
+    Collective('broadcast', _one, exact_sizes=True, torch_default=True),
+    Collective('reduce', _one, exact_sizes=True),
+    Collective('alltoall', _share),
+    Collective('sendrecv', _one),
+    Collective('gather', _share, swept=False),
+    Collective('scatter', _share, swept=False),
+)}
+
+#: every collective the suite sweeps (all_reduce first); torch_bench runs
+#: the same ones through torch.distributed
+SWEPT = tuple(n for n, c in COLLECTIVES.items() if c.swept)
+#: what the framework checks run through torch.distributed by default
+TORCH_DEFAULT = tuple(n for n, c in COLLECTIVES.items() if c.torch_default)
 
 #: GB/s per link and direction, by NVLink generation (NVLink 1: P100,
 #: 2: V100, 3: A100, 4: H100/H200, 5: B200)
@@ -62,14 +96,14 @@ def canonical(collective):
     if name.endswith('_perf'):
         name = name[:-len('_perf')]
     name = re.sub(r'(?<=[a-z])(?=[A-Z])', '_', name).lower()
-    if name in _FACTORS:
+    if name in COLLECTIVES:
         return name
     squashed = name.replace('_', '')
-    for known in _FACTORS:
+    for known in COLLECTIVES:
         if known.replace('_', '') == squashed:
             return known
     raise CclHealthError(f'unknown collective {collective!r} (known: '
-                         f'{", ".join(sorted(_FACTORS))})')
+                         f'{", ".join(sorted(COLLECTIVES))})')
 
 
 def busbw_factor(collective, nranks):
@@ -78,7 +112,7 @@ def busbw_factor(collective, nranks):
     if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
         raise CclHealthError(f'number of ranks must be a positive integer, '
                              f'got {nranks!r}')
-    return _FACTORS[canonical(collective)](nranks)
+    return COLLECTIVES[canonical(collective)].factor(nranks)
 
 
 def busbw(algbw, collective, nranks):

@@ -350,18 +350,23 @@ def find_system(args, gpus):
 
 # -- the probes --------------------------------------------------------------
 
-def find_tests_prefix(explicit=None, site=None):
+def find_tests_prefix(explicit=None, site=None, program=None):
+    """The install prefix of ``program`` (:mod:`ccl_health.programs`;
+    default nccl-tests): given, the site's, or the newest build."""
+    from . import programs
     from .buildcache import STAMP, cache_dir
+    program = program or programs.NCCL_TESTS
     if explicit:
         return explicit
-    conf = (site.build.get('nccl_tests') or {}) if site else {}
-    if conf.get('prefix'):
-        return conf['prefix']
-    built = [p for p in glob.glob(os.path.join(cache_dir(), 'nccl-tests-*'))
+    prefix = programs.site_prefix(site.build, program) if site else None
+    if prefix:
+        return prefix
+    built = [p for p in glob.glob(os.path.join(cache_dir(),
+                                               f'{program.name}-*'))
              if os.path.exists(os.path.join(p, STAMP))]
     if not built:
-        raise CouldNotCheck(f'no nccl-tests build in {cache_dir()} (run the '
-                            f'suite once, or give --tests-prefix)')
+        raise CouldNotCheck(f'no {program.name} build in {cache_dir()} (run '
+                            f'the suite once, or give --tests-prefix)')
     return max(built, key=lambda p: os.path.getmtime(os.path.join(p, STAMP)))
 
 
@@ -393,8 +398,10 @@ _STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
                       r'nThread\s+\d+|Using devices)|rccl-tests:')
 
 
-def run_probe(probe, binary, launcher, env, deadline, iters, workdir):
-    from . import nccltests
+def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
+              program=None):
+    from . import programs
+    program = program or programs.NCCL_TESTS
     from . import transport as tproof
     from .verdict import Verdict, judge_output
     from .units import format_size
@@ -408,10 +415,9 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir):
     logdir = tempfile.mkdtemp(prefix='probe-', dir=workdir)
     penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
                 NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
-    cmd = launcher + [str(len(probe.gpus)), binary, '-g', '1',
-                      '-b', str(probe.size), '-e', str(probe.size),
-                      '-n', str(iters), '-w', '2',
-                      '-T', str(max(1, int(remaining) - 1))]
+    cmd = launcher + [str(len(probe.gpus)), binary] + program.options(
+        probe.size, probe.size, 2, iters, 2, max(1, int(remaining) - 1),
+        json_file=None)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, env=penv, stdout=subprocess.PIPE,
@@ -442,7 +448,7 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir):
             _RUNNING.discard(proc)
     probe.seconds = time.monotonic() - t0
     probe.exit_status = proc.returncode
-    res = nccltests.parse_text(out)
+    res = program.parse(out)
     lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
     last = (lines or ['no output'])[-1][:200]
     if proc.returncode in (126, 127) or (
@@ -534,7 +540,8 @@ def _no_reference(ref, system, partition, n, size=None, entry=None):
 
 
 def check(args, env=None):
-    from . import CclHealthError, node, reference, site as site_data
+    from . import CclHealthError, node, programs, reference
+    from . import site as site_data
     from .units import format_size
     from .verdict import Verdict
     env = dict(os.environ if env is None else env)
@@ -591,8 +598,9 @@ def check(args, env=None):
     pair_entry = ref.lookup(partition, 'intra', 'all_reduce', 1, 2)
     if pair_entry is not None and size not in pair_entry.busbw:
         pair_entry = None
-    binary = os.path.join(find_tests_prefix(args.tests_prefix, site), 'bin',
-                          'all_reduce_perf')
+    program = programs.for_vendor(gpus.vendor)
+    binary = program.executable(
+        find_tests_prefix(args.tests_prefix, site, program), 'all_reduce')
     if not os.access(binary, os.X_OK):
         raise CouldNotCheck(f'{binary} is missing or not executable')
 
@@ -605,7 +613,8 @@ def check(args, env=None):
 
     def run(p, iters):
         return run_probe(p, binary, args.launcher,
-                         probe_env(env, gpus, vis, p), deadline, iters, work)
+                         probe_env(env, gpus, vis, p), deadline, iters, work,
+                         program)
 
     probes, attempts = [], 0
     with tempfile.TemporaryDirectory(prefix='ccl-health-') as work:

@@ -3,48 +3,53 @@ net-plugin-gdr), checked against reference/<system>.yaml.
 
 The plugin transports are checks of their own (``...PluginSweep``): only
 they depend on the plugin and libfabric builds, so a plugin that does not
-build fails them (build-failed) and leaves intra and net-socket running."""
+build fails them (build-failed) and leaves intra and net-socket running.
+
+The binaries are the site's own where ``site/<system>.yaml`` names them
+(``build.nccl_tests.prefix`` / ``build.rccl_tests.prefix``: the sweep as
+is, hpctestlib's ``osu_run``), else they are built from the pinned sources
+first (:class:`~ccl_health.rfm.sweep.BuildAndRunSweepBase`,
+``osu_build_run``):
+two variants of one test, the same names either way."""
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after
+from reframe.core.builtins import parameter
 
+from ccl_health.collectives import SWEPT
 from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
-from ccl_health.rfm.sweep import CollectiveSweepBase
+from ccl_health.rfm.sweep import sweep_base
+
+#: the variant this system's site file asks for
+SweepBase = sweep_base()
 
 
 @rfm.simple_test
-class AllReduceSweep(CollectiveSweepBase):
-    collective = 'all_reduce'
+class AllReduceSweep(SweepBase):
+    collective = parameter(['all_reduce'])
 
 
 @rfm.simple_test
-class AllReducePluginSweep(PluginBuildMixin, CollectiveSweepBase):
-    collective = 'all_reduce'
+class AllReducePluginSweep(PluginBuildMixin, SweepBase):
+    collective = parameter(['all_reduce'])
     transport = parameter(PLUGIN_TRANSPORTS)
 
 
 @rfm.simple_test
-class AllReduceAlgoSweep(PluginBuildMixin, CollectiveSweepBase):
+class AllReduceAlgoSweep(PluginBuildMixin, SweepBase):
     """NCCL_ALGO default / Ring / Tree at scale over the plugin: where Ring
     collapses at mid sizes on many nodes (Frontier, 64 nodes)."""
-    collective = 'all_reduce'
+    collective = parameter(['all_reduce'])
     transport = parameter(['net-plugin'])
-    nccl_algo = parameter(['default', 'Ring', 'Tree'])
+    algo = parameter(['default', 'Ring', 'Tree'])
     num_nodes = 64
     tags = {'scale'}
 
-    @run_after('init')
-    def set_algo(self):
-        self.algo = self.nccl_algo
-
 
 @rfm.simple_test
-class CollectiveSweep(CollectiveSweepBase):
-    """Every other collective of nccl-tests, each with its own busbw factor
-    (nccl-tests computes it; ccl_health.collectives says which), reference
-    and transport proof.  ``collective`` is a variable of the base class,
-    which ReFrame does not let a subclass turn into a parameter: the
-    parameter is ``coll`` and sets it.
+class CollectiveSweep(SweepBase):
+    """Every other collective of nccl-tests / rccl-tests, each with its own
+    busbw factor (the program computes it; ccl_health.collectives says
+    which), reference and transport proof.
 
     Not in the nightly run, on purpose (``--mode collectives``,
     ``--tag=collectives`` or ``-n CollectiveSweep`` run it): the faults a
@@ -55,14 +60,8 @@ class CollectiveSweep(CollectiveSweepBase):
     add 24 full sweeps (6 collectives x 4 transports, 8 B to 8 GiB) per
     partition, most of them without a reference on the production sites
     (no-reference every night until calibrated)."""
-    coll = parameter(['all_gather', 'reduce_scatter', 'broadcast', 'reduce',
-                      'alltoall', 'sendrecv'])
+    collective = parameter([c for c in SWEPT if c != 'all_reduce'])
     tags = {'sweep', 'collectives'}
-
-    @run_after('init')
-    def set_collective(self):
-        self.collective = self.coll
-        self.descr = f'{self.collective} sweep over {self.transport}'
 
 
 @rfm.simple_test

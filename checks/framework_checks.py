@@ -8,6 +8,7 @@ sweep; the NCCL runs are proven from NCCL's debug log like the sweep's."""
 import reframe as rfm
 from reframe.core.builtins import parameter
 
+from ccl_health.collectives import TORCH_DEFAULT
 from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
 from ccl_health.rfm.framework import (MpiFirstCallBase, PatternReplayBase,
                                       TorchBandwidthBase, TorchFirstCallBase,
@@ -18,8 +19,7 @@ from ccl_health.rfm.framework import (MpiFirstCallBase, PatternReplayBase,
 class TorchBandwidth(TorchBandwidthBase):
     """all_reduce, all_gather, reduce_scatter, broadcast through
     torch.distributed over every transport."""
-    torch_collective = parameter(['all_reduce', 'all_gather',
-                                  'reduce_scatter', 'broadcast'])
+    torch_collective = parameter(list(TORCH_DEFAULT))
 
     def torch_collective_name(self):
         return self.torch_collective

@@ -4,7 +4,8 @@
     reframe -C config/settings.py --mode health --distribute=all -r
 
 The job runs the same hook a node health checker calls
-(``python -m ccl_health.health``) with the binaries the builder made."""
+(``python -m ccl_health.health``) with the site's nccl-tests / rccl-tests,
+or the ones built here (:mod:`ccl_health.rfm.binaries`)."""
 
 import json
 import os
@@ -13,20 +14,19 @@ import sys
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
-from reframe.core.builtins import (fixture, performance_function, run_after,
+from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
-from builders.nccl_tests import CollectiveTestsBuild
+from ccl_health.rfm import binaries
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @rfm.simple_test
-class NodeHealthCheck(rfm.RunOnlyRegressionTest):
+class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
     descr = 'node health hook: all_reduce over every GPU and GPU pair'
     valid_systems = ['+gpu']
     valid_prog_environs = ['+ccl']
-    tests = fixture(CollectiveTestsBuild, scope='environment')
     #: the hook's own hard limit (s); the job's limit is a little larger
     limit = variable(int, value=20)
     size = variable(str, value='1G')
@@ -61,7 +61,7 @@ class NodeHealthCheck(rfm.RunOnlyRegressionTest):
             '-m', 'ccl_health.health', '--limit', str(self.limit),
             '--size', self.size, '--system', self.current_system.name,
             '--partition', self.current_partition.name,
-            '--tests-prefix', self.tests.prefix,
+            '--tests-prefix', self.binaries_prefix(),
             '--launcher', f"'{launcher}'", '--json', 'health.json']
         self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
 

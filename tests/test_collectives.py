@@ -42,7 +42,7 @@ def test_factor_matches_the_captured_outputs(collective):
 
 
 def test_captures_cover_every_collective_of_the_sweep():
-    assert set(CASES) == set(C.NCCL_TESTS_COLLECTIVES)
+    assert set(CASES) == set(C.SWEPT)
 
 
 @pytest.mark.parametrize('n, all_reduce, nm1_over_n', [

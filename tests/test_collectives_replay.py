@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from ccl_health.collectives import SWEPT
 from conftest import REPO
 from test_reframe_replay import make_site, verdict_lines
 
@@ -45,8 +46,8 @@ def run_suite(tmp_path, *reframe_args, env=None):
     return p, report, out
 
 
-OTHERS = ('all_gather', 'reduce_scatter', 'broadcast', 'reduce', 'alltoall',
-          'sendrecv')
+# every collective the suite sweeps but all_reduce (CollectiveSweep's)
+OTHERS = tuple(c for c in SWEPT if c != 'all_reduce')
 
 
 def by_collective(report):
@@ -70,7 +71,7 @@ def test_every_collective_passes_against_its_reference(tmp_path):
     for coll, case in tc.items():
         assert case['result'] == 'pass', (coll, case.get('fail_reason'))
         assert case['proven_transport'] == 'intra'
-        assert case['coll'] == coll
+        assert case['collective'] == coll and case['algo'] == 'default'
         perf = case['perfvalues']
         key = 'local:gpu:busbw_256MiB'
         # measured value, reference, lower bound -10%
@@ -87,7 +88,7 @@ def test_each_collective_has_its_own_reference(tmp_path):
     # all_gather's outputs judged as alltoall: below alltoall's reference at
     # 4 MiB (79.92 vs 98.94) and 256 MiB (255.89 vs 285.33)
     p, report, _ = run_suite(
-        tmp_path, '-n', 'CollectiveSweep%transport=intra%coll=alltoall',
+        tmp_path, '-n', 'CollectiveSweep%transport=intra%collective=alltoall',
         env={'CCL_HEALTH_REPLAY_INTRA': 'coll-all_gather'})
     assert p.returncode == 1
     line = verdict_lines(p.stdout)['alltoall intra']

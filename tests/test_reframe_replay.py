@@ -97,7 +97,7 @@ def test_healthy_node_every_transport(tmp_path):
 
 def test_plugin_fallback_is_a_failure_that_names_the_cause(tmp_path):
     p, report, _ = run_suite(
-        tmp_path, '-n', 'AllReducePluginSweep%transport=net-plugin$',
+        tmp_path, '-n', 'AllReducePluginSweep%transport=net-plugin%',
         '-S', 'min_size=1M', '-S', 'max_size=16M', '-S', 'step_factor=4',
         env={'CCL_HEALTH_REPLAY_NET_PLUGIN': 'plugin-missing-fallback'})
     assert p.returncode == 1
@@ -149,6 +149,20 @@ def test_missing_binary_could_not_check(tmp_path):
     assert p.returncode == 2          # the tool could not judge: not a fault
     line = verdict_lines(p.stdout)['intra']
     assert 'COULD-NOT-CHECK' in line and 'all_reduce_perf is missing' in line
+
+
+def test_missing_site_prefix_could_not_check(tmp_path):
+    """The site names an installation of nccl-tests that is not there: the
+    sweep runs the site's binaries (nothing is built) and cannot check,
+    naming the site key."""
+    p, report, _ = run_suite(tmp_path, '-n', 'AllReduceSweep%transport=intra',
+                             tests_prefix=str(tmp_path / 'not-installed'))
+    assert p.returncode == 2, p.stdout[-3000:]
+    line = verdict_lines(p.stdout)['intra']
+    assert 'COULD-NOT-CHECK' in line and 'does not exist' in line
+    assert 'build.nccl_tests.prefix' in line
+    assert not [tc for tc in report['runs'][-1]['testcases']
+                if tc['name'].startswith('CollectiveTestsBuild')]
 
 
 def test_run_killed_midway_keeps_what_it_recorded(tmp_path):

@@ -64,13 +64,17 @@ def dry_run(tmp_path, system, *args):
     return cases
 
 
-def job(cases, transport, test=None):
+def job(cases, transport, test=None, collective='all_reduce',
+        algo='default'):
     """The job script of the all_reduce sweep over ``transport`` (the
-    plugin transports are a check of their own)."""
-    if test is None:
-        test = ('AllReducePluginSweep' if transport.startswith('net-plugin')
-                else 'AllReduceSweep')
-    return cases[f'{test} %transport={transport}'][0]
+    plugin transports are AllReducePluginSweep's)."""
+    tests = [test] if test else ['AllReduceSweep', 'AllReducePluginSweep']
+    names = [f'{t} %transport={transport} %collective={collective} '
+             f'%algo={algo}' for t in tests]
+    for name in names:
+        if name in cases:
+            return cases[name][0]
+    raise KeyError(f'none of {names} in {sorted(cases)}')
 
 
 def builder(cases, name):
@@ -136,7 +140,7 @@ def test_frontier_environment_per_transport(frontier):
     assert 'ofi' not in job(frontier, 'net-socket').lower().replace(
         'fi_', '')
     plug = exports(job(frontier, 'net-plugin'))
-    # literal paths quoted (shlex), only ${LD_LIBRARY_PATH} expands
+    # quoted as site values are: all but ${NAME} (ccl_health.site)
     assert plug['LD_LIBRARY_PATH'].startswith('/cache/aws-ofi-rccl-17d41cb-')
     assert plug['LD_LIBRARY_PATH'].endswith(
         ':/opt/cray/libfabric/1.15.2.0/lib64:"${LD_LIBRARY_PATH}"')
@@ -167,7 +171,7 @@ def test_frontier_algo_comparison_at_64_nodes(tmp_path):
     for name, (script, _, tc) in cases.items():
         if name.startswith('AllReduceAlgoSweep'):
             assert '#SBATCH --ntasks=512\n' in script
-            algos[tc['nccl_algo']] = exports(script).get('NCCL_ALGO')
+            algos[tc['algo']] = exports(script).get('NCCL_ALGO')
     assert algos == {'default': None, 'Ring': 'Ring', 'Tree': 'Tree'}
 
 
@@ -219,7 +223,7 @@ def test_perlmutter_build_commands(perlmutter):
 
 def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '-n',
-                    'AllReducePluginSweep%transport=net-plugin$',
+                    'AllReducePluginSweep%transport=net-plugin%',
                     '-S', 'num_nodes=1')
     env = exports(job(cases, 'net-plugin'))
     assert 'NCCL_NET' not in env
@@ -229,6 +233,5 @@ def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
 def test_acceptance_mode_is_strict(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '--mode', 'acceptance')
     sweeps = [tc for name, (_, _, tc) in cases.items()
-              if name.startswith(('AllReduceSweep ',
-                                  'AllReducePluginSweep '))]
+              if name.startswith(('AllReduceSweep', 'AllReducePluginSweep'))]
     assert len(sweeps) == 4 and all(tc['acceptance'] for tc in sweeps)

@@ -45,7 +45,7 @@ cp "$OUTDIR/overhead.txt" "$OUT1/"
 cp -r reference /tmp/ref-cal
 t scripts/calibrate --reference-dir /tmp/ref-cal --report /tmp/o-main/reports/run-*.json --tolerance intra=0.1 --tolerance net-socket=0.35 --tolerance net-plugin=0.35 --source "ccl-health suite run on nvidia-h200-x2, $(date -u +%F)" > "$OUTDIR/calibrate.log" 2>&1
 cp /tmp/ref-cal/local.yaml "$OUT1/calibrated-local.yaml"
-t scripts/run --output /tmp/o-fallback -- -n 'AllReducePluginSweep%transport=net-plugin$' -S 'extra_env=NCCL_NET_PLUGIN:/nonexistent/libnccl-net-ofi.so' -S max_size=64M > "$OUTDIR/fail-fallback.log" 2>&1
+t scripts/run --output /tmp/o-fallback -- -n 'AllReducePluginSweep%transport=net-plugin%' -S 'extra_env=NCCL_NET_PLUGIN:/nonexistent/libnccl-net-ofi.so' -S max_size=64M > "$OUTDIR/fail-fallback.log" 2>&1
 t scripts/run --output /tmp/o-hang -- -n 'AllReduceSweep%transport=net-socket' -S time_limit=20s > "$OUTDIR/fail-timelimit.log" 2>&1
-t scripts/run --output /tmp/o-tcp -- -n 'AllReducePluginSweep%transport=net-plugin$' -S 'extra_env=FI_PROVIDER:tcp' -S max_size=256M -S time_limit=60s > "$OUTDIR/fail-tcp.log" 2>&1
+t scripts/run --output /tmp/o-tcp -- -n 'AllReducePluginSweep%transport=net-plugin%' -S 'extra_env=FI_PROVIDER:tcp' -S max_size=256M -S time_limit=60s > "$OUTDIR/fail-tcp.log" 2>&1
 save

@@ -9,28 +9,35 @@ message size, compared with ``reference/<system>.yaml`` through ReFrame's
 import os
 
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (fixture, run_after, run_before,
+from reframe.core.builtins import (parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError
 from reframe.core.logging import getlogger
 
-from builders.nccl_tests import CollectiveTestsBuild
-from ccl_health import nccltests, recorder, store, summary
+from ccl_health import programs, recorder, store, summary
+from ccl_health import collectives as C
 from ccl_health import verdict as V
-from ccl_health.units import format_size, parse_size, size_sweep
+from ccl_health.units import format_size, size_sweep
 
 from .base import PlacedTest, SizeSweepMixin, TransportMixin
+from .binaries import BuildAndRunMixin, SiteBinariesMixin, site_installs_tests
 
-RESULT_JSON = 'result.json'
+RESULT_JSON = programs.RESULT_JSON
 
 
-class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
-    """Generic sweep; a concrete check fixes :attr:`collective`."""
+class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
+                          PlacedTest):
+    """Generic sweep of the site's installed binaries (as hpctestlib's
+    ``osu_run``); :class:`BuildAndRunSweepBase` builds them first
+    (``osu_build_run``).  The program (nccl-tests / rccl-tests, a
+    :class:`ccl_health.programs.TestProgram`) follows the partition's GPU
+    vendor; a concrete check narrows :attr:`collective` and :attr:`algo`."""
 
-    collective = variable(str, value='all_reduce')
+    #: the collective swept (``<collective>_perf``)
+    collective = parameter(list(C.SWEPT), loggable=True)
     #: NCCL_ALGO for the whole run; 'default' leaves NCCL to choose
-    algo = variable(str, value='default')
-    #: nccl-tests' own per-operation timeout (-T), under time_limit
+    algo = parameter(['default'], loggable=True)
+    #: the program's own per-operation timeout (-T), under time_limit
     op_timeout = variable(int, value=120)
 
     #: groups the test cases of one run in the performance database
@@ -40,12 +47,13 @@ class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
     store_url = variable(str, value='')
     sizes_run = variable(list, value=[])
 
-    tests = fixture(CollectiveTestsBuild, scope='environment')
     tags = {'sweep', 'nightly', 'acceptance'}
 
     @run_after('init')
     def describe(self):
-        self.descr = (f'{self.collective} sweep over {self.transport}')
+        self.descr = f'{self.collective} sweep over {self.transport}'
+        if self.algo != 'default':
+            self.descr += f' (NCCL_ALGO={self.algo})'
 
     def what(self):
         return self.collective
@@ -61,38 +69,41 @@ class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
 
     @run_before('run')
     def set_command(self):
+        prog = self.program
         max_size = self.max_size_here(self.max_size)
         self.sizes_run = size_sweep(self.min_size, max_size,
                                     self.step_factor)
-        self.executable = os.path.join(self.tests.prefix, 'bin',
-                                       f'{self.collective}_perf')
-        if not self.is_dry_run() and not os.access(self.executable, os.X_OK):
+        prefix = self.binaries_prefix()
+        self.executable = prog.executable(prefix, self.collective)
+        if not self.is_dry_run() and not (
+                prefix and os.access(self.executable, os.X_OK)):
             self.verdict = str(V.Verdict.COULD_NOT_CHECK)
-            raise ReframeError(f'could not check: {self.executable} is '
-                               f'missing or not executable (a broken build '
-                               f'or site install of nccl-tests)')
-        self.executable_opts = [
-            '-g', '1', '-b', str(parse_size(self.min_size)),
-            '-e', str(parse_size(max_size)), '-f', str(self.step_factor),
-            '-n', str(self.iters), '-w', str(self.warmup_iters),
-            '-T', str(self.op_timeout)]
-        if self.tests.json_output:
-            self.executable_opts += ['-J', RESULT_JSON]
+            site_file = f'site/{self.current_system.name}.yaml'
+            if not prefix:
+                where = (f'no {prog.name} prefix ({site_file} '
+                         f'build.{prog.site_key}.prefix)')
+            elif not os.path.isdir(prefix):
+                where = (f'the {prog.name} prefix {prefix} does not exist '
+                         f'({site_file} build.{prog.site_key}.prefix)')
+            else:
+                where = f'{self.executable} is missing or not executable'
+            raise ReframeError(f'could not check: {where} (a broken build '
+                               f'or site install of {prog.name})')
+        self.executable_opts = prog.options(
+            self.min_size, max_size, self.step_factor, self.iters,
+            self.warmup_iters, self.op_timeout, RESULT_JSON)
         env = self.transport_env()
         if self.algo != 'default':
             env['NCCL_ALGO'] = self.algo
-        self.set_environment(env, [RESULT_JSON])
+        self.set_environment(env, prog.output_files(RESULT_JSON))
 
     # -- reading the outputs ---------------------------------------------
 
     def _result(self):
         if not hasattr(self, '_parsed'):
-            out = os.path.join(self.stagedir, sn.evaluate(self.stdout))
-            with open(out, errors='replace') as fp:
-                stdout = fp.read()
-            path = os.path.join(self.stagedir, RESULT_JSON)
-            js = open(path).read() if os.path.exists(path) else None
-            self._parsed = nccltests.parse(stdout, js, path)
+            self._parsed = self.program.read(
+                os.path.join(self.stagedir, sn.evaluate(self.stdout)),
+                os.path.join(self.stagedir, RESULT_JSON))
         return self._parsed
 
     def _judge(self):
@@ -106,12 +117,12 @@ class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
             os.path.join(self.stagedir, sn.evaluate(self.stderr)))
         if killed:
             return V.Verdict.HANG, f'hang: the job exceeded its time limit ({killed})'
-        binary = f'{self.collective}_perf'
-        # nccl-tests rounds the sizes of the collectives that split the
+        binary = self.program.binary(self.collective)
+        # the programs round the sizes of the collectives that split the
         # buffer over the ranks (count = bytes / type size / ranks): only
         # the others print exactly the sizes asked for; for those, every
         # size asked must have its row
-        exact = self.collective in ('all_reduce', 'broadcast', 'reduce')
+        exact = self.program.exact_sizes(self.collective)
         if not exact and len(res.rows) < len(self.sizes_run) and \
                 res.complete:
             return V.Verdict.INCOMPLETE, (
@@ -172,3 +183,15 @@ class CollectiveSweepBase(SizeSweepMixin, TransportMixin, PlacedTest):
 
     def measured(self):
         return self._result()
+
+
+
+class BuildAndRunSweepBase(BuildAndRunMixin, CollectiveSweepBase):
+    """:class:`CollectiveSweepBase` with its binaries built here."""
+
+
+#: the sweep this system's site file asks for: of the site's binaries, or
+#: built here first (:func:`ccl_health.rfm.binaries.site_installs_tests`)
+def sweep_base(system=None, site_dir=None):
+    return CollectiveSweepBase if site_installs_tests(system, site_dir) \
+        else BuildAndRunSweepBase

@@ -13,8 +13,7 @@ from .output import (common_doc, format_table, header_lines, make_row,
 from .ranks import Dist
 
 
-DEFAULT_COLLECTIVES = ('all_reduce', 'all_gather', 'reduce_scatter',
-                       'broadcast')
+DEFAULT_COLLECTIVES = C.TORCH_DEFAULT
 
 
 def parse_sizes(text, factor=2):

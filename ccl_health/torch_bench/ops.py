@@ -6,11 +6,11 @@ shared by the bandwidth and replay modes."""
 import time
 
 from ccl_health import CclHealthError
+from ccl_health import collectives as C
 
 
 #: collectives this tool runs through torch.distributed
-TORCH_COLLECTIVES = ('all_reduce', 'all_gather', 'reduce_scatter',
-                     'broadcast', 'reduce', 'alltoall', 'sendrecv')
+TORCH_COLLECTIVES = C.SWEPT
 TIMING = ('CUDA events around {iters} back-to-back calls after {warmup} '
           'warm-up calls, per call; averaged over ranks (as nccl-tests -a 1)')
 CPU_TIMING = ('wall clock around {iters} back-to-back calls after {warmup} '
