@@ -127,7 +127,8 @@ def test_nightly_runs_all_reduce_and_the_collectives_mode_the_others():
     nightly = _listed('nightly')
     assert nightly == {
         ('AllReducePluginSweep' if t in PLUGIN_TRANSPORTS else
-         'AllReduceSweep', frozenset([t])) for t in TRANSPORTS}
+         'AllReduceSweep', frozenset([t, 'all_reduce', 'default']))
+        for t in TRANSPORTS}
     others = _listed('collectives')
     assert len(others) == len(OTHERS) * len(TRANSPORTS)
     for t in TRANSPORTS:
