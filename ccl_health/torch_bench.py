@@ -47,6 +47,7 @@ import sys
 import time
 
 from . import CclHealthError, TRANSPORTS
+from . import transports as registry
 from . import collectives as C
 from . import patterns
 from .units import format_size, parse_size, size_sweep
@@ -111,7 +112,7 @@ def asked_transport(env=None):
     if env.get('NCCL_P2P_DISABLE') != '1':
         return 'intra'
     if env.get('NCCL_NET_PLUGIN', 'none') == 'none':
-        return 'net-socket'
+        return 'net-ib' if env.get('NCCL_NET') == 'IB' else 'net-socket'
     return ('net-plugin-gdr' if env.get('NCCL_NET_GDR_LEVEL') not in
             (None, 'LOC', '0') else 'net-plugin')
 
@@ -583,7 +584,7 @@ def link_facts(transport, arch, local_size, args, env=None):
     """(ideal busbw GB/s or None, where it comes from)."""
     if getattr(args, 'ideal_busbw', None):
         return args.ideal_busbw, 'given (--ideal-busbw)'
-    if transport == 'intra':
+    if registry.get(transport).ideal_from == registry.IDEAL_NVLINK:
         gen = args.nvlink_gen or C.nvlink_generation(arch)
         links, how = args.nvlink_links, '--nvlink-links'
         if not links:
@@ -595,7 +596,8 @@ def link_facts(transport, arch, local_size, args, env=None):
         if not gen or not links:
             return None, (f'no NVLink known between the GPUs ({arch or "?"}'
                           f', {links or 0} links from {how})')
-        return C.ideal_busbw('intra', nvlink_gen=gen, nvlink_links=links), (
+        return C.ideal_busbw(transport, nvlink_gen=gen,
+                             nvlink_links=links), (
             f'NVLink {gen} x {links} links x {C.NVLINK_GBPS_PER_LINK[gen]:g} '
             f'GB/s per direction ({how})')
     gbps, nic = (args.nic_gbps, '--nic-gbps') if args.nic_gbps else \
