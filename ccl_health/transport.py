@@ -424,7 +424,7 @@ def prove(asked, ev, nodes=1):
     p = transports.get(proven)
     if not t.uses_network:
         if p is t:
-            return Proof(asked, proven, True, f'intra-node only ({seen})')
+            return Proof(asked, proven, True, f'{t.passed} ({seen})')
         return Proof(asked, proven, False,
                      f'asked for intra-node but NCCL went over the network '
                      f'({seen})')
@@ -444,16 +444,22 @@ def _prove_builtin(t, p, ev, seen):
     """``t`` one of NCCL's builtin networks, ``p`` what the channels
     prove."""
     if p is t:
-        gdr = (', GPUDirect RDMA on every path' if t.network == 'IB' and
+        gdr = (', GPUDirect RDMA on every path' if
                all(k.endswith('/GDRDMA') for k in ev.net_paths) else '')
-        return Proof(t.name, p.name, True, f'{t.title}{gdr} ({seen})')
-    if p.builtin:
-        # a weaker builtin network (sockets instead of IB)
+        return Proof(t.name, p.name, True, f'{t.passed}{gdr} ({seen})')
+    if p.builtin and transports.order(p.name) < transports.order(t.name):
+        # a weaker builtin network: sockets instead of IB
         why = (f': {ev.ib_off_reason}' if t.network == 'IB' and
                ev.ib_off_reason else '')
         return Proof(t.name, p.name, False,
                      f'fell back to {p.title} instead of {t.title} '
                      f'({seen}){why}')
+    if p.builtin:
+        # a stronger one: NCCL prefers IB to sockets where there is IB
+        return Proof(t.name, p.name, False,
+                     f'asked for {t.title} but NCCL used {p.title} ({seen}):'
+                     f' the site\'s environment of {t.name} does not keep '
+                     f'NCCL off {p.title}')
     plugin = ev.plugin_name
     return Proof(t.name, p.name, False,
                  f'asked for {t.title} but NCCL used '
@@ -478,11 +484,9 @@ def _prove_plugin(t, p, ev, seen):
         return Proof(t.name, p.name, False,
                      f'network {seen} used but no "Loaded net plugin" line '
                      f'in the log')
-    if not t.needs_gdr:
-        return Proof(t.name, p.name, True, f'plugin {plugin} ({seen})')
-    if p.needs_gdr:
+    if not t.needs_gdr or p.needs_gdr:
         return Proof(t.name, p.name, True,
-                     f'plugin {plugin} with GPUDirect RDMA ({seen})')
+                     f'{t.passed.format(plugin=plugin)} ({seen})')
     nets = ev.net_paths
     off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
     why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''

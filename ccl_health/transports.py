@@ -52,6 +52,9 @@ class Transport:
     #: what it is, in the proof's reasons ("fell back to NET/Socket
     #: instead of NCCL's builtin NET/IB")
     title: str
+    #: the proof's reason when it passes, before the channels seen
+    #: (``{plugin}``: the plugin's name)
+    passed: str
     #: the name on ``via NET/<name>`` lines (one of :data:`BUILTIN_NETS`),
     #: :data:`PLUGIN` for any plugin's, None for no network (intra-node)
     network: Optional[str]
@@ -109,13 +112,16 @@ class Transport:
 #: also from the weakest to the strongest (a run whose ranks or channels
 #: differ proves the weakest of them)
 REGISTRY = (
-    Transport('intra', 'intra-node', None,
+    Transport('intra', 'intra-node', 'intra-node only', None,
               forces_network_on_one_node=False, ideal_from=IDEAL_NVLINK),
-    Transport('net-socket', 'NET/Socket', 'Socket'),
-    Transport('net-ib', "NCCL's builtin NET/IB", 'IB', optional=True),
-    Transport('net-plugin', 'the net plugin', PLUGIN, uses_plugin=True),
+    Transport('net-socket', 'NET/Socket', 'NCCL socket transport', 'Socket'),
+    Transport('net-ib', "NCCL's builtin NET/IB", "NCCL's builtin NET/IB",
+              'IB', optional=True),
+    Transport('net-plugin', 'the net plugin', 'plugin {plugin}', PLUGIN,
+              uses_plugin=True),
     Transport('net-plugin-gdr', 'the net plugin with GPUDirect RDMA',
-              PLUGIN, uses_plugin=True, needs_gdr=True),
+              'plugin {plugin} with GPUDirect RDMA', PLUGIN,
+              uses_plugin=True, needs_gdr=True),
 )
 
 _BY_NAME = {t.name: t for t in REGISTRY}

@@ -208,6 +208,14 @@ def test_net_ib_disabled_by_the_environment_is_named():
     assert 'NCCL_IB_DISABLE set by environment to 1' in proof.reason
 
 
+def test_sockets_asked_but_ib_used_is_not_a_fallback():
+    proof = transport.prove('net-socket', ib_run(), nodes=2)
+    assert not proof.ok and proof.proven == 'net-ib'
+    assert proof.reason.startswith("asked for NET/Socket but NCCL used "
+                                   "NCCL's builtin NET/IB")
+    assert 'fell back' not in proof.reason
+
+
 def test_net_ib_on_some_ranks_only_is_mixed():
     ev = ib_run(nets=('IB', 'Socket'), gdr=('/GDRDMA', ''))
     assert ev.proven() == 'net-socket'
