@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ccl_health import transports
 from conftest import REPO
 
 pytest.importorskip('reframe')
@@ -64,7 +65,12 @@ def dry_run(tmp_path, system, *args):
     return cases
 
 
-def job(cases, transport, test='AllReduceSweep'):
+def job(cases, transport, test=None):
+    """The job script of ``test`` (default: the all_reduce sweep of
+    ``transport``: the plugin transports' is ``AllReducePluginSweep``)."""
+    if test is None:
+        test = ('AllReducePluginSweep' if transports.get(transport).uses_plugin
+                else 'AllReduceSweep')
     return cases[f'{test} %transport={transport}'][0]
 
 
@@ -132,9 +138,9 @@ def test_frontier_environment_per_transport(frontier):
         'fi_', '')
     plug = exports(job(frontier, 'net-plugin'))
     assert plug['LD_LIBRARY_PATH'].startswith(
-        '"/cache/aws-ofi-rccl-17d41cb-')
-    assert '/opt/cray/libfabric/1.15.2.0/lib64:${LD_LIBRARY_PATH}"' in \
-        plug['LD_LIBRARY_PATH']
+        '/cache/aws-ofi-rccl-17d41cb-')
+    assert plug['LD_LIBRARY_PATH'].endswith(
+        '/opt/cray/libfabric/1.15.2.0/lib64:"${LD_LIBRARY_PATH}"')
     assert plug['NCCL_NET_GDR_LEVEL'] == '0'
     assert exports(job(frontier, 'net-plugin-gdr'))['NCCL_NET_GDR_LEVEL'] \
         == '3'
@@ -224,5 +230,11 @@ def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
 def test_acceptance_mode_is_strict(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '--mode', 'acceptance')
     sweeps = [tc for name, (_, _, tc) in cases.items()
-              if name.startswith('AllReduceSweep')]
-    assert len(sweeps) == 4 and all(tc['acceptance'] for tc in sweeps)
+              if name.startswith(('AllReduceSweep ', 'AllReducePluginSweep '))]
+    assert sorted(tc['transport'] for tc in sweeps) == sorted(
+        transports.NAMES)
+    assert all(tc['acceptance'] for tc in sweeps)
+    # no InfiniBand on Perlmutter: net-ib is skipped, not failed
+    ib = [tc for tc in sweeps if tc['transport'] == 'net-ib'][0]
+    assert ib['result'] == 'skip' and 'not configured for perlmutter' in \
+        ib['skip_reason']
