@@ -4,10 +4,12 @@ ReFrame base tests live in :mod:`ccl_health.rfm`."""
 
 __version__ = '0.1.0'
 
-#: The transports the suite knows, in the order they are reported.
-TRANSPORTS = ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr')
-
 
 class CclHealthError(Exception):
     """An error the user must fix (bad input, missing file); its message
     names the problem."""
+
+
+#: The transports the suite knows, in the order they are reported: the
+#: names of the records of :mod:`ccl_health.transports`.
+from .transports import NAMES as TRANSPORTS  # noqa: E402

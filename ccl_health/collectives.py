@@ -26,7 +26,7 @@ import dataclasses
 import re
 from typing import Callable
 
-from . import CclHealthError
+from . import CclHealthError, transports
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,17 +166,18 @@ def ideal_busbw(transport, *, nvlink_gen=None, nvlink_links=None,
     """The best busbw the links of ``transport`` allow, GB/s, or None when
     the facts needed are unknown.
 
-    ``intra``: the GPU's NVLink (generation x links); the ``net-*``
-    transports: the NIC line rate (Gb/s / 8) of the NICs one GPU uses."""
-    if transport == 'intra':
+    Where it comes from is the transport's record
+    (:attr:`ccl_health.transports.Transport.ideal_from`): ``intra``, the
+    GPU's NVLink (generation x links); the network transports, the NIC line
+    rate (Gb/s / 8) of the NICs one GPU uses."""
+    source = transports.get(transport).ideal_from
+    if source == transports.IDEAL_NVLINK:
         if nvlink_gen is None or not nvlink_links:
             return None
         return nvlink_busbw(nvlink_gen, nvlink_links)
-    if transport.startswith('net-'):
-        if not nic_gbps:
-            return None
-        return nic_busbw(nic_gbps, nics_per_gpu)
-    raise CclHealthError(f'unknown transport {transport!r}')
+    if not nic_gbps:
+        return None
+    return nic_busbw(nic_gbps, nics_per_gpu)
 
 
 def efficiency_pct(busbw_value, ideal):

@@ -9,6 +9,7 @@ import html
 import io
 import os
 
+from . import transports
 from .history import HEALTHY, detect
 from .units import format_size
 from .verdict import FAILING, UNJUDGED, Verdict
@@ -62,6 +63,9 @@ def summary_table(store, now=None):
                      'runs': len(grp), 'failures': len(fails),
                      'days since failure': ('never failed' if days is None
                                             else days)})
+    # transports in the report order of the registry, not alphabetical
+    rows.sort(key=lambda r: (r['system'], r['partition'],
+                             transports.order(r['transport'])))
     return pd.DataFrame(rows)
 
 

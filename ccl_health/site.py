@@ -16,15 +16,17 @@ import re
 from typing import Dict, List, Optional
 
 from . import CclHealthError, schemas, shell
+from . import transports as registry
 from .units import parse_size
 
 
 @dataclasses.dataclass
 class TransportSite:
+    """The site's data of one transport (what the transport is:
+    :mod:`ccl_health.transports`)."""
     env: Dict[str, str]
     ld_library_path: List[str]
     max_size: Optional[str]
-    uses_plugin: bool
     #: only when the job spans several nodes (e.g. NCCL_NET, which makes
     #: NCCL fail instead of falling back: wrong on one node)
     multi_node_env: Dict[str, str] = dataclasses.field(default_factory=dict)
@@ -49,6 +51,19 @@ class Site:
             raise CclHealthError(f'{self.path}: transport {name!r} is not '
                                  f'configured for {self.system}') from None
 
+    def unavailable(self, name):
+        """Why transport ``name`` cannot run on this site, or None: an
+        optional transport (:attr:`ccl_health.transports.Transport.optional`,
+        e.g. ``net-ib`` where there is no InfiniBand) that the site file does
+        not configure.  A required one that is missing stays an error
+        (:meth:`transport`)."""
+        t = registry.get(name)
+        if t.name in self.transports or not t.optional:
+            return None
+        return (f'{t.name} ({t.title}) is not configured for {self.system} '
+                f'in {self.path}: list it under transports: where the nodes '
+                f'have its network')
+
     def render_env(self, transport, values, single_node):
         """The environment of one run: the site's common variables, the
         transport's, and on one node the switches that force the ``net-*``
@@ -60,8 +75,8 @@ class Site:
         if not single_node:
             env.update({k: _fill(v, values, self.path)
                         for k, v in t.multi_node_env.items()})
-        if single_node and transport != 'intra':
-            env.update({'NCCL_P2P_DISABLE': '1', 'NCCL_SHM_DISABLE': '1'})
+        if single_node:
+            env.update(registry.get(transport).one_node_env())
         if t.ld_library_path:
             paths = [_fill(p, values, self.path) for p in t.ld_library_path]
             env['LD_LIBRARY_PATH'] = ':'.join(paths + ['${LD_LIBRARY_PATH}'])
@@ -131,7 +146,7 @@ def parse(text, path='<site>', system=None):
                                      f'{err}') from None
         transports[name] = TransportSite(
             dict(raw.get('env', {})), list(raw.get('ld_library_path', [])),
-            None if cap is None else str(cap), name.startswith('net-plugin'),
+            None if cap is None else str(cap),
             dict(raw.get('multi_node_env', {})), list(raw.get('modules', [])))
     for name, where, text_ in _placeholders(doc):
         _check_placeholders(path, name, where, text_)
@@ -159,7 +174,7 @@ def _placeholders(doc):
 
 
 def _check_placeholders(path, transport, where, text):
-    known = PLACEHOLDERS if transport.startswith('net-plugin') else ()
+    known = PLACEHOLDERS if registry.get(transport).uses_plugin else ()
     for m in _PLACEHOLDER.finditer(text):
         if m.group(1) not in known:
             raise CclHealthError(

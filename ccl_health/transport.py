@@ -29,11 +29,9 @@ import os
 import re
 from typing import Dict, List, Optional
 
-from . import TRANSPORTS, CclHealthError
-
-#: NCCL's built-in networks; any other name on a ``via NET/<name>`` line is a
-#: plugin (aws-ofi-nccl calls itself "Libfabric", "AWS Libfabric" or "OFI").
-BUILTIN_NETS = ('Socket', 'IB')
+from . import CclHealthError
+from . import transports
+from .transports import BUILTIN_NETS  # noqa: F401 (part of this API)
 
 #: ``host:pid:tid [dev]`` before ``NCCL INFO`` / ``<file>:<line> NCCL WARN``
 #: / ``<time> <file>:<line> NCCL TRACE``; a launcher's prefix
@@ -83,6 +81,12 @@ _COLLNET = re.compile(r'[Cc]oll(?:Net)?(?:Plugin| plugin)|collnet plugin')
 _GDR_OFF = re.compile(r'(?:NET/OFI )?(.*(?:GDR not supported|disabling GDR|'
                       r'GPU ?Direct RDMA Disabled|[Nn]ot using GPUDirect).*?)'
                       r'\s*$')
+# why NCCL's builtin IB network is not there (src/transport/net_ib.cc:
+# "NET/IB : No device found.", WARN "NET/IB : No IP interface found.",
+# "Unable to open/query device"; src/misc/param.cc for the switch)
+_IB_OFF = re.compile(r'(NET/IB : (?:No device found|No IP interface found|'
+                     r'Unable to (?:open|query) (?:device|port)).*?'
+                     r'|NCCL_IB_DISABLE set by environment to 1)\.?\s*$')
 _WARN = re.compile(r'[NR]CCL WARN (.*)$')
 _INFO_TEXT = re.compile(r'[NR]CCL (?:INFO|WARN) (.*)$')
 
@@ -99,6 +103,9 @@ class RankEvidence:
     failures_since_load: List[str] = dataclasses.field(default_factory=list)
     using_network: Optional[str] = None
     gdr_off_reason: Optional[str] = None
+    #: why NCCL's builtin IB network was not there ("NET/IB : No device
+    #: found")
+    ib_off_reason: Optional[str] = None
 
     @property
     def label(self):
@@ -140,22 +147,12 @@ def _intra_paths(via):
 
 
 def _proven(via):
-    """The transport the channel keys ``via`` prove; where ranks or
-    channels differ, the weakest of them (sockets < builtin IB < plugin <
-    plugin with GPUDirect RDMA on every path)."""
-    nets = _net_paths(via)
-    if nets:
-        names = {k.split('/')[1] for k in nets}
-        if 'Socket' in names:
-            return 'net-socket'
-        if 'IB' in names:
-            return 'net-ib'
-        if all(k.endswith('/GDRDMA') for k in nets):
-            return 'net-plugin-gdr'
-        return 'net-plugin'
-    if _intra_paths(via):
-        return 'intra'
-    return None
+    """The name of the transport the channel keys ``via`` prove (the
+    registry's rule, :func:`ccl_health.transports.proven_by`); where ranks
+    or channels differ, the weakest of them (sockets < builtin IB < plugin
+    < plugin with GPUDirect RDMA on every path)."""
+    t = transports.proven_by(list(via))
+    return t.name if t else None
 
 
 @dataclasses.dataclass
@@ -170,6 +167,7 @@ class Evidence:
     plugin_failure: Optional[str] = None
     using_network: Optional[str] = None
     gdr_off_reason: Optional[str] = None
+    ib_off_reason: Optional[str] = None
     warnings: List[str] = dataclasses.field(default_factory=list)
     ranks: Dict[str, RankEvidence] = dataclasses.field(default_factory=dict)
     #: channel lines ("... via ...") whose path was not understood
@@ -202,8 +200,8 @@ class Evidence:
         return _intra_paths(self.via)
 
     def proven(self):
-        """The transport these logs prove, in the suite's vocabulary (plus
-        ``net-ib``, NCCL's builtin InfiniBand), or None when no channel was
+        """The transport these logs prove (a name of
+        :data:`ccl_health.TRANSPORTS`), or None when no channel was
         connected."""
         return _proven(self.via)
 
@@ -292,6 +290,11 @@ def feed_lines(ev, lines, source=None):
             rank = _rank(ev, pm, source)
             if rank.gdr_off_reason is None:
                 rank.gdr_off_reason = m.group(1)
+        m = _IB_OFF.search(text)
+        if m:
+            rank = _rank(ev, pm, source)
+            if rank.ib_off_reason is None:
+                rank.ib_off_reason = m.group(1)
         m = _WARN.search(line)
         if m and len(ev.warnings) < 20:
             ev.warnings.append(m.group(1).strip())
@@ -334,6 +337,8 @@ def _aggregate(ev):
                               if r.plugin_failure), None)
     ev.gdr_off_reason = next((r.gdr_off_reason for r in ranks
                               if r.gdr_off_reason), None)
+    ev.ib_off_reason = next((r.ib_off_reason for r in ranks
+                             if r.ib_off_reason), None)
 
 
 @dataclasses.dataclass
@@ -377,12 +382,13 @@ def _mixed(ev):
 
 
 def prove(asked, ev, nodes=1):
-    """Compare the transport ``asked`` for on a run of ``nodes`` nodes with
-    what the evidence shows.  The reason is one line that a person can act
-    on."""
-    if asked not in TRANSPORTS:
-        raise CclHealthError(f'unknown transport {asked!r}; '
-                             f'known: {", ".join(TRANSPORTS)}')
+    """Compare the transport ``asked`` for (a name of
+    :data:`ccl_health.TRANSPORTS`, or its record) on a run of ``nodes``
+    nodes with what the evidence shows, by the rule of its record in
+    :mod:`ccl_health.transports`.  The reason is one line that a person can
+    act on."""
+    t = transports.get(asked)
+    asked = t.name
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise CclHealthError(f'nodes: expected a whole number >= 1, '
                              f'got {nodes!r}')
@@ -392,7 +398,7 @@ def prove(asked, ev, nodes=1):
                      'no NCCL debug log was written (NCCL_DEBUG_FILE): '
                      'cannot prove the transport')
     seen = _describe(ev.via)
-    if asked == 'intra' and nodes > 1:
+    if not t.uses_network and nodes > 1:
         return Proof(asked, proven, False,
                      f'intra-node transport asked for a {nodes}-node run: '
                      f'ranks on different nodes cannot be connected '
@@ -415,52 +421,76 @@ def prove(asked, ev, nodes=1):
                      f'{nodes}-node run but debug logs from only '
                      f'{len(ev.hosts)} host(s) ({", ".join(ev.hosts[:4])}): '
                      f'the other nodes\' ranks are not proven')
-    if asked == 'intra':
-        if proven == 'intra':
-            return Proof(asked, proven, True, f'intra-node only ({seen})')
+    p = transports.get(proven)
+    if not t.uses_network:
+        if p is t:
+            return Proof(asked, proven, True, f'{t.passed} ({seen})')
         return Proof(asked, proven, False,
                      f'asked for intra-node but NCCL went over the network '
                      f'({seen})')
-    if proven == 'intra':
+    if not p.uses_network:
         return Proof(asked, proven, False,
                      f'asked for {asked} but no channel used the network '
                      f'({seen}): P2P/SHM were not disabled')
     mixed = _mixed(ev)
     if mixed:
         return Proof(asked, proven, False, mixed)
-    if asked == 'net-socket':
-        if proven == 'net-socket':
-            return Proof(asked, proven, True,
-                         f'NCCL socket transport ({seen})')
-        return Proof(asked, proven, False,
-                     f'asked for NCCL sockets but NCCL used {seen}')
-    # plugin transports
-    if proven in ('net-socket', 'net-ib'):
-        builtin = ('NET/Socket' if proven == 'net-socket'
-                   else "NCCL's builtin NET/IB")
+    if t.builtin:
+        return _prove_builtin(t, p, ev, seen)
+    return _prove_plugin(t, p, ev, seen)
+
+
+def _prove_builtin(t, p, ev, seen):
+    """``t`` one of NCCL's builtin networks, ``p`` what the channels
+    prove."""
+    if p is t:
+        gdr = (', GPUDirect RDMA on every path' if
+               all(k.endswith('/GDRDMA') for k in ev.net_paths) else '')
+        return Proof(t.name, p.name, True, f'{t.passed}{gdr} ({seen})')
+    if p.builtin and transports.order(p.name) < transports.order(t.name):
+        # a weaker builtin network: sockets instead of IB
+        why = (f': {ev.ib_off_reason}' if t.network == 'IB' and
+               ev.ib_off_reason else '')
+        return Proof(t.name, p.name, False,
+                     f'fell back to {p.title} instead of {t.title} '
+                     f'({seen}){why}')
+    if p.builtin:
+        # a stronger one: NCCL prefers IB to sockets where there is IB
+        return Proof(t.name, p.name, False,
+                     f'asked for {t.title} but NCCL used {p.title} ({seen}):'
+                     f' the site\'s environment of {t.name} does not keep '
+                     f'NCCL off {p.title}')
+    plugin = ev.plugin_name
+    return Proof(t.name, p.name, False,
+                 f'asked for {t.title} but NCCL used '
+                 f'{f"the plugin {plugin}" if plugin else "a plugin"} '
+                 f'({seen}): a plugin was loaded (NCCL_NET_PLUGIN)')
+
+
+def _prove_plugin(t, p, ev, seen):
+    """``t`` a transport over the net plugin, ``p`` what the channels
+    prove."""
+    if p.builtin:
         why = (f'; the plugin did not load: {ev.plugin_failure}'
                if ev.plugin_failure else
                f'; plugin {ev.plugin_loaded} loaded but NCCL did not use it'
                if ev.plugin_loaded else
                '' if ev.plugin_name else '; no "Loaded net plugin" line')
-        return Proof(asked, proven, False,
-                     f'fell back to {builtin} instead of the plugin '
+        return Proof(t.name, p.name, False,
+                     f'fell back to {p.title} instead of the plugin '
                      f'({seen}){why}')
     plugin = ev.plugin_name
     if not plugin:
-        return Proof(asked, proven, False,
+        return Proof(t.name, p.name, False,
                      f'network {seen} used but no "Loaded net plugin" line '
                      f'in the log')
-    if asked == 'net-plugin':
-        return Proof(asked, proven, True, f'plugin {plugin} ({seen})')
-    # net-plugin-gdr
-    if proven == 'net-plugin-gdr':
-        return Proof(asked, proven, True,
-                     f'plugin {plugin} with GPUDirect RDMA ({seen})')
+    if not t.needs_gdr or p.needs_gdr:
+        return Proof(t.name, p.name, True,
+                     f'{t.passed.format(plugin=plugin)} ({seen})')
     nets = ev.net_paths
     off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
     why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
-    return Proof(asked, proven, False,
+    return Proof(t.name, p.name, False,
                  f'plugin {plugin} ran without GPUDirect RDMA on {off} of '
                  f'{sum(nets.values())} network channels ({seen}){why}')
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ccl_health import transports
 from conftest import REPO
 
 pytest.importorskip('reframe')
@@ -233,5 +234,11 @@ def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
 def test_acceptance_mode_is_strict(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '--mode', 'acceptance')
     sweeps = [tc for name, (_, _, tc) in cases.items()
-              if name.startswith(('AllReduceSweep', 'AllReducePluginSweep'))]
-    assert len(sweeps) == 4 and all(tc['acceptance'] for tc in sweeps)
+              if name.startswith(('AllReduceSweep ', 'AllReducePluginSweep '))]
+    assert sorted(tc['transport'] for tc in sweeps) == sorted(
+        transports.NAMES)
+    assert all(tc['acceptance'] for tc in sweeps)
+    # no InfiniBand on Perlmutter: net-ib is skipped, not failed
+    ib = [tc for tc in sweeps if tc['transport'] == 'net-ib'][0]
+    assert ib['result'] == 'skip' and 'not configured for perlmutter' in \
+        ib['skip_reason']

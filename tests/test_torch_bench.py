@@ -52,6 +52,9 @@ def test_transport_from_the_environment():
     assert tb.asked_transport({}) == 'intra'
     assert tb.asked_transport({'NCCL_P2P_DISABLE': '1'}) == 'net-socket'
     assert tb.asked_transport({'NCCL_P2P_DISABLE': '1',
+                               'NCCL_NET_PLUGIN': 'none',
+                               'NCCL_NET': 'IB'}) == 'net-ib'
+    assert tb.asked_transport({'NCCL_P2P_DISABLE': '1',
                                'NCCL_NET_PLUGIN': '/x/libnccl-net-ofi.so',
                                'NCCL_NET_GDR_LEVEL': 'LOC'}) == 'net-plugin'
     assert tb.asked_transport({'NCCL_P2P_DISABLE': '1',

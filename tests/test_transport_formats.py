@@ -419,7 +419,7 @@ def test_collnet_plugin_lines_are_neither_load_nor_failure():
     assert ev.plugin_loaded is None and ev.plugin_failure is None
 
 
-# -- builtin IB is not a transport of the suite -------------------------------
+# -- builtin IB: net-ib, and a fallback from the plugin -----------------------
 
 @pytest.mark.parametrize('gdr', ['', '/GDRDMA'])
 def test_builtin_ib_is_a_fallback_from_the_plugin(gdr):
@@ -433,6 +433,7 @@ def test_builtin_ib_is_a_fallback_from_the_plugin(gdr):
         assert 'Could not find: libnccl-net.so' in proof.reason
     assert not transport.prove('net-socket', ev, nodes=2).ok
     assert not transport.prove('intra', ev).ok
+    assert transport.prove('net-ib', ev, nodes=2).ok
 
 
 # -- mixed ranks --------------------------------------------------------------

@@ -15,7 +15,8 @@ from reframe.core.builtins import (fixture, parameter, run_after,
 from reframe.core.exceptions import ReferenceParseError
 
 from builders.net_plugin import NetPluginBuild
-from ccl_health import TRANSPORTS, CclHealthError, reference
+from ccl_health import CclHealthError, reference
+from ccl_health import transports as registry
 from ccl_health.aborted import CASE_FILE
 from ccl_health import site as site_data
 from ccl_health import transport as tproof
@@ -155,26 +156,40 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
 
 class TransportMixin(rfm.RegressionTestPlugin):
-    """A transport configuration (intra, net-socket, net-plugin,
+    """A transport configuration (one record of
+    :mod:`ccl_health.transports`: intra, net-socket, net-ib, net-plugin,
     net-plugin-gdr): the site's environment of it, NCCL's debug log to one
-    file per rank, and the proof of the transport that ran."""
+    file per rank, and the proof of the transport that ran.  ``transport``
+    is the record's name (the test names, the run report and the
+    references read it); :attr:`transport_info` is the record."""
 
     #: the transports that need no build of their own; the plugin ones
-    #: are :class:`PluginTransportMixin`'s (a failed plugin build must not
-    #: take these down with it)
-    transport = parameter([t for t in TRANSPORTS
-                           if not t.startswith('net-plugin')])
+    #: are :class:`PluginBuildMixin`'s checks' (a failed plugin build must
+    #: not take these down with it)
+    transport = parameter(registry.builtin_names())
+
+    @property
+    def transport_info(self):
+        """The record of this check's transport."""
+        return registry.get(self.transport)
 
     def plugin_values(self):
         """Placeholders of the site's environment that name a build."""
         return {}
 
     def single_node_only(self):
-        return self.transport == 'intra'
+        return not self.transport_info.uses_network
+
+    @run_after('setup')
+    def skip_unavailable_transport(self):
+        """An optional transport the site does not configure (``net-ib``
+        without InfiniBand) is skipped, with the reason."""
+        why = self._site.unavailable(self.transport)
+        self.skip_if(why is not None, why)
 
     @run_after('setup')
     def skip_gdr(self):
-        if self.transport == 'net-plugin-gdr':
+        if self.transport_info.needs_gdr:
             why = self._ref.gdr_unsupported(self.current_partition.name)
             self.skip_if(why is not None, f'GPUDirect RDMA unsupported on '
                          f'{self.current_partition.fullname}: {why}')
@@ -182,7 +197,8 @@ class TransportMixin(rfm.RegressionTestPlugin):
     def transport_env(self):
         """The environment of this transport, with NCCL's debug log."""
         tsite = self._site.transport(self.transport)
-        values = self.plugin_values() if tsite.uses_plugin else {}
+        values = (self.plugin_values() if self.transport_info.uses_plugin
+                  else {})
         env = self._site.render_env(self.transport, values,
                                     single_node=self.num_nodes == 1)
         env.update({'NCCL_DEBUG': 'INFO',
@@ -244,7 +260,7 @@ class SizeSweepMixin(rfm.RegressionTestPlugin):
 
 
 #: the transports that run over the network plugin (and need its build)
-PLUGIN_TRANSPORTS = [t for t in TRANSPORTS if t.startswith('net-plugin')]
+PLUGIN_TRANSPORTS = registry.plugin_names()
 
 
 class PluginBuildMixin(rfm.RegressionTestPlugin):

@@ -29,6 +29,7 @@ from reframe.core.builtins import (parameter, run_after, run_before,
 
 from ccl_health import patterns
 from ccl_health.torch_bench.train import TRAIN_MODELS
+from ccl_health.transports import IDEAL_NIC
 from ccl_health.units import format_size, parse_size
 
 from .base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
@@ -206,7 +207,7 @@ class TorchBandwidthBase(SizeSweepMixin, NcclFrameworkBase):
         if self.ideal_busbw > 0:
             args += ['--ideal-busbw', str(self.ideal_busbw)]
         elif self.current_partition.extras.get('nic_gbps') and \
-                self.transport != 'intra':
+                self.transport_info.ideal_from == IDEAL_NIC:
             args += ['--nic-gbps',
                      str(self.current_partition.extras['nic_gbps'])]
         return args

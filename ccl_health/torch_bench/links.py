@@ -8,6 +8,7 @@ import os
 import subprocess
 
 from ccl_health import collectives as C
+from ccl_health import transports as registry
 
 
 def _run(cmd):
@@ -48,7 +49,7 @@ def link_facts(transport, arch, local_size, args, env=None):
     """(ideal busbw GB/s or None, where it comes from)."""
     if getattr(args, 'ideal_busbw', None):
         return args.ideal_busbw, 'given (--ideal-busbw)'
-    if transport == 'intra':
+    if registry.get(transport).ideal_from == registry.IDEAL_NVLINK:
         gen = args.nvlink_gen or C.nvlink_generation(arch)
         links, how = args.nvlink_links, '--nvlink-links'
         if not links:
@@ -60,7 +61,8 @@ def link_facts(transport, arch, local_size, args, env=None):
         if not gen or not links:
             return None, (f'no NVLink known between the GPUs ({arch or "?"}'
                           f', {links or 0} links from {how})')
-        return C.ideal_busbw('intra', nvlink_gen=gen, nvlink_links=links), (
+        return C.ideal_busbw(transport, nvlink_gen=gen,
+                             nvlink_links=links), (
             f'NVLink {gen} x {links} links x {C.NVLINK_GBPS_PER_LINK[gen]:g} '
             f'GB/s per direction ({how})')
     gbps, nic = (args.nic_gbps, '--nic-gbps') if args.nic_gbps else \

@@ -47,7 +47,7 @@ def asked_transport(env=None):
     if env.get('NCCL_P2P_DISABLE') != '1':
         return 'intra'
     if env.get('NCCL_NET_PLUGIN', 'none') == 'none':
-        return 'net-socket'
+        return 'net-ib' if env.get('NCCL_NET') == 'IB' else 'net-socket'
     return ('net-plugin-gdr' if env.get('NCCL_NET_GDR_LEVEL') not in
             (None, 'LOC', '0') else 'net-plugin')
 
