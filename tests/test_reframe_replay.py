@@ -231,7 +231,7 @@ def test_sigterm_midway_records_the_case_in_flight_as_aborted(tmp_path):
                              '--output', str(out)], env=env, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         time.sleep(0.5)
         if aborted.leftover_processes(run_id) and any(
