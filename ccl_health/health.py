@@ -40,8 +40,10 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   Recording into the performance database never changes the verdict.
 
 The system and partition are found as ReFrame's configuration finds them:
-the ``hostnames`` patterns of each system in ``config/<system>.py``, in the
-order ``config/settings.py`` loads them, matched (``re.match``) against the
+the ``hostnames`` patterns of each system in ``config/systems/<system>.py``,
+in the order ``config/settings.py`` loads them (file names, a system
+matching any host last: :mod:`ccl_health.sysconfig`), matched
+(``re.match``) against the
 host name (``socket.gethostname()``, or ``CCL_HEALTH_HOSTNAME`` to test),
 first match wins; the partition is the system's only partition with GPUs.
 ``--system`` / ``CCL_HEALTH_SYSTEM`` and ``--partition`` /
@@ -232,44 +234,31 @@ def parse_args(argv, env=None):
 # -- which system, which partition ------------------------------------------
 
 def config_system_names(config_dir):
-    """The systems of the ReFrame configuration, in the order
-    ``config/settings.py`` loads them (``_load(name) for name in (...)``:
-    ReFrame tries their hostnames patterns in this order)."""
-    import ast
-    path = os.path.join(config_dir, 'settings.py')
-    try:
-        with open(path) as fp:
-            tree = ast.parse(fp.read(), path)
-    except (OSError, SyntaxError) as err:
-        raise CouldNotCheck(f'{path}: cannot read: {err}') from None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and \
-                isinstance(node.elt, ast.Call) and \
-                getattr(node.elt.func, 'id', '') == '_load':
-            it = node.generators[0].iter
-            if isinstance(it, (ast.Tuple, ast.List)) and it.elts and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str)
-                    for e in it.elts):
-                return [e.value for e in it.elts]
-    raise CouldNotCheck(f'{path}: no list of systems found '
-                        f'("_load(name) for name in (...)")')
+    """The systems of the ReFrame configuration: the file names of
+    ``<config_dir>/systems/*.py``, sorted (:mod:`ccl_health.sysconfig`)."""
+    from .sysconfig import SYSTEMS, system_files
+    names = [name for name, _ in system_files(config_dir)]
+    if not names:
+        raise CouldNotCheck(f'{os.path.join(config_dir, SYSTEMS)}: no '
+                            f'system files (<system>.py)')
+    return names
+
+
+def config_system_path(config_dir, name):
+    from .sysconfig import SYSTEMS
+    return os.path.join(config_dir, SYSTEMS, f'{name}.py')
 
 
 def load_config_system(config_dir, name, gpus):
-    """The ``system`` dict of ``config/<name>.py`` (loaded as ReFrame's
-    configuration loads it, without ReFrame; the GPUs it detects are
-    ``gpus``, detected once)."""
-    import importlib.util
-    from . import node
-    path = os.path.join(config_dir, f'{name}.py')
+    """The ``system`` dict of ``config/systems/<name>.py`` (loaded as
+    ReFrame's configuration loads it, without ReFrame; the GPUs it detects
+    are ``gpus``, detected once)."""
+    from . import node, sysconfig
+    path = config_system_path(config_dir, name)
     detect = node.detect_gpus
     node.detect_gpus = lambda env=None, whole_node=False: gpus
     try:
-        spec = importlib.util.spec_from_file_location(
-            f'ccl_health_hook_config_{name}', path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        system = mod.system
+        system = sysconfig.load_file(path, 'ccl_health_hook_config').system
         if not isinstance(system, dict) or not isinstance(
                 system.get('hostnames'), list):
             raise TypeError('no system dict with a hostnames list')
@@ -282,10 +271,18 @@ def load_config_system(config_dir, name, gpus):
     return system
 
 
+def config_systems(config_dir, gpus):
+    """``[(name, system dict)]`` of every system file, in the order ReFrame
+    tries them (file names; a system matching any host last)."""
+    from .sysconfig import in_reframe_order
+    return in_reframe_order(
+        [(name, load_config_system(config_dir, name, gpus))
+         for name in config_system_names(config_dir)], lambda it: it[1])
+
+
 def _gpu_count(part):
-    n = sum(int(d.get('num_devices', 1) or 0)
-            for d in part.get('devices') or [] if d.get('type') == 'gpu')
-    return n or int((part.get('extras') or {}).get('gpus_per_node') or 0)
+    from .sysconfig import partition_gpus
+    return partition_gpus(part)[0]
 
 
 def find_system(args, gpus):
@@ -301,17 +298,16 @@ def find_system(args, gpus):
         if args.system in names:
             system = load_config_system(cfg, args.system, gpus)
     else:
-        for name in names:
-            conf = load_config_system(cfg, name, gpus)
+        for fname, conf in config_systems(cfg, gpus):
             for patt in conf['hostnames']:
                 try:
                     hit = re.match(patt, args.hostname)
                 except re.error as err:
                     raise CouldNotCheck(
-                        f'{cfg}/{name}.py: hostnames pattern {patt!r}: '
-                        f'{err}') from None
+                        f'{config_system_path(cfg, fname)}: hostnames '
+                        f'pattern {patt!r}: {err}') from None
                 if hit:
-                    system = conf
+                    system, args.system_file = conf, fname
                     break
             if system:
                 break
@@ -327,7 +323,8 @@ def find_system(args, gpus):
                                 f'{", ".join(names)}): give --partition')
         return name, args.partition, 0
     parts = {p.get('name'): p for p in system.get('partitions') or []}
-    origin = f'{cfg}/{system["name"]}.py'
+    origin = config_system_path(cfg, getattr(args, 'system_file', None)
+                                or args.system)
     if args.partition:
         if args.partition not in parts:
             raise CouldNotCheck(f'no partition {args.partition!r} in system '

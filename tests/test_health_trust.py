@@ -133,7 +133,8 @@ def test_any_exception_is_could_not_check(tmp_path):
     # a config file that raises: the exception, named, in one line
     cfg = tmp_path / 'config'
     shutil.copytree(os.path.join(REPO, 'config'), cfg)
-    (cfg / 'frontier.py').write_text('raise RuntimeError("boom")\n')
+    (cfg / 'systems' / 'frontier.py').write_text(
+        'raise RuntimeError("boom")\n')
     line = could_not_check(tmp_path, '--config-dir', str(cfg))
     assert 'frontier.py: cannot load the system configuration: ' \
         'RuntimeError: boom' in line, line
@@ -307,17 +308,15 @@ def test_gpu_the_driver_does_not_list_is_a_node_fault(tmp_path):
                     'of perlmutter:gpu')
 
 
-def _config(tmp_path, systems):
-    """A configuration folder with these systems, in this order:
-    ``{name: (hostnames, {partition: gpus})}``."""
+def _config(tmp_path, systems, system_name=None):
+    """A configuration folder with these system files:
+    ``{file name: (hostnames, {partition: gpus})}``; the systems are named
+    as their files, or all ``system_name``."""
     cfg = tmp_path / 'config'
-    cfg.mkdir()
-    (cfg / 'settings.py').write_text(
-        '_systems = [_load(name) for name in (%s)]\n'
-        % ''.join(f'{n!r}, ' for n in systems))
+    (cfg / 'systems').mkdir(parents=True)
     for name, (hosts, parts) in systems.items():
-        (cfg / f'{name}.py').write_text('system = %r\n' % {
-            'name': name, 'hostnames': hosts, 'partitions': [
+        (cfg / 'systems' / f'{name}.py').write_text('system = %r\n' % {
+            'name': system_name or name, 'hostnames': hosts, 'partitions': [
                 {'name': p, 'devices': [{'type': 'gpu', 'num_devices': n}]
                  if n else []} for p, n in parts.items()]})
     return str(cfg)
@@ -330,10 +329,24 @@ def test_host_name_matching_no_system(tmp_path):
 
 
 def test_first_matching_system_wins_and_local_comes_last(tmp_path):
-    cfg = _config(tmp_path, {'local': (['.*'], {'gpu': 2}),
-                             'other': (['ci-test'], {'gpu': 2})})
+    # file-name order, but a system matching any host ('.*') comes last;
+    # all are named `local` (its site and reference files), the winner is
+    # the one whose partition is `gpu`
+    cfg = _config(tmp_path, {'a_any': (['.*'], {'gpu2': 2}),
+                             'b_match': (['ci-test'], {'gpu': 2}),
+                             'c_match': (['ci-'], {'gpu2': 2})}, 'local')
     rc, line, _ = hook(tmp_path, '--config-dir', cfg)
-    assert rc == 0 and 'on local:gpu' in line, line
+    assert rc == 0 and 'on local:gpu,' in line, line
+    cfg = _config(tmp_path / 'b', {'a_any': (['.*'], {'gpu': 2}),
+                                   'z': (['nomatch'], {'gpu2': 2})}, 'local')
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg)
+    assert rc == 0 and 'on local:gpu,' in line, line
+
+
+def test_no_system_files(tmp_path):
+    (tmp_path / 'config').mkdir()
+    line = could_not_check(tmp_path, '--config-dir', str(tmp_path / 'config'))
+    assert f'{tmp_path / "config" / "systems"}: no system files' in line, line
 
 
 def test_several_gpu_partitions_are_ambiguous(tmp_path):
