@@ -18,12 +18,12 @@ from .source_build import SourceBuild
 class CollectiveTestsBuild(SourceBuild):
     package = 'nccl-tests'
     site_key = 'nccl_tests'
-    #: ``sm_90`` / ``gfx90a``; default: the partition's GPU (extras)
+    #: ``sm_90`` / ``gfx90a``; default: the partition's GPU (devices)
     gpu_arch = variable(str, value='')
 
     @run_after('setup')
     def pick_package(self):
-        if self.extra('gpu_vendor') == 'amd':
+        if self.gpu()[2] == 'amd':
             self.package, self.site_key = 'rccl-tests', 'rccl_tests'
             self.adopt_site_install()
 
@@ -38,7 +38,7 @@ class CollectiveTestsBuild(SourceBuild):
         return ['bin/all_reduce_perf']
 
     def steps(self):
-        arch = self.gpu_arch or self.extra('gpu_arch') or ''
+        arch = self.gpu_arch or self.gpu()[1]
         homes, opts, prefix = {}, [], ''
         if self.extra('mpi_home'):
             homes['MPI_HOME'] = self.extra('mpi_home')

@@ -41,7 +41,6 @@ class Site:
     env: Dict[str, str]
     transports: Dict[str, TransportSite]
     build: dict
-    launcher_options: List[str]
 
     def transport(self, name):
         try:
@@ -150,8 +149,7 @@ def parse(text, path='<site>', system=None):
         raise CclHealthError(f'{path}: system: {doc["system"]!r}, but the '
                              f'file is for system {system!r}')
     return Site(str(doc.get('system', system or '')), path,
-                dict(doc.get('env', {})), transports, doc.get('build', {}),
-                list(doc.get('launcher_options', [])))
+                dict(doc.get('env', {})), transports, doc.get('build', {}))
 
 
 #: what a plugin transport's values may name: ``{plugin_prefix}/lib``

@@ -65,7 +65,13 @@ def dry_run(tmp_path, system, *args):
 
 
 def job(cases, transport, test='AllReduceSweep'):
-    return cases[f'{test} %transport={transport}'][0]
+    """The job script of ``test`` for ``transport`` (the plugin transports
+    are the ``...PluginSweep`` variant of a sweep)."""
+    for name in (test, test.replace('Sweep', 'PluginSweep')):
+        if f'{name} %transport={transport}' in cases:
+            return cases[f'{name} %transport={transport}'][0]
+    raise KeyError(f'{test} %transport={transport} (cases: '
+                   f'{", ".join(sorted(cases))})')
 
 
 def builder(cases, name):
@@ -132,9 +138,9 @@ def test_frontier_environment_per_transport(frontier):
         'fi_', '')
     plug = exports(job(frontier, 'net-plugin'))
     assert plug['LD_LIBRARY_PATH'].startswith(
-        '"/cache/aws-ofi-rccl-17d41cb-')
-    assert '/opt/cray/libfabric/1.15.2.0/lib64:${LD_LIBRARY_PATH}"' in \
-        plug['LD_LIBRARY_PATH']
+        '/cache/aws-ofi-rccl-17d41cb-')
+    assert plug['LD_LIBRARY_PATH'].endswith(
+        '/opt/cray/libfabric/1.15.2.0/lib64:"${LD_LIBRARY_PATH}"')
     assert plug['NCCL_NET_GDR_LEVEL'] == '0'
     assert exports(job(frontier, 'net-plugin-gdr'))['NCCL_NET_GDR_LEVEL'] \
         == '3'

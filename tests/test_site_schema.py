@@ -78,8 +78,10 @@ def _plugin(doc):
     (_frontier(lambda d: _plugin(d).update(envv={})),
      r"transports.net-plugin: Additional properties are not allowed "
      r"\('envv' was unexpected\) \(known: env, ld_library_path"),
-    (_frontier(lambda d: d.update(launcher_options='--gpus-per-task=1')),
-     r"launcher_options: '--gpus-per-task=1' is not of type 'array'"),
+    # launcher options are the ReFrame environment's extras, not site data
+    (_frontier(lambda d: d.update(launcher_options=['--gpus-per-task=1'])),
+     r"top level: Additional properties are not allowed "
+     r"\('launcher_options' was unexpected\)"),
     (_frontier(lambda d: d['build']['plugin'].update(configure='--x')),
      r"build.plugin.configure: '--x' is not of type 'array'"),
     (_frontier(lambda d: d['build'].update(nccl_test={})),
