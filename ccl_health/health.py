@@ -74,6 +74,8 @@ HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
 PREFIX = {HEALTHY: 'HEALTHY', UNHEALTHY: 'UNHEALTHY',
           COULD_NOT_CHECK: 'COULD-NOT-CHECK'}
 DEFAULT_LIMIT = 20.0
+DEFAULT_SIZE = '1G'
+DEFAULT_LAUNCHER = 'mpirun --bind-to none -np'
 
 
 class CouldNotCheck(Exception):
@@ -142,22 +144,27 @@ def _parser():
     ap = _Parser(prog='ccl-health-check', description=(__doc__ or '').split(
         '\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--limit', help='hard wall-clock limit, s (default '
-                    '$CCL_HEALTH_CHECK_LIMIT or 20)')
-    ap.add_argument('--size', default='1G')
+                    '$CCL_HEALTH_CHECK_LIMIT, else the site file\'s '
+                    'health.limit, else 20)')
+    ap.add_argument('--size', help="default: the site file's health.size, "
+                    'else 1G')
     ap.add_argument('--iters', type=int, default=10)
     ap.add_argument('--repeats', type=int, default=2,
                     help='healthy if one of this many tries passes')
     ap.add_argument('--expect-gpus', type=int, default=0,
-                    help='GPUs this node must have (default: its '
-                    "partition's, from config/)")
+                    help="GPUs this node must have (default: the site "
+                    "file's health.gpus_per_node, else its partition's "
+                    "devices in config/systems/)")
     ap.add_argument('--no-pairs', action='store_true')
     ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
                     'system whose hostnames pattern matches this host')
     ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
-                    "the system's only partition with GPUs")
+                    "the site file's health.partition, else the system's "
+                    "only partition with GPUs")
     ap.add_argument('--tests-prefix')
-    ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER '
-                    'or "mpirun --bind-to none -np"')
+    ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER, '
+                    "else the site file's health.launcher, else "
+                    '"mpirun --bind-to none -np"')
     ap.add_argument('--site-dir')
     ap.add_argument('--reference-dir')
     ap.add_argument('--config-dir', help='ReFrame configuration (default '
@@ -174,20 +181,15 @@ def parse_args(argv, env=None):
     the option or environment variable."""
     env = os.environ if env is None else env
     args = _parser().parse_args(argv)
+    # --limit / --size / --launcher, or their environment variables; what
+    # neither gives comes from the site file's health block (apply_site)
     if args.limit is not None:
         src, raw = '--limit', args.limit
     else:
         src, raw = 'CCL_HEALTH_CHECK_LIMIT', env.get('CCL_HEALTH_CHECK_LIMIT')
-        if raw is None or raw.strip() == '':
-            src, raw = 'default', DEFAULT_LIMIT
-    try:
-        args.limit = float(raw)
-    except ValueError:
-        raise CouldNotCheck(f'{src} {raw!r}: not a number of seconds') \
-            from None
-    if not math.isfinite(args.limit) or args.limit <= 0:
-        raise CouldNotCheck(f'{src} {raw!r}: the limit must be a positive '
-                            f'number of seconds')
+        if raw is not None and raw.strip() == '':
+            raw = None
+    args.limit = None if raw is None else _limit(src, raw)
     for opt in ('iters', 'repeats'):
         if getattr(args, opt) < 1:
             raise CouldNotCheck(f'--{opt} {getattr(args, opt)}: must be at '
@@ -195,23 +197,11 @@ def parse_args(argv, env=None):
     if args.expect_gpus < 0:
         raise CouldNotCheck(f'--expect-gpus {args.expect_gpus}: must not be '
                             f'negative')
-    from . import CclHealthError
-    from .units import parse_size
-    try:
-        args.size_bytes = parse_size(args.size)
-    except (CclHealthError, ValueError) as err:
-        raise CouldNotCheck(f'--size {args.size!r}: {err}') from None
-    if args.size_bytes <= 0:
-        raise CouldNotCheck(f'--size {args.size!r}: must be positive')
+    args.size_bytes = None if args.size is None else _size('--size',
+                                                           args.size)
     launcher = args.launcher if args.launcher is not None else env.get(
-        'CCL_HEALTH_CHECK_LAUNCHER', 'mpirun --bind-to none -np')
-    try:
-        args.launcher = shlex.split(launcher)
-    except ValueError as err:
-        raise CouldNotCheck(f'launcher {launcher!r}: {err}') from None
-    if not args.launcher:
-        raise CouldNotCheck('the launcher is empty (--launcher / '
-                            'CCL_HEALTH_CHECK_LAUNCHER)')
+        'CCL_HEALTH_CHECK_LAUNCHER')
+    args.launcher = None if launcher is None else _launcher(launcher)
     args.system = args.system or env.get('CCL_HEALTH_SYSTEM') or None
     args.partition = args.partition or env.get('CCL_HEALTH_PARTITION') or None
     args.site_dir = args.site_dir or env.get('CCL_HEALTH_SITE_DIR') or \
@@ -228,6 +218,58 @@ def parse_args(argv, env=None):
         except OSError as err:
             raise CouldNotCheck(f'--json {args.json}: cannot write: '
                                 f'{err.strerror or err}') from None
+    return args
+
+
+def _limit(src, raw):
+    try:
+        limit = float(raw)
+    except (TypeError, ValueError):
+        raise CouldNotCheck(f'{src} {raw!r}: not a number of seconds') \
+            from None
+    if not math.isfinite(limit) or limit <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: the limit must be a positive '
+                            f'number of seconds')
+    return limit
+
+
+def _size(src, raw):
+    from . import CclHealthError
+    from .units import parse_size
+    try:
+        size = parse_size(raw)
+    except (CclHealthError, ValueError) as err:
+        raise CouldNotCheck(f'{src} {raw!r}: {err}') from None
+    if size <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: must be positive')
+    return size
+
+
+def _launcher(text):
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise CouldNotCheck(f'launcher {text!r}: {err}') from None
+    if not words:
+        raise CouldNotCheck('the launcher is empty (--launcher / '
+                            'CCL_HEALTH_CHECK_LAUNCHER)')
+    return words
+
+
+def apply_site(args, site):
+    """The limit, size and launcher the options and environment left
+    open, from the site file's ``health`` block, else the defaults."""
+    health = site.health if site is not None else None
+    if args.limit is None:
+        args.limit = (health.limit if health and health.limit is not None
+                      else DEFAULT_LIMIT)
+    if args.size_bytes is None:
+        args.size = health.size if health and health.size else DEFAULT_SIZE
+        args.size_bytes = _size(f'{site.path}: health.size' if health and
+                                health.size else '--size', args.size)
+    if args.launcher is None:
+        args.launcher = list(health.launcher) if health else \
+            shlex.split(DEFAULT_LAUNCHER)
     return args
 
 
@@ -286,11 +328,11 @@ def _gpu_count(part):
 
 
 def find_system(args, gpus):
-    """``(system, partition, GPUs per node or 0)`` for this host: as
-    ReFrame picks the system (first ``hostnames`` pattern that
-    ``re.match``-es the host name, in the configuration's order), and the
-    system's only partition with GPUs; --system / --partition (and their
-    environment variables) override."""
+    """``(system name, system dict or None)`` for this host: as ReFrame
+    picks the system (first ``hostnames`` pattern that ``re.match``-es the
+    host name, in the configuration's order); --system (and
+    CCL_HEALTH_SYSTEM) overrides.  ``None``: a system named by --system
+    that the ReFrame configuration does not have."""
     cfg = args.config_dir
     names = config_system_names(cfg)
     system = None
@@ -316,33 +358,58 @@ def find_system(args, gpus):
                 f'host name {args.hostname!r} matches no system of {cfg} '
                 f'(hostnames patterns of {", ".join(names)}): give --system '
                 f'or CCL_HEALTH_SYSTEM')
-    name = args.system or system['name']
+    return args.system or system['name'], system
+
+
+def find_partition(args, name, system, site):
+    """``(partition, GPUs per node or 0)``: --partition (and
+    CCL_HEALTH_PARTITION), else the site file's ``health.partition``, else
+    the system's only partition with GPUs; the GPUs are the partition's
+    ``devices`` and the site file's ``health.gpus_per_node``, which must
+    agree where both are given."""
+    cfg = args.config_dir
+    health = site.health if site is not None else None
+    wanted, src = args.partition, '--partition / CCL_HEALTH_PARTITION'
+    if not wanted and health:
+        wanted, src = health.partition, f'{site.path}: health.partition'
+    told = health.gpus_per_node if health else None
     if system is None:          # a system the ReFrame config does not know
-        if not args.partition:
-            raise CouldNotCheck(f'system {name!r} is not in {cfg} (has: '
-                                f'{", ".join(names)}): give --partition')
-        return name, args.partition, 0
+        if not wanted:
+            raise CouldNotCheck(
+                f'system {name!r} is not in {cfg} (has: '
+                f'{", ".join(config_system_names(cfg))}): give --partition '
+                f'or health.partition in {site.path}')
+        return wanted, told or 0
     parts = {p.get('name'): p for p in system.get('partitions') or []}
     origin = config_system_path(cfg, getattr(args, 'system_file', None)
-                                or args.system)
-    if args.partition:
-        if args.partition not in parts:
-            raise CouldNotCheck(f'no partition {args.partition!r} in system '
+                                or args.system or name)
+    if wanted:
+        if wanted not in parts:
+            raise CouldNotCheck(f'{src}: no partition {wanted!r} in system '
                                 f'{name!r} of {origin} (has: '
                                 f'{", ".join(sorted(map(str, parts)))})')
-        return name, args.partition, _gpu_count(parts[args.partition])
-    with_gpus = [p for p, conf in parts.items() if _gpu_count(conf)]
-    how = ('named by --system / CCL_HEALTH_SYSTEM' if args.system else
-           f'matched by host name {args.hostname!r}')
-    if not with_gpus:
-        raise CouldNotCheck(f'system {name!r} ({how}) has no partition with '
-                            f'GPUs in {origin}')
-    if len(with_gpus) > 1:
-        raise CouldNotCheck(f'ambiguous: system {name!r} ({how}) has several '
-                            f'partitions with GPUs in {origin} '
-                            f'({", ".join(with_gpus)}): give --partition or '
-                            f'CCL_HEALTH_PARTITION')
-    return name, with_gpus[0], _gpu_count(parts[with_gpus[0]])
+        partition = wanted
+    else:
+        with_gpus = [p for p, conf in parts.items() if _gpu_count(conf)]
+        how = ('named by --system / CCL_HEALTH_SYSTEM' if args.system else
+               f'matched by host name {args.hostname!r}')
+        if not with_gpus:
+            raise CouldNotCheck(f'system {name!r} ({how}) has no partition '
+                                f'with GPUs in {origin}')
+        if len(with_gpus) > 1:
+            raise CouldNotCheck(
+                f'ambiguous: system {name!r} ({how}) has several partitions '
+                f'with GPUs in {origin} ({", ".join(with_gpus)}): give '
+                f'--partition, CCL_HEALTH_PARTITION or health.partition in '
+                f'{site.path}')
+        partition = with_gpus[0]
+    devices = _gpu_count(parts[partition])
+    if told and devices and told != devices:
+        raise CouldNotCheck(
+            f'{site.path}: health.gpus_per_node: {told}, but partition '
+            f'{partition!r} of {origin} has {devices} GPUs (devices): one '
+            f'of them is wrong')
+    return partition, told or devices
 
 
 # -- the probes --------------------------------------------------------------
@@ -536,19 +603,30 @@ def check(args, env=None):
     from .verdict import Verdict
     env = dict(os.environ if env is None else env)
     t0 = time.monotonic()
-    deadline = t0 + args.limit
     gpus = node.detect_gpus(env, whole_node=True)
     if gpus.count == 0:
         raise CouldNotCheck(gpus.why_none)
-    system, partition, configured = find_system(args, gpus)
+    system, conf = find_system(args, gpus)
+    args.found = (system, args.partition or '')
+    try:
+        site = site_data.load(args.site_dir, system)
+    except CclHealthError as err:
+        if conf is None:
+            raise CouldNotCheck(
+                f'system {system!r} is not in {args.config_dir} (has: '
+                f'{", ".join(config_system_names(args.config_dir))}); '
+                f'{err}') from None
+        raise CouldNotCheck(str(err)) from None
+    apply_site(args, site)
+    deadline = t0 + args.limit
+    partition, configured = find_partition(args, system, conf, site)
     args.found = (system, partition)
 
     def result(verdict, why, probes=(), attempts=1):
         return _result(verdict, why, probes, time.monotonic() - t0, attempts,
                        system, partition)
+    env.update(site.env)
     try:
-        site = site_data.load(args.site_dir, system)
-        env.update(site.env)
         ref = reference.load_for_system(args.reference_dir, system)
     except CclHealthError as err:
         raise CouldNotCheck(str(err)) from None
