@@ -1,7 +1,8 @@
 """Per-site facts kept as data: ``site/<system>.yaml``.  What the site
 provides (libfabric, the plugin, modules), the environment of each
 transport, and how the node health hook checks its nodes (``health``:
-partition, launcher, optionally GPUs per node, size, limit).  The checks never branch on the system name; they read this.
+partition, launcher, optionally GPUs per node, size, limit).  The checks
+never branch on the system name; they read this.
 
 The file is validated against ``ccl_health/schemas/site.schema.json``: a
 value of the wrong type (``ld_library_path: /opt/x`` where a list belongs,

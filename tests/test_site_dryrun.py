@@ -230,7 +230,8 @@ def test_perlmutter_single_node_does_not_force_nccl_net(tmp_path):
 def test_acceptance_mode_is_strict(tmp_path):
     cases = dry_run(tmp_path, 'perlmutter', '--mode', 'acceptance')
     sweeps = [tc for name, (_, _, tc) in cases.items()
-              if name.startswith('AllReduceSweep')]
+              if name.startswith(('AllReduceSweep ',
+                                  'AllReducePluginSweep '))]
     assert len(sweeps) == 4 and all(tc['acceptance'] for tc in sweeps)
 
 
