@@ -20,7 +20,7 @@ from .source_build import SourceBuild
 
 class CollectiveTestsBuild(SourceBuild):
     package = programs.NCCL_TESTS.name
-    #: ``sm_90`` / ``gfx90a``; default: the partition's GPU (extras)
+    #: ``sm_90`` / ``gfx90a``; default: the partition's GPU (devices)
     gpu_arch = variable(str, value='')
 
     @run_after('setup')
@@ -30,14 +30,14 @@ class CollectiveTestsBuild(SourceBuild):
     @property
     def program(self):
         """The driver of the partition's test program."""
-        return programs.for_vendor(self.extra('gpu_vendor'))
+        return programs.for_vendor(self.gpu()[2])
 
     @property
     def products(self):
         return self.program.products
 
     def steps(self):
-        arch = self.gpu_arch or self.extra('gpu_arch') or ''
+        arch = self.gpu_arch or self.gpu()[1]
         homes, opts, prefix = {}, [], ''
         if self.extra('mpi_home'):
             homes['MPI_HOME'] = self.extra('mpi_home')

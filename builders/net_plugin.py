@@ -42,7 +42,7 @@ class NetPluginBuild(SourceBuild):
         opts = ['--with-libfabric=' + buildcache.cache_path(
             self.libfabric.prefix, self.cache_dir)]
         if self.package == 'aws-ofi-nccl':
-            if self.extra('gpu_vendor') == 'amd':
+            if self.gpu()[2] == 'amd':
                 opts.append(opt('--with-rocm',
                                 self.extra('rocm_home', '/opt/rocm')))
             else:

@@ -18,7 +18,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
-from ccl_health import buildcache, site as site_data
+from ccl_health import buildcache, site as site_data, sysconfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
@@ -82,6 +82,11 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
 
     def extra(self, key, default=None):
         return self.current_partition.extras.get(key, default)
+
+    def gpu(self):
+        """``(count, arch, vendor)`` of the partition's GPUs, from its
+        ``devices``."""
+        return sysconfig.partition_gpus(self.current_partition)
 
     def toolchain(self):
         env = self.current_environ

@@ -40,8 +40,10 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   Recording into the performance database never changes the verdict.
 
 The system and partition are found as ReFrame's configuration finds them:
-the ``hostnames`` patterns of each system in ``config/<system>.py``, in the
-order ``config/settings.py`` loads them, matched (``re.match``) against the
+the ``hostnames`` patterns of each system in ``config/systems/<system>.py``,
+in the order ``config/settings.py`` loads them (file names, a system
+matching any host last: :mod:`ccl_health.sysconfig`), matched
+(``re.match``) against the
 host name (``socket.gethostname()``, or ``CCL_HEALTH_HOSTNAME`` to test),
 first match wins; the partition is the system's only partition with GPUs.
 ``--system`` / ``CCL_HEALTH_SYSTEM`` and ``--partition`` /
@@ -72,6 +74,8 @@ HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
 PREFIX = {HEALTHY: 'HEALTHY', UNHEALTHY: 'UNHEALTHY',
           COULD_NOT_CHECK: 'COULD-NOT-CHECK'}
 DEFAULT_LIMIT = 20.0
+DEFAULT_SIZE = '1G'
+DEFAULT_LAUNCHER = 'mpirun --bind-to none -np'
 
 
 class CouldNotCheck(Exception):
@@ -140,22 +144,27 @@ def _parser():
     ap = _Parser(prog='ccl-health-check', description=(__doc__ or '').split(
         '\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--limit', help='hard wall-clock limit, s (default '
-                    '$CCL_HEALTH_CHECK_LIMIT or 20)')
-    ap.add_argument('--size', default='1G')
+                    '$CCL_HEALTH_CHECK_LIMIT, else the site file\'s '
+                    'health.limit, else 20)')
+    ap.add_argument('--size', help="default: the site file's health.size, "
+                    'else 1G')
     ap.add_argument('--iters', type=int, default=10)
     ap.add_argument('--repeats', type=int, default=2,
                     help='healthy if one of this many tries passes')
     ap.add_argument('--expect-gpus', type=int, default=0,
-                    help='GPUs this node must have (default: its '
-                    "partition's, from config/)")
+                    help="GPUs this node must have (default: the site "
+                    "file's health.gpus_per_node, else its partition's "
+                    "devices in config/systems/)")
     ap.add_argument('--no-pairs', action='store_true')
     ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
                     'system whose hostnames pattern matches this host')
     ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
-                    "the system's only partition with GPUs")
+                    "the site file's health.partition, else the system's "
+                    "only partition with GPUs")
     ap.add_argument('--tests-prefix')
-    ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER '
-                    'or "mpirun --bind-to none -np"')
+    ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER, '
+                    "else the site file's health.launcher, else "
+                    '"mpirun --bind-to none -np"')
     ap.add_argument('--site-dir')
     ap.add_argument('--reference-dir')
     ap.add_argument('--config-dir', help='ReFrame configuration (default '
@@ -172,20 +181,15 @@ def parse_args(argv, env=None):
     the option or environment variable."""
     env = os.environ if env is None else env
     args = _parser().parse_args(argv)
+    # --limit / --size / --launcher, or their environment variables; what
+    # neither gives comes from the site file's health block (apply_site)
     if args.limit is not None:
         src, raw = '--limit', args.limit
     else:
         src, raw = 'CCL_HEALTH_CHECK_LIMIT', env.get('CCL_HEALTH_CHECK_LIMIT')
-        if raw is None or raw.strip() == '':
-            src, raw = 'default', DEFAULT_LIMIT
-    try:
-        args.limit = float(raw)
-    except ValueError:
-        raise CouldNotCheck(f'{src} {raw!r}: not a number of seconds') \
-            from None
-    if not math.isfinite(args.limit) or args.limit <= 0:
-        raise CouldNotCheck(f'{src} {raw!r}: the limit must be a positive '
-                            f'number of seconds')
+        if raw is not None and raw.strip() == '':
+            raw = None
+    args.limit = None if raw is None else _limit(src, raw)
     for opt in ('iters', 'repeats'):
         if getattr(args, opt) < 1:
             raise CouldNotCheck(f'--{opt} {getattr(args, opt)}: must be at '
@@ -193,23 +197,11 @@ def parse_args(argv, env=None):
     if args.expect_gpus < 0:
         raise CouldNotCheck(f'--expect-gpus {args.expect_gpus}: must not be '
                             f'negative')
-    from . import CclHealthError
-    from .units import parse_size
-    try:
-        args.size_bytes = parse_size(args.size)
-    except (CclHealthError, ValueError) as err:
-        raise CouldNotCheck(f'--size {args.size!r}: {err}') from None
-    if args.size_bytes <= 0:
-        raise CouldNotCheck(f'--size {args.size!r}: must be positive')
+    args.size_bytes = None if args.size is None else _size('--size',
+                                                           args.size)
     launcher = args.launcher if args.launcher is not None else env.get(
-        'CCL_HEALTH_CHECK_LAUNCHER', 'mpirun --bind-to none -np')
-    try:
-        args.launcher = shlex.split(launcher)
-    except ValueError as err:
-        raise CouldNotCheck(f'launcher {launcher!r}: {err}') from None
-    if not args.launcher:
-        raise CouldNotCheck('the launcher is empty (--launcher / '
-                            'CCL_HEALTH_CHECK_LAUNCHER)')
+        'CCL_HEALTH_CHECK_LAUNCHER')
+    args.launcher = None if launcher is None else _launcher(launcher)
     args.system = args.system or env.get('CCL_HEALTH_SYSTEM') or None
     args.partition = args.partition or env.get('CCL_HEALTH_PARTITION') or None
     args.site_dir = args.site_dir or env.get('CCL_HEALTH_SITE_DIR') or \
@@ -229,47 +221,86 @@ def parse_args(argv, env=None):
     return args
 
 
+def _limit(src, raw):
+    try:
+        limit = float(raw)
+    except (TypeError, ValueError):
+        raise CouldNotCheck(f'{src} {raw!r}: not a number of seconds') \
+            from None
+    if not math.isfinite(limit) or limit <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: the limit must be a positive '
+                            f'number of seconds')
+    return limit
+
+
+def _size(src, raw):
+    from . import CclHealthError
+    from .units import parse_size
+    try:
+        size = parse_size(raw)
+    except (CclHealthError, ValueError) as err:
+        raise CouldNotCheck(f'{src} {raw!r}: {err}') from None
+    if size <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: must be positive')
+    return size
+
+
+def _launcher(text):
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise CouldNotCheck(f'launcher {text!r}: {err}') from None
+    if not words:
+        raise CouldNotCheck('the launcher is empty (--launcher / '
+                            'CCL_HEALTH_CHECK_LAUNCHER)')
+    return words
+
+
+def apply_site(args, site):
+    """The limit, size and launcher the options and environment left
+    open, from the site file's ``health`` block, else the defaults."""
+    health = site.health if site is not None else None
+    if args.limit is None:
+        args.limit = (health.limit if health and health.limit is not None
+                      else DEFAULT_LIMIT)
+    if args.size_bytes is None:
+        args.size = health.size if health and health.size else DEFAULT_SIZE
+        args.size_bytes = _size(f'{site.path}: health.size' if health and
+                                health.size else '--size', args.size)
+    if args.launcher is None:
+        args.launcher = list(health.launcher) if health else \
+            shlex.split(DEFAULT_LAUNCHER)
+    return args
+
+
 # -- which system, which partition ------------------------------------------
 
 def config_system_names(config_dir):
-    """The systems of the ReFrame configuration, in the order
-    ``config/settings.py`` loads them (``_load(name) for name in (...)``:
-    ReFrame tries their hostnames patterns in this order)."""
-    import ast
-    path = os.path.join(config_dir, 'settings.py')
-    try:
-        with open(path) as fp:
-            tree = ast.parse(fp.read(), path)
-    except (OSError, SyntaxError) as err:
-        raise CouldNotCheck(f'{path}: cannot read: {err}') from None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and \
-                isinstance(node.elt, ast.Call) and \
-                getattr(node.elt.func, 'id', '') == '_load':
-            it = node.generators[0].iter
-            if isinstance(it, (ast.Tuple, ast.List)) and it.elts and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str)
-                    for e in it.elts):
-                return [e.value for e in it.elts]
-    raise CouldNotCheck(f'{path}: no list of systems found '
-                        f'("_load(name) for name in (...)")')
+    """The systems of the ReFrame configuration: the file names of
+    ``<config_dir>/systems/*.py``, sorted (:mod:`ccl_health.sysconfig`)."""
+    from .sysconfig import SYSTEMS, system_files
+    names = [name for name, _ in system_files(config_dir)]
+    if not names:
+        raise CouldNotCheck(f'{os.path.join(config_dir, SYSTEMS)}: no '
+                            f'system files (<system>.py)')
+    return names
+
+
+def config_system_path(config_dir, name):
+    from .sysconfig import SYSTEMS
+    return os.path.join(config_dir, SYSTEMS, f'{name}.py')
 
 
 def load_config_system(config_dir, name, gpus):
-    """The ``system`` dict of ``config/<name>.py`` (loaded as ReFrame's
-    configuration loads it, without ReFrame; the GPUs it detects are
-    ``gpus``, detected once)."""
-    import importlib.util
-    from . import node
-    path = os.path.join(config_dir, f'{name}.py')
+    """The ``system`` dict of ``config/systems/<name>.py`` (loaded as
+    ReFrame's configuration loads it, without ReFrame; the GPUs it detects
+    are ``gpus``, detected once)."""
+    from . import node, sysconfig
+    path = config_system_path(config_dir, name)
     detect = node.detect_gpus
     node.detect_gpus = lambda env=None, whole_node=False: gpus
     try:
-        spec = importlib.util.spec_from_file_location(
-            f'ccl_health_hook_config_{name}', path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        system = mod.system
+        system = sysconfig.load_file(path, 'ccl_health_hook_config').system
         if not isinstance(system, dict) or not isinstance(
                 system.get('hostnames'), list):
             raise TypeError('no system dict with a hostnames list')
@@ -282,18 +313,26 @@ def load_config_system(config_dir, name, gpus):
     return system
 
 
+def config_systems(config_dir, gpus):
+    """``[(name, system dict)]`` of every system file, in the order ReFrame
+    tries them (file names; a system matching any host last)."""
+    from .sysconfig import in_reframe_order
+    return in_reframe_order(
+        [(name, load_config_system(config_dir, name, gpus))
+         for name in config_system_names(config_dir)], lambda it: it[1])
+
+
 def _gpu_count(part):
-    n = sum(int(d.get('num_devices', 1) or 0)
-            for d in part.get('devices') or [] if d.get('type') == 'gpu')
-    return n or int((part.get('extras') or {}).get('gpus_per_node') or 0)
+    from .sysconfig import partition_gpus
+    return partition_gpus(part)[0]
 
 
 def find_system(args, gpus):
-    """``(system, partition, GPUs per node or 0)`` for this host: as
-    ReFrame picks the system (first ``hostnames`` pattern that
-    ``re.match``-es the host name, in the configuration's order), and the
-    system's only partition with GPUs; --system / --partition (and their
-    environment variables) override."""
+    """``(system name, system dict or None)`` for this host: as ReFrame
+    picks the system (first ``hostnames`` pattern that ``re.match``-es the
+    host name, in the configuration's order); --system (and
+    CCL_HEALTH_SYSTEM) overrides.  ``None``: a system named by --system
+    that the ReFrame configuration does not have."""
     cfg = args.config_dir
     names = config_system_names(cfg)
     system = None
@@ -301,17 +340,16 @@ def find_system(args, gpus):
         if args.system in names:
             system = load_config_system(cfg, args.system, gpus)
     else:
-        for name in names:
-            conf = load_config_system(cfg, name, gpus)
+        for fname, conf in config_systems(cfg, gpus):
             for patt in conf['hostnames']:
                 try:
                     hit = re.match(patt, args.hostname)
                 except re.error as err:
                     raise CouldNotCheck(
-                        f'{cfg}/{name}.py: hostnames pattern {patt!r}: '
-                        f'{err}') from None
+                        f'{config_system_path(cfg, fname)}: hostnames '
+                        f'pattern {patt!r}: {err}') from None
                 if hit:
-                    system = conf
+                    system, args.system_file = conf, fname
                     break
             if system:
                 break
@@ -320,32 +358,58 @@ def find_system(args, gpus):
                 f'host name {args.hostname!r} matches no system of {cfg} '
                 f'(hostnames patterns of {", ".join(names)}): give --system '
                 f'or CCL_HEALTH_SYSTEM')
-    name = args.system or system['name']
+    return args.system or system['name'], system
+
+
+def find_partition(args, name, system, site):
+    """``(partition, GPUs per node or 0)``: --partition (and
+    CCL_HEALTH_PARTITION), else the site file's ``health.partition``, else
+    the system's only partition with GPUs; the GPUs are the partition's
+    ``devices`` and the site file's ``health.gpus_per_node``, which must
+    agree where both are given."""
+    cfg = args.config_dir
+    health = site.health if site is not None else None
+    wanted, src = args.partition, '--partition / CCL_HEALTH_PARTITION'
+    if not wanted and health:
+        wanted, src = health.partition, f'{site.path}: health.partition'
+    told = health.gpus_per_node if health else None
     if system is None:          # a system the ReFrame config does not know
-        if not args.partition:
-            raise CouldNotCheck(f'system {name!r} is not in {cfg} (has: '
-                                f'{", ".join(names)}): give --partition')
-        return name, args.partition, 0
+        if not wanted:
+            raise CouldNotCheck(
+                f'system {name!r} is not in {cfg} (has: '
+                f'{", ".join(config_system_names(cfg))}): give --partition '
+                f'or health.partition in {site.path}')
+        return wanted, told or 0
     parts = {p.get('name'): p for p in system.get('partitions') or []}
-    origin = f'{cfg}/{system["name"]}.py'
-    if args.partition:
-        if args.partition not in parts:
-            raise CouldNotCheck(f'no partition {args.partition!r} in system '
+    origin = config_system_path(cfg, getattr(args, 'system_file', None)
+                                or args.system or name)
+    if wanted:
+        if wanted not in parts:
+            raise CouldNotCheck(f'{src}: no partition {wanted!r} in system '
                                 f'{name!r} of {origin} (has: '
                                 f'{", ".join(sorted(map(str, parts)))})')
-        return name, args.partition, _gpu_count(parts[args.partition])
-    with_gpus = [p for p, conf in parts.items() if _gpu_count(conf)]
-    how = ('named by --system / CCL_HEALTH_SYSTEM' if args.system else
-           f'matched by host name {args.hostname!r}')
-    if not with_gpus:
-        raise CouldNotCheck(f'system {name!r} ({how}) has no partition with '
-                            f'GPUs in {origin}')
-    if len(with_gpus) > 1:
-        raise CouldNotCheck(f'ambiguous: system {name!r} ({how}) has several '
-                            f'partitions with GPUs in {origin} '
-                            f'({", ".join(with_gpus)}): give --partition or '
-                            f'CCL_HEALTH_PARTITION')
-    return name, with_gpus[0], _gpu_count(parts[with_gpus[0]])
+        partition = wanted
+    else:
+        with_gpus = [p for p, conf in parts.items() if _gpu_count(conf)]
+        how = ('named by --system / CCL_HEALTH_SYSTEM' if args.system else
+               f'matched by host name {args.hostname!r}')
+        if not with_gpus:
+            raise CouldNotCheck(f'system {name!r} ({how}) has no partition '
+                                f'with GPUs in {origin}')
+        if len(with_gpus) > 1:
+            raise CouldNotCheck(
+                f'ambiguous: system {name!r} ({how}) has several partitions '
+                f'with GPUs in {origin} ({", ".join(with_gpus)}): give '
+                f'--partition, CCL_HEALTH_PARTITION or health.partition in '
+                f'{site.path}')
+        partition = with_gpus[0]
+    devices = _gpu_count(parts[partition])
+    if told and devices and told != devices:
+        raise CouldNotCheck(
+            f'{site.path}: health.gpus_per_node: {told}, but partition '
+            f'{partition!r} of {origin} has {devices} GPUs (devices): one '
+            f'of them is wrong')
+    return partition, told or devices
 
 
 # -- the probes --------------------------------------------------------------
@@ -546,19 +610,30 @@ def check(args, env=None):
     from .verdict import Verdict
     env = dict(os.environ if env is None else env)
     t0 = time.monotonic()
-    deadline = t0 + args.limit
     gpus = node.detect_gpus(env, whole_node=True)
     if gpus.count == 0:
         raise CouldNotCheck(gpus.why_none)
-    system, partition, configured = find_system(args, gpus)
+    system, conf = find_system(args, gpus)
+    args.found = (system, args.partition or '')
+    try:
+        site = site_data.load(args.site_dir, system)
+    except CclHealthError as err:
+        if conf is None:
+            raise CouldNotCheck(
+                f'system {system!r} is not in {args.config_dir} (has: '
+                f'{", ".join(config_system_names(args.config_dir))}); '
+                f'{err}') from None
+        raise CouldNotCheck(str(err)) from None
+    apply_site(args, site)
+    deadline = t0 + args.limit
+    partition, configured = find_partition(args, system, conf, site)
     args.found = (system, partition)
 
     def result(verdict, why, probes=(), attempts=1):
         return _result(verdict, why, probes, time.monotonic() - t0, attempts,
                        system, partition)
+    env.update(site.env)
     try:
-        site = site_data.load(args.site_dir, system)
-        env.update(site.env)
         ref = reference.load_for_system(args.reference_dir, system)
     except CclHealthError as err:
         raise CouldNotCheck(str(err)) from None

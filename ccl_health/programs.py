@@ -39,7 +39,7 @@ class TestProgram:
     #: its key under ``build:`` in ``site/<system>.yaml`` (``prefix:``
     #: there: the site's installation is run, nothing is built)
     site_key: str
-    #: the GPU vendor of the partitions that run it (``gpu_vendor`` extra)
+    #: the GPU vendor of the partitions that run it (from the partition's GPU devices)
     vendor: str
     #: the option that writes the JSON report, or None
     json_option: Optional[str] = None

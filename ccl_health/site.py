@@ -1,6 +1,8 @@
 """Per-site facts kept as data: ``site/<system>.yaml``.  What the site
-provides (libfabric, the plugin, modules) and the environment of each
-transport.  The checks never branch on the system name; they read this.
+provides (libfabric, the plugin, modules), the environment of each
+transport, and how the node health hook checks its nodes (``health``:
+partition, launcher, optionally GPUs per node, size, limit).  The checks
+never branch on the system name; they read this.
 
 The file is validated against ``ccl_health/schemas/site.schema.json``: a
 value of the wrong type (``ld_library_path: /opt/x`` where a list belongs,
@@ -13,6 +15,7 @@ placeholders are filled by the suite."""
 import dataclasses
 import os
 import re
+import shlex
 from typing import Dict, List, Optional
 
 from . import CclHealthError, schemas, shell
@@ -36,13 +39,30 @@ class TransportSite:
 
 
 @dataclasses.dataclass
+class HealthSite:
+    """How the node health hook checks a node of this system (the
+    ``health`` block): which partition's reference it judges against, how
+    it starts its ranks, and optionally the node's GPU count, the probe
+    size and the hard limit.  The hook's options and environment variables
+    override each."""
+    partition: str
+    #: the command the hook appends the rank count and the program to
+    launcher: List[str]
+    #: ``None``: the partition's ``devices`` in the ReFrame configuration
+    gpus_per_node: Optional[int] = None
+    size: Optional[str] = None
+    limit: Optional[float] = None
+
+
+@dataclasses.dataclass
 class Site:
     system: str
     path: str
     env: Dict[str, str]
     transports: Dict[str, TransportSite]
     build: dict
-    launcher_options: List[str]
+    #: the health hook's block; ``None`` where the file has none
+    health: Optional[HealthSite] = None
 
     def transport(self, name):
         try:
@@ -155,7 +175,33 @@ def parse(text, path='<site>', system=None):
                              f'file is for system {system!r}')
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
-                list(doc.get('launcher_options', [])))
+                _health(doc.get('health'), path))
+
+
+def _health(raw, path):
+    """The ``health`` block (already of the schema's types); what a schema
+    cannot say (a launcher command line that does not split, a size that is
+    none) is an error naming the file and the key."""
+    if raw is None:
+        return None
+    try:
+        launcher = shlex.split(raw['launcher'])
+    except ValueError as err:
+        raise CclHealthError(f'{path}: health.launcher: {raw["launcher"]!r}: '
+                             f'{err}') from None
+    if not launcher:
+        raise CclHealthError(f'{path}: health.launcher: empty command')
+    size = raw.get('size')
+    if size is not None:
+        try:
+            if parse_size(size) <= 0:
+                raise CclHealthError('must be positive')
+        except CclHealthError as err:
+            raise CclHealthError(f'{path}: health.size: {err}') from None
+    limit = raw.get('limit')
+    return HealthSite(raw['partition'], launcher, raw.get('gpus_per_node'),
+                      None if size is None else str(size),
+                      None if limit is None else float(limit))
 
 
 #: what a plugin transport's values may name: ``{plugin_prefix}/lib``

@@ -18,6 +18,7 @@ from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
 from ccl_health.rfm import binaries
+from ccl_health.sysconfig import partition_gpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,7 +46,7 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
 
     @run_after('setup')
     def needs_gpus(self):
-        self.skip_if(not self.current_partition.extras.get('gpus_per_node'),
+        self.skip_if(not partition_gpus(self.current_partition)[0],
                      'no GPU on this partition')
 
     @run_before('run')

@@ -1,8 +1,10 @@
-"""ReFrame configuration of ccl-health: the common settings plus one file
-per system (config/<system>.py).  Output locations follow
+"""ReFrame configuration of ccl-health: the common settings
+(``config/common.py``) plus one file per system, ``config/systems/*.py``,
+each defining ``system`` and ``environments``: a new site is a new file.
+ReFrame tries the systems in file-name order, a system matching any host
+(``local``) last (:mod:`ccl_health.sysconfig`).  Output locations follow
 ``CCL_HEALTH_OUTPUT`` (default ``./ccl-health-output``)."""
 
-import importlib.util
 import os
 import sys
 
@@ -11,24 +13,18 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
+from ccl_health import sysconfig  # noqa: E402
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(
-        f'ccl_health_config_{name}', os.path.join(_HERE, f'{name}.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_common = _load('common')
-_systems = [_load(name) for name in ('frontier', 'perlmutter', 'local')]
+_common = sysconfig.load_file(os.path.join(_HERE, 'common.py'))
+_systems = [sysconfig.load_file(path)
+            for _, path in sysconfig.system_files(_HERE)]
+_systems = sysconfig.in_reframe_order(_systems, lambda s: s.system)
 
 for _s in _systems:
     _s.system.setdefault('stagedir', os.path.join(_common.OUTPUT, 'stage'))
     _s.system.setdefault('outputdir', os.path.join(_common.OUTPUT, 'output'))
 
 site_configuration = {
-    # the order matters: `local` matches any host, so it comes last
     'systems': [s.system for s in _systems],
     'environments': [env for s in _systems for env in s.environments],
     'modes': _common.modes,

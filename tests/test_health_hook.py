@@ -206,3 +206,17 @@ def test_nhc_check_function(tmp_path, rc, line, expect, status):
     assert out[-1] == f'status={status}'
     assert out[:-1] == ([expect] if expect else [])
     assert (tmp_path / 'args').read_text().split() == ['--limit', '12']
+
+
+def test_nhc_check_without_a_limit_leaves_it_to_the_site_file(tmp_path):
+    hook_dir = tmp_path / 'ccl' / 'scripts'
+    hook_dir.mkdir(parents=True)
+    (hook_dir / 'ccl-health-check').write_text(
+        f'#!/bin/sh\necho "$#:$@" > {tmp_path}/args\necho "HEALTHY: ok"\n')
+    (hook_dir / 'ccl-health-check').chmod(0o755)
+    nhc = os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
+    p = subprocess.run(['bash', '-c', f'source {nhc}\n'
+                        f'check_gpu_ccl {tmp_path}/ccl\necho "status=$?"'],
+                       capture_output=True, text=True)
+    assert p.stdout.strip() == 'status=0', p.stderr
+    assert (tmp_path / 'args').read_text() == '0:\n'

@@ -133,7 +133,8 @@ def test_any_exception_is_could_not_check(tmp_path):
     # a config file that raises: the exception, named, in one line
     cfg = tmp_path / 'config'
     shutil.copytree(os.path.join(REPO, 'config'), cfg)
-    (cfg / 'frontier.py').write_text('raise RuntimeError("boom")\n')
+    (cfg / 'systems' / 'frontier.py').write_text(
+        'raise RuntimeError("boom")\n')
     line = could_not_check(tmp_path, '--config-dir', str(cfg))
     assert 'frontier.py: cannot load the system configuration: ' \
         'RuntimeError: boom' in line, line
@@ -307,17 +308,15 @@ def test_gpu_the_driver_does_not_list_is_a_node_fault(tmp_path):
                     'of perlmutter:gpu')
 
 
-def _config(tmp_path, systems):
-    """A configuration folder with these systems, in this order:
-    ``{name: (hostnames, {partition: gpus})}``."""
+def _config(tmp_path, systems, system_name=None):
+    """A configuration folder with these system files:
+    ``{file name: (hostnames, {partition: gpus})}``; the systems are named
+    as their files, or all ``system_name``."""
     cfg = tmp_path / 'config'
-    cfg.mkdir()
-    (cfg / 'settings.py').write_text(
-        '_systems = [_load(name) for name in (%s)]\n'
-        % ''.join(f'{n!r}, ' for n in systems))
+    (cfg / 'systems').mkdir(parents=True)
     for name, (hosts, parts) in systems.items():
-        (cfg / f'{name}.py').write_text('system = %r\n' % {
-            'name': name, 'hostnames': hosts, 'partitions': [
+        (cfg / 'systems' / f'{name}.py').write_text('system = %r\n' % {
+            'name': system_name or name, 'hostnames': hosts, 'partitions': [
                 {'name': p, 'devices': [{'type': 'gpu', 'num_devices': n}]
                  if n else []} for p, n in parts.items()]})
     return str(cfg)
@@ -330,20 +329,135 @@ def test_host_name_matching_no_system(tmp_path):
 
 
 def test_first_matching_system_wins_and_local_comes_last(tmp_path):
-    cfg = _config(tmp_path, {'local': (['.*'], {'gpu': 2}),
-                             'other': (['ci-test'], {'gpu': 2})})
+    # file-name order, but a system matching any host ('.*') comes last;
+    # all are named `local` (its site and reference files), the winner is
+    # the one whose partition is `gpu`
+    cfg = _config(tmp_path, {'a_any': (['.*'], {'gpu2': 2}),
+                             'b_match': (['ci-test'], {'gpu': 2}),
+                             'c_match': (['ci-'], {'gpu2': 2})}, 'local')
     rc, line, _ = hook(tmp_path, '--config-dir', cfg)
-    assert rc == 0 and 'on local:gpu' in line, line
+    assert rc == 0 and 'on local:gpu,' in line, line
+    cfg = _config(tmp_path / 'b', {'a_any': (['.*'], {'gpu': 2}),
+                                   'z': (['nomatch'], {'gpu2': 2})}, 'local')
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg)
+    assert rc == 0 and 'on local:gpu,' in line, line
+
+
+# -- the site file's health block: partition, launcher, GPUs, size, limit ---
+
+def _site_health(tmp_path, **health):
+    """A copy of site/ whose local.yaml has this health block; its
+    environment for the hook."""
+    import yaml
+    d = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), d)
+    doc = yaml.safe_load((d / 'local.yaml').read_text())
+    doc['health'] = health
+    (d / 'local.yaml').write_text(yaml.safe_dump(doc))
+    return {'CCL_HEALTH_SITE_DIR': str(d)}
+
+
+def _bare_hook(tmp_path, *args, env=None):
+    """The hook without the --launcher / --tests-prefix of hook()."""
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.health',
+                        '--tests-prefix', REPLAY, *args],
+                       env=environ(tmp_path, env), capture_output=True,
+                       text=True, timeout=120)
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, (p.returncode, p.stdout, p.stderr)
+    return p.returncode, lines[0]
+
+
+def test_launcher_and_partition_from_the_site_file(tmp_path):
+    env = _site_health(tmp_path, partition='gpu',
+                       launcher=os.path.join(FAKE, 'launch'))
+    rc, line = _bare_hook(tmp_path, env=env)
+    assert rc == 0 and line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs'), \
+        line
+    # the options and environment variables still override it
+    rc, line = _bare_hook(tmp_path, env=dict(
+        env, CCL_HEALTH_CHECK_LAUNCHER='/nonexistent/srun --ntasks'))
+    assert rc == 2 and "cannot start the launcher '/nonexistent/srun'" in \
+        line, line
+
+
+def test_size_and_limit_from_the_site_file(tmp_path):
+    launch = os.path.join(FAKE, 'launch')
+    rc, line = _bare_hook(tmp_path, env=_site_health(
+        tmp_path / 'a', partition='gpu', launcher=launch, size='3M'))
+    assert rc == 2 and 'no reference for local:gpu intra all_reduce 1 node ' \
+        'x 2 GPUs at 3MiB' in line, line
+    rc, line = _bare_hook(tmp_path, env=_site_health(
+        tmp_path / 'b', partition='gpu', launcher=launch, limit=0.5))
+    assert rc == 2 and 'the limit left no time' in line, line
+    # --limit wins over the site file
+    rc, line = _bare_hook(tmp_path, '--limit', '60', env=_site_health(
+        tmp_path / 'c', partition='gpu', launcher=launch, limit=0.5))
+    assert rc == 0, line
+
+
+def test_site_health_partition_must_exist(tmp_path):
+    env = _site_health(tmp_path, partition='gpux',
+                       launcher=os.path.join(FAKE, 'launch'))
+    line = could_not_check(tmp_path, env=env)
+    assert f"{tmp_path / 'site' / 'local.yaml'}: health.partition: no " \
+        "partition 'gpux' in system 'local'" in line, line
+
+
+def test_site_health_gpu_count_against_the_devices(tmp_path):
+    # the fake node has 2 GPUs, the `local` partition's devices say so; a
+    # site file saying 3 contradicts them: could not check, never a drain
+    env = _site_health(tmp_path, partition='gpu', gpus_per_node=3,
+                       launcher=os.path.join(FAKE, 'launch'))
+    line = could_not_check(tmp_path, env=env)
+    assert f"{tmp_path / 'site' / 'local.yaml'}: health.gpus_per_node: 3, " \
+        "but partition 'gpu' of " in line and 'has 2 GPUs (devices)' in line
+    # a system the ReFrame configuration does not know: the site file's
+    # count is the node's
+    env = _site_health(tmp_path / 'x', partition='gpu', gpus_per_node=4,
+                       launcher=os.path.join(FAKE, 'launch'))
+    shutil.copy(os.path.join(tmp_path, 'x', 'site', 'local.yaml'),
+                os.path.join(tmp_path, 'x', 'site', 'mars.yaml'))
+    ref = tmp_path / 'ref'
+    shutil.copytree(os.path.join(REPO, 'reference'), ref)
+    for name in ('mars.yaml',):
+        (tmp_path / 'x' / 'site' / name).write_text(
+            (tmp_path / 'x' / 'site' / name).read_text().replace(
+                'system: local', 'system: mars'))
+    (ref / 'mars.yaml').write_text((ref / 'local.yaml').read_text().replace(
+        'system: local', 'system: mars'))
+    rc, line, _ = hook(tmp_path, env=dict(env, CCL_HEALTH_SYSTEM='mars',
+                                          CCL_HEALTH_REFERENCE_DIR=str(ref)))
+    assert rc == 1 and line == ('UNHEALTHY: missing GPU: nvidia-smi lists 2 '
+                                'of the 4 GPUs of mars:gpu'), line
+
+
+def test_no_system_files(tmp_path):
+    (tmp_path / 'config').mkdir()
+    line = could_not_check(tmp_path, '--config-dir', str(tmp_path / 'config'))
+    assert f'{tmp_path / "config" / "systems"}: no system files' in line, line
 
 
 def test_several_gpu_partitions_are_ambiguous(tmp_path):
+    import yaml
     cfg = _config(tmp_path, {'local': (['ci-'], {'gpu': 2, 'gpu2': 2,
                                                  'cpu': 0})})
-    line = could_not_check(tmp_path, '--config-dir', cfg)
+    # a site file without a health block names no partition
+    sdir = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), sdir)
+    doc = yaml.safe_load((sdir / 'local.yaml').read_text())
+    del doc['health']
+    (sdir / 'local.yaml').write_text(yaml.safe_dump(doc))
+    bare = {'CCL_HEALTH_SITE_DIR': str(sdir)}
+    line = could_not_check(tmp_path, '--config-dir', cfg, env=bare)
     assert "ambiguous: system 'local' (matched by host name 'ci-test-host') " \
         'has several partitions with GPUs' in line, line
-    rc, line, _ = hook(tmp_path, '--config-dir', cfg, '--partition', 'gpu')
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg, '--partition', 'gpu',
+                       env=bare)
     assert rc == 0, line
+    # the shipped site file's health.partition settles it
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg)
+    assert rc == 0 and 'on local:gpu,' in line, line
 
 
 def test_config_loads_without_reframe(tmp_path):

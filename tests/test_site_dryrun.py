@@ -30,14 +30,14 @@ def ensure_lmod():
         pytest.skip('Lmod is not installed and cannot be installed here')
 
 
-def dry_run(tmp_path, system, *args):
+def dry_run(tmp_path, system, *args, env=None):
     """Render every job script of ``system``; return {display name:
     (job script, build script or None, testcase)}."""
     ensure_lmod()
     out = tmp_path / system
     env = dict(os.environ, LMOD_CMD=LMOD, MODULEPATH=MODULES,
                CCL_HEALTH_OUTPUT=str(out),
-               CCL_HEALTH_CACHE='/cache')
+               CCL_HEALTH_CACHE='/cache', **(env or {}))
     env.pop('CCL_HEALTH_MODULES_SYSTEM', None)
     # a login node starts with the default PrgEnv-cray loaded
     load = subprocess.run([LMOD, 'python', 'load', 'PrgEnv-cray'], env=env,
@@ -242,3 +242,116 @@ def test_acceptance_mode_is_strict(tmp_path):
     ib = [tc for tc in sweeps if tc['transport'] == 'net-ib'][0]
     assert ib['result'] == 'skip' and 'not configured for perlmutter' in \
         ib['skip_reason']
+
+
+# -- LUMI: a site added by data only (config/systems/lumi.py, site/lumi.yaml,
+# reference/lumi.yaml) ------------------------------------------------------
+
+LUMI_ACCOUNT = 'project_465000000'
+LUMI_BIND = ('--cpu-bind=mask_cpu:0xfe000000000000,0xfe00000000000000,'
+             '0xfe0000,0xfe000000,0xfe,0xfe00,0xfe00000000,0xfe0000000000')
+
+
+@pytest.fixture(scope='module')
+def lumi(tmp_path_factory):
+    return dry_run(tmp_path_factory.mktemp('l'), 'lumi',
+                   env={'CCL_HEALTH_ACCOUNT': LUMI_ACCOUNT})
+
+
+def test_lumi_renders_every_check_and_transport(lumi):
+    from ccl_health import TRANSPORTS
+    by_check = {}
+    for name, (script, build, tc) in lumi.items():
+        # a job script for every test; a build script for every build but
+        # the site's libfabric (adopted, not built)
+        assert script is not None or build is not None or \
+            name == 'LibfabricBuild', name
+        if '%transport=' in name:
+            check = name.split()[0].replace('Plugin', '')
+            by_check.setdefault(check, set()).add(
+                name.split('%transport=')[1].split()[0])
+    assert {'AllReduceSweep', 'CollectiveSweep', 'TorchBandwidth',
+            'TorchFirstCall', 'TorchPatternReplay', 'TorchTrainingStep'} <= \
+        set(by_check)
+    for check, transports in by_check.items():
+        if check != 'AllReduceAlgoSweep':
+            assert transports == set(TRANSPORTS), check
+    assert {'NodeHealthCheck', 'MpiFirstCall', 'CollectiveTestsBuild',
+            'NetPluginBuild'} <= set(lumi)
+
+
+def test_lumi_nodes_ranks_account_and_binding(lumi):
+    intra = job(lumi, 'intra')
+    assert '#SBATCH --ntasks=8\n' in intra
+    assert '#SBATCH --ntasks-per-node=8\n' in intra
+    assert '#SBATCH --partition=standard-g\n' in intra
+    assert '#SBATCH --gpus-per-node=8\n' in intra
+    assert f'#SBATCH -A {LUMI_ACCOUNT}\n' in intra
+    for t in ('net-socket', 'net-plugin', 'net-plugin-gdr'):
+        s = job(lumi, t)
+        assert '#SBATCH --ntasks=16\n' in s          # 2 nodes x 8 GCDs
+        assert '#SBATCH --ntasks-per-node=8\n' in s
+        assert s.count('#SBATCH ') == intra.count('#SBATCH ')
+    srun = [ln for ln in intra.splitlines() if ln.startswith('srun')]
+    assert len(srun) == 1
+    assert srun[0].startswith(f'srun {LUMI_BIND} /cache/rccl-tests-ae3e635-')
+    assert 'all_reduce_perf -g 1 -b 8 -e 8589934592 -f 2' in srun[0]
+    assert '-J' not in srun[0].split()             # rccl-tests has no -J
+
+
+def test_lumi_modules_in_order(lumi):
+    for t in ('intra', 'net-plugin-gdr'):
+        assert module_lines(job(lumi, t)) == [
+            'module load LUMI/23.09', 'module load partition/G',
+            'module load PrgEnv-cray', 'module load craype-accel-amd-gfx90a',
+            'module load rocm/5.2.3', 'module load cray-mpich/8.1.27',
+            'module load buildtools/23.09']
+
+
+def test_lumi_environment_per_transport(lumi):
+    common = {'NCCL_SOCKET_IFNAME': 'hsn0,hsn1,hsn2,hsn3',
+              'CXI_FORK_SAFE': '1', 'CXI_FORK_SAFE_HP': '1',
+              'FI_CXI_DISABLE_CQ_HUGETLB': '1', 'NCCL_DEBUG': 'INFO'}
+    for t in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
+        env = exports(job(lumi, t))
+        assert common.items() <= env.items(), t
+        assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
+        assert 'NCCL_P2P_DISABLE' not in env and 'NCCL_SHM_DISABLE' not in env
+        assert 'NCCL_NET' not in env
+    sock = exports(job(lumi, 'net-socket'))
+    assert sock['NCCL_NET_PLUGIN'] == 'none'
+    assert 'LD_LIBRARY_PATH' not in sock
+    for t, gdr in (('net-plugin', '0'), ('net-plugin-gdr', '3')):
+        plug = exports(job(lumi, t))
+        assert plug['NCCL_NET_GDR_LEVEL'] == gdr
+        assert plug['LD_LIBRARY_PATH'].startswith(
+            '/cache/aws-ofi-rccl-17d41cb-')
+        assert plug['LD_LIBRARY_PATH'].endswith(
+            '/opt/cray/libfabric/1.15.2.0/lib64:"${LD_LIBRARY_PATH}"')
+
+
+def test_lumi_build_commands(lumi):
+    tests = builder(lumi, 'CollectiveTestsBuild')
+    assert ("step build 'cd rccl-tests-ae3e635 && HCC_AMDGPU_TARGET=gfx90a "
+            "make -j$JOBS MPI=1 MPI_HOME=\"$MPICH_DIR\" "
+            "ROCM_PATH=/opt/rocm-5.2.3 NCCL_HOME=/opt/rocm-5.2.3'") in tests
+    plugin = builder(lumi, 'NetPluginBuild')
+    assert ('./configure --prefix="$PREFIX" '
+            '--with-libfabric=/opt/cray/libfabric/1.15.2.0 '
+            '--with-hip=/opt/rocm-5.2.3/hip --with-rccl=/opt/rocm-5.2.3 '
+            '--with-mpi="$MPICH_DIR"') in plugin
+    assert builder(lumi, 'LibfabricBuild') is None  # Cray's libfabric
+
+
+def test_lumi_published_reference_is_the_gdr_sweeps(lumi):
+    """LUMI's published figure (85 GB/s at 128 MiB, 2 nodes x 8 GCDs) is
+    the reference of the GPUDirect all_reduce sweep, nothing else."""
+    from ccl_health import reference
+    ref = reference.load_for_system(os.path.join(REPO, 'reference'), 'lumi')
+    e = ref.lookup('gpu', 'net-plugin-gdr', 'all_reduce', 2, 8)
+    assert e.busbw == {128 << 20: 85.0} and e.tolerance == 0.05
+    assert 'e708cc43552c29e48ac5b4b01a3b8d60ca5a593c line 24' in e.source
+    assert ref.lookup('gpu', 'net-plugin', 'all_reduce', 2, 8) is None
+    tc = lumi['AllReducePluginSweep %transport=net-plugin-gdr'][2]
+    assert (tc['system'], tc['partition'], tc['num_tasks']) == \
+        ('lumi', 'gpu', 16)

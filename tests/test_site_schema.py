@@ -44,6 +44,34 @@ def test_shipped_site_files_are_valid(name):
                    for p in t.ld_library_path)
 
 
+@pytest.mark.parametrize('name', SHIPPED)
+def test_shipped_health_blocks_name_a_gpu_partition(name):
+    """Each site file's health block names a partition of its system's
+    ReFrame configuration that has GPUs (the hook's node count and its
+    reference key come from there)."""
+    from ccl_health import health, node, sysconfig
+    s = site.load(SITE_DIR, name)
+    assert s.health is not None and s.health.launcher
+    gpus = node.Gpus('nvidia', 2, 'x', 'sm_90')
+    conf = health.load_config_system(os.path.join(REPO, 'config'), name,
+                                     gpus)
+    parts = {p['name']: p for p in conf['partitions']}
+    assert s.health.partition in parts
+    count = sysconfig.partition_gpus(parts[s.health.partition])[0]
+    assert count >= 1
+    assert s.health.gpus_per_node in (None, count)
+
+
+def test_health_block_is_read():
+    s = site.parse(_frontier(lambda d: d['health'].update(
+        launcher="srun --overlap --ntasks", gpus_per_node=8, size='2G',
+        limit=25)), 'site/frontier.yaml')
+    assert s.health == site.HealthSite('batch', ['srun', '--overlap',
+                                                 '--ntasks'], 8, '2G', 25.0)
+    assert site.parse(_frontier(lambda d: d.pop('health')), 'x').health \
+        is None
+
+
 def _frontier(edit):
     doc = yaml.safe_load(FRONTIER)
     edit(doc)
@@ -80,8 +108,45 @@ def _plugin(doc):
     (_frontier(lambda d: _plugin(d).update(envv={})),
      r"transports.net-plugin: Additional properties are not allowed "
      r"\('envv' was unexpected\) \(known: env, ld_library_path"),
-    (_frontier(lambda d: d.update(launcher_options='--gpus-per-task=1')),
-     r"launcher_options: '--gpus-per-task=1' is not of type 'array'"),
+    # launcher options are the ReFrame environment's extras, not site data
+    (_frontier(lambda d: d.update(launcher_options=['--gpus-per-task=1'])),
+     r"top level: Additional properties are not allowed "
+     r"\('launcher_options' was unexpected\)"),
+    # the health hook's block
+    (_frontier(lambda d: d['health'].pop('launcher')),
+     r"^site/frontier.yaml: health: missing key 'launcher'"),
+    (_frontier(lambda d: d['health'].update(gpus_per_node='8')),
+     r"^site/frontier.yaml: health.gpus_per_node: '8' is not a whole "
+     r"number of GPUs, at least 1"),
+    (_frontier(lambda d: d['health'].update(gpus_per_node=0)),
+     r"^site/frontier.yaml: health.gpus_per_node: 0 is not a whole number "
+     r"of GPUs, at least 1"),
+    (_frontier(lambda d: d['health'].update(limit=0)),
+     r"^site/frontier.yaml: health.limit: 0 is not a positive number of "
+     r"seconds"),
+    (_frontier(lambda d: d['health'].update(limit='20s')),
+     r"^site/frontier.yaml: health.limit: '20s' is not a positive number "
+     r"of seconds"),
+    (_frontier(lambda d: d['health'].update(partition='my batch')),
+     r"^site/frontier.yaml: health.partition: 'my batch' is not a "
+     r"partition name of config/systems/<system>.py"),
+    (_frontier(lambda d: d['health'].update(launcher='')),
+     r"^site/frontier.yaml: health.launcher: '' is not a command line the "
+     r"hook appends the rank count"),
+    (_frontier(lambda d: d['health'].update(launcher="srun 'x")),
+     r"^site/frontier.yaml: health.launcher: \"srun 'x\": No closing "
+     r"quotation"),
+    (_frontier(lambda d: d['health'].update(launcher=' ')),
+     r"^site/frontier.yaml: health.launcher: empty command"),
+    (_frontier(lambda d: d['health'].update(size='1 GB-ish')),
+     r"^site/frontier.yaml: health.size: not a message size: '1 GB-ish'"),
+    (_frontier(lambda d: d['health'].update(size=0)),
+     r"^site/frontier.yaml: health.size: must be positive"),
+    (_frontier(lambda d: d['health'].update(gpus=8)),
+     r"^site/frontier.yaml: health: Additional properties are not allowed "
+     r"\('gpus' was unexpected\)"),
+    (_frontier(lambda d: d.update(health='batch')),
+     r"^site/frontier.yaml: health: 'batch' is not a mapping"),
     (_frontier(lambda d: d['build']['plugin'].update(configure='--x')),
      r"build.plugin.configure: '--x' is not of type 'array'"),
     (_frontier(lambda d: d['build'].update(nccl_test={})),

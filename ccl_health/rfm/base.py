@@ -19,6 +19,7 @@ from ccl_health import CclHealthError, reference
 from ccl_health import transports as registry
 from ccl_health.aborted import CASE_FILE
 from ccl_health import site as site_data
+from ccl_health import sysconfig
 from ccl_health import transport as tproof
 from ccl_health.units import parse_size
 
@@ -31,7 +32,9 @@ EXIT_STATUS_FILE = 'ccl-health-exit-status'
 
 
 class PlacedTest(rfm.RunOnlyRegressionTest):
-    """One MPI rank per GPU, as ``srun`` runs it on the sites."""
+    """One MPI rank per GPU, as ``srun`` runs it on the sites: the GPUs
+    per node are the partition's ``devices`` (ReFrame's
+    ``select_devices('gpu')``)."""
 
     #: nodes of the job; 0: the partition's ``sweep_nodes`` extra (1 on
     #: `local`, 2 on the production systems)
@@ -76,7 +79,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def place_ranks(self):
         extras = self.current_partition.extras
-        gpus = int(extras.get('gpus_per_node', 0))
+        gpus = sysconfig.partition_gpus(self.current_partition)[0]
         if self.single_node_only():
             self.num_nodes = 1
         elif self.num_nodes == 0:
@@ -105,12 +108,14 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
     def set_environment(self, env, keep_files):
         """The job's environment (``extra_env`` last, shell-quoted), the
-        site's launcher options, the files to keep; the launcher's exit
+        launcher options of the programming environment (its
+        ``extras.launcher_options``), the files to keep; the launcher's exit
         status kept in :data:`EXIT_STATUS_FILE` (the job script still ends
         with it); what the case is in :data:`CASE_FILE`."""
         env.update(self.extra_env)
         self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
-        self.job.launcher.options = list(self._site.launcher_options)
+        self.job.launcher.options = list(
+            self.current_environ.extras.get('launcher_options', []))
         self.keep_files = list(keep_files) + ['nccl-debug.*.log',
                                               EXIT_STATUS_FILE, CASE_FILE]
         self.postrun_cmds = (['ccl_health_rc=$?',

@@ -19,6 +19,7 @@ from reframe.core.builtins import fixture, variable
 from builders.nccl_tests import CollectiveTestsBuild
 from ccl_health import CclHealthError, programs
 from ccl_health import site as site_data
+from ccl_health.sysconfig import partition_gpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -40,8 +41,7 @@ class SiteBinariesMixin(rfm.RegressionTestPlugin):
     def program(self):
         """The :class:`~ccl_health.programs.TestProgram` of this
         partition's GPUs."""
-        return programs.for_vendor(
-            self.current_partition.extras.get('gpu_vendor'))
+        return programs.for_vendor(partition_gpus(self.current_partition)[2])
 
     def binaries_prefix(self):
         """The program's install prefix; '' when there is none."""

@@ -4,11 +4,15 @@
 #   HealthCheckProgram=/opt/ccl-health/site/slurm/healthcheck.sh
 #   HealthCheckInterval=300
 #   HealthCheckNodeState=IDLE      # never while a job runs on the node
+# Nothing here is per site: the hook finds the system from the host name
+# and reads its partition, launcher, GPU count and limit from
+# site/<system>.yaml (`health:`) and config/systems/ (CCL_HEALTH_CHECK_LIMIT
+# and the other CCL_HEALTH_* variables of the hook still override).
 # Drains the node, with the one-line reason, only when the hook says
 # UNHEALTHY (exit 1 and a line "UNHEALTHY: ..."); "could not check" (exit 2)
 # and anything else (a missing hook: 126 / 127) never drain.
 dir=$(cd "$(dirname "$0")/../.." && pwd)
-out=$("$dir/scripts/ccl-health-check" --limit "${CCL_HEALTH_CHECK_LIMIT:-20}" 2>/dev/null)
+out=$("$dir/scripts/ccl-health-check" 2>/dev/null)
 rc=$?
 if [ $rc -eq 1 ] && [ "${out#UNHEALTHY: }" != "$out" ]; then
     scontrol update nodename="$(hostname -s)" state=drain \

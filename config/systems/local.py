@@ -52,12 +52,9 @@ system = {
         'devices': ([{'type': 'gpu', 'arch': _gpus.arch,
                       'model': _gpus.model, 'num_devices': _gpus.count}]
                     if _gpus.count else []),
+        # the GPUs are the `devices` above (ccl_health.sysconfig)
         'extras': {
-            'gpus_per_node': _gpus.count,
             'max_nodes': 1,
-            'gpu_vendor': _gpus.vendor or '',
-            'gpu_arch': _gpus.arch,
-            'gpu_model': _gpus.model,
             'driver': _gpus.driver,
             'no_gpu_reason': _gpus.why_none,
             'mpi_home': node.mpi_home() or '',

@@ -20,8 +20,7 @@ system = {
         'max_jobs': 8,
         'features': ['gpu', 'nvidia'],
         'devices': [{'type': 'gpu', 'arch': 'sm_80', 'num_devices': 4}],
-        'extras': {'sweep_nodes': 2, 'gpus_per_node': 4, 'gpu_vendor': 'nvidia',
-                   'gpu_arch': 'sm_80', 'mpi_home': '$MPICH_DIR',
+        'extras': {'sweep_nodes': 2, 'mpi_home': '$MPICH_DIR',
                    'cuda_home': '$CUDA_HOME'},
     }],
 }
@@ -32,4 +31,5 @@ environments = [{
                 'cray-mpich'],
     'cc': 'cc', 'cxx': 'CC', 'ftn': 'ftn',
     'features': ['ccl'],
+    'extras': {'launcher_options': ['--gpus-per-task=1']},
 }]

@@ -20,8 +20,7 @@ system = {
         'max_jobs': 8,
         'features': ['gpu', 'amd'],
         'devices': [{'type': 'gpu', 'arch': 'gfx90a', 'num_devices': 8}],
-        'extras': {'sweep_nodes': 2, 'gpus_per_node': 8, 'gpu_vendor': 'amd',
-                   'gpu_arch': 'gfx90a', 'rocm_home': '/opt/rocm-5.7.1',
+        'extras': {'sweep_nodes': 2, 'rocm_home': '/opt/rocm-5.7.1',
                    # RCCL under <rocm>/rccl before ROCm 6.0, <rocm>/lib since
                    'rccl_home': '/opt/rocm-5.7.1/rccl',
                    'mpi_home': '$MPICH_DIR'},
@@ -36,4 +35,7 @@ environments = [{
                 'cray-mpich/8.1.27', 'libtool'],
     'cc': 'cc', 'cxx': 'CC', 'ftn': 'ftn',
     'features': ['ccl'],
+    # one rank per GCD, bound to its closest GCD
+    'extras': {'launcher_options': ['--gpus-per-task=1',
+                                    '--gpu-bind=closest']},
 }]
