@@ -211,3 +211,136 @@ def test_aws_ofi_rccl_plugin_builds_against_the_made_header(rccl_header):
     assert re.search(r'libfabric\.so\.1 => /\S+', ldd.stdout), ldd.stdout
     assert 'not found' not in ldd.stdout and 'rccl' not in ldd.stdout
     print(f'aws-ofi-rccl build: {took:.0f} s')
+
+
+# --- rccl-tests: compiled with hipcc, not linked ---------------------------
+
+#: hipify-perl's renames for the CUDA names rccl-tests' sources use (its
+#: Makefile runs ``hipify-perl -quiet-warnings FILE`` on every source).
+#: hipify-perl ships with ROCm (Frontier's and LUMI's ``rocm`` modules) but
+#: is not packaged in Debian 12: without it on PATH the tests use this
+#: stand-in, which makes these renames and no other change; where a real
+#: hipify-perl is on PATH it is used.
+HIPIFY_SED = [
+    r's/\bcudaDeviceProp\b/hipDeviceProp_t/g',
+    r's/\bcudaHostAlloc\b/hipHostMalloc/g',
+    r's/\bcudaHostAllocMapped\b/hipHostMallocMapped/g',
+    r's/\bcudaHostAllocPortable\b/hipHostMallocPortable/g',
+    r's/\bcudaFreeHost\b/hipHostFree/g',
+    r's/\bcuda\([A-Z]\)/hip\1/g',
+    r's/"cuda_runtime\.h"/<hip\/hip_runtime.h>/',
+    r's/"cuda\.h"/<hip\/hip_runtime.h>/',
+    r's/<cuda_runtime\.h>/<hip\/hip_runtime.h>/',
+    r's/<cuda_fp16\.h>/<hip\/hip_fp16.h>/',
+]
+#: rccl-tests' programs (its src/Makefile's BIN_FILES_LIST, RCCL API call)
+PROGRAMS = {'all_reduce': 'ncclAllReduce', 'all_gather': 'ncclAllGather',
+            'broadcast': 'ncclBroadcast',
+            'reduce_scatter': 'ncclReduceScatter', 'reduce': 'ncclReduce',
+            'alltoall': 'ncclAllToAll', 'scatter': 'ncclSend',
+            'gather': 'ncclRecv', 'sendrecv': 'ncclSend',
+            'alltoallv': 'ncclAllToAllv'}
+
+
+def hipify_path(bindir):
+    """PATH with a hipify-perl: the real one, else the stand-in."""
+    if not shutil.which('hipify-perl'):
+        bindir.mkdir(parents=True, exist_ok=True)
+        script = bindir / 'hipify-perl'
+        script.write_text('#!/bin/bash\n# stand-in for hipify-perl '
+                          '(tests/test_amd_builds.py)\nexec sed' +
+                          ''.join(f" -e '{e}'" for e in HIPIFY_SED) +
+                          ' "${@: -1}"\n')
+        script.chmod(0o755)
+    return f'{bindir}{os.pathsep}{os.environ.get("PATH", "")}'
+
+
+def tests_steps(extras):
+    from builders.nccl_tests import CollectiveTestsBuild
+    stub = types.SimpleNamespace(package='rccl-tests', gpu_arch='',
+                                 extra=lambda k, d=None: extras.get(k, d))
+    return dict(CollectiveTestsBuild.steps(stub))
+
+
+@need_mirror
+def test_rccl_tests_compile_with_the_recipe_command_line(hip_toolchain,
+                                                         tmp_path):
+    """The rccl-tests recipe's own build step (the one the Frontier dry
+    run asserts, with this machine's paths and without MPI), through the
+    real build script: hipify, every object compiled by hipcc for gfx90a
+    against the made header; every link then fails on ``-lrccl`` alone
+    (there is no librccl), so the build fails at that step and nothing is
+    installed.  ``MAKEFLAGS=k`` lets make go on past the first failed
+    link, ``MAKEFILES`` (``.SECONDARY:``) keeps the objects make would
+    delete as intermediates: neither changes the command line."""
+    from builders.rccl_header import RcclHeaderBuild
+    # the header in a space-free cache: Make takes NCCL_HOME unquoted
+    cache = str(tmp_path / 'cache')
+    hrec = buildcache.Recipe(SOURCES['rccl'],
+                             RcclHeaderBuild.steps(types.SimpleNamespace()),
+                             {'cmake': 'test'},
+                             products=list(RcclHeaderBuild.products))
+    res = run_script(buildcache.build_script(hrec, cache, MIRROR, 2),
+                     tmp_path / 'header', tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    header = hrec.prefix(cache)
+
+    frontier = tests_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
+                            'rocm_home': '/opt/rocm-5.7.1',
+                            'rccl_home': '/opt/rocm-5.7.1/rccl',
+                            'mpi_home': '$MPICH_DIR'})
+    assert frontier['build'] == (
+        'HCC_AMDGPU_TARGET=gfx90a make -j$JOBS MPI=1 MPI_HOME="$MPICH_DIR" '
+        'ROCM_PATH=/opt/rocm-5.7.1 NCCL_HOME=/opt/rocm-5.7.1/rccl')
+    here = tests_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
+                        'rocm_home': '/usr', 'rccl_home': header})
+    # the same command line: Debian's ROCm prefix, the made header, no MPI
+    assert here['build'] == frontier['build'].replace(
+        ' MPI=1 MPI_HOME="$MPICH_DIR"', '').replace(
+        '/opt/rocm-5.7.1/rccl', header).replace('/opt/rocm-5.7.1', '/usr')
+    rec = buildcache.Recipe(SOURCES['rccl-tests'], list(here.items()),
+                            {'hipcc': 'test'},
+                            products=['bin/all_reduce_perf'])
+    keep = tmp_path / 'keep-objects.mk'
+    keep.write_text('.SECONDARY:\n')
+    stage = tmp_path / 'stage'
+    stage.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path), MAKEFLAGS='k',
+               MAKEFILES=str(keep), PATH=hipify_path(tmp_path / 'bin'))
+    start = time.monotonic()
+    res = subprocess.run(['bash', '-c', buildcache.build_script(
+        rec, cache, MIRROR, 2)], cwd=stage, env=env, capture_output=True,
+        text=True, timeout=1800)
+    took = time.monotonic() - start
+    log = (stage / 'build-logs' / 'build.log').read_text()
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "ccl-health: build of rccl-tests ae3e635 failed at step " \
+        "'build'" in res.stderr.splitlines()[-1]
+    assert not (stage / 'build-logs' / 'install.log').exists()
+    assert not buildcache.is_built(rec.prefix(cache))
+    # no compile error anywhere; each link failed, on -lrccl only
+    assert not re.search(r'\.(cpp|cc|h):\d+:\d+: error', log), log[-3000:]
+    links = re.findall(r'^/usr/bin/ld: (.*)$', log, re.M)
+    assert links == ['cannot find -lrccl: No such file or directory'] * \
+        len(PROGRAMS), log[-3000:]
+    assert len(re.findall(r'^Linking ', log, re.M)) == len(PROGRAMS)
+    assert f'-I{header}/include ' in log
+    build = stage / SOURCES['rccl-tests'].topdir / 'build'
+    for obj in ['common.o', 'timer.o', 'verifiable/verifiable.o'] + \
+            [f'{p}.o' for p in PROGRAMS]:
+        assert (build / obj).is_file(), obj
+    # the device code (the kernels are in common.cu and verifiable.cu; the
+    # programs' files only call RCCL): for the MI250X only, as
+    # HCC_AMDGPU_TARGET says, in hipcc's offload bundle
+    for obj in ('common.o', 'verifiable/verifiable.o'):
+        data = (build / obj).read_bytes()
+        assert re.findall(rb'hipv4-amdgcn-amd-amdhsa--(gfx\w+)', data) == \
+            [b'gfx90a'], obj
+    for prog, call in PROGRAMS.items():
+        nm = subprocess.run(['nm', '-u', str(build / f'{prog}.o')],
+                            capture_output=True, text=True, timeout=60)
+        assert re.search(rf'\b{call}\b', nm.stdout), (prog, nm.stdout)
+    # the stand-in or not, nothing of CUDA is left in what was compiled
+    for f in (build / 'hipify').iterdir():
+        assert not re.search(r'\bcuda[A-Z]', f.read_text()), f.name
+    print(f'rccl-tests compile: {took:.0f} s')
