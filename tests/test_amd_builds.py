@@ -11,6 +11,7 @@ through the real build script (:func:`ccl_health.buildcache.build_script`),
 under paths with spaces; rccl-tests' sources are compiled with hipcc
 against it (there is no ``librccl`` to link: see that test)."""
 
+import hashlib
 import os
 import re
 import shutil
@@ -344,3 +345,32 @@ def test_rccl_tests_compile_with_the_recipe_command_line(hip_toolchain,
     for f in (build / 'hipify').iterdir():
         assert not re.search(r'\bcuda[A-Z]', f.read_text()), f.name
     print(f'rccl-tests compile: {took:.0f} s')
+
+
+def test_rccl_release_without_the_version_block_fails_in_one_line(tmp_path):
+    """A CMakeLists.txt that makes the header otherwise: the step says so
+    (no toolchain needed: it fails before cmake runs)."""
+    from builders.rccl_header import RcclHeaderBuild
+    src = tmp_path / 'src' / 'rccl-x'
+    (src / 'src').mkdir(parents=True)
+    (src / 'CMakeLists.txt').write_text('project(rccl)\n')
+    (src / 'src' / 'nccl.h.in').write_text('#define NCCL_MAJOR ${NCCL_MAJOR}\n')
+    tar = tmp_path / 'rccl-x.tar.gz'
+    with tarfile.open(tar, 'w:gz') as tf:
+        tf.add(src, arcname='rccl-x')
+    source = buildcache.Source('rccl', 'x', 'https://x', hashlib.sha256(
+        tar.read_bytes()).hexdigest(), 'rccl-x.tar.gz', 'rccl-x')
+    rec = buildcache.Recipe(source, RcclHeaderBuild.steps(None),
+                            products=list(RcclHeaderBuild.products))
+    stage = tmp_path / 'stage'
+    res = run_script(buildcache.build_script(rec, str(tmp_path / 'c'),
+                                             str(tmp_path), 2), stage,
+                     tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.splitlines()[-1] == (
+        "ccl-health: build of rccl x failed at step 'cut-version-block': "
+        'ccl-health: CMakeLists.txt has no block from "# Determine version '
+        'from makefiles/version.mk" to "include/nccl.h)" (configure_file of '
+        'src/nccl.h.in): this RCCL release makes its header otherwise; log: '
+        f'{stage}/build-logs/cut-version-block.log')
+    assert not buildcache.is_built(rec.prefix(str(tmp_path / 'c')))
