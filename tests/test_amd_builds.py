@@ -256,7 +256,7 @@ def hipify_path(bindir):
     return f'{bindir}{os.pathsep}{os.environ.get("PATH", "")}'
 
 
-def tests_steps(extras):
+def recipe_build_steps(extras):
     from builders.nccl_tests import CollectiveTestsBuild
     stub = types.SimpleNamespace(package='rccl-tests', gpu_arch='',
                                  extra=lambda k, d=None: extras.get(k, d))
@@ -286,14 +286,14 @@ def test_rccl_tests_compile_with_the_recipe_command_line(hip_toolchain,
     assert res.returncode == 0, res.stderr[-3000:]
     header = hrec.prefix(cache)
 
-    frontier = tests_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
+    frontier = recipe_build_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
                             'rocm_home': '/opt/rocm-5.7.1',
                             'rccl_home': '/opt/rocm-5.7.1/rccl',
                             'mpi_home': '$MPICH_DIR'})
     assert frontier['build'] == (
         'HCC_AMDGPU_TARGET=gfx90a make -j$JOBS MPI=1 MPI_HOME="$MPICH_DIR" '
         'ROCM_PATH=/opt/rocm-5.7.1 NCCL_HOME=/opt/rocm-5.7.1/rccl')
-    here = tests_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
+    here = recipe_build_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
                         'rocm_home': '/usr', 'rccl_home': header})
     # the same command line: Debian's ROCm prefix, the made header, no MPI
     assert here['build'] == frontier['build'].replace(
@@ -309,8 +309,9 @@ def test_rccl_tests_compile_with_the_recipe_command_line(hip_toolchain,
     env = dict(os.environ, TMPDIR=str(tmp_path), MAKEFLAGS='k',
                MAKEFILES=str(keep), PATH=hipify_path(tmp_path / 'bin'))
     start = time.monotonic()
+    jobs = min(os.cpu_count() or 1, 8)
     res = subprocess.run(['bash', '-c', buildcache.build_script(
-        rec, cache, MIRROR, 2)], cwd=stage, env=env, capture_output=True,
+        rec, cache, MIRROR, jobs)], cwd=stage, env=env, capture_output=True,
         text=True, timeout=1800)
     took = time.monotonic() - start
     log = (stage / 'build-logs' / 'build.log').read_text()
