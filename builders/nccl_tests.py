@@ -9,7 +9,14 @@ never instantiate this build (:mod:`ccl_health.rfm.sweep`).
 Paths: the Makefiles pass ``$(abspath build)`` and ``*_HOME`` unquoted, so
 the build runs in a space-free folder (:mod:`ccl_health.buildcache`) and a
 ``*_HOME`` holding whitespace fails the ``check-paths`` step with one line
-naming it; the install (``cp`` into ``"$PREFIX"``) takes any path."""
+naming it; the install (``cp`` into ``"$PREFIX"``) takes any path.
+
+rccl-tests' Makefile runs ``hipify-perl`` (ROCm's ``bin``, on PATH once the
+``rocm`` module is loaded) on every source, compiles with
+``$(ROCM_PATH)/bin/hipcc`` for the targets in ``HCC_AMDGPU_TARGET`` and
+links ``-lrccl`` from ``NCCL_HOME`` (``$NCCL_HOME/include/rccl/rccl.h`` is
+the header).  The programs' own files hold no kernels: the device code is
+in ``common.cu`` and ``verifiable.cu``; ``hypercube.cu`` is not built."""
 
 from reframe.core.builtins import run_after, variable
 

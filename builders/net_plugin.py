@@ -18,6 +18,10 @@ class NetPluginBuild(SourceBuild):
     package = 'aws-ofi-nccl'
     site_key = 'plugin'
     libfabric = fixture(LibfabricBuild, scope='environment')
+    #: aws-ofi-rccl where no ROCm install provides ``rccl/rccl.h``: a built
+    #: :class:`builders.rccl_header.RcclHeaderBuild` (its prefix is the
+    #: ``--with-rccl``); None: the partition's ROCm provides it
+    rccl_header = None
 
     @run_after('setup')
     def pick_plugin(self):
@@ -34,7 +38,28 @@ class NetPluginBuild(SourceBuild):
             'library', 'libnccl-net-ofi.so'))]
 
     def dependency_keys(self):
-        return {'libfabric': self.libfabric.prefix}
+        deps = {'libfabric': self.libfabric.prefix}
+        if self.rccl_header is not None:
+            deps['rccl'] = self.rccl_header.prefix
+        return deps
+
+    def hip_prefix(self):
+        """aws-ofi-rccl's ``--with-hip``, one shell word: the partition's
+        ``hip_home`` (Debian's HIP: ``/usr``), else ``<rocm_home>/hip``."""
+        rocm = self.extra('rocm_home', '/opt/rocm')
+        return buildcache.shell_value(self.extra('hip_home') or
+                                      f'{rocm}/hip')
+
+    def rccl_prefix(self):
+        """aws-ofi-rccl's ``--with-rccl`` (the folder with
+        ``include/rccl/rccl.h``), one shell word: the partition's
+        ``rocm_home``; where no ROCm provides the header, the prefix of
+        :class:`builders.rccl_header.RcclHeaderBuild` (as
+        ``"$CACHE"/<name>``)."""
+        if self.rccl_header is not None:
+            return buildcache.cache_path(self.rccl_header.prefix,
+                                         self.cache_dir)
+        return buildcache.shell_value(self.extra('rocm_home', '/opt/rocm'))
 
     def steps(self):
         conf = self.site_build()
@@ -48,9 +73,8 @@ class NetPluginBuild(SourceBuild):
             else:
                 opts.append(opt('--with-cuda', self.extra('cuda_home') or ''))
         else:   # aws-ofi-rccl
-            rocm = self.extra('rocm_home', '/opt/rocm')
-            opts += [opt('--with-hip', f'{rocm}/hip'),
-                     opt('--with-rccl', rocm)]
+            opts += ['--with-hip=' + self.hip_prefix(),
+                     '--with-rccl=' + self.rccl_prefix()]
             if self.extra('mpi_home'):
                 opts.append(opt('--with-mpi', self.extra('mpi_home')))
         opts += [buildcache.shell_value(o) for o in conf.get('configure', [])]

@@ -129,7 +129,12 @@ def test_missing_binary_could_not_check(tmp_path):
 
 
 def test_no_driver_could_not_check(tmp_path):
-    rc, line, _ = hook(tmp_path, path_fake=False)
+    # a PATH without nvidia-smi, rocm-smi and rocminfo (a machine with
+    # Debian's HIP packages has /usr/bin/rocminfo: tests/test_amd_builds.py)
+    nodriver = tmp_path / 'no-driver-bin'
+    nodriver.mkdir()
+    rc, line, _ = hook(tmp_path, path_fake=False,
+                       env={'PATH': str(nodriver)})
     assert rc == 2 and 'COULD-NOT-CHECK: no GPU on this machine' in line
 
 

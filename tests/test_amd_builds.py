@@ -1,0 +1,377 @@
+"""The AMD recipes compiled for real, on a machine without ROCm or a GPU.
+
+Debian 12's HIP 5.2.3 (``libamdhip64-dev``, ``hipcc``: clang 15), its
+libfabric 1.17 (``libfabric-dev``) and cmake stand in for a site's ROCm
+and Cray libfabric; they are installed here when missing (root and
+apt-get needed, else the tests skip saying why).  RCCL's header is made
+from RCCL's pinned source and version file by
+:class:`builders.rccl_header.RcclHeaderBuild`'s steps; the aws-ofi-rccl
+recipe of :class:`builders.net_plugin.NetPluginBuild` is built against it
+through the real build script (:func:`ccl_health.buildcache.build_script`),
+under paths with spaces; rccl-tests' sources are compiled with hipcc
+against it (there is no ``librccl`` to link: see that test)."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+import types
+
+import pytest
+
+from ccl_health import buildcache
+from conftest import REPO
+
+pytest.importorskip('reframe')
+
+MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
+SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
+                                               'sources.yaml'))
+need_mirror = pytest.mark.skipif(
+    not all(os.path.exists(os.path.join(MIRROR, SOURCES[p].tarball))
+            for p in ('rccl', 'aws-ofi-rccl', 'rccl-tests')),
+    reason='no ../shared/mirror with RCCL, aws-ofi-rccl and rccl-tests '
+           'beside the checkout')
+
+#: Debian's packages and the files the tests need from them
+PACKAGES = ('libamdhip64-dev', 'hipcc', 'libfabric-dev', 'cmake')
+NEEDED = ('/usr/bin/hipcc', '/usr/include/hip/hip_runtime.h',
+          '/usr/include/rdma/fabric.h', '/usr/bin/cmake')
+#: the architecture of Frontier's and LUMI's MI250X GCDs
+ARCH = 'gfx90a'
+
+
+def _missing():
+    return [p for p in NEEDED if not os.path.exists(p)] + \
+        [t for t in ('nm', 'make', 'gcc') if not shutil.which(t)]
+
+
+@pytest.fixture(scope='session')
+def hip_toolchain():
+    """Install Debian's HIP, hipcc, libfabric and cmake when missing;
+    skip (saying why) where that cannot be done."""
+    missing = _missing()
+    if not missing:
+        return 'already installed'
+    if os.geteuid() != 0 or not shutil.which('apt-get'):
+        pytest.skip(f'{", ".join(missing)} missing, and installing '
+                    f'{" ".join(PACKAGES)} needs root and apt-get')
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    cmd = ['apt-get', 'install', '-y', '-q', '--no-install-recommends'] + \
+        list(PACKAGES)
+    start = time.monotonic()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                       timeout=900)
+    if p.returncode != 0:          # a stale package index: refresh once
+        subprocess.run(['apt-get', 'update', '-q'], env=env,
+                       capture_output=True, timeout=600)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                           timeout=900)
+    if _missing():
+        tail = ' | '.join((p.stderr or p.stdout).strip().splitlines()[-3:])
+        pytest.skip(f'apt-get install {" ".join(PACKAGES)} failed '
+                    f'(rc={p.returncode}, still missing {_missing()}): '
+                    f'{tail}')
+    return f'installed in {time.monotonic() - start:.0f} s'
+
+
+def run_script(script, cwd, tmp_path):
+    cwd.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmp_path / 'tmp'))
+    os.makedirs(env['TMPDIR'], exist_ok=True)
+    return subprocess.run(['bash', '-c', script], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def version_mk():
+    """RCCL's makefiles/version.mk, read from the pinned tarball."""
+    src = SOURCES['rccl']
+    with tarfile.open(os.path.join(MIRROR, src.tarball)) as tf:
+        text = tf.extractfile(f'{src.topdir}/makefiles/version.mk').read()
+    return dict(re.findall(r'^(\w+)\s*:=\s*(\S*)', text.decode(), re.M))
+
+
+@pytest.fixture(scope='module')
+def rccl_header(hip_toolchain, tmp_path_factory):
+    """(cache folder, RcclHeaderBuild's recipe) built through the real
+    build script, the cache and the stage under paths with spaces."""
+    from builders.rccl_header import RcclHeaderBuild
+    tmp = tmp_path_factory.mktemp('rccl header')
+    cache = str(tmp / 'build cache')
+    stub = types.SimpleNamespace()
+    rec = buildcache.Recipe(SOURCES['rccl'], RcclHeaderBuild.steps(stub),
+                            {'cmake': 'test'},
+                            products=list(RcclHeaderBuild.products))
+    res = run_script(buildcache.build_script(rec, cache, MIRROR, 2),
+                     tmp / 'stage dir', tmp)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    return cache, rec, tmp
+
+
+@need_mirror
+def test_rccl_header_made_from_source_and_version_file(rccl_header):
+    cache, rec, tmp = rccl_header
+    prefix = rec.prefix(cache)
+    assert buildcache.is_built(prefix)
+    header = open(os.path.join(prefix, 'include', 'rccl', 'rccl.h')).read()
+    v = version_mk()
+    assert (v['NCCL_MAJOR'], v['NCCL_MINOR'], v['NCCL_PATCH']) == \
+        ('2', '17', '1')
+    assert f'#define NCCL_MAJOR {v["NCCL_MAJOR"]}\n' in header
+    assert f'#define NCCL_MINOR {v["NCCL_MINOR"]}\n' in header
+    assert f'#define NCCL_PATCH {v["NCCL_PATCH"]}\n' in header
+    assert '#define NCCL_SUFFIX ""\n' in header
+    # RCCL's rule: a one-digit patch is written 0N (2.17.1 -> 21701)
+    assert '#define NCCL_VERSION_CODE 21701\n' in header
+    assert '${' not in header
+    assert open(os.path.join(prefix, 'include', 'nccl.h')).read() == header
+    # the rest is src/nccl.h.in as shipped
+    src = SOURCES['rccl']
+    with tarfile.open(os.path.join(MIRROR, src.tarball)) as tf:
+        template = tf.extractfile(f'{src.topdir}/src/nccl.h.in').read() \
+            .decode()
+    kept = [ln for ln in template.splitlines() if '${' not in ln]
+    assert [ln for ln in header.splitlines() if ln in kept] == kept
+    assert 'ncclResult_t  ncclAllReduce(' in header
+    # it compiles as HIP code for the MI250X, with Debian's hipcc
+    prog = tmp / 'use header.cpp'
+    prog.write_text('#include <rccl/rccl.h>\n'
+                    'static_assert(NCCL_VERSION_CODE == NCCL_VERSION(2, 17, '
+                    '1), "version");\n'
+                    'ncclResult_t (*f)(int*) = ncclGetVersion;\n')
+    cc = subprocess.run(['hipcc', f'--offload-arch={ARCH}', '-fsyntax-only',
+                         '-I', os.path.join(prefix, 'include'), str(prog)],
+                        capture_output=True, text=True, timeout=300)
+    assert cc.returncode == 0, cc.stderr[-3000:]
+
+
+def plugin_recipe(cache, header_prefix):
+    """aws-ofi-rccl's recipe as NetPluginBuild makes it for a partition
+    whose HIP is Debian's (``hip_home: /usr``), with Debian's libfabric as
+    the site's (``build.libfabric.prefix: /usr``) and the header built by
+    RcclHeaderBuild; the plugin's own tests are off (they need MPI and a
+    librccl)."""
+    from builders.net_plugin import NetPluginBuild
+    extras = {'gpu_vendor': 'amd', 'gpu_arch': ARCH, 'rocm_home': '/usr',
+              'hip_home': '/usr'}
+    conf = {'package': 'aws-ofi-rccl', 'library': 'librccl-net.so',
+            'configure': ['--disable-tests']}
+    stub = types.SimpleNamespace(
+        package='aws-ofi-rccl', cache_dir=cache,
+        site_build=lambda: conf, extra=lambda k, d=None: extras.get(k, d),
+        libfabric=types.SimpleNamespace(prefix='/usr'),
+        rccl_header=types.SimpleNamespace(prefix=header_prefix))
+    stub.hip_prefix = types.MethodType(NetPluginBuild.hip_prefix, stub)
+    stub.rccl_prefix = types.MethodType(NetPluginBuild.rccl_prefix, stub)
+    products = NetPluginBuild.products.fget(stub)
+    deps = NetPluginBuild.dependency_keys(stub)
+    return buildcache.Recipe(SOURCES['aws-ofi-rccl'],
+                             NetPluginBuild.steps(stub), {'cc': 'gcc'},
+                             deps, products)
+
+
+@need_mirror
+def test_aws_ofi_rccl_plugin_builds_against_the_made_header(rccl_header):
+    cache, header, tmp = rccl_header
+    hprefix = header.prefix(cache)
+    rec = plugin_recipe(cache, hprefix)
+    assert rec.steps[0] == (
+        'configure', './configure --prefix="$PREFIX" --with-libfabric=/usr '
+        '--with-hip=/usr --with-rccl="$CACHE"/'
+        f'{os.path.basename(hprefix)} --disable-tests')
+    assert rec.products == ['lib/librccl-net.so']
+    assert rec.deps == {'libfabric': '/usr', 'rccl': hprefix}
+    stage = tmp / 'plugin stage'
+    start = time.monotonic()
+    res = run_script(buildcache.build_script(rec, cache, MIRROR, 2), stage,
+                     tmp)
+    took = time.monotonic() - start
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    prefix = rec.prefix(cache)
+    assert f'aws-ofi-rccl 17d41cb installed in {prefix}' in res.stdout
+    lib = os.path.join(prefix, 'lib', 'librccl-net.so')
+    assert os.path.isfile(os.path.realpath(lib))
+    nm = subprocess.run(['nm', '-D', '--defined-only', lib],
+                        capture_output=True, text=True, timeout=60)
+    assert nm.returncode == 0, nm.stderr
+    plugin = re.findall(r' [DBR] (ncclNetPlugin_v\d+)$', nm.stdout, re.M)
+    assert plugin == ['ncclNetPlugin_v5'], nm.stdout[-2000:]
+    # built against that header (the configure log names it) and linked to
+    # the libfabric given, nothing of RCCL
+    conf = (stage / 'build-logs' / 'configure.log').read_text()
+    assert 'checking for rdma/fabric.h... yes' in conf
+    assert 'checking for hip/hip_runtime.h... yes' in conf
+    # the made header is the only rccl/rccl.h the compiler can find here
+    assert not [d for d in ('/usr/include', '/usr/local/include',
+                            '/opt/rocm/include')
+                if os.path.exists(os.path.join(d, 'rccl', 'rccl.h'))]
+    ldd = subprocess.run(['ldd', lib], capture_output=True, text=True)
+    assert re.search(r'libfabric\.so\.1 => /\S+', ldd.stdout), ldd.stdout
+    assert 'not found' not in ldd.stdout and 'rccl' not in ldd.stdout
+    print(f'aws-ofi-rccl build: {took:.0f} s')
+
+
+# --- rccl-tests: compiled with hipcc, not linked ---------------------------
+
+#: hipify-perl's renames for the CUDA names rccl-tests' sources use (its
+#: Makefile runs ``hipify-perl -quiet-warnings FILE`` on every source).
+#: hipify-perl ships with ROCm (Frontier's and LUMI's ``rocm`` modules) but
+#: is not packaged in Debian 12: without it on PATH the tests use this
+#: stand-in, which makes these renames and no other change; where a real
+#: hipify-perl is on PATH it is used.
+HIPIFY_SED = [
+    r's/\bcudaDeviceProp\b/hipDeviceProp_t/g',
+    r's/\bcudaHostAlloc\b/hipHostMalloc/g',
+    r's/\bcudaHostAllocMapped\b/hipHostMallocMapped/g',
+    r's/\bcudaHostAllocPortable\b/hipHostMallocPortable/g',
+    r's/\bcudaFreeHost\b/hipHostFree/g',
+    r's/\bcuda\([A-Z]\)/hip\1/g',
+    r's/"cuda_runtime\.h"/<hip\/hip_runtime.h>/',
+    r's/"cuda\.h"/<hip\/hip_runtime.h>/',
+    r's/<cuda_runtime\.h>/<hip\/hip_runtime.h>/',
+    r's/<cuda_fp16\.h>/<hip\/hip_fp16.h>/',
+]
+#: rccl-tests' programs (its src/Makefile's BIN_FILES_LIST, RCCL API call)
+PROGRAMS = {'all_reduce': 'ncclAllReduce', 'all_gather': 'ncclAllGather',
+            'broadcast': 'ncclBroadcast',
+            'reduce_scatter': 'ncclReduceScatter', 'reduce': 'ncclReduce',
+            'alltoall': 'ncclAllToAll', 'scatter': 'ncclSend',
+            'gather': 'ncclRecv', 'sendrecv': 'ncclSend',
+            'alltoallv': 'ncclAllToAllv'}
+
+
+def hipify_path(bindir):
+    """PATH with a hipify-perl: the real one, else the stand-in."""
+    if not shutil.which('hipify-perl'):
+        bindir.mkdir(parents=True, exist_ok=True)
+        script = bindir / 'hipify-perl'
+        script.write_text('#!/bin/bash\n# stand-in for hipify-perl '
+                          '(tests/test_amd_builds.py)\nexec sed' +
+                          ''.join(f" -e '{e}'" for e in HIPIFY_SED) +
+                          ' "${@: -1}"\n')
+        script.chmod(0o755)
+    return f'{bindir}{os.pathsep}{os.environ.get("PATH", "")}'
+
+
+def recipe_build_steps(extras):
+    from builders.nccl_tests import CollectiveTestsBuild
+    stub = types.SimpleNamespace(package='rccl-tests', gpu_arch='',
+                                 extra=lambda k, d=None: extras.get(k, d))
+    return dict(CollectiveTestsBuild.steps(stub))
+
+
+@need_mirror
+def test_rccl_tests_compile_with_the_recipe_command_line(hip_toolchain,
+                                                         tmp_path):
+    """The rccl-tests recipe's own build step (the one the Frontier dry
+    run asserts, with this machine's paths and without MPI), through the
+    real build script: hipify, every object compiled by hipcc for gfx90a
+    against the made header; every link then fails on ``-lrccl`` alone
+    (there is no librccl), so the build fails at that step and nothing is
+    installed.  ``MAKEFLAGS=k`` lets make go on past the first failed
+    link, ``MAKEFILES`` (``.SECONDARY:``) keeps the objects make would
+    delete as intermediates: neither changes the command line."""
+    from builders.rccl_header import RcclHeaderBuild
+    # the header in a space-free cache: Make takes NCCL_HOME unquoted
+    cache = str(tmp_path / 'cache')
+    hrec = buildcache.Recipe(SOURCES['rccl'],
+                             RcclHeaderBuild.steps(types.SimpleNamespace()),
+                             {'cmake': 'test'},
+                             products=list(RcclHeaderBuild.products))
+    res = run_script(buildcache.build_script(hrec, cache, MIRROR, 2),
+                     tmp_path / 'header', tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    header = hrec.prefix(cache)
+
+    frontier = recipe_build_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
+                            'rocm_home': '/opt/rocm-5.7.1',
+                            'rccl_home': '/opt/rocm-5.7.1/rccl',
+                            'mpi_home': '$MPICH_DIR'})
+    assert frontier['build'] == (
+        'HCC_AMDGPU_TARGET=gfx90a make -j$JOBS MPI=1 MPI_HOME="$MPICH_DIR" '
+        'ROCM_PATH=/opt/rocm-5.7.1 NCCL_HOME=/opt/rocm-5.7.1/rccl')
+    here = recipe_build_steps({'gpu_vendor': 'amd', 'gpu_arch': ARCH,
+                        'rocm_home': '/usr', 'rccl_home': header})
+    # the same command line: Debian's ROCm prefix, the made header, no MPI
+    assert here['build'] == frontier['build'].replace(
+        ' MPI=1 MPI_HOME="$MPICH_DIR"', '').replace(
+        '/opt/rocm-5.7.1/rccl', header).replace('/opt/rocm-5.7.1', '/usr')
+    rec = buildcache.Recipe(SOURCES['rccl-tests'], list(here.items()),
+                            {'hipcc': 'test'},
+                            products=['bin/all_reduce_perf'])
+    keep = tmp_path / 'keep-objects.mk'
+    keep.write_text('.SECONDARY:\n')
+    stage = tmp_path / 'stage'
+    stage.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path), MAKEFLAGS='k',
+               MAKEFILES=str(keep), PATH=hipify_path(tmp_path / 'bin'))
+    start = time.monotonic()
+    jobs = min(os.cpu_count() or 1, 8)
+    res = subprocess.run(['bash', '-c', buildcache.build_script(
+        rec, cache, MIRROR, jobs)], cwd=stage, env=env, capture_output=True,
+        text=True, timeout=1800)
+    took = time.monotonic() - start
+    log = (stage / 'build-logs' / 'build.log').read_text()
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "ccl-health: build of rccl-tests ae3e635 failed at step " \
+        "'build'" in res.stderr.splitlines()[-1]
+    assert not (stage / 'build-logs' / 'install.log').exists()
+    assert not buildcache.is_built(rec.prefix(cache))
+    # no compile error anywhere; each link failed, on -lrccl only
+    assert not re.search(r'\.(cpp|cc|h):\d+:\d+: error', log), log[-3000:]
+    links = re.findall(r'^/usr/bin/ld: (.*)$', log, re.M)
+    assert links == ['cannot find -lrccl: No such file or directory'] * \
+        len(PROGRAMS), log[-3000:]
+    assert len(re.findall(r'^Linking ', log, re.M)) == len(PROGRAMS)
+    assert f'-I{header}/include ' in log
+    build = stage / SOURCES['rccl-tests'].topdir / 'build'
+    for obj in ['common.o', 'timer.o', 'verifiable/verifiable.o'] + \
+            [f'{p}.o' for p in PROGRAMS]:
+        assert (build / obj).is_file(), obj
+    # the device code (the kernels are in common.cu and verifiable.cu; the
+    # programs' files only call RCCL): for the MI250X only, as
+    # HCC_AMDGPU_TARGET says, in hipcc's offload bundle
+    for obj in ('common.o', 'verifiable/verifiable.o'):
+        data = (build / obj).read_bytes()
+        assert re.findall(rb'hipv4-amdgcn-amd-amdhsa--(gfx\w+)', data) == \
+            [b'gfx90a'], obj
+    for prog, call in PROGRAMS.items():
+        nm = subprocess.run(['nm', '-u', str(build / f'{prog}.o')],
+                            capture_output=True, text=True, timeout=60)
+        assert re.search(rf'\b{call}\b', nm.stdout), (prog, nm.stdout)
+    # the stand-in or not, nothing of CUDA is left in what was compiled
+    for f in (build / 'hipify').iterdir():
+        assert not re.search(r'\bcuda[A-Z]', f.read_text()), f.name
+    print(f'rccl-tests compile: {took:.0f} s')
+
+
+def test_rccl_release_without_the_version_block_fails_in_one_line(tmp_path):
+    """A CMakeLists.txt that makes the header otherwise: the step says so
+    (no toolchain needed: it fails before cmake runs)."""
+    from builders.rccl_header import RcclHeaderBuild
+    src = tmp_path / 'src' / 'rccl-x'
+    (src / 'src').mkdir(parents=True)
+    (src / 'CMakeLists.txt').write_text('project(rccl)\n')
+    (src / 'src' / 'nccl.h.in').write_text('#define NCCL_MAJOR ${NCCL_MAJOR}\n')
+    tar = tmp_path / 'rccl-x.tar.gz'
+    with tarfile.open(tar, 'w:gz') as tf:
+        tf.add(src, arcname='rccl-x')
+    source = buildcache.Source('rccl', 'x', 'https://x', hashlib.sha256(
+        tar.read_bytes()).hexdigest(), 'rccl-x.tar.gz', 'rccl-x')
+    rec = buildcache.Recipe(source, RcclHeaderBuild.steps(None),
+                            products=list(RcclHeaderBuild.products))
+    stage = tmp_path / 'stage'
+    res = run_script(buildcache.build_script(rec, str(tmp_path / 'c'),
+                                             str(tmp_path), 2), stage,
+                     tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.splitlines()[-1] == (
+        "ccl-health: build of rccl x failed at step 'cut-version-block': "
+        'ccl-health: CMakeLists.txt has no block from "# Determine version '
+        'from makefiles/version.mk" to "include/nccl.h)" (configure_file of '
+        'src/nccl.h.in): this RCCL release makes its header otherwise; log: '
+        f'{stage}/build-logs/cut-version-block.log')
+    assert not buildcache.is_built(rec.prefix(str(tmp_path / 'c')))
