@@ -84,6 +84,15 @@ cp /tmp/b.db $K/
 mkdir -p $K/b-stage; cp /tmp/o-b/stage/*/*/*/AllReduceSweep*/{rfm_job.out,rfm_job.sh,ccl-health-case.json,nccl-debug.*} $K/b-stage/ 2>/dev/null
 save
 
+# --- B2. the same sweep to its end: a complete run, judged -----------------
+export CCL_HEALTH_DB=/tmp/b2.db
+CCL_HEALTH_SITE_DIR=/tmp/site CCL_HEALTH_ASSUME_GPUS=2:sm_90 CCL_HEALTH_RUN_ID=socket-complete \
+  T scripts/run --output /tmp/o-b2 -- -n 'AllReduceSweep%transport=net-socket' \
+  -S min_size=1M -S max_size=64M -S iters=10 > $L/b2-complete.log 2>&1
+echo "scripts/run exit: $?" >> $L/b2-complete.log
+cp /tmp/b2.db $K/; cp /tmp/o-b2/reports/run-*.json $K/b2-run-report.json 2>/dev/null
+save
+
 # --- C. the health hook -----------------------------------------------------
 export CCL_HEALTH_DB=/tmp/c.db
 H=scripts/ccl-health-check
