@@ -186,3 +186,34 @@ def test_device_time_limit_is_a_hang_from_the_reports_numbers():
     tc['time_run'] = 5.0
     [cv] = summary.case_verdicts(report)
     assert cv.verdict != 'hang'
+
+
+TRUST2 = os.path.join(REPO, 'tests', 'fixtures', 'device',
+                      'trust-after-issue12')
+
+
+def test_device_complete_socket_sweep_on_one_gpu_is_judged_in_full():
+    """The device run after the structure change (H100, one GPU, two ranks
+    told they are two hosts): a complete net-socket sweep with every piece
+    of evidence (exit 0, closing lines, proof NET/Socket, the reference for
+    local:gpu net-socket 1x2) is judged size by size: two ranks sharing one
+    GPU fall short of the two-GPU reference, and it says so (no false
+    pass)."""
+    report = summary.load_report(os.path.join(TRUST2, 'b2-run-report.json'))
+    [cv] = summary.case_verdicts(report)
+    assert cv.verdict == 'below-reference' and cv.proven == 'net-socket'
+    assert cv.checked_sizes == 7 and len(cv.shortfalls) == 7
+    assert summary.run_exit_code([cv]) == 1
+    tc = [t for t in report['runs'][-1]['testcases'] if not t['fixture']][0]
+    assert tc['collective'] == 'all_reduce' and tc['algo'] == 'default'
+
+
+def test_device_build_failed_and_aborted_after_issue12():
+    """The same proofs after the structure change: build-failed with the
+    root build's own line, and a SIGTERM midway recorded as aborted."""
+    from ccl_health import store
+    log = open(os.path.join(TRUST2, 'logs', 'a-build-failed.log')).read()
+    assert 'sha256 mismatch' in log and 'scripts/run exit: 1' in log
+    with store.open_store(os.path.join(TRUST2, 'b.db'), readonly=True) as db:
+        [case] = db.cases()
+    assert case['verdict'] == 'aborted'
