@@ -258,8 +258,10 @@ def hipify_path(bindir):
 
 def recipe_build_steps(extras):
     from builders.nccl_tests import CollectiveTestsBuild
+    # the partition's GPUs come from its devices: 8 GCDs of this arch
     stub = types.SimpleNamespace(package='rccl-tests', gpu_arch='',
-                                 extra=lambda k, d=None: extras.get(k, d))
+                                 extra=lambda k, d=None: extras.get(k, d),
+                                 gpu=lambda: (8, extras['gpu_arch'], 'amd'))
     return dict(CollectiveTestsBuild.steps(stub))
 
 
