@@ -18,10 +18,11 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
-from ccl_health import buildcache, site as site_data, sysconfig
+from ccl_health import buildcache, resources, site as site_data, sysconfig
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
+#: the checkout, or the installed copy of its folders
+REPO = resources.root()
+SOURCES = buildcache.load_sources(os.path.join(resources.builders_dir(),
                                                'sources.yaml'))
 
 
@@ -46,8 +47,7 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
     #: Where built packages are cached across runs.
     cache_dir = variable(str, value=buildcache.cache_dir())
     build_jobs = variable(int, value=min(os.cpu_count() or 1, 32))
-    site_dir = variable(str, value=os.environ.get(
-        'CCL_HEALTH_SITE_DIR', os.path.join(REPO, 'site')))
+    site_dir = variable(str, value=resources.site_dir())
 
     valid_systems = ['*']
     valid_prog_environs = ['*']

@@ -14,16 +14,20 @@ import signal
 import subprocess
 import sys
 
-from . import (CclHealthError, aborted, calibrate, node, recorder, store,
-               summary)
+from . import (CclHealthError, aborted, calibrate, node, recorder,
+               resources, store, summary)
 from .buildcache import resolve_mirror
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(REPO, 'config', 'settings.py')
-SWEEP = os.path.join(REPO, 'checks', 'collective_sweep.py')
+#: the checkout, or the installed copy of its folders (:mod:`.resources`)
+REPO = resources.root()
+CONFIG = resources.config_file()
+SWEEP = os.path.join(resources.checks_dir(), 'collective_sweep.py')
 
 
 def _reframe():
+    import importlib.util
+    if importlib.util.find_spec('reframe') is None:
+        raise ModuleNotFoundError('No module named reframe', name='reframe')
     exe = os.path.join(os.path.dirname(sys.executable), 'reframe')
     if os.path.exists(exe):
         return [exe]
@@ -275,6 +279,42 @@ def cmd_db(args):
     return 0
 
 
+def cmd_init_site(args):
+    """Copy ``site/`` and ``reference/`` as shipped into ``args.dir``."""
+    import shlex
+    import shutil
+    dest = os.path.abspath(args.dir)
+    pairs = [(resources.shipped_site_dir(), os.path.join(dest, 'site')),
+             (resources.shipped_reference_dir(),
+              os.path.join(dest, 'reference'))]
+    clash = [os.path.join(d, os.path.relpath(os.path.join(top, f), src))
+             for src, d in pairs for top, _, files in os.walk(src)
+             for f in files
+             if os.path.exists(os.path.join(
+                 d, os.path.relpath(os.path.join(top, f), src)))]
+    if clash and not args.force:
+        raise CclHealthError(
+            f'{dest}: {len(clash)} file(s) there already (e.g. {clash[0]}); '
+            f'nothing copied (--force overwrites them)')
+    n = 0
+    for src, d in pairs:
+        for top, _, files in os.walk(src):
+            rel = os.path.relpath(top, src)
+            os.makedirs(os.path.join(d, rel), exist_ok=True)
+            for f in files:
+                if f.endswith(('.pyc', '.pyo')):
+                    continue
+                shutil.copy2(os.path.join(top, f), os.path.join(d, rel, f))
+                n += 1
+    site, ref = pairs[0][1], pairs[1][1]
+    print(f'ccl-health: copied {n} file(s): the site data to {site}, the '
+          f'references to {ref}.\nEdit them, then point the suite at them '
+          f'(every command, the health hook and ReFrame runs read these):\n'
+          f'  export CCL_HEALTH_SITE_DIR={shlex.quote(site)}\n'
+          f'  export CCL_HEALTH_REFERENCE_DIR={shlex.quote(ref)}')
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog='ccl-health')
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -294,7 +334,7 @@ def main(argv=None):
     p.add_argument('report')
     p.set_defaults(func=cmd_summary)
     p = sub.add_parser('calibrate', help='record a reference from runs')
-    calibrate.add_arguments(p, os.path.join(REPO, 'reference'))
+    calibrate.add_arguments(p, resources.reference_dir())
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser('db', help='the performance database: ingest, '
                        'queries, detection, report')
@@ -330,11 +370,25 @@ def main(argv=None):
     q = dsub.add_parser('report', help='HTML page with plots + summary')
     q.add_argument('--out', default='ccl-health-report')
     p.set_defaults(func=cmd_db)
+    p = sub.add_parser('init-site', help='copy the shipped site data and '
+                       'references into DIR to edit them, and say how to '
+                       'point the suite at it')
+    p.add_argument('dir', help='a new or empty folder (site/ and reference/ '
+                   'go under it)')
+    p.add_argument('--force', action='store_true', help='overwrite files '
+                   'that are there already')
+    p.set_defaults(func=cmd_init_site)
     args = ap.parse_args(argv)
     try:
         return args.func(args)
     except CclHealthError as err:
         print(f'ccl-health: error: {err}', file=sys.stderr)
+        return 2
+    except ImportError as err:      # an extra that is not installed
+        line = resources.missing_extra(err)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -18,16 +18,12 @@ import os
 import sys
 
 from . import TRANSPORTS, CclHealthError
-from . import collectives, nccltests, reference, transport
+from . import collectives, nccltests, reference, resources, transport
 from . import verdict as V
 from .units import format_size
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def default_reference_dir():
-    return os.environ.get('CCL_HEALTH_REFERENCE_DIR') or \
-        os.path.join(_REPO, 'reference')
+    return resources.reference_dir()
 
 
 def classify(text, path):

@@ -69,7 +69,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import resources
+
+#: the checkout, or the installed copy of its folders (:mod:`.resources`)
+REPO = resources.PACKAGE_PARENT
 HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
 PREFIX = {HEALTHY: 'HEALTHY', UNHEALTHY: 'UNHEALTHY',
           COULD_NOT_CHECK: 'COULD-NOT-CHECK'}
@@ -205,11 +208,11 @@ def parse_args(argv, env=None):
     args.system = args.system or env.get('CCL_HEALTH_SYSTEM') or None
     args.partition = args.partition or env.get('CCL_HEALTH_PARTITION') or None
     args.site_dir = args.site_dir or env.get('CCL_HEALTH_SITE_DIR') or \
-        os.path.join(REPO, 'site')
+        resources.shipped_site_dir()
     args.reference_dir = args.reference_dir or env.get(
-        'CCL_HEALTH_REFERENCE_DIR') or os.path.join(REPO, 'reference')
+        'CCL_HEALTH_REFERENCE_DIR') or resources.shipped_reference_dir()
     args.config_dir = args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or \
-        os.path.join(REPO, 'config')
+        resources.path('config')
     args.hostname = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
     if args.json:
         try:                       # fail before measuring, not after

@@ -9,17 +9,19 @@ import os
 import socket
 import subprocess
 
-from . import summary
+from . import resources, summary
 from .reference import busbw_perfvalues
 from .store import CaseRecord, SizeRecord
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @functools.lru_cache(maxsize=None)
 def suite_revision():
+    checkout = resources.git_checkout()
     try:
-        out = subprocess.run(['git', '-C', _REPO, 'rev-parse', '--short=12',
+        if checkout is None:        # installed: its version says it
+            raise OSError
+        out = subprocess.run(['git', '-C', checkout, 'rev-parse', '--short=12',
                               'HEAD'], capture_output=True, text=True,
                              timeout=10)
         if out.returncode == 0:

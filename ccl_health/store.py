@@ -283,9 +283,9 @@ def open_store(url=None, readonly=False):
         try:
             import psycopg
         except ImportError:
-            raise CclHealthError(f'{url}: PostgreSQL needs the psycopg '
-                                 f'package (pip install "psycopg[binary]")') \
-                from None
+            raise CclHealthError(f'{url}: a PostgreSQL database needs the '
+                                 f"'postgres' extra: pip install "
+                                 f'"ccl-health[postgres]"') from None
         try:
             conn = psycopg.connect(url)
             if readonly:

@@ -17,10 +17,12 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
+from ccl_health import resources
 from ccl_health.rfm import binaries
 from ccl_health.sysconfig import partition_gpus
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: what the job's PYTHONPATH needs to import this ccl_health
+REPO = resources.PACKAGE_PARENT
 
 
 @rfm.simple_test

@@ -14,8 +14,10 @@ from reframe.core.builtins import (fixture, parameter, run_after,
                                    run_before, variable)
 from reframe.core.exceptions import ReferenceParseError
 
-from builders.net_plugin import NetPluginBuild
-from ccl_health import CclHealthError, reference
+from ccl_health import resources
+resources.importable()      # the build recipes: the checkout's or shipped
+from builders.net_plugin import NetPluginBuild  # noqa: E402
+from ccl_health import CclHealthError, reference  # noqa: E402
 from ccl_health import transports as registry
 from ccl_health.aborted import CASE_FILE
 from ccl_health import site as site_data
@@ -23,8 +25,9 @@ from ccl_health import sysconfig
 from ccl_health import transport as tproof
 from ccl_health.units import parse_size
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+#: what a job's PYTHONPATH needs to import this ccl_health (the checkout,
+#: or the site-packages it is installed in)
+REPO = resources.PACKAGE_PARENT
 DEBUG_FILES = 'nccl-debug.%h.%p.log'
 #: the launcher's exit status, written by the job script itself (the job's
 #: own exit code is not known under every scheduler)
@@ -39,10 +42,8 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
     #: nodes of the job; 0: the partition's ``sweep_nodes`` extra (1 on
     #: `local`, 2 on the production systems)
     num_nodes = variable(int, value=0)
-    reference_dir = variable(str, value=os.environ.get(
-        'CCL_HEALTH_REFERENCE_DIR', os.path.join(REPO, 'reference')))
-    site_dir = variable(str, value=os.environ.get(
-        'CCL_HEALTH_SITE_DIR', os.path.join(REPO, 'site')))
+    reference_dir = variable(str, value=resources.reference_dir())
+    site_dir = variable(str, value=resources.site_dir())
     #: extra environment for every run, applied last (``-S extra_env=K:V``)
     extra_env = variable(typ.Dict[str, str], value={})
     #: acceptance (post-maintenance) mode: a check with no reference entry

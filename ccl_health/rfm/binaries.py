@@ -16,18 +16,18 @@ import os
 import reframe as rfm
 from reframe.core.builtins import fixture, variable
 
-from builders.nccl_tests import CollectiveTestsBuild
-from ccl_health import CclHealthError, programs
+from ccl_health import resources
+resources.importable()      # the build recipes: the checkout's or shipped
+from builders.nccl_tests import CollectiveTestsBuild  # noqa: E402
+from ccl_health import CclHealthError, programs  # noqa: E402
 from ccl_health import site as site_data
 from ccl_health.sysconfig import partition_gpus
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+REPO = resources.PACKAGE_PARENT
 
 
 def default_site_dir():
-    return os.environ.get('CCL_HEALTH_SITE_DIR',
-                          os.path.join(REPO, 'site'))
+    return resources.site_dir()
 
 
 class SiteBinariesMixin(rfm.RegressionTestPlugin):

@@ -11,8 +11,12 @@
 # Drains the node, with the one-line reason, only when the hook says
 # UNHEALTHY (exit 1 and a line "UNHEALTHY: ..."); "could not check" (exit 2)
 # and anything else (a missing hook: 126 / 127) never drain.
+# Installed with pip (no checkout around this file): the hook is
+# $CCL_HEALTH_CHECK, else ccl-health-check on PATH.
 dir=$(cd "$(dirname "$0")/../.." && pwd)
-out=$("$dir/scripts/ccl-health-check" 2>/dev/null)
+hook="$dir/scripts/ccl-health-check"
+[ -x "$hook" ] || hook=${CCL_HEALTH_CHECK:-ccl-health-check}
+out=$("$hook" 2>/dev/null)
 rc=$?
 if [ $rc -eq 1 ] && [ "${out#UNHEALTHY: }" != "$out" ]; then
     scontrol update nodename="$(hostname -s)" state=drain \
