@@ -14,7 +14,6 @@ verdict; 2 for an unreadable or unrecognisable file.
 import argparse
 import inspect
 import json
-import os
 import sys
 
 from . import TRANSPORTS, CclHealthError

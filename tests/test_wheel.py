@@ -63,7 +63,8 @@ def wheel(tmp_path_factory):
             shutil.copy2(s, src / name)
     out = tmp_path_factory.mktemp('dist')
     # pip's isolated build: setuptools and wheel from its cache or the index
-    p = _sh([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '-w', str(out), str(src)] + _pip_opts())
+    p = _sh([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '-w',
+             str(out), str(src)] + _pip_opts())
     assert p.returncode == 0, p.stdout + p.stderr
     found = glob.glob(str(out / 'ccl_health-*.whl'))
     assert len(found) == 1, found

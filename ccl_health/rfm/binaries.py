@@ -11,8 +11,6 @@ same either way.  The choice is made when the check files load, from the
 site folder of ``CCL_HEALTH_SITE_DIR`` (else ``site/``); ``-S
 tests_prefix=DIR`` runs the binaries in ``DIR`` in either variant."""
 
-import os
-
 import reframe as rfm
 from reframe.core.builtins import fixture, variable
 
