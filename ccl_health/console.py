@@ -56,5 +56,6 @@ def check(argv=None):
 
 
 def explain(argv=None):
-    from .explain import main
-    return main(sys.argv[1:] if argv is None else argv)
+    from . import explain as mod
+    mod.PROG = 'ccl-health-explain'
+    return mod.main(sys.argv[1:] if argv is None else argv)

@@ -286,10 +286,13 @@ def render(doc):
     out.append(f'{doc["verdict"].upper()}: {doc["reason"]}')
     return '\n'.join(out)
 
+#: the command's name in its usage line (the console script sets its own)
+PROG = 'scripts/explain'
+
 
 def build_parser():
     p = argparse.ArgumentParser(
-        prog='scripts/explain',
+        prog=PROG,
         description='Explain an nccl-tests / rccl-tests run made elsewhere: '
                     'its output (text, -J JSON, rccl-tests -Z json) and its '
                     'NCCL debug logs in, sizes, transport, versions and '
