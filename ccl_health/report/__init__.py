@@ -150,7 +150,8 @@ def summary_table(store, now=None):
                      'transport': k['transport'],
                      'nodes x ranks': f'{k["nodes"] or "?"} x '
                                       f'{k["ranks"] or "?"}',
-                     'algo': k['algo'], 'last run': last['time'],
+                     'algo': k['algo'],
+                     'last run': str(last['time'])[:16].replace('T', ' '),
                      'last verdict': last['verdict'],
                      'last vs reference': value,
                      'runs': grp['run_id'].nunique(),
@@ -250,6 +251,14 @@ def failure_counts(cases):
     return rows
 
 
+def _short(text, limit=240):
+    """A change as shown on the page: long values (an environment variable
+    holding JSON) cut, the full text is in ``scripts/report detect``."""
+    text = str(text)
+    return text if len(text) <= limit else \
+        text[:limit] + ' ... (in full: scripts/report detect)'
+
+
 def finding_rows(findings, cases_list):
     """Findings against history, newest first, drops with what changed."""
     rows = []
@@ -257,7 +266,7 @@ def finding_rows(findings, cases_list):
                     reverse=True):
         rows.append({'kind': f.kind, 'time': f.time, 'run': f.run_id,
                      'line': f.line(),
-                     'changed': attribute(cases_list, f)
+                     'changed': [_short(c) for c in attribute(cases_list, f)]
                      if f.kind == 'drop' else []})
     return rows
 

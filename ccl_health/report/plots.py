@@ -44,6 +44,11 @@ def _band_rows(rows):
 
 
 def busbw_vs_size(grp, cases, key):
+    """:func:`busbw_figure` as PNG."""
+    return _png(busbw_figure(grp, cases, key))
+
+
+def busbw_figure(grp, cases, key):
     """The latest run of one series over every size it measured: busbw
     (log-log, the latency region included) with the reference band and
     the median of the earlier passing runs, and the time per call."""
@@ -63,10 +68,19 @@ def busbw_vs_size(grp, cases, key):
     ref, low = _band_rows(last)
     if not ref.empty:
         ax.plot(ref['size'], ref['ref'], color='tab:green', lw=1,
+                marker='_' if len(ref) == 1 else None, ms=30,
                 label='reference')
         if low.notna().any():
-            ax.fill_between(ref['size'], low, ref['ref'], **_BAND,
-                            label='reference band (ref x (1 - tolerance))')
+            if len(ref) == 1:
+                ax.plot(ref['size'], low, color='tab:green', marker='_',
+                        ms=30, ls='none', alpha=0.5,
+                        label='ref x (1 - tolerance)')
+            else:
+                ax.fill_between(ref['size'], low, ref['ref'], **_BAND,
+                                label='reference band (ref x (1 - '
+                                      'tolerance))')
+        else:
+            ax.plot([], [], ' ', label='no tolerance recorded: no band')
     verdict = last['case_verdict'].iloc[0]
     ax.plot(last['size'], last['busbw'], 'o-', color='tab:blue', ms=3,
             label=f'run {last_run} ({last["time"].iloc[0][:16]}, {verdict})')
@@ -75,12 +89,12 @@ def busbw_vs_size(grp, cases, key):
         ax.plot(bad['size'], bad['busbw'], 'x', color='tab:red', ms=9,
                 mew=2, label='below reference')
     _size_axis(ax)
-    pos = last['busbw'] > 0
-    if pos.any():
-        ax.set_yscale('log')
+    pos = last.loc[last['busbw'] > 0, 'busbw']
+    if len(pos) and pos.max() > 20 * pos.min():
+        ax.set_yscale('log')     # the latency region's small values too
     ax.set_ylabel('busbw (GB/s)')
     ax.set_title('bus bandwidth', fontsize=10)
-    ax.legend(fontsize=7, loc='lower right')
+    ax.legend(fontsize=7, loc='best')
     tcol = 'time_oop_us' if last['time_oop_us'].notna().any() else \
         'time_ip_us'
     t = last[last[tcol].notna() & (last[tcol] > 0)]
@@ -89,17 +103,23 @@ def busbw_vs_size(grp, cases, key):
                 label=f'run {last_run}')
         at.set_yscale('log')
         at.legend(fontsize=7, loc='upper left')
+        _size_axis(at)
+        at.set_ylabel('time per call (µs)')
+        at.set_title('latency (time per call)', fontsize=10)
     else:
+        at.axis('off')
         at.text(0.5, 0.5, 'no time per call recorded', ha='center',
                 va='center', transform=at.transAxes, color='0.4')
-    _size_axis(at)
-    at.set_ylabel('time per call (µs)')
-    at.set_title('latency (time per call)', fontsize=10)
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def trend(grp, cases, key, size, findings):
+    """:func:`trend_figure` as PNG."""
+    return _png(trend_figure(grp, cases, key, size, findings))
+
+
+def trend_figure(grp, cases, key, size, findings):
     """busbw at one size over the runs of one series, dated; the reference
     band; drops labelled with their run; broken runs of the series (no
     value: hang, crash, build failure, ...) marked on the time axis."""
@@ -110,13 +130,16 @@ def trend(grp, cases, key, size, findings):
     k = dict(zip(SERIES, key))
     sub = grp[grp['size'] == size].sort_values('when')
     fig, ax = plt.subplots(figsize=(11, 3.0))
-    ref, low = _band_rows(sub)
-    if not ref.empty:
-        ax.plot(ref['when'], ref['ref'], color='tab:green', lw=1,
+    refs = sub['ref'].ffill()
+    if refs.notna().any():
+        low = refs * (1 - sub['tolerance'].ffill())
+        ax.plot(sub['when'], refs, color='tab:green', lw=1,
                 drawstyle='steps-post', label='reference')
         if low.notna().any():
-            ax.fill_between(ref['when'], low, ref['ref'], step='post',
-                            **_BAND, label='reference band')
+            ax.fill_between(sub['when'], low, refs, step='post', **_BAND,
+                            label='reference band\n(ref x (1 - tolerance))')
+        else:
+            ax.plot([], [], ' ', label='no tolerance recorded: no band')
     ax.plot(sub['when'], sub['busbw'], 'o-', ms=3, color='tab:blue',
             label='busbw')
     keyf = (k['system'], k['partition'], k['transport'], k['collective'])
@@ -133,7 +156,8 @@ def trend(grp, cases, key, size, findings):
                 label='drop against history')
         for w, v, run in zip(d['when'], d['busbw'], d['run_id']):
             ax.annotate(run, (w, v), textcoords='offset points',
-                        xytext=(4, -12), fontsize=7, color='tab:red')
+                        xytext=(6, 6), fontsize=7, color='tab:red',
+                        rotation=15)
     from . import BROKEN
     mine = cases
     for col in SERIES:
@@ -154,6 +178,6 @@ def trend(grp, cases, key, size, findings):
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz='UTC'))
     ax.set_title(f'busbw at {format_size(size)} over time', fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc='lower left')
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    return _png(fig)
+    return fig
