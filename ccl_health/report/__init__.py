@@ -217,12 +217,14 @@ class Section:
     figures: List[Figure]
 
 
-def failure_rows(cases):
-    """Every case that is not good (failures and unjudged), grouped by kind
-    then collective, newest first within a group."""
+def failure_rows(cases, verdicts=None):
+    """Every case that is not good (failures and unjudged; or whose verdict
+    is in ``verdicts``), grouped by kind then collective, newest first
+    within a group."""
     if cases.empty:
         return []
-    bad = cases[~cases['verdict'].isin(GOOD)].copy()
+    bad = cases[cases['verdict'].isin(verdicts) if verdicts else
+                ~cases['verdict'].isin(GOOD)].copy()
     bad['_k'] = bad['kind'].map(KINDS.index)
     bad = bad.sort_values(['_k', 'collective', 'transport', 'when'],
                           ascending=[True, True, True, False])
@@ -260,14 +262,36 @@ def _short(text, limit=240):
 
 
 def finding_rows(findings, cases_list):
-    """Findings against history, newest first, drops with what changed."""
+    """Findings against history, newest first, one row per kind, run and
+    configuration (a drop usually hits many sizes at once: one row saying
+    which sizes and how far, every size's line beneath it), drops with what
+    changed since the last passing run."""
+    groups = {}
+    for f in findings:
+        groups.setdefault((f.kind, f.run_id, f.key), []).append(f)
     rows = []
-    for f in sorted(findings, key=lambda f: (f.time, f.run_id),
-                    reverse=True):
-        rows.append({'kind': f.kind, 'time': f.time, 'run': f.run_id,
-                     'line': f.line(),
-                     'changed': [_short(c) for c in attribute(cases_list, f)]
-                     if f.kind == 'drop' else []})
+    for (kind, run, key), fs in groups.items():
+        fs.sort(key=lambda f: f.size)
+        where = '/'.join(str(k) for k in key[:3]) + \
+            f' {key[3]} {key[4]}n/{key[5]}r'
+        sizes = (format_size(fs[0].size) if len(fs) == 1 else
+                 f'{len(fs)} sizes {format_size(fs[0].size)}..'
+                 f'{format_size(fs[-1].size)}')
+        if kind == 'drop':
+            worst = max(fs, key=lambda f: 1 - f.value / f.baseline.median)
+            pct = 100 * (1 - worst.value / worst.baseline.median)
+            head = (f'DROP {where} at {sizes}: worst -{pct:.0f}% at '
+                    f'{format_size(worst.size)} ({worst.value:.2f} vs '
+                    f'baseline {worst.baseline.median:.2f} GB/s)')
+        else:
+            head = f'{kind.upper()} {where} at {sizes}'
+        rows.append({'kind': kind, 'time': max(f.time for f in fs),
+                     'run': run, 'head': head,
+                     'lines': [f.line() for f in fs],
+                     'changed': [_short(c) for c in
+                                 attribute(cases_list, fs[0])]
+                     if kind == 'drop' else []})
+    rows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
     return rows
 
 
@@ -335,7 +359,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         summary=table.to_dict('records') if not table.empty else [],
         summary_columns=list(table.columns),
         failure_counts=failure_counts(cases), failures=fails,
-        findings=frows, sections=sections,
+        skipped=failure_rows(cases, ('skipped',)),
+        findings=frows, n_findings=len(findings), sections=sections,
         runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
@@ -351,6 +376,7 @@ def render_page(**context):
         loader=jinja2.PackageLoader('ccl_health.report', '.'),
         autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)
+    env.filters['when'] = lambda t: str(t).replace('T', ' ')
     return env.get_template('page.html.j2').render(**context)
 
 

@@ -63,6 +63,7 @@ def busbw_figure(grp, cases, key):
     if n_hist:
         med = earlier.groupby('size')['busbw'].median()
         ax.plot(med.index, med.values, color='0.5', ls='--', lw=1,
+                marker='.' if len(med) < 3 else None,
                 label=f'median of {n_hist} earlier passing run'
                       f'{"s" if n_hist > 1 else ""}')
     ref, low = _band_rows(last)
@@ -81,6 +82,8 @@ def busbw_figure(grp, cases, key):
                                       'tolerance))')
         else:
             ax.plot([], [], ' ', label='no tolerance recorded: no band')
+    if ref.empty:
+        ax.plot([], [], ' ', label='no reference recorded')
     verdict = last['case_verdict'].iloc[0]
     ax.plot(last['size'], last['busbw'], 'o-', color='tab:blue', ms=3,
             label=f'run {last_run} ({last["time"].iloc[0][:16]}, {verdict})')
