@@ -391,7 +391,7 @@ def terminal_summary(table, fails, findings):
             'nodes x ranks', 'last verdict', 'last vs reference', 'runs',
             'failures', 'days since failure']
     text = tabulate(table[cols].values.tolist(), headers=cols,
-                    tablefmt='simple', disable_numparse=True)
+                    tablefmt='simple')
     if fails:
         text += (f'\n\n{len(fails)} failing or unjudged case(s) '
                  f'(all listed on the page, section Failures)')
