@@ -273,7 +273,7 @@ def cmd_db(args):
                       f'({len({c["run_id"] for c in cases})} run(s) recorded)')
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':
-            page, text = report.build(db, args.out)
+            page, text = report.build(db, args.out, sizes=args.sizes)
             print(text)
             print(f'report: {page}')
     return 0
@@ -316,6 +316,7 @@ def cmd_init_site(args):
 
 
 def main(argv=None):
+    from .report import DEFAULT_TREND_SIZES
     ap = argparse.ArgumentParser(prog='ccl-health')
     sub = ap.add_subparsers(dest='cmd', required=True)
     p = sub.add_parser('run', help='build and sweep every transport here')
@@ -368,7 +369,13 @@ def main(argv=None):
                         'collapses against history, with what changed')
     q.add_argument('--run', help='judge only this run (default: all)')
     q = dsub.add_parser('report', help='HTML page with plots + summary')
-    q.add_argument('--out', default='ccl-health-report')
+    q.add_argument('--out', default='ccl-health-report',
+                   help='folder for index.html and the PNGs (default: '
+                   '%(default)s)')
+    q.add_argument('--sizes', help='message sizes that get a trend plot, '
+                   'comma separated (e.g. 8,1M,1G; min and max name the '
+                   'smallest and largest measured); default: the nearest '
+                   'measured to ' + ','.join(DEFAULT_TREND_SIZES))
     p.set_defaults(func=cmd_db)
     p = sub.add_parser('init-site', help='copy the shipped site data and '
                        'references into DIR to edit them, and say how to '

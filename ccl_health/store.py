@@ -196,9 +196,21 @@ class Store:
             rows = self.query("SELECT value FROM meta WHERE key = "
                               "'schema_version'")
         except Exception as err:          # sqlite3 / psycopg errors
+            hint = ''
+            if self.kind == 'sqlite':
+                try:
+                    tables = {r[0] for r in self.conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = "
+                        "'table'")}
+                except Exception:
+                    tables = set()
+                if {'sessions', 'testcases'} <= tables:
+                    hint = ("; it is ReFrame's results storage (reframe "
+                            "--list-stored-sessions reads it): the "
+                            "performance database is ccl-health.db beside it")
             self.close()
             raise CclHealthError(f'{self.where}: not a ccl-health performance '
-                                 f'database ({err})') from None
+                                 f'database ({err}){hint}') from None
         have = int(rows[0]['value']) if rows else 0
         if have != SCHEMA_VERSION:
             self.close()

@@ -183,8 +183,9 @@ def test_report_page(db, tmp_path):
     page, text = report.build(db, str(tmp_path / 'rep'))
     html = open(page).read()
     assert html.count('<img') >= 3 and 'data:image/png;base64,' in html
-    assert 'busbw_local_gpu_intra.png' in os.listdir(tmp_path / 'rep')
-    assert 'trend_local_gpu_intra_1GiB.png' in os.listdir(tmp_path / 'rep')
+    files = os.listdir(tmp_path / 'rep')
+    assert 'busbw_local_gpu_sweep_all_reduce_intra_1n_x_2r.png' in files
+    assert 'trend_local_gpu_sweep_all_reduce_intra_1n_x_2r_1GiB.png' in files
     assert 'DROP local/gpu/intra' in text
     table = report.summary_table(db, now=T0 + datetime.timedelta(days=21))
     plug = table[table['transport'] == 'net-plugin'].iloc[0]

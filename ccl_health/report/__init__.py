@@ -1,0 +1,406 @@
+"""The report people look at, from the performance database: one
+self-contained HTML page (``index.html``, PNGs inline and beside it) and a
+short terminal summary.
+
+Everything is grouped by what was measured, never mixed: a *series* is one
+(system, partition, kind, collective, transport, nodes, ranks, algo), where
+the kind is a ``sweep`` (nccl-tests / rccl-tests), a ``health probe`` (the
+node health hook) or a ``framework`` benchmark (torch_*).  Per series: busbw
+and time per message size over every size measured (log axes: the latency
+region too), with the reference band (reference down to reference x
+(1 - tolerance)); and busbw over time at the chosen sizes, with dates, the
+band, and each drop labelled with its run.  The page also lists every
+failure (reasons, fallbacks, hangs, build failures, aborted, unjudged) and
+every drop against history with what changed (:func:`history.attribute`).
+
+The page is a jinja2 template (``page.html.j2``, autoescaped); terminal
+tables are tabulate."""
+
+import base64
+import dataclasses
+import datetime
+import os
+import re
+from typing import List, Optional
+
+from .. import CclHealthError, transports
+from ..history import HEALTHY, attribute, detect
+from ..units import format_size, parse_size
+from ..verdict import FAILING, UNJUDGED, Verdict
+
+#: verdicts marked on the trend plots: every failure or unjudged case that is
+#: not a measured value (those are plotted as values)
+BROKEN = tuple(v for v in FAILING + UNJUDGED if v not in HEALTHY + ('drop',))
+#: the verdicts that are not failures (summary table)
+GOOD = tuple(v.value for v in Verdict if v.good)
+
+#: the kinds of case, in page order
+KINDS = ('sweep', 'health probe', 'framework', 'other')
+#: the key of a series (plots, summary rows)
+SERIES = ('system', 'partition', 'kind', 'collective', 'transport', 'nodes',
+          'ranks', 'algo')
+#: trend sizes when none are asked for: the smallest measured (latency),
+#: those nearest 1 MiB, 64 MiB and 1 GiB, and the largest
+DEFAULT_TREND_SIZES = ('min', '1MiB', '64MiB', '1GiB', 'max')
+#: findings against history shown in the terminal summary (the page has all)
+TERMINAL_FINDINGS = 20
+
+_NUMERIC = ('size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop',
+            'algbw_ip', 'time_oop_us', 'time_ip_us', 'ref', 'tolerance',
+            'nodes', 'ranks')
+
+
+def kind_of(case):
+    """``sweep``, ``health probe``, ``framework`` or ``other`` for a case row
+    (its ``source`` column, its name and collective)."""
+    name = case.get('case_name') or ''
+    coll = case.get('collective') or ''
+    if case.get('source') == 'health' or name.startswith(
+            ('node-health', 'NodeHealth')):
+        return 'health probe'
+    if coll.startswith('torch_') or name.startswith('Torch'):
+        return 'framework'
+    if name.startswith(('AllReduce', 'Collective')) or (
+            coll and not coll.endswith('first_call')):
+        return 'sweep'
+    return 'other'
+
+
+def _cases_frame(store):
+    import pandas as pd
+    cases = pd.DataFrame(store.cases())
+    if cases.empty:
+        return cases
+    cases['kind'] = [kind_of(c) for c in cases.to_dict('records')]
+    cases['when'] = pd.to_datetime(cases['time'], utc=True, format='ISO8601')
+    for c in ('collective', 'transport', 'system', 'partition', 'algo'):
+        cases[c] = cases[c].fillna('')
+    for c in ('nodes', 'ranks'):
+        cases[c] = pd.to_numeric(cases[c], errors='coerce').fillna(0) \
+            .astype(int)
+    return cases
+
+
+def _frame(store, cases=None):
+    """One row per case and size, numbers as floats (NULL: NaN), with the
+    case's kind and time."""
+    import pandas as pd
+    df = pd.DataFrame(store.records())
+    if df.empty:
+        return df
+    for c in _NUMERIC:
+        df[c] = pd.to_numeric(df[c], errors='coerce')
+    for c in ('collective', 'transport', 'system', 'partition', 'algo'):
+        df[c] = df[c].fillna('')
+    for c in ('nodes', 'ranks'):
+        df[c] = df[c].fillna(0).astype(int)
+    cases = _cases_frame(store) if cases is None else cases
+    kinds = {(r['run_id'], r['case_name']): r['kind']
+             for r in cases[['run_id', 'case_name', 'kind']]
+             .to_dict('records')}
+    df['kind'] = [kinds.get((r, n), 'other')
+                  for r, n in zip(df['run_id'], df['case_name'])]
+    df['when'] = pd.to_datetime(df['time'], utc=True, format='ISO8601')
+    return df
+
+
+def series_name(key):
+    """``local:gpu sweep all_reduce intra 1n x 2r`` (+ algo when not the
+    default)."""
+    k = dict(zip(SERIES, key))
+    algo = '' if k['algo'] in ('', 'default') else f' algo={k["algo"]}'
+    return (f'{k["system"]}:{k["partition"]} {k["kind"]} '
+            f'{k["collective"] or "-"} {k["transport"] or "-"} '
+            f'{k["nodes"] or "?"}n x {k["ranks"] or "?"}r{algo}')
+
+
+def _slug(text):
+    return re.sub(r'[^A-Za-z0-9._-]+', '_', text).strip('_')
+
+
+def summary_table(store, now=None):
+    """One row per series (system, partition, kind, collective, transport,
+    nodes, ranks, algo): last verdict, last value vs reference at the
+    largest referenced size, runs, failures, days since the last failure."""
+    import pandas as pd
+    cases = _cases_frame(store)
+    if cases.empty:
+        return cases
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    recs = _frame(store, cases)
+    rows = []
+    for key, grp in cases.groupby(list(SERIES), sort=True):
+        k = dict(zip(SERIES, key))
+        grp = grp.sort_values('when')
+        last = grp.iloc[-1]
+        fails = grp[~grp['verdict'].isin(GOOD)]
+        days = ((now - fails['when'].max()).days if not fails.empty
+                else None)
+        value = ''
+        if not recs.empty:
+            lastrec = recs[(recs['run_id'] == last['run_id']) &
+                           (recs['case_name'] == last['case_name']) &
+                           recs['ref'].notna() & recs['busbw'].notna()]
+            if not lastrec.empty:
+                big = lastrec.sort_values('size').iloc[-1]
+                value = (f'{big["busbw"]:.2f} / {big["ref"]:.2f} GB/s at '
+                         f'{format_size(int(big["size"]))}')
+        rows.append({'system': k['system'], 'partition': k['partition'],
+                     'kind': k['kind'], 'collective': k['collective'],
+                     'transport': k['transport'],
+                     'nodes x ranks': f'{k["nodes"] or "?"} x '
+                                      f'{k["ranks"] or "?"}',
+                     'algo': k['algo'],
+                     'last run': str(last['time'])[:16].replace('T', ' '),
+                     'last verdict': last['verdict'],
+                     'last vs reference': value,
+                     'runs': grp['run_id'].nunique(),
+                     'failures': len(fails),
+                     'days since failure': ('never failed' if days is None
+                                            else days)})
+    rows.sort(key=lambda r: (r['system'], r['partition'],
+                             KINDS.index(r['kind']), r['collective'],
+                             transports.order(r['transport'])))
+    return pd.DataFrame(rows)
+
+
+def resolve_sizes(wanted, recorded):
+    """The trend sizes of one series: ``wanted`` are names (``min``,
+    ``max``) or sizes; with ``exact`` False (the defaults) each is the
+    nearest recorded size, else only sizes recorded exactly."""
+    sizes = sorted(set(int(s) for s in recorded))
+    if not sizes:
+        return []
+    out = set()
+    for w in wanted:
+        if w == 'min':
+            out.add(sizes[0])
+        elif w == 'max':
+            out.add(sizes[-1])
+        else:
+            out.add(min(sizes, key=lambda s: abs(s - w)))
+    return sorted(out)
+
+
+def key_sizes(sizes):
+    """The default trend sizes among ``sizes``."""
+    return resolve_sizes(parse_trend_sizes(None), sizes)
+
+
+def parse_trend_sizes(text):
+    """``--sizes`` (comma separated: sizes, ``min``, ``max``; default
+    :data:`DEFAULT_TREND_SIZES`) as a list of ``'min'``/``'max'``/bytes."""
+    items = DEFAULT_TREND_SIZES if not text else [
+        t.strip() for t in text.split(',') if t.strip()]
+    return [t.lower() if str(t).lower() in ('min', 'max') else parse_size(t)
+            for t in items]
+
+
+@dataclasses.dataclass
+class Figure:
+    name: str             # file name of the PNG
+    caption: str
+    png: bytes
+
+    @property
+    def b64(self):
+        return base64.b64encode(self.png).decode()
+
+
+@dataclasses.dataclass
+class Section:
+    """The plots of one series."""
+    key: tuple
+    title: str
+    anchor: str
+    note: str
+    figures: List[Figure]
+
+
+def failure_rows(cases, verdicts=None):
+    """Every case that is not good (failures and unjudged; or whose verdict
+    is in ``verdicts``), grouped by kind then collective, newest first
+    within a group."""
+    if cases.empty:
+        return []
+    bad = cases[cases['verdict'].isin(verdicts) if verdicts else
+                ~cases['verdict'].isin(GOOD)].copy()
+    bad['_k'] = bad['kind'].map(KINDS.index)
+    bad = bad.sort_values(['_k', 'collective', 'transport', 'when'],
+                          ascending=[True, True, True, False])
+    return [{'kind': r['kind'], 'collective': r['collective'] or '-',
+             'transport': r['transport'] or '-', 'time': r['time'],
+             'run': r['run_id'], 'where': f'{r["system"]}:{r["partition"]}',
+             'case': r['case_name'], 'verdict': r['verdict'],
+             'reason': r['reason'] or '(no reason recorded)'}
+            for r in bad.to_dict('records')]
+
+
+def failure_counts(cases):
+    """Per kind and collective: how many cases per verdict (failing and
+    unjudged only), for the failures section's overview."""
+    rows = []
+    if cases.empty:
+        return rows
+    bad = cases[~cases['verdict'].isin(GOOD)]
+    for (kind, coll), grp in bad.groupby(['kind', 'collective'], sort=False):
+        counts = grp['verdict'].value_counts()
+        rows.append({'kind': kind, 'collective': coll or '-',
+                     'cases': len(grp),
+                     'verdicts': ', '.join(f'{n} {v}' for v, n in
+                                           counts.items())})
+    rows.sort(key=lambda r: (KINDS.index(r['kind']), r['collective']))
+    return rows
+
+
+def _short(text, limit=240):
+    """A change as shown on the page: long values (an environment variable
+    holding JSON) cut, the full text is in ``scripts/report detect``."""
+    text = str(text)
+    return text if len(text) <= limit else \
+        text[:limit] + ' ... (in full: scripts/report detect)'
+
+
+def finding_rows(findings, cases_list):
+    """Findings against history, newest first, one row per kind, run and
+    configuration (a drop usually hits many sizes at once: one row saying
+    which sizes and how far, every size's line beneath it), drops with what
+    changed since the last passing run."""
+    groups = {}
+    for f in findings:
+        groups.setdefault((f.kind, f.run_id, f.key), []).append(f)
+    rows = []
+    for (kind, run, key), fs in groups.items():
+        fs.sort(key=lambda f: f.size)
+        where = '/'.join(str(k) for k in key[:3]) + \
+            f' {key[3]} {key[4]}n/{key[5]}r'
+        sizes = (format_size(fs[0].size) if len(fs) == 1 else
+                 f'{len(fs)} sizes {format_size(fs[0].size)}..'
+                 f'{format_size(fs[-1].size)}')
+        if kind == 'drop':
+            worst = max(fs, key=lambda f: 1 - f.value / f.baseline.median)
+            pct = 100 * (1 - worst.value / worst.baseline.median)
+            head = (f'DROP {where} at {sizes}: worst -{pct:.0f}% at '
+                    f'{format_size(worst.size)} ({worst.value:.2f} vs '
+                    f'baseline {worst.baseline.median:.2f} GB/s)')
+        else:
+            head = f'{kind.upper()} {where} at {sizes}'
+        rows.append({'kind': kind, 'time': max(f.time for f in fs),
+                     'run': run, 'head': head,
+                     'lines': [f.line() for f in fs],
+                     'changed': [_short(c) for c in
+                                 attribute(cases_list, fs[0])]
+                     if kind == 'drop' else []})
+    rows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
+    return rows
+
+
+def build(store, outdir, title='ccl-health report', sizes=None, now=None):
+    """Write ``outdir/index.html`` (PNG images inline) and the PNG files;
+    return (path of the page, terminal summary text).  ``sizes``: the trend
+    sizes (``--sizes`` text, e.g. ``8,1M,1G`` or ``min,max``; default
+    :data:`DEFAULT_TREND_SIZES`)."""
+    from . import plots
+    wanted = parse_trend_sizes(sizes)
+    os.makedirs(outdir, exist_ok=True)
+    cases = _cases_frame(store)
+    df = _frame(store, cases)
+    if sizes and not df.empty:
+        measured = set(int(s) for s in df['size'].dropna())
+        missing = [w for w in wanted if w not in ('min', 'max')
+                   and w not in measured]
+        if missing:
+            raise CclHealthError(
+                f'trend size(s) {", ".join(map(format_size, missing))} never '
+                f'recorded (recorded: '
+                f'{", ".join(map(format_size, sorted(measured))) or "none"})')
+    table = summary_table(store, now=now)
+    records = store.records()
+    findings = detect(records)
+    cases_list = store.cases()
+    sections = []
+    if not df.empty:
+        measured = df[df['busbw'].notna()]
+        for key, grp in measured.groupby(list(SERIES), sort=False):
+            title_ = series_name(key)
+            slug = _slug(title_)
+            figs = [Figure(f'busbw_{slug}.png',
+                           'busbw and time per message size',
+                           plots.busbw_vs_size(grp, cases, key))]
+            runs = grp['run_id'].nunique()
+            ask = wanted if not sizes else [
+                w for w in wanted if w in ('min', 'max') or
+                w in set(grp['size'].astype(int))]
+            chosen = resolve_sizes(ask, grp['size'])
+            if runs >= 2:
+                for size in chosen:
+                    figs.append(Figure(
+                        f'trend_{slug}_{format_size(size)}.png',
+                        f'busbw at {format_size(size)} over time',
+                        plots.trend(grp, cases, key, size, findings)))
+            note = (f'{runs} run(s) measured this series' +
+                    ('' if runs >= 2 else '; one run: no trend yet'))
+            sections.append(Section(key, title_, slug, note, figs))
+        order = {k: i for i, k in enumerate(KINDS)}
+        sections.sort(key=lambda s: (s.key[0], s.key[1], order[s.key[2]],
+                                     s.key[3], transports.order(s.key[4]),
+                                     s.key[5:]))
+    for sec in sections:
+        for fig in sec.figures:
+            with open(os.path.join(outdir, fig.name), 'wb') as fp:
+                fp.write(fig.png)
+    fails = failure_rows(cases)
+    frows = finding_rows(findings, cases_list)
+    page = os.path.join(outdir, 'index.html')
+    html = render_page(
+        title=title, where=str(store.where),
+        generated=(now or datetime.datetime.now(datetime.timezone.utc))
+        .isoformat(timespec='seconds'),
+        summary=table.to_dict('records') if not table.empty else [],
+        summary_columns=list(table.columns),
+        failure_counts=failure_counts(cases), failures=fails,
+        skipped=failure_rows(cases, ('skipped',)),
+        findings=frows, n_findings=len(findings), sections=sections,
+        runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
+        trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
+                              for w in wanted))
+    with open(page, 'w', encoding='utf-8') as fp:
+        fp.write(html)
+    return page, terminal_summary(table, fails, findings)
+
+
+def render_page(**context):
+    """The page from ``page.html.j2`` (jinja2, autoescaped)."""
+    import jinja2
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader('ccl_health.report', '.'),
+        autoescape=True, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True)
+    env.filters['when'] = lambda t: str(t).replace('T', ' ')
+    return env.get_template('page.html.j2').render(**context)
+
+
+def terminal_summary(table, fails, findings):
+    """The text printed by ``scripts/report``: the summary table, the
+    failures counted, the newest findings (saying how many are left
+    out)."""
+    from tabulate import tabulate
+    if table.empty:
+        return 'no results yet'
+    cols = ['system', 'partition', 'kind', 'collective', 'transport',
+            'nodes x ranks', 'last verdict', 'last vs reference', 'runs',
+            'failures', 'days since failure']
+    text = tabulate(table[cols].values.tolist(), headers=cols,
+                    tablefmt='simple')
+    if fails:
+        text += (f'\n\n{len(fails)} failing or unjudged case(s) '
+                 f'(all listed on the page, section Failures)')
+    if findings:
+        ordered = sorted(findings, key=lambda f: (f.time, f.run_id))
+        shown = ordered[-TERMINAL_FINDINGS:]
+        more = len(findings) - len(shown)
+        text += (f'\n\nfindings against history: the newest {len(shown)} of '
+                 f'{len(findings)}' + (f' ({more} older on the page)'
+                                       if more else '') + '\n')
+        text += '\n'.join(f.line() for f in shown)
+    return text

@@ -1,0 +1,186 @@
+"""The report's pictures (matplotlib, Agg), one series at a time: a series
+is one (system, partition, kind, collective, transport, nodes, ranks, algo)
+so that nothing measured differently is mixed into a line or a median."""
+
+import io
+
+from ..units import format_size
+
+_BAND = dict(color='tab:green', alpha=0.18)
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _png(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=90, bbox_inches='tight')
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def _size_axis(ax):
+    import matplotlib.ticker as mt
+    ax.set_xscale('log', base=2)
+    ax.xaxis.set_major_locator(mt.LogLocator(base=4))
+    ax.xaxis.set_minor_locator(mt.NullLocator())
+    ax.xaxis.set_major_formatter(mt.FuncFormatter(
+        lambda x, _: format_size(int(round(x))) if x >= 1 else ''))
+    for lab in ax.get_xticklabels():
+        lab.set_rotation(45)
+    ax.set_xlabel('message size')
+    ax.grid(True, which='major', alpha=0.3)
+
+
+def _band_rows(rows):
+    """Rows with a reference; the band's low edge where a tolerance is
+    recorded (NaN where not)."""
+    ref = rows[rows['ref'].notna()]
+    return ref, ref['ref'] * (1 - ref['tolerance'])
+
+
+def busbw_vs_size(grp, cases, key):
+    """:func:`busbw_figure` as PNG."""
+    return _png(busbw_figure(grp, cases, key))
+
+
+def busbw_figure(grp, cases, key):
+    """The latest run of one series over every size it measured: busbw
+    (log-log, the latency region included) with the reference band and
+    the median of the earlier passing runs, and the time per call."""
+    plt = _plt()
+    grp = grp.sort_values(['when', 'size'])
+    last_run = grp['run_id'].iloc[-1]
+    last = grp[grp['run_id'] == last_run].sort_values('size')
+    earlier = grp[(grp['run_id'] != last_run) &
+                  (grp['case_verdict'] == 'pass')]
+    fig, (ax, at) = plt.subplots(1, 2, figsize=(11, 3.8))
+    n_hist = earlier['run_id'].nunique()
+    if n_hist:
+        med = earlier.groupby('size')['busbw'].median()
+        ax.plot(med.index, med.values, color='0.5', ls='--', lw=1,
+                marker='.' if len(med) < 3 else None,
+                label=f'median of {n_hist} earlier passing run'
+                      f'{"s" if n_hist > 1 else ""}')
+    ref, low = _band_rows(last)
+    if not ref.empty:
+        ax.plot(ref['size'], ref['ref'], color='tab:green', lw=1,
+                marker='_' if len(ref) == 1 else None, ms=30,
+                label='reference')
+        if low.notna().any():
+            if len(ref) == 1:
+                ax.plot(ref['size'], low, color='tab:green', marker='_',
+                        ms=30, ls='none', alpha=0.5,
+                        label='ref x (1 - tolerance)')
+            else:
+                ax.fill_between(ref['size'], low, ref['ref'], **_BAND,
+                                label='reference band (ref x (1 - '
+                                      'tolerance))')
+        else:
+            ax.plot([], [], ' ', label='no tolerance recorded: no band')
+    if ref.empty:
+        ax.plot([], [], ' ', label='no reference recorded')
+    verdict = last['case_verdict'].iloc[0]
+    ax.plot(last['size'], last['busbw'], 'o-', color='tab:blue', ms=3,
+            label=f'run {last_run} ({last["time"].iloc[0][:16]}, {verdict})')
+    bad = last[last['size_verdict'].isin(('below-reference', 'drop'))]
+    if not bad.empty:
+        ax.plot(bad['size'], bad['busbw'], 'x', color='tab:red', ms=9,
+                mew=2, label='below reference')
+    _size_axis(ax)
+    pos = last.loc[last['busbw'] > 0, 'busbw']
+    if len(pos) and pos.max() > 20 * pos.min():
+        ax.set_yscale('log')     # the latency region's small values too
+    ax.set_ylabel('busbw (GB/s)')
+    ax.set_title('bus bandwidth', fontsize=10)
+    ax.legend(fontsize=7, loc='best')
+    tcol = 'time_oop_us' if last['time_oop_us'].notna().any() else \
+        'time_ip_us'
+    t = last[last[tcol].notna() & (last[tcol] > 0)]
+    if not t.empty:
+        at.plot(t['size'], t[tcol], 'o-', color='tab:purple', ms=3,
+                label=f'run {last_run}')
+        at.set_yscale('log')
+        at.legend(fontsize=7, loc='upper left')
+        _size_axis(at)
+        at.set_ylabel('time per call (µs)')
+        at.set_title('latency (time per call)', fontsize=10)
+    else:
+        at.axis('off')
+        at.text(0.5, 0.5, 'no time per call recorded', ha='center',
+                va='center', transform=at.transAxes, color='0.4')
+    fig.tight_layout()
+    return fig
+
+
+def trend(grp, cases, key, size, findings):
+    """:func:`trend_figure` as PNG."""
+    return _png(trend_figure(grp, cases, key, size, findings))
+
+
+def trend_figure(grp, cases, key, size, findings):
+    """busbw at one size over the runs of one series, dated; the reference
+    band; drops labelled with their run; broken runs of the series (no
+    value: hang, crash, build failure, ...) marked on the time axis."""
+    import matplotlib.dates as mdates
+    import pandas as pd
+    plt = _plt()
+    from . import SERIES
+    k = dict(zip(SERIES, key))
+    sub = grp[grp['size'] == size].sort_values('when')
+    fig, ax = plt.subplots(figsize=(11, 3.0))
+    refs = sub['ref'].ffill()
+    if refs.notna().any():
+        low = refs * (1 - sub['tolerance'].ffill())
+        ax.plot(sub['when'], refs, color='tab:green', lw=1,
+                drawstyle='steps-post', label='reference')
+        if low.notna().any():
+            ax.fill_between(sub['when'], low, refs, step='post', **_BAND,
+                            label='reference band\n(ref x (1 - tolerance))')
+        else:
+            ax.plot([], [], ' ', label='no tolerance recorded: no band')
+    ax.plot(sub['when'], sub['busbw'], 'o-', ms=3, color='tab:blue',
+            label='busbw')
+    keyf = (k['system'], k['partition'], k['transport'], k['collective'])
+    drops = {f.run_id for f in findings if f.kind == 'drop' and
+             f.size == size and tuple(f.key[:4]) == keyf and
+             f.key[4] == k['nodes'] and f.key[5] == k['ranks']}
+    below = sub[sub['size_verdict'] == 'below-reference']
+    if not below.empty:
+        ax.plot(below['when'], below['busbw'], 's', mfc='none',
+                color='tab:orange', ms=8, label='below reference')
+    d = sub[sub['run_id'].isin(drops)]
+    if not d.empty:
+        ax.plot(d['when'], d['busbw'], 'x', color='tab:red', ms=10, mew=2,
+                label='drop against history')
+        for w, v, run in zip(d['when'], d['busbw'], d['run_id']):
+            ax.annotate(run, (w, v), textcoords='offset points',
+                        xytext=(6, 6), fontsize=7, color='tab:red',
+                        rotation=15)
+    from . import BROKEN
+    mine = cases
+    for col in SERIES:
+        mine = mine[mine[col] == k[col]]
+    broken = mine[mine['verdict'].isin(BROKEN)]
+    if not broken.empty:
+        when = pd.to_datetime(broken['time'], utc=True, format='ISO8601')
+        ax.plot(when, [0] * len(when), 'v', color='black', ms=8,
+                label='failed or not judged (no value)')
+        for w, v in zip(when, broken['verdict']):
+            ax.annotate(v, (w, 0), textcoords='offset points',
+                        xytext=(0, 7), fontsize=7, ha='center')
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel('busbw (GB/s)')
+    ax.set_xlabel('run time (UTC)')
+    loc = mdates.AutoDateLocator(tz='UTC')
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz='UTC'))
+    ax.set_title(f'busbw at {format_size(size)} over time', fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig

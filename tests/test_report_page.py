@@ -1,0 +1,312 @@
+"""The report page (issue 15, item 3): it renders on every recorded device
+database, groups by series (kind, collective, transport, ...) and never
+mixes them, draws every size on log axes, dates its trends with the
+reference band and labels drops with their run, lists every failure, and
+looks right in a real browser (headless Chromium: the page's text from
+--dump-dom, and a screenshot that is not blank)."""
+
+import datetime
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ccl_health import report, store
+from ccl_health.report import plots
+from conftest import REPO
+
+FIXTURE_DBS = sorted(glob.glob(os.path.join(
+    REPO, 'tests', 'fixtures', '**', '*.db'), recursive=True))
+OURS = [p for p in FIXTURE_DBS if os.path.basename(p) != 'results.db']
+REFRAME_DBS = [p for p in FIXTURE_DBS if os.path.basename(p) == 'results.db']
+#: where the screenshots of the fixture databases' pages are kept (cited by
+#: the issue's closing note); written when CCL_HEALTH_SCREENSHOTS is set
+SHOTS = os.path.join(REPO, 'tests', 'fixtures', 'report-screenshots')
+T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
+
+
+def _short(path):
+    return os.path.relpath(path, os.path.join(REPO, 'tests', 'fixtures',
+                                              'device')).replace(os.sep, '_')
+
+
+def cli(db, *args):
+    p = subprocess.run(['bash', os.path.join(REPO, 'scripts', 'report'),
+                        '--db', str(db), *args], capture_output=True,
+                       text=True, cwd=REPO, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _case(run, day, transport='intra', collective='all_reduce',
+          verdict='pass', bw=330.0, source='check', name=None, sizes=None,
+          reason='', tolerance=0.1):
+    sizes = sizes or [(8, 0.002 * bw / 330), (1 << 20, 40.0 * bw / 330),
+                      (1 << 30, bw)]
+    return store.CaseRecord(
+        run, name or (f'AllReduceSweep %transport={transport}'
+                      if collective == 'all_reduce' else
+                      f'CollectiveSweep %transport={transport} '
+                      f'%coll={collective}'), verdict,
+        time=(T0 + datetime.timedelta(days=day)).isoformat(),
+        system='local', partition='gpu', nodes=1, ranks=2,
+        collective=collective, transport=transport, source=source,
+        reason=reason,
+        sizes=[store.SizeRecord(s, b, time_oop_us=s / max(b, 1e-9) / 1e3 + 9,
+                                ref=(330.0 if s == 1 << 30 else None),
+                                tolerance=tolerance if s == 1 << 30 else None,
+                                verdict='pass') for s, b in sizes])
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    """Eight nightly runs of the all_reduce sweep (a drop in night 6), an
+    all_gather sweep at a quarter of the bandwidth, the health probe at
+    1 GiB only (one tolerance NULL), a build failure, a hang and an
+    aborted case."""
+    path = str(tmp_path / 'mixed.db')
+    with store.open_store(path) as s:
+        for d in range(8):
+            run = f'night-{d}'
+            bw = 90.0 if d == 6 else 330.0 + d
+            s.add_case(_case(run, d, bw=bw))
+            s.add_case(_case(run, d, collective='all_gather', bw=80.0))
+            s.add_case(_case(run, d + 0.1, source='health', name='node-health',
+                             sizes=[(1 << 30, 331.0)],
+                             tolerance=None if d == 3 else 0.05))
+        s.add_case(_case('night-7', 7.2, transport='net-plugin',
+                         verdict='build-failed', sizes=[(8, 0.0)],
+                         reason='build-failed: aws-ofi-nccl: configure: '
+                         'error: libfabric not found'))
+        s.add_case(_case('night-7', 7.3, transport='net-socket',
+                         verdict='hang', sizes=[(8, 0.0)],
+                         reason='hang: no output for 600 s'))
+        s.add_case(_case('night-7', 7.4, transport='net-socket',
+                         collective='alltoall', verdict='aborted',
+                         sizes=[(8, 0.0)], reason='aborted: SIGTERM'))
+    return path
+
+
+def _open(path):
+    return store.open_store(path, readonly=True)
+
+
+def test_series_never_mixed(mixed, tmp_path):
+    with _open(mixed) as s:
+        cases = report._cases_frame(s)
+        df = report._frame(s, cases)
+        table = report.summary_table(s)
+    kinds = set(zip(table['kind'], table['collective']))
+    assert {('sweep', 'all_reduce'), ('sweep', 'all_gather'),
+            ('health probe', 'all_reduce'), ('sweep', 'alltoall')} <= kinds
+    sweep = df[(df['kind'] == 'sweep') & (df['collective'] == 'all_reduce') &
+               (df['transport'] == 'intra')]
+    key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
+    fig = plots.busbw_figure(sweep, cases, key)
+    ax = fig.axes[0]
+    median = next(ln for ln in ax.get_lines()
+                  if ln.get_label().startswith('median of'))
+    # 7 earlier runs, night 6 a pass too (the drop is found by history):
+    # the legend counts the runs its median uses, and only this series'
+    assert median.get_label() == 'median of 7 earlier passing runs'
+    assert max(median.get_ydata()) < 340        # all_gather's 80 not in it
+    assert min(median.get_ydata()) > 0.0015     # nor its tiny values
+
+
+def test_every_size_on_log_axes(mixed):
+    with _open(mixed) as s:
+        cases = report._cases_frame(s)
+        df = report._frame(s, cases)
+    key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
+    grp = df[(df['kind'] == 'sweep') & (df['collective'] == 'all_reduce') &
+             (df['transport'] == 'intra')]
+    bw, lat = plots.busbw_figure(grp, cases, key).axes
+    assert bw.get_xscale() == 'log' and bw.get_yscale() == 'log'
+    last = next(ln for ln in bw.get_lines()
+                if ln.get_label().startswith('run night-7'))
+    assert list(last.get_xdata()) == [8, 1 << 20, 1 << 30]   # latency too
+    assert lat.get_yscale() == 'log' and lat.get_ylabel().startswith('time')
+
+
+def test_trend_dated_with_band_and_labelled_drop(mixed):
+    import matplotlib.dates as mdates
+    from matplotlib.collections import PolyCollection
+    with _open(mixed) as s:
+        cases = report._cases_frame(s)
+        df = report._frame(s, cases)
+        from ccl_health.history import detect
+        findings = detect(s.records())
+    assert any(f.kind == 'drop' and f.run_id == 'night-6' for f in findings)
+    key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
+    grp = df[(df['kind'] == 'sweep') & (df['collective'] == 'all_reduce') &
+             (df['transport'] == 'intra')]
+    ax = plots.trend_figure(grp, cases, key, 1 << 30, findings).axes[0]
+    assert isinstance(ax.xaxis.get_major_formatter(),
+                      mdates.ConciseDateFormatter)
+    assert 'UTC' in ax.get_xlabel()
+    band = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert band, 'no reference band'
+    lo = band[0].get_paths()[0].vertices[:, 1]
+    assert min(lo) == pytest.approx(330.0 * 0.9)          # ref x (1 - tol)
+    assert 'night-6' in [t.get_text() for t in ax.texts]  # the drop's run
+
+
+def test_page_sections_and_terminal(mixed, tmp_path):
+    out = tmp_path / 'rep'
+    rc, text, err = cli(mixed, 'report', '--out', str(out))
+    assert rc == 0, err
+    page = (out / 'index.html').read_text()
+    assert '{{' not in page and '}}' not in page
+    assert 'body { font-family' in page                   # CSS is CSS
+    # one section per series, the health probe apart from the sweep
+    for title in ('local:gpu sweep all_reduce intra 1n x 2r',
+                  'local:gpu sweep all_gather intra 1n x 2r',
+                  'local:gpu health probe all_reduce intra 1n x 2r'):
+        assert f'>{title}</h3>' in page
+    # failures: grouped by kind and collective, with their reasons
+    assert '<h3>sweep: all_reduce</h3>' in page
+    assert '<h3>sweep: alltoall</h3>' in page
+    for reason in ('configure: error: libfabric not found',
+                   'hang: no output for 600 s', 'aborted: SIGTERM'):
+        assert reason in page
+    # the drop against history, with what changed since the last good run
+    assert 'DROP local/gpu/intra all_reduce 1n/2r 1GiB' in page
+    assert 'nothing recorded changed since run night-5' in page
+    files = os.listdir(out)
+    assert 'trend_local_gpu_sweep_all_reduce_intra_1n_x_2r_8B.png' in files
+    assert 'trend_local_gpu_sweep_all_reduce_intra_1n_x_2r_1GiB.png' in files
+    assert 'kind' in text.splitlines()[0] and 'health probe' in text
+    assert '3 failing or unjudged case(s)' in text
+    assert 'findings against history: the newest' in text
+
+
+def test_sizes_chosen_by_the_user(mixed, tmp_path):
+    out = tmp_path / 'rep'
+    rc, _, err = cli(mixed, 'report', '--out', str(out), '--sizes', '1M')
+    assert rc == 0, err
+    trends = sorted(f for f in os.listdir(out) if f.startswith('trend_'))
+    assert trends and all(f.endswith('_1MiB.png') for f in trends)
+    rc, _, err = cli(mixed, 'report', '--out', str(out), '--sizes', '3M')
+    assert rc == 2 and 'trend size(s) 3MiB never recorded' in err
+    assert '1GiB' in err
+
+
+def test_terminal_says_how_many_findings_it_keeps(tmp_path):
+    path = str(tmp_path / 'many.db')
+    sizes = [(1 << k, 100.0) for k in range(10, 31)]
+    with store.open_store(path) as s:
+        for d in range(8):
+            bw = 10.0 if d in (6, 7) else 100.0 + d % 2
+            s.add_case(_case(f'n{d}', d, sizes=[(z, bw) for z, _ in sizes]))
+    with _open(path) as s:
+        _, text = report.build(s, str(tmp_path / 'rep'))
+    assert 'findings against history: the newest 20 of 42 (22 older on ' \
+           'the page)' in text
+
+
+@pytest.mark.parametrize('path', OURS, ids=[_short(p) for p in OURS])
+def test_every_fixture_database_renders(path, tmp_path):
+    db = tmp_path / os.path.basename(path)
+    shutil.copy(path, db)
+    rc, text, err = cli(db, 'report', '--out', str(tmp_path / 'rep'))
+    assert rc == 0, err
+    assert 'report: ' in text
+    page = (tmp_path / 'rep' / 'index.html').read_text()
+    with _open(str(db)) as s:
+        bad = [c for c in s.cases() if c['verdict'] not in report.GOOD]
+    for c in bad:
+        assert c['run_id'] in page
+
+
+@pytest.mark.parametrize('path', REFRAME_DBS[:1])
+def test_reframe_results_storage_is_named(path, tmp_path):
+    rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'rep'))
+    assert rc == 2 and "ReFrame's results storage" in err
+    assert 'Traceback' not in err
+
+
+# -- a real browser -----------------------------------------------------------
+def _chromium():
+    for name in ('chromium', 'chromium-browser', 'google-chrome'):
+        exe = shutil.which(name)
+        if exe:
+            return exe
+    if os.geteuid() != 0 or not shutil.which('apt-get'):
+        pytest.skip('no chromium, and not root with apt-get to install '
+                    'Debian\'s chromium package')
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    for cmd in (['apt-get', 'update', '-q'],
+                ['apt-get', 'install', '-y', '-q', 'chromium']):
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                           timeout=900)
+        if p.returncode:
+            pytest.skip(f'could not install chromium ({" ".join(cmd)}: '
+                        f'{p.stderr.strip().splitlines()[-1:]})')
+    return shutil.which('chromium')
+
+
+@pytest.fixture(scope='module')
+def chromium():
+    return _chromium()
+
+
+def _browser(exe, *args):
+    p = subprocess.run([exe, '--headless', '--no-sandbox', '--disable-gpu',
+                        '--hide-scrollbars', *args], capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+WIDTH, HEIGHT = 1200, 2400
+
+
+@pytest.mark.parametrize('path', OURS, ids=[_short(p) for p in OURS])
+def test_page_in_chromium(path, tmp_path, chromium):
+    import numpy as np
+    from PIL import Image
+    db = tmp_path / _short(path)      # the page names the fixture
+    shutil.copy(path, db)
+    rc, _, err = cli(db, 'report', '--out', str(tmp_path / 'rep'))
+    assert rc == 0, err
+    url = (tmp_path / 'rep' / 'index.html').as_uri()
+    dom = _browser(chromium, '--dump-dom', url)
+    for heading in ('Summary', 'Failures', 'Against history', 'Plots'):
+        assert f'>{heading}</h2>' in dom
+    with _open(str(db)) as s:
+        cases = s.cases()
+    for c in cases:
+        if c['verdict'] not in report.GOOD:
+            assert c['verdict'] in dom
+    shot = tmp_path / 'shot.png'
+    _browser(chromium, f'--window-size={WIDTH},{HEIGHT}',
+             f'--screenshot={shot}', url)
+    img = Image.open(shot).convert('RGB')
+    assert img.size == (WIDTH, HEIGHT)
+    px = np.asarray(img)
+    inked = (px.min(axis=2) < 200).mean()
+    assert inked > 0.01, f'blank page ({inked:.2%} of pixels inked)'
+    # the headings' rule and the summary table's header: the CSS applied
+    assert ((px == [238, 238, 238]).all(axis=2)).sum() > 500
+    if any(r for r in cases) and any(
+            c['verdict'] in ('pass', 'below-reference') for c in cases):
+        # plots drawn: matplotlib's blue line somewhere on the page
+        blue = (np.abs(px.astype(int) - [31, 119, 180]).sum(axis=2) < 60)
+        assert blue.sum() > 50 or 'data:image/png' not in dom
+    keep = os.environ.get('CCL_HEALTH_SCREENSHOTS')
+    if keep:
+        # the whole page, cut below its end, at half size
+        page = (tmp_path / 'rep' / 'index.html').read_text()
+        tall = min(20000, 1400 + 480 * page.count('<img') +
+                   40 * page.count('<tr'))
+        _browser(chromium, f'--window-size={WIDTH},{tall}',
+                 f'--screenshot={shot}', url)
+        img = Image.open(shot).convert('RGB')
+        ink = np.where((np.asarray(img).min(axis=2) < 250).any(axis=1))[0]
+        img = img.crop((0, 0, WIDTH, min(tall, int(ink.max()) + 40)))
+        small = img.resize((WIDTH * 2 // 3, img.height * 2 // 3),
+                           Image.LANCZOS).quantize(colors=128)
+        os.makedirs(keep, exist_ok=True)
+        small.save(os.path.join(keep, _short(path).replace('.db', '') +
+                                '.png'), optimize=True)
