@@ -24,7 +24,7 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   ``#wrong`` > 0 or out-of-bounds values (``wrong-results``); ran over the
   network instead of NVLink / PCIe (``fallback``); was slower than the
   reference allows (``below-reference``).  Also the node's own driver
-  listing fewer GPUs than its partition has (``crash``: missing GPU).
+  listing fewer GPUs than its partition has (``missing-gpu``).
 * Could not check, exit 2.  A bad option or environment value; an
   unwritable ``--json`` path; a missing Python module; an unreadable or
   invalid config, site or reference file; no reference for the exact key or

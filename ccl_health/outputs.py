@@ -7,6 +7,7 @@ the command that writes into it does."""
 
 import gc
 import os
+import sys
 
 DEFAULT = 'ccl-health-output'
 
@@ -18,9 +19,9 @@ def launch_dir():
     by ReFrame the current directory is ``config/``: the directory ReFrame
     was started in is the one that context manager saved."""
     cwd = os.getcwd()
-    try:
-        from reframe.utility.osext import change_dir
-    except ImportError:
+    osext = sys.modules.get('reframe.utility.osext')   # never imported here
+    change_dir = getattr(osext, 'change_dir', None)
+    if change_dir is None:
         return cwd
     pairs = [(getattr(o, '_wd_save', None), getattr(o, '_dir_name', None))
              for o in gc.get_objects() if type(o) is change_dir]

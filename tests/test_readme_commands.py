@@ -54,13 +54,13 @@ def placeholders(cmd):
 
 
 def expand_optional(cmd):
-    """``[--run RUN]``: the command without and with the option."""
-    m = re.search(r'\s\[([^\]]+)\]', cmd)
-    if not m:
+    """``[--run RUN]``: the command without its optional parts and with
+    all of them."""
+    if not re.search(r'\s\[[^\]]+\]', cmd):
         return [cmd]
-    opt = m.group(1).replace('RUN', 'degraded-proto-ll')
-    return (expand_optional(cmd[:m.start()] + cmd[m.end():]) +
-            expand_optional(cmd[:m.start()] + ' ' + opt + cmd[m.end():]))
+    bare = re.sub(r'\s\[[^\]]+\]', '', cmd)
+    full = re.sub(r'\s\[([^\]]+)\]', lambda m: ' ' + m.group(1), cmd)
+    return [bare, full.replace('RUN', 'degraded-proto-ll')]
 
 
 @pytest.fixture(scope='module')
