@@ -125,16 +125,22 @@ def add_arguments(p, reference_dir):
                    help='ReFrame run report (repeat: the median is kept)')
     p.add_argument('--db', help='calibrate from the last healthy runs in '
                    'this performance database instead (or as well)')
-    p.add_argument('--system')
-    p.add_argument('--partition')
+    p.add_argument('--system', help='with --db: the system to calibrate '
+                   '(default: every system in the database)')
+    p.add_argument('--partition', help='with --db: the partition to '
+                   'calibrate (default: every partition of the system)')
     p.add_argument('--last', default='20',
                    help='with --db: how many healthy runs per configuration')
-    p.add_argument('--reference-dir', default=reference_dir)
+    p.add_argument('--reference-dir', default=reference_dir,
+                   help='folder of the reference/<system>.yaml files to '
+                   'update')
     p.add_argument('--tolerance', action='append',
                    help='0.1 for all, or TRANSPORT=0.3 (repeatable); an '
                    'existing entry keeps its own unless its transport is '
                    f'named; a new one gets {DEFAULT_TOLERANCE}')
-    p.add_argument('--min-size', default='1M')
+    p.add_argument('--min-size', default='1M',
+                   help='smallest message size recorded (latency-bound '
+                   'sizes below it are too noisy to judge)')
     p.add_argument('--source', help='provenance text of the values (replaces '
                    "an updated entry's source; else the calibration's "
                    'provenance is appended to it)')

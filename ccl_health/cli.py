@@ -14,8 +14,8 @@ import signal
 import subprocess
 import sys
 
-from . import (CclHealthError, aborted, calibrate, node, recorder,
-               resources, store, summary)
+from . import (CclHealthError, aborted, calibrate, helptext, node, outputs,
+               recorder, resources, store, summary)
 from .buildcache import resolve_mirror
 
 #: the checkout, or the installed copy of its folders (:mod:`.resources`)
@@ -49,21 +49,81 @@ def _job_folders(out):
     return os.path.join(root, 'stage'), os.path.join(root, 'output')
 
 
+RUN_HELP = """\
+Build what is tested, sweep every transport on this machine with one MPI
+rank per GPU, print one verdict line per transport and where the results
+are.  Without GPUs: say so, render the job scripts (ReFrame dry run),
+exit 0.  Progress (build steps, the size a sweep reached) is printed every
+$CCL_HEALTH_PROGRESS_S seconds (20); ReFrame's full output is in
+<output>/reframe.log.  Exit 0 pass, 1 a failure, 2 not judged or nothing
+selected, 128 + N stopped by signal N."""
+
+
+#: ReFrame's options that choose the test cases: given after ``--`` they
+#: replace the default selection (``--tag=nightly``).  The narrowing ones
+#: (``-x``, ``-T``, ``-p``, ``--cpu-only``, ``--gpu-only``) apply within
+#: it.
+SELECTING = ('-n', '--name', '-t', '--tag', '-E', '--filter-expr', '--mode',
+             '--maintainer', '--failed', '--restore-session')
+
+
+def user_selects(reframe_args):
+    """Whether ReFrame's options ``reframe_args`` choose the test cases
+    themselves (``-n X``, ``-nX``, ``--name=X``, ``--mode=nightly``...)."""
+    for a in reframe_args:
+        for opt in SELECTING:
+            if a == opt or (opt.startswith('--') and a.startswith(opt + '='))\
+                    or (not opt.startswith('--') and a.startswith(opt)
+                        and not a.startswith('--')):
+                return True
+    return False
+
+
+def rendered(report):
+    """What a dry run rendered, from its run report: ``['16 tasks on 2
+    nodes of frontier:batch (8 per node)', ...]``, one per distinct
+    shape, fixtures (builds) left out."""
+    shapes = {}
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            if tc.get('fixture') or tc.get('result') == 'skip':
+                continue
+            tasks = tc.get('num_tasks') or 1
+            per = tc.get('num_tasks_per_node') or tasks
+            nodes = tc.get('num_nodes') or max(1, -(-tasks // per))
+            key = (f'{tasks} task{"s" if tasks != 1 else ""} on {nodes} '
+                   f'node{"s" if nodes != 1 else ""} of {tc.get("system")}:'
+                   f'{tc.get("partition")} ({per} per node)')
+            shapes[key] = shapes.get(key, 0) + 1
+    return [f'{n} x {k}' for k, n in shapes.items()]
+
+
+def _selection(args):
+    if args.checks or user_selects(args.reframe_args):
+        return []
+    return ['--tag=nightly']         # the scale runs are asked for by name
+
+
 def cmd_run(args):
     out = os.path.abspath(args.output)
     stage, outputdir = _job_folders(out)
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
                CCL_HEALTH_RUN_ID=recorder.default_run_id())
+    if not sys.stdout.isatty():
+        env.setdefault('RFM_COLORIZE', 'n')      # cron mail: no ANSI codes
     mirror = resolve_mirror(args.mirror)
     if mirror:
         env['CCL_HEALTH_MIRROR'] = mirror
     gpus = node.detect_gpus()
     dry = args.dry_run
+    system = _system_asked(args.reframe_args)
     if gpus.count == 0:
+        where = f'--system {system}' if system else 'this machine'
         print(f'ccl-health: {gpus.why_none}: nothing can be swept here. '
-              f'Showing what would run on a node with 2 GPUs (ReFrame dry '
-              f'run); job scripts under {out}/stage.', flush=True)
-        env['CCL_HEALTH_ASSUME_GPUS'] = '2:sm_90'
+              f'Showing what would run for {where} (ReFrame dry run'
+              + ('' if system else ', the local system pretending 2 GPUs')
+              + f'); job scripts under {stage}.', flush=True)
+        env.setdefault('CCL_HEALTH_ASSUME_GPUS', '2:sm_90')
         dry = True
     else:
         print(f'ccl-health: {gpus.count} x {gpus.model} ({gpus.arch}, driver '
@@ -76,25 +136,32 @@ def cmd_run(args):
     if not stage.startswith(out + os.sep):
         print(f'ccl-health: {out!r} has whitespace, which ReFrame cannot '
               f'run jobs from: stage folders in {stage}', flush=True)
-    if not args.checks:
-        cmd += ['--tag=nightly']     # the scale runs are asked for by name
+    cmd += _selection(args)
     cmd += ['--dry-run'] if dry else ['-r']
     cmd += args.reframe_args
     os.makedirs(os.path.dirname(report), exist_ok=True)
-    rc, stopped_by = _run_reframe(cmd, env)
+    rc, stopped_by = _run_reframe(cmd, env, stage, out)
     db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
     if stopped_by:
         return _record_stopped(stage, env['CCL_HEALTH_RUN_ID'], db_url,
                                stopped_by, report)
     if not os.path.exists(report):
+        if rc == 0:
+            print(f'ccl-health: nothing was selected: ReFrame found no test '
+                  f'case for {" ".join(_selection(args) + args.reframe_args) or "the default selection"}'
+                  f' in {args.checks or SWEEP} (list them with: reframe -C '
+                  f'{CONFIG} -c {args.checks or SWEEP} -l)', file=sys.stderr)
+            return 2
         print(f'ccl-health: ReFrame wrote no report (exit code {rc}); see '
               f'{out}/reframe.log', file=sys.stderr)
         return rc or 1
     if dry:
         scripts = sorted(glob.glob(os.path.join(
             glob.escape(stage), '**', 'rfm_job.sh'), recursive=True))
-        print(f'ccl-health: dry run rendered {len(scripts)} job scripts, '
-              f'e.g. {scripts[0] if scripts else "(none)"}')
+        shapes = rendered(summary.load_report(report))
+        print(f'ccl-health: dry run rendered {len(scripts)} job scripts'
+              + (f': {"; ".join(shapes)}' if shapes else '')
+              + f', e.g. {scripts[0] if scripts else "(none)"}')
         return 0 if rc == 0 else rc
     data = summary.load_report(report)
     verdicts = summary.case_verdicts(data)
@@ -108,8 +175,30 @@ def cmd_run(args):
     print(summary.render(verdicts, where=f'{report} (run report); '
                          f'{db_url} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
-                         f'{out}/perflogs (perflog)'))
+                         f'{out}/perflogs (perflog); '
+                         f'{out}/reframe.log (ReFrame\'s full log)'))
     return summary.run_exit_code(verdicts)
+
+
+def _system_asked(reframe_args):
+    """The ``--system`` given to ReFrame, or ''."""
+    for i, a in enumerate(reframe_args):
+        if a == '--system' and i + 1 < len(reframe_args):
+            return reframe_args[i + 1]
+        if a.startswith('--system='):
+            return a.split('=', 1)[1]
+    return ''
+
+
+#: ReFrame's error where a system's configuration asks for Lmod and the
+#: machine has none, and what helps
+LMOD_HINT = ('ccl-health: hint: this system\'s configuration loads its '
+             'modules with Lmod, which this machine lacks; to render its job '
+             'scripts here set CCL_HEALTH_MODULES_SYSTEM=nomod (README: '
+             '"Sites from a laptop")')
+
+#: seconds between two looks at the stage folders for progress
+PROGRESS_S = float(os.environ.get('CCL_HEALTH_PROGRESS_S') or 20)
 
 
 #: how long ReFrame gets to abort its cases and stop its jobs after a
@@ -117,13 +206,46 @@ def cmd_run(args):
 STOP_GRACE_S = 30
 
 
-def _run_reframe(cmd, env):
-    """Run ReFrame; on SIGTERM / SIGINT pass SIGTERM on (ReFrame aborts its
-    cases and cancels their jobs), wait for it, then stop whatever this
-    run started and is still running.  Returns (exit code, the signal's
-    name or None)."""
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True)
+def _run_reframe(cmd, env, stage=None, out=None):
+    """Run ReFrame; its output goes on to ours, with progress lines
+    (:mod:`ccl_health.progress`) every ``PROGRESS_S`` seconds.  On SIGTERM
+    / SIGINT pass SIGTERM on (ReFrame aborts its cases and cancels their
+    jobs), wait for it, then stop whatever this run started and is still
+    running.  Returns (exit code, the signal's name or None)."""
+    import threading
+    from .progress import Progress
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
     got = []
+    progress = Progress(stage) if stage else None
+    lock = threading.Lock()
+    lmod = []
+
+    def say(text):
+        with lock:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def pump():
+        for raw in iter(proc.stdout.readline, b''):
+            line = raw.decode(errors='replace')
+            say(line)
+            if progress:
+                progress.saw_line(line)
+            if 'sane Lmod' in line or 'sane TMod' in line:
+                lmod.append(line)
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(PROGRESS_S):
+            for line in progress.poll():
+                say(line + '\n')
+    watcher = threading.Thread(target=watch, daemon=True)
+    if progress:
+        watcher.start()
 
     def on_signal(signum, _frame):
         if not got:
@@ -152,6 +274,10 @@ def _run_reframe(cmd, env):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        done.set()
+        reader.join(timeout=10)
+    if lmod:
+        print(LMOD_HINT, file=sys.stderr)
     if got:
         left = aborted.stop_leftovers(env['CCL_HEALTH_RUN_ID'])
         if left:
@@ -257,16 +383,14 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from .history import attribute, detect
+            from .history import detect
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             cases = db.cases()
             found = detect(db.records(), run_id=args.run)
-            for f in found:
-                print(f.line())
-                if f.kind == 'drop':
-                    for c in attribute(cases, f):
-                        print(f'    changed: {c}')
+            # the drops of one run and configuration on one line each
+            for line in queries.drop_lines(found, cases):
+                print(line)
             if not found:
                 print(f'no drops against history in '
                       f'{f"run {args.run}" if args.run else "any run"} '
@@ -317,54 +441,83 @@ def cmd_init_site(args):
 
 def main(argv=None):
     from .report import DEFAULT_TREND_SIZES
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # the scripts name themselves (``--prog scripts/report db ...``): the
+    # usage and error lines say the command the user typed
+    prog = None
+    if argv[:1] == ['--prog'] and len(argv) > 1:
+        prog, argv = argv[1], argv[2:]
     ap = argparse.ArgumentParser(prog='ccl-health')
     sub = ap.add_subparsers(dest='cmd', required=True)
-    p = sub.add_parser('run', help='build and sweep every transport here')
-    p.add_argument('--mirror', help='folder of source tarballs (else '
-                   '$CCL_HEALTH_MIRROR, else download)')
-    p.add_argument('--output', default=os.environ.get(
-        'CCL_HEALTH_OUTPUT', 'ccl-health-output'),
-        help='where stage dirs, reports, perflogs and results.db go')
-    p.add_argument('--checks', help='check file(s) to run (default: the '
-                   'collective sweep)')
-    p.add_argument('--dry-run', action='store_true')
-    p.add_argument('reframe_args', nargs='*', help='after --: passed to '
-                   'reframe (e.g. -S max_size=1G -n intra)')
+
+    def named(name, **kw):
+        if prog and argv[:1] == [name]:
+            kw['prog'] = prog
+        return sub.add_parser(name, **kw)
+    p = named('run', help='build and sweep every transport here',
+              description=RUN_HELP)
+    p.add_argument('--mirror', help='folder of source tarballs for '
+                   'air-gapped nodes (default: $CCL_HEALTH_MIRROR, else '
+                   'download from upstream)')
+    p.add_argument('--output', default=None, help='where stage folders, '
+                   'run reports, perflogs, ReFrame\'s log, results.db and '
+                   'ccl-health.db go (default: $CCL_HEALTH_OUTPUT, else '
+                   './ccl-health-output)')
+    p.add_argument('--checks', help='check file to run (default: '
+                   'checks/collective_sweep.py); with it, no default '
+                   'selection')
+    p.add_argument('--dry-run', action='store_true',
+                   help='render the job scripts, run nothing (ReFrame '
+                   '--dry-run); automatic without GPUs')
+    p.add_argument('reframe_args', nargs='*', metavar='-- REFRAME_OPTIONS',
+                   help='after --: passed to reframe, e.g. -S max_size=1G. '
+                   'A selection (-n, -t, -E, --mode, --maintainer, '
+                   '--failed) replaces the default --tag=nightly; -x, -T, '
+                   '-p, --cpu-only, --gpu-only narrow it')
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser('summary', help='verdicts of a finished run')
-    p.add_argument('report')
+    p = named('summary', help='verdicts of a finished run')
+    p.add_argument('report', help='a ReFrame run report '
+                   '(<output>/reports/run-<time>.json)')
     p.set_defaults(func=cmd_summary)
-    p = sub.add_parser('calibrate', help='record a reference from runs')
+    p = named('calibrate', help='record a reference from runs',
+              description='Record a reference from a run: checks every '
+              'input before it touches reference/<system>.yaml, keeps what '
+              'it does not change, writes atomically.')
     calibrate.add_arguments(p, resources.reference_dir())
     p.set_defaults(func=cmd_calibrate)
-    p = sub.add_parser('db', help='the performance database: ingest, '
-                       'queries, detection, report')
+    p = named('db', help='the performance database: ingest, queries, '
+              'detection, report')
     p.add_argument('--db', help='SQLite file or postgresql:// URL (default '
                    '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
     dsub = p.add_subparsers(dest='db_cmd', required=True)
     q = dsub.add_parser('ingest', help='record finished ReFrame run reports '
                         '(creates the database)')
-    q.add_argument('reports', nargs='+')
+    q.add_argument('reports', nargs='+', help='run report files '
+                   '(<output>/reports/run-<time>.json)')
     q = dsub.add_parser('failed', help='what failed (or could not be '
                         'judged) last night; exit 1 failed, 2 unjudged')
-    q.add_argument('--hours', type=float, default=24)
+    q.add_argument('--hours', type=float, default=24,
+                   help='how far back to look, in hours')
     q = dsub.add_parser('runs', help='the recorded runs, newest first, with '
                         'their verdict counts')
     q.add_argument('--last', type=int, help='only the newest N runs')
     q = dsub.add_parser('since', help='when did this start')
-    q.add_argument('transport')
-    q.add_argument('--size')
-    q.add_argument('--system')
-    q.add_argument('--partition')
+    q.add_argument('transport', help='intra, net-socket, net-plugin, ...')
+    q.add_argument('--size', help='one message size, e.g. 1G (default: any '
+                   'size)')
+    q.add_argument('--system', help='default: the only one recorded')
+    q.add_argument('--partition', help='default: the only one recorded')
     q = dsub.add_parser('history', help='history of a transport at a size')
-    q.add_argument('transport')
-    q.add_argument('--size')
-    q.add_argument('--system')
-    q.add_argument('--partition')
-    q.add_argument('--last', type=int, default=30)
+    q.add_argument('transport', help='intra, net-socket, net-plugin, ...')
+    q.add_argument('--size', help='one message size, e.g. 1G (default: '
+                   'every size)')
+    q.add_argument('--system', help='default: the only one recorded')
+    q.add_argument('--partition', help='default: the only one recorded')
+    q.add_argument('--last', type=int, default=30,
+                   help='the newest N runs')
     q = dsub.add_parser('compare', help='compare two runs')
-    q.add_argument('run_a')
-    q.add_argument('run_b')
+    q.add_argument('run_a', help='run id (scripts/report runs lists them)')
+    q.add_argument('run_b', help='run id compared with run_a')
     q = dsub.add_parser('detect', help='drops, recoveries, intermittent '
                         'collapses against history, with what changed')
     q.add_argument('--run', help='judge only this run (default: all)')
@@ -385,7 +538,10 @@ def main(argv=None):
     p.add_argument('--force', action='store_true', help='overwrite files '
                    'that are there already')
     p.set_defaults(func=cmd_init_site)
+    helptext.apply(ap)
     args = ap.parse_args(argv)
+    if getattr(args, 'output', '') is None:
+        args.output = outputs.output_dir()
     try:
         return args.func(args)
     except CclHealthError as err:

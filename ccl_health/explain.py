@@ -20,6 +20,7 @@ from . import TRANSPORTS, CclHealthError
 from . import collectives, nccltests, reference, resources, transport
 from . import verdict as V
 from .units import format_size
+from .helptext import Formatter
 
 def default_reference_dir():
     return resources.reference_dir()
@@ -293,23 +294,31 @@ PROG = 'scripts/explain'
 def build_parser():
     p = argparse.ArgumentParser(
         prog=PROG,
+        formatter_class=Formatter,
         description='Explain an nccl-tests / rccl-tests run made elsewhere: '
                     'its output (text, -J JSON, rccl-tests -Z json) and its '
                     'NCCL debug logs in, sizes, transport, versions and '
                     'verdict out.')
-    p.add_argument('files', nargs='+', metavar='FILE')
+    p.add_argument('files', nargs='+', metavar='FILE',
+                   help='the program\'s output (text, -J JSON, rccl-tests '
+                   '-Z json) and its NCCL / RCCL debug logs, in any order')
     p.add_argument('--json', action='store_true',
                    help='print a machine-readable document')
     p.add_argument('--system', help='the system whose reference/<system>.yaml '
                    'to judge against (CCL_HEALTH_REFERENCE_DIR)')
-    p.add_argument('--partition')
+    p.add_argument('--partition', help='the partition of --system whose '
+                   'reference applies')
     p.add_argument('--reference', metavar='FILE',
                    help='a reference file (instead of --system)')
     p.add_argument('--transport', choices=TRANSPORTS,
                    help='the transport asked for (default: the one proven)')
-    p.add_argument('--nodes', type=_positive)
-    p.add_argument('--gpus-per-node', type=_positive)
-    p.add_argument('--collective')
+    p.add_argument('--nodes', type=_positive,
+                   help='nodes of the run (default: from the debug logs, '
+                   'else 1)')
+    p.add_argument('--gpus-per-node', type=_positive,
+                   help='GPUs (ranks) per node (default: from the output)')
+    p.add_argument('--collective', help='the collective run (default: from '
+                   'the output)')
     p.add_argument('--exit-status', type=int,
                    help="the program's exit status (unknown: never a pass)")
     return p

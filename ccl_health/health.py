@@ -24,7 +24,7 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   ``#wrong`` > 0 or out-of-bounds values (``wrong-results``); ran over the
   network instead of NVLink / PCIe (``fallback``); was slower than the
   reference allows (``below-reference``).  Also the node's own driver
-  listing fewer GPUs than its partition has (``crash``: missing GPU).
+  listing fewer GPUs than its partition has (``missing-gpu``).
 * Could not check, exit 2.  A bad option or environment value; an
   unwritable ``--json`` path; a missing Python module; an unreadable or
   invalid config, site or reference file; no reference for the exact key or
@@ -144,37 +144,49 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser():
-    ap = _Parser(prog='ccl-health-check', description=(__doc__ or '').split(
-        '\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    from .helptext import Formatter
+    ap = _Parser(prog='ccl-health-check', description=(
+        __doc__ or '').split('\n\n')[0], formatter_class=Formatter)
     ap.add_argument('--limit', help='hard wall-clock limit, s (default '
                     '$CCL_HEALTH_CHECK_LIMIT, else the site file\'s '
                     'health.limit, else 20)')
     ap.add_argument('--size', help="default: the site file's health.size, "
                     'else 1G')
-    ap.add_argument('--iters', type=int, default=10)
+    ap.add_argument('--iters', type=int, default=10,
+                    help='timed iterations of each all_reduce (-n)')
     ap.add_argument('--repeats', type=int, default=2,
                     help='healthy if one of this many tries passes')
     ap.add_argument('--expect-gpus', type=int, default=0,
                     help="GPUs this node must have (default: the site "
                     "file's health.gpus_per_node, else its partition's "
                     "devices in config/systems/)")
-    ap.add_argument('--no-pairs', action='store_true')
+    ap.add_argument('--no-pairs', action='store_true',
+                    help='skip the GPU-pair checks (only the all-GPU '
+                    'all_reduce)')
     ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
                     'system whose hostnames pattern matches this host')
     ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
                     "the site file's health.partition, else the system's "
                     "only partition with GPUs")
-    ap.add_argument('--tests-prefix')
+    ap.add_argument('--tests-prefix', help='installation of nccl-tests / '
+                    'rccl-tests to run (default: the newest in the build '
+                    'cache, or the site file\'s build prefix)')
     ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER, '
                     "else the site file's health.launcher, else "
                     '"mpirun --bind-to none -np"')
-    ap.add_argument('--site-dir')
-    ap.add_argument('--reference-dir')
+    ap.add_argument('--site-dir', help='folder of site/<system>.yaml '
+                    '(default $CCL_HEALTH_SITE_DIR, else site/)')
+    ap.add_argument('--reference-dir', help='folder of '
+                    'reference/<system>.yaml (default '
+                    '$CCL_HEALTH_REFERENCE_DIR, else reference/)')
     ap.add_argument('--config-dir', help='ReFrame configuration (default '
                     '$CCL_HEALTH_CONFIG_DIR or config/)')
     ap.add_argument('--db', help='performance database (default '
-                    '$CCL_HEALTH_DB or <CCL_HEALTH_OUTPUT>/ccl-health.db)')
-    ap.add_argument('--no-record', action='store_true')
+                    '$CCL_HEALTH_DB, else $CCL_HEALTH_OUTPUT/ccl-health.db, else '
+                    './ccl-health-output/ccl-health.db)')
+    ap.add_argument('--no-record', action='store_true',
+                    help='do not record the result in the performance '
+                    'database')
     ap.add_argument('--json', help='write the full detail here too')
     return ap
 
@@ -643,7 +655,7 @@ def check(args, env=None):
     expected_gpus = args.expect_gpus or configured or gpus.count
     if gpus.count < expected_gpus:
         tool = 'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo'
-        return result(Verdict.CRASH, (
+        return result(Verdict.MISSING_GPU, (
             f'missing GPU: {tool} lists {gpus.count} of the {expected_gpus} '
             f'GPUs of {system}:{partition}'))
     try:

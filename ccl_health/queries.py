@@ -174,16 +174,73 @@ def failures(store, since_hours=24, now=None):
                 f'{v.value} (unknown verdict {c["verdict"]!r})'
             out.append((v, f'{c["time"]}  {c["system"]}:{c["partition"]}  '
                            f'{c["case_name"]}: {name.upper()}: '
-                           f'{c["reason"]}'))
+                           f'{shown_reason(store, c, name.upper())}'))
     recent = {c['run_id'] for c in window}
     cases = store.cases()
-    for f in detect(store.records()):
-        if f.run_id in recent and f.kind != 'recovery':
-            out.append((Verdict.DROP, f.line()))
-            if f.kind == 'drop':
-                out += [(Verdict.DROP, f'    changed: {c}')
-                        for c in attribute(cases, f)]
+    found = [f for f in detect(store.records())
+             if f.run_id in recent and f.kind != 'recovery']
+    out += [(Verdict.DROP, line) for line in drop_lines(found, cases)]
     return out
+
+
+def shown_reason(store, case, prefix):
+    """The case's reason for a one-line listing: never the verdict's name
+    twice (``COULD-NOT-CHECK: COULD-NOT-CHECK: ...``), never empty: a
+    below-reference case recorded with ReFrame's bare ``performance
+    error:`` gets its sizes from its records."""
+    reason = (case['reason'] or '').strip()
+    while reason.startswith(prefix + ':'):
+        reason = reason[len(prefix) + 1:].strip()
+    bare = reason.rstrip(':').strip().lower() in ('', 'performance error')
+    if bare and case['verdict'] == Verdict.BELOW_REFERENCE.value:
+        below = [r for r in store.records(
+            'WHERE run_id = ? AND case_name = ?',
+            (case['run_id'], case['case_name']))
+            if r['size_verdict'] == Verdict.BELOW_REFERENCE.value and
+            r['busbw'] is not None and r['ref']]
+        if below:
+            return 'below reference at ' + ', '.join(
+                f'{format_size(r["size"])} {r["busbw"]:.2f} vs '
+                f'{r["ref"]:.2f} GB/s (-{100 * (1 - r["busbw"] / r["ref"]):.0f}%)'
+                for r in sorted(below, key=lambda r: r['size']))
+        return 'below reference (no size recorded as below: see the ' \
+            'run report\'s perflog)'
+    return reason or '(no reason recorded)'
+
+
+def drop_lines(findings, cases):
+    """The lines of history findings, the drops of one run and
+    configuration (system, partition, transport, collective, nodes, ranks,
+    algo) grouped into one line with the sizes, its worst and what changed
+    (once), in the order the findings came."""
+    groups = {}
+    for f in findings:
+        k = (f.kind == 'drop', f.run_id, f.key) if f.kind == 'drop' else \
+            (False, id(f))
+        groups.setdefault(k, []).append(f)
+    lines = []
+    for k, fs in groups.items():
+        if not k[0]:
+            lines.append(fs[0].line())
+            continue
+        if len(fs) == 1:
+            lines.append(fs[0].line())
+        else:
+            fs = sorted(fs, key=lambda f: f.size)
+            worst = max(fs, key=lambda f: 1 - f.value / f.baseline.median)
+            pct = 100 * (1 - worst.value / worst.baseline.median)
+            key = worst.key
+            where = '/'.join(str(x) for x in key[:3]) + \
+                f' {key[3]} {key[4]}n/{key[5]}r'
+            lines.append(
+                f'DROP {where} in run {worst.run_id}: {len(fs)} sizes below '
+                f'history ({format_size(fs[0].size)}..'
+                f'{format_size(fs[-1].size)}); worst '
+                f'{format_size(worst.size)} {worst.value:.2f} GB/s vs '
+                f'baseline {worst.baseline.median:.2f} (-{pct:.0f}%, '
+                f'threshold {worst.threshold:.2f}, n={worst.baseline.n})')
+        lines += [f'    changed: {c}' for c in attribute(cases, fs[0])]
+    return lines
 
 
 def failed(store, since_hours=24, now=None):

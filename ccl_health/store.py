@@ -282,15 +282,15 @@ class Store:
 def open_store(url=None, readonly=False):
     """``url``: a SQLite file path (or ``sqlite:///path``), or a
     ``postgresql://`` URL; default ``$CCL_HEALTH_DB``, else
-    ``$CCL_HEALTH_OUTPUT/ccl-health.db``.
+    ``<output>/ccl-health.db`` (:mod:`ccl_health.outputs`).
 
     ``readonly``: for questions only.  A SQLite file that does not exist is
     an error (never created: an empty new database would answer "nothing
     failed"), and the file is opened read-only, so a database in a
     read-only file or folder can still be read.  Nothing is migrated."""
-    url = url or os.environ.get('CCL_HEALTH_DB') or os.path.join(
-        os.environ.get('CCL_HEALTH_OUTPUT', 'ccl-health-output'),
-        'ccl-health.db')
+    if not url:
+        from .outputs import database
+        url = database()
     if url.startswith(('postgresql://', 'postgres://')):
         try:
             import psycopg

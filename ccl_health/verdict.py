@@ -30,6 +30,9 @@ class Verdict(str, enum.Enum):
     WRONG_RESULTS = 'wrong-results'
     HANG = 'hang'
     CRASH = 'crash'
+    #: the node's driver lists fewer GPUs than its partition has (the
+    #: health hook): a fault of the node, not of a program
+    MISSING_GPU = 'missing-gpu'
     INCOMPLETE = 'incomplete'
     BUILD_FAILED = 'build-failed'
     CONTENDED = 'contended'

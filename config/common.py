@@ -1,13 +1,25 @@
 """Settings shared by every system: where outputs go, the perflog, ReFrame's
-results storage (SQLite), and the run modes."""
+results storage (SQLite), and the run modes.
+
+Outputs: ``$CCL_HEALTH_OUTPUT``, else ``./ccl-health-output`` relative to
+the directory ``reframe`` (or ``scripts/run``) was started in, the same rule
+as every other command (:mod:`ccl_health.outputs`).  Loading this file
+creates nothing; ReFrame's own log file needs its folder, so the folder is
+made when ReFrame's command line is what loads it (it opens the log next)."""
 
 import os
+import sys
 
-OUTPUT = os.path.abspath(os.environ.get('CCL_HEALTH_OUTPUT',
-                                        'ccl-health-output'))
-os.makedirs(OUTPUT, exist_ok=True)
-CHECKS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), 'checks')
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+
+from ccl_health.outputs import output_dir  # noqa: E402
+
+OUTPUT = output_dir()
+if 'reframe.frontend.cli' in sys.modules:
+    os.makedirs(OUTPUT, exist_ok=True)
+CHECKS = os.path.join(_REPO, 'checks')
 
 general = [{
     'check_search_path': [CHECKS],

@@ -3,7 +3,9 @@
 each defining ``system`` and ``environments``: a new site is a new file.
 ReFrame tries the systems in file-name order, a system matching any host
 (``local``) last (:mod:`ccl_health.sysconfig`).  Output locations follow
-``CCL_HEALTH_OUTPUT`` (default ``./ccl-health-output``)."""
+``CCL_HEALTH_OUTPUT`` (default ``./ccl-health-output`` in the directory
+``reframe`` was started in, not ``config/``: :mod:`ccl_health.outputs`);
+loading this file creates nothing."""
 
 import os
 import sys

@@ -279,7 +279,7 @@ def test_write_atomic_keeps_the_mode(tmp_path):
 def test_scripts_calibrate_is_the_cli(tmp_path):
     """scripts/calibrate runs this code (the thin wrapper, no logic)."""
     text = open(os.path.join(REPO, 'scripts', 'calibrate')).read()
-    assert 'ccl_health.cli calibrate "$@"' in text
+    assert 'ccl_health.cli --prog scripts/calibrate calibrate "$@"' in text
     assert shutil.which('bash')
 
 

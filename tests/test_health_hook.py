@@ -117,7 +117,7 @@ def test_missing_gpu(tmp_path):
                     'GPUs of local:gpu')
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
         [case] = db.cases()
-        assert case['verdict'] == 'crash' and case['system'] == 'local'
+        assert case['verdict'] == 'missing-gpu' and case['system'] == 'local'
 
 
 def test_missing_binary_could_not_check(tmp_path):

@@ -21,7 +21,7 @@ import dataclasses
 import datetime
 import os
 import re
-from typing import List, Optional
+from typing import List
 
 from .. import CclHealthError, transports
 from ..history import HEALTHY, attribute, detect

@@ -3,19 +3,24 @@ ROCm + RCCL + aws-ofi-rccl.  One rank per GCD, bound to its closest GCD."""
 
 import os
 
+# the Slurm account (-A) every allocation there needs; without it sbatch
+# takes SBATCH_ACCOUNT
+_account = os.environ.get('CCL_HEALTH_ACCOUNT')
+
 system = {
     'name': 'frontier',
     'descr': 'OLCF Frontier (MI250X, Slingshot 11)',
     'hostnames': [r'login\d+\.frontier', r'frontier\d+'],
     # CCL_HEALTH_MODULES_SYSTEM=nomod renders job scripts where Lmod is
-    # missing (CI); on the system itself Lmod is used.
+    # missing (a laptop, CI: README "Sites from a laptop"); on the system
+    # itself Lmod is used.
     'modules_system': os.environ.get('CCL_HEALTH_MODULES_SYSTEM', 'lmod'),
     'partitions': [{
         'name': 'batch',
         'descr': 'GPU nodes: 8 GCDs per node',
         'scheduler': 'slurm',
         'launcher': 'srun',
-        'access': ['-q normal'],
+        'access': ['-q normal'] + ([f'-A {_account}'] if _account else []),
         'environs': ['PrgEnv-gnu-rocm'],
         'max_jobs': 8,
         'features': ['gpu', 'amd'],

@@ -3,19 +3,25 @@ CUDA + NCCL + aws-ofi-nccl.  One rank per GPU."""
 
 import os
 
+# the Slurm account (-A) every allocation there needs; without it sbatch
+# takes SBATCH_ACCOUNT
+_account = os.environ.get('CCL_HEALTH_ACCOUNT')
+
 system = {
     'name': 'perlmutter',
     'descr': 'NERSC Perlmutter (A100, Slingshot 11)',
     'hostnames': [r'login\d+\.perlmutter', r'perlmutter', r'nid\d+'],
     # CCL_HEALTH_MODULES_SYSTEM=nomod renders job scripts where Lmod is
-    # missing (CI); on the system itself Lmod is used.
+    # missing (a laptop, CI: README "Sites from a laptop"); on the system
+    # itself Lmod is used.
     'modules_system': os.environ.get('CCL_HEALTH_MODULES_SYSTEM', 'lmod'),
     'partitions': [{
         'name': 'gpu',
         'descr': 'GPU nodes: 4x A100 per node',
         'scheduler': 'slurm',
         'launcher': 'srun',
-        'access': ['-C gpu', '-q regular', '--gpus-per-node=4'],
+        'access': (['-C gpu', '-q regular', '--gpus-per-node=4'] +
+                   ([f'-A {_account}'] if _account else [])),
         'environs': ['PrgEnv-gnu-cuda'],
         'max_jobs': 8,
         'features': ['gpu', 'nvidia'],

@@ -1,0 +1,47 @@
+"""Where results go: one rule for every entry point (``scripts/run``,
+``scripts/report``, ``reframe -C config/settings.py``, the health hook).
+
+``$CCL_HEALTH_OUTPUT``, else ``./ccl-health-output``, relative to the
+directory the command was started in.  Nothing here creates the folder:
+the command that writes into it does."""
+
+import gc
+import os
+import sys
+
+DEFAULT = 'ccl-health-output'
+
+
+def launch_dir():
+    """The directory the command was started in.  ReFrame loads a Python
+    configuration from inside the configuration's own folder (its
+    ``osext.change_dir``), so while ``config/settings.py`` is being loaded
+    by ReFrame the current directory is ``config/``: the directory ReFrame
+    was started in is the one that context manager saved."""
+    cwd = os.getcwd()
+    osext = sys.modules.get('reframe.utility.osext')   # never imported here
+    change_dir = getattr(osext, 'change_dir', None)
+    if change_dir is None:
+        return cwd
+    pairs = [(getattr(o, '_wd_save', None), getattr(o, '_dir_name', None))
+             for o in gc.get_objects() if type(o) is change_dir]
+    targets = {os.path.abspath(t) for _, t in pairs if t}
+    # ReFrame nests one per parent folder: the launch directory is the
+    # one saved that no other change_dir went to
+    outer = [s for s, _ in pairs if s and s not in targets]
+    return outer[0] if outer else cwd
+
+
+def output_dir(base=None):
+    """The output folder, absolute: ``$CCL_HEALTH_OUTPUT``, else
+    ``ccl-health-output``, relative to ``base`` (default: the launch
+    directory)."""
+    path = os.environ.get('CCL_HEALTH_OUTPUT') or DEFAULT
+    return os.path.abspath(os.path.join(base or launch_dir(), path))
+
+
+def database(base=None):
+    """The performance database: ``$CCL_HEALTH_DB``, else
+    ``<output>/ccl-health.db``."""
+    return os.environ.get('CCL_HEALTH_DB') or os.path.join(
+        output_dir(base), 'ccl-health.db')

@@ -1,0 +1,165 @@
+"""Every command README.md shows runs here, so the README cannot drift from
+the code: the ```bash blocks are read, each `scripts/...` / `reframe ...`
+command is run in its dry-run form (no GPU: `--dry-run` and
+CCL_HEALTH_ASSUME_GPUS; a database: the fixture databases captured on
+GPUs), and its exit status and what it selected or answered are checked.
+A command that cannot run here is listed in NOT_HERE with the reason; a
+README command that is neither run nor listed fails the test."""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+HIST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'history-health',
+                    'keep')
+CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'intra')
+REPORT = os.path.join(HIST, 'reports-d1', 'run-20261122T222359.json')
+
+#: commands that cannot run here, and why (matched by their start)
+NOT_HERE = {
+    'scripts/test': 'the test suite itself (CI runs exactly this)',
+    'mpirun -np 2 python3 -m ccl_health.torch_bench': 'needs 2 GPUs and '
+    'PyTorch; the tool is tested by tests/test_torch_bench.py',
+}
+
+
+def readme_commands():
+    """The commands of README.md's ```bash blocks: comments dropped,
+    continuation lines joined."""
+    text = open(os.path.join(REPO, 'README.md')).read()
+    cmds = []
+    for block in re.findall(r'```bash\n(.*?)```', text, re.S):
+        block = block.replace('\\\n', ' ')
+        for line in block.splitlines():
+            line = re.sub(r'\s+#\s.*$', '', line).strip()
+            if line and not line.startswith('#'):
+                cmds.append(line)
+    return cmds
+
+
+def placeholders(cmd):
+    """The README's placeholders replaced by what the fixtures hold."""
+    return (cmd.replace('run-<time>.json', os.path.basename(REPORT))
+            .replace('<system>', 'local').replace('<partition>', 'gpu')
+            .replace('RUN_A RUN_B', 'healthy-01 degraded-proto-ll')
+            .replace('all_reduce.out', 'stdout.txt')
+            .replace('run-report.json', REPORT))
+
+
+def expand_optional(cmd):
+    """``[--run RUN]``: the command without its optional parts and with
+    all of them."""
+    if not re.search(r'\s\[[^\]]+\]', cmd):
+        return [cmd]
+    bare = re.sub(r'\s\[[^\]]+\]', '', cmd)
+    full = re.sub(r'\s\[([^\]]+)\]', lambda m: ' ' + m.group(1), cmd)
+    return [bare, full.replace('RUN', 'degraded-proto-ll')]
+
+
+@pytest.fixture(scope='module')
+def work(tmp_path_factory):
+    """A folder as a user's: ./ccl-health-output holds the performance
+    database (the 20 healthy sweeps + 2 degradations captured on GPUs) and
+    the run report; the captured outputs of a bare nccl-tests run."""
+    d = tmp_path_factory.mktemp('readme')
+    out = d / 'ccl-health-output'
+    (out / 'reports').mkdir(parents=True)
+    shutil.copy(os.path.join(HIST, 'hist.db'), out / 'ccl-health.db')
+    shutil.copy(REPORT, out / 'reports')
+    for f in os.listdir(CAP):
+        shutil.copy(os.path.join(CAP, f), d / f)
+    # references are written by calibrate only with --dry-run here
+    return d
+
+
+def as_run_here(cmd, work):
+    """(argv, env, expected exit statuses, what the output must show) of a
+    README command in its dry-run form."""
+    env = dict(os.environ, CCL_HEALTH_OUTPUT=str(work / 'ccl-health-output'),
+               CCL_HEALTH_ASSUME_GPUS='2:sm_90', RFM_COLORIZE='n')
+    env.pop('CCL_HEALTH_DB', None)
+    words = shlex.split(cmd)
+    while words and re.match(r'^[A-Z_]+=', words[0]):
+        k, v = words.pop(0).split('=', 1)
+        env[k] = v
+    exe = words[0]
+    if exe.startswith('scripts/'):
+        words[0] = os.path.join(REPO, exe)
+    if exe == 'scripts/run':
+        # a dry run always, with the outputs under the test's folder
+        at = words.index('--') if '--' in words else len(words)
+        words[at:at] = ['--dry-run', '--output', str(work / 'run-out')]
+        return words, env, {0}, r'dry run rendered [1-9]\d* job scripts'
+    if exe == 'reframe':
+        words = [os.path.join(os.path.dirname(sys.executable), 'reframe')] + \
+            ['--dry-run' if w == '-r' else w for w in words[1:]]
+        return words, env, {0}, r'Ran [1-9]\d*/\d+ test case'
+    if exe == 'scripts/explain':
+        logs = sorted(str(work / f) for f in os.listdir(work)
+                      if f.startswith('nccl-debug'))
+        at = words.index('nccl-debug.*.log')
+        words[at:at + 1] = logs
+        return words, env, {0}, r'PASS|"verdict": "pass"'
+    if exe == 'scripts/report':
+        sub = next(w for w in words[1:] if not w.startswith('-') and
+                   'ccl-health-output' not in w)
+        if sub == 'failed':
+            # the fixture database is older than a day: its whole history
+            words += ['--hours', '1e7']
+            return words, env, {1}, r'DROP .* in run degraded-nchannels4'
+        if sub == 'since':
+            # the fixture database holds the intra transport
+            words = [w.replace('net-plugin', 'intra') for w in words]
+            return words, env, {1}, r'intra: bad since'
+        if sub == 'ingest':
+            env['CCL_HEALTH_OUTPUT'] = str(work / 'ingested')
+            return words, env, {0}, r'1 test case\(s\) recorded'
+        expect = {'report': r'report: report/index.html',
+                  'history': r'GB/s', 'compare': r'x0\.\d+',
+                  'detect': r'DROP', 'runs': r'degraded-proto-ll'}[sub]
+        return words, env, {0, 1}, expect
+    if exe == 'scripts/calibrate':
+        return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
+    if exe == 'scripts/ccl-health-check':
+        # no GPU here: the hook says so, exit 2, never a reason to drain
+        env.pop('CCL_HEALTH_ASSUME_GPUS')
+        return words, env, {0, 1, 2}, r'^(HEALTHY|UNHEALTHY|COULD-NOT-CHECK): '
+    raise AssertionError(f'README command of unknown kind: {cmd}')
+
+
+def _cases():
+    out = []
+    for cmd in readme_commands():
+        if any(cmd.startswith(k) for k in NOT_HERE):
+            continue
+        for c in expand_optional(placeholders(cmd)):
+            out.append(c)
+    return out
+
+
+def test_every_readme_command_is_covered():
+    cmds = readme_commands()
+    assert len(cmds) > 20
+    for cmd in cmds:
+        assert cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_')) or \
+            any(cmd.startswith(k) for k in NOT_HERE), \
+            f'README command neither run by this test nor in NOT_HERE: {cmd}'
+
+
+@pytest.mark.parametrize('cmd', _cases())
+def test_readme_command(cmd, work):
+    argv, env, rcs, expect = as_run_here(cmd, work)
+    p = subprocess.run(argv, cwd=work if not argv[0].endswith('reframe')
+                       and 'scripts/run' not in argv[0] else REPO,
+                       env=env, capture_output=True, text=True, timeout=600)
+    out = p.stdout + p.stderr
+    assert p.returncode in rcs, f'{cmd}: exit {p.returncode}\n{out[-3000:]}'
+    assert re.search(expect, out, re.M), f'{cmd}:\n{out[-3000:]}'
+    assert 'Traceback' not in out
