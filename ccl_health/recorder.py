@@ -12,6 +12,7 @@ import subprocess
 from . import resources, summary
 from .reference import busbw_perfvalues
 from .store import CaseRecord, SizeRecord
+from .verdict import below_reference
 
 
 
@@ -35,7 +36,8 @@ def suite_revision():
 def size_verdict(value, ref, tolerance):
     if not ref:
         return 'no-reference'
-    return 'below-reference' if value < ref * (1 - tolerance) else 'pass'
+    return 'below-reference' if below_reference(value, ref, tolerance) \
+        else 'pass'
 
 
 def sizes_from_sweep(result, ref_entry=None):

@@ -221,6 +221,13 @@ def judge_sweep(result, exit_status, proof, ref_entry, *,
     return Verdict.PASS, proof.reason
 
 
+def below_reference(value, ref, tolerance):
+    """The one rule of a size against its reference: below ``ref x (1 -
+    tolerance)``, or not a finite number at all (a nan passes every
+    comparison)."""
+    return not finite(value) or value < ref * (1 - tolerance)
+
+
 def shortfalls(result, ref_entry):
     """``[(size, busbw, ref, allowed_fraction)]`` of sizes below the
     reference's lower bound."""
@@ -232,7 +239,7 @@ def shortfalls(result, ref_entry):
         if ref is None:
             continue
         tol = ref_entry.tolerance_at(row.size)
-        if not finite(row.busbw) or row.busbw < ref * (1 - tol):
+        if below_reference(row.busbw, ref, tol):
             out.append((row.size, row.busbw, ref, tol))
     return out
 

@@ -217,3 +217,16 @@ def test_device_build_failed_and_aborted_after_issue12():
     with store.open_store(os.path.join(TRUST2, 'b.db'), readonly=True) as db:
         [case] = db.cases()
     assert case['verdict'] == 'aborted'
+
+
+def test_one_rule_for_a_size_against_its_reference():
+    """The sweep's shortfalls and the size records of the database use one
+    rule: below ref x (1 - tolerance), and a non-finite value is never
+    within it (before, a nan size was recorded as 'pass')."""
+    from ccl_health import recorder, verdict as V
+    for value, below in ((89.9, True), (90.0, False), (120.0, False),
+                         (float('nan'), True), (float('inf'), True)):
+        assert V.below_reference(value, 100.0, 0.10) is below
+        assert recorder.size_verdict(value, 100.0, 0.10) == (
+            'below-reference' if below else 'pass')
+    assert recorder.size_verdict(float('nan'), None, None) == 'no-reference'
