@@ -12,11 +12,7 @@ from typing import Dict, List
 from . import CclHealthError
 from .history import attribute, detect
 from .units import format_size, parse_size
-from .verdict import FAILING, NAMES, UNJUDGED, Verdict
-
-#: the verdicts ``failed`` lists: every failure and every case that could
-#: not be judged
-BAD = FAILING + UNJUDGED
+from .verdict import NAMES, Verdict
 
 
 def stored_verdict(name):

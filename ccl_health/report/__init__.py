@@ -182,11 +182,6 @@ def resolve_sizes(wanted, recorded):
     return sorted(out)
 
 
-def key_sizes(sizes):
-    """The default trend sizes among ``sizes``."""
-    return resolve_sizes(parse_trend_sizes(None), sizes)
-
-
 def parse_trend_sizes(text):
     """``--sizes`` (comma separated: sizes, ``min``, ``max``; default
     :data:`DEFAULT_TREND_SIZES`) as a list of ``'min'``/``'max'``/bytes."""
