@@ -1,0 +1,114 @@
+"""A fault plan: which nodes and links of a fleet are broken, and how.
+
+One model of injected faults, read by two things that must agree: the
+simulated scheduler of the scale benchmark (:mod:`ccl_health.fleet.simulate`)
+and the stand-in probe that the real-Slurm test runs on each node in place
+of nccl-tests.  A plan is a JSON file::
+
+    {"busbw": 40.0,                       # healthy busbw of a step, GB/s
+     "bad_nodes": {"n3": "crash"},        # crash | slow | wrong | hang
+     "bad_links": [["n5", "n9"]],         # a step holding both is slow
+     "stragglers": {"n7": 0.85}}          # busbw factor of that node
+
+``outcome(nodes)`` says what one step over ``nodes`` (one node: the node
+check; two: a pair; more: a group) shows: the worst fault among its
+nodes and links, else ``ok`` at the busbw of its slowest member.
+"""
+
+import dataclasses
+import itertools
+import json
+from typing import Dict, FrozenSet, List, Sequence
+
+#: what a broken node does to every step it is part of
+NODE_FAULTS = ('crash', 'slow', 'wrong', 'hang')
+#: a step's outcome, worst first (a hang hides everything else)
+OUTCOMES = ('hang', 'crash', 'wrong', 'slow', 'ok')
+#: busbw of a step through a slow node or a bad link, as a share of healthy
+SLOW_FACTOR = 0.3
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    kind: str              # one of OUTCOMES
+    busbw: float           # GB/s; 0.0 for hang / crash
+    why: str = ''          # the injected cause, for the stand-in's message
+
+
+@dataclasses.dataclass
+class FaultPlan:
+    busbw: float = 40.0
+    bad_nodes: Dict[str, str] = dataclasses.field(default_factory=dict)
+    bad_links: List[FrozenSet[str]] = dataclasses.field(default_factory=list)
+    stragglers: Dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for node, fault in self.bad_nodes.items():
+            if fault not in NODE_FAULTS:
+                raise ValueError('bad_nodes.%s: %r is not one of %s'
+                                 % (node, fault, ', '.join(NODE_FAULTS)))
+        links = []
+        for link in self.bad_links:
+            link = frozenset(link)
+            if len(link) != 2:
+                raise ValueError('bad_links: %r is not two nodes'
+                                 % sorted(link))
+            links.append(link)
+        self.bad_links = links
+        for node, factor in self.stragglers.items():
+            if not 0 < float(factor) <= 1:
+                raise ValueError('stragglers.%s: %r is not in (0, 1]'
+                                 % (node, factor))
+
+    @classmethod
+    def from_dict(cls, data):
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError('unknown keys in fault plan: %s'
+                             % ', '.join(sorted(unknown)))
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path):
+        with open(path) as fp:
+            try:
+                return cls.from_dict(json.load(fp))
+            except ValueError as err:
+                raise ValueError('%s: %s' % (path, err)) from None
+
+    def to_dict(self):
+        return {'busbw': self.busbw, 'bad_nodes': dict(self.bad_nodes),
+                'bad_links': [sorted(l) for l in self.bad_links],
+                'stragglers': dict(self.stragglers)}
+
+    def save(self, path):
+        with open(path, 'w') as fp:
+            json.dump(self.to_dict(), fp, indent=1, sort_keys=True)
+
+    @property
+    def culprits(self):
+        """What a correct search names: bad nodes (hanging ones included),
+        bad links, stragglers."""
+        return {'nodes': sorted(self.bad_nodes),
+                'links': sorted(sorted(l) for l in self.bad_links),
+                'stragglers': sorted(self.stragglers)}
+
+    def outcome(self, nodes: Sequence[str]) -> Outcome:
+        nodes = list(nodes)
+        found = []
+        for node in nodes:
+            fault = self.bad_nodes.get(node)
+            if fault:
+                found.append((fault, 'node %s: %s' % (node, fault)))
+        for a, b in itertools.combinations(sorted(set(nodes)), 2):
+            if frozenset((a, b)) in self.bad_links:
+                found.append(('slow', 'link %s-%s' % (a, b)))
+        if found:
+            kind, why = min(found, key=lambda f: OUTCOMES.index(f[0]))
+            busbw = {'slow': self.busbw * SLOW_FACTOR,
+                     'wrong': self.busbw}.get(kind, 0.0)
+            return Outcome(kind, busbw, why)
+        factor = min([float(self.stragglers.get(n, 1.0)) for n in nodes]
+                     or [1.0])
+        why = '' if factor == 1.0 else 'straggler x%.2f' % factor
+        return Outcome('ok', self.busbw * factor, why)
