@@ -9,6 +9,7 @@ or the ones built here (:mod:`ccl_health.rfm.binaries`)."""
 
 import json
 import os
+import shlex
 import sys
 
 import reframe as rfm
@@ -17,7 +18,8 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
-from ccl_health import resources
+from ccl_health import resources, shell
+from ccl_health import site as site_data
 from ccl_health.rfm import binaries
 from ccl_health.sysconfig import partition_gpus
 
@@ -55,7 +57,7 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
     def set_command(self):
         # the hook starts its own ranks: run it once per node, directly
         self.job.launcher = getlauncher('local')()
-        launcher = self.hook_launcher or (
+        launcher = self.hook_launcher or self.site_launcher() or (
             'srun --overlap --ntasks' if self.current_partition.scheduler
             .registered_name in ('slurm', 'squeue') else
             'mpirun --bind-to none -np')
@@ -65,8 +67,18 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
             '--size', self.size, '--system', self.current_system.name,
             '--partition', self.current_partition.name,
             '--tests-prefix', self.binaries_prefix(),
-            '--launcher', f"'{launcher}'", '--json', 'health.json']
+            '--launcher', shell.word(launcher), '--json', 'health.json']
         self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
+
+    def site_launcher(self):
+        """The site file's ``health.launcher`` (what the node health
+        checker's hook uses on this system): the same command here, so the
+        ReFrame job and NHC start their ranks alike.  '' where the site
+        file has no ``health`` block."""
+        site = site_data.load(getattr(self, 'site_dir', None) or
+                              binaries.default_site_dir(),
+                              self.current_system.name)
+        return shlex.join(site.health.launcher) if site.health else ''
 
     @sanity_function
     def healthy(self):

@@ -356,3 +356,20 @@ def test_lumi_published_reference_is_the_gdr_sweeps(lumi):
               '%collective=all_reduce %algo=default'][2]
     assert (tc['system'], tc['partition'], tc['num_tasks']) == \
         ('lumi', 'gpu', 16)
+
+
+def test_node_health_job_uses_the_site_health_launcher(tmp_path):
+    """The ReFrame NodeHealthCheck starts the hook's ranks with the site
+    file's ``health.launcher``, as NHC's hook does on that system."""
+    site = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), site)
+    path = site / 'frontier.yaml'
+    text = path.read_text()
+    assert '  launcher: srun --overlap --ntasks\n' in text
+    path.write_text(text.replace(
+        '  launcher: srun --overlap --ntasks\n',
+        '  launcher: srun --overlap --cpu-bind=none --ntasks\n'))
+    cases = dry_run(tmp_path, 'frontier', '-n', '^NodeHealthCheck',
+                    env={'CCL_HEALTH_SITE_DIR': str(site)})
+    script = cases['NodeHealthCheck'][0]
+    assert "--launcher 'srun --overlap --cpu-bind=none --ntasks'" in script
