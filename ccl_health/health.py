@@ -709,8 +709,9 @@ def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy):
     probe.exit_status = proc.returncode
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     last = (lines or ['no output'])[-1][:200]
-    ours = f'# {links.PROGRAM} ' if name == links.PROGRAM else \
-        'nvbandwidth Version'
+    # its own lines: the header, or an error it names (before the header)
+    ours = (f'# {links.PROGRAM} ', '# error:', '# usage error:') \
+        if name == links.PROGRAM else ('nvbandwidth Version',)
     if proc.returncode in (126, 127) or not any(ln.startswith(ours)
                                                 for ln in lines):
         probe.verdict = Verdict.COULD_NOT_CHECK.value

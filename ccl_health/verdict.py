@@ -318,7 +318,7 @@ def judge_links(result, exit_status, peer_copy=None, label=str,
         result.bytes is None or peer_copy.size == result.bytes) else None
     slow = []
     for ln in result.links:
-        ref = usable.expected(ln) if usable else None
+        ref = usable.expected(ln, label) if usable else None
         if ref is None:
             judged.append((ln, None, None, True))
             continue
@@ -344,6 +344,8 @@ def judge_links(result, exit_status, peer_copy=None, label=str,
 
 
 def _direction(a, b, label):
-    def g(x):
-        return x if x == 'host' else f'GPU {label(int(x))}'
-    return f'{g(a)}->{g(b)}'
+    """``GPU 1->2``, ``host->GPU 0``, ``GPU 0->host``, by node index."""
+    if 'host' not in (a, b):
+        return f'GPU {label(int(a))}->{label(int(b))}'
+    return (f'host->GPU {label(int(b))}' if a == 'host' else
+            f'GPU {label(int(a))}->host')
