@@ -321,3 +321,37 @@ def test_device_capture_parses():
         DEVICE, 'links-usage-error.txt')).read())
     assert res.errors == ['usage error: bad size: 1x (usage: ccl-health-links '
                           '[-b BYTES] [-n REPEATS] [-w WARMUP])']
+
+
+def test_the_nccl_tests_recipe_builds_the_links_program(tmp_path):
+    """The build fixture's steps end with ``links`` (nvcc, or hipcc for
+    rccl-tests), its product is checked before the stamp, and the
+    source's checksum is in the command: a changed source is a new recipe
+    key, a new prefix."""
+    pytest.importorskip('reframe')
+    import types
+    from builders import nccl_tests
+    from ccl_health import buildcache
+    stub = types.SimpleNamespace(package='nccl-tests', gpu_arch='sm_90',
+                                 extra=lambda k, d=None: {
+                                     'cuda_home': '/opt/cuda 13'}.get(k, d),
+                                 gpu=lambda: (2, 'sm_90', 'nvidia'))
+    steps = dict(nccl_tests.CollectiveTestsBuild.steps(stub))
+    assert list(steps)[-2:] == ['install', 'links']
+    src = nccl_tests.LINKS_SOURCE
+    assert steps['links'].startswith(
+        f"'/opt/cuda 13'/bin/nvcc -O2 -o \"$PREFIX\"/bin/ccl-health-links "
+        f"{buildcache.shell_value(src)} # ccl_health_links.cu sha256 ")
+    assert os.path.join('bin', 'ccl-health-links') in \
+        nccl_tests.CollectiveTestsBuild.products.fget(
+            types.SimpleNamespace(program=types.SimpleNamespace(
+                products=['bin/all_reduce_perf'])))
+    copy = tmp_path / 'ccl_health_links.cu'
+    copy.write_text(open(src).read() + '\n/* changed */\n')
+    old = steps['links']
+    nccl_tests.LINKS_SOURCE = str(copy)
+    try:
+        new = nccl_tests.links_step('nccl-tests', 'sm_90', stub.extra)
+    finally:
+        nccl_tests.LINKS_SOURCE = src
+    assert new.split(' sha256 ')[1] != old.split(' sha256 ')[1]
