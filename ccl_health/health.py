@@ -39,6 +39,17 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   short to start a probe; SIGTERM / SIGINT; any exception.
   Recording into the performance database never changes the verdict.
 
+The GPU links: where ``ccl-health-links`` is installed beside the test
+programs (or the site file names it, or ``nvbandwidth``, in its ``health``
+block), one copy matrix of every GPU pair, both directions at once, replaces
+the NCCL pair rounds (:func:`run_links`, judged by
+:func:`ccl_health.verdict.judge_links` against the partition's
+``peer_copy`` reference, every failing direction named: ``UNHEALTHY: GPU
+0->1 copy 72.1 GB/s < 308.8 (reference 386.0)``); without ``peer_copy`` the
+links are named, not judged.  A node of one GPU is judged by its copies
+alone where ``peer_copy`` has its in-GPU / host kinds.  Without the program
+the pair rounds stay.
+
 The system and partition are found as ReFrame's configuration finds them:
 the ``hostnames`` patterns of each system in ``config/systems/<system>.py``,
 in the order ``config/settings.py`` loads them (file names, a system
@@ -161,8 +172,9 @@ def _parser():
                     "file's health.gpus_per_node, else its partition's "
                     "devices in config/systems/)")
     ap.add_argument('--no-pairs', action='store_true',
-                    help='skip the GPU-pair checks (only the all-GPU '
-                    'all_reduce)')
+                    help='skip the GPU links\' checks (the copy matrix of '
+                    'ccl-health-links / nvbandwidth, or the NCCL pair '
+                    'rounds): only the all-GPU all_reduce')
     ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
                     'system whose hostnames pattern matches this host')
     ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
@@ -600,7 +612,7 @@ def pair_rounds(gpus):
     return rounds
 
 
-# -- the GPU links: one copy matrix in one process -----------------------------
+# -- the GPU links: one copy matrix in one process --------------------------
 
 #: the copy size where no ``peer_copy`` reference gives one
 LINKS_DEFAULT_SIZE = 256 << 20
@@ -677,7 +689,8 @@ def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy):
         probe.why = ('the limit left no time for the copy matrix of the '
                      'GPU links (raise --limit)')
         return probe
-    opts = links.links_options(size) if name == links.PROGRAM else         links.nvbandwidth_options(size)
+    opts = (links.links_options(size) if name == links.PROGRAM else
+            links.nvbandwidth_options(size))
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen([path] + opts, env=env, stdout=subprocess.PIPE,

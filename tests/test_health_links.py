@@ -355,3 +355,24 @@ def test_the_nccl_tests_recipe_builds_the_links_program(tmp_path):
     finally:
         nccl_tests.LINKS_SOURCE = src
     assert new.split(' sha256 ')[1] != old.split(' sha256 ')[1]
+
+
+def test_site_nvbandwidth(tmp_path):
+    """A site without ccl-health-links that names NVIDIA's nvbandwidth:
+    its write-CE matrix (text built from nvbandwidth's format strings,
+    tests/test_links.py) judged the same way, each slow direction named."""
+    from test_links import WRITE, WRITE_DESC, nvb_output
+    out = tmp_path / 'nvb.txt'
+    out.write_text(nvb_output(WRITE, WRITE_DESC, [[None, 386.1],
+                                                  [90.5, None]]))
+    prog = tmp_path / 'nvbandwidth'
+    os.symlink(STAND_IN, prog)
+    prefix = prefix_with_links(tmp_path, links_program=None)
+    rc, line, _ = links_hook(tmp_path, matrix=str(out), prefix=prefix,
+                             env=site_with(tmp_path, nvbandwidth=prog))
+    ref = shipped_peer_copy().gbps['gpu_to_gpu']
+    assert rc == 1
+    assert line == (f'UNHEALTHY: GPU 1->0 copy 90.5 GB/s < {ref * 0.8:.1f} '
+                    f'(reference {ref:.1f})')
+    assert (tmp_path / 'links-args').read_text().splitlines()[0] == (
+        f'-t {WRITE} -b 256 | CUDA_VISIBLE_DEVICES=0,1')
