@@ -1,9 +1,8 @@
-"""The GPU links' copy matrix: ccl-health-links' output as captured on the
-device (tests/fixtures/device/links/), nvbandwidth's text output built from
-its own format strings, and the verdict on a matrix
-(ccl_health.verdict.judge_links)."""
+"""The GPU links' copy matrix: nvbandwidth's text output built from its own
+format strings, the ``peer_copy`` reference and the site keys.  The
+captured ccl-health-links output (tests/fixtures/device/links/) and the
+hook's decisions are tested in tests/test_health_links.py."""
 
-import glob
 import math
 import os
 
@@ -12,14 +11,6 @@ import pytest
 from ccl_health import links, reference
 from ccl_health.verdict import Verdict, judge_links
 from conftest import REPO
-
-DEVICE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'links')
-MATRICES = os.path.join(REPO, 'tests', 'fixtures', 'links')
-
-
-def read(path):
-    with open(path) as fp:
-        return fp.read()
 
 
 # -- nvbandwidth, from its format strings -----------------------------------
@@ -135,3 +126,54 @@ def test_nvbandwidth_error_status():
 
 def test_nvbandwidth_options():
     assert links.nvbandwidth_options(256 << 20) == ['-t', WRITE, '-b', '256']
+
+
+# -- the reference and site keys ----------------------------------------------
+
+REF = '''system: x
+partitions:
+  gpu:
+    peer_copy: {size: %s, tolerance: 0.2, source: s, gbps: %s%s}
+'''
+
+
+@pytest.mark.parametrize('size, gbps, pairs, says', [
+    ('256Mx', '{gpu_to_gpu: 1}', '', 'partitions.gpu.peer_copy.size'),
+    ('256MiB', '{gpu_to_gpux: 1}', '', "'gpu_to_gpux' was unexpected"),
+    ('256MiB', '{}', '', 'partitions.gpu.peer_copy.gbps'),
+    ('256MiB', '{in_gpu: -1}', '', 'partitions.gpu.peer_copy.gbps.in_gpu'),
+    ('256MiB', '{gpu_to_gpu: 1}', ", pairs: {'1->1': 2}",
+     'partitions.gpu.peer_copy.pairs.1->1: a pair of two different GPUs'),
+    ('256MiB', '{gpu_to_gpu: 1}', ", pairs: {'1-2': 2}",
+     'partitions.gpu.peer_copy.pairs'),
+])
+def test_bad_peer_copy_names_the_key(size, gbps, pairs, says):
+    with pytest.raises(reference.ReferenceError) as err:
+        reference.parse(REF % (size, gbps, pairs), 'r.yaml')
+    assert str(err.value).startswith('r.yaml: ') and says in str(err.value)
+
+
+def test_peer_copy_reads():
+    pc = reference.parse(REF % ('256MiB', '{gpu_to_gpu: 386, in_gpu: 1492}',
+                                ", pairs: {'0->4': 52}"), 'r').peer_copy('gpu')
+    assert (pc.size, pc.tolerance, pc.pairs) == (256 << 20, 0.2,
+                                                 {(0, 4): 52.0})
+    assert pc.expected(links.Link('0', '4', 1, 1.0, 1.0)) == 52.0
+    assert pc.expected(links.Link('4', '0', 1, 1.0, 1.0)) == 386.0
+    assert pc.expected(links.Link('0', '0', 1, 1.0, 1.0)) == 1492.0
+    assert pc.expected(links.Link('host', '0', 1, 1.0, 1.0)) is None
+
+
+def test_site_links_keys(tmp_path):
+    from ccl_health import CclHealthError, site
+    text = open(os.path.join(REPO, 'site', 'local.yaml')).read()
+    good = text.replace('  partition: gpu\n', '  partition: gpu\n  links: '
+                        '/opt/x/ccl-health-links\n  nvbandwidth: /opt/nvb\n')
+    (tmp_path / 'local.yaml').write_text(good)
+    h = site.load(str(tmp_path), 'local').health
+    assert (h.links, h.nvbandwidth) == ('/opt/x/ccl-health-links', '/opt/nvb')
+    (tmp_path / 'local.yaml').write_text(text.replace(
+        '  partition: gpu\n', '  partition: gpu\n  links: 5\n'))
+    with pytest.raises(CclHealthError) as err:
+        site.load(str(tmp_path), 'local')
+    assert 'health.links' in str(err.value)
