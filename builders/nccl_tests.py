@@ -11,6 +11,11 @@ the build runs in a space-free folder (:mod:`ccl_health.buildcache`) and a
 ``*_HOME`` holding whitespace fails the ``check-paths`` step with one line
 naming it; the install (``cp`` into ``"$PREFIX"``) takes any path.
 
+The same prefix gets ``bin/ccl-health-links`` (step ``links``:
+``builders/src/ccl_health_links.cu`` compiled by nvcc, or by hipcc as HIP
+through ``builders/src/gpu_compat.h``): the health hook's copy matrix of
+the GPU links (:mod:`ccl_health.links`).
+
 rccl-tests' Makefile runs ``hipify-perl`` (ROCm's ``bin``, on PATH once the
 ``rocm`` module is loaded) on every source, compiles with
 ``$(ROCM_PATH)/bin/hipcc`` for the targets in ``HCC_AMDGPU_TARGET`` and
@@ -20,9 +25,40 @@ in ``common.cu`` and ``verifiable.cu``; ``hypercube.cu`` is not built."""
 
 from reframe.core.builtins import run_after, variable
 
-from ccl_health import buildcache, programs
+import hashlib
+import os
+
+from ccl_health import buildcache, links, programs, resources
 
 from .source_build import SourceBuild
+
+#: the link check's program (:mod:`ccl_health.links`): one CUDA / HIP
+#: source, built beside the test programs into the same prefix, where the
+#: health hook finds it (``bin/ccl-health-links``)
+LINKS_SOURCE = os.path.join(resources.builders_dir(), 'src',
+                            'ccl_health_links.cu')
+LINKS_PRODUCT = os.path.join('bin', links.PROGRAM)
+
+
+def links_step(vendor_package, arch, extra):
+    """The build step of ``ccl-health-links``: nvcc (``cuda_home``'s, else
+    the one on PATH) or ``hipcc -x hip`` of ``rocm_home`` for the
+    partition's gfx architecture.  The source's sha256 is part of the
+    command, so a changed source is a new recipe (a new prefix)."""
+    with open(LINKS_SOURCE, 'rb') as fp:
+        digest = hashlib.sha256(fp.read()).hexdigest()[:16]
+    src = buildcache.shell_value(LINKS_SOURCE)
+    out = f'"$PREFIX"/{LINKS_PRODUCT}'
+    if vendor_package == 'rccl-tests':
+        rocm = buildcache.shell_value(extra('rocm_home', '/opt/rocm'))
+        target = (f' --offload-arch={buildcache.shell_value(arch)}'
+                  if arch.startswith('gfx') else '')
+        cc = f'{rocm}/bin/hipcc -x hip{target}'
+    else:
+        cc = (f'{buildcache.shell_value(extra("cuda_home"))}/bin/nvcc'
+              if extra('cuda_home') else 'nvcc')
+    return (f'{cc} -O2 -o {out} {src} '
+            f'# ccl_health_links.cu sha256 {digest}')
 
 
 class CollectiveTestsBuild(SourceBuild):
@@ -41,7 +77,7 @@ class CollectiveTestsBuild(SourceBuild):
 
     @property
     def products(self):
-        return self.program.products
+        return self.program.products + [LINKS_PRODUCT]
 
     def steps(self):
         arch = self.gpu_arch or self.gpu()[1]
@@ -73,4 +109,5 @@ class CollectiveTestsBuild(SourceBuild):
         return steps + [
             ('build', prefix + 'make -j$JOBS ' + ' '.join(opts)),
             ('install', 'mkdir -p "$PREFIX/bin" && cp build/*_perf '
-                        '"$PREFIX/bin/"')]
+                        '"$PREFIX/bin/"'),
+            ('links', links_step(self.package, arch, self.extra))]

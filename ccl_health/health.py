@@ -39,6 +39,17 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   short to start a probe; SIGTERM / SIGINT; any exception.
   Recording into the performance database never changes the verdict.
 
+The GPU links: where ``ccl-health-links`` is installed beside the test
+programs (or the site file names it, or ``nvbandwidth``, in its ``health``
+block), one copy matrix of every GPU pair, both directions at once, replaces
+the NCCL pair rounds (:func:`run_links`, judged by
+:func:`ccl_health.verdict.judge_links` against the partition's
+``peer_copy`` reference, every failing direction named: ``UNHEALTHY: GPU
+0->1 copy 72.1 GB/s < 308.8 (reference 386.0)``); without ``peer_copy`` the
+links are named, not judged.  A node of one GPU is judged by its copies
+alone where ``peer_copy`` has its in-GPU / host kinds.  Without the program
+the pair rounds stay.
+
 The system and partition are found as ReFrame's configuration finds them:
 the ``hostnames`` patterns of each system in ``config/systems/<system>.py``,
 in the order ``config/settings.py`` loads them (file names, a system
@@ -161,8 +172,9 @@ def _parser():
                     "file's health.gpus_per_node, else its partition's "
                     "devices in config/systems/)")
     ap.add_argument('--no-pairs', action='store_true',
-                    help='skip the GPU-pair checks (only the all-GPU '
-                    'all_reduce)')
+                    help='skip the GPU links\' checks (the copy matrix of '
+                    'ccl-health-links / nvbandwidth, or the NCCL pair '
+                    'rounds): only the all-GPU all_reduce')
     ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
                     'system whose hostnames pattern matches this host')
     ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
@@ -600,6 +612,177 @@ def pair_rounds(gpus):
     return rounds
 
 
+# -- the GPU links: one copy matrix in one process --------------------------
+
+#: the copy size where no ``peer_copy`` reference gives one
+LINKS_DEFAULT_SIZE = 256 << 20
+
+
+@dataclasses.dataclass
+class LinksProbe:
+    """The copy matrix of every GPU pair (``ccl-health-links`` or
+    nvbandwidth, :mod:`ccl_health.links`), judged by
+    :func:`ccl_health.verdict.judge_links`; it stands in for the NCCL pair
+    rounds where the program is installed."""
+    gpus: tuple               # node GPU indices, in the program's order
+    tool: str = ''
+    path: str = ''
+    size: int = 0
+    tokens: tuple = ()
+    ok: bool = False
+    why: str = ''
+    verdict: str = ''
+    seconds: float = 0.0
+    init_s: object = None
+    copy_s: object = None
+    exit_status: object = None
+    #: every measured direction: name, src, dst, GB/s, reference, lower
+    #: bound (None: not judged), ok
+    links: list = dataclasses.field(default_factory=list)
+    #: directed pairs that cannot peer, by node GPU index
+    no_peer: list = dataclasses.field(default_factory=list)
+    judged: bool = False
+    # what the hook's record reads of its probes (no bandwidth of NCCL's)
+    busbw: float = 0.0
+    ref: float = 0.0
+    proven: str = ''
+    versions: dict = dataclasses.field(default_factory=dict)
+
+
+def find_links_tool(prefix, site):
+    """``(tool, path)`` of what measures the GPU links, or None (then the
+    hook runs the NCCL pair rounds): the site's ``health.links``, else
+    ``bin/ccl-health-links`` of the tests' install prefix (the builders put
+    it there), else the site's ``health.nvbandwidth``.  A path the site
+    names that is not executable cannot be checked with (exit 2)."""
+    from . import links
+    health = site.health if site is not None else None
+    named = [(links.PROGRAM, getattr(health, 'links', None)),
+             (links.NVBANDWIDTH, getattr(health, 'nvbandwidth', None))]
+    for tool, path in named:
+        if path and not os.access(path, os.X_OK):
+            key = 'links' if tool == links.PROGRAM else tool
+            raise CouldNotCheck(f'{site.path}: health.{key}: {path} is '
+                                f'missing or not executable')
+    if named[0][1]:
+        return named[0]
+    built = os.path.join(prefix, 'bin', links.PROGRAM)
+    if os.access(built, os.X_OK):
+        return links.PROGRAM, built
+    if named[1][1]:
+        return named[1]
+    return None
+
+
+def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy):
+    """Run the copy matrix on ``gpu_ids`` (made visible by ``env``), alone
+    (nothing else runs on the GPUs meanwhile), and judge it."""
+    from . import links
+    from .verdict import Verdict, judge_links
+    name, path = tool
+    size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
+    probe = LinksProbe(tuple(gpu_ids), name, path, size, tuple(tokens))
+    label = {i: g for i, g in enumerate(gpu_ids)}.get
+    remaining = deadline - time.monotonic()
+    if remaining < 1:
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = ('the limit left no time for the copy matrix of the '
+                     'GPU links (raise --limit)')
+        return probe
+    opts = (links.links_options(size) if name == links.PROGRAM else
+            links.nvbandwidth_options(size))
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen([path] + opts, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                errors='replace', start_new_session=True)
+    except OSError as err:
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = f'cannot start {path}: {err.strerror or err}'
+        return probe
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        out, _ = proc.communicate(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        try:
+            proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        probe.seconds = time.monotonic() - t0
+        probe.verdict = Verdict.HANG.value
+        probe.why = (f'hang: {name} (the copy matrix of the GPU links) did '
+                     f'not finish within the {probe.seconds:.0f} s left')
+        return probe
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+    probe.seconds = time.monotonic() - t0
+    probe.exit_status = proc.returncode
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    last = (lines or ['no output'])[-1][:200]
+    # its own lines: the header, or an error it names (before the header)
+    ours = (f'# {links.PROGRAM} ', '# error:', '# usage error:') \
+        if name == links.PROGRAM else ('nvbandwidth Version',)
+    if proc.returncode in (126, 127) or not any(ln.startswith(ours)
+                                                for ln in lines):
+        probe.verdict = Verdict.COULD_NOT_CHECK.value
+        probe.why = (f'{path} did not start (exit {proc.returncode}): '
+                     f'{last}')
+        return probe
+    res = links.parse_links(out) if name == links.PROGRAM else \
+        links.parse_nvbandwidth(out, nbytes=size)
+    probe.init_s, probe.copy_s = res.init_s, res.copy_s
+    probe.no_peer = [(label(a), label(b)) for a, b in sorted(set(
+        res.no_peer))]
+    verdict, why, judged = judge_links(res, proc.returncode, peer_copy,
+                                       label, expect_gpus=len(gpu_ids))
+    probe.judged = any(ref is not None for _, ref, _, _ in judged)
+    probe.links = [{'name': ln.name(label), 'src': ln.src, 'dst': ln.dst,
+                    'bytes': ln.bytes, 'seconds': ln.seconds,
+                    'gbps': ln.gbps, 'ref': ref, 'lower': lo, 'ok': ok}
+                   for ln, ref, lo, ok in judged]
+    probe.verdict, probe.why = verdict.value, why
+    probe.ok = verdict is Verdict.PASS
+    return probe
+
+
+def links_summary(probe, where):
+    """What a passed copy matrix says in the HEALTHY line: its directions
+    by kind with their range, and whether they were judged."""
+    from .units import format_size
+    kinds = {}
+    for ln in probe.links:
+        kinds.setdefault(_kind_label(ln), []).append(ln)
+    parts = []
+    for label_, lns in kinds.items():
+        vals = [ln['gbps'] for ln in lns]
+        refs = sorted({ln['ref'] for ln in lns if ln['ref'] is not None})
+        rng = (f'{min(vals):.1f}' if min(vals) == max(vals) or len(vals) == 1
+               else f'{min(vals):.1f}-{max(vals):.1f}')
+        parts.append(f'{len(lns)} {label_} {rng} GB/s' + (
+            f' (reference {", ".join(f"{r:.1f}" for r in refs)})' if refs
+            else ''))
+    txt = f'{probe.tool} {format_size(probe.size)}: ' + ', '.join(parts)
+    if probe.no_peer:
+        txt += '; ' + ', '.join(f'GPU {a}->{b} cannot peer'
+                                for a, b in probe.no_peer)
+    if not probe.judged:
+        txt += f' (not judged: no peer_copy reference for {where})'
+    elif any(ln['ref'] is None for ln in probe.links):
+        txt += ' (the others not judged: no reference for their kind)'
+    return txt
+
+
+def _kind_label(ln):
+    if ln['src'] == 'host':
+        return 'host->GPU'
+    if ln['dst'] == 'host':
+        return 'GPU->host'
+    return 'in-GPU' if ln['src'] == ln['dst'] else 'GPU->GPU'
+
+
 # -- the check ---------------------------------------------------------------
 
 def _no_reference(ref, system, partition, n, size=None, entry=None):
@@ -681,17 +864,24 @@ def check(args, env=None):
     token = dict(zip(vis.indices, vis.tokens))
     size = args.size_bytes
     n = len(visible)
+    program = programs.for_vendor(gpus.vendor)
+    prefix = find_tests_prefix(args.tests_prefix, site, program)
+    links_tool = None if args.no_pairs else find_links_tool(prefix, site)
+    peer_copy = ref.peer_copy(partition)
+    # one GPU: no NCCL path between GPUs (all_reduce's busbw is 0); its
+    # copies are judged where the program and a peer_copy reference exist
+    links_only = n == 1 and links_tool is not None and peer_copy is not None \
+        and any(k in peer_copy.gbps for k in ('in_gpu', 'host_to_gpu',
+                                               'gpu_to_host'))
     entry = ref.lookup(partition, 'intra', 'all_reduce', 1, n)
-    if entry is None or size not in entry.busbw:
+    if not links_only and (entry is None or size not in entry.busbw):
         raise CouldNotCheck(_no_reference(ref, system, partition, n, size,
                                           entry))
     pair_entry = ref.lookup(partition, 'intra', 'all_reduce', 1, 2)
     if pair_entry is not None and size not in pair_entry.busbw:
         pair_entry = None
-    program = programs.for_vendor(gpus.vendor)
-    binary = program.executable(
-        find_tests_prefix(args.tests_prefix, site, program), 'all_reduce')
-    if not os.access(binary, os.X_OK):
+    binary = program.executable(prefix, 'all_reduce')
+    if not links_only and not os.access(binary, os.X_OK):
         raise CouldNotCheck(f'{binary} is missing or not executable')
 
     def probe(gpu_set, e):
@@ -709,8 +899,14 @@ def check(args, env=None):
     probes, attempts = [], 0
     with tempfile.TemporaryDirectory(prefix='ccl-health-') as work:
         for attempts in range(1, args.repeats + 1):
-            probes = [run(probe(visible, entry), args.iters)]
-            if probes[0].ok and n > 2 and not args.no_pairs:
+            probes = [] if links_only else [run(probe(visible, entry),
+                                                args.iters)]
+            if links_tool is not None and all(q.ok for q in probes):
+                probes.append(run_links(
+                    links_tool, visible, [token[g] for g in visible],
+                    probe_env(env, gpus, vis, probe(visible, None)),
+                    deadline, peer_copy))
+            elif probes[0].ok and n > 2 and not args.no_pairs:
                 for rnd in pair_rounds(visible):
                     procs = [probe(pair, pair_entry) for pair in rnd]
                     with ThreadPoolExecutor(len(procs)) as pool:
@@ -731,6 +927,10 @@ def check(args, env=None):
         same = [q for q in bad if q.verdict == v.value]
         return result(v, '; '.join(q.why for q in same[:3]), probes,
                       attempts)
+    if links_tool is not None:
+        return result(Verdict.PASS, _links_pass_line(
+            probes, links_only, system, partition, n, size, t0), probes,
+            attempts)
     main_probe = probes[0]
     pairs = len(probes) - 1
     pair_txt = ''
@@ -744,6 +944,21 @@ def check(args, env=None):
         f'{main_probe.busbw:.1f} GB/s (reference {main_probe.ref:.1f}) on '
         f'{system}:{partition}{pair_txt}, '
         f'{time.monotonic() - t0:.1f} s'), probes, attempts)
+
+
+def _links_pass_line(probes, links_only, system, partition, n, size, t0):
+    """The HEALTHY line where the copy matrix checked the links."""
+    from .units import format_size
+    where = f'{system}:{partition}'
+    links_txt = links_summary(probes[-1], where)
+    if links_only:
+        head = f'{links_txt} on {where} (1 GPU: no all_reduce)'
+    else:
+        main_probe = probes[0]
+        head = (f'all_reduce {format_size(size)} on {n} GPUs '
+                f'{main_probe.busbw:.1f} GB/s (reference '
+                f'{main_probe.ref:.1f}) on {where}, {links_txt}')
+    return f'{head}, {time.monotonic() - t0:.1f} s'
 
 
 def record(args, res):

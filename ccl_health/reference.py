@@ -36,7 +36,7 @@ import difflib
 import io
 import os
 import tempfile
-from typing import Dict
+from typing import Dict, Optional
 
 from . import TRANSPORTS, CclHealthError, schemas
 from .units import format_size, parse_size
@@ -121,11 +121,35 @@ class Entry:
 
 
 @dataclasses.dataclass
+class PeerCopy:
+    """A partition's ``peer_copy``: the copy-engine GB/s of one direction
+    of its GPU links (:mod:`ccl_health.links`), by kind (``gpu_to_gpu``,
+    ``in_gpu``, ``host_to_gpu``, ``gpu_to_host``) and for single
+    directions that differ (``pairs``, by the node's GPU indices), at one
+    copy size, with one tolerance and its source."""
+    size: int
+    tolerance: float
+    source: str
+    gbps: Dict[str, float]
+    pairs: Dict[tuple, float] = dataclasses.field(default_factory=dict)
+
+    def expected(self, link, label=str):
+        """The reference GB/s of a :class:`ccl_health.links.Link` (its GPU
+        indices turned into the node's by ``label``), or None."""
+        if link.kind == 'gpu_to_gpu':
+            key = (int(label(int(link.src))), int(label(int(link.dst))))
+            if key in self.pairs:
+                return self.pairs[key]
+        return self.gbps.get(link.kind)
+
+
+@dataclasses.dataclass
 class PartitionReference:
     name: str
     gdr_supported: bool = True
     gdr_reason: str = ''
     entries: list = dataclasses.field(default_factory=list)
+    peer_copy: Optional[PeerCopy] = None
 
 
 @dataclasses.dataclass
@@ -203,6 +227,11 @@ class SystemReference:
         return (f'{what}: {why} (has: {shown}'
                 + (f', and {more} more' if more > 0 else '') + ')')
 
+    def peer_copy(self, partition):
+        """The partition's :class:`PeerCopy`, or None."""
+        part = self.partitions.get(partition)
+        return part.peer_copy if part is not None else None
+
     def gdr_unsupported(self, partition):
         """The reason GDR cannot work on ``partition``, or None."""
         part = self.partitions.get(partition)
@@ -241,6 +270,24 @@ def _entry(path, where, raw):
                  size_tol)
 
 
+def _peer_copy(path, where, raw):
+    """A :class:`PeerCopy` from a schema-valid ``peer_copy`` block, with
+    the checks a schema cannot make: a size that parses."""
+    try:
+        size = parse_size(str(raw['size']))
+    except CclHealthError as err:
+        raise ReferenceError(f'{path}: {where}.size: {err}') from None
+    _need(size > 0, path, f'{where}.size', 'must be positive')
+    pairs = {}
+    for key, val in (raw.get('pairs') or {}).items():
+        a, b = (int(x) for x in key.split('->'))
+        _need(a != b, path, f'{where}.pairs.{key}',
+              'a pair of two different GPUs')
+        pairs[(a, b)] = float(val)
+    return PeerCopy(size, float(raw['tolerance']), raw['source'].strip(),
+                    {k: float(v) for k, v in raw['gbps'].items()}, pairs)
+
+
 def parse(text, path='<reference>'):
     """A :class:`SystemReference` from the text of a reference file,
     validated against ``ccl_health/schemas/reference.schema.json``; every
@@ -262,6 +309,9 @@ def parse(text, path='<reference>'):
                   f'(entries[{seen.get(e.key())}] has the same key)')
             seen[e.key()] = i
             part.entries.append(e)
+        if praw.get('peer_copy') is not None:
+            part.peer_copy = _peer_copy(path, f'{where}.peer_copy',
+                                        praw['peer_copy'])
         out[pname] = part
     return SystemReference(doc['system'], path, out)
 

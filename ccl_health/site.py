@@ -52,6 +52,11 @@ class HealthSite:
     gpus_per_node: Optional[int] = None
     size: Optional[str] = None
     limit: Optional[float] = None
+    #: a prebuilt ``ccl-health-links`` (default: the one in the tests'
+    #: install prefix) and NVIDIA's ``nvbandwidth``: what measures the GPU
+    #: links (:mod:`ccl_health.links`)
+    links: Optional[str] = None
+    nvbandwidth: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -201,7 +206,8 @@ def _health(raw, path):
     limit = raw.get('limit')
     return HealthSite(raw['partition'], launcher, raw.get('gpus_per_node'),
                       None if size is None else str(size),
-                      None if limit is None else float(limit))
+                      None if limit is None else float(limit),
+                      raw.get('links'), raw.get('nvbandwidth'))
 
 
 #: what a plugin transport's values may name: ``{plugin_prefix}/lib``

@@ -377,3 +377,42 @@ def test_rccl_release_without_the_version_block_fails_in_one_line(tmp_path):
         'src/nccl.h.in): this RCCL release makes its header otherwise; log: '
         f'{stage}/build-logs/cut-version-block.log')
     assert not buildcache.is_built(rec.prefix(str(tmp_path / 'c')))
+
+
+# --- ccl-health-links: the same source as HIP -------------------------------
+
+def test_links_program_compiles_as_hip(hip_toolchain, tmp_path):
+    """builders/src/ccl_health_links.cu through builders/src/gpu_compat.h:
+    the rccl-tests recipe's ``links`` step as it is (Debian's ROCm prefix
+    /usr), compiled by hipcc for gfx90a and linked against libamdhip64.
+    Without an AMD GPU it runs only as far as its own errors: a bad option
+    (exit 2) and no device (exit 1), each one line the hook reads."""
+    from builders.nccl_tests import LINKS_PRODUCT, links_step
+    from ccl_health import links
+    extras = {'rocm_home': '/usr'}
+    cmd = links_step('rccl-tests', ARCH, lambda k, d=None: extras.get(k, d))
+    assert cmd.startswith(f'/usr/bin/hipcc -x hip --offload-arch={ARCH} -O2 '
+                          f'-o "$PREFIX"/bin/ccl-health-links ')
+    prefix = tmp_path / 'pre fix'
+    (prefix / 'bin').mkdir(parents=True)
+    p = subprocess.run(['bash', '-euo', 'pipefail', '-c', cmd],
+                       env=dict(os.environ, PREFIX=str(prefix)),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    prog = str(prefix / LINKS_PRODUCT)
+    usage = subprocess.run([prog, '-b', '1x'], capture_output=True,
+                           text=True, timeout=60)
+    assert usage.returncode == 2
+    assert links.parse_links(usage.stdout).errors == [
+        'usage error: bad size: 1x (usage: ccl-health-links [-b BYTES] '
+        '[-n REPEATS] [-w WARMUP])']
+    run = subprocess.run([prog], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, HIP_VISIBLE_DEVICES='',
+                                  ROCR_VISIBLE_DEVICES=''))
+    res = links.parse_links(run.stdout)
+    if run.returncode == 0:          # a machine with an AMD GPU after all
+        assert res.complete and res.links, run.stdout
+    else:
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert res.errors and res.errors[0].startswith(
+            'error: cudaGetDeviceCount(&n) failed: '), run.stdout

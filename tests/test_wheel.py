@@ -125,6 +125,7 @@ def test_the_wheel_carries_the_suite_under_its_package(wheel):
               'config/systems/local.py', 'config/systems/frontier.py',
               'checks/collective_sweep.py', 'checks/node_health.py',
               'builders/sources.yaml', 'builders/nccl_tests.py',
+              'builders/src/ccl_health_links.cu', 'builders/src/gpu_compat.h',
               'site/local.yaml', 'site/nhc/ccl_health.nhc',
               'site/slurm/healthcheck.sh', 'reference/local.yaml',
               'reference/frontier.yaml']:
