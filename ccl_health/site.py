@@ -52,6 +52,11 @@ class HealthSite:
     gpus_per_node: Optional[int] = None
     size: Optional[str] = None
     limit: Optional[float] = None
+    #: text the GPU model must contain (:mod:`ccl_health.nodestate`)
+    gpu_model: Optional[str] = None
+    #: fraction of a GPU's memory held by no visible process that counts
+    #: as held (:data:`ccl_health.nodestate.diagnose.MEMORY_HELD_FRACTION`)
+    memory_held: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -201,7 +206,8 @@ def _health(raw, path):
     limit = raw.get('limit')
     return HealthSite(raw['partition'], launcher, raw.get('gpus_per_node'),
                       None if size is None else str(size),
-                      None if limit is None else float(limit))
+                      None if limit is None else float(limit),
+                      raw.get('gpu_model'), raw.get('memory_held'))
 
 
 #: what a plugin transport's values may name: ``{plugin_prefix}/lib``
