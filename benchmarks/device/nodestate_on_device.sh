@@ -17,7 +17,7 @@ OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
 K=/tmp/keep; rm -rf $K; mkdir -p $K/logs; L=$K/logs
 SRC=$(pwd)
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 CCL_HEALTH_CACHE=/tmp/ccl-cache
-export CCL_HEALTH_WHEELS=$WHL
+export CCL_HEALTH_WHEELS=${VENV_WHL:-$WHL}
 save() { tar -C /tmp -czf "$OUT1/nodestate.tgz" keep; }
 T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
       python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.2f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
