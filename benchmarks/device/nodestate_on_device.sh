@@ -22,9 +22,7 @@ save() { tar -C /tmp -czf "$OUT1/nodestate.tgz" keep; }
 T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
       python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.2f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
         "$s" "$(date +%s.%N)" "$rc" "$*" >> $L/timings.txt; return $rc; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-  --upgrade --target /tmp/site $WHL/*.whl > $L/pip.txt 2>&1
-export PYTHONPATH=/tmp/site:$SRC
+export PYTHONPATH=$SRC
 nvidia-smi -L > $L/nvidia-smi-L.txt 2>&1
 python3 -c 'import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlSystemGetDriverVersion(), pynvml.nvmlSystemGetNVMLVersion())' > $L/nvml-version.txt 2>&1
 python3 -m pip show nvidia-ml-py >> $L/nvml-version.txt 2>&1
@@ -36,6 +34,7 @@ python3 -m pip show nvidia-ml-py >> $L/nvml-version.txt 2>&1
 BUILD=$!
 # scripts/run's virtual environment, offline
 T bash -c 'source scripts/_venv.sh && ccl_venv requirements.txt' > $L/venv.log 2>&1
+VPY=$SRC/.venv/bin/python
 
 B=benchmarks/device/nodestate/busy.py
 start() { rm -f /tmp/ready-$1; python3 $B /tmp/ready-$1 "${@:2}" > $L/$1-proc.log 2>&1 &
@@ -60,10 +59,10 @@ PY
 save
 
 hook() { local name=$1; shift
-  { echo "\$ ccl_health.health (fake probes, real NVML) $*"; 
-    env PATH=$SRC/tests/replay/fake-node:$PATH CCL_HEALTH_HOSTNAME=ci-test-host \
+  { echo "\$ ccl_health.health (fake probes, real NVML) $*";
+    T env PATH=$SRC/tests/replay/fake-node:$PATH CCL_HEALTH_HOSTNAME=ci-test-host \
       CCL_HEALTH_XID_STATE=/tmp/xid-state CCL_HEALTH_DB=/tmp/hook.db \
-      T python3 -m ccl_health.health --tests-prefix $SRC/tests/replay \
+      $VPY -m ccl_health.health --tests-prefix $SRC/tests/replay \
       --launcher $SRC/tests/replay/fake-node/launch --json $K/hook-$name.json "$@"
     echo "exit $?"; } > $L/hook-$name.txt 2>&1; }
 hook idle
@@ -115,7 +114,7 @@ sweep twoA & A=$!
 sleep 0.5
 sweep twoB & Bp=$!
 wait $A $Bp
-python3 - > $L/sweeps-db.txt 2>&1 <<PY
+$VPY - > $L/sweeps-db.txt 2>&1 <<PY
 from ccl_health import store
 with store.open_store('$K/sweeps.db', readonly=True) as db:
     for c in db.cases():
