@@ -733,9 +733,11 @@ def check(args, env=None):
                         for v in judged) or time.monotonic() > deadline - 2:
                 break
     after = read_node_state(args)
+    # the GPU count was judged above (missing-gpu, from nvidia-smi /
+    # rocminfo): the node state judges the rest
     return with_node_state(_judged(probes, attempts, result, pair_entry,
                                    size, n, system, partition, t0),
-                           before, after, site, expected_gpus)
+                           before, after, site)
 
 
 def _judged(probes, attempts, result, pair_entry, size, n, system,

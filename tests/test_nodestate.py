@@ -398,3 +398,21 @@ def test_node_state_recorded_with_the_case():
     assert doc['causes'][0]['text'] == (
         'GPU 0 in use by pid 20 (python3, 1.0 GiB)')
     assert recorder.node_state_env({}) == {}
+
+
+def test_store_keeps_the_node_state(tmp_path):
+    """The check records the case with its node state; the run report's
+    later update of the same case (its job variables only) keeps it."""
+    from ccl_health import store
+    env = {'NCCL_DEBUG': 'INFO', **recorder.node_state_env(
+        {'before': node(gpu(0)), 'samples': [], 'after': node(gpu(0))})}
+    with store.open_store(str(tmp_path / 'db')) as db:
+        db.add_case(store.CaseRecord('r1', 'c', 'pass', env=env,
+                                     source='check'))
+        db.add_case(store.CaseRecord('r1', 'c', 'pass',
+                                     env={'NCCL_DEBUG': 'WARN'},
+                                     source='report'))
+        kept = json.loads(db.cases()[0]['env_json'])
+    assert kept['NCCL_DEBUG'] == 'WARN'
+    assert json.loads(kept[recorder.NODE_STATE_KEY])['before']['gpus'][0][
+        'model'] == 'NVIDIA H100 80GB HBM3'

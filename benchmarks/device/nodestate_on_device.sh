@@ -11,6 +11,7 @@
 #  3. a net-socket sweep (two ranks on the one GPU, each told it is another
 #     host: NCCL_HOSTID) alone, with the busy process, with the memory
 #     holder; then two such `scripts/run` at once
+# ONLY=hook: the records and the hook, no sweeps.
 # Usage: WHL=... MIRROR=... bash benchmarks/device/nodestate_on_device.sh OUT
 set -u
 OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
@@ -67,6 +68,7 @@ hook() { local name=$1; shift
     echo "exit $?"; } > $L/hook-$name.txt 2>&1; }
 hook idle
 
+[ "${ONLY:-}" = hook ] && kill $BUILD
 wait $BUILD; echo "build exit $?" >> $L/build-nccl-tests.log
 real=$(ls -d /tmp/nt/nccl-tests-*/build)
 mkdir -p /tmp/wrap/bin /tmp/sitedir
@@ -79,6 +81,7 @@ doc['build']['nccl_tests'] = {'prefix': '/tmp/wrap'}
 yaml.safe_dump(doc, open('/tmp/sitedir/local.yaml', 'w'))
 PY
 sweep() { local name=$1
+  [ "${ONLY:-}" = hook ] && return 0
   CCL_HEALTH_SITE_DIR=/tmp/sitedir CCL_HEALTH_ASSUME_GPUS=2:sm_90 CCL_HEALTH_DB=$K/sweeps.db \
     T timeout 150 scripts/run --output /tmp/o-$name -- -n 'AllReduceSweep%transport=net-socket' \
     -S min_size=1M -S max_size=256M -S iters=20 > $L/sweep-$name.log 2>&1
