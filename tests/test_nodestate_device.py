@@ -196,3 +196,25 @@ def test_hook_lines_on_the_device(name, code, first):
     causes = diagnose(before, after)
     assert [health.cause_text(c) for c in causes[:1]] == (
         [first] if first else [])
+
+
+def test_explain_names_the_cause_of_a_shared_run():
+    from ccl_health import explain
+    who = pids('sweeps')
+    stage = os.path.join(F, 'sweeps', 'stage-busy')
+    doc = explain.explain([os.path.join(stage, 'rfm_job.out'),
+                           os.path.join(stage, 'ccl-health-nodestate.jsonl')],
+                          transport_asked='net-socket', exit_status=0)
+    assert doc['verdict'] == 'contended' and doc['exit_code'] == 1
+    assert doc['reason'].startswith(
+        f'contended: GPU 0 in use by pid {who["busy"]} (python3, 1.4 GiB) '
+        f'while the run ran; measured: ')
+    assert doc['node_state']['causes'] == [
+        f'GPU 0 in use by pid {who["busy"]} (python3, 1.4 GiB)']
+    assert 'node       ' in explain.render(doc)
+    alone = os.path.join(F, 'sweeps', 'stage-alone')
+    doc = explain.explain([os.path.join(alone, 'rfm_job.out'),
+                           os.path.join(alone, 'ccl-health-nodestate.jsonl')],
+                          transport_asked='net-socket', exit_status=0)
+    assert doc['verdict'] != 'contended'
+    assert doc['node_state']['causes'] == []
