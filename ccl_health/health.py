@@ -24,7 +24,15 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   ``#wrong`` > 0 or out-of-bounds values (``wrong-results``); ran over the
   network instead of NVLink / PCIe (``fallback``); was slower than the
   reference allows (``below-reference``).  Also the node's own driver
-  listing fewer GPUs than its partition has (``missing-gpu``).
+  listing fewer GPUs than its partition has (``missing-gpu``).  The node's
+  state, read before and after the probes (:mod:`ccl_health.nodestate`),
+  names the cause first (``UNHEALTHY: GPU 1 in use by pid 4242 (python3,
+  12.0 GiB; leftover process on an idle node: drain): ...``), and a cause
+  that drains fails passing probes too: another process on a GPU or its
+  memory held (``contended``), an NVLink link down, uncorrectable ECC, a
+  row-remap failure, a drain XID, a lost GPU (``node-fault``).  NVML /
+  amdsmi that cannot be loaded is "not checked" in the ``--json`` detail,
+  never an error by itself.
 * Could not check, exit 2.  A bad option or environment value; an
   unwritable ``--json`` path; a missing Python module; an unreadable or
   invalid config, site or reference file; no reference for the exact key or

@@ -185,7 +185,8 @@ def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
     elif vendor == 'amd':
         from . import amd
         state = amd.read(run_id=run_id, ours_pids=ours)
-    if (xid_state is not None or xid_since is not None) and not light:
+    if (xid_state is not None or xid_since is not None) and not light \
+            and state.vendor == 'nvidia':       # XIDs are NVIDIA's
         from . import xid
         events, why_not = xid.since_last(xid_state) if xid_state else \
             xid.events_since(xid_since)
