@@ -416,3 +416,49 @@ def test_store_keeps_the_node_state(tmp_path):
     assert kept['NCCL_DEBUG'] == 'WARN'
     assert json.loads(kept[recorder.NODE_STATE_KEY])['before']['gpus'][0][
         'model'] == 'NVIDIA H100 80GB HBM3'
+
+
+def test_site_health_settings_of_the_node_state(tmp_path):
+    import yaml
+    from ccl_health import CclHealthError, site
+    from conftest import REPO
+    import os
+    doc = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))
+    doc['health'].update(gpu_model='H100', memory_held=0.1)
+    (tmp_path / 'local.yaml').write_text(yaml.safe_dump(doc))
+    h = site.load(str(tmp_path), 'local').health
+    assert (h.gpu_model, h.memory_held) == ('H100', 0.1)
+    doc['health']['memory_held'] = 1.5
+    (tmp_path / 'local.yaml').write_text(yaml.safe_dump(doc))
+    with pytest.raises(CclHealthError, match='memory_held'):
+        site.load(str(tmp_path), 'local')
+
+
+def test_watch_writes_before_samples_after_until_sigterm(tmp_path):
+    """The sampler as the job script runs it: a reading at once, one a
+    --interval, the last on SIGTERM (here without NVML: "not checked")."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import REPO
+    from ccl_health.nodestate.__main__ import read_watch
+    out = tmp_path / 'w.jsonl'
+    p = subprocess.Popen([sys.executable, '-m', 'ccl_health.nodestate',
+                          '--watch', str(out), '--run-id', 'r1',
+                          '--interval', '0.2'], cwd=REPO)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (
+            not out.exists() or out.read_text().count('\n') < 3):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=20) == 0
+    phases = [json.loads(ln)['phase'] for ln in
+              out.read_text().splitlines()]
+    assert phases[0] == 'before' and phases[-1] == 'after'
+    assert set(phases[1:-1]) == {'sample'} and len(phases) >= 4
+    w = read_watch(str(out))
+    assert w['before'].vendor in ('', 'nvidia', 'amd')
+    if not w['before'].checked:          # CI: no GPU library
+        assert w['before'].not_checked
+        assert contention([w['before'], *w['samples'], w['after']]) is None
