@@ -462,3 +462,16 @@ def test_watch_writes_before_samples_after_until_sigterm(tmp_path):
     if not w['before'].checked:          # CI: no GPU library
         assert w['before'].not_checked
         assert contention([w['before'], *w['samples'], w['after']]) is None
+
+
+def test_memory_held_once_after_our_run_is_not_held():
+    """One reading with memory in use and no process (our ranks exiting):
+    nothing; before the run, or two readings in a row: held."""
+    clean, held = gpu(0), gpu(0, memory_used=30 * GIB)
+    assert diagnose(node(clean), node(held)) == []
+    assert contention([node(clean), node(held), node(clean)]) is None
+    assert kinds(diagnose(node(clean), node(held),
+                          samples=[node(held)])) == ['memory-held']
+    assert contention([node(clean), node(held), node(held)]).kind == \
+        'memory-held'
+    assert kinds(diagnose(node(held), node(clean))) == ['memory-held']

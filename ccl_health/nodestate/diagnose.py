@@ -88,7 +88,8 @@ def diagnose(before, after=None, expected_model=None, expected_count=None,
             f'NVML lists {len(last.gpus)} of the {expected_count} GPUs'),
             drain=True))
     causes += _foreign(states, want)
-    causes += _memory_held(states, want, memory_held)
+    causes += _memory_held(states, want, memory_held,
+                           first_is_before=states[0] is before)
     causes += _xids(states)
     for g in last.gpus:
         if not want(g.index):
@@ -151,9 +152,13 @@ def _foreign(states, want):
     return out
 
 
-def _memory_held(states, want, fraction):
-    worst = {}
-    for s in states:
+def _memory_held(states, want, fraction, first_is_before=True):
+    """Memory held by nothing visible: in the reading before (nothing of
+    ours runs then), or in two readings in a row (one reading alone, taken
+    as our own processes start or exit, proves nothing)."""
+    worst, last = {}, set()
+    for n, s in enumerate(states):
+        now = set()
         for g in s.gpus:
             if not want(g.index) or g.memory_used is None or \
                     not g.memory_total or any(p.used_bytes is None
@@ -161,9 +166,13 @@ def _memory_held(states, want, fraction):
                 continue          # what the processes hold is not known
             held = g.memory_used - sum(p.used_bytes or 0
                                        for p in g.processes)
-            if held > fraction * g.memory_total and (
-                    g.index not in worst or held > worst[g.index][0]):
+            if held <= fraction * g.memory_total:
+                continue
+            now.add(g.index)
+            sure = (n == 0 and first_is_before) or g.index in last
+            if sure and (g.index not in worst or held > worst[g.index][0]):
                 worst[g.index] = (held, g)
+        last = now
     out = []
     for i, (held, g) in sorted(worst.items()):
         procs = 'no process visible here holds it' if not g.processes \
@@ -283,5 +292,5 @@ def contention(states, gpus=None):
     want = (lambda i: True) if gpus is None else (lambda i: i in set(gpus))
     states = [s for s in states if isinstance(s, NodeState) and s.checked]
     causes = _foreign(states, want) or _memory_held(
-        states, want, MEMORY_HELD_FRACTION)
+        states, want, MEMORY_HELD_FRACTION, first_is_before=False)
     return causes[0] if causes else None
