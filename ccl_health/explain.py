@@ -2,7 +2,9 @@
 
 Takes the output of an nccl-tests / rccl-tests run made elsewhere (its
 stdout, its ``-J`` JSON, rccl-tests' ``-Z json`` file) and the NCCL/RCCL
-debug logs of the same run, tells them apart by their content, and prints
+debug logs of the same run (and a sweep's node state sampler file,
+``ccl-health-nodestate.jsonl``: ``contended`` when another process shared
+the GPUs), tells them apart by their content, and prints
 the sizes and bus bandwidth read, the transport the logs prove, the
 versions found and, given a reference (``--system`` / ``--partition`` or
 ``--reference``), the verdict, judged like the suite's own runs
@@ -30,6 +32,8 @@ def classify(text, path):
     """What ``text`` (the content of ``path``) is: ``'json'`` (an
     nccl-tests / rccl-tests JSON file), ``'output'`` (a text output, maybe
     with NCCL lines in it), ``'log'`` (an NCCL/RCCL debug log), or raise."""
+    if text.lstrip().startswith('{"phase"'):
+        return 'nodestate'       # python -m ccl_health.nodestate --watch
     if nccltests.looks_like_json(text):
         return 'json'
     res = nccltests.parse_text(text)
@@ -61,14 +65,14 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             transport_asked=None, nodes=None, gpus_per_node=None,
             collective=None, exit_status=None, refdir=None):
     """The explanation of one run as a dict (what ``--json`` prints)."""
-    outputs, jsons, logs = [], [], []
+    outputs, jsons, logs, watched = [], [], [], []
     kinds = {}
     for path in files:
         text = _read(path)
         kind = classify(text, path)
         kinds[path] = kind
-        {'output': outputs, 'json': jsons, 'log': logs}[kind].append(
-            (path, text))
+        {'output': outputs, 'json': jsons, 'log': logs,
+         'nodestate': watched}[kind].append((path, text))
     if len(outputs) > 1 or len(jsons) > 1:
         raise CclHealthError(
             f'{(outputs + jsons)[-1][0]}: one run at a time (got '
@@ -198,6 +202,8 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             'exit status' in reason:
         reason += ' (give it with --exit-status N)'
 
+    v, reason, node_doc = _node_state(watched, v, reason)
+
     versions = {}
     if res.tests_version:
         versions['nccl_tests'] = res.tests_version
@@ -232,7 +238,32 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         'versions': versions, 'reference': ref_doc,
         'verdict': str(v), 'reason': reason,
         'exit_code': V.exit_code([v]),
+        'node_state': node_doc,
     }
+
+
+def _node_state(watched, v, reason):
+    """The verdict with the node's state of the run (a sampler file,
+    ``ccl-health-nodestate.jsonl``, among the files): ``contended``, the
+    cause first, when another process shared the GPUs, as the sweep
+    judges it; and the causes it shows."""
+    if not watched:
+        return v, reason, None
+    from .nodestate.__main__ import read_watch
+    from .nodestate.diagnose import contention, diagnose
+    states = read_watch(watched[0][0])
+    all_states = [states.get('before'), *states.get('samples', []),
+                  states.get('after')]
+    causes = diagnose(states.get('before'), states.get('after'),
+                      samples=states.get('samples', []))
+    found = contention(all_states)
+    if found is not None:
+        v, reason = V.Verdict.CONTENDED, (
+            f'contended: {found.text} while the run ran; measured: '
+            f'{reason}')
+    return v, reason, {'file': watched[0][0],
+                       'readings': sum(1 for s in all_states if s),
+                       'causes': [c.text for c in causes]}
 
 
 def _num(x):
@@ -266,6 +297,10 @@ def render(doc):
     status = doc['exit_status']
     out.append('exit       ' + (str(status) if status is not None else
                                 'unknown (--exit-status N)'))
+    ns = doc.get('node_state')
+    if ns:
+        out.append(f'node       {ns["readings"]} readings: ' + (
+            '; '.join(ns['causes']) or 'no cause (nothing else on the GPUs)'))
     for e in doc['errors'][:5]:
         out.append(f'error      {e}')
     for n in doc['notes']:
@@ -301,7 +336,10 @@ def build_parser():
                     'verdict out.')
     p.add_argument('files', nargs='+', metavar='FILE',
                    help='the program\'s output (text, -J JSON, rccl-tests '
-                   '-Z json) and its NCCL / RCCL debug logs, in any order')
+                   '-Z json) and its NCCL / RCCL debug logs, in any order; '
+                   'with a sweep\'s ccl-health-nodestate.jsonl, the node\'s '
+                   'state too (contended when another process shared the '
+                   'GPUs)')
     p.add_argument('--json', action='store_true',
                    help='print a machine-readable document')
     p.add_argument('--system', help='the system whose reference/<system>.yaml '

@@ -24,7 +24,15 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   ``#wrong`` > 0 or out-of-bounds values (``wrong-results``); ran over the
   network instead of NVLink / PCIe (``fallback``); was slower than the
   reference allows (``below-reference``).  Also the node's own driver
-  listing fewer GPUs than its partition has (``missing-gpu``).
+  listing fewer GPUs than its partition has (``missing-gpu``).  The node's
+  state, read before and after the probes (:mod:`ccl_health.nodestate`),
+  names the cause first (``UNHEALTHY: GPU 1 in use by pid 4242 (python3,
+  12.0 GiB; leftover process on an idle node: drain): ...``), and a cause
+  that drains fails passing probes too: another process on a GPU or its
+  memory held (``contended``), an NVLink link down, uncorrectable ECC, a
+  row-remap failure, a drain XID, a lost GPU (``node-fault``).  NVML /
+  amdsmi that cannot be loaded is "not checked" in the ``--json`` detail,
+  never an error by itself.
 * Could not check, exit 2.  A bad option or environment value; an
   unwritable ``--json`` path; a missing Python module; an unreadable or
   invalid config, site or reference file; no reference for the exact key or
@@ -131,6 +139,9 @@ class HookResult:
     verdict: str = 'could-not-check'
     system: str = ''
     partition: str = ''
+    #: the node's state before and after the probes and the causes read
+    #: from it (:func:`with_node_state`)
+    node_state: dict = dataclasses.field(default_factory=dict)
 
 
 def _result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
@@ -238,6 +249,9 @@ def parse_args(argv, env=None):
     args.config_dir = args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or \
         resources.path('config')
     args.hostname = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
+    #: marks the probes' processes as ours (ccl_health.nodestate)
+    args.run_id = f'health-{os.getpid()}-{int(time.time())}'
+    args.xid_state = env.get('CCL_HEALTH_XID_STATE') or None
     if args.json:
         try:                       # fail before measuring, not after
             with open(args.json, 'a'):
@@ -896,6 +910,8 @@ def check(args, env=None):
                          probe_env(env, gpus, vis, p), deadline, iters, work,
                          program)
 
+    env['CCL_HEALTH_RUN_ID'] = args.run_id   # the probes' ranks are ours
+    before = read_node_state(args)
     probes, attempts = [], 0
     with tempfile.TemporaryDirectory(prefix='ccl-health-') as work:
         for attempts in range(1, args.repeats + 1):
@@ -920,6 +936,20 @@ def check(args, env=None):
                     any(v in (Verdict.HANG, Verdict.COULD_NOT_CHECK)
                         for v in judged) or time.monotonic() > deadline - 2:
                 break
+    after = read_node_state(args)
+    # the GPU count was judged above (missing-gpu, from nvidia-smi /
+    # rocminfo): the node state judges the rest
+    return with_node_state(_judged(probes, attempts, result, pair_entry,
+                                   size, n, system, partition, t0,
+                                   links_tool, links_only),
+                           before, after, site)
+
+
+def _judged(probes, attempts, result, pair_entry, size, n, system,
+            partition, t0, links_tool=None, links_only=False):
+    """The result of the probes alone."""
+    from .units import format_size
+    from .verdict import Verdict
     bad = [q for q in probes if not q.ok]
     if bad:
         from .verdict import worst
@@ -961,6 +991,81 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
     return f'{head}, {time.monotonic() - t0:.1f} s'
 
 
+# -- the node's state (ccl_health.nodestate) -------------------------------
+
+def read_node_state(args):
+    """The node's state now (NVML / amdsmi); a library that cannot be
+    loaded is a "not checked" fact in it, never an error of the hook."""
+    from . import nodestate
+    try:
+        return nodestate.read(run_id=args.run_id, xid_state=getattr(
+            args, 'xid_state', None) or nodestate.default_xid_state())
+    except Exception as err:         # our bug must not cost the verdict
+        return nodestate.not_checked(f'node state not read: '
+                                     f'{type(err).__name__}: {err}', 'error')
+
+
+#: what the line says after a foreign process on a node the hook runs on
+#: (an idle node: nothing of a job should be there)
+IDLE_NODE = 'leftover process on an idle node: drain'
+
+
+def cause_text(cause):
+    """A cause as the verdict line names it."""
+    if cause.kind == 'foreign-process':
+        return cause.text[:-1] + f'; {IDLE_NODE})' if \
+            cause.text.endswith(')') else f'{cause.text} ({IDLE_NODE})'
+    return cause.text
+
+
+def with_node_state(res, before, after, site=None, expected_gpus=None):
+    """The probes' result ``res`` with the causes the node's state shows
+    (:func:`ccl_health.nodestate.diagnose.diagnose`) named first: a failed
+    probe's line starts with the first cause; a cause that drains
+    (a foreign process or memory held: ``contended``; an NVLink link down,
+    uncorrectable ECC, a row-remap failure, a drain XID, a lost GPU:
+    ``node-fault``) makes passing probes UNHEALTHY; other causes are noted
+    after a HEALTHY line; an unjudged result stays unjudged (the cause
+    noted).  The readings and causes go into ``res.node_state``."""
+    from .nodestate.diagnose import MEMORY_HELD_FRACTION, diagnose
+    from .verdict import Verdict
+    health = getattr(site, 'health', None)
+    causes = diagnose(before, after,
+                      expected_model=getattr(health, 'gpu_model', None),
+                      expected_count=expected_gpus,
+                      memory_held=getattr(health, 'memory_held', None) or
+                      MEMORY_HELD_FRACTION)
+    res.node_state = {
+        'before': before.to_dict() if before else None,
+        'after': after.to_dict() if after else None,
+        'causes': [dataclasses.asdict(c) for c in causes],
+        'not_checked': {**(before.not_checked if before else {}),
+                        **(after.not_checked if after else {})},
+        'seconds': round((before.seconds if before else 0) +
+                         (after.seconds if after else 0), 3)}
+    if not causes:
+        return res
+    first = causes[0]
+    named = cause_text(first)
+    why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line
+    shared = first.kind in ('foreign-process', 'memory-held')
+    if res.code == UNHEALTHY:
+        if shared:
+            res.verdict = Verdict.CONTENDED.value
+        res.line = f'{PREFIX[UNHEALTHY]}: {named}: {why}'
+    elif res.code == HEALTHY and first.drain:
+        res.code = UNHEALTHY
+        res.verdict = (Verdict.CONTENDED if shared else
+                       Verdict.NODE_FAULT).value
+        res.line = (f'{PREFIX[UNHEALTHY]}: {named}: although the probes '
+                    f'passed: {why}')
+    elif res.code == HEALTHY:
+        res.line += '; noted: ' + '; '.join(c.text for c in causes[:2])
+    else:
+        res.line += f' (node state: {named})'
+    return res
+
+
 def record(args, res):
     from . import store
     sizes = []
@@ -979,7 +1084,9 @@ def record(args, res):
         proven=main_probe.proven if main_probe else '',
         reason=res.line, versions=main_probe.versions if main_probe else {},
         env={'probes': json.dumps([dataclasses.asdict(p) for p in
-                                   res.probes])},
+                                   res.probes]),
+             **({'node_state': json.dumps(res.node_state)}
+                if res.node_state else {})},
         source='health', sizes=sizes)
     with store.open_store(args.db) as db:
         db.add_case(case)
@@ -1030,7 +1137,8 @@ def main(argv=None):
                            'attempts': res.attempts, 'system': res.system,
                            'partition': res.partition,
                            'probes': [dataclasses.asdict(p)
-                                      for p in res.probes]}, fp, indent=1)
+                                      for p in res.probes],
+                           'node_state': res.node_state}, fp, indent=1)
         except (OSError, TypeError, ValueError) as err:
             res = _unjudged(f'--json {args.json}: cannot write: {err} '
                             f'(measured: {res.line})', t0, args)

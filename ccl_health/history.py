@@ -184,7 +184,8 @@ def attribute(cases, finding):
     genv = json.loads(good.get('env_json') or '{}')
     benv = json.loads(bad.get('env_json') or '{}')
     for var in sorted(set(genv) | set(benv)):
-        if var in ('NCCL_DEBUG_FILE',):
+        if var in ('NCCL_DEBUG_FILE', 'CCL_HEALTH_RUN_ID',
+                   'ccl_health.node_state', 'node_state', 'probes'):
             continue
         if genv.get(var) != benv.get(var):
             changes.append(f'env {var}: {genv.get(var)} -> {benv.get(var)}')

@@ -102,6 +102,32 @@ def cases_from_report(report, default_run_id=None):
     return out
 
 
+#: the key of a case's ``env`` that keeps the node's state
+#: (:mod:`ccl_health.nodestate`); no schema change: a v1 database keeps it
+NODE_STATE_KEY = 'ccl_health.node_state'
+
+
+def node_state_env(states):
+    """``{NODE_STATE_KEY: JSON}`` of the sampler's readings (before,
+    after, how many samples, the causes), or ``{}`` where there were
+    none."""
+    import dataclasses
+    import json
+    from .nodestate.diagnose import diagnose
+    if not states or not (states.get('before') or states.get('after')):
+        return {}
+    before, after = states.get('before'), states.get('after')
+    samples = states.get('samples', [])
+    causes = diagnose(before, after, samples=samples)
+    doc = {'before': before.to_dict() if before else None,
+           'after': after.to_dict() if after else None,
+           'samples': len(samples),
+           'foreign': sorted({f'{p.pid}:{p.name}' for s in samples
+                              for g in s.gpus for p in g.foreign()}),
+           'causes': [dataclasses.asdict(c) for c in causes]}
+    return {NODE_STATE_KEY: json.dumps(doc, sort_keys=True)}
+
+
 def default_run_id():
     import datetime
     return (os.environ.get('CCL_HEALTH_RUN_ID') or

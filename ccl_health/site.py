@@ -57,6 +57,11 @@ class HealthSite:
     #: links (:mod:`ccl_health.links`)
     links: Optional[str] = None
     nvbandwidth: Optional[str] = None
+    #: text the GPU model must contain (:mod:`ccl_health.nodestate`)
+    gpu_model: Optional[str] = None
+    #: fraction of a GPU's memory held by no visible process that counts
+    #: as held (:data:`ccl_health.nodestate.diagnose.MEMORY_HELD_FRACTION`)
+    memory_held: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -207,7 +212,8 @@ def _health(raw, path):
     return HealthSite(raw['partition'], launcher, raw.get('gpus_per_node'),
                       None if size is None else str(size),
                       None if limit is None else float(limit),
-                      raw.get('links'), raw.get('nvbandwidth'))
+                      raw.get('links'), raw.get('nvbandwidth'),
+                      raw.get('gpu_model'), raw.get('memory_held'))
 
 
 #: what a plugin transport's values may name: ``{plugin_prefix}/lib``

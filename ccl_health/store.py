@@ -253,6 +253,7 @@ class Store:
             f'{c} = COALESCE(NULLIF(excluded.{c}, \'\'), cases.{c})'
             for c in CASE_COLUMNS if c not in keep)
         with self.transaction():
+            case = self._keep_env(case)
             self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
                          f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
                          f'{updates}', case.row())
@@ -269,6 +270,24 @@ class Store:
                     f'ON CONFLICT (case_id, size) DO UPDATE SET {supd}',
                     (case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS))
         return case_id
+
+    def _keep_env(self, case):
+        """``case`` with the ``env`` keys already stored for it and not
+        given again (the check writes the node state, the run report's
+        later update of the case has only the job's variables)."""
+        if not case.env:
+            return case
+        old = self.query('SELECT env_json FROM cases WHERE run_id = ? AND '
+                         'case_name = ?', (case.run_id, case.case_name))
+        if not old or not old[0]['env_json']:
+            return case
+        try:
+            kept = json.loads(old[0]['env_json'])
+        except ValueError:
+            return case
+        if not isinstance(kept, dict) or set(kept) <= set(case.env):
+            return case
+        return dataclasses.replace(case, env={**kept, **case.env})
 
     # -- reading --------------------------------------------------------
     def records(self, where='', params=()):

@@ -33,6 +33,11 @@ class Verdict(str, enum.Enum):
     #: the node's driver lists fewer GPUs than its partition has (the
     #: health hook): a fault of the node, not of a program
     MISSING_GPU = 'missing-gpu'
+    #: the node's own state, read through the vendor library
+    #: (:mod:`ccl_health.nodestate`), shows a fault that drains it (an
+    #: NVLink link down, uncorrectable ECC, a row-remap failure, a drain
+    #: XID) while the probes themselves passed
+    NODE_FAULT = 'node-fault'
     INCOMPLETE = 'incomplete'
     BUILD_FAILED = 'build-failed'
     CONTENDED = 'contended'

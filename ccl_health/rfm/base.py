@@ -6,6 +6,7 @@ debug log, of the transport that ran."""
 
 import json
 import os
+import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -32,6 +33,9 @@ DEBUG_FILES = 'nccl-debug.%h.%p.log'
 #: the launcher's exit status, written by the job script itself (the job's
 #: own exit code is not known under every scheduler)
 EXIT_STATUS_FILE = 'ccl-health-exit-status'
+#: the node's state before, while and after the program ran
+#: (``python -m ccl_health.nodestate --watch``), one JSON line a reading
+NODE_STATE_FILE = 'ccl-health-nodestate.jsonl'
 
 
 class PlacedTest(rfm.RunOnlyRegressionTest):
@@ -107,25 +111,62 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
             # a ReFrame error: one clear line, no traceback
             raise ReferenceParseError(str(err)) from None
 
-    def set_environment(self, env, keep_files):
+    def set_environment(self, env, keep_files, watch=False):
         """The job's environment (``extra_env`` last, shell-quoted), the
         launcher options of the programming environment (its
         ``extras.launcher_options``), the files to keep; the launcher's exit
         status kept in :data:`EXIT_STATUS_FILE` (the job script still ends
-        with it); what the case is in :data:`CASE_FILE`."""
+        with it); what the case is in :data:`CASE_FILE`.  ``watch``: the
+        node's state sampled around and while the program runs
+        (:meth:`node_state_cmds`)."""
+        run_id = getattr(self, 'run_id', '')
+        if run_id:       # marks the ranks as ours (ccl_health.nodestate)
+            env['CCL_HEALTH_RUN_ID'] = run_id
         env.update(self.extra_env)
         self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
         self.job.launcher.options = list(
             self.current_environ.extras.get('launcher_options', []))
         self.keep_files = list(keep_files) + ['nccl-debug.*.log',
                                               EXIT_STATUS_FILE, CASE_FILE]
+        start, stop = self.node_state_cmds() if watch else ([], [])
+        if watch:
+            self.keep_files.append(NODE_STATE_FILE)
+        self.prerun_cmds = list(self.prerun_cmds) + start
         self.postrun_cmds = (['ccl_health_rc=$?',
                               f'echo "$ccl_health_rc" > {EXIT_STATUS_FILE}']
-                             + list(self.postrun_cmds) +
+                             + stop + list(self.postrun_cmds) +
                              ['exit "$ccl_health_rc"'])
         if not self.is_dry_run():
             with open(os.path.join(self.stagedir, CASE_FILE), 'w') as fp:
                 json.dump(self.case_info(), fp, indent=1)
+
+    def node_state_cmds(self):
+        """``(before, after)`` lines of the job script: start the node
+        state sampler (``python -m ccl_health.nodestate --watch``, this
+        Python, every second, on the node the script runs on) and wait for
+        its first reading; stop it after the program (it writes its last
+        reading on SIGTERM).  A node without NVML / amdsmi gets "not
+        checked" readings; a sampler that cannot start costs at most 3 s
+        and leaves no readings (nothing judged from them)."""
+        from shlex import quote
+        py = quote(sys.executable or 'python3')
+        start = [
+            f'PYTHONPATH={quote(REPO)}${{PYTHONPATH:+:$PYTHONPATH}} {py} -m '
+            f'ccl_health.nodestate --watch {NODE_STATE_FILE} --run-id '
+            f'{quote(getattr(self, "run_id", "") or "none")} '
+            f'</dev/null >/dev/null 2>&1 &',
+            'ccl_health_watch=$!',
+            f'for _ in $(seq 30); do [ -s {NODE_STATE_FILE} ] && break; '
+            f'sleep 0.1; done']
+        stop = ['kill -TERM "$ccl_health_watch" 2>/dev/null',
+                'wait "$ccl_health_watch" 2>/dev/null']
+        return start, stop
+
+    def node_states(self):
+        """The readings of the sampler (:meth:`node_state_cmds`):
+        ``{'before', 'samples', 'after'}``, ``{}`` when there are none."""
+        from ccl_health.nodestate.__main__ import read_watch
+        return read_watch(os.path.join(self.stagedir, NODE_STATE_FILE))
 
     def case_info(self):
         """What the case is, for recording it if it never gets judged."""

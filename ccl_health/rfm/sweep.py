@@ -95,7 +95,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
         env = self.transport_env()
         if self.algo != 'default':
             env['NCCL_ALGO'] = self.algo
-        self.set_environment(env, prog.output_files(RESULT_JSON))
+        self.set_environment(env, prog.output_files(RESULT_JSON), watch=True)
 
     # -- reading the outputs ---------------------------------------------
 
@@ -142,9 +142,25 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
                         f'(allowed -{t:.0%})' for s, b, r, t in short))
         return verdict, reason
 
+    def _contended(self, verdict, reason):
+        """``contended`` when another process shared the GPUs while the
+        sweep ran (a compute process not of this run, or memory held by
+        something not visible: :func:`ccl_health.nodestate.diagnose.
+        contention`), the cause first and what was measured after it;
+        else the verdict as judged."""
+        from ccl_health.nodestate.diagnose import contention
+        states = self.node_states()
+        found = contention([states.get('before'), *states.get('samples', []),
+                            states.get('after')])
+        if found is None:
+            return verdict, reason
+        return V.Verdict.CONTENDED, (
+            f'contended: {found.text} while the sweep ran; measured: '
+            f'{reason}')
+
     @sanity_function
     def validate(self):
-        verdict, reason = self._judge()
+        verdict, reason = self._contended(*self._judge())
         self.verdict, self.verdict_reason = str(verdict), reason
         self._record(reason)
         # below-reference passes sanity: ReFrame's performance stage says
@@ -171,7 +187,8 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             collective=self.collective, transport=self.transport,
             proven=self.proven_transport, algo=self.algo, reason=reason,
             versions=versions,
-            env={k: str(v) for k, v in self.env_vars.items()},
+            env=dict({k: str(v) for k, v in self.env_vars.items()},
+                     **recorder.node_state_env(self.node_states())),
             suite_revision=recorder.suite_revision(), source='check',
             sizes=sizes)
         try:

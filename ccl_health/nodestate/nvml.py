@@ -1,0 +1,325 @@
+"""The node's state through NVML (``nvidia-ml-py``, imported as
+``pynvml`` only when a reading is asked for).
+
+Every call goes through an API object with one method,
+``call(name, *args)``, whose device functions take the GPU's index (not an
+NVML handle) and whose answers are plain JSON values:
+
+* :class:`LiveNvml`: the library itself;
+* :class:`Recording`: any API, with every call and answer kept, written as
+  JSON by ``python -m ccl_health.nodestate --record FILE``;
+* :class:`RecordedNvml`: the answers of such a file, offline (the tests,
+  and anyone looking at a node's state after the fact).
+
+An NVML error ``NOT_SUPPORTED`` (or a function this library lacks) is "not
+supported" on that GPU, never a fault; any other error is a fact that could
+not be read (:attr:`GpuState.unread`).  Only ``GPU_IS_LOST`` says something
+of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
+
+import json
+import os
+
+from . import (GpuState, Link, NodeState, Process, RUN_ID_VAR, not_checked,
+               process_name)
+
+# NVML return codes (nvml.h)
+UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION = 1, 2, 3, 4
+NOT_FOUND, FUNCTION_NOT_FOUND, GPU_IS_LOST = 6, 13, 15
+NOT_RECORDED = -1
+UNSUPPORTED = (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
+
+#: clock-event (throttle) reason bits (nvml.h nvmlClocksEventReason*)
+CLOCK_EVENTS = {
+    0x1: 'gpu_idle', 0x2: 'applications_clocks', 0x4: 'sw_power_cap',
+    0x8: 'hw_slowdown', 0x10: 'sync_boost', 0x20: 'sw_thermal_slowdown',
+    0x40: 'hw_thermal_slowdown', 0x80: 'hw_power_brake_slowdown',
+    0x100: 'display_clock'}
+#: nvmlNvLinkErrorCounter_t
+NVLINK_COUNTERS = {0: 'replay', 1: 'recovery', 2: 'crc_flit', 3: 'crc_data',
+                   4: 'ecc_data'}
+NVLINK_MAX_LINKS = 18
+#: functions that take no device handle although their name says Device
+_NO_HANDLE = {'nvmlDeviceGetCount', 'nvmlDeviceGetHandleByIndex'}
+
+
+class NvmlError(Exception):
+    def __init__(self, code, text=''):
+        super().__init__(text or f'NVML error {code}')
+        self.code, self.text = code, text or f'NVML error {code}'
+
+
+def plain(value):
+    """An NVML answer as a JSON value: structures and friendly objects as
+    dicts, bytes as text."""
+    if isinstance(value, bytes):
+        return value.decode(errors='replace')
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, '_fields_'):
+        return {f[0]: plain(getattr(value, f[0])) for f in value._fields_
+                if not f[0].startswith('_')}
+    if hasattr(value, '__dict__') and not isinstance(value, type):
+        return {k: plain(v) for k, v in vars(value).items()
+                if not k.startswith('_')}
+    return value
+
+
+class LiveNvml:
+    """NVML itself.  ``ImportError`` when ``nvidia-ml-py`` is missing."""
+
+    def __init__(self, lib=None):
+        if lib is None:
+            import pynvml as lib
+        self.lib = lib
+        self._handles = {}
+
+    def call(self, name, *args):
+        if name == 'procComm':
+            return process_name(args[0])
+        if name == 'procEnvironHas':
+            return _environ_has(*args)
+        fn = getattr(self.lib, name, None)
+        if fn is None:
+            raise NvmlError(FUNCTION_NOT_FOUND,
+                            f'{name}: not in this nvidia-ml-py')
+        real = list(args)
+        if name.startswith('nvmlDevice') and name not in _NO_HANDLE:
+            real[0] = self._handle(args[0])
+        try:
+            return plain(fn(*real))
+        except self.lib.NVMLError as err:
+            raise NvmlError(getattr(err, 'value', None), str(err)) from None
+
+    def _handle(self, index):
+        if index not in self._handles:
+            try:
+                self._handles[index] = self.lib.nvmlDeviceGetHandleByIndex(
+                    index)
+            except self.lib.NVMLError as err:
+                raise NvmlError(getattr(err, 'value', None),
+                                str(err)) from None
+        return self._handles[index]
+
+
+def _environ_has(pid, entry):
+    try:
+        with open(f'/proc/{pid}/environ', 'rb') as fp:
+            return entry.encode() in fp.read().split(b'\0')
+    except OSError:
+        return False
+
+
+class Recording:
+    """Another API, with every call and its answer (or error) kept in
+    :attr:`calls`."""
+
+    def __init__(self, api):
+        self.api, self.calls = api, []
+
+    def call(self, name, *args):
+        entry = {'call': name, 'args': list(args)}
+        try:
+            entry['ok'] = self.api.call(name, *args)
+            return entry['ok']
+        except NvmlError as err:
+            entry['error'], entry['text'] = err.code, err.text
+            raise
+        finally:
+            self.calls.append(entry)
+
+
+class RecordedNvml:
+    """The answers of a recording (``--record`` file), offline.
+    ``reading``: which of the file's readings answers."""
+
+    def __init__(self, path_or_doc, reading=0):
+        doc = path_or_doc
+        if not isinstance(doc, dict):
+            with open(doc) as fp:
+                doc = json.load(fp)
+        self.doc = doc
+        calls = doc['readings'][reading]['calls']
+        self.answers = {}
+        for c in calls:
+            self.answers.setdefault(_key(c['call'], c['args']), c)
+
+    def call(self, name, *args):
+        c = self.answers.get(_key(name, list(args)))
+        if c is None:
+            raise NvmlError(NOT_RECORDED, f'{name}{tuple(args)}: not in the '
+                            f'recording')
+        if 'error' in c:
+            raise NvmlError(c['error'], c.get('text', ''))
+        return c['ok']
+
+
+def _key(name, args):
+    return json.dumps([name, args])
+
+
+def read(api=None, run_id=None, ours_pids=(), light=False):
+    """A :class:`NodeState` of this node's NVIDIA GPUs; NVML missing or not
+    loadable: a NodeState whose ``not_checked`` says why."""
+    if api is None:
+        try:
+            api = LiveNvml()
+        except ImportError as err:
+            return not_checked(f'NVML not checked: nvidia-ml-py (pynvml) is '
+                               f'not installed ({err})', 'nvml')
+    try:
+        api.call('nvmlInit')
+    except NvmlError as err:
+        return not_checked(f'NVML not checked: cannot load it: {err.text}',
+                           'nvml')
+    try:
+        try:
+            count = api.call('nvmlDeviceGetCount')
+        except NvmlError as err:
+            return not_checked(f'NVML not checked: no GPU count: {err.text}',
+                               'nvml')
+        state = NodeState(vendor='nvidia')
+        for what, call in (('library', 'nvmlSystemGetNVMLVersion'),
+                           ('driver', 'nvmlSystemGetDriverVersion')):
+            try:
+                setattr(state, what, str(api.call(call)))
+            except NvmlError:
+                pass
+        if state.library:
+            state.library = f'nvml {state.library}'
+        for i in range(count):
+            state.gpus.append(read_gpu(api, i, run_id, ours_pids, light))
+        return state
+    finally:
+        try:
+            api.call('nvmlShutdown')
+        except NvmlError:
+            pass
+
+
+def read_gpu(api, i, run_id=None, ours_pids=(), light=False):
+    """One GPU's facts; ``light``: only what a sample while a sweep runs
+    needs (memory, utilization, processes, clock-event reasons)."""
+    g = GpuState(i)
+
+    def get(fact, name, *args):
+        try:
+            return api.call(name, i, *args)
+        except NvmlError as err:
+            if err.code in UNSUPPORTED:
+                if fact not in g.unsupported:
+                    g.unsupported.append(fact)
+            else:
+                g.unread.setdefault(fact, err.text)
+                if err.code == GPU_IS_LOST:
+                    g.unread['gpu_lost'] = err.text
+            return None
+
+    g.uuid = get('uuid', 'nvmlDeviceGetUUID') or ''
+    if 'gpu_lost' in g.unread:
+        return g
+    g.model = get('model', 'nvmlDeviceGetName') or ''
+    mem = get('memory', 'nvmlDeviceGetMemoryInfo')
+    if isinstance(mem, dict):
+        g.memory_used, g.memory_total = mem.get('used'), mem.get('total')
+    util = get('utilization', 'nvmlDeviceGetUtilizationRates')
+    if isinstance(util, dict):
+        g.utilization = util.get('gpu')
+    g.temperature = get('temperature', 'nvmlDeviceGetTemperature', 0)
+    g.processes = _processes(api, get, run_id, ours_pids)
+    if light:
+        _throttle(api, get, g, i)
+        return g
+    for counter, cname in ((0, 'volatile'), (1, 'aggregate')):
+        row = {}
+        for etype, ename in ((0, 'corrected'), (1, 'uncorrected')):
+            row[ename] = get('ecc', 'nvmlDeviceGetTotalEccErrors', etype,
+                             counter)
+        if any(v is not None for v in row.values()):
+            g.ecc[cname] = row
+    pages = [get('retired_pages', 'nvmlDeviceGetRetiredPages', cause)
+             for cause in (0, 1)]
+    if any(p is not None for p in pages):
+        g.retired_pages['count'] = sum(len(p or []) for p in pages)
+        pending = get('retired_pages', 'nvmlDeviceGetRetiredPagesPendingStatus')
+        g.retired_pages['pending'] = None if pending is None else bool(pending)
+    remap = get('row_remap', 'nvmlDeviceGetRemappedRows')
+    if isinstance(remap, list) and len(remap) == 4:
+        g.row_remap = dict(zip(('correctable', 'uncorrectable', 'pending',
+                                'failure'), remap))
+        g.row_remap['pending'] = bool(g.row_remap['pending'])
+        g.row_remap['failure'] = bool(g.row_remap['failure'])
+    g.nvlinks = _nvlinks(api, i, g)
+    g.pcie_gen = get('pcie', 'nvmlDeviceGetCurrPcieLinkGeneration')
+    g.pcie_gen_max = get('pcie', 'nvmlDeviceGetMaxPcieLinkGeneration')
+    g.pcie_width = get('pcie', 'nvmlDeviceGetCurrPcieLinkWidth')
+    g.pcie_width_max = get('pcie', 'nvmlDeviceGetMaxPcieLinkWidth')
+    _throttle(api, get, g, i)
+    return g
+
+
+def _throttle(api, get, g, i):
+    try:
+        mask = api.call('nvmlDeviceGetCurrentClocksEventReasons', i)
+    except NvmlError:
+        mask = get('throttle', 'nvmlDeviceGetCurrentClocksThrottleReasons')
+    if isinstance(mask, int):
+        g.throttle = [name for bit, name in sorted(CLOCK_EVENTS.items())
+                      if mask & bit]
+        if mask & ~sum(CLOCK_EVENTS):
+            g.throttle.append(f'other:{mask & ~sum(CLOCK_EVENTS):#x}')
+
+
+def _processes(api, get, run_id, ours_pids):
+    raw = get('processes', 'nvmlDeviceGetComputeRunningProcesses')
+    out = []
+    for p in raw or []:
+        pid = p.get('pid') if isinstance(p, dict) else None
+        if pid is None:
+            continue
+        try:
+            name = api.call('procComm', pid)
+        except NvmlError:
+            name = ''
+        if not name:
+            try:
+                name = str(api.call('nvmlSystemGetProcessName', pid))
+                name = os.path.basename(name)
+            except NvmlError:
+                name = ''
+        ours = pid in ours_pids
+        if not ours and run_id:
+            try:
+                ours = bool(api.call('procEnvironHas', pid,
+                                     f'{RUN_ID_VAR}={run_id}'))
+            except NvmlError:
+                ours = False
+        used = p.get('usedGpuMemory')
+        out.append(Process(pid, name, used if isinstance(used, int) else None,
+                           ours))
+    return out
+
+
+def _nvlinks(api, i, g):
+    links = []
+    for link in range(NVLINK_MAX_LINKS):
+        try:
+            state = api.call('nvmlDeviceGetNvLinkState', i, link)
+        except NvmlError as err:
+            if link == 0:
+                if err.code in UNSUPPORTED:
+                    g.unsupported.append('nvlink')
+                else:
+                    g.unread['nvlink'] = err.text
+            break                     # no more links
+        ln = Link(link, bool(state))
+        if ln.active:
+            for c, cname in NVLINK_COUNTERS.items():
+                try:
+                    ln.errors[cname] = int(api.call(
+                        'nvmlDeviceGetNvLinkErrorCounter', i, link, c))
+                except (NvmlError, TypeError, ValueError):
+                    pass
+        links.append(ln)
+    return links
