@@ -230,9 +230,8 @@ class Programs:
 def bound_seconds(cfg: FleetConfig, n: int) -> float:
     """An upper bound of a whole run: every round at its limit."""
     per = cfg.round_limit + cfg.grace
-    rounds = 1 + 2 + cfg.retests
+    total = cfg.node_limit + cfg.grace + (2 + cfg.retests) * per
     sizes = plan.group_sizes(cfg.groups, n)
-    total = rounds * per
     for s in sizes:
         lim = cfg.limit('group', s) + cfg.grace
         total += lim * (1 + 2 * plan.max_bisect_rounds(s))

@@ -32,6 +32,10 @@ class FleetConfig:
     tasks_per_node: int = 1
     size: str = '1G'
     round_limit: float = 120.0
+    #: seconds: the node check's bound (the hook stops itself after its own
+    #: limit, 20 s by default: site health.limit; this catches a hook that
+    #: hangs anyway)
+    node_limit: float = 60.0
     groups: List[int] = dataclasses.field(
         default_factory=lambda: [16, 64, 256])
     straggler_k: float = 3.0
@@ -58,6 +62,8 @@ class FleetConfig:
     def limit(self, kind, nodes):
         """The wall bound of one step: the round limit; a large group
         more (its start-up grows with the ranks)."""
+        if kind == 'node':
+            return self.node_limit
         if kind != 'group':
             return self.round_limit
         ranks = nodes * self.tasks_per_node
@@ -83,7 +89,7 @@ class FleetConfig:
             transports.get(cfg.transport)
         except CclHealthError as err:
             raise CclHealthError(f'{path}: fleet.transport: {err}') from None
-        for key in ('round_limit', 'straggler_k', 'tasks_per_node',
+        for key in ('round_limit', 'node_limit', 'straggler_k', 'tasks_per_node',
                     'max_parallel'):
             if not getattr(cfg, key) > 0:
                 raise CclHealthError(f'{path}: fleet.{key}: must be positive')

@@ -347,8 +347,10 @@ class Fleet:
 
         - a set of 4 or more: both halves; failing halves go on; when both
           pass, the fault lies *between* them (a link): a cross search
-          keeps one side whole and halves the other (one step per round)
-          down to one node on each side, then that pair alone confirms;
+          halves both sides and tests A1+B1 and A2+B2 side by side (then
+          A1+B2 and A2+B1 when neither failed), down to one node on each
+          side (with one node left on a side, the other side is halved
+          alone), then that pair alone confirms;
         - a set of 3: its first two as a pair, the third with a healthy
           partner; a set of 2 (or 1): each member with a healthy partner.
 
@@ -365,18 +367,31 @@ class Fleet:
                         if p not in busy and p not in self.bad]
             groups, pairs, todo = [], [], []
             for how, s, other, why in pending:
-                if how == 'cross':
+                if how in ('cross', 'cross2'):
                     if len(s) == 1 and len(other) == 1:
                         k = (s[0], other[0])
                         pairs.append(k)
                         todo.append(('confirm', s + other, why, [k]))
                         continue
-                    side, fixed = (s, other) if len(s) > 1 else (other, s)
-                    h1, h2 = plan.halves(side)
-                    test = plan.sort_nodes(h1 + fixed)
-                    groups.append(test)
-                    todo.append(('cross', (h1, h2, fixed), why,
-                                 [tuple(test)]))
+                    if len(s) == 1 or len(other) == 1:
+                        side, fixed = (s, other) if len(s) > 1 else (other, s)
+                        h1, h2 = plan.halves(side)
+                        test = plan.sort_nodes(h1 + fixed)
+                        groups.append(test)
+                        todo.append(('cross1', (h1, h2, fixed), why,
+                                     [tuple(test)]))
+                        continue
+                    # both sides halved at once: A1+B1 and A2+B2 side by
+                    # side (disjoint), then A1+B2 and A2+B1
+                    a1, a2 = plan.halves(s)
+                    b1, b2 = plan.halves(other)
+                    if how == 'cross2':
+                        b1, b2 = b2, b1
+                    tests = [plan.sort_nodes(a1 + b1),
+                             plan.sort_nodes(a2 + b2)]
+                    groups += tests
+                    todo.append((how, ((a1, b1), (a2, b2), (s, other)), why,
+                                 [tuple(t) for t in tests]))
                     continue
                 if len(s) >= 4:
                     h1, h2 = plan.halves(s)
@@ -402,7 +417,7 @@ class Fleet:
             nxt = []
             for how, s, why, keys in todo:
                 js = [res[k] for k in keys]
-                if how == 'cross':
+                if how == 'cross1':
                     h1, h2, fixed = s
                     j = js[0]
                     bad, w = self._group_failed(j, base)
@@ -415,6 +430,24 @@ class Fleet:
                     # failed) or h2 (it passed)
                     side = h1 if bad else h2
                     nxt.append(('cross', side, fixed, w if bad else why))
+                    continue
+                if how in ('cross', 'cross2'):
+                    (a1, b1), (a2, b2), (a, b) = s
+                    found = False
+                    for (x, y), j in zip(((a1, b1), (a2, b2)), js):
+                        bad, w = self._group_failed(j, base)
+                        if bad:
+                            nxt.append(('cross', x, y, w))
+                            found = True
+                    if found:
+                        continue
+                    if how == 'cross' and all(j.ok for j in js):
+                        nxt.append(('cross2', a, b, why))
+                        continue
+                    what = ('every cross test passed' if all(j.ok for j in js)
+                            else 'a narrowing step could not be judged')
+                    self.suspect_groups.append((plan.sort_nodes(a + b), (
+                        f'interaction fault: failed ({why}) while {what}')))
                     continue
                 if how == 'confirm':
                     bad, w = self._pair_failed(js[0])
