@@ -31,13 +31,19 @@ from ccl_health.fleet.config import FleetConfig  # noqa: E402
 from ccl_health.fleet.faults import FaultPlan  # noqa: E402
 from ccl_health.fleet.run import Fleet  # noqa: E402
 
-SYSTEMS = [('Frontier', 'frontier', 9408, 8), ('Perlmutter', 'nid', 1792, 4)]
+#: name, node prefix, nodes, ranks per node, busbw of a healthy 2-node
+#: all_reduce at 1G (GB/s): Frontier net-plugin-gdr 105.4 (rccl-tests, 16
+#: ranks; /work/shared/anchors/frontier_rccl_allreduce.tsv), Perlmutter
+#: 50 (aws-ofi-nccl on Slingshot 11, the published lower bound for large
+#: messages; anchors/perlmutter_published.tsv)
+SYSTEMS = [('Frontier', 'frontier', 9408, 8, 105.4),
+           ('Perlmutter', 'nid', 1792, 4, 50.0)]
 BAD_COUNTS = (0, 1, 5, 50)
 HANG_SHARE = 0.01
 SEED = 14
 
 
-def scenario(prefix, n, bad, seed=SEED, link=False, hang=True):
+def scenario(prefix, n, bad, busbw=40.0, seed=SEED, link=False, hang=True):
     rng = random.Random(seed * 1000 + bad + (7 if link else 0))
     nodes = [f'{prefix}{i:05d}' for i in range(1, n + 1)]
     pick = rng.sample(nodes, bad + (int(n * HANG_SHARE) if hang else 0) +
@@ -47,13 +53,13 @@ def scenario(prefix, n, bad, seed=SEED, link=False, hang=True):
     hangs = pick[bad:len(pick) - (2 if link else 0)]
     bad_nodes.update({x: 'hang' for x in hangs})
     links = [pick[-2:]] if link else []
-    plan = FaultPlan(40.0, bad_nodes, links, {})
+    plan = FaultPlan(busbw, bad_nodes, links, {})
     hidden = {x: 'network' for x in pick[:bad]}
     return nodes, plan, hidden
 
 
-def one(system, prefix, n, tpn, bad, link=False, launch_rate=None):
-    nodes, plan, hidden = scenario(prefix, n, bad, link=link)
+def one(system, prefix, n, tpn, busbw, bad, link=False, launch_rate=None):
+    nodes, plan, hidden = scenario(prefix, n, bad, busbw, link=link)
     sched = simulate.SimScheduler(plan, tasks_per_node=tpn, hidden=hidden)
     if launch_rate:
         sched.launch_rate = launch_rate
@@ -110,18 +116,18 @@ def main(argv=None):
     args = ap.parse_args(argv)
     systems = SYSTEMS[1:] if args.quick else SYSTEMS
     rows = []
-    for system, prefix, n, tpn in systems:
+    for system, prefix, n, tpn, bw in systems:
         for bad in BAD_COUNTS:
-            rows.append(one(system, prefix, n, tpn, bad))
+            rows.append(one(system, prefix, n, tpn, bw, bad))
             print(f'{system} {bad} bad: {rows[-1]["minutes"]:.1f} min, '
                   f'{rows[-1]["rounds"]} rounds, correct '
                   f'{rows[-1]["correct"]} ({rows[-1]["cpu"]:.0f} s cpu)',
                   file=sys.stderr)
-        rows.append(one(system, prefix, n, tpn, 1, link=True))
+        rows.append(one(system, prefix, n, tpn, bw, 1, link=True))
     sens = []
-    for system, prefix, n, tpn in systems[:1]:
+    for system, prefix, n, tpn, bw in systems[:1]:
         for rate in (20.0, 200.0):
-            r = one(system, prefix, n, tpn, 1, launch_rate=rate)
+            r = one(system, prefix, n, tpn, bw, 1, launch_rate=rate)
             r['system'] = f'{system} @ {rate:g} steps/s'
             sens.append(r)
     text = render(rows, sens)
@@ -152,11 +158,14 @@ def render(rows, sens):
         'Step durations (sources in `ccl_health/fleet/simulate.py`):',
         f'- node check {c.HOOK_SECONDS} s (the hook, 2.3-2.6 s on 2xH200) + '
         f'srun {c.SRUN_SECONDS} s;',
-        f'- pair step {c.PAIR_SECONDS} s (all_reduce 1G -n 20 -w 5 with '
-        f'start-up, measured on an H100, tests/fixtures/device/fleet/);',
-        '- group step: start-up modelled from the Polaris first-all_reduce '
-        'figures by rank count (power law x^0.535 above 512 nodes) + the '
-        'all_reduce time at 40 GB/s;',
+        f'- pair step: {c.PAIR_FIXED_SECONDS} s + {c.STEP_OPS} all_reduce '
+        f'operations of 1G (the fit of the H100 measurement, '
+        f'tests/fixtures/device/fleet/) at the system\'s 2-node busbw '
+        f'(Frontier 105.4 GB/s net-plugin-gdr, Perlmutter 50 GB/s: '
+        f'/work/shared/anchors/);',
+        f'- group step: start-up modelled from the Polaris first-all_reduce '
+        f'figures by rank count (power law x^0.535 above 512 nodes x 4 '
+        f'ranks) + {c.STEP_OPS} operations at that busbw;',
         f'- Slurm creates {c.LAUNCH_RATE:g} steps/s (assumption; rows below '
         f'at 20 and 200 steps/s), at most 512 steps at once;',
         '- a hang costs the step\'s limit + grace (10 s): 60 s for a node '

@@ -23,12 +23,15 @@ from .run import Raw, Step
 #: seconds of one node check (the health hook, 2 ranks, 1G): 2.3-2.6 s on
 #: 2xH200 (/work/shared/DEVICE.md, issue 14)
 HOOK_SECONDS = 2.4
-#: seconds of one pair step (2 ranks, all_reduce 1G -n 20 -w 5, start-up
-#: included) over NCCL's network path: measured on an H100 with a per-rank
-#: NCCL_HOSTID (tests/fixtures/device/fleet/README.md: median of the
-#: repeats); at a site the network is faster than that loopback path, so
-#: this is an upper bound
-PAIR_SECONDS = 6.0
+#: seconds of a pair step beyond its all_reduce operations (launch of 2
+#: ranks, NCCL init over the network path) and the number of operations
+#: of the default step probe (-n 20 -w 5: warm-up, out-of-place,
+#: in-place, checks): the fit of the device measurement wall = 1.8 s + 50
+#: x one operation's time (2 ranks on an H100 with per-rank NCCL_HOSTID,
+#: 1G: 30.4-31.0 s, 256M: 9.0 s at 1.86 GB/s;
+#: tests/fixtures/device/fleet/README.md)
+PAIR_FIXED_SECONDS = 1.8
+STEP_OPS = 50
 #: seconds srun needs to create and launch one step (credential, slurmd
 #: fork, task launch): the 'first' minus 'second' call of mpi4py in
 #: first_allreduce_seconds.tsv is ~0.03 s, but srun adds its own RPCs; a
@@ -66,7 +69,7 @@ def startup_seconds(ranks: int) -> float:
 
 
 def allreduce_seconds(size: int, busbw: float, ranks: int,
-                      iters: int = 25) -> float:
+                      iters: int = STEP_OPS) -> float:
     """Time of ``iters`` all_reduce of ``size`` bytes at ``busbw`` GB/s
     (busbw = algbw x 2(n-1)/n)."""
     if busbw <= 0 or ranks < 2:
@@ -117,7 +120,7 @@ class SimScheduler:
     tasks_per_node: int = 1
     hidden: Dict[str, str] = dataclasses.field(default_factory=dict)
     hook_seconds: float = HOOK_SECONDS
-    pair_seconds: float = PAIR_SECONDS
+    pair_fixed: float = PAIR_FIXED_SECONDS
     srun_seconds: float = SRUN_SECONDS
     launch_rate: float = LAUNCH_RATE
     max_parallel: int = 512
@@ -148,12 +151,10 @@ class SimScheduler:
         ranks = len(step.nodes) * self.tasks_per_node
         if step.kind == 'node':
             return self.srun_seconds + self.hook_seconds
-        if step.kind == 'pair':
-            base = self.pair_seconds
-        else:
-            base = startup_seconds(ranks) + allreduce_seconds(
-                self.size, busbw or self.plan.busbw, ranks)
-        return self.srun_seconds + min(base, step.limit)
+        start = self.pair_fixed if len(step.nodes) == 2 else \
+            startup_seconds(ranks)
+        ops = allreduce_seconds(self.size, busbw or self.plan.busbw, ranks)
+        return self.srun_seconds + min(start + ops, step.limit)
 
     def run(self, steps: List[Step]) -> List[Raw]:
         start = self.clock
