@@ -210,3 +210,63 @@ def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
     log = (tmp / 'scontrol.log').read_text().splitlines()
     assert log[0].startswith('update nodename=n2 state=drain reason=ccl-'
                              'health: UNHEALTHY: crash')
+
+
+FAKE_SALLOC = r'''#!/usr/bin/env python3
+# a stand-in salloc: the nodes of --nodefile become the allocation
+import os, sys
+args = sys.argv[1:]
+env = dict(os.environ, SLURM_JOB_ID='42')
+while args and args[0].startswith('--'):
+    a = args.pop(0)
+    if a.startswith('--nodefile='):
+        env['SLURM_JOB_NODELIST'] = ','.join(
+            open(a.split('=', 1)[1]).read().split())
+    open(os.environ['LOG'], 'a').write('salloc ' + a + '\n')
+os.execvpe(args[0], args, env)
+'''
+
+
+def test_outside_an_allocation_one_salloc_then_steps_inside(fake_slurm):
+    tmp = fake_slurm
+    bin_ = tmp / 'bin'
+    (bin_ / 'salloc').write_text(FAKE_SALLOC)
+    (bin_ / 'sinfo').write_text('#!/bin/sh\necho "$@" >> "$LOG"\nprintf '
+                                '"n1 idle\\nn2 mix\\nn3 idle\\nn4 idle\\n'
+                                'n5 idle\\nn6 drain\\n"\n')
+    (bin_ / 'scontrol').write_text(
+        '#!/bin/sh\necho "$@" >> "$LOG"\n'
+        'if [ "$1" = show ]; then echo "$3" | tr , "\\n"; fi\n')
+    for f in ('salloc', 'sinfo', 'scontrol'):
+        (bin_ / f).chmod(0o755)
+    site = tmp / 'mini.yaml'
+    site.write_text(textwrap.dedent('''\
+        system: mini
+        transports:
+          net-socket:
+            env: {NCCL_NET_PLUGIN: none}
+        fleet:
+          transport: net-socket
+          size: 1M
+          node_limit: 3
+          round_limit: 3
+          grace: 1
+          groups: [3]
+          node_probe: [probe, node, --json, '{json}']
+          step_probe: [probe, step, -b, '{size}', -T, '{timeout}']
+        '''))
+    p = fleet('--partition', 'batch', '--site', str(site), '--drain',
+              '--output', str(tmp / 'out'), '--json', str(tmp / 's.json'),
+              cwd=tmp, env={'LOG': str(tmp / 'log'), 'FAULTS': 'n3=crash',
+                            'PATH': os.environ['PATH']})
+    assert p.returncode == 1, p.stdout + p.stderr
+    s = json.loads((tmp / 's.json').read_text())
+    assert set(s['bad']) == {'n3'} and s['drained'] == ['n3']
+    assert set(s['not_checked']) == {'n6'}
+    assert s['healthy'] == ['n1', 'n2', 'n4', 'n5']
+    log = (tmp / 'log').read_text()
+    assert 'salloc --nodes=5' in log and 'salloc --partition=batch' in log
+    assert '-p batch' in log                                 # sinfo
+    assert 'update nodename=n3 state=drain' in log
+    steps = os.listdir(tmp / 'out' / 'fleet' / s['run_id'] / 'steps')
+    assert any(f.endswith('-group.cmd') for f in steps)
