@@ -126,12 +126,12 @@ while args and args[0].startswith('--'):
     a = args.pop(0)
     if a.startswith('--nodelist='):
         nodes = a.split('=', 1)[1].split(',')
-codes = []
-for rank, node in enumerate(nodes):
+procs = []
+for rank, node in enumerate(nodes):      # the tasks run side by side
     env = dict(os.environ, SLURMD_NODENAME=node, SLURM_PROCID=str(rank),
                SLURM_STEP_NODELIST=','.join(nodes))
-    codes.append(subprocess.call(args, env=env))
-sys.exit(max(codes))
+    procs.append(subprocess.Popen(args, env=env))
+sys.exit(max(p.wait() for p in procs))
 '''
 
 PROBE = r'''#!/usr/bin/env python3
@@ -178,19 +178,22 @@ def fake_slurm(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
+@pytest.mark.parametrize('mode', ['one-step', 'per-node'])
+def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm,
+                                                                mode):
     tmp = fake_slurm
     os.environ['FAULTS'] = 'n2=crash n5=hang'
     try:
         cfg = FleetConfig(size='1M', node_limit=2, round_limit=2, grace=1,
-                          groups=[], transport='net-socket')
+                          groups=[], transport='net-socket', node_check=mode)
         progs = cli.Programs(cfg, str(tmp / 'run'))
         cfg.node_probe = ['probe', 'node', '--json', '{json}']
         cfg.step_probe = ['probe', 'step', '-b', '{size}', '-T',
                           '{timeout}']
         os.makedirs(tmp / 'run' / 'nodes')
         sched = slurm.SlurmScheduler(str(tmp / 'run'), 1, progs.node,
-                                     progs.step, {}, [], poll=0.05)
+                                     progs.step, {}, [], poll=0.05,
+                                     nodes_program=progs.nodes)
         t0 = time.monotonic()
         s = Fleet([f'n{i}' for i in range(1, 7)], sched, cfg,
                   log=lambda _: None).run()
@@ -202,6 +205,12 @@ def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
     assert s['bad']['n2'] == 'UNHEALTHY: crash'
     assert len(s['healthy']) == 4 and exit_code(s) == 1
     assert took < 20                       # the hang cost ~3 s, not 3600
+    node_cmds = sorted((tmp / 'run' / 'steps').glob('*-node.cmd'))
+    assert len(node_cmds) == (1 if mode == 'one-step' else 6)
+    if mode == 'one-step':
+        line = node_cmds[0].read_text()
+        assert '--nodes=6' in line and '--kill-on-bad-exit=0' in line
+        assert '"${SLURMD_NODENAME}"' in line
     cmd = open(sorted((tmp / 'run' / 'steps').glob('*-pair.cmd'))[0]).read()
     assert cmd.startswith('srun --nodes=2 --ntasks=2 --ntasks-per-node=1 '
                           '--nodelist=') and 'probe step -b 1M -T 2' in cmd

@@ -119,6 +119,9 @@ def judge_node(raw: Raw, limit: float):
     elif raw.code in (0, 1):
         why = (f'exit status {raw.code} but the node check\'s JSON says '
                f'code {doc.get("code")!r} ({why or "no output"})')
+    elif raw.code is None:
+        why = (f'no verdict: no JSON file from the node check '
+               f'({why or "no output"})')
     else:
         why = f'exit status {raw.code}: {why or "no output"}'
     return Verdict.COULD_NOT_CHECK, f'could not check {node}: {why}', None
@@ -181,7 +184,9 @@ class Fleet:
         if not steps:
             return []
         start = self.sched.now()
-        raws = self.sched.run(steps)
+        one = kind == 'node' and self.cfg.node_check == 'one-step' and \
+            hasattr(self.sched, 'run_nodes')
+        raws = self.sched.run_nodes(steps) if one else self.sched.run(steps)
         out = []
         for raw in raws:
             if raw.step.kind == 'node':
@@ -198,12 +203,13 @@ class Fleet:
         hung = sum(j.verdict is Verdict.HANG for j in out)
         unj = sum(j.verdict.unjudged for j in out)
         self.rounds.append({
-            'name': name, 'kind': kind, 'steps': len(steps),
+            'name': name, 'kind': kind, 'steps': 1 if one else len(steps),
             'started': round(start - self.t0, 3),
             'seconds': round(seconds, 3),
             'results': [j.to_dict() for j in out]})
-        self.log(f'fleet: round {len(self.rounds)} {name}: {len(steps)} '
-                 f'steps, {ok} passed, {len(out) - ok - unj} failed'
+        self.log(f'fleet: round {len(self.rounds)} {name}: '
+                 f'{"1 step on " if one else ""}{len(steps)} '
+                 f'{"nodes" if one else "steps"}, {ok} passed, {len(out) - ok - unj} failed'
                  f'{f" ({hung} hung)" if hung else ""}'
                  f'{f", {unj} could not check" if unj else ""}, '
                  f'{seconds:.1f} s')
