@@ -96,7 +96,7 @@ def one(system, prefix, n, tpn, busbw, bad, link=False, launch_rate=None):
 def table(rows):
     out = ['| system | nodes | bad (network-only) | hanging | bad link | '
            'every node judged (min) | whole run (min) | rounds | bad named in round (target) | culprits '
-           'exactly | false drains | could not check | steps |',
+           'exactly | false drains | could not check | steps (node checks per node) |',
            '|---|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|']
     for r in rows:
         named = ('-' if not r['bad'] else
@@ -156,8 +156,12 @@ def render(rows, sens):
         '`ccl_health/fleet/simulate.py`.' % SEED,
         '',
         'Step durations (sources in `ccl_health/fleet/simulate.py`):',
-        f'- node check {c.HOOK_SECONDS} s (the hook, 2.3-2.6 s on 2xH200) + '
-        f'srun {c.SRUN_SECONDS} s;',
+        f'- node check: ONE srun step over all nodes (node_check: '
+        f'one-step): launch {c.SRUN_SECONDS} s per hop of the fan-out tree '
+        f'(TreeWidth {c.TREE_WIDTH}: ceil(log{c.TREE_WIDTH} N) hops) + the '
+        f'hook {c.HOOK_SECONDS} s (2.3-2.6 s on 2xH200); with a hanging '
+        f'node the step lasts until its bound;',
+        f'- every other step: srun {c.SRUN_SECONDS} s to launch;',
         f'- pair step: {c.PAIR_FIXED_SECONDS} s + {c.STEP_OPS} all_reduce '
         f'operations of 1G (the fit of the H100 measurement, '
         f'tests/fixtures/device/fleet/) at the system\'s 2-node busbw '
