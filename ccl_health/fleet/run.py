@@ -254,6 +254,7 @@ class Fleet:
         out = self._round(name, 'pair', pairs,
                           extra=[('group', g) for g in extra_groups])
         self.pairs.extend(j for j in out if j.step.kind == 'pair')
+        self._log_slow(out, None)
         return out
 
     def _pairs(self, healthy):
@@ -302,6 +303,17 @@ class Fleet:
                               f'its round\'s groups (baseline {thr:.1f})')
         return False, ''
 
+    def _log_slow(self, out, base):
+        """The progress line counts verdicts; say which of the passed
+        steps were then judged too slow (a failure all the same)."""
+        slow = sum(1 for j in out if j.ok and (
+            self._group_failed(j, base)[0] if j.step.kind == 'group' else
+            self._pair_failed(j)[0]))
+        if slow:
+            self.log(f'fleet: round {len(self.rounds)} '
+                     f'{self.rounds[-1]["name"]}: {slow} of the passed '
+                     f'step(s) below the baseline (slow): failed')
+
     def _pair_failed(self, j):
         """``(failed, reason)`` of a pair step, the pairs' slow rule
         included."""
@@ -345,6 +357,7 @@ class Fleet:
                 elif j.verdict.unjudged:
                     self.log(f'fleet: group {",".join(j.step.nodes[:3])}...'
                              f' could not be judged: {j.reason}')
+            self._log_slow(out, base)
             if failing:
                 self._bisect(failing, proven, base, label)
 
@@ -420,6 +433,7 @@ class Fleet:
                               extra=[('pair', p) for p in pairs])
             res = {j.step.nodes: j for j in out}
             self.pairs.extend(j for j in out if j.step.kind == 'pair')
+            self._log_slow(out, base)
             nxt = []
             for how, s, why, keys in todo:
                 js = [res[k] for k in keys]
