@@ -114,15 +114,17 @@ def bisect_only(system, prefix, n, tpn, busbw):
 
 def table(rows):
     out = ['| system | nodes | bad (network-only) | hanging | bad link | '
-           'every node judged (min) | whole run (min) | rounds | bad named in round (target) | culprits '
-           'exactly | false drains | could not check | steps (node checks per node) |',
+           'every node judged (min) | whole run (min) | rounds | bad named '
+           'in round (target) | culprits exactly | false drains | could not '
+           'check | steps (node checks per node) |',
            '|---|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|']
     for r in rows:
         named = ('-' if not r['bad'] else
                  f'{r["named_round"]} (<= {r["target_rounds"]})')
         out.append(f'| {r["system"]} | {r["nodes"]} | {r["bad"]} | '
                    f'{r["hang"]} | {"yes" if r["link"] else "no"} | '
-                   f'{r["judged"]:.1f} | {r["minutes"]:.1f} | {r["rounds"]} | {named} | '
+                   f'{r["judged"]:.1f} | {r["minutes"]:.1f} | '
+                   f'{r["rounds"]} | {named} | '
                    f'{"yes" if r["correct"] else "NO"} | '
                    f'{r["false_drains"]} | {r["cnc"]} | {r["steps"]} |')
     return '\n'.join(out)

@@ -5,7 +5,6 @@ hook's JSON, sinfo, drain) against a stand-in srun/scontrol on PATH."""
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 

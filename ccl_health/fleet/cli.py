@@ -20,7 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from .. import CclHealthError, outputs, resources, shell
 from .. import site as site_data
@@ -255,10 +255,12 @@ def allocate(args, argv, cfg, run_id, run_dir):
     from . import slurm
     nodes, other = slurm.partition_nodes(args.partition, args.nodelist)
     if not nodes:
-        raise CclHealthError(
-            f'no usable node in {"partition " + args.partition if args.partition else "the cluster"}'
-            f'{" among " + args.nodelist if args.nodelist else ""}'
-            f'{" (" + "; ".join(f"{n}: {s}" for n, s in list(other.items())[:3]) + ")" if other else ""}')
+        where = f'partition {args.partition}' if args.partition else \
+            'the cluster'
+        among = f' among {args.nodelist}' if args.nodelist else ''
+        seen = '; '.join(f'{n}: {s}' for n, s in list(other.items())[:3])
+        raise CclHealthError(f'no usable node in {where}{among}'
+                             f'{f" ({seen})" if seen else ""}')
     os.makedirs(run_dir, exist_ok=True)
     nodefile = os.path.join(run_dir, 'nodes.txt')
     with open(nodefile, 'w') as fp:

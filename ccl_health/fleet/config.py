@@ -94,8 +94,8 @@ class FleetConfig:
             transports.get(cfg.transport)
         except CclHealthError as err:
             raise CclHealthError(f'{path}: fleet.transport: {err}') from None
-        for key in ('round_limit', 'node_limit', 'straggler_k', 'tasks_per_node',
-                    'max_parallel'):
+        for key in ('round_limit', 'node_limit', 'straggler_k',
+                    'tasks_per_node', 'max_parallel'):
             if not getattr(cfg, key) > 0:
                 raise CclHealthError(f'{path}: fleet.{key}: must be positive')
         if cfg.node_check not in NODE_CHECKS:

@@ -209,7 +209,8 @@ class Fleet:
             'results': [j.to_dict() for j in out]})
         self.log(f'fleet: round {len(self.rounds)} {name}: '
                  f'{"1 step on " if one else ""}{len(steps)} '
-                 f'{"nodes" if one else "steps"}, {ok} passed, {len(out) - ok - unj} failed'
+                 f'{"nodes" if one else "steps"}, {ok} passed, '
+                 f'{len(out) - ok - unj} failed'
                  f'{f" ({hung} hung)" if hung else ""}'
                  f'{f", {unj} could not check" if unj else ""}, '
                  f'{seconds:.1f} s')

@@ -1,6 +1,6 @@
-"""A simulated scheduler for the scale benchmark (``benchmarks/fleet_scale.py``)
-and the unit tests: the same :class:`~ccl_health.fleet.run.Fleet` drives it
-as drives Slurm.  It keeps a clock (nothing sleeps), takes what each step
+"""A simulated scheduler for the scale benchmark
+(``benchmarks/fleet_scale.py``) and the unit tests: the same
+:class:`~ccl_health.fleet.run.Fleet` drives it as drives Slurm.  It keeps a clock (nothing sleeps), takes what each step
 shows from the one fault model (:class:`~ccl_health.fleet.faults.FaultPlan`)
 and how long it takes from the constants below, each with its source.
 
@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import heapq
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from .. import nccltests
 from .faults import FaultPlan
