@@ -1,8 +1,9 @@
 """A simulated scheduler for the scale benchmark
 (``benchmarks/fleet_scale.py``) and the unit tests: the same
-:class:`~ccl_health.fleet.run.Fleet` drives it as drives Slurm.  It keeps a clock (nothing sleeps), takes what each step
-shows from the one fault model (:class:`~ccl_health.fleet.faults.FaultPlan`)
-and how long it takes from the constants below, each with its source.
+:class:`~ccl_health.fleet.run.Fleet` drives it as drives Slurm.  It
+keeps a clock (nothing sleeps), takes what each step shows from the one
+fault model (:class:`~ccl_health.fleet.faults.FaultPlan`) and how long it
+takes from the constants below, each with its source.
 
 ``hidden`` names bad nodes whose fault the node check cannot see
 (``'network'``: a NIC or cable; the node check runs inside the node and
