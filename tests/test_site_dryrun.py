@@ -373,3 +373,18 @@ def test_node_health_job_uses_the_site_health_launcher(tmp_path):
                     env={'CCL_HEALTH_SITE_DIR': str(site)})
     script = cases['NodeHealthCheck'][0]
     assert "--launcher 'srun --overlap --cpu-bind=none --ntasks'" in script
+
+
+def test_fleet_acceptance_job_runs_the_fleet_inside_one_allocation(tmp_path):
+    """--mode acceptance: one exclusive job over the partition runs the
+    fleet procedure with its steps inside that job's allocation."""
+    cases = dry_run(tmp_path, 'frontier', '--mode', 'acceptance', '-n',
+                    '^FleetAcceptance', '-S', 'fleet_nodes=16')
+    script = cases['FleetAcceptance'][0]
+    assert '#SBATCH --exclusive' in script
+    assert '#SBATCH --ntasks=16\n' in script
+    assert '#SBATCH --ntasks-per-node=1\n' in script
+    run = [ln for ln in script.splitlines() if 'ccl_health.fleet' in ln]
+    assert len(run) == 1 and not run[0].startswith('srun')
+    assert run[0].endswith('-m ccl_health.fleet --inside --site frontier '
+                           '--partition batch --json fleet-summary.json')

@@ -1,0 +1,95 @@
+"""The whole partition through ReFrame (``--mode acceptance``), for a site
+that drives everything through ReFrame: one job over every idle node of
+the partition (ReFrame's flexible allocation, ``num_tasks = 0``) that runs
+the fleet procedure of ``scripts/fleet`` inside its allocation: the node
+check on every node at once, pairs, growing groups with bisection,
+stragglers; every step an ``srun`` job step of this job.
+
+    reframe -C config/settings.py --mode acceptance -n FleetAcceptance -r
+
+It never drains (``scripts/fleet --drain`` does, run by a person); its
+verdict and reason come from the run's ``fleet.json``
+(:func:`ccl_health.fleet.run.exit_code`): ``pass`` only when every node was
+checked and found healthy, the worst verdict of a failed step when a node,
+link or group is bad, ``could-not-check`` otherwise."""
+
+import json
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import (run_after, run_before, sanity_function,
+                                   variable)
+
+from ccl_health import resources
+from ccl_health.fleet.run import exit_code, summary_text
+from ccl_health.sysconfig import partition_gpus
+from ccl_health.verdict import Verdict, worst
+
+REPO = resources.PACKAGE_PARENT
+SLURM = ('slurm', 'squeue')
+
+
+@rfm.simple_test
+class FleetAcceptance(rfm.RunOnlyRegressionTest):
+    descr = ('every node of the partition: node check, pairs, groups with '
+             'bisection, stragglers (scripts/fleet inside one job)')
+    valid_systems = ['+gpu']
+    valid_prog_environs = ['+ccl']
+    #: nodes of the job; 0: every idle node of the partition (ReFrame's
+    #: flexible allocation)
+    fleet_nodes = variable(int, value=0)
+    #: the verdict (a ccl_health.verdict name) and its line
+    verdict = variable(str, value='')
+    verdict_reason = variable(str, value='')
+    num_tasks_per_node = 1
+    exclusive_access = True
+    time_limit = '2h'
+    tags = {'acceptance', 'fleet'}
+    maintainers = ['ccl-health']
+
+    @run_after('setup')
+    def needs_slurm(self):
+        self.skip_if(not partition_gpus(self.current_partition)[0],
+                     'no GPU on this partition')
+        sched = self.current_partition.scheduler.registered_name
+        self.skip_if(sched not in SLURM,
+                     f'the fleet runs its steps with srun: scheduler '
+                     f'{sched!r} of {self.current_partition.fullname} is not '
+                     f'Slurm')
+
+    @run_before('run')
+    def set_command(self):
+        self.num_tasks = self.fleet_nodes
+        # one process in the batch script; the steps are its srun steps
+        self.job.launcher = getlauncher('local')()
+        self.executable = sys.executable
+        self.executable_opts = [
+            '-m', 'ccl_health.fleet', '--inside',
+            '--site', self.current_system.name,
+            '--partition', self.current_partition.name,
+            '--json', 'fleet-summary.json']
+        self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
+
+    @sanity_function
+    def healthy(self):
+        path = os.path.join(self.stagedir, 'fleet-summary.json')
+        try:
+            with open(path) as fp:
+                summary = json.load(fp)
+            code = exit_code(summary)
+            text = summary_text(summary)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            code, text = 2, (f'could not check: the fleet left no summary '
+                             f'in {path}: {err}')
+        failed = [] if code != 1 else [
+            res['verdict'] for r in summary['rounds'] for res in r['results']
+            if not Verdict.parse(res['verdict'], Verdict.CRASH).good]
+        self.verdict = str(
+            Verdict.PASS if code == 0 else
+            (worst(failed) or Verdict.DROP) if code == 1 else
+            Verdict.COULD_NOT_CHECK)
+        self.verdict_reason = ' | '.join(text.splitlines()[:4])
+        return sn.assert_eq(code, 0, msg=self.verdict_reason)
