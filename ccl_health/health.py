@@ -746,8 +746,13 @@ def check(args, env=None):
         f'{time.monotonic() - t0:.1f} s'), probes, attempts)
 
 
-def record(args, res):
-    from . import store
+def record(args, res, environ=None):
+    """The hook's result as one case of the performance database: the
+    main probe's size, the probes' detail in its own field, and the
+    environment the hook ran with (:func:`recorder.run_environment`: the
+    probes inherit it), so that a drop is attributed to a variable set for
+    the hook."""
+    from . import recorder, store
     sizes = []
     main_probe = res.probes[0] if res.probes else None
     if main_probe and main_probe.busbw:
@@ -763,8 +768,8 @@ def record(args, res):
         collective='all_reduce', transport='intra',
         proven=main_probe.proven if main_probe else '',
         reason=res.line, versions=main_probe.versions if main_probe else {},
-        env={'probes': json.dumps([dataclasses.asdict(p) for p in
-                                   res.probes])},
+        env=recorder.run_environment(environ=environ),
+        detail={'probes': [dataclasses.asdict(p) for p in res.probes]},
         source='health', sizes=sizes)
     with store.open_store(args.db) as db:
         db.add_case(case)

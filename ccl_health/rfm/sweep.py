@@ -171,7 +171,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             collective=self.collective, transport=self.transport,
             proven=self.proven_transport, algo=self.algo, reason=reason,
             versions=versions,
-            env={k: str(v) for k, v in self.env_vars.items()},
+            env=recorder.run_environment(self.env_vars),
             suite_revision=recorder.suite_revision(), source='check',
             sizes=sizes)
         try:
