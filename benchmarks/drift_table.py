@@ -242,8 +242,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--seeds', type=int, default=1000)
     ap.add_argument('--out', help='write drift_table.md and .json here')
+    ap.add_argument('--device', default=DEVICE,
+                    help='a folder with raw/NNN-LABEL.out (the outputs of '
+                         'benchmarks/device/drift_on_device.sh)')
     args = ap.parse_args()
-    res = {'real': real(device_runs()), 'synthetic': synthetic(args.seeds)}
+    res = {'real': real(device_runs(args.device)), 'synthetic': synthetic(args.seeds)}
     text = table(res)
     print(text)
     if args.out:

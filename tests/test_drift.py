@@ -301,3 +301,38 @@ def test_old_databases_migrate_the_probe_detail_out_of_the_environment(
     assert json.loads(by['h1']['detail_json']) == json.loads(probes)
     assert by['s1']['env_json'] == '{"NCCL_PROTO": "LL"}'
     assert by['s1']['detail_json'] is None
+
+
+def test_drift_lines_in_failed_and_on_the_page(tmp_path):
+    """``scripts/report failed`` / ``detect`` and the report page show a
+    drift with its sizes and, once, what changed."""
+    from ccl_health import report
+    db = str(tmp_path / 'd.db')
+    with store.open_store(db) as s:
+        for i in range(26):
+            drop = 0.04 if i >= 22 else 0.0
+            env = {'NCCL_BUFFSIZE': '3932160'} if i >= 22 else {}
+            sizes = [store.SizeRecord(size, v * (1 - drop), tolerance=0.1,
+                                      verdict='pass')
+                     for size, v in ((64 * MiB, gauss(i, 1)[0]),
+                                     (128 * MiB, gauss(100 + i, 1)[0]),
+                                     (1 * MiB, gauss(200 + i, 1)[0]))]
+            s.add_case(store.CaseRecord(
+                f'night-{i:02d}', 'AllReduceSweep %transport=net-socket',
+                'pass', time=f'2026-11-{i + 1:02d}T02:00:00+00:00',
+                system='s', partition='p', nodes=2, ranks=2,
+                collective='all_reduce', transport='net-socket', env=env,
+                sizes=sizes))
+        found = history.detect(s.records(), run_id='night-25')
+        lines = queries.drop_lines(found, s.cases())
+        rows = report.finding_rows(found, s.cases())
+    assert [f.kind for f in found] == ['drift', 'drift']
+    assert {f.size for f in found} == {64 * MiB, 128 * MiB}   # not 1 MiB
+    assert lines[0].startswith('DRIFT s/p/net-socket all_reduce 2n/2r 64MiB: -')
+    assert lines[1].startswith('DRIFT s/p/net-socket all_reduce 2n/2r '
+                               '128MiB: -')
+    assert lines[2:] == ['    changed: NCCL_BUFFSIZE: (unset) -> 3932160']
+    [row] = rows
+    assert row['head'].startswith('DRIFT s/p/net-socket all_reduce 2n/2r at '
+                                  '2 sizes 64MiB..128MiB: worst -')
+    assert row['changed'] == ['NCCL_BUFFSIZE: (unset) -> 3932160']
