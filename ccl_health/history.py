@@ -232,7 +232,7 @@ class Shift:
     """A sustained shift found by :func:`sustained_drops` at one run."""
     index: int            # the run flagged (index into the values)
     start: int            # the first run of the shift
-    shift: float          # mean relative shift since ``start`` (negative)
+    shift: float          # mean relative shift of the last runs (negative)
     noise: float          # the relative noise the z-scores used
     baseline: Baseline
     score: float          # the CUSUM statistic
