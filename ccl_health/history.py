@@ -391,7 +391,7 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE, **kw):
 ATTRIBUTION_FIELDS = {
     'nccl_version': 'nccl', 'plugin_version': 'plugin',
     'libfabric_version': 'libfabric', 'provider': 'provider',
-    'cuda_driver': 'cuda', 'driver': 'driver', 'tests_version': 'tests',
+    'cuda_driver': 'cuda', 'driver': 'driver', 'tests_version': 'nccl-tests',
     'suite_revision': 'suite', 'nodelist': 'nodes'}
 #: recorded environment variables that differ from job to job by design
 #: (which GPUs, where the debug log goes): never a cause
