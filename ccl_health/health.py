@@ -1066,8 +1066,13 @@ def with_node_state(res, before, after, site=None, expected_gpus=None):
     return res
 
 
-def record(args, res):
-    from . import store
+def record(args, res, environ=None):
+    """The hook's result as one case of the performance database: the
+    main probe's size, the probes' detail in its own field, and the
+    environment the hook ran with (:func:`recorder.run_environment`: the
+    probes inherit it), so that a drop is attributed to a variable set for
+    the hook."""
+    from . import recorder, store
     sizes = []
     main_probe = res.probes[0] if res.probes else None
     if main_probe and main_probe.busbw:
@@ -1083,10 +1088,10 @@ def record(args, res):
         collective='all_reduce', transport='intra',
         proven=main_probe.proven if main_probe else '',
         reason=res.line, versions=main_probe.versions if main_probe else {},
-        env={'probes': json.dumps([dataclasses.asdict(p) for p in
-                                   res.probes]),
-             **({'node_state': json.dumps(res.node_state)}
-                if res.node_state else {})},
+        env=recorder.run_environment(environ=environ),
+        detail={'probes': [dataclasses.asdict(p) for p in res.probes],
+                **({'node_state': res.node_state}
+                   if res.node_state else {})},
         source='health', sizes=sizes)
     with store.open_store(args.db) as db:
         db.add_case(case)

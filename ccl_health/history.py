@@ -10,7 +10,19 @@ before ``min_history`` healthy values exist.
 
 This is the one noise rule of the suite: ``calibrate`` gives a size whose
 runs are noisier than the entry's tolerance the same ``allowed_drop`` as its
-own tolerance (with its ``k``, rounded up to a whole percent)."""
+own tolerance (with its ``k``, rounded up to a whole percent).
+
+A small lasting drop (a few percent, under the tolerance) is a *drift*:
+:func:`sustained_drops` runs a one-sided CUSUM on robust z-scores of each
+key and size (by default only sizes of at least :data:`DRIFT_MIN_SIZE`)
+and flags a run once the shift it sums up is both significant against the
+key's own recorded noise and at least :data:`DRIFT_MIN_SHIFT` large.
+
+The key of a series carries the kind of case (:func:`kind_of`: a sweep and
+the health hook's probe of the same transport, collective and ranks are
+two series, never one).  Only healthy verdicts (:data:`HEALTHY`: measured
+and not broken) feed a baseline: a ``contended``, ``aborted``,
+``could-not-check`` or any other case never does."""
 
 import dataclasses
 import json
@@ -18,9 +30,87 @@ import math
 import statistics
 from typing import Optional
 
+from .recorder import NODE_STATE_KEY
+
 KEY = ('system', 'partition', 'transport', 'collective', 'nodes', 'ranks',
        'algo')
 HEALTHY = ('pass', 'below-reference')   # measured, not broken
+
+#: -- the sustained-shift (drift) detector: one-sided CUSUM on robust
+#: z-scores ``z = (x - median) / noise`` of the key's healthy baseline.
+#: ``S = max(0, S - max(z, -DRIFT_CLIP) - DRIFT_K)``; a run is flagged when
+#: ``S > DRIFT_H``, the run itself is low (``z < -DRIFT_K``: it added to
+#: ``S``), at least :data:`DRIFT_MIN_RUNS` runs are in the excursion (since
+#: ``S`` left 0) and the mean shift of the last :data:`DRIFT_MIN_RUNS` of
+#: them is at least :data:`DRIFT_MIN_SHIFT`.
+#:
+#: Why these numbers (measured by ``benchmarks/drift_table.py``, results
+#: in ``benchmarks/results/drift_table.md``): a 3 % step at 0.8 % noise is
+#: a 3.75-sigma shift per run; with slack ``k = 1.5`` each run adds ~2.25
+#: to ``S``, so ``h = 3.5`` is crossed after 2 runs and the flag comes at
+#: the third (about 9 series in 10; a 4 % step: 99 in 100).  Under the null
+#: (no shift, known baseline) the run length to a false alarm of
+#: ``k = 1.5, h = 3.5`` is ~1e4 runs (Siegmund's approximation); the
+#: three-run and 2 % minimum-shift rules cut it further: 0 false alarms in
+#: 1000 seeded healthy series of 35 runs at 0.8 % noise.  A smaller ``k``
+#: (1.0) finds 2 % steps a little sooner but quadruples the false alarms at
+#: 2 % noise on a baseline of 15 values (whose median is itself ~0.3 sigma
+#: off); a larger ``h`` (5) costs the third run.
+DRIFT_K = 1.5
+DRIFT_H = 3.5
+#: one run counts at most this many noise units: a single collapse is the
+#: large-drop rule's business (``DRIFT_CLIP - DRIFT_K = 2.5 < DRIFT_H``), two
+#: slow runs together reach the threshold only with a third (measured on the
+#: real 128 MiB series: a clip of 5.5 raised 13 false alarms, 4 none)
+DRIFT_CLIP = 4.0
+#: the noise is never taken below this fraction of the median: a key whose
+#: baseline happens to be nearly constant (MAD ~ 0; nccl-tests prints two
+#: decimals: at 1.85 GB/s one step is 0.5 %) would make every wiggle
+#: significant
+DRIFT_MIN_NOISE = 0.005
+#: a shift smaller than this (relative) is no drop, however significant
+#: (a super-quiet key moving by 1 %)
+DRIFT_MIN_SHIFT = 0.02
+#: sizes judged for drift by default (small sizes are latency-bound and
+#: noisy in other ways)
+DRIFT_MIN_SIZE = 64 << 20
+#: healthy values a key needs before its drift is judged (the noise of a
+#: baseline of fewer is too uncertain: 10 values doubled the false alarms)
+DRIFT_MIN_HISTORY = 15
+#: the weight of the interquartile noise in :meth:`Baseline.drift_noise`:
+#: real healthy runs are skewed (the 256 MiB device series: 60 % of the
+#: runs at the ceiling, slow stretches of -2..-7 % below it), which the
+#: centre's spread misses (0.8 %) and the IQR sees (3.6 %); weight 1 cost
+#: the 3 % step at 0.8 % Gaussian noise its third run in 1 series of 5
+#: (78 % flagged within 3 runs), 0.75 keeps 91 % and leaves no false alarm
+#: in the recorded healthy series (benchmarks/results/drift_table.md)
+DRIFT_IQR_WEIGHT = 0.75
+#: a drift is sustained: at least this many runs below (two slow runs in a
+#: row are not a lasting drop)
+DRIFT_MIN_RUNS = 3
+
+
+def kind_of(case):
+    """``sweep``, ``health probe``, ``framework`` or ``other`` for a case
+    or record row (its ``source`` column where there is one, its name and
+    collective)."""
+    name = case.get('case_name') or ''
+    coll = case.get('collective') or ''
+    if case.get('source') == 'health' or name.startswith(
+            ('node-health', 'NodeHealth')):
+        return 'health probe'
+    if coll.startswith('torch_') or name.startswith('Torch'):
+        return 'framework'
+    if name.startswith(('AllReduce', 'Collective')) or (
+            coll and not coll.endswith('first_call')):
+        return 'sweep'
+    return 'other'
+
+
+def series_key(row):
+    """The history key of a case or record row: :data:`KEY` and the kind
+    of case (last, so ``key[:6]`` stays system ... ranks)."""
+    return tuple(row.get(k) for k in KEY) + (kind_of(row),)
 
 
 @dataclasses.dataclass
@@ -28,6 +118,23 @@ class Baseline:
     median: float
     noise: float          # 1.4826 * MAD
     n: int
+    #: the standard deviation of the values within 4 MAD-noises of the
+    #: median: as blind to a stray collapse as the MAD, and a steadier
+    #: estimate of the spread of a few values (the drift detector's noise)
+    spread: Optional[float] = None
+
+    #: the interquartile range / 1.349: the spread of a skewed baseline
+    #: (a bandwidth has a ceiling, slow runs spread below it) that the
+    #: symmetric estimates miss
+    iqr_noise: Optional[float] = None
+
+    def drift_noise(self, floor=DRIFT_MIN_NOISE):
+        """The noise the drift detector divides by: the largest of
+        :attr:`spread` (else :attr:`noise`), :data:`DRIFT_IQR_WEIGHT` x
+        :attr:`iqr_noise` and ``floor`` x the median."""
+        spread = self.noise if self.spread is None else self.spread
+        return max(spread, DRIFT_IQR_WEIGHT * (self.iqr_noise or 0.0),
+                   floor * abs(self.median))
 
     def noise_fraction(self, k):
         """``k`` times the noise as a fraction of the median (infinite
@@ -61,12 +168,29 @@ def baseline(values):
         return None
     med = statistics.median(values)
     mad = statistics.median(abs(v - med) for v in values)
-    return Baseline(med, 1.4826 * mad, len(values))
+    noise = 1.4826 * mad
+    near = [v for v in values if abs(v - med) <= 4 * noise]
+    spread = statistics.pstdev(near) if len(near) > 1 else noise
+    iqr = 0.0
+    if len(values) >= 4:
+        q = statistics.quantiles(values, n=4)
+        iqr = (q[2] - q[0]) / 1.349
+    return Baseline(med, noise, len(values), spread, iqr)
+
+
+def where_text(key):
+    """``system/partition/transport collective Nn/Rr`` (and the kind of
+    case when it is not a sweep) of a history key."""
+    text = '/'.join(str(k) for k in key[:3]) + \
+        f' {key[3]} {key[4]}n/{key[5]}r'
+    if len(key) > 7 and key[7] not in ('sweep', None):
+        text += f' [{key[7]}]'
+    return text
 
 
 @dataclasses.dataclass
 class Finding:
-    kind: str             # 'drop' | 'recovery' | 'intermittent'
+    kind: str             # 'drop' | 'drift' | 'recovery' | 'intermittent'
     run_id: str
     time: str
     key: tuple
@@ -75,11 +199,17 @@ class Finding:
     baseline: Optional[Baseline]
     threshold: Optional[float]
     note: str = ''
+    #: a drift: the relative shift (negative), over how many runs, since
+    #: which run (its time), with which relative noise
+    shift: Optional[float] = None
+    runs: int = 0
+    since_run: str = ''
+    since_time: str = ''
+    noise: Optional[float] = None
 
     def line(self):
         from .units import format_size
-        where = '/'.join(str(k) for k in self.key[:3]) + \
-            f' {self.key[3]} {self.key[4]}n/{self.key[5]}r'
+        where = where_text(self.key)
         if self.kind == 'drop':
             pct = 100 * (1 - self.value / self.baseline.median)
             return (f'DROP {where} {format_size(self.size)}: '
@@ -87,18 +217,95 @@ class Finding:
                     f'{self.baseline.median:.2f} (-{pct:.0f}%, threshold '
                     f'{self.threshold:.2f}, n={self.baseline.n}) in run '
                     f'{self.run_id}')
+        if self.kind == 'drift':
+            return (f'DRIFT {where} {format_size(self.size)}: '
+                    f'{100 * self.shift:+.1f} % sustained over {self.runs} '
+                    f'run{"s" if self.runs != 1 else ""} (noise '
+                    f'{100 * self.noise:.1f} %; {self.value:.2f} GB/s vs '
+                    f'baseline {self.baseline.median:.2f}, '
+                    f'n={self.baseline.n}, since run {self.since_run}) in '
+                    f'run {self.run_id}')
         return f'{self.kind.upper()} {where} {format_size(self.size)}: ' \
                f'{self.note} (run {self.run_id})'
 
 
+@dataclasses.dataclass
+class Shift:
+    """A sustained shift found by :func:`sustained_drops` at one run."""
+    index: int            # the run flagged (index into the values)
+    start: int            # the first run of the shift
+    shift: float          # mean relative shift of the last runs (negative)
+    noise: float          # the relative noise the z-scores used
+    baseline: Baseline
+    score: float          # the CUSUM statistic
+
+
+def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
+                    clip=DRIFT_CLIP, min_noise=DRIFT_MIN_NOISE,
+                    min_shift=DRIFT_MIN_SHIFT, min_history=DRIFT_MIN_HISTORY,
+                    min_runs=DRIFT_MIN_RUNS, window=30):
+    """The runs of one key and size in a sustained drop: ``{index:
+    Shift}``.  ``values``: the series in time order, ``None`` where a run
+    is not healthy (it is skipped: it neither feeds the baseline nor the
+    sum).  ``exclude``: indices that may be judged but never join the
+    baseline (single-run drops).
+
+    One-sided CUSUM on robust z-scores (see :data:`DRIFT_K`): the
+    baseline is the median and :meth:`Baseline.drift_noise` of the last
+    ``window`` healthy values before the current excursion (the run where
+    the sum last left 0), so a shift never lowers its own baseline; the
+    runs of an excursion join the baseline only when the sum comes back to
+    0 without a flag.  Once flagged, every later run of the excursion is
+    flagged too while it is low (the drop lasts until the key is back)."""
+    exclude = set(exclude)
+    pool, out = [], {}
+    s, start, devs = 0.0, None, []
+    for i, x in enumerate(values):
+        if x is None:
+            continue
+        base = baseline(pool[-window:]) if len(pool) >= min_history \
+            else None
+        if base is None or base.median <= 0:
+            if i not in exclude:
+                pool.append(x)
+            continue
+        sigma = base.drift_noise(min_noise)
+        z = max((x - base.median) / sigma, -clip)
+        s = max(0.0, s - z - k)
+        if s == 0.0:
+            if start is not None and not any(j in out for j in
+                                             range(start, i)):
+                pool += [values[j] for j in range(start, i)
+                         if values[j] is not None and j not in exclude]
+            start, devs = None, []
+            if i not in exclude:
+                pool.append(x)
+            continue
+        if start is None:
+            start = i
+        elif i - start >= window and not any(j in out for j in
+                                             range(start, i)):
+            # a shift that lasted a whole window unflagged (too small to
+            # matter) is the key's new normal
+            pool += [values[j] for j in range(start, i + 1)
+                     if values[j] is not None and j not in exclude]
+            s, start, devs = 0.0, None, []
+            continue
+        devs.append(x / base.median - 1)
+        shift = statistics.fmean(devs[-min_runs:])
+        if s > h and z < -k and len(devs) >= min_runs and \
+                -shift >= min_shift:
+            out[i] = Shift(i, start, shift, sigma / base.median, base, s)
+    return out
+
+
 def _series(records):
-    """{(key, size): [record, ...]} in time order."""
+    """{(key, size): [record, ...]} in time order (key: :func:`series_key`)."""
     out = {}
     for r in sorted(records, key=lambda r: (r['time'], r['run_id'])):
         if r.get('size') is None or r.get('busbw') is None:
             continue
-        key = tuple(r[k] for k in KEY)
-        out.setdefault((key, r['size']), []).append(r)
+        out.setdefault((series_key(r), r['size']), []).append(r)
     return out
 
 
@@ -116,16 +323,19 @@ def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
     thr = base.threshold(tol, k)
     if current['busbw'] < thr:
         return Finding('drop', current['run_id'], current['time'],
-                       tuple(current[k] for k in KEY), current['size'],
+                       series_key(current), current['size'],
                        current['busbw'], base, thr)
     return None
 
 
-def detect(records, run_id=None, **kw):
+def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE, **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
     against the runs before it).  Also: a recovery (a key back above its
-    threshold right after a drop) and an intermittent pattern (at least two
-    drops among the last ``window`` values of a key, healthy ones between)."""
+    threshold right after a drop), an intermittent pattern (at least two
+    drops among the last ``window`` values of a key, healthy ones between)
+    and a drift (a sustained drop of a few percent, :func:`sustained_drops`)
+    at sizes of at least ``drift_min_size`` (None: no drift judged); a run
+    that is a drop at a size is not also a drift there."""
     findings = []
     window = kw.get('window', 30)
     for (key, size), series in _series(records).items():
@@ -158,36 +368,104 @@ def detect(records, run_id=None, **kw):
                     key, size, series[-1]['busbw'], None, None,
                     f'{len(recent)} drops among the last '
                     f'{min(window, len(series))} runs, healthy runs between'))
+        if drift_min_size is None or size < drift_min_size:
+            continue
+        shifts = sustained_drops(
+            [r['busbw'] if r['case_verdict'] in HEALTHY else None
+             for r in series], exclude=drops, window=window)
+        for i, sh in shifts.items():
+            rec = series[i]
+            if i in drops or (run_id is not None and
+                              rec['run_id'] != run_id):
+                continue
+            first = series[sh.start]
+            findings.append(Finding(
+                'drift', rec['run_id'], rec['time'], key, size,
+                rec['busbw'], sh.baseline, None, shift=sh.shift,
+                runs=sum(1 for r in series[sh.start:i + 1]
+                         if r['case_verdict'] in HEALTHY),
+                since_run=first['run_id'], since_time=first['time'],
+                noise=sh.noise))
     return findings
 
 
-ATTRIBUTION_FIELDS = ('nccl_version', 'plugin_version', 'libfabric_version',
-                      'provider', 'cuda_driver', 'driver', 'tests_version',
-                      'suite_revision', 'nodelist')
+#: what a change of names in a "changed:" line (case column -> label)
+ATTRIBUTION_FIELDS = {
+    'nccl_version': 'nccl', 'plugin_version': 'plugin',
+    'libfabric_version': 'libfabric', 'provider': 'provider',
+    'cuda_driver': 'cuda', 'driver': 'driver', 'tests_version': 'nccl-tests',
+    'suite_revision': 'suite', 'nodelist': 'nodes'}
+#: recorded environment variables that differ from job to job by design
+#: (which GPUs, where the debug log goes, the run's id, the sweep's
+#: node-state readings: :data:`ccl_health.recorder.NODE_STATE_KEY`): never
+#: a cause
+NOT_ATTRIBUTED = ('NCCL_DEBUG_FILE', 'CUDA_VISIBLE_DEVICES',
+                  'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',
+                  'GPU_DEVICE_ORDINAL', 'NCCL_HOSTID', 'CCL_HEALTH_RUN_ID',
+                  NODE_STATE_KEY)
+#: a changed value is cut to this many characters
+CHANGE_WIDTH = 60
+UNSET = '(unset)'
+
+
+def _cut(value, width=CHANGE_WIDTH):
+    if value is None or value == '':
+        return UNSET
+    value = ' '.join(str(value).split())
+    return value if len(value) <= width else value[:width - 3] + '...'
+
+
+def _env(case):
+    """The recorded environment of a case row (a flat dict of strings);
+    the health hook's probe detail that older versions stored there is
+    not environment."""
+    try:
+        env = json.loads(case.get('env_json') or '{}')
+    except ValueError:
+        return {}
+    if not isinstance(env, dict):
+        return {}
+    return {k: v for k, v in env.items() if k != 'probes'}
+
+
+def changes(good, bad):
+    """One short line per recorded fact that differs between the case
+    rows ``good`` and ``bad``: versions and node list
+    (:data:`ATTRIBUTION_FIELDS`), then each environment variable
+    (``NCCL_P2P_LEVEL: (unset) -> LOC``), values cut to
+    :data:`CHANGE_WIDTH` characters."""
+    out = [f'{label}: {_cut(good.get(f))} -> {_cut(bad.get(f))}'
+           for f, label in ATTRIBUTION_FIELDS.items()
+           if (good.get(f) or '') != (bad.get(f) or '')]
+    genv, benv = _env(good), _env(bad)
+    for var in sorted(set(genv) | set(benv)):
+        if var in NOT_ATTRIBUTED:
+            continue
+        if genv.get(var) != benv.get(var):
+            out.append(f'{var}: {_cut(genv.get(var))} -> '
+                       f'{_cut(benv.get(var))}')
+    return out
 
 
 def attribute(cases, finding):
-    """What changed between the last good run of the finding's key and the
-    flagged one: versions, node list, environment.  ``cases``: the store's
-    case rows."""
-    same = [c for c in cases if tuple(c[k] for k in KEY) == finding.key]
+    """What changed between the last passing run of the finding's key
+    before the finding (for a drift: before the shift began) and the
+    flagged run: versions, node list, environment, one short line each.
+    ``cases``: the store's case rows."""
+    same = [c for c in cases if series_key(c) == finding.key]
     bad = next((c for c in same if c['run_id'] == finding.run_id), None)
     if bad is None:
         return []
-    good = [c for c in same if c['time'] < bad['time'] and
+    before = bad['time']
+    if finding.since_run:
+        first = next((c for c in same if c['run_id'] == finding.since_run),
+                     None)
+        before = first['time'] if first else finding.since_time or before
+    good = [c for c in same if c['time'] < before and
             c['verdict'] == 'pass']
     if not good:
         return ['no earlier passing run of this configuration']
     good = good[-1]
-    changes = [f'{f}: {good[f]} -> {bad[f]}' for f in ATTRIBUTION_FIELDS
-               if (good.get(f) or '') != (bad.get(f) or '')]
-    genv = json.loads(good.get('env_json') or '{}')
-    benv = json.loads(bad.get('env_json') or '{}')
-    for var in sorted(set(genv) | set(benv)):
-        if var in ('NCCL_DEBUG_FILE', 'CCL_HEALTH_RUN_ID',
-                   'ccl_health.node_state', 'node_state', 'probes'):
-            continue
-        if genv.get(var) != benv.get(var):
-            changes.append(f'env {var}: {genv.get(var)} -> {benv.get(var)}')
-    return changes or [f'nothing recorded changed since run {good["run_id"]} '
-                       f'({good["time"]})']
+    return changes(good, bad) or [
+        f'nothing recorded changed since run {good["run_id"]} '
+        f'({good["time"]})']

@@ -10,7 +10,7 @@ import datetime
 from typing import Dict, List
 
 from . import CclHealthError
-from .history import attribute, detect
+from .history import attribute, detect, where_text
 from .units import format_size, parse_size
 from .verdict import NAMES, Verdict
 
@@ -211,23 +211,21 @@ def drop_lines(findings, cases):
     (once), in the order the findings came."""
     groups = {}
     for f in findings:
-        k = (f.kind == 'drop', f.run_id, f.key) if f.kind == 'drop' else \
-            (False, id(f))
+        k = (f.kind, f.run_id, f.key) if f.kind in ('drop', 'drift') else \
+            (None, id(f))
         groups.setdefault(k, []).append(f)
     lines = []
     for k, fs in groups.items():
-        if not k[0]:
+        if k[0] is None:
             lines.append(fs[0].line())
             continue
-        if len(fs) == 1:
-            lines.append(fs[0].line())
+        if len(fs) == 1 or k[0] == 'drift':
+            lines += [f.line() for f in sorted(fs, key=lambda f: f.size)]
         else:
             fs = sorted(fs, key=lambda f: f.size)
             worst = max(fs, key=lambda f: 1 - f.value / f.baseline.median)
             pct = 100 * (1 - worst.value / worst.baseline.median)
-            key = worst.key
-            where = '/'.join(str(x) for x in key[:3]) + \
-                f' {key[3]} {key[4]}n/{key[5]}r'
+            where = where_text(worst.key)
             lines.append(
                 f'DROP {where} in run {worst.run_id}: {len(fs)} sizes below '
                 f'history ({format_size(fs[0].size)}..'
@@ -305,7 +303,8 @@ def since_when(store, transport, size=None, system=None, partition=None):
     bad_runs = set()
     if size is not None:
         for f in detect(store.records()):
-            if f.kind == 'drop' and f.key[2] == transport and f.size == size:
+            if f.kind in ('drop', 'drift') and f.key[2] == transport and \
+                    f.size == size:
                 bad_runs.add(f.run_id)
         for r in store.records():
             if r['transport'] == transport and r['size'] == size and \

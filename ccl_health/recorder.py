@@ -33,6 +33,25 @@ def suite_revision():
     return __version__
 
 
+#: the environment variables a run's performance may depend on: recorded
+#: with every case (their values), so that a drop can be attributed to one
+RUN_ENV_PREFIXES = ('NCCL_', 'FI_', 'CUDA_', 'HIP_', 'ROCR_', 'HSA_', 'UCX_')
+
+
+def run_environment(env_vars=None, environ=None):
+    """The environment a case ran with, as a flat ``{name: value}`` of
+    strings: every ``NCCL_* FI_* CUDA_* HIP_* ROCR_* HSA_* UCX_*`` variable
+    of ``environ`` (default: this process's, which the job inherits), then
+    ``env_vars`` (what the case sets itself, e.g. a ReFrame test's
+    ``env_vars``: these win, whatever their names).  One function for the
+    sweep, the health hook and the run report's cases."""
+    environ = os.environ if environ is None else environ
+    out = {k: str(v) for k, v in environ.items()
+           if k.startswith(RUN_ENV_PREFIXES)}
+    out.update({k: str(v) for k, v in (env_vars or {}).items()})
+    return dict(sorted(out.items()))
+
+
 def size_verdict(value, ref, tolerance):
     if not ref:
         return 'no-reference'
@@ -97,7 +116,7 @@ def cases_from_report(report, default_run_id=None):
             proven=tc.get('proven_transport', ''),
             algo=tc.get('algo') or 'default', reason=cv.reason,
             versions=tc.get('versions') or {},
-            env={k: str(v) for k, v in (tc.get('env_vars') or {}).items()},
+            env=run_environment(tc.get('env_vars'), environ={}),
             source='report', sizes=sizes))
     return out
 

@@ -19,7 +19,10 @@ from typing import Dict, List, Optional
 from . import CclHealthError
 from .verdict import NAMES, Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: older schema versions this version still reads (opened read-only,
+#: nothing migrated): what they lack reads as None
+READABLE_VERSIONS = (1, 2)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -27,7 +30,8 @@ CASE_COLUMNS = (
     'nodelist', 'nodes', 'ranks', 'collective', 'transport', 'proven', 'algo',
     'verdict', 'reason', 'nccl_version', 'plugin_version',
     'libfabric_version', 'provider', 'cuda_driver', 'driver',
-    'tests_version', 'suite_revision', 'versions_json', 'env_json', 'source')
+    'tests_version', 'suite_revision', 'versions_json', 'env_json', 'source',
+    'detail_json')
 SIZE_COLUMNS = (
     'size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
     'time_oop_us', 'time_ip_us', 'ref', 'tolerance', 'verdict')
@@ -63,6 +67,14 @@ _MIGRATIONS = {
                   m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
                   m.ref, m.tolerance, m.verdict AS size_verdict
            FROM cases c LEFT JOIN measurements m ON m.case_id = c.id""",
+    ],
+    # the health hook's probe detail moves out of the environment into its
+    # own column: env_json holds only environment variables (issue 13)
+    2: [
+        'ALTER TABLE cases ADD COLUMN detail_json TEXT',
+        """UPDATE cases SET detail_json = env_json, env_json = NULL
+           WHERE source = 'health' AND
+                 substr(env_json, 1, 10) = '{"probes":'""",
     ],
 }
 
@@ -101,10 +113,13 @@ class CaseRecord:
     algo: str = 'default'
     reason: str = ''
     versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the environment of the run (:func:`ccl_health.recorder.run_environment`)
     env: Dict[str, str] = dataclasses.field(default_factory=dict)
     suite_revision: str = ''
     source: str = ''
     sizes: List[SizeRecord] = dataclasses.field(default_factory=list)
+    #: what the tool measured beside the sizes (the health hook's probes)
+    detail: Dict = dataclasses.field(default_factory=dict)
 
     def row(self):
         v = self.versions
@@ -119,7 +134,9 @@ class CaseRecord:
                 self.suite_revision,
                 json.dumps(v, sort_keys=True) if v else None,
                 json.dumps(self.env, sort_keys=True) if self.env else None,
-                self.source)
+                self.source,
+                json.dumps(self.detail, sort_keys=True) if self.detail
+                else None)
 
 
 def check_verdicts(case):
@@ -212,7 +229,7 @@ class Store:
             raise CclHealthError(f'{self.where}: not a ccl-health performance '
                                  f'database ({err}){hint}') from None
         have = int(rows[0]['value']) if rows else 0
-        if have != SCHEMA_VERSION:
+        if have not in READABLE_VERSIONS:
             self.close()
             raise CclHealthError(
                 f'{self.where}: schema version {have}, this ccl-health reads '

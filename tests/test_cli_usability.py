@@ -314,7 +314,7 @@ def test_failed_groups_drops_per_run_and_transport():
                 lines.index(next(ln for ln in drops
                                  if 'degraded-nchannels4' in ln))]
     i = next(i for i, ln in enumerate(lines) if 'degraded-proto-ll:' in ln)
-    assert lines[i + 1] == '    changed: env NCCL_PROTO: None -> LL'
+    assert lines[i + 1] == '    changed: NCCL_PROTO: (unset) -> LL'
     assert sum('NCCL_PROTO' in ln for ln in lines) == 1
 
 

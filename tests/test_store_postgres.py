@@ -107,4 +107,5 @@ def test_same_code_path_on_postgresql(pg_url):
         assert drops and {f.run_id for f in drops} == {'run-12'}
     with store.open_store(pg_url) as db:      # reopen: no migration again
         assert db.query("SELECT value FROM meta WHERE key = "
-                        "'schema_version'")[0]['value'] == '1'
+                        "'schema_version'")[0]['value'] == \
+            str(store.SCHEMA_VERSION)

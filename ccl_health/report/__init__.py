@@ -24,7 +24,7 @@ import re
 from typing import List
 
 from .. import CclHealthError, transports
-from ..history import HEALTHY, attribute, detect
+from ..history import HEALTHY, attribute, detect, kind_of, where_text
 from ..units import format_size, parse_size
 from ..verdict import FAILING, UNJUDGED, Verdict
 
@@ -48,22 +48,6 @@ TERMINAL_FINDINGS = 20
 _NUMERIC = ('size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop',
             'algbw_ip', 'time_oop_us', 'time_ip_us', 'ref', 'tolerance',
             'nodes', 'ranks')
-
-
-def kind_of(case):
-    """``sweep``, ``health probe``, ``framework`` or ``other`` for a case row
-    (its ``source`` column, its name and collective)."""
-    name = case.get('case_name') or ''
-    coll = case.get('collective') or ''
-    if case.get('source') == 'health' or name.startswith(
-            ('node-health', 'NodeHealth')):
-        return 'health probe'
-    if coll.startswith('torch_') or name.startswith('Torch'):
-        return 'framework'
-    if name.startswith(('AllReduce', 'Collective')) or (
-            coll and not coll.endswith('first_call')):
-        return 'sweep'
-    return 'other'
 
 
 def _cases_frame(store):
@@ -267,8 +251,7 @@ def finding_rows(findings, cases_list):
     rows = []
     for (kind, run, key), fs in groups.items():
         fs.sort(key=lambda f: f.size)
-        where = '/'.join(str(k) for k in key[:3]) + \
-            f' {key[3]} {key[4]}n/{key[5]}r'
+        where = where_text(key)
         sizes = (format_size(fs[0].size) if len(fs) == 1 else
                  f'{len(fs)} sizes {format_size(fs[0].size)}..'
                  f'{format_size(fs[-1].size)}')
@@ -278,6 +261,12 @@ def finding_rows(findings, cases_list):
             head = (f'DROP {where} at {sizes}: worst -{pct:.0f}% at '
                     f'{format_size(worst.size)} ({worst.value:.2f} vs '
                     f'baseline {worst.baseline.median:.2f} GB/s)')
+        elif kind == 'drift':
+            worst = min(fs, key=lambda f: f.shift)
+            head = (f'DRIFT {where} at {sizes}: worst '
+                    f'{100 * worst.shift:+.1f} % at '
+                    f'{format_size(worst.size)} sustained over {worst.runs} '
+                    f'runs (noise {100 * worst.noise:.1f} %)')
         else:
             head = f'{kind.upper()} {where} at {sizes}'
         rows.append({'kind': kind, 'time': max(f.time for f in fs),
@@ -285,7 +274,7 @@ def finding_rows(findings, cases_list):
                      'lines': [f.line() for f in fs],
                      'changed': [_short(c) for c in
                                  attribute(cases_list, fs[0])]
-                     if kind == 'drop' else []})
+                     if kind in ('drop', 'drift') else []})
     rows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
     return rows
 

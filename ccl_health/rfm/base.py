@@ -18,7 +18,7 @@ from reframe.core.exceptions import ReferenceParseError
 from ccl_health import resources
 resources.importable()      # the build recipes: the checkout's or shipped
 from builders.net_plugin import NetPluginBuild  # noqa: E402
-from ccl_health import CclHealthError, reference  # noqa: E402
+from ccl_health import CclHealthError, recorder, reference  # noqa: E402
 from ccl_health import transports as registry
 from ccl_health.aborted import CASE_FILE
 from ccl_health import site as site_data
@@ -182,7 +182,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
                 'store_url': getattr(self, 'store_url', ''),
                 'stdout': sn.evaluate(self.stdout),
                 'sizes': list(getattr(self, 'sizes_run', []) or []),
-                'env': {k: str(v) for k, v in self.env_vars.items()}}
+                'env': recorder.run_environment(self.env_vars)}
 
     def exit_status(self):
         """The launcher's exit status, or None when unknown (the job was

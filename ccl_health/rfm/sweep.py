@@ -187,7 +187,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             collective=self.collective, transport=self.transport,
             proven=self.proven_transport, algo=self.algo, reason=reason,
             versions=versions,
-            env=dict({k: str(v) for k, v in self.env_vars.items()},
+            env=dict(recorder.run_environment(self.env_vars),
                      **recorder.node_state_env(self.node_states())),
             suite_revision=recorder.suite_revision(), source='check',
             sizes=sizes)
