@@ -30,7 +30,7 @@ HOOK_SECONDS = 2.4
 #: in-place, checks): the fit of the device measurement wall = 1.8 s + 50
 #: x one operation's time (2 ranks on an H100 with per-rank NCCL_HOSTID,
 #: 1G: 30.4-31.0 s, 256M: 9.0 s at 1.86 GB/s;
-#: tests/fixtures/device/fleet/README.md)
+#: measured by benchmarks/device/fleet_pair_step.sh, kept with the test fixtures)
 PAIR_FIXED_SECONDS = 1.8
 STEP_OPS = 50
 #: seconds srun needs to create and launch one step (credential, slurmd
