@@ -63,6 +63,9 @@ class Site:
     build: dict
     #: the health hook's block; ``None`` where the file has none
     health: Optional[HealthSite] = None
+    #: the ``fleet`` block as written (schema-checked; defaults and checks:
+    #: :class:`ccl_health.fleet.config.FleetConfig`); ``None``: none
+    fleet: Optional[dict] = None
 
     def transport(self, name):
         try:
@@ -175,7 +178,18 @@ def parse(text, path='<site>', system=None):
                              f'file is for system {system!r}')
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
-                _health(doc.get('health'), path))
+                _health(doc.get('health'), path),
+                _fleet(doc.get('fleet'), path))
+
+
+def _fleet(raw, path):
+    """The ``fleet`` block, checked whole now (a bad size or an unknown
+    transport is an error naming the file and the key, before any run)."""
+    if raw is None:
+        return None
+    from .fleet.config import FleetConfig
+    FleetConfig.from_dict(raw, path)
+    return dict(raw)
 
 
 def _health(raw, path):

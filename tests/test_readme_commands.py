@@ -131,6 +131,17 @@ def as_run_here(cmd, work):
         # no GPU here: the hook says so, exit 2, never a reason to drain
         env.pop('CCL_HEALTH_ASSUME_GPUS')
         return words, env, {0, 1, 2}, r'^(HEALTHY|UNHEALTHY|COULD-NOT-CHECK): '
+    if exe == 'scripts/fleet':
+        if '--simulate' in words:
+            plan = work / 'faults.json'
+            plan.write_text('{"bad_nodes": {"n3": "crash"}, "bad_links": '
+                            '[["n5", "n9"]], "stragglers": {"n7": 0.85}}')
+            words[words.index('faults.json')] = str(plan)
+            return words, env, {1}, r'(?s)fleet: 16 nodes checked.*BAD n3:' \
+                r'.*SUSPECT LINK n5 - n9.*STRAGGLER n7'
+        # no Slurm cluster here: one line, exit 2, nothing drained
+        env['PATH'] = '/usr/bin:/bin'
+        return words, env, {2}, r'^fleet: error: (sinfo|salloc|scontrol)'
     raise AssertionError(f'README command of unknown kind: {cmd}')
 
 

@@ -1,0 +1,380 @@
+"""``scripts/fleet`` / ``python -m ccl_health.fleet``: accept a whole
+partition through Slurm.
+
+Outside an allocation it asks for ONE allocation of the usable nodes
+(``salloc --exclusive``) and runs itself inside it with ``--inside``; inside
+(``SLURM_JOB_ID`` set), every step is an ``srun`` job step.  ``--simulate
+PLAN`` runs the same rounds on the simulated scheduler (a fault plan,
+no Slurm) for a dry run of the procedure.
+
+Exit 0: every node healthy; 1: a bad node, suspect link or group, or a
+straggler; 2: the tool could not run, or nodes could not be checked (one
+line on stderr)."""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+from .. import CclHealthError, outputs, resources, shell
+from .. import site as site_data
+from . import plan, report
+from .config import FleetConfig
+from .run import Fleet, exit_code, summary_text
+
+EXIT_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CclHealthError(f'{self.prog}: {message}')
+
+
+def parser(prog='scripts/fleet'):
+    p = _Parser(prog=prog, description=(
+        'Check every node of a partition through Slurm: the node check on '
+        'all nodes at once, the healthy ones in pairs (two pairings), '
+        'all_reduce over growing groups with bisection of a failing one, '
+        'stragglers against this run\'s median; one summary, fleet.json and '
+        'fleet.html under <output>/fleet/<run-id>/.'))
+    p.add_argument('--partition', '-p', help='the Slurm partition to check')
+    p.add_argument('--nodelist', '-w', help='only these nodes (a Slurm node '
+                   'list, e.g. "nid[00001-00128]")')
+    p.add_argument('--drain', action='store_true', help='drain the nodes '
+                   'named bad (scontrol update state=drain reason="ccl-health:'
+                   ' ..."); never the ones that could not be checked')
+    p.add_argument('--site', help='a site name (site/<name>.yaml) or a site '
+                   'file; its fleet: block sets the commands and limits')
+    p.add_argument('--system', help='the system name (default: the site\'s)')
+    p.add_argument('--output', help='the output folder (default '
+                   '$CCL_HEALTH_OUTPUT, else ./ccl-health-output)')
+    p.add_argument('--json', help='also write the summary to this file')
+    p.add_argument('--round-limit', type=float, metavar='SECONDS',
+                   help='the bound of a step (srun --time and nccl-tests -T)')
+    p.add_argument('--groups', metavar='16,64,256', help='group sizes before '
+                   'the whole set')
+    p.add_argument('--straggler-k', type=float, metavar='K',
+                   help='stragglers: below median - K x 1.4826 x MAD')
+    p.add_argument('--max-parallel', type=int, metavar='N',
+                   help='steps at once (default 512)')
+    p.add_argument('--db', help='the performance database (default '
+                   '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
+    p.add_argument('--no-record', action='store_true',
+                   help='record nothing in the performance database')
+    p.add_argument('--simulate', metavar='PLAN', help='no Slurm: run the '
+                   'rounds on the simulated scheduler with this fault plan '
+                   '(JSON, ccl_health/fleet/faults.py); --nodelist names the '
+                   'nodes')
+    p.add_argument('--inside', action='store_true',
+                   help=argparse.SUPPRESS)
+    p.add_argument('--run-id', help=argparse.SUPPRESS)
+    p.add_argument('--not-checked', help=argparse.SUPPRESS)
+    return p
+
+
+# -- node lists without Slurm (the simulated scheduler) -----------------------
+
+def expand_hostlist(text: str) -> List[str]:
+    """``n[1-3,7],m[01-02]`` as names, as Slurm writes them (for
+    ``--simulate``; with Slurm, ``scontrol show hostnames`` does it)."""
+    out, depth, cur = [], 0, ''
+    parts = []
+    for ch in text:
+        if ch == ',' and depth == 0:
+            parts.append(cur)
+            cur = ''
+            continue
+        depth += ch == '['
+        depth -= ch == ']'
+        cur += ch
+    parts.append(cur)
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        m = re.fullmatch(r'([^\[]*)\[([^\]]+)\](.*)', part)
+        if not m:
+            out.append(part)
+            continue
+        pre, body, post = m.groups()
+        for rng in body.split(','):
+            lo, _, hi = rng.partition('-')
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise CclHealthError(f'node list {text!r}: bad range {rng!r}')
+            for i in range(int(lo), int(hi or lo) + 1):
+                for tail in expand_hostlist(post) if post else ['']:
+                    out.append(f'{pre}{str(i).zfill(len(lo))}{tail}')
+    return out
+
+
+# -- site ---------------------------------------------------------------------
+
+def load_site(args):
+    """The site (or None) and its fleet configuration with the options'
+    overrides."""
+    site = None
+    if args.site or args.system:
+        name = args.site or args.system
+        if os.path.sep in name or name.endswith(('.yaml', '.yml')):
+            try:
+                with open(name) as fp:
+                    text = fp.read()
+            except OSError as err:
+                raise CclHealthError(f'{name}: cannot read the site file: '
+                                     f'{err.strerror}') from None
+            site = site_data.parse(text, name, args.system)
+        else:
+            site = site_data.load(resources.site_dir(), name)
+    raw = site.fleet if site is not None else None
+    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
+    if args.round_limit is not None:
+        if not args.round_limit > 0:
+            raise CclHealthError('--round-limit: must be positive')
+        cfg.round_limit = args.round_limit
+    if args.groups is not None:
+        try:
+            cfg.groups = [int(g) for g in args.groups.split(',') if g.strip()]
+        except ValueError:
+            raise CclHealthError(f'--groups {args.groups!r}: not a list of '
+                                 f'whole numbers') from None
+    if args.straggler_k is not None:
+        if not args.straggler_k > 0:
+            raise CclHealthError('--straggler-k: must be positive')
+        cfg.straggler_k = args.straggler_k
+    if args.max_parallel is not None:
+        if args.max_parallel < 1:
+            raise CclHealthError('--max-parallel: must be at least 1')
+        cfg.max_parallel = args.max_parallel
+    return site, cfg
+
+
+def _expand_refs(value):
+    return shell.BRACED.sub(lambda m: os.environ.get(m.group(0)[2:-1], ''),
+                            str(value))
+
+
+def step_env(site, cfg: FleetConfig) -> Dict[str, str]:
+    """The environment of pair and group steps: the site's common variables
+    and the transport's (multi-node), then the fleet block's ``env``;
+    ``${NAME}`` expanded from this environment."""
+    env = {}
+    if site is not None:
+        build = site.build or {}
+        values = {
+            'plugin_prefix': (build.get('plugin') or {}).get('prefix'),
+            'plugin_library': (build.get('plugin') or {}).get('library') or
+            'libnccl-net.so',
+            'libfabric_prefix': (build.get('libfabric') or {}).get('prefix')}
+        values = {k: v for k, v in values.items() if v}
+        try:
+            env.update(site.render_env(cfg.transport, values,
+                                       single_node=False))
+        except CclHealthError as err:
+            raise CclHealthError(
+                f'{err} (fleet.transport {cfg.transport} needs the site\'s '
+                f'installation: set build.plugin.prefix and '
+                f'build.libfabric.prefix in {site.path})') from None
+    env.update(cfg.env)
+    return {k: _expand_refs(v) for k, v in env.items()}
+
+
+class Programs:
+    """The node check's and the steps' command lines from the fleet block's
+    templates: ``{suite}``, ``{tests}`` (the nccl-tests bin folder, found
+    only when a template names it), ``{json}``, ``{size}``, ``{timeout}``."""
+
+    def __init__(self, cfg: FleetConfig, run_dir: str, site=None):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.site = site
+        self._tests = None
+
+    def _tests_dir(self):
+        if self._tests is None:
+            from ..health import CouldNotCheck, find_tests_prefix
+            try:
+                self._tests = os.path.join(find_tests_prefix(site=self.site),
+                                           'bin')
+            except CouldNotCheck as err:
+                raise CclHealthError(f'{{tests}}: {err}') from None
+        return self._tests
+
+    def fill(self, template, json_path=''):
+        values = {'suite': resources.root(), 'json': json_path,
+                  'size': self.cfg.size,
+                  'timeout': str(int(math.ceil(self.cfg.round_limit)))}
+        out = []
+        for word in template:
+            if '{tests}' in word:
+                word = word.replace('{tests}', self._tests_dir())
+            for k, v in values.items():
+                word = word.replace('{%s}' % k, v)
+            out.append(word)
+        return out
+
+    def node(self, node):
+        path = os.path.join(self.run_dir, 'nodes', f'{node}.json')
+        return self.fill(self.cfg.node_probe, path), path
+
+    def step(self, nodes):
+        return self.fill(self.cfg.step_probe)
+
+
+# -- the allocation -----------------------------------------------------------
+
+def bound_seconds(cfg: FleetConfig, n: int) -> float:
+    """An upper bound of a whole run: every round at its limit."""
+    per = cfg.round_limit + cfg.grace
+    total = cfg.node_limit + cfg.grace + (2 + cfg.retests) * per
+    sizes = plan.group_sizes(cfg.groups, n)
+    for s in sizes:
+        lim = cfg.limit('group', s) + cfg.grace
+        total += lim * (1 + 2 * plan.max_bisect_rounds(s))
+    return total
+
+
+def allocate(args, argv, cfg, run_id, run_dir):
+    """Outside an allocation: one ``salloc`` for the whole run, this
+    command again inside it; the exit code comes from its fleet.json."""
+    from . import slurm
+    nodes, other = slurm.partition_nodes(args.partition, args.nodelist)
+    if not nodes:
+        raise CclHealthError(
+            f'no usable node in {"partition " + args.partition if args.partition else "the cluster"}'
+            f'{" among " + args.nodelist if args.nodelist else ""}'
+            f'{" (" + "; ".join(f"{n}: {s}" for n, s in list(other.items())[:3]) + ")" if other else ""}')
+    os.makedirs(run_dir, exist_ok=True)
+    nodefile = os.path.join(run_dir, 'nodes.txt')
+    with open(nodefile, 'w') as fp:
+        fp.write('\n'.join(nodes) + '\n')
+    other_file = os.path.join(run_dir, 'not-checked.json')
+    with open(other_file, 'w') as fp:
+        json.dump(other, fp)
+    minutes = max(1, math.ceil(bound_seconds(cfg, len(nodes)) / 60))
+    cmd = ['salloc', '--exclusive', f'--nodes={len(nodes)}',
+           f'--nodefile={nodefile}', f'--time={minutes}',
+           '--job-name=ccl-health-fleet']
+    if args.partition:
+        cmd.append(f'--partition={args.partition}')
+    cmd += [sys.executable, '-m', 'ccl_health.fleet', '--inside',
+            '--run-id', run_id, '--not-checked', other_file] + list(argv)
+    print(f'fleet: {len(nodes)} nodes, one allocation: '
+          f'{" ".join(shlex.quote(c) for c in cmd[:7])} ...',
+          file=sys.stderr, flush=True)
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))] +
+        ([env['PYTHONPATH']] if env.get('PYTHONPATH') else []))
+    env['CCL_HEALTH_OUTPUT'] = outputs.output_dir()
+    try:
+        proc = subprocess.run(cmd, env=env)
+    except FileNotFoundError:
+        raise CclHealthError('salloc: not found (is Slurm installed and on '
+                             'PATH?)') from None
+    summary_path = os.path.join(run_dir, 'fleet.json')
+    try:
+        with open(summary_path) as fp:
+            summary = json.load(fp)
+    except (OSError, ValueError):
+        raise CclHealthError(f'the run inside the allocation left no '
+                             f'{summary_path} (salloc exit {proc.returncode})'
+                             ) from None
+    return exit_code(summary)
+
+
+# -- main ---------------------------------------------------------------------
+
+def new_run_id():
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime('%Y%m%dT%H%M%SZ') + f'-{os.getpid()}'
+
+
+def main(argv=None, prog='scripts/fleet'):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv, prog)
+    except CclHealthError as err:
+        print(f'fleet: error: {" ".join(str(err).split())}', file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print('fleet: error: interrupted', file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _main(argv, prog):
+    try:
+        args = parser(prog).parse_args(argv)
+    except SystemExit as e:          # --help
+        return 0 if not e.code else EXIT_ERROR
+    if args.output:
+        os.environ['CCL_HEALTH_OUTPUT'] = os.path.abspath(args.output)
+    site, cfg = load_site(args)
+    run_id = args.run_id or new_run_id()
+    run_dir = os.path.join(outputs.output_dir(), 'fleet', run_id)
+    sched = None
+    unavailable = {}
+    if args.not_checked:
+        try:
+            with open(args.not_checked) as fp:
+                unavailable = json.load(fp)
+        except (OSError, ValueError) as err:
+            raise CclHealthError(f'{args.not_checked}: {err}') from None
+    if args.simulate:
+        from .faults import FaultPlan
+        from .simulate import SimScheduler
+        if not args.nodelist:
+            raise CclHealthError('--simulate needs --nodelist (the nodes)')
+        try:
+            fplan = FaultPlan.load(args.simulate)
+        except (OSError, ValueError) as err:
+            raise CclHealthError(f'--simulate: {err}') from None
+        nodes = expand_hostlist(args.nodelist)
+        sched = SimScheduler(fplan, size=cfg.size_bytes,
+                             tasks_per_node=cfg.tasks_per_node,
+                             max_parallel=cfg.max_parallel, grace=cfg.grace)
+    elif args.inside or os.environ.get('SLURM_JOB_ID'):
+        from . import slurm
+        nodes = slurm.hostnames(os.environ.get('SLURM_JOB_NODELIST', ''))
+        if args.nodelist:
+            wanted = set(slurm.hostnames(args.nodelist))
+            nodes = [n for n in nodes if n in wanted]
+        if not nodes:
+            raise CclHealthError('no nodes: SLURM_JOB_NODELIST is empty or '
+                                 'holds none of --nodelist')
+        progs = Programs(cfg, run_dir, site)
+        env = step_env(site, cfg)
+        progs.step(nodes[:2])            # a template error stops us here
+        sched = slurm.SlurmScheduler(
+            run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
+            cfg.srun, cfg.max_parallel, cfg.grace)
+    else:
+        return allocate(args, argv, cfg, run_id, run_dir)
+    os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
+    summary = Fleet(nodes, sched, cfg, unavailable=unavailable).run()
+    summary['run_id'] = run_id
+    summary['system'] = site.system if site else (args.system or '')
+    summary['partition'] = args.partition or os.environ.get(
+        'SLURM_JOB_PARTITION', '')
+    if args.drain and summary['bad']:
+        drained, errors = sched.drain(sorted(summary['bad']), summary['bad'])
+        summary['drained'] = drained
+        summary['drain_errors'] = errors
+    path = os.path.join(run_dir, 'fleet.json')
+    report.write(summary, run_dir)
+    if args.json:
+        with open(args.json, 'w') as fp:
+            json.dump(summary, fp, indent=1)
+    if not args.no_record:
+        try:
+            report.record(summary, args.db or outputs.database(), cfg)
+        except Exception as err:
+            print(f'fleet: (not recorded in the performance database: '
+                  f'{err})', file=sys.stderr)
+    print(summary_text(summary, path), flush=True)
+    return exit_code(summary)

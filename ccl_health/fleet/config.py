@@ -1,0 +1,102 @@
+"""The ``fleet`` block of a site file (``site/<system>.yaml``), with its
+defaults; the schema (``ccl_health/schemas/site.schema.json``) checks the
+types, this fills the rest."""
+
+import dataclasses
+import math
+from typing import Dict, List, Optional
+
+from .. import CclHealthError
+from ..units import parse_size
+
+DEFAULT_NODE_PROBE = ['{suite}/scripts/ccl-health-check', '--json', '{json}']
+DEFAULT_STEP_PROBE = ['{tests}/all_reduce_perf', '-b', '{size}', '-e',
+                      '{size}', '-g', '1', '-n', '20', '-w', '5', '-T',
+                      '{timeout}']
+#: srun options of every step.  Slurm >= 20.11: ``--exact`` gives a step
+#: only what it asks for, so the steps of a round run side by side in one
+#: allocation; ``--overlap`` lets a step start on a node where a killed
+#: step of an earlier round has not been cleaned up yet (a late cleanup
+#: must not turn into a wait, then a false hang).
+DEFAULT_SRUN = ['--exact', '--overlap']
+#: a group of this many ranks (512 Polaris nodes x 4, the largest figure in
+#: /work/shared/anchors/first_allreduce_seconds.tsv) starts within the
+#: round limit; above it the limit grows with the square root of the ranks
+#: (the anchor's start-up grows as ranks^0.53 from 256 to 512 nodes)
+GROUP_LIMIT_RANKS = 2048
+
+
+@dataclasses.dataclass
+class FleetConfig:
+    transport: str = 'net-plugin'
+    tasks_per_node: int = 1
+    size: str = '1G'
+    round_limit: float = 120.0
+    #: seconds: the node check's bound (the hook stops itself after its own
+    #: limit, 20 s by default: site health.limit; this catches a hook that
+    #: hangs anyway)
+    node_limit: float = 60.0
+    groups: List[int] = dataclasses.field(
+        default_factory=lambda: [16, 64, 256])
+    straggler_k: float = 3.0
+    straggler_floor: float = 0.05
+    node_probe: List[str] = dataclasses.field(
+        default_factory=lambda: list(DEFAULT_NODE_PROBE))
+    step_probe: List[str] = dataclasses.field(
+        default_factory=lambda: list(DEFAULT_STEP_PROBE))
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    srun: List[str] = dataclasses.field(
+        default_factory=lambda: list(DEFAULT_SRUN))
+    #: at most this many steps at once (sruns of one launch host); the
+    #: rest of a round starts as steps end
+    max_parallel: int = 512
+    #: seconds after a step's limit before the client kills its srun
+    grace: float = 10.0
+    #: re-test rounds at most (odd leftovers, one-failure nodes)
+    retests: int = 3
+
+    @property
+    def size_bytes(self):
+        return parse_size(self.size)
+
+    def limit(self, kind, nodes):
+        """The wall bound of one step: the round limit; a large group
+        more (its start-up grows with the ranks)."""
+        if kind == 'node':
+            return self.node_limit
+        if kind != 'group':
+            return self.round_limit
+        ranks = nodes * self.tasks_per_node
+        return self.round_limit * max(1.0, math.sqrt(
+            ranks / GROUP_LIMIT_RANKS))
+
+    @classmethod
+    def from_dict(cls, raw: Optional[dict], path='<site>'):
+        raw = dict(raw or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise CclHealthError(f'{path}: fleet.{unknown[0]}: unknown key '
+                                 f'(known: {", ".join(sorted(names))})')
+        cfg = cls(**raw)
+        try:
+            if cfg.size_bytes <= 0:
+                raise CclHealthError('must be positive')
+        except CclHealthError as err:
+            raise CclHealthError(f'{path}: fleet.size: {err}') from None
+        from .. import transports
+        try:
+            transports.get(cfg.transport)
+        except CclHealthError as err:
+            raise CclHealthError(f'{path}: fleet.transport: {err}') from None
+        for key in ('round_limit', 'node_limit', 'straggler_k', 'tasks_per_node',
+                    'max_parallel'):
+            if not getattr(cfg, key) > 0:
+                raise CclHealthError(f'{path}: fleet.{key}: must be positive')
+        if not 0 <= cfg.straggler_floor < 1:
+            raise CclHealthError(f'{path}: fleet.straggler_floor: must be in '
+                                 f'[0, 1)')
+        for key in ('node_probe', 'step_probe'):
+            if not getattr(cfg, key):
+                raise CclHealthError(f'{path}: fleet.{key}: empty command')
+        return cfg

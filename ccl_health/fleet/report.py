@@ -1,0 +1,267 @@
+"""What a fleet run leaves: ``fleet.json`` (the summary), ``fleet.html``
+(the page: per-node busbw distribution with the outliers marked, the
+node-pair matrix or, for many nodes, the list of failed pairs, the rounds
+on a timeline; inline SVG, no plotting library), and one record per step
+in the performance database (:mod:`ccl_health.store`)."""
+
+import html
+import json
+import os
+from typing import List
+
+from ..verdict import Verdict
+
+PAGE = 'fleet.html'
+SUMMARY = 'fleet.json'
+#: above this many nodes the pair matrix becomes a list of failed pairs
+MATRIX_MAX = 64
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>ccl-health fleet {{ s.run_id }}</title>
+<style>
+body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 1.5em 2em;
+       color: #222; max-width: 1150px; }
+h2 { border-bottom: 2px solid #ccc; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left;
+         vertical-align: top; }
+th { background: #eee; }
+.bad { color: #b00020; font-weight: bold; } .ok { color: #1a7f37; }
+.unj { color: #9a6700; font-weight: bold; }
+.note { color: #555; font-size: 0.9em; }
+</style></head><body>
+<h1>Fleet acceptance {{ s.run_id }}</h1>
+<p class="note">{{ s.system }} {{ s.partition }}: {{ s.nodes_checked }} nodes
+checked in {{ '%.0f' % s.seconds }} s over {{ s.rounds|length }} rounds.</p>
+<table>
+<tr><th>healthy</th><td class="ok">{{ s.healthy|length }}</td></tr>
+<tr><th>bad</th><td class="bad">{{ s.bad|length }}</td></tr>
+<tr><th>suspect links</th><td>{{ s.suspect_links|length }}</td></tr>
+<tr><th>suspect groups</th><td>{{ s.suspect_groups|length }}</td></tr>
+<tr><th>stragglers</th><td>{{ s.stragglers|length }}</td></tr>
+<tr><th>could not be checked</th><td class="unj">{{ s.could_not_check|length }}</td></tr>
+<tr><th>not checked (Slurm state)</th><td>{{ s.not_checked|length }}</td></tr>
+<tr><th>drained</th><td>{{ s.drained|join(', ') or '-' }}</td></tr>
+</table>
+<h2>Named</h2>
+{% if named %}<table><tr><th>what</th><th>who</th><th>why</th></tr>
+{% for what, who, why in named %}<tr><td class="{{ 'unj' if what == 'could not check' else 'bad' }}">{{ what }}</td><td>{{ who }}</td><td>{{ why }}</td></tr>
+{% endfor %}</table>{% else %}<p class="ok">nothing: every node healthy</p>{% endif %}
+<h2>Per-node busbw (node check)</h2>
+<p class="note">Each node's busbw from its node check; red: stragglers (below
+median - k x 1.4826 x MAD and the floor), the dashed line: that baseline.</p>
+{{ dist }}
+<h2>Node pairs</h2>
+{{ pairs }}
+<h2>Rounds</h2>
+{{ timeline }}
+<table><tr><th>#</th><th>round</th><th>kind</th><th>steps</th><th>passed</th><th>started (s)</th><th>seconds</th></tr>
+{% for r in s.rounds %}<tr><td>{{ loop.index }}</td><td>{{ r.name }}</td><td>{{ r.kind }}</td><td>{{ r.steps }}</td><td>{{ r.results|selectattr('verdict', 'equalto', 'pass')|list|length }}</td><td>{{ '%.1f' % r.started }}</td><td>{{ '%.1f' % r.seconds }}</td></tr>
+{% endfor %}</table>
+</body></html>
+"""
+
+
+def _e(text):
+    return html.escape(str(text), quote=True)
+
+
+def distribution_svg(busbw, marked, threshold=None, width=900, height=220):
+    """A strip of per-node busbw (sorted), outliers in red."""
+    items = sorted(busbw.items(), key=lambda kv: kv[1])
+    if not items:
+        return '<p class="note">no node busbw (no node check reported one)</p>'
+    top = max(v for _, v in items) * 1.1 or 1.0
+    n = len(items)
+    pad = 40
+    w = (width - 2 * pad) / max(1, n)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{height}" role="img" aria-label="per-node busbw">',
+           f'<text x="4" y="14" font-size="11">GB/s (max {top / 1.1:.1f})'
+           f'</text>']
+    for i, (node, v) in enumerate(items):
+        h = (height - 40) * v / top
+        x = pad + i * w
+        colour = '#b00020' if node in marked else '#4a7ab5'
+        out.append(f'<rect x="{x:.2f}" y="{height - 20 - h:.2f}" '
+                   f'width="{max(w - 0.5, 0.5):.2f}" height="{h:.2f}" '
+                   f'fill="{colour}"><title>{_e(node)}: {v:.2f} GB/s'
+                   f'</title></rect>')
+    if threshold:
+        y = height - 20 - (height - 40) * threshold / top
+        out.append(f'<line x1="{pad}" x2="{width - pad}" y1="{y:.2f}" '
+                   f'y2="{y:.2f}" stroke="#b00020" stroke-dasharray="4 3"/>')
+    out.append(f'<text x="{pad}" y="{height - 4}" font-size="11">{n} nodes, '
+               f'slowest left</text></svg>')
+    return '\n'.join(out)
+
+
+def pair_steps(summary):
+    """``[(a, b, verdict, busbw, reason, round)]`` of every 2-node step."""
+    out = []
+    for r in summary['rounds']:
+        for res in r['results']:
+            if len(res['nodes']) == 2:
+                out.append((res['nodes'][0], res['nodes'][1],
+                            res['verdict'], res['busbw'], res['reason'],
+                            r['name']))
+    return out
+
+
+def pairs_html(summary):
+    steps = pair_steps(summary)
+    if not steps:
+        return '<p class="note">no pair steps</p>'
+    nodes = sorted({n for a, b, *_ in steps for n in (a, b)})
+    links = {frozenset((a, b)) for a, b, _ in summary['suspect_links']}
+    if len(nodes) > MATRIX_MAX:
+        bad = [s for s in steps if s[2] != 'pass' or
+               frozenset(s[:2]) in links]
+        rows = ''.join(f'<tr><td>{_e(a)}</td><td>{_e(b)}</td>'
+                       f'<td>{_e(rnd)}</td><td>{_e(v)}</td><td>{_e(why)}</td>'
+                       f'</tr>' for a, b, v, bw, why, rnd in bad)
+        return (f'<p class="note">{len(steps)} pair steps over {len(nodes)} '
+                f'nodes; the failed ones:</p><table><tr><th>a</th><th>b</th>'
+                f'<th>round</th><th>verdict</th><th>why</th></tr>{rows}'
+                f'</table>')
+    idx = {n: i for i, n in enumerate(nodes)}
+    cell = 12
+    pad = 70
+    size = pad + cell * len(nodes) + 10
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" '
+           f'height="{size}" role="img" aria-label="node-pair matrix">']
+    for n, i in idx.items():
+        out.append(f'<text x="{pad - 4}" y="{pad + i * cell + 9}" '
+                   f'font-size="9" text-anchor="end">{_e(n)}</text>')
+        out.append(f'<text x="{pad + i * cell + 9}" y="{pad - 4}" '
+                   f'font-size="9" transform="rotate(-90 {pad + i * cell + 9}'
+                   f' {pad - 4})">{_e(n)}</text>')
+    for a, b, v, bw, why, rnd in steps:
+        bad = v != 'pass' or frozenset((a, b)) in links
+        colour = '#b00020' if bad else '#1a7f37'
+        tip = f'{a}-{b} {rnd}: {v}' + (f' {bw:.1f} GB/s' if bw else '') + (
+            f' {why}' if why else '')
+        for x, y in ((idx[a], idx[b]), (idx[b], idx[a])):
+            out.append(f'<rect x="{pad + x * cell}" y="{pad + y * cell}" '
+                       f'width="{cell - 1}" height="{cell - 1}" '
+                       f'fill="{colour}"><title>{_e(tip)}</title></rect>')
+    out.append('</svg>')
+    return '\n'.join(out)
+
+
+def timeline_svg(rounds, width=900):
+    if not rounds:
+        return ''
+    end = max(r['started'] + r['seconds'] for r in rounds) or 1.0
+    row = 16
+    pad = 120
+    height = row * len(rounds) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{height}" role="img" aria-label="rounds">']
+    for i, r in enumerate(rounds):
+        x = pad + (width - pad - 10) * r['started'] / end
+        w = max(1.0, (width - pad - 10) * r['seconds'] / end)
+        bad = any(res['verdict'] != 'pass' for res in r['results'])
+        out.append(f'<text x="{pad - 4}" y="{i * row + 12}" font-size="10" '
+                   f'text-anchor="end">{_e(r["name"])}</text>')
+        out.append(f'<rect x="{x:.1f}" y="{i * row + 2}" width="{w:.1f}" '
+                   f'height="{row - 4}" fill="'
+                   f'{"#d9822b" if bad else "#4a7ab5"}"><title>'
+                   f'{_e(r["name"])}: {r["steps"]} steps, '
+                   f'{r["seconds"]:.1f} s</title></rect>')
+    out.append(f'<text x="{pad}" y="{height - 6}" font-size="10">0 s</text>'
+               f'<text x="{width - 60}" y="{height - 6}" font-size="10">'
+               f'{end:.0f} s</text></svg>')
+    return '\n'.join(out)
+
+
+def named_rows(s):
+    rows = [('bad', n, why) for n, why in s['bad'].items()]
+    rows += [('suspect link', f'{a} - {b}', why)
+             for a, b, why in s['suspect_links']]
+    rows += [('suspect group', ', '.join(g['nodes']), g['reason'])
+             for g in s.get('suspect_groups', [])]
+    rows += [('straggler', n, why) for n, why in s['stragglers'].items()]
+    rows += [('could not check', n, why)
+             for n, why in s['could_not_check'].items()]
+    return rows
+
+
+def render(summary):
+    import jinja2
+    from markupsafe import Markup
+    from . import plan
+    cfg = summary.get('config', {})
+    b = plan.baseline(list(summary.get('node_busbw', {}).values()),
+                      cfg.get('straggler_k', 3.0),
+                      cfg.get('straggler_floor', plan.FLOOR))
+    env = jinja2.Environment(autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    s = dict(summary)
+    s.setdefault('run_id', '')
+    s.setdefault('system', '')
+    s.setdefault('partition', '')
+    return env.from_string(_TEMPLATE).render(
+        s=s, named=named_rows(s),
+        dist=Markup(distribution_svg(s.get('node_busbw', {}),
+                                     set(s['stragglers']),
+                                     b.threshold if b else None)),
+        pairs=Markup(pairs_html(s)), timeline=Markup(timeline_svg(
+            s['rounds'])))
+
+
+def write(summary, run_dir):
+    """``fleet.json`` and ``fleet.html`` in ``run_dir``; the page is left
+    out (with a note in the summary) when jinja2 is missing."""
+    os.makedirs(run_dir, exist_ok=True)
+    try:
+        page = render(summary)
+    except ImportError as err:
+        summary['page'] = f'not written: {err}'
+    else:
+        with open(os.path.join(run_dir, PAGE), 'w') as fp:
+            fp.write(page)
+        summary['page'] = os.path.join(run_dir, PAGE)
+    with open(os.path.join(run_dir, SUMMARY), 'w') as fp:
+        json.dump(summary, fp, indent=1)
+
+
+def cases(summary, cfg) -> List:
+    """One :class:`~ccl_health.store.CaseRecord` per step of the run."""
+    from .. import store
+    run_id = f'fleet-{summary.get("run_id", "")}'
+    out = []
+    for r in summary['rounds']:
+        for i, res in enumerate(r['results']):
+            nodes = res['nodes']
+            kind = 'node' if r['kind'] == 'node' and len(nodes) == 1 else (
+                'pair' if len(nodes) == 2 else 'group')
+            name = (f'fleet-{kind} {r["name"]} {nodes[0]}' if len(nodes) < 3
+                    else f'fleet-{kind} {r["name"]} #{i} {nodes[0]}..'
+                    f'{nodes[-1]}')
+            if len(nodes) == 2:
+                name = f'fleet-pair {r["name"]} {nodes[0]}-{nodes[1]}'
+            verdict = str(Verdict.parse(res['verdict']))
+            sizes = []
+            if res.get('busbw') is not None and kind != 'node':
+                sizes.append(store.SizeRecord(cfg.size_bytes, res['busbw'],
+                                              verdict=verdict))
+            out.append(store.CaseRecord(
+                run_id=run_id, case_name=name, verdict=verdict,
+                system=summary.get('system', ''),
+                partition=summary.get('partition', ''),
+                nodelist=','.join(nodes), nodes=len(nodes),
+                ranks=len(nodes) * (1 if kind == 'node' else
+                                    cfg.tasks_per_node),
+                collective='all_reduce',
+                transport='intra' if kind == 'node' else cfg.transport,
+                reason=res.get('reason', ''), source='fleet', sizes=sizes))
+    return out
+
+
+def record(summary, db, cfg):
+    from .. import store
+    with store.open_store(db) as st:
+        for case in cases(summary, cfg):
+            st.add_case(case)

@@ -1,0 +1,610 @@
+"""The orchestration of a fleet acceptance: rounds of steps on a scheduler
+(:mod:`ccl_health.fleet.slurm` on a real machine,
+:mod:`ccl_health.fleet.simulate` for the scale benchmark: the same code
+drives both), each round's results judged, the next round planned by
+:mod:`ccl_health.fleet.plan`.
+
+The rounds: ``nodes`` (the node check on every node at once), ``pairs-1``
+and ``pairs-2`` (two pairings of the healthy nodes), ``retest-*`` (third
+partners, odd leftovers), ``groups-<size>`` (all_reduce over growing
+groups, the last one the whole set) and ``bisect-*`` after a failing group.
+"""
+
+import dataclasses
+import json
+import math
+import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .. import nccltests
+from ..units import format_size
+from ..verdict import Verdict, judge_output
+from . import plan
+from .config import FleetConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    kind: str                    # node | pair | group
+    nodes: Tuple[str, ...]
+    limit: float                 # seconds: the step's bound
+
+
+@dataclasses.dataclass
+class Raw:
+    """What a scheduler brings back from one step."""
+    step: Step
+    code: Optional[int]          # exit status; None: unknown / killed
+    stdout: str = ''
+    stderr: str = ''
+    doc: Optional[dict] = None   # the node check's --json file
+    killed: bool = False         # stopped at its bound: a hang
+    started: float = 0.0
+    seconds: float = 0.0
+    #: a parsed nccl-tests result (the simulator's shortcut); else stdout
+    #: is parsed
+    result: Any = None
+
+
+@dataclasses.dataclass
+class Judged:
+    step: Step
+    verdict: Verdict
+    reason: str
+    busbw: Optional[float]
+    started: float
+    seconds: float
+
+    @property
+    def ok(self):
+        return self.verdict is Verdict.PASS
+
+    def to_dict(self):
+        return {'nodes': list(self.step.nodes), 'verdict': str(self.verdict),
+                'reason': self.reason, 'busbw': self.busbw,
+                'started': round(self.started, 3),
+                'seconds': round(self.seconds, 3)}
+
+
+def _last_line(text):
+    lines = [l.strip() for l in (text or '').splitlines() if l.strip()]
+    return lines[-1] if lines else ''
+
+
+#: srun's own failures: the step never ran its program (no evidence
+#: about the nodes: could-not-check, never a fault of theirs)
+SRUN_FAILURES = ('srun: error: Unable to create step',
+                 'srun: error: Unable to allocate resources',
+                 'srun: error: Unable to confirm allocation',
+                 'srun: error: Invalid job id',
+                 'srun: error: Slurm job',
+                 'srun: error: Unable to resolve',
+                 'srun: error: Unable to create job step')
+
+
+def srun_failure(raw: Raw):
+    for line in (raw.stderr or '').splitlines():
+        if line.strip().startswith(SRUN_FAILURES):
+            return line.strip()
+    return None
+
+
+def judge_node(raw: Raw, limit: float):
+    """``(verdict, reason, busbw)`` of one node check.  Healthy only on
+    exit 0 with the hook's JSON saying so too; bad only on exit 1 with the
+    hook's JSON saying so (an exit 1 of srun itself is not the hook's);
+    a kill at the bound is a hang (bad)."""
+    node = raw.step.nodes[0]
+    if raw.killed:
+        return (Verdict.HANG, f'hang: the node check gave no verdict within '
+                f'{limit:g} s (killed)', None)
+    line = _last_line(raw.stdout)
+    doc = raw.doc if isinstance(raw.doc, dict) else None
+    if raw.code == 0 and doc is not None and doc.get('code') == 0:
+        probes = doc.get('probes') or []
+        bw = probes[0].get('busbw') if probes and isinstance(
+            probes[0], dict) else None
+        bw = float(bw) if isinstance(bw, (int, float)) and \
+            math.isfinite(bw) and bw > 0 else None
+        return Verdict.PASS, line or 'HEALTHY', bw
+    if raw.code == 1 and doc is not None and doc.get('code') == 1:
+        v = Verdict.parse(doc.get('verdict'), default=Verdict.CRASH)
+        if not v.failed:
+            v = Verdict.CRASH
+        return v, doc.get('line') or line or 'UNHEALTHY', None
+    why = srun_failure(raw) or line or _last_line(raw.stderr)
+    if raw.code in (0, 1) and doc is None:
+        why = (f'exit status {raw.code} but no --json file from the node '
+               f'check ({why or "no output"})')
+    elif raw.code in (0, 1):
+        why = (f'exit status {raw.code} but the node check\'s JSON says '
+               f'code {doc.get("code")!r} ({why or "no output"})')
+    else:
+        why = f'exit status {raw.code}: {why or "no output"}'
+    return Verdict.COULD_NOT_CHECK, f'could not check {node}: {why}', None
+
+
+def judge_step(raw: Raw, size: int, limit: float):
+    """``(verdict, reason, busbw)`` of one pair or group step: its nccl-tests
+    table judged by :func:`ccl_health.verdict.judge_output`."""
+    what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
+        f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
+    if raw.killed:
+        return (Verdict.HANG, f'hang: {what} did not finish within '
+                f'{limit:g} s (killed)', None)
+    srun = srun_failure(raw)
+    result = raw.result
+    if result is None:
+        result = nccltests.parse_text(raw.stdout or '')
+    if srun and not result.rows:
+        return Verdict.COULD_NOT_CHECK, f'could not check: {srun}', None
+    bad = judge_output(result, raw.code, [size], what)
+    if bad:
+        return bad[0], bad[1], None
+    row = result.by_size().get(size)
+    return Verdict.PASS, '', row.busbw
+
+
+class Fleet:
+    """One acceptance run over ``nodes`` on ``scheduler`` (an object with
+    ``run(steps) -> [Raw]`` and ``now() -> seconds``)."""
+
+    def __init__(self, nodes: Sequence[str], scheduler, cfg: FleetConfig,
+                 log: Optional[Callable[[str], None]] = None,
+                 unavailable: Optional[Dict[str, str]] = None):
+        self.nodes = plan.sort_nodes(nodes)
+        self.sched = scheduler
+        self.cfg = cfg
+        self.log = log or (lambda text: print(text, file=sys.stderr,
+                                              flush=True))
+        self.unavailable = dict(unavailable or {})
+        self.rounds: List[dict] = []
+        self.judged: List[Tuple[str, Judged]] = []   # (round, result)
+        self.node_bw: Dict[str, float] = {}
+        self.pairs: List[Judged] = []
+        self.bad: Dict[str, str] = {}
+        self.could_not_check: Dict[str, str] = {}
+        self.links: Dict[Tuple[str, str], str] = {}
+        self.suspect_groups: List[Tuple[List[str], str]] = []
+        self.named_round: Dict[str, int] = {}
+        self.t0 = 0.0
+
+    # -- rounds ---------------------------------------------------------------
+
+    def _round(self, name, kind, node_sets, extra=()):
+        """Run one round: every step at once.  ``extra``: steps of another
+        kind in the same round (leaf pairs of a bisection)."""
+        steps = [Step(kind, tuple(ns), self.cfg.limit(kind, len(ns)))
+                 for ns in node_sets]
+        steps += [Step(k, tuple(ns), self.cfg.limit(k, len(ns)))
+                  for k, ns in extra]
+        if not steps:
+            return []
+        start = self.sched.now()
+        raws = self.sched.run(steps)
+        out = []
+        for raw in raws:
+            if raw.step.kind == 'node':
+                v, why, bw = judge_node(raw, raw.step.limit)
+            else:
+                v, why, bw = judge_step(raw, self.cfg.size_bytes,
+                                        raw.step.limit)
+            j = Judged(raw.step, v, why, bw, raw.started - self.t0,
+                       raw.seconds)
+            out.append(j)
+            self.judged.append((name, j))
+        seconds = self.sched.now() - start
+        ok = sum(j.ok for j in out)
+        hung = sum(j.verdict is Verdict.HANG for j in out)
+        unj = sum(j.verdict.unjudged for j in out)
+        self.rounds.append({
+            'name': name, 'kind': kind, 'steps': len(steps),
+            'started': round(start - self.t0, 3),
+            'seconds': round(seconds, 3),
+            'results': [j.to_dict() for j in out]})
+        self.log(f'fleet: round {len(self.rounds)} {name}: {len(steps)} '
+                 f'steps, {ok} passed, {len(out) - ok - unj} failed'
+                 f'{f" ({hung} hung)" if hung else ""}'
+                 f'{f", {unj} could not check" if unj else ""}, '
+                 f'{seconds:.1f} s')
+        return out
+
+    def _name_bad(self, node, reason):
+        if node not in self.bad:
+            self.bad[node] = reason
+            self.named_round.setdefault(node, len(self.rounds))
+
+    # -- pairs ----------------------------------------------------------------
+
+    def _node_factor(self):
+        b = plan.baseline(list(self.node_bw.values()), self.cfg.straggler_k,
+                          self.cfg.straggler_floor)
+        if b is None or b.median <= 0:
+            return {}
+        return {n: v / b.median for n, v in self.node_bw.items()}
+
+    def pair_obs(self):
+        """Every pair step so far as :class:`~plan.PairObs`: passed ones
+        slower than the pairs' robust baseline become failed ('slow');
+        unjudged ones say nothing and are left out."""
+        bws = {}
+        for j in self.pairs:
+            if j.ok and j.busbw is not None:
+                bws[j.step.nodes] = j.busbw
+        slow = plan.slow_pairs(bws, self._node_factor(),
+                               self.cfg.straggler_k, self.cfg.straggler_floor)
+        obs = []
+        for j in self.pairs:
+            if j.verdict.unjudged:
+                continue
+            a, b = j.step.nodes[:2]
+            if j.ok and j.step.nodes in slow:
+                obs.append(plan.PairObs(a, b, False, slow[j.step.nodes]))
+            else:
+                obs.append(plan.PairObs(a, b, j.ok, j.reason))
+        return obs
+
+    def _pair_round(self, name, pairs, extra_groups=()):
+        out = self._round(name, 'pair', pairs,
+                          extra=[('group', g) for g in extra_groups])
+        self.pairs.extend(j for j in out if j.step.kind == 'pair')
+        return out
+
+    def _pairs(self, healthy):
+        for i, pairing in enumerate(plan.pairings(healthy)):
+            self._pair_round(f'pairs-{i + 1}', pairing)
+        iso = plan.isolate(healthy, self.pair_obs())
+        for i in range(self.cfg.retests):
+            if not iso.retest:
+                break
+            partners = iso.proven - set(iso.bad) - iso.retest
+            pairs = plan.retest_pairs(iso.retest, partners, self.pair_obs())
+            if not pairs:
+                break
+            for n in iso.bad:
+                self._name_bad(n, iso.bad[n])
+            self._pair_round(f'retest-{i + 1}', pairs)
+            iso = plan.isolate(healthy, self.pair_obs())
+        iso = plan.isolate(healthy, self.pair_obs(), final=True)
+        for n, why in iso.bad.items():
+            self._name_bad(n, why)
+        for n, why in iso.undecided.items():
+            self.could_not_check[n] = why
+        for link, why in iso.links.items():
+            self.links.setdefault(link, why)
+            self.named_round.setdefault('-'.join(link), len(self.rounds))
+        return iso
+
+    # -- groups and bisection -------------------------------------------------
+
+    def _slow_allowance(self, nodes):
+        f = self._node_factor()
+        return min([min(1.0, f.get(n, 1.0)) for n in nodes] or [1.0])
+
+    def _group_failed(self, j, base):
+        """``(failed, reason)`` of a group step: a failed verdict, or
+        slower than ``base`` (the robust baseline of the groups of its
+        round) beyond what a straggler member explains."""
+        if j.verdict.failed:
+            return True, j.reason
+        if j.ok and base is not None and j.busbw is not None:
+            thr = base.threshold * self._slow_allowance(j.step.nodes)
+            if j.busbw < thr:
+                return True, (f'slow: busbw {j.busbw:.1f} GB/s, '
+                              f'{100 * (1 - j.busbw / base.median):.0f} % '
+                              f'below the median {base.median:.1f} GB/s of '
+                              f'its round\'s groups (baseline {thr:.1f})')
+        return False, ''
+
+    def _pair_failed(self, j):
+        """``(failed, reason)`` of a pair step, the pairs' slow rule
+        included."""
+        a, b = j.step.nodes[:2]
+        for o in self.pair_obs():
+            if (o.a, o.b) == (a, b):
+                return not o.ok, o.reason
+        return j.verdict.failed, j.reason
+
+    def _step_baseline(self, out):
+        """The robust baseline a group is judged against: the groups of
+        its round when there are 3 or more, else every passed network step
+        of this run so far (pairs and groups: with one rank per node an
+        all_reduce's busbw hardly depends on the node count)."""
+        cfg = self.cfg
+        vals = [j.busbw for j in out if j.ok and j.busbw is not None]
+        if len(vals) < 3:
+            vals += [j.busbw for _, j in self.judged
+                     if j.step.kind != 'node' and j not in out and j.ok and
+                     j.busbw is not None]
+        return plan.baseline(vals, cfg.straggler_k, cfg.straggler_floor)
+
+    def _groups(self, members, proven):
+        cfg = self.cfg
+        for size in plan.group_sizes(cfg.groups, len(members)):
+            # a named culprit would fail every larger group again
+            out_ = set(self.bad) | {n for l in self.links for n in l} | {
+                n for g, _ in self.suspect_groups for n in g}
+            members = [n for n in members if n not in out_]
+            if len(members) < 3:
+                break
+            sets = plan.groups(members, min(size, len(members)))
+            label = 'all' if size >= len(members) else str(size)
+            out = self._round(f'groups-{label}', 'group', sets)
+            base = self._step_baseline(out)
+            failing = []
+            for j in out:
+                bad, why = self._group_failed(j, base)
+                if bad:
+                    failing.append((list(j.step.nodes), why))
+                elif j.verdict.unjudged:
+                    self.log(f'fleet: group {",".join(j.step.nodes[:3])}...'
+                             f' could not be judged: {j.reason}')
+            if failing:
+                self._bisect(failing, proven, base, label)
+
+    def _bisect(self, failing, proven, base, label=''):
+        """Narrow failing groups down, every failing set at once:
+
+        - a set of 4 or more: both halves; failing halves go on; when both
+          pass, the fault lies *between* them (a link): a cross search
+          halves both sides and tests A1+B1 and A2+B2 side by side (then
+          A1+B2 and A2+B1 when neither failed), down to one node on each
+          side (with one node left on a side, the other side is halved
+          alone), then that pair alone confirms;
+        - a set of 3: its first two as a pair, the third with a healthy
+          partner; a set of 2 (or 1): each member with a healthy partner.
+
+        A member failing in the set and with a healthy partner is bad (two
+        different partners); a pair that failed together while each member
+        passed with others is a suspect link; what cannot be narrowed is a
+        suspect group (named, never drained)."""
+        pending = [('set', s, None, why) for s, why in failing]
+        r = 0
+        while pending:
+            r += 1
+            busy = {n for it in pending for n in it[1] + (it[2] or [])}
+            partners = [p for p in plan.sort_nodes(proven)
+                        if p not in busy and p not in self.bad]
+            groups, pairs, todo = [], [], []
+            for how, s, other, why in pending:
+                if how in ('cross', 'cross2'):
+                    if len(s) == 1 and len(other) == 1:
+                        k = (s[0], other[0])
+                        pairs.append(k)
+                        todo.append(('confirm', s + other, why, [k]))
+                        continue
+                    if len(s) == 1 or len(other) == 1:
+                        side, fixed = (s, other) if len(s) > 1 else (other, s)
+                        h1, h2 = plan.halves(side)
+                        test = plan.sort_nodes(h1 + fixed)
+                        groups.append(test)
+                        todo.append(('cross1', (h1, h2, fixed), why,
+                                     [tuple(test)]))
+                        continue
+                    # both sides halved at once: A1+B1 and A2+B2 side by
+                    # side (disjoint), then A1+B2 and A2+B1
+                    a1, a2 = plan.halves(s)
+                    b1, b2 = plan.halves(other)
+                    if how == 'cross2':
+                        b1, b2 = b2, b1
+                    tests = [plan.sort_nodes(a1 + b1),
+                             plan.sort_nodes(a2 + b2)]
+                    groups += tests
+                    todo.append((how, ((a1, b1), (a2, b2), (s, other)), why,
+                                 [tuple(t) for t in tests]))
+                    continue
+                if len(s) >= 4:
+                    h1, h2 = plan.halves(s)
+                    groups += [h1, h2]
+                    todo.append(('halves', s, why, [tuple(h1), tuple(h2)]))
+                    continue
+                solo = s[2:] if len(s) == 3 else s
+                steps = [tuple(s[:2])] if len(s) == 3 else []
+                if len(partners) < len(solo):
+                    self.suspect_groups.append((s, (
+                        f'failed ({why}); no healthy partner left to narrow '
+                        f'it down')))
+                    continue
+                steps += [(n, partners.pop(0)) for n in solo]
+                pairs += steps
+                todo.append(('leaf', s, why, steps))
+            if not todo:
+                break
+            out = self._round(f'bisect-{label}-{r}', 'group', groups,
+                              extra=[('pair', p) for p in pairs])
+            res = {j.step.nodes: j for j in out}
+            self.pairs.extend(j for j in out if j.step.kind == 'pair')
+            nxt = []
+            for how, s, why, keys in todo:
+                js = [res[k] for k in keys]
+                if how == 'cross1':
+                    h1, h2, fixed = s
+                    j = js[0]
+                    bad, w = self._group_failed(j, base)
+                    if not bad and not j.ok:
+                        self.suspect_groups.append((h1 + h2 + fixed, (
+                            f'failed ({why}); a narrowing step could not be '
+                            f'judged: {j.reason}')))
+                        continue
+                    # the fault lies between `fixed` and h1 (this step
+                    # failed) or h2 (it passed)
+                    side = h1 if bad else h2
+                    nxt.append(('cross', side, fixed, w if bad else why))
+                    continue
+                if how in ('cross', 'cross2'):
+                    (a1, b1), (a2, b2), (a, b) = s
+                    found = False
+                    for (x, y), j in zip(((a1, b1), (a2, b2)), js):
+                        bad, w = self._group_failed(j, base)
+                        if bad:
+                            nxt.append(('cross', x, y, w))
+                            found = True
+                    if found:
+                        continue
+                    if how == 'cross' and all(j.ok for j in js):
+                        nxt.append(('cross2', a, b, why))
+                        continue
+                    what = ('every cross test passed' if all(j.ok for j in js)
+                            else 'a narrowing step could not be judged')
+                    self.suspect_groups.append((plan.sort_nodes(a + b), (
+                        f'interaction fault: failed ({why}) while {what}')))
+                    continue
+                if how == 'confirm':
+                    bad, w = self._pair_failed(js[0])
+                    a, b = sorted(s)
+                    if bad:
+                        self.links.setdefault((a, b), (
+                            f'pair {a}-{b} failed ({w}) inside a failing '
+                            f'group ({why}) while each passed with other '
+                            f'partners'))
+                        self.named_round.setdefault(f'{a}-{b}',
+                                                    len(self.rounds))
+                    else:
+                        self.suspect_groups.append((s, (
+                            f'interaction fault: a group failed ({why}); '
+                            f'narrowed to {a}-{b}, which passed alone')))
+                    continue
+                if how == 'halves':
+                    fails = [(list(j.step.nodes), w) for j in js
+                             for bad, w in [self._group_failed(j, base)]
+                             if bad]
+                    if fails:
+                        nxt.extend(('set', f, None, w) for f, w in fails)
+                    elif all(j.ok for j in js):
+                        h1, h2 = (list(k) for k in keys)
+                        nxt.append(('cross', h1, h2, why))
+                    else:
+                        self.suspect_groups.append((s, (
+                            f'failed ({why}); a half could not be judged: '
+                            + next(j.reason for j in js if not j.ok))))
+                    continue
+                named = False
+                for k, j in zip(keys, js):
+                    bad, w = self._pair_failed(j)
+                    if not bad:
+                        continue
+                    named = True
+                    if set(k) <= set(s):
+                        nxt.append(('set', list(k), None, w))
+                    else:
+                        self._name_bad(k[0], (
+                            f'failed in a group ({why}) and with healthy '
+                            f'partner {k[1]} ({w})'))
+                if named:
+                    continue
+                if not all(j.ok for j in js):
+                    self.suspect_groups.append((s, (
+                        f'failed ({why}); a narrowing step could not be '
+                        f'judged')))
+                elif len(s) == 2:
+                    a, b = sorted(s)
+                    self.links.setdefault((a, b), (
+                        f'pair {a}-{b} failed together ({why}) while each '
+                        f'passed with a healthy partner'))
+                    self.named_round.setdefault(f'{a}-{b}',
+                                                len(self.rounds))
+                else:
+                    self.suspect_groups.append((s, (
+                        f'interaction fault: {"-".join(s)} failed together '
+                        f'({why}) while each passed with others')))
+            pending = nxt
+
+    # -- the whole run --------------------------------------------------------
+
+    def run(self) -> dict:
+        self.t0 = self.sched.now()
+        cfg = self.cfg
+        self.log(f'fleet: {len(self.nodes)} nodes, transport '
+                 f'{cfg.transport}, {format_size(cfg.size_bytes)}, round '
+                 f'limit {cfg.round_limit:g} s')
+        healthy = []
+        for j in self._round('nodes', 'node', [[n] for n in self.nodes]):
+            n = j.step.nodes[0]
+            if j.ok:
+                healthy.append(n)
+                if j.busbw is not None:
+                    self.node_bw[n] = j.busbw
+            elif j.verdict.failed:
+                self._name_bad(n, j.reason)
+            else:
+                self.could_not_check[n] = j.reason
+        strag = plan.stragglers(self.node_bw, cfg.straggler_k,
+                                cfg.straggler_floor)
+        iso = self._pairs(healthy)
+        link_nodes = {n for l in self.links for n in l}
+        members = [n for n in healthy if n not in self.bad and
+                   n not in self.could_not_check and n not in link_nodes]
+        proven = [n for n in iso.proven if n not in self.bad and
+                  n not in link_nodes]
+        self._groups(members, proven)
+        return self.summary(strag)
+
+    def summary(self, strag):
+        named = set(self.bad) | set(self.could_not_check)
+        healthy = [n for n in self.nodes if n not in named]
+        strag = {n: w for n, w in strag.items() if n not in self.bad}
+        return {
+            'nodes_checked': len(self.nodes),
+            'healthy': healthy,
+            'bad': dict(sorted(self.bad.items())),
+            'suspect_links': [[a, b, why] for (a, b), why in
+                              sorted(self.links.items())],
+            'suspect_groups': [{'nodes': s, 'reason': why}
+                               for s, why in self.suspect_groups],
+            'stragglers': dict(sorted(strag.items())),
+            'could_not_check': dict(sorted(self.could_not_check.items())),
+            'not_checked': dict(sorted(self.unavailable.items())),
+            'drained': [],
+            'named_round': dict(sorted(self.named_round.items())),
+            'node_busbw': dict(sorted(self.node_bw.items())),
+            'rounds': self.rounds,
+            'seconds': round(self.sched.now() - self.t0, 3),
+            'config': dataclasses.asdict(self.cfg),
+        }
+
+
+def exit_code(summary):
+    """0: every node healthy, nothing suspect; 1: a bad node, a suspect
+    link or group, a straggler; 2: nothing bad but something could not be
+    checked (never an all-clear)."""
+    if summary['bad'] or summary['suspect_links'] or \
+            summary.get('suspect_groups') or summary['stragglers']:
+        return 1
+    if summary['could_not_check'] or summary.get('not_checked') or \
+            not summary['nodes_checked']:
+        return 2
+    return 0
+
+
+def summary_text(summary, path=None):
+    s = summary
+    lines = [f'fleet: {s["nodes_checked"]} nodes checked in '
+             f'{s["seconds"]:.0f} s, {len(s["rounds"])} rounds: '
+             f'{len(s["healthy"])} healthy, {len(s["bad"])} bad, '
+             f'{len(s["suspect_links"])} suspect links, '
+             f'{len(s.get("suspect_groups", []))} suspect groups, '
+             f'{len(s["stragglers"])} stragglers, '
+             f'{len(s["could_not_check"])} could not be checked']
+    for n, why in s['bad'].items():
+        lines.append(f'  BAD {n}: {why}')
+    for a, b, why in s['suspect_links']:
+        lines.append(f'  SUSPECT LINK {a} - {b}: {why}')
+    for g in s.get('suspect_groups', []):
+        lines.append(f'  SUSPECT GROUP {",".join(g["nodes"][:8])}'
+                     f'{"..." if len(g["nodes"]) > 8 else ""}: {g["reason"]}')
+    for n, why in s['stragglers'].items():
+        lines.append(f'  STRAGGLER {n}: {why}')
+    for n, why in s['could_not_check'].items():
+        lines.append(f'  COULD-NOT-CHECK {n}: {why}')
+    for n, why in s.get('not_checked', {}).items():
+        lines.append(f'  NOT CHECKED {n}: {why}')
+    if s['drained']:
+        lines.append(f'  drained: {", ".join(s["drained"])}')
+    if path:
+        lines.append(f'  summary: {path}')
+    return '\n'.join(lines)
+
+
+def dump(summary, path):
+    with open(path, 'w') as fp:
+        json.dump(summary, fp, indent=1)

@@ -1,0 +1,212 @@
+"""scripts/fleet end to end without a cluster (--simulate), and the Slurm
+scheduler's own mechanics (srun command lines, the client-side bound, the
+hook's JSON, sinfo, drain) against a stand-in srun/scontrol on PATH."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ccl_health import CclHealthError, site as site_data
+from ccl_health.fleet import cli, slurm
+from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.run import Fleet, Step, exit_code
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fleet(*args, cwd, env=None):
+    e = dict(os.environ)
+    e.pop('SLURM_JOB_ID', None)
+    e.update(env or {})
+    return subprocess.run([os.path.join(REPO, 'scripts', 'fleet')] +
+                          list(args), cwd=cwd, env=e, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_simulated_run_writes_summary_page_and_records(tmp_path):
+    plan = tmp_path / 'plan.json'
+    plan.write_text(json.dumps({'bad_nodes': {'n3': 'crash'},
+                                'bad_links': [['n5', 'n9']],
+                                'stragglers': {'n7': 0.85}}))
+    p = fleet('--simulate', str(plan), '--nodelist', 'n[1-16]', '--groups',
+              '4', '--output', str(tmp_path / 'out'), '--json',
+              str(tmp_path / 's.json'), cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    s = json.loads((tmp_path / 's.json').read_text())
+    assert set(s['bad']) == {'n3'}
+    assert [l[:2] for l in s['suspect_links']] == [['n5', 'n9']]
+    assert list(s['stragglers']) == ['n7'] and s['drained'] == []
+    run_dir = tmp_path / 'out' / 'fleet' / s['run_id']
+    page = (run_dir / 'fleet.html').read_text()
+    assert '<svg' in page and 'n5 - n9' in page and 'straggler' in page
+    assert json.loads((run_dir / 'fleet.json').read_text())['bad'] == s['bad']
+    assert 'BAD n3' in p.stdout and 'fleet: round 1 nodes' in p.stderr
+    from ccl_health import store
+    with store.open_store(str(tmp_path / 'out' / 'ccl-health.db'),
+                          readonly=True) as db:
+        rows = db.cases()
+    names = {r['case_name']: r['verdict'] for r in rows}
+    assert names['fleet-node nodes n3'] == 'crash'
+    assert names['fleet-pair pairs-1 n1-n2'] == 'pass'
+    assert all(r['source'] == 'fleet' for r in rows)
+
+
+def test_simulated_drain_names_only_bad_nodes(tmp_path):
+    plan = tmp_path / 'plan.json'
+    plan.write_text(json.dumps({'bad_nodes': {'n2': 'hang', 'n4': 'wrong'}}))
+    p = fleet('--simulate', str(plan), '--nodelist', 'n[1-8]', '--drain',
+              '--round-limit', '5', '--output', str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert 'drained: n2, n4' in p.stdout
+
+
+def test_errors_are_one_line_exit_2(tmp_path):
+    for args, text in [(['--bogus'], 'unrecognized arguments'),
+                       (['--simulate', str(tmp_path / 'none.json'),
+                         '--nodelist', 'n1'], 'none.json'),
+                       (['--site', str(tmp_path / 'x.yaml')], 'x.yaml'),
+                       (['--groups', 'a,b'], '--groups')]:
+        p = fleet(*args, cwd=tmp_path)
+        assert p.returncode == 2, args
+        assert len(p.stderr.strip().splitlines()) == 1 and text in p.stderr
+
+
+def test_site_fleet_block_is_checked_naming_file_and_key(tmp_path):
+    base = 'transports:\n  net-socket:\n    env: {}\n'
+    s = site_data.parse(base + 'fleet:\n  transport: net-socket\n  '
+                        'round_limit: 30\n  groups: [4]\n', 'x.yaml')
+    cfg = FleetConfig.from_dict(s.fleet)
+    assert (cfg.transport, cfg.round_limit, cfg.groups) == (
+        'net-socket', 30, [4])
+    for bad, key in [('  size: lots\n', 'fleet.size'),
+                     ('  round_limit: 0\n', 'fleet.round_limit'),
+                     ('  transport: intra\n', 'fleet.transport'),
+                     ('  node_probe: []\n', 'fleet.node_probe'),
+                     ('  colour: red\n', 'fleet')]:
+        with pytest.raises(CclHealthError) as e:
+            site_data.parse(base + 'fleet:\n' + bad, 'x.yaml')
+        assert 'x.yaml' in str(e.value) and key in str(e.value)
+
+
+def test_hostlist_expansion():
+    assert cli.expand_hostlist('n[1-3,7],m[08-10]') == [
+        'n1', 'n2', 'n3', 'n7', 'm08', 'm09', 'm10']
+    assert cli.expand_hostlist('a,b') == ['a', 'b']
+
+
+def test_sinfo_states():
+    usable, other = slurm.parse_sinfo(
+        'n1 idle\nn2 mix\nn3 drain\nn4 down*\nn5 alloc\nn5 alloc\nn6 idle~\n')
+    assert usable == ['n1', 'n2', 'n5']
+    assert set(other) == {'n3', 'n4', 'n6'} and 'drain' in other['n3']
+
+
+def test_srun_line():
+    argv = slurm.srun_argv(Step('pair', ('a', 'b'), 90), 4,
+                           ['--exact', '--overlap'], ['prog', '-x'])
+    assert argv[:6] == ['srun', '--nodes=2', '--ntasks=8',
+                        '--ntasks-per-node=4', '--nodelist=a,b', '--time=2']
+    assert '--kill-on-bad-exit=1' in argv and argv[-2:] == ['prog', '-x']
+    assert '--ntasks=1' in slurm.srun_argv(Step('node', ('a',), 60), 4, [],
+                                            ['p'])
+
+
+FAKE_SRUN = r'''#!/usr/bin/env python3
+# a stand-in srun: runs the program once per node of --nodelist with
+# SLURMD_NODENAME / SLURM_PROCID set (the real one in the Slurm test)
+import os, subprocess, sys
+args = sys.argv[1:]
+nodes = []
+while args and args[0].startswith('--'):
+    a = args.pop(0)
+    if a.startswith('--nodelist='):
+        nodes = a.split('=', 1)[1].split(',')
+codes = []
+for rank, node in enumerate(nodes):
+    env = dict(os.environ, SLURMD_NODENAME=node, SLURM_PROCID=str(rank),
+               SLURM_STEP_NODELIST=','.join(nodes))
+    codes.append(subprocess.call(args, env=env))
+sys.exit(max(codes))
+'''
+
+PROBE = r'''#!/usr/bin/env python3
+# node mode: --json PATH; step mode: prints a table; FAULTS: node=kind
+import json, os, sys, time
+sys.path.insert(0, os.environ['REPO'])
+from ccl_health.fleet.simulate import table
+faults = dict(f.split('=') for f in os.environ.get('FAULTS', '').split()
+              if f)
+node = os.environ['SLURMD_NODENAME']
+nodes = os.environ['SLURM_STEP_NODELIST'].split(',')
+if sys.argv[1] == 'node':
+    f = faults.get(node)
+    if f == 'hang':
+        time.sleep(3600)
+    code = 1 if f == 'crash' else 0
+    line = 'UNHEALTHY: crash' if code else 'HEALTHY: ok'
+    json.dump({'code': code, 'verdict': 'crash' if code else 'pass',
+               'line': line, 'probes': [{'busbw': 300.0}]},
+              open(sys.argv[3], 'w'))
+    print(line)
+    sys.exit(code)
+if any(faults.get(n) == 'hang' for n in nodes):
+    time.sleep(3600)
+if any(faults.get(n) == 'crash' for n in nodes):
+    print('NCCL error'); sys.exit(1)
+if os.environ['SLURM_PROCID'] == '0':
+    sys.stdout.write(table(1 << 20, 40.0, len(nodes)))
+'''
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bin_ = tmp_path / 'bin'
+    bin_.mkdir()
+    for name, text in (('srun', FAKE_SRUN), ('probe', PROBE)):
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod(0o755)
+    (bin_ / 'scontrol').write_text(
+        '#!/bin/sh\necho "$@" >> "%s/scontrol.log"\n' % tmp_path)
+    (bin_ / 'scontrol').chmod(0o755)
+    monkeypatch.setenv('PATH', f'{bin_}:{os.environ["PATH"]}')
+    monkeypatch.setenv('REPO', REPO)
+    return tmp_path
+
+
+def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
+    tmp = fake_slurm
+    os.environ['FAULTS'] = 'n2=crash n5=hang'
+    try:
+        cfg = FleetConfig(size='1M', node_limit=2, round_limit=2, grace=1,
+                          groups=[], transport='net-socket')
+        progs = cli.Programs(cfg, str(tmp / 'run'))
+        cfg.node_probe = ['probe', 'node', '--json', '{json}']
+        cfg.step_probe = ['probe', 'step', '-b', '{size}', '-T',
+                          '{timeout}']
+        os.makedirs(tmp / 'run' / 'nodes')
+        sched = slurm.SlurmScheduler(str(tmp / 'run'), 1, progs.node,
+                                     progs.step, {}, [], poll=0.05)
+        t0 = time.monotonic()
+        s = Fleet([f'n{i}' for i in range(1, 7)], sched, cfg,
+                  log=lambda _: None).run()
+        took = time.monotonic() - t0
+    finally:
+        del os.environ['FAULTS']
+    assert set(s['bad']) == {'n2', 'n5'}
+    assert s['bad']['n5'].startswith('hang:')
+    assert s['bad']['n2'] == 'UNHEALTHY: crash'
+    assert len(s['healthy']) == 4 and exit_code(s) == 1
+    assert took < 20                       # the hang cost ~3 s, not 3600
+    cmd = open(sorted((tmp / 'run' / 'steps').glob('*-pair.cmd'))[0]).read()
+    assert cmd.startswith('srun --nodes=2 --ntasks=2 --ntasks-per-node=1 '
+                          '--nodelist=') and 'probe step -b 1M -T 2' in cmd
+    drained, errors = sched.drain(['n2', 'n5'], s['bad'])
+    assert drained == ['n2', 'n5'] and not errors
+    log = (tmp / 'scontrol.log').read_text().splitlines()
+    assert log[0].startswith('update nodename=n2 state=drain reason=ccl-'
+                             'health: UNHEALTHY: crash')
