@@ -39,15 +39,20 @@ from slurm_harness import (Cluster, Unavailable, _alive, _which, daemon_pids,
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'
 
-__all__ = ['MultiCluster', 'Unavailable', 'ensure_installed', 'PARTITION',
+__all__ = ['MultiCluster', 'Unavailable', 'ClusterError', 'ensure_installed', 'PARTITION',
            'namespaced_pids']
+
+
+class ClusterError(Exception):
+    """The cluster did not come up on a machine that should run it (root,
+    Slurm installed): a failure, not a reason to skip."""
 
 
 def _ip(*args, check=True):
     p = subprocess.run(['ip'] + list(args), capture_output=True, text=True,
                        timeout=30)
     if check and p.returncode != 0:
-        raise Unavailable(f'ip {" ".join(args)}: {p.stderr.strip()}')
+        raise ClusterError(f'ip {" ".join(args)}: {p.stderr.strip()}')
     return p
 
 
@@ -124,6 +129,11 @@ class MultiCluster(Cluster):
     # -- network -----------------------------------------------------------
 
     def make_network(self):
+        if os.geteuid() != 0:
+            raise Unavailable('network namespaces need root')
+        for tool in ('ip', 'nsenter'):
+            if not _which(tool):
+                raise Unavailable(f'{tool} is not installed')
         self.net = _free_subnet()
         hosts = list(self.net.hosts())
         self.ctl_addr = str(hosts[0])
@@ -135,7 +145,12 @@ class MultiCluster(Cluster):
         _ip('link', 'set', self.bridge, 'up')
         for node in self.nodes:
             ns, veth = self.netns[node], self.veths[node]
-            _ip('netns', 'add', ns)
+            p = _ip('netns', 'add', ns, check=False)
+            if p.returncode != 0:
+                why = f'ip netns add {ns}: {p.stderr.strip()}'
+                if 'not permitted' in p.stderr.lower():
+                    raise Unavailable(why)       # no CAP_SYS_ADMIN here
+                raise ClusterError(why)
             self.made['netns'].append(ns)
             self.ns_inodes.add(_netns_inode(os.path.join(NETNS_DIR, ns)))
             _ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0',
@@ -240,6 +255,12 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
             out[node] = (state, reason)
         return out
 
+    def _wait_for(self, what, cond, timeout, names):
+        try:
+            return super()._wait_for(what, cond, timeout, names)
+        except Unavailable as err:     # a daemon failed: not a skip
+            raise ClusterError(str(err)) from None
+
     def all_idle(self):
         states = self.node_states()
         return len(states) == self.count and \
@@ -317,19 +338,26 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
         # slurmstepd and its tasks detach from slurmd: they live on in the
         # nodes' namespaces; those, and only those, are ours to end
         deadline = time.time() + grace
+        inns = {}
         while time.time() < deadline:
-            pids = namespaced_pids(self.ns_inodes)
-            if not pids:
+            inns = {pid: c for pid, (c, _) in
+                    namespaced_pids(self.ns_inodes).items() if _alive(pid)}
+            if not inns:
                 break
-            for pid in pids:
+            for pid in inns:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.2)
         self.remove_network()
+        # an inode of a namespace gone may name a new one later: forget them
+        self.ns_inodes = set()
         if self._sockdir:
             shutil.rmtree(self._sockdir, ignore_errors=True)
             self._sockdir = None
-        return self.leftovers()
+        left = self.leftovers()
+        if inns:
+            left['in namespaces'] = inns
+        return left
 
     def leftovers(self):
         """What this cluster left behind: daemons started since
@@ -341,8 +369,7 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
         if procs:
             left['daemons'] = procs
         inns = {pid: c for pid, (c, _) in
-                namespaced_pids(self.ns_inodes - {None}).items()
-                if _alive(pid)}
+                namespaced_pids(self.ns_inodes).items() if _alive(pid)}
         if inns:
             left['in namespaces'] = inns
         names = set(_ip('netns', 'list', check=False).stdout.split())
