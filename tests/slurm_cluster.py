@@ -57,14 +57,27 @@ def _ip(*args, check=True):
 
 
 def _used_subnets():
-    """The 10.253.X.0/24 networks any address of this host falls in."""
-    out = _ip('-o', '-4', 'addr', 'show', check=False).stdout
+    """The networks of this host's addresses and routes (not the default
+    route)."""
     nets = set()
+    out = _ip('-o', '-4', 'addr', 'show', check=False).stdout
     for line in out.splitlines():
         parts = line.split()
         if 'inet' in parts:
             addr = parts[parts.index('inet') + 1]
             nets.add(ipaddress.ip_interface(addr).network)
+    for line in _ip('-4', 'route', 'show', 'table', 'all',
+                    check=False).stdout.splitlines():
+        dest = (line.split() or [''])[0]
+        if dest in ('default', 'local', 'broadcast', 'unreachable',
+                    'blackhole', 'prohibit', 'throw', 'multicast'):
+            dest = (line.split() + ['', ''])[1] if dest != 'default' else ''
+        try:
+            net = ipaddress.ip_network(dest, strict=False)
+        except ValueError:
+            continue
+        if net.prefixlen:
+            nets.add(net)
     return nets
 
 
@@ -227,6 +240,8 @@ MinJobAge=600
 MessageTimeout=10
 SlurmdTimeout=60
 TCPTimeout=5
+# every slurmd straight from slurmctld / srun: no node-to-node fan-out
+TreeWidth={max(50, self.count)}
 NodeName={self.nodelist} NodeAddr={prefix}.[{a}-{b}] CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
 PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE State=UP
 '''
