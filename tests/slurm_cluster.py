@@ -27,6 +27,7 @@ what is still there (empty when all is clean)."""
 import contextlib
 import ipaddress
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -39,8 +40,8 @@ from slurm_harness import (Cluster, Unavailable, _alive, _which, daemon_pids,
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'
 
-__all__ = ['MultiCluster', 'Unavailable', 'ClusterError', 'ensure_installed', 'PARTITION',
-           'namespaced_pids']
+__all__ = ['MultiCluster', 'Unavailable', 'ClusterError', 'ensure_installed',
+           'PARTITION', 'namespaced_pids']
 
 
 class ClusterError(Exception):
@@ -90,6 +91,15 @@ def _free_subnet():
     raise Unavailable('no free 10.253.X.0/24 network on this host')
 
 
+def _free_tag():
+    taken = _ip('-o', 'link', 'show', check=False).stdout + \
+        _ip('netns', 'list', check=False).stdout
+    while True:
+        tag = f'{random.randrange(100000):05d}'
+        if f'cclb{tag}' not in taken and f'ccl{tag}-' not in taken:
+            return tag
+
+
 def _netns_inode(path):
     try:
         return os.stat(path).st_ino
@@ -120,13 +130,15 @@ class MultiCluster(Cluster):
 
     def __init__(self, root, nodes=16, cpus=2, memory_mb=1000):
         super().__init__(root, cpus=cpus, memory_mb=memory_mb)
+        if not 1 <= nodes <= 240:
+            raise ValueError(f'{nodes} nodes: one /24 holds 1 to 240')
         self.count = nodes
         width = max(2, len(str(nodes)))
         self.nodes = [f'n{i:0{width}d}' for i in range(1, nodes + 1)]
         self.nodelist = f'n[{1:0{width}d}-{nodes:0{width}d}]'
         self.ctl_host = self.node          # slurmctld insists on its hostname
-        # names of our own: a tag from our pid keeps two clusters apart
-        self.tag = f'{os.getpid() % 100000:05d}'
+        # names of our own: a tag no link or namespace here has yet
+        self.tag = _free_tag()
         self.bridge = f'cclb{self.tag}'
         self.netns = {n: f'ccl{self.tag}-{n}' for n in self.nodes}
         self.veths = {n: f'cv{self.tag}{i:03d}'[:15]
