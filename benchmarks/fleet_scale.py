@@ -93,17 +93,38 @@ def one(system, prefix, n, tpn, busbw, bad, link=False, launch_rate=None):
                         for r in s['rounds']]}
 
 
+def bisect_only(system, prefix, n, tpn, busbw):
+    """One culprit that only the whole-partition group shows (it slipped
+    past the node check and the pairs): the group round, then bisection
+    with halves side by side."""
+    nodes = [f'{prefix}{i:05d}' for i in range(1, n + 1)]
+    culprit = random.Random(SEED).choice(nodes)
+    sched = simulate.SimScheduler(FaultPlan(busbw, {culprit: 'crash'}),
+                                  tasks_per_node=tpn)
+    f = Fleet(nodes, sched, FleetConfig(tasks_per_node=tpn, groups=[]),
+              log=lambda _: None)
+    f._groups(nodes, [x for x in nodes if x != culprit])
+    return {'system': system, 'nodes': n, 'named': set(f.bad) == {culprit},
+            'others': len(set(f.bad) - {culprit}) + len(f.links) +
+            len(f.suspect_groups),
+            'rounds': f.named_round.get(culprit, 0) - 1,
+            'target': math.ceil(math.log2(n)) + 2,
+            'minutes': sched.now() / 60}
+
+
 def table(rows):
     out = ['| system | nodes | bad (network-only) | hanging | bad link | '
-           'every node judged (min) | whole run (min) | rounds | bad named in round (target) | culprits '
-           'exactly | false drains | could not check | steps |',
+           'every node judged (min) | whole run (min) | rounds | bad named '
+           'in round (target) | culprits exactly | false drains | could not '
+           'check | steps (node checks per node) |',
            '|---|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|']
     for r in rows:
         named = ('-' if not r['bad'] else
                  f'{r["named_round"]} (<= {r["target_rounds"]})')
         out.append(f'| {r["system"]} | {r["nodes"]} | {r["bad"]} | '
                    f'{r["hang"]} | {"yes" if r["link"] else "no"} | '
-                   f'{r["judged"]:.1f} | {r["minutes"]:.1f} | {r["rounds"]} | {named} | '
+                   f'{r["judged"]:.1f} | {r["minutes"]:.1f} | '
+                   f'{r["rounds"]} | {named} | '
                    f'{"yes" if r["correct"] else "NO"} | '
                    f'{r["false_drains"]} | {r["cnc"]} | {r["steps"]} |')
     return '\n'.join(out)
@@ -130,7 +151,8 @@ def main(argv=None):
             r = one(system, prefix, n, tpn, bw, 1, launch_rate=rate)
             r['system'] = f'{system} @ {rate:g} steps/s'
             sens.append(r)
-    text = render(rows, sens)
+    bis = [bisect_only(*s) for s in systems]
+    text = render(rows, sens, bis)
     if args.out:
         with open(args.out, 'w') as fp:
             fp.write(text)
@@ -141,10 +163,12 @@ def main(argv=None):
     ok = ok and all(r['judged'] <= 15 for r in front)
     ok = ok and all(r['named_round'] <= r['target_rounds']
                     for r in rows if r['bad'] == 1 and not r['link'])
+    ok = ok and all(b['named'] and not b['others'] and
+                    b['rounds'] <= b['target'] for b in bis)
     return 0 if ok else 1
 
 
-def render(rows, sens):
+def render(rows, sens, bis=()):
     c = simulate
     detail = rows[1] if len(rows) > 1 else rows[0]
     lines = [
@@ -156,8 +180,12 @@ def render(rows, sens):
         '`ccl_health/fleet/simulate.py`.' % SEED,
         '',
         'Step durations (sources in `ccl_health/fleet/simulate.py`):',
-        f'- node check {c.HOOK_SECONDS} s (the hook, 2.3-2.6 s on 2xH200) + '
-        f'srun {c.SRUN_SECONDS} s;',
+        f'- node check: ONE srun step over all nodes (node_check: '
+        f'one-step): launch {c.SRUN_SECONDS} s per hop of the fan-out tree '
+        f'(TreeWidth {c.TREE_WIDTH}: ceil(log{c.TREE_WIDTH} N) hops) + the '
+        f'hook {c.HOOK_SECONDS} s (2.3-2.6 s on 2xH200); with a hanging '
+        f'node the step lasts until its bound;',
+        f'- every other step: srun {c.SRUN_SECONDS} s to launch;',
         f'- pair step: {c.PAIR_FIXED_SECONDS} s + {c.STEP_OPS} all_reduce '
         f'operations of 1G (the fit of the H100 measurement, '
         f'tests/fixtures/device/fleet/) at the system\'s 2-node busbw '
@@ -193,6 +221,16 @@ def render(rows, sens):
         '',
         '| round | steps | seconds |', '|---|---:|---:|']
     lines += [f'| {n} | {k} | {s:.0f} |' for n, k, s in detail['round_names']]
+    lines += ['', 'Bisection: one culprit that only the whole-partition '
+              'group shows (the group round, then halves side by side; '
+              'rounds counted after the group round):', '',
+              '| system | nodes | culprit named, nobody else | rounds '
+              '(target ceil(log2 N) + 2) | minutes (group round '
+              'included) |', '|---|---:|---|---|---:|']
+    lines += [f'| {b["system"]} | {b["nodes"]} | '
+              f'{"yes" if b["named"] and not b["others"] else "NO"} | '
+              f'{b["rounds"]} (<= {b["target"]}) | {b["minutes"]:.1f} |'
+              for b in bis]
     lines += ['', 'Targets: Frontier <= 15 min; one bad node named in <= '
               'ceil(log2 N) + 2 rounds (Frontier 16, Perlmutter 13); zero '
               'false drains.', '']

@@ -5,7 +5,6 @@ hook's JSON, sinfo, drain) against a stand-in srun/scontrol on PATH."""
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -126,12 +125,12 @@ while args and args[0].startswith('--'):
     a = args.pop(0)
     if a.startswith('--nodelist='):
         nodes = a.split('=', 1)[1].split(',')
-codes = []
-for rank, node in enumerate(nodes):
+procs = []
+for rank, node in enumerate(nodes):      # the tasks run side by side
     env = dict(os.environ, SLURMD_NODENAME=node, SLURM_PROCID=str(rank),
                SLURM_STEP_NODELIST=','.join(nodes))
-    codes.append(subprocess.call(args, env=env))
-sys.exit(max(codes))
+    procs.append(subprocess.Popen(args, env=env))
+sys.exit(max(p.wait() for p in procs))
 '''
 
 PROBE = r'''#!/usr/bin/env python3
@@ -178,19 +177,22 @@ def fake_slurm(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
+@pytest.mark.parametrize('mode', ['one-step', 'per-node'])
+def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm,
+                                                                mode):
     tmp = fake_slurm
     os.environ['FAULTS'] = 'n2=crash n5=hang'
     try:
         cfg = FleetConfig(size='1M', node_limit=2, round_limit=2, grace=1,
-                          groups=[], transport='net-socket')
+                          groups=[], transport='net-socket', node_check=mode)
         progs = cli.Programs(cfg, str(tmp / 'run'))
         cfg.node_probe = ['probe', 'node', '--json', '{json}']
         cfg.step_probe = ['probe', 'step', '-b', '{size}', '-T',
                           '{timeout}']
         os.makedirs(tmp / 'run' / 'nodes')
         sched = slurm.SlurmScheduler(str(tmp / 'run'), 1, progs.node,
-                                     progs.step, {}, [], poll=0.05)
+                                     progs.step, {}, [], poll=0.05,
+                                     nodes_program=progs.nodes)
         t0 = time.monotonic()
         s = Fleet([f'n{i}' for i in range(1, 7)], sched, cfg,
                   log=lambda _: None).run()
@@ -202,6 +204,12 @@ def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
     assert s['bad']['n2'] == 'UNHEALTHY: crash'
     assert len(s['healthy']) == 4 and exit_code(s) == 1
     assert took < 20                       # the hang cost ~3 s, not 3600
+    node_cmds = sorted((tmp / 'run' / 'steps').glob('*-node.cmd'))
+    assert len(node_cmds) == (1 if mode == 'one-step' else 6)
+    if mode == 'one-step':
+        line = node_cmds[0].read_text()
+        assert '--nodes=6' in line and '--kill-on-bad-exit=0' in line
+        assert '"${SLURMD_NODENAME}"' in line
     cmd = open(sorted((tmp / 'run' / 'steps').glob('*-pair.cmd'))[0]).read()
     assert cmd.startswith('srun --nodes=2 --ntasks=2 --ntasks-per-node=1 '
                           '--nodelist=') and 'probe step -b 1M -T 2' in cmd
@@ -210,3 +218,63 @@ def test_slurm_scheduler_bounds_a_hang_and_judges_the_hook_json(fake_slurm):
     log = (tmp / 'scontrol.log').read_text().splitlines()
     assert log[0].startswith('update nodename=n2 state=drain reason=ccl-'
                              'health: UNHEALTHY: crash')
+
+
+FAKE_SALLOC = r'''#!/usr/bin/env python3
+# a stand-in salloc: the nodes of --nodefile become the allocation
+import os, sys
+args = sys.argv[1:]
+env = dict(os.environ, SLURM_JOB_ID='42')
+while args and args[0].startswith('--'):
+    a = args.pop(0)
+    if a.startswith('--nodefile='):
+        env['SLURM_JOB_NODELIST'] = ','.join(
+            open(a.split('=', 1)[1]).read().split())
+    open(os.environ['LOG'], 'a').write('salloc ' + a + '\n')
+os.execvpe(args[0], args, env)
+'''
+
+
+def test_outside_an_allocation_one_salloc_then_steps_inside(fake_slurm):
+    tmp = fake_slurm
+    bin_ = tmp / 'bin'
+    (bin_ / 'salloc').write_text(FAKE_SALLOC)
+    (bin_ / 'sinfo').write_text('#!/bin/sh\necho "$@" >> "$LOG"\nprintf '
+                                '"n1 idle\\nn2 mix\\nn3 idle\\nn4 idle\\n'
+                                'n5 idle\\nn6 drain\\n"\n')
+    (bin_ / 'scontrol').write_text(
+        '#!/bin/sh\necho "$@" >> "$LOG"\n'
+        'if [ "$1" = show ]; then echo "$3" | tr , "\\n"; fi\n')
+    for f in ('salloc', 'sinfo', 'scontrol'):
+        (bin_ / f).chmod(0o755)
+    site = tmp / 'mini.yaml'
+    site.write_text(textwrap.dedent('''\
+        system: mini
+        transports:
+          net-socket:
+            env: {NCCL_NET_PLUGIN: none}
+        fleet:
+          transport: net-socket
+          size: 1M
+          node_limit: 3
+          round_limit: 3
+          grace: 1
+          groups: [3]
+          node_probe: [probe, node, --json, '{json}']
+          step_probe: [probe, step, -b, '{size}', -T, '{timeout}']
+        '''))
+    p = fleet('--partition', 'batch', '--site', str(site), '--drain',
+              '--output', str(tmp / 'out'), '--json', str(tmp / 's.json'),
+              cwd=tmp, env={'LOG': str(tmp / 'log'), 'FAULTS': 'n3=crash',
+                            'PATH': os.environ['PATH']})
+    assert p.returncode == 1, p.stdout + p.stderr
+    s = json.loads((tmp / 's.json').read_text())
+    assert set(s['bad']) == {'n3'} and s['drained'] == ['n3']
+    assert set(s['not_checked']) == {'n6'}
+    assert s['healthy'] == ['n1', 'n2', 'n4', 'n5']
+    log = (tmp / 'log').read_text()
+    assert 'salloc --nodes=5' in log and 'salloc --partition=batch' in log
+    assert '-p batch' in log                                 # sinfo
+    assert 'update nodename=n3 state=drain' in log
+    steps = os.listdir(tmp / 'out' / 'fleet' / s['run_id'] / 'steps')
+    assert any(f.endswith('-group.cmd') for f in steps)

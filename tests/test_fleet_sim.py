@@ -144,3 +144,25 @@ def test_startup_model_follows_its_anchor():
     assert startup_seconds(512 * 4) == pytest.approx(41.70092)
     assert startup_seconds(64 * 4) == pytest.approx(9.13785)
     assert 41.7 < startup_seconds(9408 * 8) < 400
+
+
+@pytest.mark.parametrize('n,culprit', [(64, 'n37'), (100, 'n1'),
+                                       (257, 'n200')])
+def test_bisection_names_one_culprit_in_log2_rounds(n, culprit):
+    """A failing whole-set group (the culprit slipped past node check and
+    pairs) is bisected, halves in parallel, down to the culprit in at most
+    ceil(log2 N) + 2 rounds after the group round, nobody else named."""
+    plan = FaultPlan(bad_nodes={culprit: 'crash'})
+    sched = SimScheduler(plan)
+    f = Fleet(names(n), sched, FleetConfig(groups=[]), log=lambda _: None)
+    nodes = names(n)
+    f._groups(nodes, [x for x in nodes if x != culprit])
+    assert set(f.bad) == {culprit}
+    assert not f.links and not f.suspect_groups
+    rounds = len(f.rounds) - 1            # after the group round
+    assert f.named_round[culprit] - 1 <= math.ceil(math.log2(n)) + 2
+    assert rounds <= math.ceil(math.log2(n)) + 2
+    # halves ran side by side: every bisect round holds disjoint steps
+    for r in f.rounds[1:]:
+        seen = [x for res in r['results'] for x in res['nodes']]
+        assert len(seen) == len(set(seen))

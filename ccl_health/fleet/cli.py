@@ -20,7 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from .. import CclHealthError, outputs, resources, shell
 from .. import site as site_data
@@ -224,6 +224,17 @@ class Programs:
     def step(self, nodes):
         return self.fill(self.cfg.step_probe)
 
+    def nodes(self, nodes):
+        """The node check of every node as one step: a shell line in which
+        ``{json}`` is ``<run>/nodes/${SLURMD_NODENAME}.json`` (each task
+        writes its own node's file; every other word quoted)."""
+        folder = os.path.join(self.run_dir, 'nodes')
+        words = self.fill(self.cfg.node_probe,
+                          os.path.join(folder, '${SLURMD_NODENAME}.json'))
+        line = 'exec ' + ' '.join(shell.word(w) for w in words)
+        return ['sh', '-c', line], {
+            n: os.path.join(folder, f'{n}.json') for n in nodes}
+
 
 # -- the allocation -----------------------------------------------------------
 
@@ -244,10 +255,12 @@ def allocate(args, argv, cfg, run_id, run_dir):
     from . import slurm
     nodes, other = slurm.partition_nodes(args.partition, args.nodelist)
     if not nodes:
-        raise CclHealthError(
-            f'no usable node in {"partition " + args.partition if args.partition else "the cluster"}'
-            f'{" among " + args.nodelist if args.nodelist else ""}'
-            f'{" (" + "; ".join(f"{n}: {s}" for n, s in list(other.items())[:3]) + ")" if other else ""}')
+        where = f'partition {args.partition}' if args.partition else \
+            'the cluster'
+        among = f' among {args.nodelist}' if args.nodelist else ''
+        seen = '; '.join(f'{n}: {s}' for n, s in list(other.items())[:3])
+        raise CclHealthError(f'no usable node in {where}{among}'
+                             f'{f" ({seen})" if seen else ""}')
     os.makedirs(run_dir, exist_ok=True)
     nodefile = os.path.join(run_dir, 'nodes.txt')
     with open(nodefile, 'w') as fp:
@@ -352,7 +365,8 @@ def _main(argv, prog):
         progs.step(nodes[:2])            # a template error stops us here
         sched = slurm.SlurmScheduler(
             run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
-            cfg.srun, cfg.max_parallel, cfg.grace)
+            cfg.srun, cfg.max_parallel, cfg.grace,
+            nodes_program=progs.nodes)
     else:
         return allocate(args, argv, cfg, run_id, run_dir)
     os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)

@@ -24,6 +24,7 @@ DEFAULT_SRUN = ['--exact', '--overlap']
 #: round limit; above it the limit grows with the square root of the ranks
 #: (the anchor's start-up grows as ranks^0.53 from 256 to 512 nodes)
 GROUP_LIMIT_RANKS = 2048
+NODE_CHECKS = ('one-step', 'per-node')
 
 
 @dataclasses.dataclass
@@ -36,6 +37,10 @@ class FleetConfig:
     #: limit, 20 s by default: site health.limit; this catches a hook that
     #: hangs anyway)
     node_limit: float = 60.0
+    #: ``one-step``: the node check on every node as ONE srun step (one
+    #: launch for the whole partition; each node's verdict from its JSON
+    #: file); ``per-node``: one step per node (each with its exit status)
+    node_check: str = 'one-step'
     groups: List[int] = dataclasses.field(
         default_factory=lambda: [16, 64, 256])
     straggler_k: float = 3.0
@@ -89,10 +94,14 @@ class FleetConfig:
             transports.get(cfg.transport)
         except CclHealthError as err:
             raise CclHealthError(f'{path}: fleet.transport: {err}') from None
-        for key in ('round_limit', 'node_limit', 'straggler_k', 'tasks_per_node',
-                    'max_parallel'):
+        for key in ('round_limit', 'node_limit', 'straggler_k',
+                    'tasks_per_node', 'max_parallel'):
             if not getattr(cfg, key) > 0:
                 raise CclHealthError(f'{path}: fleet.{key}: must be positive')
+        if cfg.node_check not in NODE_CHECKS:
+            raise CclHealthError(f'{path}: fleet.node_check: '
+                                 f'{cfg.node_check!r} is not one of '
+                                 f'{", ".join(NODE_CHECKS)}')
         if not 0 <= cfg.straggler_floor < 1:
             raise CclHealthError(f'{path}: fleet.straggler_floor: must be in '
                                  f'[0, 1)')

@@ -119,6 +119,9 @@ def judge_node(raw: Raw, limit: float):
     elif raw.code in (0, 1):
         why = (f'exit status {raw.code} but the node check\'s JSON says '
                f'code {doc.get("code")!r} ({why or "no output"})')
+    elif raw.code is None:
+        why = (f'no verdict: no JSON file from the node check '
+               f'({why or "no output"})')
     else:
         why = f'exit status {raw.code}: {why or "no output"}'
     return Verdict.COULD_NOT_CHECK, f'could not check {node}: {why}', None
@@ -181,7 +184,9 @@ class Fleet:
         if not steps:
             return []
         start = self.sched.now()
-        raws = self.sched.run(steps)
+        one = kind == 'node' and self.cfg.node_check == 'one-step' and \
+            hasattr(self.sched, 'run_nodes')
+        raws = self.sched.run_nodes(steps) if one else self.sched.run(steps)
         out = []
         for raw in raws:
             if raw.step.kind == 'node':
@@ -198,12 +203,14 @@ class Fleet:
         hung = sum(j.verdict is Verdict.HANG for j in out)
         unj = sum(j.verdict.unjudged for j in out)
         self.rounds.append({
-            'name': name, 'kind': kind, 'steps': len(steps),
+            'name': name, 'kind': kind, 'steps': 1 if one else len(steps),
             'started': round(start - self.t0, 3),
             'seconds': round(seconds, 3),
             'results': [j.to_dict() for j in out]})
-        self.log(f'fleet: round {len(self.rounds)} {name}: {len(steps)} '
-                 f'steps, {ok} passed, {len(out) - ok - unj} failed'
+        self.log(f'fleet: round {len(self.rounds)} {name}: '
+                 f'{"1 step on " if one else ""}{len(steps)} '
+                 f'{"nodes" if one else "steps"}, {ok} passed, '
+                 f'{len(out) - ok - unj} failed'
                  f'{f" ({hung} hung)" if hung else ""}'
                  f'{f", {unj} could not check" if unj else ""}, '
                  f'{seconds:.1f} s')
@@ -248,6 +255,7 @@ class Fleet:
         out = self._round(name, 'pair', pairs,
                           extra=[('group', g) for g in extra_groups])
         self.pairs.extend(j for j in out if j.step.kind == 'pair')
+        self._log_slow(out, None)
         return out
 
     def _pairs(self, healthy):
@@ -296,6 +304,17 @@ class Fleet:
                               f'its round\'s groups (baseline {thr:.1f})')
         return False, ''
 
+    def _log_slow(self, out, base):
+        """The progress line counts verdicts; say which of the passed
+        steps were then judged too slow (a failure all the same)."""
+        slow = sum(1 for j in out if j.ok and (
+            self._group_failed(j, base)[0] if j.step.kind == 'group' else
+            self._pair_failed(j)[0]))
+        if slow:
+            self.log(f'fleet: round {len(self.rounds)} '
+                     f'{self.rounds[-1]["name"]}: {slow} of the passed '
+                     f'step(s) below the baseline (slow): failed')
+
     def _pair_failed(self, j):
         """``(failed, reason)`` of a pair step, the pairs' slow rule
         included."""
@@ -339,6 +358,7 @@ class Fleet:
                 elif j.verdict.unjudged:
                     self.log(f'fleet: group {",".join(j.step.nodes[:3])}...'
                              f' could not be judged: {j.reason}')
+            self._log_slow(out, base)
             if failing:
                 self._bisect(failing, proven, base, label)
 
@@ -414,6 +434,7 @@ class Fleet:
                               extra=[('pair', p) for p in pairs])
             res = {j.step.nodes: j for j in out}
             self.pairs.extend(j for j in out if j.step.kind == 'pair')
+            self._log_slow(out, base)
             nxt = []
             for how, s, why, keys in todo:
                 js = [res[k] for k in keys]

@@ -1,8 +1,9 @@
-"""A simulated scheduler for the scale benchmark (``benchmarks/fleet_scale.py``)
-and the unit tests: the same :class:`~ccl_health.fleet.run.Fleet` drives it
-as drives Slurm.  It keeps a clock (nothing sleeps), takes what each step
-shows from the one fault model (:class:`~ccl_health.fleet.faults.FaultPlan`)
-and how long it takes from the constants below, each with its source.
+"""A simulated scheduler for the scale benchmark
+(``benchmarks/fleet_scale.py``) and the unit tests: the same
+:class:`~ccl_health.fleet.run.Fleet` drives it as drives Slurm.  It
+keeps a clock (nothing sleeps), takes what each step shows from the one
+fault model (:class:`~ccl_health.fleet.faults.FaultPlan`) and how long it
+takes from the constants below, each with its source.
 
 ``hidden`` names bad nodes whose fault the node check cannot see
 (``'network'``: a NIC or cable; the node check runs inside the node and
@@ -14,7 +15,7 @@ import dataclasses
 import functools
 import heapq
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from .. import nccltests
 from .faults import FaultPlan
@@ -37,6 +38,10 @@ STEP_OPS = 50
 #: first_allreduce_seconds.tsv is ~0.03 s, but srun adds its own RPCs; a
 #: conservative 1 s
 SRUN_SECONDS = 1.0
+#: slurmd's message fan-out (slurm.conf TreeWidth, default 16 since Slurm
+#: 23.02, 50 before): one step over N nodes is launched in
+#: ceil(log_16 N) hops, each counted as one srun launch time
+TREE_WIDTH = 16
 #: steps slurmctld creates per second (assumption: step creation is a
 #: serialised RPC of the controller; 50/s is conservative, the benchmark
 #: also shows 20/s)
@@ -173,6 +178,30 @@ class SimScheduler:
             self.steps_run += 1
         self.clock = end
         return out
+
+    def run_nodes(self, steps: List[Step]) -> List[Raw]:
+        """The node check of every node as ONE step: one launch through
+        the fan-out tree; the step lasts until its slowest node (a hanging
+        node: until the bound)."""
+        start = self.clock
+        n = len(steps)
+        launch = self.srun_seconds * max(1, math.ceil(
+            math.log(max(n, 2)) / math.log(TREE_WIDTH)))
+        outs = [self._node_plan.outcome(s.nodes) for s in steps]
+        limit = max(s.limit for s in steps)
+        hang = any(o.kind == 'hang' for o in outs)
+        end = start + (limit + self.grace if hang else
+                       launch + self.hook_seconds)
+        raws = []
+        for step, o in zip(steps, outs):
+            self.steps_run += 1
+            if o.kind == 'hang':
+                raws.append(Raw(step, None, killed=True, started=start,
+                                seconds=end - start))
+            else:
+                raws.append(self._raw(step, o, start, end - start))
+        self.clock = end
+        return raws
 
     def _raw(self, step, o, t0, dur):
         if o.kind == 'hang':

@@ -89,15 +89,34 @@ def partition_nodes(partition: Optional[str], nodelist: Optional[str]):
 
 
 def srun_argv(step: Step, tasks_per_node: int, options: Sequence[str],
-              program: Sequence[str]) -> List[str]:
-    """The srun command line of one step."""
+              program: Sequence[str], kill_on_bad_exit=True) -> List[str]:
+    """The srun command line of one step (the node check on every node
+    as one step: a bad node's exit 1 must not stop the others, so without
+    --kill-on-bad-exit)."""
     k = len(step.nodes)
     tpn = 1 if step.kind == 'node' else tasks_per_node
     return (['srun', f'--nodes={k}', f'--ntasks={k * tpn}',
              f'--ntasks-per-node={tpn}', f'--nodelist={",".join(step.nodes)}',
              f'--time={max(1, math.ceil(step.limit / 60))}',
-             '--kill-on-bad-exit=1', f'--job-name=ccl-health-{step.kind}']
+             f'--kill-on-bad-exit={1 if kill_on_bad_exit else 0}',
+             f'--job-name=ccl-health-{step.kind}']
             + list(options) + list(program))
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _read_json(path):
+    try:
+        with open(path) as fp:
+            doc = json.load(fp)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 class SlurmScheduler:
@@ -112,10 +131,13 @@ class SlurmScheduler:
                  step_program: Callable[[Sequence[str]], List[str]],
                  step_env: Dict[str, str], srun_options=(),
                  max_parallel: int = 512, grace: float = 10.0,
-                 poll: float = 0.2):
+                 poll: float = 0.2, nodes_program=None):
         self.workdir = workdir
         self.tpn = tasks_per_node
         self.node_program = node_program
+        #: ``nodes_program(nodes) -> (argv, {node: json path})``: the node
+        #: check of every node as one step (:meth:`run_nodes`)
+        self.nodes_program = nodes_program
         self.step_program = step_program
         self.step_env = dict(step_env)
         self.options = list(srun_options)
@@ -129,22 +151,22 @@ class SlurmScheduler:
         return time.monotonic() - self.t0
 
     def _launch(self, step: Step):
-        self.count += 1
-        base = os.path.join(self.workdir, 'steps', f'{self.count:06d}-'
-                            f'{step.kind}')
-        os.makedirs(os.path.dirname(base), exist_ok=True)
         env = dict(os.environ)
         json_path = None
         if step.kind == 'node':
             program, json_path = self.node_program(step.nodes[0])
-            try:
-                os.unlink(json_path)
-            except FileNotFoundError:
-                pass
+            _remove(json_path)
         else:
             program = self.step_program(step.nodes)
             env.update(self.step_env)
         argv = srun_argv(step, self.tpn, self.options, program)
+        return self._start(step, argv, env, json_path)
+
+    def _start(self, step: Step, argv, env, json_path):
+        self.count += 1
+        base = os.path.join(self.workdir, 'steps', f'{self.count:06d}-'
+                            f'{step.kind}')
+        os.makedirs(os.path.dirname(base), exist_ok=True)
         with open(base + '.cmd', 'w') as fp:
             fp.write(' '.join(argv) + '\n')
         out = open(base + '.out', 'w')
@@ -163,6 +185,22 @@ class SlurmScheduler:
                 'deadline': started + step.limit + self.grace,
                 'killed': False, 'term_at': None}
 
+    def _poll(self, run, now):
+        """True when ``run`` has ended (stopping it at its bound)."""
+        proc = run['proc']
+        if proc.poll() is not None:
+            return True
+        if run['term_at'] is None and now >= run['deadline']:
+            # srun passes SIGTERM on to the step and ends it
+            run['killed'] = True
+            run['term_at'] = now
+            self._signal(proc, signal.SIGTERM)
+        elif run['term_at'] is not None and now >= run['term_at'] + TERM_WAIT:
+            self._signal(proc, signal.SIGKILL)
+            proc.wait()
+            return True
+        return False
+
     @staticmethod
     def _signal(proc, sig):
         try:
@@ -177,13 +215,7 @@ class SlurmScheduler:
             stdout = fp.read()
         with open(run['base'] + '.err', errors='replace') as fp:
             stderr = fp.read()
-        doc = None
-        if run['json']:
-            try:
-                with open(run['json']) as fp:
-                    doc = json.load(fp)
-            except (OSError, ValueError):
-                doc = None
+        doc = _read_json(run['json']) if run['json'] else None
         code = None if run['killed'] else run['proc'].returncode
         return Raw(run['step'], code, stdout, stderr, doc, run['killed'],
                    run['started'], self.now() - run['started'])
@@ -198,31 +230,55 @@ class SlurmScheduler:
                 time.sleep(self.poll)
                 now = self.now()
                 for run in list(running):
-                    proc = run['proc']
-                    if proc.poll() is not None:
-                        running.remove(run)
-                        done[id(run['step'])] = self._finish(run)
-                        continue
-                    if run['term_at'] is None and now >= run['deadline']:
-                        # srun passes SIGTERM on to the step and ends it
-                        run['killed'] = True
-                        run['term_at'] = now
-                        self._signal(proc, signal.SIGTERM)
-                    elif run['term_at'] is not None and \
-                            now >= run['term_at'] + TERM_WAIT:
-                        self._signal(proc, signal.SIGKILL)
-                        proc.wait()
+                    if self._poll(run, now):
                         running.remove(run)
                         done[id(run['step'])] = self._finish(run)
         finally:
-            for run in running:       # interrupted: leave nothing behind
-                self._signal(run['proc'], signal.SIGTERM)
-            for run in running:
-                try:
-                    run['proc'].wait(TERM_WAIT)
-                except subprocess.TimeoutExpired:
-                    self._signal(run['proc'], signal.SIGKILL)
+            self._stop(running)
         return [done[id(s)] for s in steps]
+
+    def _stop(self, running):
+        for run in running:       # interrupted: leave nothing behind
+            self._signal(run['proc'], signal.SIGTERM)
+        for run in running:
+            try:
+                run['proc'].wait(TERM_WAIT)
+            except subprocess.TimeoutExpired:
+                self._signal(run['proc'], signal.SIGKILL)
+
+    def run_nodes(self, steps: List[Step]) -> List[Raw]:
+        """The node check of every node of ``steps`` as ONE srun step (one
+        launch for the whole partition).  There is no exit status per node:
+        each node's verdict is its JSON file (the hook's ``code``, ``line``
+        and ``verdict``); no file after a step stopped at its bound is a
+        hang of that node, no file otherwise is could-not-check."""
+        if self.nodes_program is None:
+            return self.run(steps)
+        nodes = [s.nodes[0] for s in steps]
+        program, paths = self.nodes_program(nodes)
+        for p in paths.values():
+            _remove(p)
+        big = Step('node', tuple(nodes), max(s.limit for s in steps))
+        argv = srun_argv(big, 1, self.options, program,
+                         kill_on_bad_exit=False)
+        run = self._start(big, argv, dict(os.environ), None)
+        try:
+            while not self._poll(run, self.now()):
+                time.sleep(self.poll)
+        finally:
+            if run['proc'].poll() is None:
+                self._stop([run])
+        whole = self._finish(run)
+        out = []
+        for step in steps:
+            doc = _read_json(paths[step.nodes[0]])
+            code = doc.get('code') if doc is not None else None
+            line = str(doc.get('line', '')) if doc is not None else ''
+            out.append(Raw(step, code, line + '\n' if line else '',
+                           '' if doc is not None else whole.stderr, doc,
+                           whole.killed and doc is None, whole.started,
+                           whole.seconds))
+        return out
 
     def drain(self, nodes: Sequence[str], reasons: Dict[str, str]):
         """``scontrol update nodename=N state=drain reason="ccl-health:
