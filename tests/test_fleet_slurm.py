@@ -11,7 +11,9 @@ node, one hanging node, one slow link between two healthy nodes and one
 straggler at 0.85 names exactly those (bad = the crashing and the hanging
 node, the link, the straggler), drains exactly the bad nodes (sinfo shows
 them drained with the ``ccl-health:`` reason), and ends within its bound:
-the hang is cut by the client-side bound, never waited for.  Nothing the
+the hang is cut by the client-side bound, never waited for.  The faulty
+run is made with the node check as one srun over every node (the default)
+and as one srun per node.  Nothing the
 test started is left running.  Skipped, with the reason, only where Slurm
 cannot be installed (no root, no apt-get) or network namespaces cannot be
 made (no root); deselect with ``-m "not slurm"``."""
@@ -44,7 +46,7 @@ FAULTS = {'busbw': 40.0,
           'stragglers': {'n09': 0.85}}
 
 
-def site_text():
+def site_text(**fleet):
     py, probe = json.dumps(sys.executable), json.dumps(PROBE)
     lines = ['system: fleettest',
              'transports:',
@@ -53,7 +55,8 @@ def site_text():
              '      NCCL_NET_PLUGIN: none',
              '      NCCL_IB_DISABLE: "1"',
              'fleet:']
-    lines += [f'  {k}: {json.dumps(v)}' for k, v in FLEET.items()]
+    lines += [f'  {k}: {json.dumps(v)}'
+              for k, v in dict(FLEET, **fleet).items()]
     lines += [f'  node_probe: [{py}, {probe}, node, --json, "{{json}}"]',
               f'  step_probe: [{py}, {probe}, step, -b, "{{size}}", -e, '
               f'"{{size}}", -g, "1", -T, "{{timeout}}"]']
@@ -85,11 +88,11 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def fleet_run(cluster, tmp_path, plan):
+def fleet_run(cluster, tmp_path, plan, **fleet):
     plan_path = tmp_path / 'plan.json'
     FaultPlan.from_dict(plan).save(str(plan_path))
     site = tmp_path / 'site.yaml'
-    site.write_text(site_text())
+    site.write_text(site_text(**fleet))
     env = cluster.env()
     env['CCL_HEALTH_FAULT_PLAN'] = str(plan_path)
     t0 = time.monotonic()
@@ -165,9 +168,12 @@ def test_fault_free_run_names_nothing_and_drains_nothing(cluster, tmp_path):
     assert_nothing_left_running(cluster)
 
 
-def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path):
+@pytest.mark.parametrize('node_check', ['one-step', 'per-node'])
+def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
+                                                         node_check):
     try:
-        p, s, seconds = fleet_run(cluster, tmp_path, FAULTS)
+        p, s, seconds = fleet_run(cluster, tmp_path, FAULTS,
+                                  node_check=node_check)
         assert p.returncode == 1, p.stdout + p.stderr[-3000:]
         assert sorted(s['bad']) == ['n03', 'n11'], s['bad']
         assert 'crash' in s['bad']['n03'] and 'hang' in s['bad']['n11']
@@ -188,10 +194,13 @@ def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path):
         # the hang was cut at its bound, not waited for
         node_round = s['rounds'][0]
         assert node_round['kind'] == 'node'
+        # one srun for every node, or one per node
+        assert node_round['steps'] == {'one-step': 1,
+                                       'per-node': NODES}[node_check]
         assert node_round['seconds'] <= FLEET['node_limit'] + \
             FLEET['grace'] + 5 + 3
         assert seconds < bound(), seconds
-        print(f'faulty run: {seconds:.1f} s, {len(s["rounds"])} rounds '
+        print(f'faulty run ({node_check}): {seconds:.1f} s, {len(s["rounds"])} rounds '
               f'(bound {bound():.0f} s)')
         assert_nothing_left_running(cluster)
     finally:
