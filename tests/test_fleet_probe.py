@@ -97,6 +97,18 @@ def test_node_mode_bad_node_is_unhealthy_exit_1(plan_env, tmp_path, name,
     assert f'node {name}' in doc['line'] and doc['line'] == p.stdout.strip()
 
 
+def test_node_mode_unchecked_node_is_could_not_check_exit_2(plan_env,
+                                                           tmp_path):
+    env = dict(plan_env, CCL_HEALTH_FAULT_UNCHECKED='n02,n03')
+    for name in ('n02', 'n03'):    # n03 is also bad: not judged at all
+        p, doc = node(env, tmp_path, name)
+        assert p.returncode == 2 and doc['code'] == 2
+        assert doc['verdict'] == 'could-not-check' and doc['probes'] == []
+        assert p.stdout.startswith('COULD-NOT-CHECK: ')
+    p, doc = node(env, tmp_path, 'n01')
+    assert p.returncode == 0 and doc['code'] == 0
+
+
 def test_hang_node_and_hang_step_never_exit(plan_env, tmp_path):
     for args, extra in ((['node', '--json', str(tmp_path / 'h.json')],
                          {'SLURMD_NODENAME': 'n06'}),

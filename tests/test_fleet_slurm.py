@@ -10,7 +10,8 @@ A fault-free run names nothing and drains nothing; a run with one crashing
 node, one hanging node, one slow link between two healthy nodes and one
 straggler at 0.85 names exactly those (bad = the crashing and the hanging
 node, the link, the straggler), drains exactly the bad nodes (sinfo shows
-them drained with the ``ccl-health:`` reason), and ends within its bound:
+them drained with the ``ccl-health:`` reason) and never a node whose check
+could not run (the hook's exit 2), and ends within its bound:
 the hang is cut by the client-side bound, never waited for.  The faulty
 run is made with the node check as one srun over every node (the default)
 and as one srun per node.  Nothing the
@@ -39,11 +40,14 @@ NODES = 16
 FLEET = {'transport': 'net-socket', 'round_limit': 15, 'node_limit': 10,
          'grace': 2, 'groups': [4, 8]}
 #: the fault plan of the faulty run: every kind of culprit once, the link
-#: between two healthy nodes that neither pairing puts together
+#: between two healthy nodes that neither pairing puts together (pairing 1:
+#: neighbours, 2: i <-> i + n/2 of the 13 healthy nodes)
 FAULTS = {'busbw': 40.0,
           'bad_nodes': {'n03': 'crash', 'n11': 'hang'},
-          'bad_links': [['n06', 'n13']],
+          'bad_links': [['n06', 'n14']],
           'stragglers': {'n09': 0.85}}
+#: a node whose check cannot run (the hook's exit 2): named, never drained
+UNCHECKED = 'n05'
 
 
 def site_text(**fleet):
@@ -88,13 +92,14 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def fleet_run(cluster, tmp_path, plan, **fleet):
+def fleet_run(cluster, tmp_path, plan, unchecked=(), **fleet):
     plan_path = tmp_path / 'plan.json'
     FaultPlan.from_dict(plan).save(str(plan_path))
     site = tmp_path / 'site.yaml'
     site.write_text(site_text(**fleet))
     env = cluster.env()
     env['CCL_HEALTH_FAULT_PLAN'] = str(plan_path)
+    env['CCL_HEALTH_FAULT_UNCHECKED'] = ','.join(unchecked)
     t0 = time.monotonic()
     p = subprocess.run(
         [os.path.join(REPO, 'scripts', 'fleet'), '--partition', 'batch',
@@ -172,19 +177,26 @@ def test_fault_free_run_names_nothing_and_drains_nothing(cluster, tmp_path):
 def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
                                                          node_check):
     try:
-        p, s, seconds = fleet_run(cluster, tmp_path, FAULTS,
+        p, s, seconds = fleet_run(cluster, tmp_path, FAULTS, [UNCHECKED],
                                   node_check=node_check)
         assert p.returncode == 1, p.stdout + p.stderr[-3000:]
         assert sorted(s['bad']) == ['n03', 'n11'], s['bad']
         assert 'crash' in s['bad']['n03'] and 'hang' in s['bad']['n11']
         assert [sorted(link[:2]) for link in s['suspect_links']] == \
-            [['n06', 'n13']], s['suspect_links']
+            [['n06', 'n14']], s['suspect_links']
+        # n06-n14 is in neither pairing of the 13 healthy nodes: the link is
+        # found through a failing group, bisected with halves side by side
+        kinds = [r['kind'] for r in s['rounds']]
+        assert s['named_round']['n06-n14'] > kinds.index('group') + 1
+        assert max(r['steps'] for r in s['rounds'][kinds.index('group'):]
+                   if r['kind'] == 'group') >= 2
         assert sorted(s['stragglers']) == ['n09'], s['stragglers']
-        assert s['could_not_check'] == {} and s.get('suspect_groups') in \
-            (None, [])
+        assert list(s['could_not_check']) == [UNCHECKED]
+        assert s.get('suspect_groups') in (None, [])
         assert sorted(s['healthy']) == sorted(
-            set(cluster.nodes) - {'n03', 'n11'})
-        # zero false drains: exactly the bad nodes, with the reason
+            set(cluster.nodes) - {'n03', 'n11', UNCHECKED})
+        # zero false drains: exactly the bad nodes, with the reason; never
+        # the node that could not be checked
         assert sorted(s['drained']) == ['n03', 'n11']
         reasons = drained(cluster)
         assert sorted(reasons) == ['n03', 'n11'], reasons
