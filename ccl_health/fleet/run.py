@@ -307,9 +307,11 @@ class Fleet:
     def _log_slow(self, out, base):
         """The progress line counts verdicts; say which of the passed
         steps were then judged too slow (a failure all the same)."""
+        obs = {(o.a, o.b): o for o in self.pair_obs()} if any(
+            j.step.kind == 'pair' for j in out) else {}
         slow = sum(1 for j in out if j.ok and (
             self._group_failed(j, base)[0] if j.step.kind == 'group' else
-            self._pair_failed(j)[0]))
+            not obs.get(j.step.nodes[:2], plan.PairObs('', '', True)).ok))
         if slow:
             self.log(f'fleet: round {len(self.rounds)} '
                      f'{self.rounds[-1]["name"]}: {slow} of the passed '
