@@ -212,8 +212,8 @@ def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
         assert node_round['seconds'] <= FLEET['node_limit'] + \
             FLEET['grace'] + 5 + 3
         assert seconds < bound(), seconds
-        print(f'faulty run ({node_check}): {seconds:.1f} s, {len(s["rounds"])} rounds '
-              f'(bound {bound():.0f} s)')
+        print(f'faulty run ({node_check}): {seconds:.1f} s, '
+              f'{len(s["rounds"])} rounds (bound {bound():.0f} s)')
         assert_nothing_left_running(cluster)
     finally:
         cluster.resume(['n03', 'n11'])
