@@ -293,6 +293,16 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
                        lambda: self.node_state() == 'idle', timeout,
                        ['munged', 'slurmctld', 'slurmd'])
 
+    def owns(self, pid):
+        """Whether process ``pid`` belongs to this cluster: a slurmstepd
+        inherits our slurmd's environment, SLURM_CONF included."""
+        try:
+            with open(f'/proc/{pid}/environ', 'rb') as fp:
+                env = fp.read().split(b'\0')
+        except OSError:
+            return False
+        return f'SLURM_CONF={self.conf}'.encode() in env
+
     def stop(self, grace=15):
         """Cancel every job, end the daemons we started (SIGTERM, then
         SIGKILL), then any slurmstepd our slurmd left; returns the daemons
@@ -320,15 +330,19 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(grace)
-        # slurmstepd detaches from slurmd: end those that are ours (new)
+        # slurmstepd detaches from slurmd: end those that are ours (new, and
+        # started by our slurmd: its SLURM_CONF; another cluster's stay)
         for pid, name in daemon_pids().items():
-            if pid not in self.before and name == 'slurmstepd':
+            if pid not in self.before and name == 'slurmstepd' and \
+                    self.owns(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         left, deadline = {}, time.time() + grace
+        ours = {p.pid for p in self.procs.values()}
         while time.time() < deadline:
             left = {pid: n for pid, n in daemon_pids().items()
-                    if pid not in self.before and _alive(pid)}
+                    if pid not in self.before and _alive(pid) and
+                    (pid in ours or self.owns(pid))}
             if not left:
                 break
             time.sleep(0.2)

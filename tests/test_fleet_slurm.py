@@ -1,0 +1,225 @@
+"""The fleet acceptance through real Slurm: a 16-node cluster on this host
+(tests/slurm_cluster.py: one network namespace and one slurmd per node on a
+bridge the test makes, a real slurmctld and munged, Debian's packages),
+``scripts/fleet --partition batch --drain`` taking one allocation and
+running every round as srun job steps, and the stand-in probe
+(tests/replay/fleet/probe) on every node in place of the hook and of
+nccl-tests, driven by a fault plan.
+
+A fault-free run names nothing and drains nothing; a run with one crashing
+node, one hanging node, one slow link between two healthy nodes and one
+straggler at 0.85 names exactly those (bad = the crashing and the hanging
+node, the link, the straggler), drains exactly the bad nodes (sinfo shows
+them drained with the ``ccl-health:`` reason) and never a node whose check
+could not run (the hook's exit 2), and ends within its bound:
+the hang is cut by the client-side bound, never waited for.  The faulty
+run is made with the node check as one srun over every node (the default)
+and as one srun per node.  Nothing the
+test started is left running.  Skipped, with the reason, only where Slurm
+cannot be installed (no root, no apt-get) or network namespaces cannot be
+made (no root); deselect with ``-m "not slurm"``."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import slurm_cluster
+from ccl_health.fleet import cli
+from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.faults import FaultPlan
+
+pytestmark = pytest.mark.slurm
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBE = os.path.join(REPO, 'tests', 'replay', 'fleet', 'probe')
+NODES = 16
+FLEET = {'transport': 'net-socket', 'round_limit': 15, 'node_limit': 10,
+         'grace': 2, 'groups': [4, 8]}
+#: the fault plan of the faulty run: every kind of culprit once, the link
+#: between two healthy nodes that neither pairing puts together (pairing 1:
+#: neighbours, 2: i <-> i + n/2 of the 13 healthy nodes)
+FAULTS = {'busbw': 40.0,
+          'bad_nodes': {'n03': 'crash', 'n11': 'hang'},
+          'bad_links': [['n06', 'n14']],
+          'stragglers': {'n09': 0.85}}
+#: a node whose check cannot run (the hook's exit 2): named, never drained
+UNCHECKED = 'n05'
+
+
+def site_text(**fleet):
+    py, probe = json.dumps(sys.executable), json.dumps(PROBE)
+    lines = ['system: fleettest',
+             'transports:',
+             '  net-socket:',
+             '    env:',
+             '      NCCL_NET_PLUGIN: none',
+             '      NCCL_IB_DISABLE: "1"',
+             'fleet:']
+    lines += [f'  {k}: {json.dumps(v)}'
+              for k, v in dict(FLEET, **fleet).items()]
+    lines += [f'  node_probe: [{py}, {probe}, node, --json, "{{json}}"]',
+              f'  step_probe: [{py}, {probe}, step, -b, "{{size}}", -e, '
+              f'"{{size}}", -g, "1", -T, "{{timeout}}"]']
+    return '\n'.join(lines) + '\n'
+
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip('a multi-node Slurm in network namespaces needs root')
+    try:
+        slurm_cluster.ensure_installed()
+    except slurm_cluster.Unavailable as err:
+        pytest.skip(f'no Slurm on this machine: {err}')
+    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('fleet-slurm'),
+                                   nodes=NODES)
+    try:
+        c.start()
+    except slurm_cluster.Unavailable as err:
+        left = c.stop()
+        pytest.skip(f'no network namespaces here: {err}'
+                    + (f' (left behind: {left})' if left else ''))
+    except BaseException:
+        c.stop()
+        raise
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def fleet_run(cluster, tmp_path, plan, unchecked=(), **fleet):
+    plan_path = tmp_path / 'plan.json'
+    FaultPlan.from_dict(plan).save(str(plan_path))
+    site = tmp_path / 'site.yaml'
+    site.write_text(site_text(**fleet))
+    env = cluster.env()
+    env['CCL_HEALTH_FAULT_PLAN'] = str(plan_path)
+    env['CCL_HEALTH_FAULT_UNCHECKED'] = ','.join(unchecked)
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [os.path.join(REPO, 'scripts', 'fleet'), '--partition', 'batch',
+         '--site', str(site), '--drain', '--output', str(tmp_path / 'out'),
+         '--json', str(tmp_path / 'summary.json')],
+        env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    seconds = time.monotonic() - t0
+    summary = None
+    if (tmp_path / 'summary.json').exists():
+        summary = json.loads((tmp_path / 'summary.json').read_text())
+    return p, summary, seconds
+
+
+def bound():
+    """The run's own bound (its salloc --time): every round at its limit."""
+    return cli.bound_seconds(FleetConfig.from_dict(FLEET), NODES)
+
+
+def drained(cluster):
+    """{node: reason} of the nodes sinfo lists drained or draining."""
+    return {n: r for n, (state, r) in cluster.node_reasons().items()
+            if state.startswith(('drain', 'drng'))}
+
+
+def assert_nothing_left_running(cluster):
+    """No job in the queue and, on the nodes, nothing but their slurmd:
+    no step, no probe (the hanging one included)."""
+    slurmd = {cluster.procs[n].pid for n in cluster.nodes}
+    deadline = time.monotonic() + 15
+    while True:
+        queue = cluster.run('squeue', '-h', '-o', '%i %T').stdout.split()
+        extra = {pid: comm for pid, (comm, _) in slurm_cluster.
+                 namespaced_pids(cluster.ns_inodes).items()
+                 if pid not in slurmd and slurm_cluster._alive(pid)}
+        if not queue and not extra:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f'left running after the run: queue {queue}, on the '
+                        f'nodes {extra}')
+        time.sleep(0.3)
+
+
+def test_cluster_has_16_nodes_and_starts_in_seconds(cluster):
+    states = cluster.node_states()
+    assert sorted(states) == [f'n{i:02d}' for i in range(1, NODES + 1)]
+    assert set(states.values()) == {'idle'}
+    print(f'16-node cluster started in {cluster.start_seconds:.1f} s')
+    assert cluster.start_seconds < 30
+    # each node is a host of its own: its own address, reached over the bridge
+    p = cluster.run('srun', f'-N{NODES}', f'-n{NODES}', 'sh', '-c',
+                    'echo $SLURMD_NODENAME $(hostname -I)', timeout=60)
+    assert p.returncode == 0, p.stderr
+    addrs = dict(line.split()[:2] for line in p.stdout.splitlines())
+    assert addrs == {n: cluster.addr[n] for n in cluster.nodes}
+
+
+def test_fault_free_run_names_nothing_and_drains_nothing(cluster, tmp_path):
+    p, s, seconds = fleet_run(cluster, tmp_path, {'busbw': 40.0})
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert sorted(s['healthy']) == cluster.nodes
+    assert s['nodes_checked'] == NODES
+    assert (s['bad'], s['suspect_links'], s['stragglers'],
+            s['could_not_check'], s['drained']) == ({}, [], {}, {}, [])
+    assert drained(cluster) == {}
+    assert set(cluster.node_states().values()) == {'idle'}
+    assert seconds < bound(), seconds
+    # Slurm ran it: one allocation, pairs and groups as job steps
+    kinds = [r['kind'] for r in s['rounds']]
+    assert kinds[0] == 'node' and 'pair' in kinds and 'group' in kinds
+    assert 'salloc: Granted job allocation' in p.stderr
+    assert_nothing_left_running(cluster)
+
+
+@pytest.mark.parametrize('node_check', ['one-step', 'per-node'])
+def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
+                                                         node_check):
+    try:
+        p, s, seconds = fleet_run(cluster, tmp_path, FAULTS, [UNCHECKED],
+                                  node_check=node_check)
+        assert p.returncode == 1, p.stdout + p.stderr[-3000:]
+        assert sorted(s['bad']) == ['n03', 'n11'], s['bad']
+        assert 'crash' in s['bad']['n03'] and 'hang' in s['bad']['n11']
+        assert [sorted(link[:2]) for link in s['suspect_links']] == \
+            [['n06', 'n14']], s['suspect_links']
+        # n06-n14 is in neither pairing of the 13 healthy nodes: the link is
+        # found through a failing group, bisected with halves side by side
+        kinds = [r['kind'] for r in s['rounds']]
+        assert s['named_round']['n06-n14'] > kinds.index('group') + 1
+        assert max(r['steps'] for r in s['rounds'][kinds.index('group'):]
+                   if r['kind'] == 'group') >= 2
+        assert sorted(s['stragglers']) == ['n09'], s['stragglers']
+        assert list(s['could_not_check']) == [UNCHECKED]
+        assert s.get('suspect_groups') in (None, [])
+        assert sorted(s['healthy']) == sorted(
+            set(cluster.nodes) - {'n03', 'n11', UNCHECKED})
+        # zero false drains: exactly the bad nodes, with the reason; never
+        # the node that could not be checked
+        assert sorted(s['drained']) == ['n03', 'n11']
+        reasons = drained(cluster)
+        assert sorted(reasons) == ['n03', 'n11'], reasons
+        assert all(r.startswith('ccl-health: ') for r in reasons.values())
+        assert {n: cluster.node_states()[n] for n in reasons} == \
+            {'n03': 'drain', 'n11': 'drain'}
+        # the hang was cut at its bound, not waited for
+        node_round = s['rounds'][0]
+        assert node_round['kind'] == 'node'
+        # one srun for every node, or one per node
+        assert node_round['steps'] == {'one-step': 1,
+                                       'per-node': NODES}[node_check]
+        assert node_round['seconds'] <= FLEET['node_limit'] + \
+            FLEET['grace'] + 5 + 3
+        assert seconds < bound(), seconds
+        print(f'faulty run ({node_check}): {seconds:.1f} s, '
+              f'{len(s["rounds"])} rounds (bound {bound():.0f} s)')
+        assert_nothing_left_running(cluster)
+    finally:
+        cluster.resume(['n03', 'n11'])
+
+
+def test_zz_cluster_stops_and_leaves_nothing(cluster):
+    left = cluster.stop()
+    assert left == {}, left
+    assert cluster.node_states() == {}      # slurmctld is gone
