@@ -322,11 +322,17 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
         self.start_seconds = time.monotonic() - t0
         return self
 
-    def resume(self, nodes=None):
-        """Return drained / down nodes to service."""
-        self.run('scontrol', 'update',
-                 f'nodename={",".join(nodes or self.nodes)}', 'state=resume',
-                 timeout=20)
+    def resume(self, nodes=None, timeout=30):
+        """Return drained / down nodes to service and wait until sinfo
+        shows them idle (right after ``state=resume`` slurmctld lists them
+        ``idle*``, not responding, for about a second: a client that reads
+        sinfo then leaves them out)."""
+        nodes = list(nodes or self.nodes)
+        self.run('scontrol', 'update', f'nodename={",".join(nodes)}',
+                 'state=resume', timeout=20)
+        self._wait_for(f'{",".join(nodes)} idle after resume',
+                       lambda: all(self.node_states().get(n) == 'idle'
+                                   for n in nodes), timeout, [])
 
     def cancel_all(self, grace=15):
         if self.procs.get('slurmctld') is None or \

@@ -180,6 +180,8 @@ def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
         p, s, seconds = fleet_run(cluster, tmp_path, FAULTS, [UNCHECKED],
                                   node_check=node_check)
         assert p.returncode == 1, p.stdout + p.stderr[-3000:]
+        # every node idle at the start (drained ones resumed): all checked
+        assert s['nodes_checked'] == NODES and not s.get('not_checked')
         assert sorted(s['bad']) == ['n03', 'n11'], s['bad']
         assert 'crash' in s['bad']['n03'] and 'hang' in s['bad']['n11']
         assert [sorted(link[:2]) for link in s['suspect_links']] == \
