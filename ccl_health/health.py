@@ -1137,13 +1137,7 @@ def main(argv=None):
     if args is not None and args.json:
         try:
             with open(args.json, 'w') as fp:
-                json.dump({'code': res.code, 'verdict': res.verdict,
-                           'line': res.line, 'seconds': res.seconds,
-                           'attempts': res.attempts, 'system': res.system,
-                           'partition': res.partition,
-                           'probes': [dataclasses.asdict(p)
-                                      for p in res.probes],
-                           'node_state': res.node_state}, fp, indent=1)
+                json.dump(json_document(res), fp, indent=1)
         except (OSError, TypeError, ValueError) as err:
             res = _unjudged(f'--json {args.json}: cannot write: {err} '
                             f'(measured: {res.line})', t0, args)
@@ -1155,6 +1149,16 @@ def main(argv=None):
             print(f'(not recorded in the performance database: {err})',
                   file=sys.stderr)
     return res.code
+
+
+def json_document(res):
+    """The hook's ``--json`` detail of a :class:`HookResult` (what
+    NodeHealthCheck and ``scripts/fleet`` read)."""
+    return {'code': res.code, 'verdict': res.verdict, 'line': res.line,
+            'seconds': res.seconds, 'attempts': res.attempts,
+            'system': res.system, 'partition': res.partition,
+            'probes': [dataclasses.asdict(p) for p in res.probes],
+            'node_state': res.node_state}
 
 
 def _unjudged(why, t0, args):
