@@ -533,25 +533,13 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
         probe.why = (f'cannot start the launcher {launcher[0]!r}: '
                      f'{err.strerror or err}')
         return probe
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
-    try:
-        out, _ = proc.communicate(timeout=remaining)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        try:         # a rank that left the process group may hold the pipe
-            proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        probe.seconds = time.monotonic() - t0
+    out = _communicate(proc, remaining)
+    probe.seconds = time.monotonic() - t0
+    if out is None:
         probe.verdict = Verdict.HANG.value
         probe.why = (f'hang: all_reduce on {where} did not finish within '
                      f'the {probe.seconds:.0f} s left')
         return probe
-    finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(proc)
-    probe.seconds = time.monotonic() - t0
     probe.exit_status = proc.returncode
     res = program.parse(out)
     lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
@@ -597,6 +585,26 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
     probe.ok = True
     probe.verdict = Verdict.PASS.value
     return probe
+
+
+def _communicate(proc, timeout):
+    """The output of ``proc`` (a probe's program, registered as running
+    so that a signal stops it), or None when it did not finish within
+    ``timeout``: then it is stopped."""
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        try:         # a rank that left the process group may hold the pipe
+            proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        return None
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
 
 
 def _kill(proc):
@@ -714,25 +722,13 @@ def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy):
         probe.verdict = Verdict.COULD_NOT_CHECK.value
         probe.why = f'cannot start {path}: {err.strerror or err}'
         return probe
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
-    try:
-        out, _ = proc.communicate(timeout=remaining)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        try:
-            proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        probe.seconds = time.monotonic() - t0
+    out = _communicate(proc, remaining)
+    probe.seconds = time.monotonic() - t0
+    if out is None:
         probe.verdict = Verdict.HANG.value
         probe.why = (f'hang: {name} (the copy matrix of the GPU links) did '
                      f'not finish within the {probe.seconds:.0f} s left')
         return probe
-    finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(proc)
-    probe.seconds = time.monotonic() - t0
     probe.exit_status = proc.returncode
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     last = (lines or ['no output'])[-1][:200]
