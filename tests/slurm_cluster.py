@@ -34,8 +34,9 @@ import subprocess
 import tempfile
 import time
 
-from slurm_harness import (Cluster, Unavailable, _alive, _which, daemon_pids,
-                           ensure_installed, free_ports)  # noqa: F401
+from slurm_harness import (PLUGINS, Cluster, Unavailable, _alive, _which,
+                           daemon_pids, ensure_installed,
+                           free_ports)  # noqa: F401
 
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'
@@ -234,19 +235,7 @@ SlurmdLogFile={root}/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-ReturnToService=2
-InactiveLimit=0
-KillWait=2
+{PLUGINS}KillWait=2
 OverTimeLimit=0
 MinJobAge=600
 MessageTimeout=10

@@ -30,6 +30,21 @@ BINARIES = ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sbatch', 'srun',
 #: the processes a cluster may leave behind (slurmstepd: one per job step)
 DAEMONS = ('munged', 'slurmctld', 'slurmd', 'slurmstepd')
 PARTITION = 'gpu'
+#: the slurm.conf lines of every test cluster (one node or many): no
+#: cgroup, no accounting, plain cons_tres on CPUs
+PLUGINS = """ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+ReturnToService=2
+InactiveLimit=0
+"""
 SBIN = ('/usr/sbin', '/sbin', '/usr/bin', '/bin')
 
 
@@ -199,19 +214,7 @@ SlurmctldLogFile={self.logs["slurmctld"]}
 SlurmdLogFile={self.logs["slurmd"]}
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-ReturnToService=2
-InactiveLimit=0
-KillWait=5
+{PLUGINS}KillWait=5
 OverTimeLimit=0
 MinJobAge=600
 MessageTimeout=20
