@@ -191,7 +191,7 @@ def table(res):
         f'{history.DRIFT_MIN_SHIFT:.0%}, {history.DRIFT_MIN_HISTORY} healthy '
         f'runs first).\n')
     add('## Real series: one H100, two ranks over NET/Socket '
-        '(tests/fixtures/device/drift)\n')
+        f'({r.get("device", "tests/fixtures/device/drift")})\n')
     add(f'A. False alarms over the {r["healthy_runs"]} healthy runs (recorded '
         f'order + {r["healthy_runs"] - 1} rotations, '
         f'{r["A"]["judged_runs_per_size"]} judged runs per size):')
@@ -247,6 +247,7 @@ def main():
                          'benchmarks/device/drift_on_device.sh)')
     args = ap.parse_args()
     res = {'real': real(device_runs(args.device)), 'synthetic': synthetic(args.seeds)}
+    res['real']['device'] = os.path.relpath(os.path.abspath(args.device), REPO)
     text = table(res)
     print(text)
     if args.out:

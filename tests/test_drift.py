@@ -17,14 +17,15 @@ from ccl_health import health, history, nccltests, queries, recorder, store
 from conftest import REPO
 
 DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift')
+GRADED = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded')
 MiB = 1 << 20
 
 
-def device_runs():
+def device_runs(folder=DRIFT):
     """[(label, {size: busbw})] of the recorded runs, in order, read with
     the suite's parser from the raw nccl-tests outputs."""
     out = []
-    raw = os.path.join(DRIFT, 'raw')
+    raw = os.path.join(folder, 'raw')
     for name in sorted(os.listdir(raw)):
         with open(os.path.join(raw, name)) as fp:
             res = nccltests.parse_text(fp.read())
@@ -189,6 +190,34 @@ def test_graded_drops_on_the_real_noise_within_3_runs(drop, sizes):
         first = min(int(f.run_id[1:]) for f in found if f.size == size)
         assert first - 20 + 1 <= 3, (size, first)
 
+
+
+def test_real_6_percent_drop_flagged_by_drift_at_its_third_run():
+    """tests/fixtures/device/drift-graded: 25 healthy runs, then 6 with
+    NCCL_BUFFSIZE=4063232 (3875 KiB), which costs 6 % at 128 and 256 MiB
+    (11 % at 64 MiB: the large-drop rule's, at once).  The drift detector
+    flags the 6 % at the 3rd run and keeps flagging; nothing on the healthy
+    runs, nothing for NCCL_NSOCKS_PERTHREAD=2 (no measurable effect)."""
+    runs = device_runs(GRADED)
+    healthy = [r for r in runs if r[0] == 'healthy']
+    assert len(healthy) == 25
+    assert flagged(_device_records(healthy)) == {}
+    bad = [r for r in runs if r[0] == 'buff3875k']
+    assert len(bad) == 6
+    found = [f for f in history.detect(_device_records(healthy + bad))
+             if f.kind in ('drop', 'drift')]
+    assert all(int(f.run_id[1:]) >= 25 for f in found)
+    first64 = min((f for f in found if f.size == 64 * MiB),
+                  key=lambda f: f.run_id)
+    assert (first64.run_id, first64.kind) == ('r025', 'drop')
+    for size in (128 * MiB, 256 * MiB):
+        mine = sorted((f for f in found if f.size == size),
+                      key=lambda f: f.run_id)
+        assert [f.run_id for f in mine] == ['r027', 'r028', 'r029', 'r030']
+        assert all(f.kind == 'drift' for f in mine)
+        assert -0.07 < mine[0].shift < -0.05 and mine[0].runs == 3
+    nsocks = [r for r in runs if r[0] == 'nsocks2']
+    assert flagged(_device_records(healthy + nsocks)) == {}
 
 # -- what changed, readable ---------------------------------------------------
 def test_run_environment_records_the_families_and_the_case_settings():
