@@ -30,6 +30,8 @@ from ccl_health.verdict import Verdict, worst
 
 REPO = resources.PACKAGE_PARENT
 SLURM = ('slurm', 'squeue')
+#: the nodes of a dry run's script where ``fleet_nodes`` is 0
+DRY_RUN_NODES = 2
 
 
 @rfm.simple_test
@@ -39,7 +41,7 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
     valid_systems = ['+gpu']
     valid_prog_environs = ['+ccl']
     #: nodes of the job; 0: every idle node of the partition (ReFrame's
-    #: flexible allocation)
+    #: flexible allocation; a dry run renders :data:`DRY_RUN_NODES`)
     fleet_nodes = variable(int, value=0)
     #: the verdict (a ccl_health.verdict name) and its line
     verdict = variable(str, value='')
@@ -62,7 +64,11 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_command(self):
-        self.num_tasks = self.fleet_nodes
+        # ReFrame's flexible allocation asks Slurm for the partition's
+        # nodes when the job is made; a dry run (no Slurm at hand) renders
+        # the script for the smallest fleet with a pair instead
+        self.num_tasks = self.fleet_nodes or (
+            DRY_RUN_NODES if self.is_dry_run() else 0)
         # one process in the batch script; the steps are its srun steps
         self.job.launcher = getlauncher('local')()
         self.executable = sys.executable

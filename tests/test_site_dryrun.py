@@ -388,3 +388,11 @@ def test_fleet_acceptance_job_runs_the_fleet_inside_one_allocation(tmp_path):
     assert len(run) == 1 and not run[0].startswith('srun')
     assert run[0].endswith('-m ccl_health.fleet --inside --site frontier '
                            '--partition batch --json fleet-summary.json')
+
+
+def test_fleet_acceptance_dry_run_needs_no_slurm(frontier):
+    """The whole dry run of a site renders FleetAcceptance without asking
+    Slurm for the partition's nodes (its flexible allocation would)."""
+    script = frontier['FleetAcceptance'][0]
+    assert '#SBATCH --ntasks=2\n' in script
+    assert '-m ccl_health.fleet --inside --site frontier' in script
