@@ -43,6 +43,9 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
     #: nodes of the job; 0: every idle node of the partition (ReFrame's
     #: flexible allocation; a dry run renders :data:`DRY_RUN_NODES`)
     fleet_nodes = variable(int, value=0)
+    #: set by ``--mode acceptance`` for every check; the fleet is strict
+    #: whatever it says (only an all-healthy partition passes)
+    acceptance = variable(bool, value=True)
     #: the verdict (a ccl_health.verdict name) and its line
     verdict = variable(str, value='')
     verdict_reason = variable(str, value='')

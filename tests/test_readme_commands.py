@@ -98,6 +98,10 @@ def as_run_here(cmd, work):
         words[at:at] = ['--dry-run', '--output', str(work / 'run-out')]
         return words, env, {0}, r'dry run rendered [1-9]\d* job scripts'
     if exe == 'reframe':
+        if 'FleetAcceptance' in words:
+            # its steps are srun steps: this machine's system as a Slurm
+            # partition, as at a site (without one the check is skipped)
+            env['CCL_HEALTH_SCHEDULER'] = 'squeue'
         words = [os.path.join(os.path.dirname(sys.executable), 'reframe')] + \
             ['--dry-run' if w == '-r' else w for w in words[1:]]
         return words, env, {0}, r'Ran [1-9]\d*/\d+ test case'
