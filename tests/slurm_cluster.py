@@ -287,19 +287,7 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
         self.before = daemon_pids()
         self.make_network()
         self.write_files()
-        self._spawn('munged', [
-            _which('munged'), '-F', '--force',
-            f'--key-file={self.root}/munge/munge.key',
-            f'--socket={self.munge_socket}',
-            f'--pid-file={self.root}/munge/munged.pid',
-            f'--seed-file={self.root}/munge/munged.seed',
-            f'--log-file={self.logs["munged"]}'])
-        self._wait_for('the munge socket', lambda: os.path.exists(
-            self.munge_socket), timeout, ['munged'])
-        self._spawn('slurmctld', [_which('slurmctld'), '-D', '-c', '-i',
-                                  '-f', self.conf])
-        self._wait_for('slurmctld to answer', self.ctld_up, timeout,
-                       ['munged', 'slurmctld'])
+        self.start_controller(timeout)
         nsenter = _which('nsenter')
         for node in self.nodes:
             self._spawn(node, [

@@ -274,9 +274,8 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
             return ''
         return p.stdout.strip() if p.returncode == 0 else ''
 
-    def start(self, timeout=60):
-        self.before = daemon_pids()
-        self.write_files()
+    def start_controller(self, timeout):
+        """munged and slurmctld of this cluster, answering."""
         self._spawn('munged', [
             _which('munged'), '-F', '--force',
             f'--key-file={self.root}/munge/munge.key',
@@ -290,6 +289,11 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
                                   '-f', self.conf])
         self._wait_for('slurmctld to answer', self.ctld_up, timeout,
                        ['munged', 'slurmctld'])
+
+    def start(self, timeout=60):
+        self.before = daemon_pids()
+        self.write_files()
+        self.start_controller(timeout)
         self._spawn('slurmd', [_which('slurmd'), '-D', '-f', self.conf,
                                '-N', self.node])
         self._wait_for(f'node {self.node} idle in sinfo',
