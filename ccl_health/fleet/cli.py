@@ -281,8 +281,7 @@ def allocate(args, argv, cfg, run_id, run_dir):
           file=sys.stderr, flush=True)
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))] +
+        [resources.PACKAGE_PARENT] +
         ([env['PYTHONPATH']] if env.get('PYTHONPATH') else []))
     env['CCL_HEALTH_OUTPUT'] = outputs.output_dir()
     try:
