@@ -32,7 +32,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from ccl_health import history, nccltests  # noqa: E402
+from ccl_health.db import history
+from ccl_health.evidence import nccltests  # noqa: E402
 from ccl_health.units import format_size  # noqa: E402
 
 DEVICE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift')

@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ccl_health import nccltests  # noqa: E402
+from ccl_health.evidence import nccltests  # noqa: E402
 from ccl_health.units import format_size  # noqa: E402
 
 BIG = 64 << 20

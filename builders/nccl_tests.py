@@ -1,7 +1,7 @@
 """nccl-tests (NVIDIA) or rccl-tests (AMD), as the partition's GPU vendor
 says: Make, ``MPI=1`` where an MPI is present, device code for the detected
 GPU architecture only.  What each program is (its package, binaries,
-command line) is its driver's (:mod:`ccl_health.programs`).  A site that
+command line) is its driver's (:mod:`ccl_health.evidence.programs`).  A site that
 installs them itself says so with ``build.nccl_tests.prefix`` /
 ``build.rccl_tests.prefix``: the sweeps then run that installation and
 never instantiate this build (:mod:`ccl_health.rfm.sweep`).
@@ -14,7 +14,7 @@ naming it; the install (``cp`` into ``"$PREFIX"``) takes any path.
 The same prefix gets ``bin/ccl-health-links`` (step ``links``:
 ``builders/src/ccl_health_links.cu`` compiled by nvcc, or by hipcc as HIP
 through ``builders/src/gpu_compat.h``): the health hook's copy matrix of
-the GPU links (:mod:`ccl_health.links`).
+the GPU links (:mod:`ccl_health.evidence.links`).
 
 rccl-tests' Makefile runs ``hipify-perl`` (ROCm's ``bin``, on PATH once the
 ``rocm`` module is loaded) on every source, compiles with
@@ -28,11 +28,13 @@ from reframe.core.builtins import run_after, variable
 import hashlib
 import os
 
-from ccl_health import buildcache, links, programs, resources
+from ccl_health import buildcache, resources
+from ccl_health.evidence import links
+from ccl_health.evidence import programs
 
 from .source_build import SourceBuild
 
-#: the link check's program (:mod:`ccl_health.links`): one CUDA / HIP
+#: the link check's program (:mod:`ccl_health.evidence.links`): one CUDA / HIP
 #: source, built beside the test programs into the same prefix, where the
 #: health hook finds it (``bin/ccl-health-links``)
 LINKS_SOURCE = os.path.join(resources.builders_dir(), 'src',

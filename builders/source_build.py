@@ -18,7 +18,9 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
-from ccl_health import buildcache, resources, site as site_data, sysconfig
+from ccl_health import buildcache, resources
+from ccl_health.sitedata import site as site_data
+from ccl_health.sitedata import sysconfig
 
 #: the checkout, or the installed copy of its folders
 REPO = resources.root()

@@ -11,7 +11,7 @@ class CclHealthError(Exception):
 
 
 #: The transports the suite knows, in the order they are reported: the
-#: names of the records of :mod:`ccl_health.transports`.
-from .transports import NAMES as TRANSPORTS  # noqa: E402
+#: names of the records of :mod:`ccl_health.sitedata.transports`.
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS  # noqa: E402
 
 __all__ = ['CclHealthError', 'TRANSPORTS', '__version__']

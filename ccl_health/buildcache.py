@@ -51,7 +51,7 @@ from typing import Dict, List, Tuple
 
 import yaml
 
-from . import CclHealthError, shell
+from ccl_health import CclHealthError, shell
 
 STAMP = '.ccl-health-complete'
 

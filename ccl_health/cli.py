@@ -14,9 +14,14 @@ import signal
 import subprocess
 import sys
 
-from . import (CclHealthError, aborted, calibrate, helptext, node, outputs,
-               recorder, resources, store, summary)
-from .buildcache import resolve_mirror
+from ccl_health import CclHealthError, helptext, outputs, resources
+from ccl_health.db import aborted
+from ccl_health.db import calibrate
+from ccl_health.evidence import node
+from ccl_health.db import recorder
+from ccl_health.db import store
+from ccl_health import summary
+from ccl_health.buildcache import resolve_mirror
 
 #: the checkout, or the installed copy of its folders (:mod:`.resources`)
 REPO = resources.root()
@@ -213,7 +218,7 @@ def _run_reframe(cmd, env, stage=None, out=None):
     jobs), wait for it, then stop whatever this run started and is still
     running.  Returns (exit code, the signal's name or None)."""
     import threading
-    from .progress import Progress
+    from ccl_health.progress import Progress
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True,
                             stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
@@ -319,7 +324,9 @@ def cmd_calibrate(args):
 
 
 def cmd_db(args):
-    from . import queries, report, verdict
+    from ccl_health import report
+    from ccl_health.db import queries
+    from ccl_health.judge import verdicts as verdict
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
     with store.open_store(args.db, readonly=args.db_cmd != 'ingest') as db:
@@ -383,7 +390,7 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from .history import detect
+            from ccl_health.db.history import detect
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             cases = db.cases()
@@ -440,7 +447,7 @@ def cmd_init_site(args):
 
 
 def main(argv=None):
-    from .report import DEFAULT_TREND_SIZES
+    from ccl_health.report import DEFAULT_TREND_SIZES
     argv = list(sys.argv[1:] if argv is None else argv)
     # the scripts name themselves (``--prog scripts/report db ...``): the
     # usage and error lines say the command the user typed

@@ -16,7 +16,7 @@ import sys
 
 
 def _cli(prefix, argv):
-    from .cli import main
+    from ccl_health.cli import main
     return main(prefix + list(sys.argv[1:] if argv is None else argv))
 
 
@@ -47,15 +47,15 @@ def check(argv=None):
     2 COULD-NOT-CHECK.  The hook itself never raises; this keeps the
     contract when it cannot even be imported (never a reason to drain)."""
     try:
-        from .health import main
+        from ccl_health.hook.check import main
     except BaseException as err:      # noqa: B902 (the contract first)
         print(f'COULD-NOT-CHECK: {sys.executable} cannot import '
-              f'ccl_health.health: {type(err).__name__}: {err}')
+              f'ccl_health.hook.check: {type(err).__name__}: {err}')
         return 2
     return main(sys.argv[1:] if argv is None else argv)
 
 
 def explain(argv=None):
-    from . import explain as mod
+    from ccl_health import explain as mod
     mod.PROG = 'ccl-health-explain'
     return mod.main(sys.argv[1:] if argv is None else argv)

@@ -8,8 +8,8 @@ the GPUs), tells them apart by their content, and prints
 the sizes and bus bandwidth read, the transport the logs prove, the
 versions found and, given a reference (``--system`` / ``--partition`` or
 ``--reference``), the verdict, judged like the suite's own runs
-(:func:`ccl_health.verdict.judge_sweep`): PASS only with complete positive
-evidence.  Exit status: :func:`ccl_health.verdict.exit_code` of the
+(:func:`ccl_health.judge.verdicts.judge_sweep`): PASS only with complete positive
+evidence.  Exit status: :func:`ccl_health.judge.verdicts.exit_code` of the
 verdict; 2 for an unreadable or unrecognisable file.
 """
 
@@ -18,11 +18,15 @@ import inspect
 import json
 import sys
 
-from . import TRANSPORTS, CclHealthError
-from . import collectives, nccltests, reference, resources, transport
-from . import verdict as V
-from .units import format_size
-from .helptext import Formatter
+from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health import resources
+from ccl_health.evidence import collectives
+from ccl_health.evidence import nccltests
+from ccl_health.judge import reference
+from ccl_health.evidence import debuglog as transport
+from ccl_health.judge import verdicts as V
+from ccl_health.units import format_size
+from ccl_health.helptext import Formatter
 
 def default_reference_dir():
     return resources.reference_dir()
@@ -33,7 +37,7 @@ def classify(text, path):
     nccl-tests / rccl-tests JSON file), ``'output'`` (a text output, maybe
     with NCCL lines in it), ``'log'`` (an NCCL/RCCL debug log), or raise."""
     if text.lstrip().startswith('{"phase"'):
-        return 'nodestate'       # python -m ccl_health.nodestate --watch
+        return 'nodestate'       # python -m ccl_health.evidence.nodestate --watch
     if nccltests.looks_like_json(text):
         return 'json'
     res = nccltests.parse_text(text)
@@ -249,8 +253,8 @@ def _node_state(watched, v, reason):
     judges it; and the causes it shows."""
     if not watched:
         return v, reason, None
-    from .nodestate.__main__ import read_watch
-    from .nodestate.diagnose import contention, diagnose
+    from ccl_health.evidence.nodestate.__main__ import read_watch
+    from ccl_health.evidence.nodestate.diagnose import contention, diagnose
     states = read_watch(watched[0][0])
     all_states = [states.get('before'), *states.get('samples', []),
                   states.get('after')]

@@ -35,7 +35,7 @@ import io
 import os
 from typing import Optional
 
-from . import CclHealthError
+from ccl_health import CclHealthError
 
 #: the patterns the suite ships (package data)
 SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -48,7 +48,7 @@ COLUMNS = ('routine', 'num_samples', 'datatype', 'nranks', 'ALGO',
            'PROTOCOL', 'TOTALBYTES', 'TIME_FOR_EACH_NCCL_COMM_CALL_MICROSEC')
 
 #: NCCL routine (as logged, lower case, no '_') -> the collective's name in
-#: the suite (ccl_health.collectives)
+#: the suite (ccl_health.evidence.collectives)
 ROUTINES = {
     'allreduce': 'all_reduce', 'allgather': 'all_gather',
     'reducescatter': 'reduce_scatter', 'broadcast': 'broadcast',

@@ -18,7 +18,7 @@ import os
 import re
 import time
 
-from .units import format_size
+from ccl_health.units import format_size
 
 _STEP = re.compile(r'^ccl-health: (.+?): ([\w.-]+)$')
 _DONE = re.compile(r'^ccl-health: (.+?) (installed in|is cached at) ')

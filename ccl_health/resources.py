@@ -53,7 +53,7 @@ def root():
         return DATA
     # an incomplete install: name what is missing rather than fail later
     # on some path below it
-    from . import CclHealthError
+    from ccl_health import CclHealthError
     raise CclHealthError(
         f'the suite\'s own files are missing: neither {PACKAGE_PARENT} (a '
         f'checkout) nor {DATA} (an installed package) has config/settings.py, '

@@ -6,10 +6,10 @@ import json
 import os
 from typing import List
 
-from . import CclHealthError
-from .reference import busbw_perfvalues
-from .units import format_size
-from .verdict import Verdict, exit_code
+from ccl_health import CclHealthError
+from ccl_health.judge.reference import busbw_perfvalues
+from ccl_health.units import format_size
+from ccl_health.judge.verdicts import Verdict, exit_code
 
 
 @dataclasses.dataclass
@@ -101,7 +101,7 @@ def _failed_fixtures(testcases):
     """{unique name: one-line cause} of the fixtures (builds) that failed in
     this run, or could not run because a build they need failed (libfabric
     failed, so the plugin never built: both count)."""
-    from .buildcache import failure_line
+    from ccl_health.buildcache import failure_line
     failed = {}
     for tc in testcases:
         if tc.get('fixture') and tc.get('result') == 'fail':

@@ -2,7 +2,7 @@
 
 import re
 
-from . import CclHealthError
+from ccl_health import CclHealthError
 
 _FACTORS = {'': 1, 'b': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30,
             't': 1 << 40}

@@ -15,7 +15,7 @@ two variants of one test, the same names either way."""
 import reframe as rfm
 from reframe.core.builtins import parameter
 
-from ccl_health.collectives import SWEPT
+from ccl_health.evidence.collectives import SWEPT
 from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
 from ccl_health.rfm.sweep import sweep_base
 
@@ -48,7 +48,7 @@ class AllReduceAlgoSweep(PluginBuildMixin, SweepBase):
 @rfm.simple_test
 class CollectiveSweep(SweepBase):
     """Every other collective of nccl-tests / rccl-tests, each with its own
-    busbw factor (the program computes it; ccl_health.collectives says
+    busbw factor (the program computes it; ccl_health.evidence.collectives says
     which), reference and transport proof.
 
     Not in the nightly run, on purpose (``--mode collectives``,

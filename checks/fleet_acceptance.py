@@ -25,8 +25,8 @@ from reframe.core.builtins import (run_after, run_before, sanity_function,
 
 from ccl_health import resources
 from ccl_health.fleet.run import exit_code, summary_text
-from ccl_health.sysconfig import partition_gpus
-from ccl_health.verdict import Verdict, worst
+from ccl_health.sitedata.sysconfig import partition_gpus
+from ccl_health.judge.verdicts import Verdict, worst
 
 REPO = resources.PACKAGE_PARENT
 SLURM = ('slurm', 'squeue')
@@ -46,7 +46,7 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
     #: set by ``--mode acceptance`` for every check; the fleet is strict
     #: whatever it says (only an all-healthy partition passes)
     acceptance = variable(bool, value=True)
-    #: the verdict (a ccl_health.verdict name) and its line
+    #: the verdict (a ccl_health.judge.verdicts name) and its line
     verdict = variable(str, value='')
     verdict_reason = variable(str, value='')
     num_tasks_per_node = 1

@@ -8,7 +8,7 @@ sweep; the NCCL runs are proven from NCCL's debug log like the sweep's."""
 import reframe as rfm
 from reframe.core.builtins import parameter
 
-from ccl_health.collectives import TORCH_DEFAULT
+from ccl_health.evidence.collectives import TORCH_DEFAULT
 from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
 from ccl_health.rfm.framework import (MpiFirstCallBase, PatternReplayBase,
                                       TorchBandwidthBase, TorchFirstCallBase,

@@ -4,7 +4,7 @@
     reframe -C config/settings.py --mode health --distribute=all -r
 
 The job runs the same hook a node health checker calls
-(``python -m ccl_health.health``) with the site's nccl-tests / rccl-tests,
+(``python -m ccl_health.hook``) with the site's nccl-tests / rccl-tests,
 or the ones built here (:mod:`ccl_health.rfm.binaries`)."""
 
 import json
@@ -19,9 +19,9 @@ from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
 from ccl_health import resources, shell
-from ccl_health import site as site_data
+from ccl_health.sitedata import site as site_data
 from ccl_health.rfm import binaries
-from ccl_health.sysconfig import partition_gpus
+from ccl_health.sitedata.sysconfig import partition_gpus
 
 #: what the job's PYTHONPATH needs to import this ccl_health
 REPO = resources.PACKAGE_PARENT
@@ -37,7 +37,7 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
     size = variable(str, value='1G')
     #: how the hook starts its ranks inside the job
     hook_launcher = variable(str, value='')
-    #: the hook's verdict (ccl_health.verdict name) and its line, from the
+    #: the hook's verdict (ccl_health.judge.verdicts name) and its line, from the
     #: hook's --json detail: what the main command records
     verdict = variable(str, value='')
     verdict_reason = variable(str, value='')
@@ -63,7 +63,7 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
             'mpirun --bind-to none -np')
         self.executable = sys.executable
         self.executable_opts = [
-            '-m', 'ccl_health.health', '--limit', str(self.limit),
+            '-m', 'ccl_health.hook', '--limit', str(self.limit),
             '--size', self.size, '--system', self.current_system.name,
             '--partition', self.current_partition.name,
             '--tests-prefix', self.binaries_prefix(),

@@ -2,7 +2,7 @@
 (``config/common.py``) plus one file per system, ``config/systems/*.py``,
 each defining ``system`` and ``environments``: a new site is a new file.
 ReFrame tries the systems in file-name order, a system matching any host
-(``local``) last (:mod:`ccl_health.sysconfig`).  Output locations follow
+(``local``) last (:mod:`ccl_health.sitedata.sysconfig`).  Output locations follow
 ``CCL_HEALTH_OUTPUT`` (default ``./ccl-health-output`` in the directory
 ``reframe`` was started in, not ``config/``: :mod:`ccl_health.outputs`);
 loading this file creates nothing."""
@@ -15,7 +15,7 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from ccl_health import sysconfig  # noqa: E402
+from ccl_health.sitedata import sysconfig  # noqa: E402
 
 _common = sysconfig.load_file(os.path.join(_HERE, 'common.py'))
 _systems = [sysconfig.load_file(path)

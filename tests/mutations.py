@@ -80,7 +80,7 @@ def lines(text):
 
 def row_indexes(text):
     """Line numbers of the table rows (NCCL log lines left out)."""
-    from ccl_health import nccltests
+    from ccl_health.evidence import nccltests
     out = []
     for i, ln in enumerate(lines(text)):
         if _NCCL_LOG.search(ln):
@@ -129,7 +129,7 @@ def _replace_field(line, k, value):
     width."""
     spans = [m.span() for m in re.finditer(r'\S+', line)]
     # skip the prefix: the row starts at the first field that is the size
-    from ccl_health import nccltests
+    from ccl_health.evidence import nccltests
     body = nccltests.strip_prefixes(line)
     skip = len(spans) - len(body.split())
     a, b = spans[skip + k]
@@ -140,7 +140,7 @@ def _replace_field(line, k, value):
 def _measure_fields(line):
     """Field numbers (in the row) of the measurement groups: ``[(time,
     algbw, busbw, check), ...]``."""
-    from ccl_health import nccltests
+    from ccl_health.evidence import nccltests
     toks = nccltests.strip_prefixes(line).split()
     n = len(toks) - 3
     nkeys = n % 4
@@ -183,7 +183,7 @@ def set_wrong(text, row, n=3, group=0):
 
 
 def nccltests_row(line):
-    from ccl_health import nccltests
+    from ccl_health.evidence import nccltests
     return nccltests.strip_prefixes(line.rstrip('\n'))
 
 

@@ -16,7 +16,8 @@ import types
 
 import pytest
 
-from ccl_health import buildcache, site as site_data
+from ccl_health import buildcache
+from ccl_health.sitedata import site as site_data
 from conftest import REPO
 
 MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')

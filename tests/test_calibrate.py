@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from ccl_health import cli, reference
+from ccl_health import cli
+from ccl_health.judge import reference
 from conftest import REPO
 
 REPORT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'suite-run',

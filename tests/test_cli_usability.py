@@ -11,8 +11,10 @@ import sys
 
 import pytest
 
-from ccl_health import cli, progress, queries, store
-from ccl_health.verdict import Verdict
+from ccl_health import cli, progress
+from ccl_health.db import queries
+from ccl_health.db import store
+from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
 
 SCRIPTS = os.path.join(REPO, 'scripts')

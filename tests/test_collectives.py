@@ -1,4 +1,4 @@
-"""Bus-bandwidth factors and ideal busbw (ccl_health.collectives), checked
+"""Bus-bandwidth factors and ideal busbw (ccl_health.evidence.collectives), checked
 against the nccl-tests outputs captured on 2x H200."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import CAPTURE
 from ccl_health import CclHealthError
-from ccl_health import collectives as C
+from ccl_health.evidence import collectives as C
 
 
 def captured(case):

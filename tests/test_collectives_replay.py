@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ccl_health.collectives import SWEPT
+from ccl_health.evidence.collectives import SWEPT
 from conftest import REPO
 from test_reframe_replay import make_site, verdict_lines
 

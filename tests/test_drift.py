@@ -13,7 +13,12 @@ import sqlite3
 
 import pytest
 
-from ccl_health import health, history, nccltests, queries, recorder, store
+from ccl_health.hook import check as health
+from ccl_health.db import history
+from ccl_health.evidence import nccltests
+from ccl_health.db import queries
+from ccl_health.db import recorder
+from ccl_health.db import store
 from conftest import REPO
 
 DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift')

@@ -179,7 +179,7 @@ def test_damaged_outputs(tmp_path):
 
 
 def test_rccl_tests_json_lines_alone_and_with_stdout(tmp_path):
-    from ccl_health import nccltests
+    from ccl_health.evidence import nccltests
     out, js, *logs = files(*INTRA)
     jl = tmp_path / 'rccl.json'
     jl.write_text(M.rccl_json_lines(nccltests.parse_text(open(out).read())))

@@ -82,7 +82,7 @@ def test_sweep_ingest_calibrate_explain(tmp_path, case):
                        env=env, cwd=REPO, capture_output=True, text=True,
                        timeout=300)
     line = verdict_lines(p.stdout)['intra']
-    from ccl_health import store
+    from ccl_health.db import store
     with store.open_store(str(db), readonly=True) as s:
         [recorded] = s.cases()
     if good(case):
@@ -145,7 +145,7 @@ def test_health_hook(tmp_path, case):
     for var in ('CUDA_VISIBLE_DEVICES', 'CCL_HEALTH_SYSTEM',
                 'CCL_HEALTH_PARTITION', 'CCL_HEALTH_CHECK_LIMIT'):
         env.pop(var, None)
-    p = subprocess.run([sys.executable, '-m', 'ccl_health.health',
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.hook',
                         '--tests-prefix', REPLAY, '--launcher',
                         os.path.join(FAKE, 'launch'), '--repeats', '1'],
                        env=env, capture_output=True, text=True, timeout=120)

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from ccl_health import CclHealthError, site as site_data
+from ccl_health import CclHealthError
+from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import cli, slurm
 from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Fleet, Step, exit_code
@@ -45,7 +46,7 @@ def test_simulated_run_writes_summary_page_and_records(tmp_path):
     assert '<svg' in page and 'n5 - n9' in page and 'straggler' in page
     assert json.loads((run_dir / 'fleet.json').read_text())['bad'] == s['bad']
     assert 'BAD n3' in p.stdout and 'fleet: round 1 nodes' in p.stderr
-    from ccl_health import store
+    from ccl_health.db import store
     with store.open_store(str(tmp_path / 'out' / 'ccl-health.db'),
                           readonly=True) as db:
         rows = db.cases()

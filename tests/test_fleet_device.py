@@ -8,10 +8,10 @@ import statistics
 
 import pytest
 
-from ccl_health import nccltests
+from ccl_health.evidence import nccltests
 from ccl_health.fleet import simulate
 from ccl_health.fleet.run import Raw, Step, judge_step
-from ccl_health.verdict import Verdict
+from ccl_health.judge.verdicts import Verdict
 
 HERE = os.path.join(os.path.dirname(__file__), 'fixtures', 'device', 'fleet')
 

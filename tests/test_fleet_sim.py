@@ -11,7 +11,7 @@ from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Fleet, Raw, exit_code, judge_node, \
     judge_step, Step
 from ccl_health.fleet.simulate import SimScheduler, startup_seconds
-from ccl_health.verdict import Verdict
+from ccl_health.judge.verdicts import Verdict
 
 
 def names(n):

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from ccl_health import patterns
-from ccl_health.site import shell_value
+from ccl_health.sitedata.site import shell_value
 from conftest import REPO
 from test_reframe_replay import make_site
 
@@ -251,7 +251,7 @@ def reference_with_torch_all_gather(tmp_path):
     """The shipped reference + an entry for the torch all_gather that the
     stand-in replays (none is shipped: without one the case is
     no-reference, never a pass)."""
-    from ccl_health import reference
+    from ccl_health.judge import reference
     refdir = tmp_path / 'reference'
     refdir.mkdir()
     text = open(os.path.join(REPO, 'reference', 'local.yaml')).read()

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from ccl_health import health, store
+from ccl_health.hook import check as health
+from ccl_health.db import store
 from conftest import REPO
 
 FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
@@ -34,7 +35,7 @@ def hook(tmp_path, *args, env=None, path_fake=True):
         e['PATH'] = '/usr/bin:/bin'
     e.update(env or {})
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, '-m', 'ccl_health.health',
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.hook',
                         '--tests-prefix', REPLAY, '--launcher',
                         os.path.join(FAKE, 'launch'),
                         '--json', str(tmp_path / 'detail.json')] + list(args),
@@ -45,7 +46,7 @@ def hook(tmp_path, *args, env=None, path_fake=True):
 
 
 def ref_1g():
-    from ccl_health import reference
+    from ccl_health.judge import reference
     e = reference.load_for_system(os.path.join(REPO, 'reference'),
                                   'local').lookup('gpu', 'intra',
                                                   'all_reduce', 1, 2)

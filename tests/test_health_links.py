@@ -12,8 +12,10 @@ import shutil
 
 import pytest
 
-from ccl_health import links, reference, store
-from ccl_health.verdict import Verdict, judge_links
+from ccl_health.evidence import links
+from ccl_health.judge import reference
+from ccl_health.db import store
+from ccl_health.judge.verdicts import Verdict, judge_links
 from conftest import REPO
 from test_health_hook import hook
 

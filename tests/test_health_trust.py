@@ -2,7 +2,7 @@
 every error of its own is exactly one line ``COULD-NOT-CHECK: ...`` with
 exit 2, HEALTHY needs complete positive evidence, and output faults of
 nccl-tests on the node are UNHEALTHY naming them.  Through the real CLI
-(``python -m ccl_health.health`` and ``scripts/ccl-health-check``) with the
+(``python -m ccl_health.hook`` and ``scripts/ccl-health-check``) with the
 stand-ins of tests/replay (fake nvidia-smi, launcher, replayed nccl-tests);
 damaged outputs are the real capture tests/fixtures/device/cap/intra with
 one mutation each."""
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ccl_health import store
+from ccl_health.db import store
 from conftest import REPO
 
 FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
@@ -44,7 +44,7 @@ def environ(tmp_path, env=None):
 
 def hook(tmp_path, *args, env=None, cmd=None):
     """(exit code, the one line, stderr) of the hook; asserts ONE line."""
-    cmd = cmd or [sys.executable, '-m', 'ccl_health.health']
+    cmd = cmd or [sys.executable, '-m', 'ccl_health.hook']
     p = subprocess.run(cmd + ['--tests-prefix', REPLAY, '--launcher',
                               os.path.join(FAKE, 'launch'),
                               '--json', str(tmp_path / 'detail.json')]
@@ -359,7 +359,7 @@ def _site_health(tmp_path, **health):
 
 def _bare_hook(tmp_path, *args, env=None):
     """The hook without the --launcher / --tests-prefix of hook()."""
-    p = subprocess.run([sys.executable, '-m', 'ccl_health.health',
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.hook',
                         '--tests-prefix', REPLAY, *args],
                        env=environ(tmp_path, env), capture_output=True,
                        text=True, timeout=120)
@@ -551,7 +551,9 @@ def test_wrapper_when_the_package_does_not_import(tmp_path):
     tree = _tree(tmp_path)
     (tree / 'ccl_health').mkdir()
     (tree / 'ccl_health' / '__init__.py').write_text('def (:\n')
-    (tree / 'ccl_health' / 'health.py').write_text('')
+    (tree / 'ccl_health' / 'hook').mkdir()
+    (tree / 'ccl_health' / 'hook' / '__init__.py').write_text('')
+    (tree / 'ccl_health' / 'hook' / 'check.py').write_text('')
     venv = tree / '.venv' / 'bin'
     venv.mkdir(parents=True)
     os.symlink(sys.executable, venv / 'python')
@@ -562,7 +564,7 @@ def test_wrapper_when_the_package_does_not_import(tmp_path):
     assert p.returncode == 2, (p.stdout, p.stderr)
     [line] = p.stdout.splitlines()
     assert line.startswith(f'COULD-NOT-CHECK: {venv}/python '
-                           f'(ccl_health.health) ended with exit 1 and no '
+                           f'(ccl_health.hook.check) ended with exit 1 and no '
                            f'verdict line: SyntaxError'), line
     assert 'Traceback' in p.stderr          # kept on stderr for a person
 
@@ -572,7 +574,9 @@ def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
     tree = _tree(tmp_path)
     (tree / 'ccl_health').mkdir()
     (tree / 'ccl_health' / '__init__.py').write_text('')
-    (tree / 'ccl_health' / 'health.py').write_text(
+    (tree / 'ccl_health' / 'hook').mkdir()
+    (tree / 'ccl_health' / 'hook' / '__init__.py').write_text('')
+    (tree / 'ccl_health' / 'hook' / 'check.py').write_text(
         'def main(argv):\n    print("all good")\n    return 0\n')
     venv = tree / '.venv' / 'bin'
     venv.mkdir(parents=True)
@@ -622,7 +626,7 @@ def _processes_with(text):
 # -- the node's GPUs as its tools list them -----------------------------------
 
 def test_nvidia_smi_query_as_the_real_one_prints_it():
-    from ccl_health import node
+    from ccl_health.evidence import node
     # captured on an H100 (nvidia-smi 580.159.04)
     out = ('0, GPU-63536d13-c7f6-4b78-6145-e06e786e4c2b, NVIDIA H100 80GB '
            'HBM3, 9.0, 580.159.04\n')
@@ -680,14 +684,14 @@ Agent 4
 
 
 def test_rocminfo_agents():
-    from ccl_health import node
+    from ccl_health.evidence import node
     assert node.parse_rocminfo(ROCMINFO) == [
         ('gfx90a', 'GPU-4e7c6e8b3a0f1c2d'), ('gfx90a', 'GPU-9b1d00c2f3a4e5d6'),
         ('gfx1036', '')]
 
 
 def test_amd_visible_devices_layers():
-    from ccl_health import node
+    from ccl_health.evidence import node
     gpus = node.Gpus('amd', 4, 'gfx90a', 'gfx90a', uuids=[
         'GPU-4e7c6e8b3a0f1c2d', 'GPU-9b1d00c2f3a4e5d6', 'GPU-aa', 'GPU-bb'])
     # ROCR first (node indices or UUIDs), then HIP indices within it
@@ -703,7 +707,8 @@ def test_amd_visible_devices_layers():
 
 
 def test_probe_environment_names_the_probe_gpus():
-    from ccl_health import health, node
+    from ccl_health.hook import check as health
+    from ccl_health.evidence import node
     nv = node.Gpus('nvidia', 2, uuids=[UUID0, UUID1])
     vis = node.visible_gpus(nv, {'CUDA_VISIBLE_DEVICES': f'{UUID1},{UUID0}'})
     p = health.Probe((0,), 1, tokens=(UUID0,))

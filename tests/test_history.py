@@ -8,7 +8,12 @@ import random
 
 import pytest
 
-from ccl_health import history, nccltests, queries, recorder, reference, store
+from ccl_health.db import history
+from ccl_health.evidence import nccltests
+from ccl_health.db import queries
+from ccl_health.db import recorder
+from ccl_health.judge import reference
+from ccl_health.db import store
 from conftest import CAPTURE, REPO, read
 
 T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
@@ -85,7 +90,7 @@ def test_calibrate_and_history_share_one_noise_rule(monkeypatch):
     from the one function, Baseline.allowed_drop: a value the calibrated
     tolerance allows is not a drop for the history with the same k, one
     below it is."""
-    from ccl_health import calibrate
+    from ccl_health.db import calibrate
     calls = []
     real = history.Baseline.allowed_drop
 
@@ -277,7 +282,7 @@ def test_device_record_attribution(device_records, tmp_path):
 
 def test_calibrate_from_the_store_widens_noisy_sizes(tmp_path):
     import shutil
-    from ccl_health import calibrate
+    from ccl_health.db import calibrate
     path = tmp_path / 'hist.db'
     shutil.copy(DEVICE_DB, path)
     with store.open_store(str(path)) as s:

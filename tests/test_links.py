@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from ccl_health import links, reference
-from ccl_health.verdict import Verdict, judge_links
+from ccl_health.evidence import links
+from ccl_health.judge import reference
+from ccl_health.judge.verdicts import Verdict, judge_links
 from conftest import REPO
 
 
@@ -165,7 +166,8 @@ def test_peer_copy_reads():
 
 
 def test_site_links_keys(tmp_path):
-    from ccl_health import CclHealthError, site
+    from ccl_health import CclHealthError
+    from ccl_health.sitedata import site
     text = open(os.path.join(REPO, 'site', 'local.yaml')).read()
     good = text.replace('  partition: gpu\n', '  partition: gpu\n  links: '
                         '/opt/x/ccl-health-links\n  nvbandwidth: /opt/nvb\n')

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from ccl_health import collectives, nccltests
+from ccl_health.evidence import collectives
+from ccl_health.evidence import nccltests
 from conftest import REPO, read
 
 PUB = os.path.join(REPO, 'tests', 'fixtures', 'published')
@@ -89,7 +90,7 @@ def test_four_gpu_health_hook_checked_every_pair():
 
 
 def test_four_gpu_records_in_the_database():
-    from ccl_health import store
+    from ccl_health.db import store
     import shutil
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ccl_health.verdict import Verdict, exit_code
+from ccl_health.judge.verdicts import Verdict, exit_code
 from conftest import REPO
 
 HERE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'merged-hook')

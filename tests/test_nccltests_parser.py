@@ -3,7 +3,8 @@
 
 import pytest
 
-from ccl_health import CclHealthError, nccltests
+from ccl_health import CclHealthError
+from ccl_health.evidence import nccltests
 
 
 def test_json_and_text_agree_on_the_intra_sweep(capture):

@@ -1,4 +1,4 @@
-"""The node state (ccl_health.nodestate) without a GPU: the causes
+"""The node state (ccl_health.evidence.nodestate) without a GPU: the causes
 (diagnose) on states built field by field, the XID parser, the amdsmi
 reader, the recorder / replayer round trip, the hook's cause-first line, the
 sweep's `contended`, the history baseline leaving `contended` out.  The
@@ -11,10 +11,12 @@ import types
 
 import pytest
 
-from ccl_health import history, nodestate, recorder
-from ccl_health.nodestate import (GIB, GpuState, Link, NodeState, Process,
+from ccl_health.db import history
+from ccl_health.evidence import nodestate
+from ccl_health.db import recorder
+from ccl_health.evidence.nodestate import (GIB, GpuState, Link, NodeState, Process,
                                   amd, nvml, xid)
-from ccl_health.nodestate.diagnose import (Cause, contention, diagnose,
+from ccl_health.evidence.nodestate.diagnose import (Cause, contention, diagnose,
                                            MEMORY_HELD_FRACTION)
 
 
@@ -315,12 +317,12 @@ def test_amdsmi_reader_on_documented_answers():
 # -- the hook: the cause first ----------------------------------------------
 
 def hook_result(code, line, verdict):
-    from ccl_health import health
+    from ccl_health.hook import check as health
     return health.HookResult(code, line, [], 1.0, 1, verdict, 'local', 'gpu')
 
 
 def test_hook_names_the_cause_first():
-    from ccl_health import health
+    from ccl_health.hook import check as health
     p = Process(4242, 'python3', 12 * GIB)
     busy = node(gpu(0), gpu(1, processes=[p], memory_used=int(12.5 * GIB)))
     res = health.with_node_state(hook_result(
@@ -403,7 +405,7 @@ def test_node_state_recorded_with_the_case():
 def test_store_keeps_the_node_state(tmp_path):
     """The check records the case with its node state; the run report's
     later update of the same case (its job variables only) keeps it."""
-    from ccl_health import store
+    from ccl_health.db import store
     env = {'NCCL_DEBUG': 'INFO', **recorder.node_state_env(
         {'before': node(gpu(0)), 'samples': [], 'after': node(gpu(0))})}
     with store.open_store(str(tmp_path / 'db')) as db:
@@ -420,7 +422,8 @@ def test_store_keeps_the_node_state(tmp_path):
 
 def test_site_health_settings_of_the_node_state(tmp_path):
     import yaml
-    from ccl_health import CclHealthError, site
+    from ccl_health import CclHealthError
+    from ccl_health.sitedata import site
     from conftest import REPO
     import os
     doc = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))
@@ -442,9 +445,9 @@ def test_watch_writes_before_samples_after_until_sigterm(tmp_path):
     import sys
     import time
     from conftest import REPO
-    from ccl_health.nodestate.__main__ import read_watch
+    from ccl_health.evidence.nodestate.__main__ import read_watch
     out = tmp_path / 'w.jsonl'
-    p = subprocess.Popen([sys.executable, '-m', 'ccl_health.nodestate',
+    p = subprocess.Popen([sys.executable, '-m', 'ccl_health.evidence.nodestate',
                           '--watch', str(out), '--run-id', 'r1',
                           '--interval', '0.2'], cwd=REPO)
     deadline = time.monotonic() + 20

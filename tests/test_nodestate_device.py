@@ -10,10 +10,12 @@ import re
 
 import pytest
 
-from ccl_health import history, nodestate, store
-from ccl_health.nodestate import NodeState, nvml
-from ccl_health.nodestate.__main__ import read_watch
-from ccl_health.nodestate.diagnose import contention, diagnose
+from ccl_health.db import history
+from ccl_health.evidence import nodestate
+from ccl_health.db import store
+from ccl_health.evidence.nodestate import NodeState, nvml
+from ccl_health.evidence.nodestate.__main__ import read_watch
+from ccl_health.evidence.nodestate.diagnose import contention, diagnose
 from conftest import REPO
 
 F = os.path.join(REPO, 'tests', 'fixtures', 'device', 'nodestate')
@@ -128,7 +130,7 @@ def test_two_runs_at_once_see_each_others_ranks():
 def test_job_script_starts_and_stops_the_sampler():
     with open(os.path.join(F, 'sweeps', 'stage-busy', 'rfm_job.sh')) as fp:
         script = fp.read()
-    start = script.index('-m ccl_health.nodestate --watch '
+    start = script.index('-m ccl_health.evidence.nodestate --watch '
                          'ccl-health-nodestate.jsonl --run-id ')
     launch = script.index('all_reduce_perf')
     stop = script.index('kill -TERM "$ccl_health_watch"')
@@ -169,7 +171,7 @@ def test_sweep_verdicts_and_history_on_the_device_database():
     ('memhold', 1, 'GPU 0 in use by pid {hold} (python3, 56.5 GiB; '
                    'leftover process on an idle node: drain)')])
 def test_hook_lines_on_the_device(name, code, first):
-    from ccl_health import health
+    from ccl_health.hook import check as health
     who = pids('hook')
     with open(os.path.join(F, 'hook', f'hook-{name}.json')) as fp:
         d = json.load(fp)

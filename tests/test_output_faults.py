@@ -1,15 +1,15 @@
 """The fault matrix of the output judgement: every real capture under
 tests/fixtures x every way a run or a log collector damages its output
-(tests/mutations.py), through :func:`ccl_health.nccltests.parse` and
-:func:`ccl_health.verdict.judge_output`.  Only the unmutated complete
+(tests/mutations.py), through :func:`ccl_health.evidence.nccltests.parse` and
+:func:`ccl_health.judge.verdicts.judge_output`.  Only the unmutated complete
 capture with exit status 0 may be judged fine (``None``)."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mutations as M
-from ccl_health import nccltests
-from ccl_health.verdict import Verdict, judge_output
+from ccl_health.evidence import nccltests
+from ccl_health.judge.verdicts import Verdict, judge_output
 
 CAPTURES = M.complete_captures()
 IDS = [c[0] for c in CAPTURES]

@@ -1,4 +1,4 @@
-"""The drivers of the collective test programs (ccl_health.programs): the
+"""The drivers of the collective test programs (ccl_health.evidence.programs): the
 command line each one gets is one its pinned source accepts (read from the
 tarballs of ../shared/mirror), every collective the suite sweeps has its
 binary in the program's Makefile, and a run's outputs are read as the
@@ -14,9 +14,10 @@ import tarfile
 import pytest
 import yaml
 
-from ccl_health import CclHealthError, buildcache, programs
-from ccl_health import collectives as C
-from ccl_health import nccltests
+from ccl_health import CclHealthError, buildcache
+from ccl_health.evidence import programs
+from ccl_health.evidence import collectives as C
+from ccl_health.evidence import nccltests
 from conftest import CAPTURE, REPO
 
 MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
@@ -179,7 +180,7 @@ def test_health_hook_finds_the_program_of_its_gpus(tmp_path, monkeypatch):
     installation of it, else the newest complete build of it in the
     cache."""
     from types import SimpleNamespace
-    from ccl_health import health
+    from ccl_health.hook import check as health
     site = SimpleNamespace(build={'rccl_tests': {'prefix': '/opt/rt'}})
     assert health.find_tests_prefix(None, site, programs.RCCL_TESTS) == \
         '/opt/rt'

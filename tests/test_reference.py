@@ -6,9 +6,9 @@ import os
 import pytest
 import yaml
 
-from ccl_health import reference
-from ccl_health.calibrate import entry_from_sweeps
-from ccl_health.nccltests import parse_json
+from ccl_health.judge import reference
+from ccl_health.db.calibrate import entry_from_sweeps
+from ccl_health.evidence.nccltests import parse_json
 from conftest import CAPTURE, REPO, read
 
 GOOD = """

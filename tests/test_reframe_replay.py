@@ -174,7 +174,7 @@ def test_run_killed_midway_keeps_what_it_recorded(tmp_path):
     cases already read are in the performance database."""
     import signal
     import time
-    from ccl_health import store
+    from ccl_health.db import store
     out = tmp_path / 'out'
     db = tmp_path / 'db.sqlite'
     env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
@@ -217,7 +217,8 @@ def test_sigterm_midway_records_the_case_in_flight_as_aborted(tmp_path):
     left running."""
     import signal
     import time
-    from ccl_health import aborted, store
+    from ccl_health.db import aborted
+    from ccl_health.db import store
     out = tmp_path / 'out'
     db = tmp_path / 'db.sqlite'
     run_id = 'sigterm-test-run'
@@ -263,7 +264,7 @@ def test_failed_plugin_build_fails_only_the_plugin_transports(tmp_path):
     """The plugin does not build (its recipe's source is damaged): the
     plugin transports are build-failed (a failure: exit 1, in the verdict
     lines and the database), intra and net-socket still run and pass."""
-    from ccl_health import store
+    from ccl_health.db import store
     (tmp_path / 'own').mkdir()
     site = make_site(tmp_path / 'own')
     doc = yaml.safe_load(open(os.path.join(site, 'local.yaml')))

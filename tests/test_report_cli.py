@@ -15,8 +15,10 @@ import sys
 
 import pytest
 
-from ccl_health import CclHealthError, store, verdict
-from ccl_health.verdict import Verdict
+from ccl_health import CclHealthError
+from ccl_health.db import store
+from ccl_health.judge import verdicts as verdict
+from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
 
 REPORT = os.path.join(REPO, 'scripts', 'report')

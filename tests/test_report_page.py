@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from ccl_health import report, store
+from ccl_health import report
+from ccl_health.db import store
 from ccl_health.report import plots
 from conftest import REPO
 
@@ -135,7 +136,7 @@ def test_trend_dated_with_band_and_labelled_drop(mixed):
     with _open(mixed) as s:
         cases = report._cases_frame(s)
         df = report._frame(s, cases)
-        from ccl_health.history import detect
+        from ccl_health.db.history import detect
         findings = detect(s.records())
     assert any(f.kind == 'drop' and f.run_id == 'night-6' for f in findings)
     key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')

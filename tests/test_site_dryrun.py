@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ccl_health import transports
+from ccl_health.sitedata import transports
 from conftest import REPO
 
 pytest.importorskip('reframe')
@@ -141,7 +141,7 @@ def test_frontier_environment_per_transport(frontier):
     assert 'ofi' not in job(frontier, 'net-socket').lower().replace(
         'fi_', '')
     plug = exports(job(frontier, 'net-plugin'))
-    # quoted as site values are: all but ${NAME} (ccl_health.site)
+    # quoted as site values are: all but ${NAME} (ccl_health.sitedata.site)
     assert plug['LD_LIBRARY_PATH'].startswith('/cache/aws-ofi-rccl-17d41cb-')
     assert plug['LD_LIBRARY_PATH'].endswith(
         ':/opt/cray/libfabric/1.15.2.0/lib64:"${LD_LIBRARY_PATH}"')
@@ -346,7 +346,7 @@ def test_lumi_build_commands(lumi):
 def test_lumi_published_reference_is_the_gdr_sweeps(lumi):
     """LUMI's published figure (85 GB/s at 128 MiB, 2 nodes x 8 GCDs) is
     the reference of the GPUDirect all_reduce sweep, nothing else."""
-    from ccl_health import reference
+    from ccl_health.judge import reference
     ref = reference.load_for_system(os.path.join(REPO, 'reference'), 'lumi')
     e = ref.lookup('gpu', 'net-plugin-gdr', 'all_reduce', 2, 8)
     assert e.busbw == {128 << 20: 85.0} and e.tolerance == 0.05

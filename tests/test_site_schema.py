@@ -8,7 +8,10 @@ import subprocess
 import pytest
 import yaml
 
-from ccl_health import TRANSPORTS, CclHealthError, schemas, site, transports
+from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health.sitedata import schemas
+from ccl_health.sitedata import site
+from ccl_health.sitedata import transports
 from conftest import REPO
 
 SITE_DIR = os.path.join(REPO, 'site')
@@ -25,7 +28,7 @@ def test_schemas_are_valid_and_know_the_transports():
 
 def test_schemas_ship_with_the_package():
     toml = open(os.path.join(REPO, 'pyproject.toml')).read()
-    assert '"ccl_health.schemas"' in toml and '*.schema.json' in toml
+    assert '"ccl_health.sitedata.schemas"' in toml and '*.schema.json' in toml
     for name in ('site', 'reference'):
         with open(os.path.join(REPO, 'ccl_health', 'schemas',
                                f'{name}.schema.json')) as fp:
@@ -49,7 +52,9 @@ def test_shipped_health_blocks_name_a_gpu_partition(name):
     """Each site file's health block names a partition of its system's
     ReFrame configuration that has GPUs (the hook's node count and its
     reference key come from there)."""
-    from ccl_health import health, node, sysconfig
+    from ccl_health.hook import check as health
+    from ccl_health.evidence import node
+    from ccl_health.sitedata import sysconfig
     s = site.load(SITE_DIR, name)
     assert s.health is not None and s.health.launcher
     gpus = node.Gpus('nvidia', 2, 'x', 'sm_90')

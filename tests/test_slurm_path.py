@@ -97,7 +97,7 @@ def test_run_past_the_slurm_time_limit_is_a_hang(slurm, tmp_path):
     assert slurm_job(slurm, tc['jobid'])['JobState'] == 'TIMEOUT'
     # the check itself saw it, and the hang is in the performance database
     assert tc['verdict'] == 'hang'
-    from ccl_health import store
+    from ccl_health.db import store
     with store.open_store(str(tmp_path / 'out' / 'ccl-health.db')) as db:
         [case] = db.cases()
         assert case['verdict'] == 'hang' and 'DUE TO TIME LIMIT' in \

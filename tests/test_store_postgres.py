@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from ccl_health import history, recorder, store
+from ccl_health.db import history
+from ccl_health.db import recorder
+from ccl_health.db import store
 from conftest import CAPTURE, read
 
 psycopg = pytest.importorskip('psycopg')
@@ -75,7 +77,7 @@ def pg_url(tmp_path_factory):
 
 
 def _case(run, busbw, verdict='pass'):
-    from ccl_health import nccltests
+    from ccl_health.evidence import nccltests
     res = nccltests.parse_json(read(CAPTURE, 'intra', 'result.json'))
     sizes = recorder.sizes_from_sweep(res)
     for s in sizes:

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from ccl_health import CclHealthError, summary
+from ccl_health import CclHealthError
+from ccl_health import summary
 from conftest import REPO
 
 RUNS = os.path.join(REPO, 'tests', 'fixtures', 'device', 'suite-run', 'keep')
@@ -127,7 +128,8 @@ def test_device_sigterm_midway_case_is_rebuilt_from_its_stage(tmp_path):
     """What scripts/run recorded on the device after a SIGTERM in the middle
     of a real net-socket sweep (b.db), and the same record rebuilt here from
     the stage files the case left (b-stage)."""
-    from ccl_health import aborted, store
+    from ccl_health.db import aborted
+    from ccl_health.db import store
     with store.open_store(os.path.join(TRUST, 'b.db'), readonly=True) as db:
         [case] = db.cases()
         sizes = [r['size'] for r in db.records()]
@@ -156,7 +158,8 @@ def test_device_outputs_of_real_failures(name, verdict, words):
     status: a run with no visible device (CUDA_VISIBLE_DEVICES empty, or a
     UUID that is not there) is a crash naming CUDA's error; a complete
     one-rank run with -J is complete on its text and its JSON."""
-    from ccl_health import nccltests, verdict as V
+    from ccl_health.evidence import nccltests
+    from ccl_health.judge import verdicts as V
     d = os.path.join(TRUST, 'd')
     text = open(os.path.join(d, f'{name}.out')).read()
     rc = int(open(os.path.join(d, f'{name}.rc')).read().split('=')[1])
@@ -211,7 +214,7 @@ def test_device_complete_socket_sweep_on_one_gpu_is_judged_in_full():
 def test_device_build_failed_and_aborted_after_issue12():
     """The same proofs after the structure change: build-failed with the
     root build's own line, and a SIGTERM midway recorded as aborted."""
-    from ccl_health import store
+    from ccl_health.db import store
     log = open(os.path.join(TRUST2, 'logs', 'a-build-failed.log')).read()
     assert 'sha256 mismatch' in log and 'scripts/run exit: 1' in log
     with store.open_store(os.path.join(TRUST2, 'b.db'), readonly=True) as db:
@@ -223,7 +226,8 @@ def test_one_rule_for_a_size_against_its_reference():
     """The sweep's shortfalls and the size records of the database use one
     rule: below ref x (1 - tolerance), and a non-finite value is never
     within it (before, a nan size was recorded as 'pass')."""
-    from ccl_health import recorder, verdict as V
+    from ccl_health.db import recorder
+    from ccl_health.judge import verdicts as V
     for value, below in ((89.9, True), (90.0, False), (120.0, False),
                          (float('nan'), True), (float('inf'), True)):
         assert V.below_reference(value, 100.0, 0.10) is below

@@ -9,7 +9,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ccl_health import CclHealthError, transport
+from ccl_health import CclHealthError
+from ccl_health.evidence import debuglog as transport
 
 # -- helpers ------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from ccl_health import CclHealthError, transport
+from ccl_health import CclHealthError
+from ccl_health.evidence import debuglog as transport
 from conftest import CAPTURE
 
 

@@ -1,4 +1,4 @@
-"""The transport registry (ccl_health/transports.py): every module reads
+"""The transport registry (ccl_health/sitedata/transports.py): every module reads
 the same records (schemas, site files, the ReFrame parameters, the ideal
 bandwidth, the one-node switches), and ``net-ib``, NCCL's builtin
 InfiniBand / RoCE network, is proven from lines built from NCCL's own
@@ -8,8 +8,12 @@ import os
 
 import pytest
 
-from ccl_health import TRANSPORTS, CclHealthError, collectives as C
-from ccl_health import schemas, site, transport, transports
+from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health.evidence import collectives as C
+from ccl_health.sitedata import schemas
+from ccl_health.sitedata import site
+from ccl_health.evidence import debuglog as transport
+from ccl_health.sitedata import transports
 from conftest import REPO
 
 SITE_DIR = os.path.join(REPO, 'site')

@@ -18,7 +18,7 @@ python3 .dev-links/mkref.py reference /tmp/ref-ok $R/links-capture.txt 1 > /dev/
 cp /tmp/ref-ok/local.yaml $R/reference-local.yaml
 hook() {  # name
   local s=$(date +%s.%N)
-  CCL_HEALTH_REFERENCE_DIR=/tmp/ref-ok python3 -m ccl_health.health --tests-prefix /tmp/prefix --no-record --json $R/$1.json > $R/$1.line 2>$R/$1.err
+  CCL_HEALTH_REFERENCE_DIR=/tmp/ref-ok python3 -m ccl_health.hook --tests-prefix /tmp/prefix --no-record --json $R/$1.json > $R/$1.line 2>$R/$1.err
   local rc=$? e=$(date +%s.%N)
   printf '%s\texit %s\t%.2f s\t%s\n' "$1" "$rc" "$(python3 -c "print($e - $s)")" "$(cat $R/$1.line)" | tee -a $OUT/merged-hook.txt
 }

@@ -2,7 +2,7 @@
 # Issue 13 (node state, cause-first verdicts, `contended`) on ONE GPU, from
 # a copy of the repo (cwd) with the ReFrame wheels in $WHL and the
 # nccl-tests tarball in $MIRROR:
-#  1. NVML answers recorded (python -m ccl_health.nodestate --record): idle;
+#  1. NVML answers recorded (python -m ccl_health.evidence.nodestate --record): idle;
 #     with another process keeping the GPU busy (torch matmul loop); with
 #     another process holding ~70% of the GPU's memory; the reader timed
 #  2. the health hook (real NVML; the probes replayed from the 2xH200
@@ -44,7 +44,7 @@ start() { rm -f /tmp/ready-$1; python3 $B /tmp/ready-$1 "${@:2}" > $L/$1-proc.lo
 stop() { kill "$1"; wait "$1" 2>/dev/null; sleep 1; }
 
 # --- 1. NVML recorded, the reader timed ------------------------------------
-T python3 -m ccl_health.nodestate --record $K/idle.json --label idle > $L/idle-state.json 2> $L/idle.err
+T python3 -m ccl_health.evidence.nodestate --record $K/idle.json --label idle > $L/idle-state.json 2> $L/idle.err
 python3 - > $L/reader-timing.txt 2>&1 <<'PY'
 import time
 from ccl_health import nodestate
@@ -60,10 +60,10 @@ PY
 save
 
 hook() { local name=$1; shift
-  { echo "\$ ccl_health.health (fake probes, real NVML) $*";
+  { echo "\$ ccl_health.hook.check (fake probes, real NVML) $*";
     T env PATH=$SRC/tests/replay/fake-node:$PATH CCL_HEALTH_HOSTNAME=ci-test-host \
       CCL_HEALTH_XID_STATE=/tmp/xid-state CCL_HEALTH_DB=/tmp/hook.db \
-      $VPY -m ccl_health.health --tests-prefix $SRC/tests/replay \
+      $VPY -m ccl_health.hook --tests-prefix $SRC/tests/replay \
       --launcher $SRC/tests/replay/fake-node/launch --json $K/hook-$name.json "$@"
     echo "exit $?"; } > $L/hook-$name.txt 2>&1; }
 hook idle
@@ -95,8 +95,8 @@ save
 BUSY=$(start busy)
 echo "busy pid $BUSY" >> $L/pids.txt
 sleep 2
-T python3 -m ccl_health.nodestate --record $K/busy.json --label busy > /dev/null 2>&1
-python3 -m ccl_health.nodestate --record $K/busy.json --label busy-again --append > /dev/null 2>&1
+T python3 -m ccl_health.evidence.nodestate --record $K/busy.json --label busy > /dev/null 2>&1
+python3 -m ccl_health.evidence.nodestate --record $K/busy.json --label busy-again --append > /dev/null 2>&1
 hook busy
 sweep busy
 stop $BUSY
@@ -105,11 +105,11 @@ save
 # --- another process holding ~70% of the memory (idle) --------------------
 HOLD=$(start hold --hold 0.7 --idle)
 echo "hold pid $HOLD" >> $L/pids.txt
-T python3 -m ccl_health.nodestate --record $K/memhold.json --label memhold > /dev/null 2>&1
+T python3 -m ccl_health.evidence.nodestate --record $K/memhold.json --label memhold > /dev/null 2>&1
 hook memhold
 sweep memhold
 stop $HOLD
-T python3 -m ccl_health.nodestate --record $K/after.json --label after-all > /dev/null 2>&1
+T python3 -m ccl_health.evidence.nodestate --record $K/after.json --label after-all > /dev/null 2>&1
 save
 
 # --- two main runs at once --------------------------------------------------

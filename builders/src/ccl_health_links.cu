@@ -1,5 +1,5 @@
 /* ccl-health-links: the copy-engine bandwidth of every GPU pair of a node,
- * in one process (the node health hook's link check, ccl_health/health.py).
+ * in one process (the node health hook's link check, ccl_health/hook/check.py).
  *
  *   ccl-health-links [-b BYTES] [-n REPEATS] [-w WARMUP]
  *
@@ -12,7 +12,7 @@
  * copies from / to pinned memory instead.  The first and last 4 KiB of
  * every received buffer are checked against the sender's byte pattern.
  *
- * Output (parsed by ccl_health/links.py): header lines starting with '#',
+ * Output (parsed by ccl_health/evidence/links.py): header lines starting with '#',
  * one line per measured direction
  *
  *   SRC DST BYTES SECONDS GB/s     (SRC/DST: GPU index or "host";

@@ -22,11 +22,11 @@ import subprocess
 import sys
 from typing import Dict, List
 
-from .. import CclHealthError, outputs, resources, shell
-from .. import site as site_data
-from . import plan, report
-from .config import FleetConfig
-from .run import Fleet, exit_code, summary_text
+from ccl_health import CclHealthError, outputs, resources, shell
+from ccl_health.sitedata import site as site_data
+from ccl_health.fleet import plan, report
+from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.run import Fleet, exit_code, summary_text
 
 EXIT_ERROR = 2
 
@@ -196,7 +196,7 @@ class Programs:
 
     def _tests_dir(self):
         if self._tests is None:
-            from ..health import CouldNotCheck, find_tests_prefix
+            from ccl_health.hook.check import CouldNotCheck, find_tests_prefix
             try:
                 self._tests = os.path.join(find_tests_prefix(site=self.site),
                                            'bin')
@@ -252,7 +252,7 @@ def bound_seconds(cfg: FleetConfig, n: int) -> float:
 def allocate(args, argv, cfg, run_id, run_dir):
     """Outside an allocation: one ``salloc`` for the whole run, this
     command again inside it; the exit code comes from its fleet.json."""
-    from . import slurm
+    from ccl_health.fleet import slurm
     nodes, other = slurm.partition_nodes(args.partition, args.nodelist)
     if not nodes:
         where = f'partition {args.partition}' if args.partition else \
@@ -338,8 +338,8 @@ def _main(argv, prog):
         except (OSError, ValueError) as err:
             raise CclHealthError(f'{args.not_checked}: {err}') from None
     if args.simulate:
-        from .faults import FaultPlan
-        from .simulate import SimScheduler
+        from ccl_health.fleet.faults import FaultPlan
+        from ccl_health.fleet.simulate import SimScheduler
         if not args.nodelist:
             raise CclHealthError('--simulate needs --nodelist (the nodes)')
         try:
@@ -351,7 +351,7 @@ def _main(argv, prog):
                              tasks_per_node=cfg.tasks_per_node,
                              max_parallel=cfg.max_parallel, grace=cfg.grace)
     elif args.inside or os.environ.get('SLURM_JOB_ID'):
-        from . import slurm
+        from ccl_health.fleet import slurm
         nodes = slurm.hostnames(os.environ.get('SLURM_JOB_NODELIST', ''))
         if args.nodelist:
             wanted = set(slurm.hostnames(args.nodelist))

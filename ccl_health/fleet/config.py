@@ -1,13 +1,13 @@
 """The ``fleet`` block of a site file (``site/<system>.yaml``), with its
-defaults; the schema (``ccl_health/schemas/site.schema.json``) checks the
+defaults; the schema (``ccl_health/sitedata/schemas/site.schema.json``) checks the
 types, this fills the rest."""
 
 import dataclasses
 import math
 from typing import Dict, List, Optional
 
-from .. import CclHealthError
-from ..units import parse_size
+from ccl_health import CclHealthError
+from ccl_health.units import parse_size
 
 DEFAULT_NODE_PROBE = ['{suite}/scripts/ccl-health-check', '--json', '{json}']
 DEFAULT_STEP_PROBE = ['{tests}/all_reduce_perf', '-b', '{size}', '-e',
@@ -89,7 +89,7 @@ class FleetConfig:
                 raise CclHealthError('must be positive')
         except CclHealthError as err:
             raise CclHealthError(f'{path}: fleet.size: {err}') from None
-        from .. import transports
+        from ccl_health.sitedata import transports
         try:
             transports.get(cfg.transport)
         except CclHealthError as err:

@@ -2,14 +2,14 @@
 (the page: per-node busbw distribution with the outliers marked, the
 node-pair matrix or, for many nodes, the list of failed pairs, the rounds
 on a timeline; inline SVG, no plotting library), and one record per step
-in the performance database (:mod:`ccl_health.store`)."""
+in the performance database (:mod:`ccl_health.db.store`)."""
 
 import html
 import json
 import os
 from typing import List
 
-from ..verdict import Verdict
+from ccl_health.judge.verdicts import Verdict
 
 PAGE = 'fleet.html'
 SUMMARY = 'fleet.json'
@@ -191,7 +191,7 @@ def named_rows(s):
 def render(summary):
     import jinja2
     from markupsafe import Markup
-    from . import plan
+    from ccl_health.fleet import plan
     cfg = summary.get('config', {})
     b = plan.baseline(list(summary.get('node_busbw', {}).values()),
                       cfg.get('straggler_k', 3.0),
@@ -228,8 +228,8 @@ def write(summary, run_dir):
 
 
 def cases(summary, cfg) -> List:
-    """One :class:`~ccl_health.store.CaseRecord` per step of the run."""
-    from .. import store
+    """One :class:`~ccl_health.db.store.CaseRecord` per step of the run."""
+    from ccl_health.db import store
     run_id = f'fleet-{summary.get("run_id", "")}'
     out = []
     for r in summary['rounds']:
@@ -261,7 +261,7 @@ def cases(summary, cfg) -> List:
 
 
 def record(summary, db, cfg):
-    from .. import store
+    from ccl_health.db import store
     with store.open_store(db) as st:
         for case in cases(summary, cfg):
             st.add_case(case)

@@ -16,11 +16,11 @@ import math
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import nccltests
-from ..units import format_size
-from ..verdict import Verdict, judge_output
-from . import plan
-from .config import FleetConfig
+from ccl_health.evidence import nccltests
+from ccl_health.units import format_size
+from ccl_health.judge.verdicts import Verdict, judge_output
+from ccl_health.fleet import plan
+from ccl_health.fleet.config import FleetConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +129,7 @@ def judge_node(raw: Raw, limit: float):
 
 def judge_step(raw: Raw, size: int, limit: float):
     """``(verdict, reason, busbw)`` of one pair or group step: its nccl-tests
-    table judged by :func:`ccl_health.verdict.judge_output`."""
+    table judged by :func:`ccl_health.judge.verdicts.judge_output`."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     if raw.killed:

@@ -17,9 +17,9 @@ import heapq
 import math
 from typing import Dict, List
 
-from .. import nccltests
-from .faults import FaultPlan
-from .run import Raw, Step
+from ccl_health.evidence import nccltests
+from ccl_health.fleet.faults import FaultPlan
+from ccl_health.fleet.run import Raw, Step
 
 #: seconds of one node check (the health hook, 2 ranks, 1G): 2.3-2.6 s on
 #: 2xH200 (/work/shared/DEVICE.md, issue 14)

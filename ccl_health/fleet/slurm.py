@@ -13,8 +13,8 @@ import subprocess
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import CclHealthError
-from .run import Raw, Step
+from ccl_health import CclHealthError
+from ccl_health.fleet.run import Raw, Step
 
 #: sinfo's short states of a node that can take a step (a trailing ``*``,
 #: ``~``, ``#``, ``!``, ``%``, ``$``, ``@``, ``^``, ``-`` is a flag:

@@ -23,10 +23,11 @@ import os
 import re
 from typing import List
 
-from .. import CclHealthError, transports
-from ..history import HEALTHY, attribute, detect, kind_of, where_text
-from ..units import format_size, parse_size
-from ..verdict import FAILING, UNJUDGED, Verdict
+from ccl_health import CclHealthError
+from ccl_health.sitedata import transports
+from ccl_health.db.history import HEALTHY, attribute, detect, kind_of, where_text
+from ccl_health.units import format_size, parse_size
+from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
 
 #: verdicts marked on the trend plots: every failure or unjudged case that is
 #: not a measured value (those are plotted as values)
@@ -284,7 +285,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
     return (path of the page, terminal summary text).  ``sizes``: the trend
     sizes (``--sizes`` text, e.g. ``8,1M,1G`` or ``min,max``; default
     :data:`DEFAULT_TREND_SIZES`)."""
-    from . import plots
+    from ccl_health.report import plots
     wanted = parse_trend_sizes(sizes)
     os.makedirs(outdir, exist_ok=True)
     cases = _cases_frame(store)

@@ -4,7 +4,7 @@ so that nothing measured differently is mixed into a line or a median."""
 
 import io
 
-from ..units import format_size
+from ccl_health.units import format_size
 
 _BAND = dict(color='tab:green', alpha=0.18)
 
@@ -129,7 +129,7 @@ def trend_figure(grp, cases, key, size, findings):
     import matplotlib.dates as mdates
     import pandas as pd
     plt = _plt()
-    from . import SERIES
+    from ccl_health.report import SERIES
     k = dict(zip(SERIES, key))
     sub = grp[grp['size'] == size].sort_values('when')
     fig, ax = plt.subplots(figsize=(11, 3.0))
@@ -161,7 +161,7 @@ def trend_figure(grp, cases, key, size, findings):
             ax.annotate(run, (w, v), textcoords='offset points',
                         xytext=(6, 6), fontsize=7, color='tab:red',
                         rotation=15)
-    from . import BROKEN
+    from ccl_health.report import BROKEN
     mine = cases
     for col in SERIES:
         mine = mine[mine[col] == k[col]]

@@ -18,12 +18,14 @@ from reframe.core.exceptions import ReferenceParseError
 from ccl_health import resources
 resources.importable()      # the build recipes: the checkout's or shipped
 from builders.net_plugin import NetPluginBuild  # noqa: E402
-from ccl_health import CclHealthError, recorder, reference  # noqa: E402
-from ccl_health import transports as registry
-from ccl_health.aborted import CASE_FILE
-from ccl_health import site as site_data
-from ccl_health import sysconfig
-from ccl_health import transport as tproof
+from ccl_health import CclHealthError
+from ccl_health.db import recorder
+from ccl_health.judge import reference  # noqa: E402
+from ccl_health.sitedata import transports as registry
+from ccl_health.db.aborted import CASE_FILE
+from ccl_health.sitedata import site as site_data
+from ccl_health.sitedata import sysconfig
+from ccl_health.evidence import debuglog as tproof
 from ccl_health.units import parse_size
 
 #: what a job's PYTHONPATH needs to import this ccl_health (the checkout,
@@ -34,7 +36,7 @@ DEBUG_FILES = 'nccl-debug.%h.%p.log'
 #: own exit code is not known under every scheduler)
 EXIT_STATUS_FILE = 'ccl-health-exit-status'
 #: the node's state before, while and after the program ran
-#: (``python -m ccl_health.nodestate --watch``), one JSON line a reading
+#: (``python -m ccl_health.evidence.nodestate --watch``), one JSON line a reading
 NODE_STATE_FILE = 'ccl-health-nodestate.jsonl'
 
 
@@ -120,7 +122,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         node's state sampled around and while the program runs
         (:meth:`node_state_cmds`)."""
         run_id = getattr(self, 'run_id', '')
-        if run_id:       # marks the ranks as ours (ccl_health.nodestate)
+        if run_id:       # marks the ranks as ours (ccl_health.evidence.nodestate)
             env['CCL_HEALTH_RUN_ID'] = run_id
         env.update(self.extra_env)
         self.env_vars = {k: site_data.shell_value(v) for k, v in env.items()}
@@ -142,7 +144,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
     def node_state_cmds(self):
         """``(before, after)`` lines of the job script: start the node
-        state sampler (``python -m ccl_health.nodestate --watch``, this
+        state sampler (``python -m ccl_health.evidence.nodestate --watch``, this
         Python, every second, on the node the script runs on) and wait for
         its first reading; stop it after the program (it writes its last
         reading on SIGTERM).  A node without NVML / amdsmi gets "not
@@ -152,7 +154,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         py = quote(sys.executable or 'python3')
         start = [
             f'PYTHONPATH={quote(REPO)}${{PYTHONPATH:+:$PYTHONPATH}} {py} -m '
-            f'ccl_health.nodestate --watch {NODE_STATE_FILE} --run-id '
+            f'ccl_health.evidence.nodestate --watch {NODE_STATE_FILE} --run-id '
             f'{quote(getattr(self, "run_id", "") or "none")} '
             f'</dev/null >/dev/null 2>&1 &',
             'ccl_health_watch=$!',
@@ -165,7 +167,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
     def node_states(self):
         """The readings of the sampler (:meth:`node_state_cmds`):
         ``{'before', 'samples', 'after'}``, ``{}`` when there are none."""
-        from ccl_health.nodestate.__main__ import read_watch
+        from ccl_health.evidence.nodestate.__main__ import read_watch
         return read_watch(os.path.join(self.stagedir, NODE_STATE_FILE))
 
     def case_info(self):
@@ -204,7 +206,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
 class TransportMixin(rfm.RegressionTestPlugin):
     """A transport configuration (one record of
-    :mod:`ccl_health.transports`: intra, net-socket, net-ib, net-plugin,
+    :mod:`ccl_health.sitedata.transports`: intra, net-socket, net-ib, net-plugin,
     net-plugin-gdr): the site's environment of it, NCCL's debug log to one
     file per rank, and the proof of the transport that ran.  ``transport``
     is the record's name (the test names, the run report and the
@@ -293,7 +295,7 @@ class SizeSweepMixin(rfm.RegressionTestPlugin):
     warmup_iters = variable(int, value=5)
 
     def measured(self):
-        """The :class:`~ccl_health.nccltests.SweepResult` of the run."""
+        """The :class:`~ccl_health.evidence.nccltests.SweepResult` of the run."""
         raise NotImplementedError
 
     @run_before('performance')

@@ -2,7 +2,7 @@
 installation (:class:`SiteBinariesMixin`, as hpctestlib's ``osu_run``) or a
 build from the pinned sources (:class:`BuildAndRunMixin`, its
 ``osu_build_run``).  The program itself (nccl-tests / rccl-tests) follows
-the partition's GPU vendor (:mod:`ccl_health.programs`).
+the partition's GPU vendor (:mod:`ccl_health.evidence.programs`).
 
 Which of the two a system runs is site data: a ``prefix:`` under
 ``build.nccl_tests`` / ``build.rccl_tests`` of ``site/<system>.yaml``
@@ -17,9 +17,10 @@ from reframe.core.builtins import fixture, variable
 from ccl_health import resources
 resources.importable()      # the build recipes: the checkout's or shipped
 from builders.nccl_tests import CollectiveTestsBuild  # noqa: E402
-from ccl_health import CclHealthError, programs  # noqa: E402
-from ccl_health import site as site_data
-from ccl_health.sysconfig import partition_gpus
+from ccl_health import CclHealthError
+from ccl_health.evidence import programs  # noqa: E402
+from ccl_health.sitedata import site as site_data
+from ccl_health.sitedata.sysconfig import partition_gpus
 
 REPO = resources.PACKAGE_PARENT
 
@@ -37,7 +38,7 @@ class SiteBinariesMixin(rfm.RegressionTestPlugin):
 
     @property
     def program(self):
-        """The :class:`~ccl_health.programs.TestProgram` of this
+        """The :class:`~ccl_health.evidence.programs.TestProgram` of this
         partition's GPUs."""
         return programs.for_vendor(partition_gpus(self.current_partition)[2])
 

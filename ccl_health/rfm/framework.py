@@ -29,10 +29,10 @@ from reframe.core.builtins import (parameter, run_after, run_before,
 
 from ccl_health import patterns
 from ccl_health.torch_bench.train import TRAIN_MODELS
-from ccl_health.transports import IDEAL_NIC
+from ccl_health.sitedata.transports import IDEAL_NIC
 from ccl_health.units import format_size, parse_size
 
-from .base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
+from ccl_health.rfm.base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
 
 RESULT_JSON = 'torch-bench.json'
 MODULE = 'ccl_health.torch_bench'

@@ -14,13 +14,16 @@ from reframe.core.builtins import (parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError
 from reframe.core.logging import getlogger
 
-from ccl_health import programs, recorder, store, summary
-from ccl_health import collectives as C
-from ccl_health import verdict as V
+from ccl_health.evidence import programs
+from ccl_health.db import recorder
+from ccl_health.db import store
+from ccl_health import summary
+from ccl_health.evidence import collectives as C
+from ccl_health.judge import verdicts as V
 from ccl_health.units import format_size, size_sweep
 
-from .base import PlacedTest, SizeSweepMixin, TransportMixin
-from .binaries import BuildAndRunMixin, SiteBinariesMixin, site_installs_tests
+from ccl_health.rfm.base import PlacedTest, SizeSweepMixin, TransportMixin
+from ccl_health.rfm.binaries import BuildAndRunMixin, SiteBinariesMixin, site_installs_tests
 
 RESULT_JSON = programs.RESULT_JSON
 
@@ -30,7 +33,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
     """Generic sweep of the site's installed binaries (as hpctestlib's
     ``osu_run``); :class:`BuildAndRunSweepBase` builds them first
     (``osu_build_run``).  The program (nccl-tests / rccl-tests, a
-    :class:`ccl_health.programs.TestProgram`) follows the partition's GPU
+    :class:`ccl_health.evidence.programs.TestProgram`) follows the partition's GPU
     vendor; a concrete check narrows :attr:`collective` and :attr:`algo`."""
 
     #: the collective swept (``<collective>_perf``)
@@ -108,7 +111,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
 
     def _judge(self):
         """(verdict, one-line reason), on positive evidence only
-        (:func:`ccl_health.verdict.judge_sweep`): a complete, correct,
+        (:func:`ccl_health.judge.verdicts.judge_sweep`): a complete, correct,
         proven run with a reference for the exact key, then the sizes
         against it."""
         res = self._result()
@@ -145,10 +148,10 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
     def _contended(self, verdict, reason):
         """``contended`` when another process shared the GPUs while the
         sweep ran (a compute process not of this run, or memory held by
-        something not visible: :func:`ccl_health.nodestate.diagnose.
+        something not visible: :func:`ccl_health.evidence.nodestate.diagnose.
         contention`), the cause first and what was measured after it;
         else the verdict as judged."""
-        from ccl_health.nodestate.diagnose import contention
+        from ccl_health.evidence.nodestate.diagnose import contention
         states = self.node_states()
         found = contention([states.get('before'), *states.get('samples', []),
                             states.get('after')])

@@ -13,7 +13,7 @@ Four modes, each started once per rank (``mpirun -np N``, ``srun``,
 
 ``bandwidth`` prints the columns of nccl-tests (size, count, type, redop,
 root, time, algbw, busbw; the same size and busbw conventions, see
-:mod:`ccl_health.collectives`) plus the ideal busbw of the links the job
+:mod:`ccl_health.evidence.collectives`) plus the ideal busbw of the links the job
 uses and the efficiency busbw / ideal.  ``first-call`` times
 ``init_process_group`` + the first all_reduce of a 1024x1024 float tensor
 against the second, each loop in a fresh process group (or, with
@@ -44,17 +44,17 @@ one per benchmark: :mod:`.bandwidth`, :mod:`.first_call`, :mod:`.replay`,
 """
 
 
-from .bandwidth import DEFAULT_COLLECTIVES, parse_collectives, parse_sizes
-from .cli import build_parser, main
-from .first_call import (FIRST_CALL_NUMEL, format_first_call,
+from ccl_health.torch_bench.bandwidth import DEFAULT_COLLECTIVES, parse_collectives, parse_sizes
+from ccl_health.torch_bench.cli import build_parser, main
+from ccl_health.torch_bench.first_call import (FIRST_CALL_NUMEL, format_first_call,
                          summarize_first_call)
-from .links import link_facts, nic_line_rate
-from .ops import CPU_TIMING, TIMING, TORCH_COLLECTIVES, layout
-from .output import (TOOL, TYPE_NAMES, as_sweep, format_row, format_table,
+from ccl_health.torch_bench.links import link_facts, nic_line_rate
+from ccl_health.torch_bench.ops import CPU_TIMING, TIMING, TORCH_COLLECTIVES, layout
+from ccl_health.torch_bench.output import (TOOL, TYPE_NAMES, as_sweep, format_row, format_table,
                      header_lines, make_row, write_json)
-from .ranks import asked_transport, dist_env
-from .replay import write_replay_csv
-from .train import (TRAIN_MODELS, check_train_args, format_train,
+from ccl_health.torch_bench.ranks import asked_transport, dist_env
+from ccl_health.torch_bench.replay import write_replay_csv
+from ccl_health.torch_bench.train import (TRAIN_MODELS, check_train_args, format_train,
                     model_spec, profile_share, short_kernel_name,
                     summarize_train, trace_kernels, train_fields,
                     train_results)

@@ -2,7 +2,7 @@
 
 import sys
 
-from .cli import main
+from ccl_health.torch_bench.cli import main
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -3,14 +3,14 @@
 links and the efficiency."""
 
 from ccl_health import CclHealthError
-from ccl_health import collectives as C
+from ccl_health.evidence import collectives as C
 from ccl_health.units import format_size, parse_size, size_sweep
 
-from .ops import (CPU_TIMING, TIMING, TORCH_COLLECTIVES, make_op,
+from ccl_health.torch_bench.ops import (CPU_TIMING, TIMING, TORCH_COLLECTIVES, make_op,
                   time_calls, torch_dtype)
-from .output import (common_doc, format_table, header_lines, make_row,
+from ccl_health.torch_bench.output import (common_doc, format_table, header_lines, make_row,
                      write_json)
-from .ranks import Dist
+from ccl_health.torch_bench.ranks import Dist
 
 
 DEFAULT_COLLECTIVES = C.TORCH_DEFAULT

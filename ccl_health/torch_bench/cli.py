@@ -6,11 +6,11 @@ import sys
 
 from ccl_health import CclHealthError, TRANSPORTS
 
-from .bandwidth import DEFAULT_COLLECTIVES, cmd_bandwidth
-from .first_call import cmd_first_call
-from .output import TOOL, TYPE_NAMES
-from .replay import cmd_replay
-from .train import TRAIN_MODELS, cmd_train
+from ccl_health.torch_bench.bandwidth import DEFAULT_COLLECTIVES, cmd_bandwidth
+from ccl_health.torch_bench.first_call import cmd_first_call
+from ccl_health.torch_bench.output import TOOL, TYPE_NAMES
+from ccl_health.torch_bench.replay import cmd_replay
+from ccl_health.torch_bench.train import TRAIN_MODELS, cmd_train
 
 
 def _package_doc():

@@ -11,8 +11,8 @@ import time
 
 from ccl_health import CclHealthError
 
-from .output import TOOL, common_doc, write_json
-from .ranks import Dist
+from ccl_health.torch_bench.output import TOOL, common_doc, write_json
+from ccl_health.torch_bench.ranks import Dist
 
 
 FIRST_CALL_NUMEL = 1024 * 1024

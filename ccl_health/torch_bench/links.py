@@ -1,14 +1,14 @@
 """Link facts: what the job's GPUs and NICs can carry, read on the node
 (``nvidia-smi topo -m``, ``/sys/class/net``) or given on the command line.
 The arithmetic (NVLink generation x links x per-link bandwidth, NIC line
-rate / 8) is :mod:`ccl_health.collectives`'; this module only finds its
+rate / 8) is :mod:`ccl_health.evidence.collectives`'; this module only finds its
 inputs."""
 
 import os
 import subprocess
 
-from ccl_health import collectives as C
-from ccl_health import transports as registry
+from ccl_health.evidence import collectives as C
+from ccl_health.sitedata import transports as registry
 
 
 def _run(cmd):

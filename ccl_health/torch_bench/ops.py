@@ -6,7 +6,7 @@ shared by the bandwidth and replay modes."""
 import time
 
 from ccl_health import CclHealthError
-from ccl_health import collectives as C
+from ccl_health.evidence import collectives as C
 
 
 #: collectives this tool runs through torch.distributed

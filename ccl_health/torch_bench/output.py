@@ -7,10 +7,10 @@ import json
 import os
 import socket
 
-from ccl_health import collectives as C
+from ccl_health.evidence import collectives as C
 
-from .links import link_facts
-from .ranks import asked_transport
+from ccl_health.torch_bench.links import link_facts
+from ccl_health.torch_bench.ranks import asked_transport
 
 
 TOOL = 'ccl_health.torch_bench'
@@ -101,9 +101,9 @@ def write_json(path, doc):
 
 def as_sweep(doc, collective):
     """The rows of one collective of a bandwidth (or replay) JSON as a
-    :class:`ccl_health.nccltests.SweepResult`, so that the checks judge
+    :class:`ccl_health.evidence.nccltests.SweepResult`, so that the checks judge
     them like nccl-tests' (in-place column; #wrong from the check)."""
-    from ccl_health.nccltests import Measurement, Row, SweepResult
+    from ccl_health.evidence.nccltests import Measurement, Row, SweepResult
     res = SweepResult(collective=f'torch_{collective}', source='json')
     sec = (doc.get('collectives') or {}).get(collective)
     if sec is None:

@@ -7,9 +7,9 @@ import os
 
 from ccl_health import CclHealthError, patterns
 
-from .ops import CPU_TIMING, TIMING, make_op, time_calls, torch_dtype
-from .output import common_doc, fmt_opt, header_lines, make_row, write_json
-from .ranks import Dist
+from ccl_health.torch_bench.ops import CPU_TIMING, TIMING, make_op, time_calls, torch_dtype
+from ccl_health.torch_bench.output import common_doc, fmt_opt, header_lines, make_row, write_json
+from ccl_health.torch_bench.ranks import Dist
 
 
 def cmd_replay(args):

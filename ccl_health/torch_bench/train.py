@@ -12,8 +12,8 @@ import time
 
 from ccl_health import CclHealthError
 
-from .output import common_doc, fmt_opt, header_lines, write_json
-from .ranks import Dist
+from ccl_health.torch_bench.output import common_doc, fmt_opt, header_lines, write_json
+from ccl_health.torch_bench.ranks import Dist
 
 
 #: the models of the train mode.  ``width``: the MLP's width or the

@@ -12,7 +12,7 @@ option).  ``CCL_HEALTH_LAUNCHER`` overrides the launcher in either case."""
 
 import os
 
-from ccl_health import node
+from ccl_health.evidence import node
 
 _gpus = node.detect_gpus()
 _scheduler = os.environ.get('CCL_HEALTH_SCHEDULER') or 'local'
@@ -52,7 +52,7 @@ system = {
         'devices': ([{'type': 'gpu', 'arch': _gpus.arch,
                       'model': _gpus.model, 'num_devices': _gpus.count}]
                     if _gpus.count else []),
-        # the GPUs are the `devices` above (ccl_health.sysconfig)
+        # the GPUs are the `devices` above (ccl_health.sitedata.sysconfig)
         'extras': {
             'max_nodes': 1,
             'driver': _gpus.driver,

@@ -1,4 +1,4 @@
-"""Build the store's records (:class:`~ccl_health.store.CaseRecord`) from
+"""Build the store's records (:class:`~ccl_health.db.store.CaseRecord`) from
 what a run produced: the parsed sweep + debug-log evidence (written by the
 check as soon as its outputs are read), or a finished ReFrame run report
 (for what never got that far: hangs, crashes, build failures; and for runs
@@ -9,10 +9,11 @@ import os
 import socket
 import subprocess
 
-from . import resources, summary
-from .reference import busbw_perfvalues
-from .store import CaseRecord, SizeRecord
-from .verdict import below_reference
+from ccl_health import resources
+from ccl_health import summary
+from ccl_health.judge.reference import busbw_perfvalues
+from ccl_health.db.store import CaseRecord, SizeRecord
+from ccl_health.judge.verdicts import below_reference
 
 
 
@@ -29,7 +30,7 @@ def suite_revision():
             return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    from . import __version__
+    from ccl_health import __version__
     return __version__
 
 
@@ -122,7 +123,7 @@ def cases_from_report(report, default_run_id=None):
 
 
 #: the key of a case's ``env`` that keeps the node's state
-#: (:mod:`ccl_health.nodestate`); no schema change: a v1 database keeps it
+#: (:mod:`ccl_health.evidence.nodestate`); no schema change: a v1 database keeps it
 NODE_STATE_KEY = 'ccl_health.node_state'
 
 
@@ -132,7 +133,7 @@ def node_state_env(states):
     none."""
     import dataclasses
     import json
-    from .nodestate.diagnose import diagnose
+    from ccl_health.evidence.nodestate.diagnose import diagnose
     if not states or not (states.get('before') or states.get('after')):
         return {}
     before, after = states.get('before'), states.get('after')

@@ -4,7 +4,7 @@ transport, and how the node health hook checks its nodes (``health``:
 partition, launcher, optionally GPUs per node, size, limit).  The checks
 never branch on the system name; they read this.
 
-The file is validated against ``ccl_health/schemas/site.schema.json``: a
+The file is validated against ``ccl_health/sitedata/schemas/site.schema.json``: a
 value of the wrong type (``ld_library_path: /opt/x`` where a list belongs,
 ``modules: x``, an empty ``FOO:`` that YAML reads as null) is an error naming
 the file and the key, never a value quietly made of it.  Environment values
@@ -18,15 +18,16 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
-from . import CclHealthError, schemas, shell
-from . import transports as registry
-from .units import parse_size
+from ccl_health import CclHealthError, shell
+from ccl_health.sitedata import schemas
+from ccl_health.sitedata import transports as registry
+from ccl_health.units import parse_size
 
 
 @dataclasses.dataclass
 class TransportSite:
     """The site's data of one transport (what the transport is:
-    :mod:`ccl_health.transports`)."""
+    :mod:`ccl_health.sitedata.transports`)."""
     env: Dict[str, str]
     ld_library_path: List[str]
     max_size: Optional[str]
@@ -54,13 +55,13 @@ class HealthSite:
     limit: Optional[float] = None
     #: a prebuilt ``ccl-health-links`` (default: the one in the tests'
     #: install prefix) and NVIDIA's ``nvbandwidth``: what measures the GPU
-    #: links (:mod:`ccl_health.links`)
+    #: links (:mod:`ccl_health.evidence.links`)
     links: Optional[str] = None
     nvbandwidth: Optional[str] = None
-    #: text the GPU model must contain (:mod:`ccl_health.nodestate`)
+    #: text the GPU model must contain (:mod:`ccl_health.evidence.nodestate`)
     gpu_model: Optional[str] = None
     #: fraction of a GPU's memory held by no visible process that counts
-    #: as held (:data:`ccl_health.nodestate.diagnose.MEMORY_HELD_FRACTION`)
+    #: as held (:data:`ccl_health.evidence.nodestate.diagnose.MEMORY_HELD_FRACTION`)
     memory_held: Optional[float] = None
 
 
@@ -86,7 +87,7 @@ class Site:
 
     def unavailable(self, name):
         """Why transport ``name`` cannot run on this site, or None: an
-        optional transport (:attr:`ccl_health.transports.Transport.optional`,
+        optional transport (:attr:`ccl_health.sitedata.transports.Transport.optional`,
         e.g. ``net-ib`` where there is no InfiniBand) that the site file does
         not configure.  A required one that is missing stays an error
         (:meth:`transport`)."""
@@ -146,7 +147,7 @@ def _fill(text, values, path):
 
 def load(site_dir, system):
     """The site file ``<site_dir>/<system>.yaml``, validated against
-    ``ccl_health/schemas/site.schema.json``; an error names the file and the
+    ``ccl_health/sitedata/schemas/site.schema.json``; an error names the file and the
     key."""
     path = os.path.join(site_dir, f'{system}.yaml')
     try:
@@ -197,7 +198,7 @@ def _fleet(raw, path):
     transport is an error naming the file and the key, before any run)."""
     if raw is None:
         return None
-    from .fleet.config import FleetConfig
+    from ccl_health.fleet.config import FleetConfig
     FleetConfig.from_dict(raw, path)
     return dict(raw)
 

@@ -1,7 +1,7 @@
 """The node health hook: a quick single-node check under a hard time limit,
 for a node health checker (LBNL NHC, Slurm's HealthCheckProgram).
 
-    python -m ccl_health.health [--limit 20] [--size 1G] [--repeats 2] ...
+    python -m ccl_health.hook [--limit 20] [--size 1G] [--repeats 2] ...
 
 It prints ONE line and exits with
   0  HEALTHY: complete positive evidence: every probe exited 0 with a
@@ -14,7 +14,7 @@ It prints ONE line and exits with
   2  COULD-NOT-CHECK: <why>: every error of the tool itself; never a reason
      to drain the node.
 
-Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
+Which is which (the verdict names are those of :mod:`ccl_health.judge.verdicts`):
 
 * Node faults, exit 1.  nccl-tests started on the node's GPUs and then:
   hung past the limit or hit its own ``-T`` timeout (``hang``); crashed or
@@ -25,7 +25,7 @@ Which is which (the verdict names are those of :mod:`ccl_health.verdict`):
   network instead of NVLink / PCIe (``fallback``); was slower than the
   reference allows (``below-reference``).  Also the node's own driver
   listing fewer GPUs than its partition has (``missing-gpu``).  The node's
-  state, read before and after the probes (:mod:`ccl_health.nodestate`),
+  state, read before and after the probes (:mod:`ccl_health.evidence.nodestate`),
   names the cause first (``UNHEALTHY: GPU 1 in use by pid 4242 (python3,
   12.0 GiB; leftover process on an idle node: drain): ...``), and a cause
   that drains fails passing probes too: another process on a GPU or its
@@ -51,7 +51,7 @@ The GPU links: where ``ccl-health-links`` is installed beside the test
 programs (or the site file names it, or ``nvbandwidth``, in its ``health``
 block), one copy matrix of every GPU pair, both directions at once, replaces
 the NCCL pair rounds (:func:`run_links`, judged by
-:func:`ccl_health.verdict.judge_links` against the partition's
+:func:`ccl_health.judge.verdicts.judge_links` against the partition's
 ``peer_copy`` reference, every failing direction named: ``UNHEALTHY: GPU
 0->1 copy 72.1 GB/s < 308.8 (reference 386.0)``); without ``peer_copy`` the
 links are named, not judged.  A node of one GPU is judged by its copies
@@ -61,7 +61,7 @@ the pair rounds stay.
 The system and partition are found as ReFrame's configuration finds them:
 the ``hostnames`` patterns of each system in ``config/systems/<system>.py``,
 in the order ``config/settings.py`` loads them (file names, a system
-matching any host last: :mod:`ccl_health.sysconfig`), matched
+matching any host last: :mod:`ccl_health.sitedata.sysconfig`), matched
 (``re.match``) against the
 host name (``socket.gethostname()``, or ``CCL_HEALTH_HOSTNAME`` to test),
 first match wins; the partition is the system's only partition with GPUs.
@@ -88,7 +88,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from . import resources
+from ccl_health import resources
 
 #: the checkout, or the installed copy of its folders (:mod:`.resources`)
 REPO = resources.PACKAGE_PARENT
@@ -122,7 +122,7 @@ class Probe:
     why: str = ''
     seconds: float = 0.0
     versions: dict = dataclasses.field(default_factory=dict)
-    #: the verdict name (ccl_health.verdict.Verdict) this probe was judged
+    #: the verdict name (ccl_health.judge.verdicts.Verdict) this probe was judged
     verdict: str = ''
     #: what the probe's ``*_VISIBLE_DEVICES`` names these GPUs by
     tokens: tuple = ()
@@ -146,9 +146,9 @@ class HookResult:
 
 def _result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
             partition=''):
-    """The hook's result for a verdict (a ccl_health.verdict.Verdict) and
+    """The hook's result for a verdict (a ccl_health.judge.verdicts.Verdict) and
     its one-line reason."""
-    from .verdict import exit_code
+    from ccl_health.judge.verdicts import exit_code
     code = exit_code([verdict])
     why = ' '.join(str(why).split())
     return HookResult(code, f'{PREFIX[code]}: {why}', list(probes), seconds,
@@ -166,7 +166,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser():
-    from .helptext import Formatter
+    from ccl_health.helptext import Formatter
     ap = _Parser(prog='ccl-health-check', description=(
         __doc__ or '').split('\n\n')[0], formatter_class=Formatter)
     ap.add_argument('--limit', help='hard wall-clock limit, s (default '
@@ -249,7 +249,7 @@ def parse_args(argv, env=None):
     args.config_dir = args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or \
         resources.path('config')
     args.hostname = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
-    #: marks the probes' processes as ours (ccl_health.nodestate)
+    #: marks the probes' processes as ours (ccl_health.evidence.nodestate)
     args.run_id = f'health-{os.getpid()}-{int(time.time())}'
     args.xid_state = env.get('CCL_HEALTH_XID_STATE') or None
     if args.json:
@@ -275,8 +275,8 @@ def _limit(src, raw):
 
 
 def _size(src, raw):
-    from . import CclHealthError
-    from .units import parse_size
+    from ccl_health import CclHealthError
+    from ccl_health.units import parse_size
     try:
         size = parse_size(raw)
     except (CclHealthError, ValueError) as err:
@@ -318,8 +318,8 @@ def apply_site(args, site):
 
 def config_system_names(config_dir):
     """The systems of the ReFrame configuration: the file names of
-    ``<config_dir>/systems/*.py``, sorted (:mod:`ccl_health.sysconfig`)."""
-    from .sysconfig import SYSTEMS, system_files
+    ``<config_dir>/systems/*.py``, sorted (:mod:`ccl_health.sitedata.sysconfig`)."""
+    from ccl_health.sitedata.sysconfig import SYSTEMS, system_files
     names = [name for name, _ in system_files(config_dir)]
     if not names:
         raise CouldNotCheck(f'{os.path.join(config_dir, SYSTEMS)}: no '
@@ -328,7 +328,7 @@ def config_system_names(config_dir):
 
 
 def config_system_path(config_dir, name):
-    from .sysconfig import SYSTEMS
+    from ccl_health.sitedata.sysconfig import SYSTEMS
     return os.path.join(config_dir, SYSTEMS, f'{name}.py')
 
 
@@ -336,7 +336,8 @@ def load_config_system(config_dir, name, gpus):
     """The ``system`` dict of ``config/systems/<name>.py`` (loaded as
     ReFrame's configuration loads it, without ReFrame; the GPUs it detects
     are ``gpus``, detected once)."""
-    from . import node, sysconfig
+    from ccl_health.evidence import node
+    from ccl_health.sitedata import sysconfig
     path = config_system_path(config_dir, name)
     detect = node.detect_gpus
     node.detect_gpus = lambda env=None, whole_node=False: gpus
@@ -357,14 +358,14 @@ def load_config_system(config_dir, name, gpus):
 def config_systems(config_dir, gpus):
     """``[(name, system dict)]`` of every system file, in the order ReFrame
     tries them (file names; a system matching any host last)."""
-    from .sysconfig import in_reframe_order
+    from ccl_health.sitedata.sysconfig import in_reframe_order
     return in_reframe_order(
         [(name, load_config_system(config_dir, name, gpus))
          for name in config_system_names(config_dir)], lambda it: it[1])
 
 
 def _gpu_count(part):
-    from .sysconfig import partition_gpus
+    from ccl_health.sitedata.sysconfig import partition_gpus
     return partition_gpus(part)[0]
 
 
@@ -456,10 +457,10 @@ def find_partition(args, name, system, site):
 # -- the probes --------------------------------------------------------------
 
 def find_tests_prefix(explicit=None, site=None, program=None):
-    """The install prefix of ``program`` (:mod:`ccl_health.programs`;
+    """The install prefix of ``program`` (:mod:`ccl_health.evidence.programs`;
     default nccl-tests): given, the site's, or the newest build."""
-    from . import programs
-    from .buildcache import STAMP, cache_dir
+    from ccl_health.evidence import programs
+    from ccl_health.buildcache import STAMP, cache_dir
     program = program or programs.NCCL_TESTS
     if explicit:
         return explicit
@@ -478,7 +479,7 @@ def find_tests_prefix(explicit=None, site=None, program=None):
 def probe_env(env, gpus, vis, probe):
     """The environment of one probe: its GPUs made visible by the tokens
     they were given by (UUIDs stay UUIDs), or by their indices."""
-    from . import node
+    from ccl_health.evidence import node
     penv = dict(env)
     if gpus.vendor == 'amd':
         # HIP indices count within ROCR_VISIBLE_DEVICES' list when it is set
@@ -505,11 +506,11 @@ _STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
 
 def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
               program=None):
-    from . import programs
+    from ccl_health.evidence import programs
     program = program or programs.NCCL_TESTS
-    from . import transport as tproof
-    from .verdict import Verdict, judge_output
-    from .units import format_size
+    from ccl_health.evidence import debuglog as tproof
+    from ccl_health.judge.verdicts import Verdict, judge_output
+    from ccl_health.units import format_size
     where = f'GPUs {_gpus(probe.gpus)}'
     remaining = deadline - time.monotonic()
     if remaining < 1:
@@ -643,8 +644,8 @@ LINKS_DEFAULT_SIZE = 256 << 20
 @dataclasses.dataclass
 class LinksProbe:
     """The copy matrix of every GPU pair (``ccl-health-links`` or
-    nvbandwidth, :mod:`ccl_health.links`), judged by
-    :func:`ccl_health.verdict.judge_links`; it stands in for the NCCL pair
+    nvbandwidth, :mod:`ccl_health.evidence.links`), judged by
+    :func:`ccl_health.judge.verdicts.judge_links`; it stands in for the NCCL pair
     rounds where the program is installed."""
     gpus: tuple               # node GPU indices, in the program's order
     tool: str = ''
@@ -677,7 +678,7 @@ def find_links_tool(prefix, site):
     ``bin/ccl-health-links`` of the tests' install prefix (the builders put
     it there), else the site's ``health.nvbandwidth``.  A path the site
     names that is not executable cannot be checked with (exit 2)."""
-    from . import links
+    from ccl_health.evidence import links
     health = site.health if site is not None else None
     named = [(links.PROGRAM, getattr(health, 'links', None)),
              (links.NVBANDWIDTH, getattr(health, 'nvbandwidth', None))]
@@ -699,8 +700,8 @@ def find_links_tool(prefix, site):
 def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy):
     """Run the copy matrix on ``gpu_ids`` (made visible by ``env``), alone
     (nothing else runs on the GPUs meanwhile), and judge it."""
-    from . import links
-    from .verdict import Verdict, judge_links
+    from ccl_health.evidence import links
+    from ccl_health.judge.verdicts import Verdict, judge_links
     name, path = tool
     size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
     probe = LinksProbe(tuple(gpu_ids), name, path, size, tuple(tokens))
@@ -761,7 +762,7 @@ def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy):
 def links_summary(probe, where):
     """What a passed copy matrix says in the HEALTHY line: its directions
     by kind with their range, and whether they were judged."""
-    from .units import format_size
+    from ccl_health.units import format_size
     kinds = {}
     for ln in probe.links:
         kinds.setdefault(_kind_label(ln), []).append(ln)
@@ -796,7 +797,7 @@ def _kind_label(ln):
 # -- the check ---------------------------------------------------------------
 
 def _no_reference(ref, system, partition, n, size=None, entry=None):
-    from .units import format_size
+    from ccl_health.units import format_size
     key = (f'{system}:{partition} intra all_reduce 1 node x {n} GPUs')
     if entry is not None:
         return (f'no reference for {key} at {format_size(size)} in '
@@ -812,10 +813,13 @@ def _no_reference(ref, system, partition, n, size=None, entry=None):
 
 
 def check(args, env=None):
-    from . import CclHealthError, node, programs, reference
-    from . import site as site_data
-    from .units import format_size
-    from .verdict import Verdict
+    from ccl_health import CclHealthError
+    from ccl_health.evidence import node
+    from ccl_health.evidence import programs
+    from ccl_health.judge import reference
+    from ccl_health.sitedata import site as site_data
+    from ccl_health.units import format_size
+    from ccl_health.judge.verdicts import Verdict
     env = dict(os.environ if env is None else env)
     t0 = time.monotonic()
     gpus = node.detect_gpus(env, whole_node=True)
@@ -944,11 +948,11 @@ def check(args, env=None):
 def _judged(probes, attempts, result, pair_entry, size, n, system,
             partition, t0, links_tool=None, links_only=False):
     """The result of the probes alone."""
-    from .units import format_size
-    from .verdict import Verdict
+    from ccl_health.units import format_size
+    from ccl_health.judge.verdicts import Verdict
     bad = [q for q in probes if not q.ok]
     if bad:
-        from .verdict import worst
+        from ccl_health.judge.verdicts import worst
         v = worst([q.verdict for q in bad])
         same = [q for q in bad if q.verdict == v.value]
         return result(v, '; '.join(q.why for q in same[:3]), probes,
@@ -974,7 +978,7 @@ def _judged(probes, attempts, result, pair_entry, size, n, system,
 
 def _links_pass_line(probes, links_only, system, partition, n, size, t0):
     """The HEALTHY line where the copy matrix checked the links."""
-    from .units import format_size
+    from ccl_health.units import format_size
     where = f'{system}:{partition}'
     links_txt = links_summary(probes[-1], where)
     if links_only:
@@ -987,12 +991,12 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
     return f'{head}, {time.monotonic() - t0:.1f} s'
 
 
-# -- the node's state (ccl_health.nodestate) -------------------------------
+# -- the node's state (ccl_health.evidence.nodestate) -------------------------------
 
 def read_node_state(args):
     """The node's state now (NVML / amdsmi); a library that cannot be
     loaded is a "not checked" fact in it, never an error of the hook."""
-    from . import nodestate
+    from ccl_health.evidence import nodestate
     try:
         return nodestate.read(run_id=args.run_id, xid_state=getattr(
             args, 'xid_state', None) or nodestate.default_xid_state())
@@ -1016,15 +1020,15 @@ def cause_text(cause):
 
 def with_node_state(res, before, after, site=None, expected_gpus=None):
     """The probes' result ``res`` with the causes the node's state shows
-    (:func:`ccl_health.nodestate.diagnose.diagnose`) named first: a failed
+    (:func:`ccl_health.evidence.nodestate.diagnose.diagnose`) named first: a failed
     probe's line starts with the first cause; a cause that drains
     (a foreign process or memory held: ``contended``; an NVLink link down,
     uncorrectable ECC, a row-remap failure, a drain XID, a lost GPU:
     ``node-fault``) makes passing probes UNHEALTHY; other causes are noted
     after a HEALTHY line; an unjudged result stays unjudged (the cause
     noted).  The readings and causes go into ``res.node_state``."""
-    from .nodestate.diagnose import MEMORY_HELD_FRACTION, diagnose
-    from .verdict import Verdict
+    from ccl_health.evidence.nodestate.diagnose import MEMORY_HELD_FRACTION, diagnose
+    from ccl_health.judge.verdicts import Verdict
     health = getattr(site, 'health', None)
     causes = diagnose(before, after,
                       expected_model=getattr(health, 'gpu_model', None),
@@ -1068,7 +1072,8 @@ def record(args, res, environ=None):
     environment the hook ran with (:func:`recorder.run_environment`: the
     probes inherit it), so that a drop is attributed to a variable set for
     the hook."""
-    from . import recorder, store
+    from ccl_health.db import recorder
+    from ccl_health.db import store
     sizes = []
     main_probe = res.probes[0] if res.probes else None
     if main_probe and main_probe.busbw:

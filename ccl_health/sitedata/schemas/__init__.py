@@ -16,7 +16,7 @@ import os
 
 import yaml
 
-from .. import CclHealthError
+from ccl_health import CclHealthError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,4 +1,4 @@
-"""``python -m ccl_health.nodestate``: read the node's state (JSON on
+"""``python -m ccl_health.evidence.nodestate``: read the node's state (JSON on
 stdout); ``--record FILE`` keeps every NVML call and answer; ``--replay
 FILE`` reads a recording offline; ``--watch FILE`` samples the state every
 ``--interval`` s until SIGTERM / SIGINT (the job script of a sweep starts
@@ -14,12 +14,12 @@ import socket
 import sys
 import time
 
-from . import NodeState, read
-from .diagnose import diagnose
+from ccl_health.evidence.nodestate import NodeState, read
+from ccl_health.evidence.nodestate.diagnose import diagnose
 
 
 def _parser():
-    ap = argparse.ArgumentParser(prog='python -m ccl_health.nodestate',
+    ap = argparse.ArgumentParser(prog='python -m ccl_health.evidence.nodestate',
                                  description=__doc__.split('\n\n')[0])
     ap.add_argument('--run-id', default=os.environ.get('CCL_HEALTH_RUN_ID'),
                     help="processes whose environment has this "
@@ -44,7 +44,7 @@ def _parser():
                     'XID check (default: XIDs not read, except --watch: '
                     'since it started)')
     ap.add_argument('--causes', action='store_true',
-                    help='print the causes (ccl_health.nodestate.diagnose) '
+                    help='print the causes (ccl_health.evidence.nodestate.diagnose) '
                     'instead of the state; with --watch FILE: of that file')
     return ap
 
@@ -61,10 +61,10 @@ def main(argv=None):
         return watch(args.watch, args.run_id, args.ours, args.interval)
     api = None
     if args.replay:
-        from .nvml import RecordedNvml
+        from ccl_health.evidence.nodestate.nvml import RecordedNvml
         api = RecordedNvml(args.replay, args.reading)
     elif args.record:
-        from .nvml import LiveNvml, Recording
+        from ccl_health.evidence.nodestate.nvml import LiveNvml, Recording
         try:
             api = Recording(LiveNvml())
         except ImportError as err:
@@ -78,7 +78,7 @@ def main(argv=None):
             with open(args.record) as fp:
                 doc = json.load(fp)
         doc.setdefault('meta', {'host': socket.gethostname(),
-                                'tool': 'python -m ccl_health.nodestate '
+                                'tool': 'python -m ccl_health.evidence.nodestate '
                                         '--record'})
         doc['readings'].append({'label': args.label, 'time': state.time,
                                 'seconds': state.seconds,

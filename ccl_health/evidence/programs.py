@@ -9,12 +9,12 @@ per collective, its command line, its output files and its parser.
   a:y:s:u:h:q:``), but no JSON report: that commit has neither ``-J`` nor
   the ``-x <file> -Z json`` of later releases, and an option a program does
   not know makes it print its usage and exit 0 with no results, so none is
-  passed; its text table is parsed (:func:`ccl_health.nccltests.parse`
+  passed; its text table is parsed (:func:`ccl_health.evidence.nccltests.parse`
   also reads the JSON of later rccl-tests, given the file).
 
 Both install ``bin/<collective>_perf`` (``BIN_FILES_LIST`` of their
 Makefiles) for every collective the suite sweeps
-(:data:`ccl_health.collectives.SWEPT`).
+(:data:`ccl_health.evidence.collectives.SWEPT`).
 
 Pure: no ReFrame."""
 
@@ -22,10 +22,10 @@ import dataclasses
 import os
 from typing import Optional, Tuple
 
-from . import CclHealthError
-from . import collectives as C
-from . import nccltests
-from .units import parse_size
+from ccl_health import CclHealthError
+from ccl_health.evidence import collectives as C
+from ccl_health.evidence import nccltests
+from ccl_health.units import parse_size
 
 #: the JSON report's file name in the stage folder
 RESULT_JSON = 'result.json'
@@ -83,7 +83,7 @@ class TestProgram:
         return [json_file] if self.json_option and json_file else []
 
     def parse(self, stdout_text, json_text=None, origin='<output>'):
-        """The :class:`~ccl_health.nccltests.SweepResult` of one run."""
+        """The :class:`~ccl_health.evidence.nccltests.SweepResult` of one run."""
         return nccltests.parse(stdout_text, json_text, origin)
 
     def read(self, stdout_path, json_path=None):
@@ -100,7 +100,7 @@ class TestProgram:
     @staticmethod
     def exact_sizes(collective):
         """Whether the program prints exactly the sizes asked for
-        (:attr:`ccl_health.collectives.Collective.exact_sizes`)."""
+        (:attr:`ccl_health.evidence.collectives.Collective.exact_sizes`)."""
         return C.COLLECTIVES[C.canonical(collective)].exact_sizes
 
 

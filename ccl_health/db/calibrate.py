@@ -16,10 +16,12 @@ import math
 import os
 import statistics
 
-from . import TRANSPORTS, CclHealthError, history, reference
-from .reference import Entry, busbw_perfvalues
-from .units import format_size, parse_size
-from .verdict import Verdict
+from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health.db import history
+from ccl_health.judge import reference
+from ccl_health.judge.reference import Entry, busbw_perfvalues
+from ccl_health.units import format_size, parse_size
+from ccl_health.judge.verdicts import Verdict
 
 #: the tolerance of a new entry when ``--tolerance`` does not name one
 DEFAULT_TOLERANCE = 0.10
@@ -36,7 +38,7 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     >= ``min_size`` (smaller ones are latency-bound and noisy).  With
     several sweeps (5 or more), a size whose run-to-run noise (``noise_k``
     x the MAD, scaled to a standard deviation: the history's
-    :meth:`ccl_health.history.Baseline.allowed_drop`) is larger than
+    :meth:`ccl_health.db.history.Baseline.allowed_drop`) is larger than
     ``tolerance`` gets that wider tolerance of its own."""
     lo = parse_size(min_size)
     per_size = {}
@@ -53,7 +55,7 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     size_tol = {}
     for s, vals in per_size.items():
         if len(vals) >= 5:
-            # the history's rule (ccl_health.history.Baseline), in whole
+            # the history's rule (ccl_health.db.history.Baseline), in whole
             # percents, at most 90 %
             allowed = history.baseline(vals).allowed_drop(
                 tolerance, noise_k, whole_percent=True)
@@ -96,7 +98,7 @@ def sweeps_from_store(db, system, partition, last=20):
 def sweep_from_busbw(busbw_by_size):
     """A :class:`SweepResult` holding only busbw per size (what a run
     report or the database keeps), for :func:`entry_from_sweeps`."""
-    from .nccltests import Measurement, Row, SweepResult
+    from ccl_health.evidence.nccltests import Measurement, Row, SweepResult
     return SweepResult(rows=[Row(s, 0, '', '', None, None,
                                  Measurement(0.0, 0.0, v, 0))
                              for s, v in busbw_by_size.items()])
@@ -215,7 +217,7 @@ def _usable(tc):
 
 
 def _groups_from_reports(paths):
-    from . import summary
+    from ccl_health import summary
     groups = {}    # (system, partition, transport, collective, nodes,
     #                 gpus per node, algo) -> [SweepResult]
     for path in paths:
@@ -253,7 +255,7 @@ def command(args):
     tol, last, _ = _check_args(args)
     groups = _groups_from_reports(args.report or [])
     if args.db:
-        from . import store
+        from ccl_health.db import store
         with store.open_store(args.db) as db:
             for (t, coll, nodes, ranks, algo), sweeps in sweeps_from_store(
                     db, args.system, args.partition, last).items():

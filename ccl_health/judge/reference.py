@@ -20,7 +20,7 @@ Layout::
                                       # latency-bound sizes are noisier
 
 Every value carries its source.  The file is validated against
-``ccl_health/schemas/reference.schema.json`` (JSON Schema, with the
+``ccl_health/sitedata/schemas/reference.schema.json`` (JSON Schema, with the
 ``jsonschema`` library), and then for what a schema cannot say: sizes that
 parse, one size named once (``2GiB`` and ``2048MiB`` are one size), no nan /
 inf, one entry per key.  A malformed file is an error that names the file and
@@ -38,8 +38,9 @@ import os
 import tempfile
 from typing import Dict, Optional
 
-from . import TRANSPORTS, CclHealthError, schemas
-from .units import format_size, parse_size
+from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health.sitedata import schemas
+from ccl_health.units import format_size, parse_size
 
 UNIT = 'GB/s'
 
@@ -123,7 +124,7 @@ class Entry:
 @dataclasses.dataclass
 class PeerCopy:
     """A partition's ``peer_copy``: the copy-engine GB/s of one direction
-    of its GPU links (:mod:`ccl_health.links`), by kind (``gpu_to_gpu``,
+    of its GPU links (:mod:`ccl_health.evidence.links`), by kind (``gpu_to_gpu``,
     ``in_gpu``, ``host_to_gpu``, ``gpu_to_host``) and for single
     directions that differ (``pairs``, by the node's GPU indices), at one
     copy size, with one tolerance and its source."""
@@ -134,7 +135,7 @@ class PeerCopy:
     pairs: Dict[tuple, float] = dataclasses.field(default_factory=dict)
 
     def expected(self, link, label=str):
-        """The reference GB/s of a :class:`ccl_health.links.Link` (its GPU
+        """The reference GB/s of a :class:`ccl_health.evidence.links.Link` (its GPU
         indices turned into the node's by ``label``), or None."""
         if link.kind == 'gpu_to_gpu':
             key = (int(label(int(link.src))), int(label(int(link.dst))))
@@ -290,7 +291,7 @@ def _peer_copy(path, where, raw):
 
 def parse(text, path='<reference>'):
     """A :class:`SystemReference` from the text of a reference file,
-    validated against ``ccl_health/schemas/reference.schema.json``; every
+    validated against ``ccl_health/sitedata/schemas/reference.schema.json``; every
     error names the file and the key."""
     doc = schemas.load_yaml(text, path, ReferenceError)
     _need(doc is not None, path, 'top level', 'empty file')

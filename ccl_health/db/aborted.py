@@ -13,10 +13,11 @@ import os
 import signal
 import time
 
-from . import nccltests, store
-from . import transport as tproof
-from .units import format_size
-from .verdict import Verdict
+from ccl_health.evidence import nccltests
+from ccl_health.db import store
+from ccl_health.evidence import debuglog as tproof
+from ccl_health.units import format_size
+from ccl_health.judge.verdicts import Verdict
 
 CASE_FILE = 'ccl-health-case.json'
 

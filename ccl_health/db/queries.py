@@ -9,10 +9,10 @@ import dataclasses
 import datetime
 from typing import Dict, List
 
-from . import CclHealthError
-from .history import attribute, detect, where_text
-from .units import format_size, parse_size
-from .verdict import NAMES, Verdict
+from ccl_health import CclHealthError
+from ccl_health.db.history import attribute, detect, where_text
+from ccl_health.units import format_size, parse_size
+from ccl_health.judge.verdicts import NAMES, Verdict
 
 
 def stored_verdict(name):

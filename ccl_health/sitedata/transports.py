@@ -21,7 +21,7 @@ must find the network by itself."""
 import dataclasses
 from typing import Optional
 
-from . import CclHealthError
+from ccl_health import CclHealthError
 
 #: NCCL's builtin networks, by the name on ``via NET/<name>/<dev>`` lines
 #: and on ``Using network <name>`` (src/transport/net_socket.cc,
@@ -93,7 +93,7 @@ class Transport:
 
     def accepts_path(self, key):
         """Whether the channel key ``key`` (``NET/<name>[/GDRDMA]``,
-        ``P2P/<kind>``, ``SHM/<kind>``, from :mod:`ccl_health.transport`) is
+        ``P2P/<kind>``, ``SHM/<kind>``, from :mod:`ccl_health.evidence.debuglog`) is
         a path of this transport."""
         if self.network is None:
             return key.startswith(('P2P/', 'SHM/'))

@@ -29,9 +29,9 @@ import os
 import re
 from typing import Dict, List, Optional
 
-from . import CclHealthError
-from . import transports
-from .transports import BUILTIN_NETS  # noqa: F401 (part of this API)
+from ccl_health import CclHealthError
+from ccl_health.sitedata import transports
+from ccl_health.sitedata.transports import BUILTIN_NETS  # noqa: F401 (part of this API)
 
 #: ``host:pid:tid [dev]`` before ``NCCL INFO`` / ``<file>:<line> NCCL WARN``
 #: / ``<time> <file>:<line> NCCL TRACE``; a launcher's prefix
@@ -148,7 +148,7 @@ def _intra_paths(via):
 
 def _proven(via):
     """The name of the transport the channel keys ``via`` prove (the
-    registry's rule, :func:`ccl_health.transports.proven_by`); where ranks
+    registry's rule, :func:`ccl_health.sitedata.transports.proven_by`); where ranks
     or channels differ, the weakest of them (sockets < builtin IB < plugin
     < plugin with GPUDirect RDMA on every path)."""
     t = transports.proven_by(list(via))
@@ -385,7 +385,7 @@ def prove(asked, ev, nodes=1):
     """Compare the transport ``asked`` for (a name of
     :data:`ccl_health.TRANSPORTS`, or its record) on a run of ``nodes``
     nodes with what the evidence shows, by the rule of its record in
-    :mod:`ccl_health.transports`.  The reason is one line that a person can
+    :mod:`ccl_health.sitedata.transports`.  The reason is one line that a person can
     act on."""
     t = transports.get(asked)
     asked = t.name

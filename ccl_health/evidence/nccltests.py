@@ -26,7 +26,7 @@ import math
 import re
 from typing import List, Optional
 
-from . import CclHealthError
+from ccl_health import CclHealthError
 
 
 @dataclasses.dataclass

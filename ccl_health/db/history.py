@@ -30,7 +30,7 @@ import math
 import statistics
 from typing import Optional
 
-from .recorder import NODE_STATE_KEY
+from ccl_health.db.recorder import NODE_STATE_KEY
 
 KEY = ('system', 'partition', 'transport', 'collective', 'nodes', 'ranks',
        'algo')
@@ -208,7 +208,7 @@ class Finding:
     noise: Optional[float] = None
 
     def line(self):
-        from .units import format_size
+        from ccl_health.units import format_size
         where = where_text(self.key)
         if self.kind == 'drop':
             pct = 100 * (1 - self.value / self.baseline.median)
@@ -397,7 +397,7 @@ ATTRIBUTION_FIELDS = {
     'suite_revision': 'suite', 'nodelist': 'nodes'}
 #: recorded environment variables that differ from job to job by design
 #: (which GPUs, where the debug log goes, the run's id, the sweep's
-#: node-state readings: :data:`ccl_health.recorder.NODE_STATE_KEY`): never
+#: node-state readings: :data:`ccl_health.db.recorder.NODE_STATE_KEY`): never
 #: a cause
 NOT_ATTRIBUTED = ('NCCL_DEBUG_FILE', 'CUDA_VISIBLE_DEVICES',
                   'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',

@@ -21,9 +21,9 @@ the older ``amdsmi_get_pcie_link_status`` / ``amdsmi_get_pcie_link_caps``
 AMD node here: the tests' answers are built from that documented
 structure."""
 
-from . import GpuState, NodeState, Process, RUN_ID_VAR, not_checked, \
+from ccl_health.evidence.nodestate import GpuState, NodeState, Process, RUN_ID_VAR, not_checked, \
     process_name
-from .nvml import NvmlError, plain
+from ccl_health.evidence.nodestate.nvml import NvmlError, plain
 
 MB = 1024 ** 2
 #: PCIe transfer rate (MT/s) -> generation
@@ -42,7 +42,7 @@ class LiveAmdsmi:
         if name == 'procComm':
             return process_name(args[0])
         if name == 'procEnvironHas':
-            from .nvml import _environ_has
+            from ccl_health.evidence.nodestate.nvml import _environ_has
             return _environ_has(*args)
         fn = getattr(self.lib, name, None)
         if fn is None:

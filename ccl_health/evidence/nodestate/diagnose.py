@@ -12,7 +12,7 @@ drains a node for even when its probes passed; the list is kept small:
   idle node: a leftover of an earlier job);
 * ``memory-held``: more than :data:`MEMORY_HELD_FRACTION` of a GPU's
   memory in use that no process visible here accounts for;
-* ``xid``: an XID of :data:`ccl_health.nodestate.xid.DRAIN_XIDS` in the
+* ``xid``: an XID of :data:`ccl_health.evidence.nodestate.xid.DRAIN_XIDS` in the
   kernel log since the last check;
 * ``row-remap-failure``, ``ecc-uncorrected``: the memory failed;
 * ``nvlink-down``: a link active before and down after, or a GPU with
@@ -28,8 +28,8 @@ remapping (a reset is due), another GPU model than the site's."""
 import dataclasses
 from typing import List, Optional
 
-from . import GIB, NodeState
-from .xid import DRAIN_XIDS
+from ccl_health.evidence.nodestate import GIB, NodeState
+from ccl_health.evidence.nodestate.xid import DRAIN_XIDS
 
 #: memory in use without a visible process to hold it, as a fraction of the
 #: GPU's memory, above which it is "held" (site ``health.memory_held``)

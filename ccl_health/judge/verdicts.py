@@ -34,7 +34,7 @@ class Verdict(str, enum.Enum):
     #: health hook): a fault of the node, not of a program
     MISSING_GPU = 'missing-gpu'
     #: the node's own state, read through the vendor library
-    #: (:mod:`ccl_health.nodestate`), shows a fault that drains it (an
+    #: (:mod:`ccl_health.evidence.nodestate`), shows a fault that drains it (an
     #: NVLink link down, uncorrectable ECC, a row-remap failure, a drain
     #: XID) while the probes themselves passed
     NODE_FAULT = 'node-fault'
@@ -110,7 +110,7 @@ def finite(x):
 def judge_output(result, exit_status, expected_sizes=None, what='the run'):
     """Judge the program's output alone (no transport, no reference).
 
-    ``result`` is a :class:`~ccl_health.nccltests.SweepResult`,
+    ``result`` is a :class:`~ccl_health.evidence.nccltests.SweepResult`,
     ``exit_status`` the program's exit status (None when unknown: that is
     not positive evidence), ``expected_sizes`` the message sizes asked for.
     Returns ``None`` only when the program exited 0, its output is complete
@@ -268,7 +268,7 @@ def _gb(x):
 
 def judge_links(result, exit_status, peer_copy=None, label=str,
                 expect_gpus=None):
-    """Judge a copy matrix (:class:`ccl_health.links.LinksResult`) of
+    """Judge a copy matrix (:class:`ccl_health.evidence.links.LinksResult`) of
     ``ccl-health-links`` or nvbandwidth: ``(verdict, one-line reason,
     judged)``, ``judged`` a list of ``(link, reference or None, lower
     bound or None, ok)`` for every measured direction.
@@ -277,13 +277,13 @@ def judge_links(result, exit_status, peer_copy=None, label=str,
     ``expect_gpus`` GPUs, measured every direction of every pair that can
     peer (with one GPU: inside it and host<->GPU), all finite and positive,
     and no direction with a reference (``peer_copy``, a
-    :class:`ccl_health.reference.PeerCopy` of the size the program copied)
+    :class:`ccl_health.judge.reference.PeerCopy` of the size the program copied)
     is below it.  A pair that cannot peer is a ``fallback`` (its copies go
     through the host) where the reference has a GPU->GPU value; without
     one it is named but not judged.  A CUDA / HIP error is a ``crash``, a
     wrong byte ``wrong-results``, a usage error ``could-not-check``.
     ``label`` turns the program's GPU index into the node's."""
-    from .links import GPU_TO_GPU
+    from ccl_health.evidence.links import GPU_TO_GPU
     judged = []
     errs = list(result.errors)
     if any(e.startswith('usage error') for e in errs):

@@ -15,9 +15,9 @@ A fact the library cannot give is "not supported" (``None``, and its name in
 cannot be read is a "not checked" fact (:attr:`NodeState.not_checked`):
 never a fault of the node.  What the facts mean is :mod:`.diagnose`'s.
 
-    python -m ccl_health.nodestate                 # one reading, as JSON
-    python -m ccl_health.nodestate --record FILE   # ... and every NVML call
-    python -m ccl_health.nodestate --watch FILE --run-id ID   # every ~1 s
+    python -m ccl_health.evidence.nodestate                 # one reading, as JSON
+    python -m ccl_health.evidence.nodestate --record FILE   # ... and every NVML call
+    python -m ccl_health.evidence.nodestate --watch FILE --run-id ID   # every ~1 s
 """
 
 import dataclasses
@@ -171,23 +171,23 @@ def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
     state = None
     why = {}
     if vendor in (None, 'nvidia'):
-        from . import nvml as nv
+        from ccl_health.evidence.nodestate import nvml as nv
         state = nv.read(api=nvml, run_id=run_id, ours_pids=ours,
                         light=light)
         if not state.checked and vendor is None and nvml is None:
             why.update(state.not_checked)
-            from . import amd
+            from ccl_health.evidence.nodestate import amd
             amd_state = amd.read(run_id=run_id, ours_pids=ours)
             if amd_state.checked:
                 state = amd_state
             else:
                 state.not_checked.update(amd_state.not_checked)
     elif vendor == 'amd':
-        from . import amd
+        from ccl_health.evidence.nodestate import amd
         state = amd.read(run_id=run_id, ours_pids=ours)
     if (xid_state is not None or xid_since is not None) and not light \
             and state.vendor == 'nvidia':       # XIDs are NVIDIA's
-        from . import xid
+        from ccl_health.evidence.nodestate import xid
         events, why_not = xid.since_last(xid_state) if xid_state else \
             xid.events_since(xid_since)
         if why_not:

@@ -16,8 +16,8 @@ import pathlib
 import sqlite3
 from typing import Dict, List, Optional
 
-from . import CclHealthError
-from .verdict import NAMES, Verdict
+from ccl_health import CclHealthError
+from ccl_health.judge.verdicts import NAMES, Verdict
 
 SCHEMA_VERSION = 2
 #: older schema versions this version still reads (opened read-only,
@@ -113,7 +113,7 @@ class CaseRecord:
     algo: str = 'default'
     reason: str = ''
     versions: Dict[str, str] = dataclasses.field(default_factory=dict)
-    #: the environment of the run (:func:`ccl_health.recorder.run_environment`)
+    #: the environment of the run (:func:`ccl_health.db.recorder.run_environment`)
     env: Dict[str, str] = dataclasses.field(default_factory=dict)
     suite_revision: str = ''
     source: str = ''
@@ -325,7 +325,7 @@ def open_store(url=None, readonly=False):
     failed"), and the file is opened read-only, so a database in a
     read-only file or folder can still be read.  Nothing is migrated."""
     if not url:
-        from .outputs import database
+        from ccl_health.outputs import database
         url = database()
     if url.startswith(('postgresql://', 'postgres://')):
         try:

@@ -26,7 +26,8 @@ import dataclasses
 import re
 from typing import Callable
 
-from . import CclHealthError, transports
+from ccl_health import CclHealthError
+from ccl_health.sitedata import transports
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +168,7 @@ def ideal_busbw(transport, *, nvlink_gen=None, nvlink_links=None,
     the facts needed are unknown.
 
     Where it comes from is the transport's record
-    (:attr:`ccl_health.transports.Transport.ideal_from`): ``intra``, the
+    (:attr:`ccl_health.sitedata.transports.Transport.ideal_from`): ``intra``, the
     GPU's NVLink (generation x links); the network transports, the NIC line
     rate (Gb/s / 8) of the NICs one GPU uses."""
     source = transports.get(transport).ideal_from

@@ -7,7 +7,7 @@ NVML handle) and whose answers are plain JSON values:
 
 * :class:`LiveNvml`: the library itself;
 * :class:`Recording`: any API, with every call and answer kept, written as
-  JSON by ``python -m ccl_health.nodestate --record FILE``;
+  JSON by ``python -m ccl_health.evidence.nodestate --record FILE``;
 * :class:`RecordedNvml`: the answers of such a file, offline (the tests,
   and anyone looking at a node's state after the fact).
 
@@ -19,7 +19,7 @@ of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
 import json
 import os
 
-from . import (GpuState, Link, NodeState, Process, RUN_ID_VAR, not_checked,
+from ccl_health.evidence.nodestate import (GpuState, Link, NodeState, Process, RUN_ID_VAR, not_checked,
                process_name)
 
 # NVML return codes (nvml.h)

@@ -1,0 +1,2 @@
+"""The node health hook (NHC / Slurm HealthCheckProgram): gather the
+node's evidence within a bound, ask the judge, print one line."""
