@@ -130,7 +130,9 @@ def test_two_runs_at_once_see_each_others_ranks():
 def test_job_script_starts_and_stops_the_sampler():
     with open(os.path.join(F, 'sweeps', 'stage-busy', 'rfm_job.sh')) as fp:
         script = fp.read()
-    start = script.index('-m ccl_health.evidence.nodestate --watch '
+    # captured before the package was split by flow (ccl_health.nodestate
+    # is now ccl_health.evidence.nodestate)
+    start = script.index('-m ccl_health.nodestate --watch '
                          'ccl-health-nodestate.jsonl --run-id ')
     launch = script.index('all_reduce_perf')
     stop = script.index('kill -TERM "$ccl_health_watch"')
