@@ -82,9 +82,8 @@ def json_document(res, settings=None, recorded=None):
            'probes': [dataclasses.asdict(p) for p in res.probes],
            'node_state': res.node_state,
            'attempt_notes': list(getattr(res, 'attempt_notes', []) or [])}
-    if settings is not None:
-        doc['dropped_env'] = dict(settings.dropped)
-        doc['database'] = settings.db or None
+    doc['dropped_env'] = dict(getattr(settings, 'dropped', ()) or ())
+    doc['database'] = getattr(settings, 'db', None) or None
     if recorded is not None:
         doc['recorded'] = recorded
     return doc
