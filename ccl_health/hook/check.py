@@ -146,7 +146,7 @@ def _check(settings, environ, before, found):
     settings = run_settings = resolve(settings, site, environ)
     found['settings'] = settings
     partition, configured = find_partition(settings, system, conf, site,
-                                           fname)
+                                           fname, gpus)
     found['partition'] = partition
     deadline = settings.deadline - reserve(settings.limit)
 

@@ -92,7 +92,22 @@ def find_system(settings, gpus):
         f'or CCL_HEALTH_SYSTEM')
 
 
-def find_partition(settings, name, system, site, fname=None):
+def counts_what_is_there(config_dir, fname, gpus, partition):
+    """Whether the partition's ``devices`` in the configuration are the
+    GPUs detected at start-up (``config/systems/local.py``), not a fixed
+    count: loaded again with one GPU more, its count changes."""
+    import dataclasses
+    try:
+        more = dataclasses.replace(gpus, count=gpus.count + 1)
+        again = load_config_system(config_dir, fname, more)
+    except (CouldNotCheck, TypeError, ValueError):
+        return False
+    parts = {p.get('name'): p for p in again.get('partitions') or []}
+    return partition in parts and gpu_count(parts[partition]) == \
+        gpus.count + 1
+
+
+def find_partition(settings, name, system, site, fname=None, gpus=None):
     """``(partition, GPUs per node or 0)``: --partition (and
     CCL_HEALTH_PARTITION), else the site file's ``health.partition``, else
     the system's only partition with GPUs; the GPUs are the partition's
@@ -134,6 +149,11 @@ def find_partition(settings, name, system, site, fname=None):
                 f'{site.path}')
         partition = with_gpus[0]
     devices = gpu_count(parts[partition])
+    if told and devices and told != devices and gpus is not None and \
+            counts_what_is_there(cfg, fname or name, gpus, partition):
+        # the configuration counted the GPUs that answered: the site
+        # file's count is what the node must have
+        return partition, told
     if told and devices and told != devices:
         raise CouldNotCheck(
             f'{site.path}: health.gpus_per_node: {told}, but partition '
