@@ -149,10 +149,12 @@ def find_partition(settings, name, system, site, fname=None, gpus=None):
                 f'{site.path}')
         partition = with_gpus[0]
     devices = gpu_count(parts[partition])
-    if told and devices and told != devices and gpus is not None and \
+    if told and devices and told > devices and gpus is not None and \
             counts_what_is_there(cfg, fname or name, gpus, partition):
         # the configuration counted the GPUs that answered: the site
-        # file's count is what the node must have
+        # file's count is what the node must have (fewer answering: GPUs
+        # lost; more answering than the site says: the site file is wrong,
+        # could not check, below)
         return partition, told
     if told and devices and told != devices:
         raise CouldNotCheck(
