@@ -464,3 +464,34 @@ def test_slurm_wrapper(tmp_path, name):
     drained = 'state=drain' in text
     assert drained == fault, (name, text)
     assert 'logger -t ccl-health' in text
+
+
+def test_site_health_env_is_the_only_source_of_transport_settings(tmp_path):
+    # the probe's environment, seen by a launcher that writes it down
+    seen = tmp_path / 'seen.env'
+    launch = tmp_path / 'launch'
+    launch.write_text(f'#!/bin/sh\nenv > {seen}\nshift\nexec "$@"\n')
+    launch.chmod(0o755)
+    env = environ(tmp_path, dict(
+        _site_with(tmp_path, '  env:\n    NCCL_IB_HCA: mlx5_0\n'),
+        NCCL_ALGO='Tree', FI_PROVIDER='efa', CUDA_DEVICE_MAX_CONNECTIONS='1',
+        CCL_HEALTH_MARK='kept'))
+    p = subprocess.run(HOOK + ['--tests-prefix', REPLAY, '--launcher',
+                               str(launch), '--json',
+                               str(tmp_path / 'd.json')],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout
+    got = dict(ln.split('=', 1) for ln in seen.read_text().splitlines()
+               if '=' in ln)
+    assert got['NCCL_IB_HCA'] == 'mlx5_0'          # the site file's
+    assert got['NCCL_NVLS_ENABLE'] == '0'          # the site file's env
+    assert 'NCCL_ALGO' not in got and 'FI_PROVIDER' not in got and \
+        'CUDA_DEVICE_MAX_CONNECTIONS' not in got
+    assert got['CCL_HEALTH_MARK'] == 'kept'
+    d = json.loads((tmp_path / 'd.json').read_text())
+    assert d['dropped_env'] == {'CUDA_DEVICE_MAX_CONNECTIONS': '1',
+                                'FI_PROVIDER': 'efa', 'NCCL_ALGO': 'Tree'}
+    with sqlite3.connect(env['CCL_HEALTH_DB']) as db:
+        detail = json.loads(db.execute(
+            'select detail_json from cases').fetchone()[0])
+    assert detail['dropped_env'] == d['dropped_env']
