@@ -78,7 +78,8 @@ def nvmlDeviceGetCount(): return 2
 def nvmlSystemGetNVMLVersion(): return '13.580'
 def nvmlSystemGetDriverVersion(): return '580.1'
 def nvmlDeviceGetHandleByIndex(i): return ('h', i)
-def nvmlDeviceGetUUID(h): return 'GPU-%dc2f6d13-c7f6-4b78-6145-e06e786e4c2b' % h[1]
+def nvmlDeviceGetUUID(h):
+    return 'GPU-%dc2f6d13-c7f6-4b78-6145-e06e786e4c2b' % h[1]
 def nvmlDeviceGetName(h): return 'NVIDIA H200'
 def nvmlDeviceGetMemoryInfo(h):
     return {'total': 80 << 30, 'used': (13 << 30) if h[1] == 1 else 0}
@@ -351,7 +352,8 @@ def nhc(tmp_path_factory):
     src = base / 'nhc-1.4.3'
     prefix = base / 'prefix'
     for cmd in (['./configure', f'--prefix={prefix}',
-                 f'--sysconfdir={prefix}/etc', f'--libexecdir={prefix}/libexec'],
+                 f'--sysconfdir={prefix}/etc',
+                 f'--libexecdir={prefix}/libexec'],
                 ['make'], ['make', 'install']):
         p = subprocess.run(cmd, cwd=src, capture_output=True, text=True,
                            timeout=300)
@@ -429,7 +431,7 @@ def _tests_prefix_site(dst, env):
     env['CCL_HEALTH_SITE_DIR'] = str(dst)
 
 
-# -- door 3: the Slurm HealthCheckProgram wrapper ------------------------------
+# -- door 3: the Slurm HealthCheckProgram wrapper ----------------------------
 
 SLURM_CASES = ['clean-env', 'locked-db', 'startup-limit', 'hang',
                'dead-driver-known-count', 'fewer-gpus',

@@ -50,7 +50,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ccl_health import resources
 from ccl_health.hook import run
 from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
-    IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts, node_without_gpus,
+    IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
+    node_without_gpus,
     result as _result, unjudged, with_node_state)
 from ccl_health.hook.probes import (  # noqa: F401
     LINKS_DEFAULT_SIZE, LinksProbe, Probe, find_links_tool,

@@ -34,7 +34,7 @@ class Probe:
     why: str = ''
     seconds: float = 0.0
     versions: dict = dataclasses.field(default_factory=dict)
-    #: the verdict name (ccl_health.judge.verdicts.Verdict) this probe was judged
+    #: the verdict name (ccl_health.judge.verdicts.Verdict) of this probe
     verdict: str = ''
     #: what the probe's ``*_VISIBLE_DEVICES`` names these GPUs by
     tokens: tuple = ()
