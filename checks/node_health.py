@@ -19,6 +19,7 @@ from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
 from ccl_health import resources, shell
+from ccl_health.hook.settings import default_launcher
 from ccl_health.sitedata import site as site_data
 from ccl_health.rfm import binaries
 from ccl_health.sitedata.sysconfig import partition_gpus
@@ -57,10 +58,9 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
     def set_command(self):
         # the hook starts its own ranks: run it once per node, directly
         self.job.launcher = getlauncher('local')()
-        launcher = self.hook_launcher or self.site_launcher() or (
-            'srun --overlap --ntasks' if self.current_partition.scheduler
-            .registered_name in ('slurm', 'squeue') else
-            'mpirun --bind-to none -np')
+        launcher = self.hook_launcher or self.site_launcher() or \
+            default_launcher(self.current_partition.scheduler
+                             .registered_name)
         self.executable = sys.executable
         self.executable_opts = [
             '-m', 'ccl_health.hook', '--limit', str(self.limit),

@@ -90,8 +90,9 @@ def test_retry_avoids_a_false_drain(tmp_path):
 
 
 def test_hang_ends_within_the_limit(tmp_path):
+    # started (its header printed), then no progress: a hang
     rc, line, wall = hook(tmp_path, '--limit', '4', env={
-        'CCL_HEALTH_REPLAY_SLEEP': '60'})
+        'CCL_HEALTH_REPLAY_STALL': '60'})
     assert rc == 1 and line.startswith('UNHEALTHY: hang: all_reduce on GPUs '
                                        '0<->1 did not finish'), line
     assert wall < 8

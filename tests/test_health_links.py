@@ -154,7 +154,7 @@ def test_program_faults(tmp_path, matrix, rc_program, code, starts):
 
 def test_hang_ends_within_the_limit(tmp_path):
     rc, line, wall = links_hook(tmp_path, '--limit', '5', env={
-        'CCL_HEALTH_REPLAY_LINKS_SLEEP': '60'})
+        'CCL_HEALTH_REPLAY_LINKS_STALL': '60'})
     assert rc == 1 and line.startswith(
         'UNHEALTHY: hang: ccl-health-links (the copy matrix of the GPU '
         'links) did not finish'), line

@@ -405,13 +405,21 @@ def test_site_health_partition_must_exist(tmp_path):
 
 
 def test_site_health_gpu_count_against_the_devices(tmp_path):
-    # the fake node has 2 GPUs, the `local` partition's devices say so; a
-    # site file saying 3 contradicts them: could not check, never a drain
+    # the fake node has 2 GPUs, the `local` partition's devices count the
+    # GPUs that answer (config/systems/local.py): a site file saying 3 is
+    # the count the node must have, one GPU is lost (issue 20, class 6)
     env = _site_health(tmp_path, partition='gpu', gpus_per_node=3,
                        launcher=os.path.join(FAKE, 'launch'))
+    rc, line, _ = hook(tmp_path, env=env)
+    assert rc == 1 and line == ('UNHEALTHY: missing GPU: nvidia-smi lists 2 '
+                                'of the 3 GPUs of local:gpu'), line
+    # a site file saying 1 while 2 answer: the site file is wrong, could
+    # not check, never a drain
+    env = _site_health(tmp_path / 'y', partition='gpu', gpus_per_node=1,
+                       launcher=os.path.join(FAKE, 'launch'))
     line = could_not_check(tmp_path, env=env)
-    assert f"{tmp_path / 'site' / 'local.yaml'}: health.gpus_per_node: 3, " \
-        "but partition 'gpu' of " in line and 'has 2 GPUs (devices)' in line
+    assert f"{tmp_path / 'y' / 'site' / 'local.yaml'}: health.gpus_per_node: " \
+        "1, but partition 'gpu' of " in line and 'has 2 GPUs (devices)' in line
     # a system the ReFrame configuration does not know: the site file's
     # count is the node's
     env = _site_health(tmp_path / 'x', partition='gpu', gpus_per_node=4,
@@ -576,7 +584,8 @@ def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
     (tree / 'ccl_health' / '__init__.py').write_text('')
     (tree / 'ccl_health' / 'hook').mkdir()
     (tree / 'ccl_health' / 'hook' / '__init__.py').write_text('')
-    (tree / 'ccl_health' / 'hook' / 'check.py').write_text(
+    (tree / 'ccl_health' / 'hook' / 'cli.py').write_text(
+        'def install_early():\n    pass\n\n\n'
         'def main(argv):\n    print("all good")\n    return 0\n')
     venv = tree / '.venv' / 'bin'
     venv.mkdir(parents=True)

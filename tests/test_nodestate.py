@@ -354,12 +354,14 @@ def test_hook_names_the_cause_first():
         hot, hot)
     assert res.code == 0 and res.line.endswith(
         '; noted: GPU 0 clocks slowed: hw_slowdown')
-    # unjudged stays unjudged, the cause noted
+    # unjudged with a cause that drains: the node state was read first,
+    # its fault is the verdict whatever else is missing (issue 20, class 6)
     res = health.with_node_state(hook_result(
         2, 'COULD-NOT-CHECK: no reference', 'could-not-check'), busy, busy)
-    assert res.code == 2 and res.line.endswith(
-        '(node state: GPU 1 in use by pid 4242 (python3, 12.0 GiB; '
-        'leftover process on an idle node: drain))')
+    assert (res.code, res.verdict) == (1, 'contended')
+    assert res.line == ('UNHEALTHY: GPU 1 in use by pid 4242 (python3, 12.0 '
+                        'GiB; leftover process on an idle node: drain) (also '
+                        'could not check: no reference)')
     # no NVML: the verdict unchanged, "not checked" in the detail
     nc = nodestate.not_checked('NVML not checked: no library', 'nvml')
     res = health.with_node_state(hook_result(

@@ -315,7 +315,7 @@ class Store:
                           params)
 
 
-def open_store(url=None, readonly=False):
+def open_store(url=None, readonly=False, timeout=60):
     """``url``: a SQLite file path (or ``sqlite:///path``), or a
     ``postgresql://`` URL; default ``$CCL_HEALTH_DB``, else
     ``<output>/ccl-health.db`` (:mod:`ccl_health.outputs`).
@@ -323,7 +323,10 @@ def open_store(url=None, readonly=False):
     ``readonly``: for questions only.  A SQLite file that does not exist is
     an error (never created: an empty new database would answer "nothing
     failed"), and the file is opened read-only, so a database in a
-    read-only file or folder can still be read.  Nothing is migrated."""
+    read-only file or folder can still be read.  Nothing is migrated.
+
+    ``timeout``: how long to wait on a locked database (SQLite's busy
+    timeout) or to connect (PostgreSQL), s."""
     if not url:
         from ccl_health.outputs import database
         url = database()
@@ -335,7 +338,7 @@ def open_store(url=None, readonly=False):
                                  f"'postgres' extra: pip install "
                                  f'"ccl-health[postgres]"') from None
         try:
-            conn = psycopg.connect(url)
+            conn = psycopg.connect(url, connect_timeout=max(1, int(timeout)))
             if readonly:
                 conn.read_only = True
         except psycopg.Error as err:
@@ -347,7 +350,7 @@ def open_store(url=None, readonly=False):
             return Store(_connect_readonly(path), 'sqlite', path)._check()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
-            conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
             conn.execute('PRAGMA journal_mode=WAL')
             conn.execute('PRAGMA foreign_keys=ON')
         except sqlite3.Error as err:

@@ -29,7 +29,13 @@ def _run(cmd, timeout=20, env=None):
                            timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as err:
         return None, str(err)
-    return (p.stdout if p.returncode == 0 else None), p.stderr.strip()
+    if p.returncode == 0:
+        return p.stdout, p.stderr.strip()
+    # nvidia-smi says why it failed on stdout ("NVIDIA-SMI has failed
+    # because it couldn't communicate with the NVIDIA driver ...")
+    said = ' '.join((p.stderr.strip() or p.stdout.strip()).split())
+    return None, f'exit {p.returncode}: {said}' if said else \
+        f'exit {p.returncode}'
 
 
 def detect_gpus(env=None, whole_node=False):

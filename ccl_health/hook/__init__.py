@@ -1,2 +1,3 @@
 """The node health hook (NHC / Slurm HealthCheckProgram): gather the
-node's evidence within a bound, ask the judge, print one line."""
+node's evidence within a bound, ask the judge, print one line
+(:mod:`ccl_health.hook.check`; ``python -m ccl_health.hook``)."""

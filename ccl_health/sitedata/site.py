@@ -63,6 +63,11 @@ class HealthSite:
     #: fraction of a GPU's memory held by no visible process that counts
     #: as held (:data:`ccl_health.evidence.nodestate.diagnose.MEMORY_HELD_FRACTION`)
     memory_held: Optional[float] = None
+    #: the probes' environment: the only source of their transport
+    #: settings (the caller's are dropped, :mod:`ccl_health.hook.settings`)
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the performance database the hook records into; None: nothing
+    db: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -228,7 +233,8 @@ def _health(raw, path):
                       None if size is None else str(size),
                       None if limit is None else float(limit),
                       raw.get('links'), raw.get('nvbandwidth'),
-                      raw.get('gpu_model'), raw.get('memory_held'))
+                      raw.get('gpu_model'), raw.get('memory_held'),
+                      dict(raw.get('env') or {}), raw.get('db'))
 
 
 #: what a plugin transport's values may name: ``{plugin_prefix}/lib``

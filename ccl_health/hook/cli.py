@@ -1,0 +1,168 @@
+"""The hook's command line: options, signals, the one line, the ``--json``
+document, then the bounded recording.  Nothing here raises: every error of
+the hook is one ``COULD-NOT-CHECK`` line, exit 2."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+from ccl_health.hook import run
+from ccl_health.hook.settings import COULD_NOT_CHECK, RECORD_BOUND
+
+#: the signals that stop the hook with one line (NHC's watchdog sends
+#: SIGTERM, a wrapper's ``timeout`` SIGALRM / SIGTERM, a closed terminal
+#: SIGHUP, a user SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM)
+#: a signal that arrived before the handlers below were set
+#: (``ccl_health.hook.__main__`` sets an early one that only notes it)
+EARLY = []
+
+
+def _on_signal(signum, frame):
+    from ccl_health.hook.settings import Interrupted
+    run.stop_all()
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _note_early(signum, frame):
+    EARLY.append(signal.Signals(signum).name)
+
+
+def install_early():
+    """Note a stop signal until :func:`main` takes over (the first thing
+    ``python -m ccl_health.hook`` does)."""
+    try:
+        for s in STOP_SIGNALS:
+            signal.signal(s, _note_early)
+    except ValueError:
+        pass
+
+
+def main(argv=None):
+    """Print the one verdict line, return 0 / 1 / 2."""
+    from ccl_health.hook.settings import Interrupted
+    t0 = time.monotonic()
+    try:
+        old = {s: signal.signal(s, _on_signal) for s in STOP_SIGNALS}
+    except ValueError:            # not the main thread (tests)
+        old = {}
+    settings = res = None
+    found = ('', '')
+    try:
+        try:
+            if EARLY:
+                raise Interrupted(EARLY[0])
+            from ccl_health.hook import judging
+            from ccl_health.hook.settings import (CouldNotCheck, parse)
+            try:
+                settings = parse(argv, t0=t0, description=_description())
+                from ccl_health.hook.check import check
+                res, settings = check(settings)
+            except CouldNotCheck as err:
+                res = judging.unjudged(str(err), t0, found)
+        except Interrupted as sig:
+            res = _stopped(sig, t0, settings)
+        except ImportError as err:
+            res = _plain(f'a Python module is missing ({sys.executable}): '
+                         f'{type(err).__name__}: {err}', t0)
+        except SystemExit:        # --help (argparse printed it): no check
+            return COULD_NOT_CHECK
+        except Exception as err:   # our own bug must never drain a node
+            res = _plain(f'internal error {type(err).__name__}: {err}', t0)
+        finally:
+            run.stop_all()
+            run.remove_folders()
+        return _finish(res, settings, t0)
+    except Interrupted as sig:    # a signal while finishing
+        if res is None:
+            res = _stopped(sig, t0, settings)
+        return _emit(res)
+    finally:
+        for s, h in old.items():
+            try:
+                signal.signal(s, h)
+            except (ValueError, TypeError):
+                pass
+
+
+def _stopped(sig, t0, settings):
+    return _plain(f'stopped by {sig} before the check finished', t0,
+                  (getattr(settings, 'system', '') or '',
+                   getattr(settings, 'partition', '') or ''))
+
+
+def _plain(why, t0, found=('', '')):
+    from ccl_health.hook.judging import HookResult
+    why = ' '.join(str(why).split()) or 'unknown error'
+    return HookResult(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {why}', [],
+                      time.monotonic() - t0, 1, 'could-not-check', *found)
+
+
+_PRINTED = []
+
+
+def _emit(res):
+    if not _PRINTED:
+        print(res.line, flush=True)
+        _PRINTED.append(res.line)
+    return res.code
+
+
+def _finish(res, settings, t0):
+    """The --json document, the line, then the bounded recording."""
+    from ccl_health.hook.record import bounded_record, json_document
+    _PRINTED.clear()
+    path = getattr(settings, 'json', None)
+    if path:
+        try:
+            _write_json(path, json_document(res, settings))
+        except (OSError, TypeError, ValueError) as err:
+            res = _plain(f'--json {path}: cannot write: {err} (measured: '
+                         f'{res.line})', t0, (res.system, res.partition))
+    dropped = dict(getattr(settings, 'dropped', ()) or ())
+    if dropped and res.code != 0 and res.verdict in ('fallback',
+                                                     'below-reference'):
+        # what the caller asked for was not used: say so where it matters
+        res.line += (f' (clean environment: dropped the caller\'s '
+                     f'{", ".join(sorted(dropped))})')
+    code = _emit(res)
+    note = None
+    if settings is not None and not settings.no_record:
+        if not settings.db:
+            note = ('not recorded: no performance database named (--db, '
+                    'CCL_HEALTH_DB or the site file\'s health.db)')
+        else:
+            left = settings.deadline - time.monotonic() - 0.1
+            note = bounded_record(settings, res, dict(settings.env),
+                                  min(RECORD_BOUND, left)) or ''
+            if note:
+                print(f'({note})', file=sys.stderr, flush=True)
+    if path and note is not None:
+        try:
+            _write_json(path, json_document(res, settings, recorded=note or
+                                            'recorded'))
+        except (OSError, TypeError, ValueError):
+            pass
+    return code
+
+
+def _write_json(path, doc):
+    tmp = f'{path}.tmp{os.getpid()}'
+    try:
+        with open(tmp, 'w') as fp:
+            json.dump(doc, fp, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        with open(path, 'w') as fp:      # a folder we may not write in
+            json.dump(doc, fp, indent=1)
+
+
+def _description():
+    from ccl_health.hook import check
+    return (check.__doc__ or '').split('\n\n')[0]

@@ -1,0 +1,262 @@
+"""The hook's probes: gather evidence, decide nothing (the verdicts are
+:mod:`ccl_health.hook.judging`'s).
+
+* the all_reduce of every GPU, and the NCCL pair rounds (:func:`run_probe`,
+  :func:`pair_rounds`);
+* the copy matrix of every GPU pair (``ccl-health-links`` or nvbandwidth,
+  :func:`run_links`), which stands in for the pair rounds where installed.
+
+Each runs through :func:`ccl_health.hook.run.bounded`, in the clean
+environment of :func:`ccl_health.hook.settings.clean_environment`."""
+
+import dataclasses
+import glob
+import itertools
+import os
+import re
+import time
+
+from ccl_health.hook import judging, run
+from ccl_health.hook.settings import CouldNotCheck
+
+
+@dataclasses.dataclass
+class Probe:
+    """One all_reduce on a set of GPUs."""
+    gpus: tuple               # node GPU indices (nvidia-smi / rocminfo)
+    size: int
+    busbw: float = 0.0
+    expected: float = 0.0     # the lower bound: reference x (1 - tolerance)
+    ref: float = 0.0
+    proven: str = ''
+    paths: str = ''
+    ok: bool = False
+    why: str = ''
+    seconds: float = 0.0
+    versions: dict = dataclasses.field(default_factory=dict)
+    #: the verdict name (ccl_health.judge.verdicts.Verdict) of this probe
+    verdict: str = ''
+    #: what the probe's ``*_VISIBLE_DEVICES`` names these GPUs by
+    tokens: tuple = ()
+    exit_status: object = None
+    #: the try (1, 2, ...) this probe belongs to
+    attempt: int = 1
+    tolerance: float = 0.0
+
+
+#: the copy size where no ``peer_copy`` reference gives one
+LINKS_DEFAULT_SIZE = 256 << 20
+
+
+@dataclasses.dataclass
+class LinksProbe:
+    """The copy matrix of every GPU pair (``ccl-health-links`` or
+    nvbandwidth, :mod:`ccl_health.evidence.links`); it stands in for the
+    NCCL pair rounds where the program is installed."""
+    gpus: tuple               # node GPU indices, in the program's order
+    tool: str = ''
+    path: str = ''
+    size: int = 0
+    tokens: tuple = ()
+    ok: bool = False
+    why: str = ''
+    verdict: str = ''
+    seconds: float = 0.0
+    init_s: object = None
+    copy_s: object = None
+    exit_status: object = None
+    #: every measured direction: name, src, dst, GB/s, reference, lower
+    #: bound (None: not judged), ok
+    links: list = dataclasses.field(default_factory=list)
+    #: directed pairs that cannot peer, by node GPU index
+    no_peer: list = dataclasses.field(default_factory=list)
+    judged: bool = False
+    # what the hook's record reads of its probes (no bandwidth of NCCL's)
+    busbw: float = 0.0
+    ref: float = 0.0
+    proven: str = ''
+    versions: dict = dataclasses.field(default_factory=dict)
+    attempt: int = 1
+
+
+def find_tests_prefix(explicit=None, site=None, program=None):
+    """The install prefix of ``program`` (:mod:`ccl_health.evidence.programs`;
+    default nccl-tests): given, the site's, or the newest build."""
+    from ccl_health.evidence import programs
+    from ccl_health.buildcache import STAMP, cache_dir
+    program = program or programs.NCCL_TESTS
+    if explicit:
+        return explicit
+    prefix = programs.site_prefix(site.build, program) if site else None
+    if prefix:
+        return prefix
+    built = [p for p in glob.glob(os.path.join(cache_dir(),
+                                               f'{program.name}-*'))
+             if os.path.exists(os.path.join(p, STAMP))]
+    if not built:
+        raise CouldNotCheck(f'no {program.name} build in {cache_dir()} (run '
+                            f'the suite once, or give --tests-prefix)')
+    return max(built, key=lambda p: os.path.getmtime(os.path.join(p, STAMP)))
+
+
+def probe_env(env, gpus, vis, probe):
+    """The environment of one probe: its GPUs made visible by the tokens
+    they were given by (UUIDs stay UUIDs), or by their indices."""
+    from ccl_health.evidence import node
+    penv = dict(env)
+    if gpus.vendor == 'amd':
+        # HIP indices count within ROCR_VISIBLE_DEVICES' list when it is set
+        rocr = list(range(gpus.count))
+        if env.get('ROCR_VISIBLE_DEVICES') is not None:
+            rocr = node.visible_gpus(gpus, {
+                'ROCR_VISIBLE_DEVICES': env['ROCR_VISIBLE_DEVICES']}).indices
+        penv.pop('CUDA_VISIBLE_DEVICES', None)
+        penv['HIP_VISIBLE_DEVICES'] = ','.join(str(rocr.index(g))
+                                               for g in probe.gpus)
+    else:
+        penv['CUDA_VISIBLE_DEVICES'] = ','.join(probe.tokens)
+        if not vis.variable:      # indices we chose: nvidia-smi's order
+            penv.setdefault('CUDA_DEVICE_ORDER', 'PCI_BUS_ID')
+    return penv
+
+
+#: nccl-tests / rccl-tests' own header lines (a launcher may prefix them):
+#: the program started on the GPUs
+STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
+                     r'nThread\s+\d+|Using devices)|rccl-tests:|'
+                     r'^\s*\d+\s+\d+\s+\w+\s', re.M)
+
+
+def gpus_text(gpus):
+    return '<->'.join(map(str, gpus)) if len(gpus) == 2 else \
+        ','.join(map(str, gpus))
+
+
+def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
+              program=None, limit=None):
+    """Run one all_reduce (bounded by ``deadline``) and have it judged
+    (:func:`ccl_health.hook.judging.judge_all_reduce`)."""
+    from ccl_health.evidence import programs
+    from ccl_health.evidence import debuglog
+    program = program or programs.NCCL_TESTS
+    where = f'GPUs {gpus_text(probe.gpus)}'
+    remaining = deadline - time.monotonic()
+    if remaining < 1:
+        return judging.not_started(probe, f'all_reduce on {where}', limit)
+    logdir = run.temporary_folder('probe-', workdir)
+    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
+                NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
+    cmd = list(launcher) + [str(len(probe.gpus)), binary] + program.options(
+        probe.size, probe.size, 2, iters, 2, max(1, int(remaining) - 1),
+        json_file=None)
+    got = run.bounded(cmd, penv, remaining, started=STARTED)
+    probe.seconds = got.seconds
+    res = None if got.not_started or got.timed_out else \
+        program.parse(got.output)
+    ev = None
+    if res is not None and got.returncode == 0:
+        ev = debuglog.read_evidence(debuglog.debug_log_files(logdir))
+    return judging.judge_all_reduce(probe, got, res, ev, launcher, where,
+                                    limit)
+
+
+def pair_rounds(gpus):
+    """Every pair of GPUs, in rounds of disjoint pairs (run together)."""
+    pairs = list(itertools.combinations(gpus, 2))
+    rounds = []
+    while pairs:
+        used, this = set(), []
+        for p in list(pairs):
+            if not used & set(p):
+                this.append(p)
+                used |= set(p)
+                pairs.remove(p)
+        rounds.append(this)
+    return rounds
+
+
+def find_links_tool(prefix, site):
+    """``(tool, path)`` of what measures the GPU links, or None (then the
+    hook runs the NCCL pair rounds): the site's ``health.links``, else
+    ``bin/ccl-health-links`` of the tests' install prefix (the builders put
+    it there), else the site's ``health.nvbandwidth``.  A path the site
+    names that is not executable cannot be checked with (exit 2)."""
+    from ccl_health.evidence import links
+    health = site.health if site is not None else None
+    named = [(links.PROGRAM, getattr(health, 'links', None)),
+             (links.NVBANDWIDTH, getattr(health, 'nvbandwidth', None))]
+    for tool, path in named:
+        if path and not os.access(path, os.X_OK):
+            key = 'links' if tool == links.PROGRAM else tool
+            raise CouldNotCheck(f'{site.path}: health.{key}: {path} is '
+                                f'missing or not executable')
+    if named[0][1]:
+        return named[0]
+    built = os.path.join(prefix, 'bin', links.PROGRAM)
+    if os.access(built, os.X_OK):
+        return links.PROGRAM, built
+    if named[1][1]:
+        return named[1]
+    return None
+
+
+def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy, limit=None):
+    """Run the copy matrix on ``gpu_ids`` (made visible by ``env``), alone
+    (nothing else runs on the GPUs meanwhile), and have it judged."""
+    from ccl_health.evidence import links
+    name, path = tool
+    size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
+    probe = LinksProbe(tuple(gpu_ids), name, path, size, tuple(tokens))
+    remaining = deadline - time.monotonic()
+    if remaining < 1:
+        return judging.not_started(
+            probe, 'the copy matrix of the GPU links', limit)
+    opts = (links.links_options(size) if name == links.PROGRAM else
+            links.nvbandwidth_options(size))
+    # its own lines: the header, or an error it names (before the header)
+    ours = (f'# {links.PROGRAM} ', '# error:', '# usage error:') \
+        if name == links.PROGRAM else ('nvbandwidth Version',)
+    started = re.compile('|'.join('^' + re.escape(o) for o in ours), re.M)
+    got = run.bounded([path] + opts, env, remaining, started=started)
+    probe.seconds = got.seconds
+    res = None
+    if not (got.not_started or got.timed_out or not got.started or
+            got.returncode in (126, 127)):
+        res = links.parse_links(got.output) if name == links.PROGRAM else \
+            links.parse_nvbandwidth(got.output, nbytes=size)
+    return judging.judge_copy_matrix(probe, got, res, peer_copy, limit)
+
+
+def links_summary(probe, where):
+    """What a passed copy matrix says in the HEALTHY line: its directions
+    by kind with their range, and whether they were judged."""
+    from ccl_health.units import format_size
+    kinds = {}
+    for ln in probe.links:
+        kinds.setdefault(_kind_label(ln), []).append(ln)
+    parts = []
+    for label_, lns in kinds.items():
+        vals = [ln['gbps'] for ln in lns]
+        refs = sorted({ln['ref'] for ln in lns if ln['ref'] is not None})
+        rng = (f'{min(vals):.1f}' if min(vals) == max(vals) or len(vals) == 1
+               else f'{min(vals):.1f}-{max(vals):.1f}')
+        parts.append(f'{len(lns)} {label_} {rng} GB/s' + (
+            f' (reference {", ".join(f"{r:.1f}" for r in refs)})' if refs
+            else ''))
+    txt = f'{probe.tool} {format_size(probe.size)}: ' + ', '.join(parts)
+    if probe.no_peer:
+        txt += '; ' + ', '.join(f'GPU {a}->{b} cannot peer'
+                                for a, b in probe.no_peer)
+    if not probe.judged:
+        txt += f' (not judged: no peer_copy reference for {where})'
+    elif any(ln['ref'] is None for ln in probe.links):
+        txt += ' (the others not judged: no reference for their kind)'
+    return txt
+
+
+def _kind_label(ln):
+    if ln['src'] == 'host':
+        return 'host->GPU'
+    if ln['dst'] == 'host':
+        return 'GPU->host'
+    return 'in-GPU' if ln['src'] == ln['dst'] else 'GPU->GPU'

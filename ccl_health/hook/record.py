@@ -1,0 +1,89 @@
+"""The hook's result into the performance database, and its ``--json``
+document.  Recording comes after the verdict line, only where a database
+is named (``--db``, ``CCL_HEALTH_DB`` or the site file's ``health.db``:
+never a new file in the folder the hook was started in), and waits at most
+:data:`ccl_health.hook.settings.RECORD_BOUND` seconds, within the limit:
+a locked or unreachable database is a note, never a wait past the
+health checker's watchdog."""
+
+import dataclasses
+import socket
+import threading
+
+
+def record(args, res, environ=None, timeout=None):
+    """The hook's result as one case of the performance database: the
+    main probe's size, the probes' detail in its own field, the
+    environment the probes ran with (:func:`recorder.run_environment`)
+    and the caller's variables that were dropped from it."""
+    from ccl_health.db import recorder
+    from ccl_health.db import store
+    sizes = []
+    main_probe = res.probes[0] if res.probes else None
+    if main_probe and main_probe.busbw:
+        sizes.append(store.SizeRecord(
+            main_probe.size, main_probe.busbw, ref=main_probe.ref or None,
+            verdict=main_probe.verdict or None))
+    host = getattr(args, 'hostname', None) or socket.gethostname()
+    dropped = dict(getattr(args, 'dropped', ()) or ())
+    case = store.CaseRecord(
+        run_id=f'health-{store.now()}-{host}',
+        case_name='node-health', verdict=res.verdict, system=res.system,
+        partition=res.partition, nodelist=host, nodes=1,
+        ranks=len(main_probe.gpus) if main_probe else None,
+        collective='all_reduce', transport='intra',
+        proven=main_probe.proven if main_probe else '',
+        reason=res.line, versions=main_probe.versions if main_probe else {},
+        env=recorder.run_environment(environ=environ),
+        detail={'probes': [dataclasses.asdict(p) for p in res.probes],
+                **({'node_state': res.node_state}
+                   if res.node_state else {}),
+                **({'attempts': res.attempt_notes}
+                   if getattr(res, 'attempt_notes', None) else {}),
+                **({'dropped_env': dropped} if dropped else {})},
+        source='health', sizes=sizes)
+    kw = {} if timeout is None else {'timeout': timeout}
+    with store.open_store(args.db, **kw) as db:
+        db.add_case(case)
+
+
+def bounded_record(settings, res, environ, bound):
+    """Record within ``bound`` seconds: ``''`` when recorded, else why not
+    (a note).  The database's own busy timeout is the bound, and the
+    recording runs in a thread the hook does not wait for past it."""
+    if bound <= 0.05:
+        return 'not recorded: no time left within --limit'
+    box = {}
+
+    def work():
+        try:
+            record(settings, res, environ, timeout=bound)
+            box['ok'] = True
+        except BaseException as err:          # noqa: B902
+            box['err'] = f'{type(err).__name__}: {err}'
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(bound + 0.2)
+    if t.is_alive():
+        return (f'not recorded in the performance database {settings.db}: '
+                f'gave up after {bound:.1f} s')
+    if 'err' in box:
+        return (f'not recorded in the performance database {settings.db}: '
+                f'{box["err"]}')
+    return ''
+
+
+def json_document(res, settings=None, recorded=None):
+    """The hook's ``--json`` detail of a result (what NodeHealthCheck and
+    ``scripts/fleet`` read)."""
+    doc = {'code': res.code, 'verdict': res.verdict, 'line': res.line,
+           'seconds': res.seconds, 'attempts': res.attempts,
+           'system': res.system, 'partition': res.partition,
+           'probes': [dataclasses.asdict(p) for p in res.probes],
+           'node_state': res.node_state,
+           'attempt_notes': list(getattr(res, 'attempt_notes', []) or [])}
+    doc['dropped_env'] = dict(getattr(settings, 'dropped', ()) or ())
+    doc['database'] = getattr(settings, 'db', None) or None
+    if recorded is not None:
+        doc['recorded'] = recorded
+    return doc

@@ -1,0 +1,148 @@
+"""The one bounded-subprocess helper of the hook: every probe (the
+all_reduce, the pair rounds, the copy matrix) runs through :func:`bounded`
+with the same rules:
+
+* its own process group (a stop or a timeout kills the whole group), and
+  on Linux a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in
+  the child before it runs the program): a hook killed by SIGKILL takes the
+  program with it;
+* a wall-clock bound; past it the group is killed and the output so far is
+  kept, with whether the program had *started* its timed work (a pattern
+  the caller gives: its header or first row), so that a hang is told from
+  a start-up the limit left no time for;
+* a registry of what runs, so that a signal to the hook stops every probe
+  (:func:`stop_all`), and of the temporary folders, removed at the end
+  (:func:`temporary_folder`, :func:`remove_folders`)."""
+
+import contextlib
+import ctypes
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+_RUNNING = set()
+_FOLDERS = set()
+_LOCK = threading.Lock()
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the child, before exec: SIGKILL when the hook dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:          # no prctl: the process group still holds
+        pass
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a bounded run gave."""
+    output: str = ''
+    returncode: object = None
+    seconds: float = 0.0
+    #: it did not end within its bound (then it was killed)
+    timed_out: bool = False
+    #: the caller's start pattern was seen in its output
+    started: bool = False
+    #: it could not be started at all (``OSError``): the reason
+    not_started: str = ''
+
+
+def bounded(cmd, env, timeout, started=None):
+    """Run ``cmd`` (stdout and stderr together) for at most ``timeout``
+    seconds (:class:`Outcome`); ``started``: a compiled pattern whose
+    match in the output means the program began its timed work."""
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(cmd), env=dict(env), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+            errors='replace', start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith('linux')
+            else None)
+    except OSError as err:
+        return Outcome(not_started=str(err.strerror or err),
+                       seconds=time.monotonic() - t0)
+    with _LOCK:
+        _RUNNING.add(proc)
+    timed_out = False
+    try:
+        try:
+            out = proc.communicate(timeout=max(0.01, timeout))[0]
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill(proc)
+            try:        # a rank that left the group may hold the pipe
+                out = proc.communicate(timeout=2)[0]
+            except subprocess.TimeoutExpired as err:
+                out = err.output or ''
+                if isinstance(out, bytes):
+                    out = out.decode(errors='replace')
+    finally:
+        with _LOCK:
+            _RUNNING.discard(proc)
+    out = out or ''
+    return Outcome(out, None if timed_out else proc.returncode,
+                   time.monotonic() - t0, timed_out,
+                   bool(started.search(out)) if started is not None else
+                   bool(out.strip()))
+
+
+def kill(proc):
+    """SIGKILL to the process group of ``proc``."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except OSError:
+        pass
+
+
+def stop_all():
+    """Kill every probe running now (a signal to the hook)."""
+    with _LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        kill(proc)
+    for proc in running:
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def temporary_folder(prefix='ccl-health-', parent=None):
+    """A new temporary folder, removed by :func:`remove_folders`."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    with _LOCK:
+        _FOLDERS.add(path)
+    return path
+
+
+def remove_folders():
+    with _LOCK:
+        folders = list(_FOLDERS)
+        _FOLDERS.clear()
+    for path in folders:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def workdir():
+    """A temporary folder for one check, removed however it ends."""
+    path = temporary_folder()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        with _LOCK:
+            _FOLDERS.discard(path)

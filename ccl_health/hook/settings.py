@@ -1,0 +1,335 @@
+"""The hook's settings, resolved once: options, then the environment, then
+the site file's ``health`` block, then the defaults (:func:`resolve`), into
+one frozen :class:`Settings`.  Every bad value is a :class:`CouldNotCheck`
+naming the option, variable or file key, raised before anything starts.
+
+Also here: the one default launcher of the suite (:data:`DEFAULT_LAUNCHER`,
+:func:`default_launcher`; ``checks/node_health.py`` reads it from here) and
+the probes' clean environment (:func:`clean_environment`)."""
+
+import argparse
+import dataclasses
+import math
+import os
+import shlex
+import socket
+import time
+from typing import Optional, Tuple
+
+from ccl_health import resources
+
+HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
+PREFIX = {HEALTHY: 'HEALTHY', UNHEALTHY: 'UNHEALTHY',
+          COULD_NOT_CHECK: 'COULD-NOT-CHECK'}
+DEFAULT_LIMIT = 20.0
+DEFAULT_SIZE = '1G'
+#: the one default launcher: the rank count and the program are appended
+DEFAULT_LAUNCHER = 'mpirun --bind-to none -np'
+#: inside a Slurm allocation (ReFrame's slurm / squeue schedulers)
+SLURM_LAUNCHER = 'srun --overlap --ntasks'
+#: bounds of the options: a value past them is refused before anything runs
+MAX_LIMIT = 86400.0
+MAX_REPEATS = 20
+MAX_ITERS = 10000
+MAX_GPUS = 1024
+MAX_SIZE = 64 << 30
+#: the longest the hook waits on its performance database (s)
+RECORD_BOUND = 2.0
+
+
+def default_launcher(scheduler=None):
+    """The launcher where neither an option, the environment nor the site
+    file names one: ``srun`` inside Slurm, else ``mpirun``."""
+    return SLURM_LAUNCHER if scheduler in ('slurm', 'squeue') else \
+        DEFAULT_LAUNCHER
+
+
+class CouldNotCheck(Exception):
+    """The hook itself could not judge the node (exit 2)."""
+
+
+class Interrupted(BaseException):
+    """A signal (SIGTERM, SIGINT, SIGHUP, SIGALRM) arrived."""
+
+
+# -- the probes' clean environment -------------------------------------------
+
+#: what shapes the transport, the algorithm or the GPUs' behaviour of a
+#: collective: the NCCL / RCCL environment variables (NCCL's "Environment
+#: Variables" page: NCCL_P2P_DISABLE, NCCL_ALGO, NCCL_PROTO, NCCL_NET, ...;
+#: RCCL's: RCCL_*, HSA_*), the network plugins' (aws-ofi-nccl: OFI_NCCL_*,
+#: libfabric: FI_*, UCX: UCX_*, SHARP / HCOLL), MSCCL's, and CUDA's own
+#: knobs that change how kernels are queued.  The caller's values never
+#: reach a probe: they come only from the site file.
+TRANSPORT_PREFIXES = ('NCCL_', 'RCCL_', 'FI_', 'OFI_NCCL_', 'HSA_', 'UCX_',
+                      'MSCCL_', 'MSCCLPP_', 'SHARP_', 'HCOLL_', 'NVSHMEM_',
+                      'CCL_')
+TRANSPORT_NAMES = ('CUDA_DEVICE_MAX_CONNECTIONS', 'CUDA_LAUNCH_BLOCKING',
+                   'CUDA_MODULE_LOADING', 'CUDA_AUTO_BOOST',
+                   'GPU_MAX_HW_QUEUES', 'HIP_FORCE_DEV_KERNARG')
+#: kept although their prefix matches: the suite's own stand-ins and
+#: settings (CCL_HEALTH_*)
+KEEP_PREFIXES = ('CCL_HEALTH_',)
+
+
+def shapes_transport(name):
+    return not name.startswith(KEEP_PREFIXES) and (
+        name.startswith(TRANSPORT_PREFIXES) or name in TRANSPORT_NAMES)
+
+
+def clean_environment(environ, *site_envs):
+    """``(env, dropped)``: ``environ`` without what shapes the transport
+    (:func:`shapes_transport`), then the site file's settings in order;
+    ``dropped``: the caller's values that were removed (name: value),
+    those the site file sets again included."""
+    env, dropped = {}, {}
+    for k, v in environ.items():
+        (dropped if shapes_transport(k) else env)[k] = v
+    for extra in site_envs:
+        env.update({k: str(v) for k, v in (extra or {}).items()})
+    return env, dict(sorted(dropped.items()))
+
+
+# -- options ------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one COULD-NOT-CHECK line (exit 2), never
+    usage text and its own exit."""
+
+    def error(self, message):
+        raise CouldNotCheck(f'{self.prog}: {message}')
+
+
+DB_HELP = ("performance database (a SQLite file or a postgresql:// URL; "
+           "default $CCL_HEALTH_DB, else the site file's health.db).  Where "
+           "none is named the hook records nothing (it never creates a "
+           "database in the folder it is started in).  Recording comes "
+           "after the verdict line and waits at most "
+           f"{RECORD_BOUND:g} s (within --limit)")
+
+
+def parser(description=''):
+    from ccl_health.helptext import Formatter
+    ap = _Parser(prog='ccl-health-check', description=description,
+                 formatter_class=Formatter)
+    ap.add_argument('--limit', help='hard wall-clock limit of the whole run, '
+                    'recording included, s (default '
+                    '$CCL_HEALTH_CHECK_LIMIT, else the site file\'s '
+                    f'health.limit, else {DEFAULT_LIMIT:g}; at most '
+                    f'{MAX_LIMIT:g})')
+    ap.add_argument('--size', help="default: the site file's health.size, "
+                    f'else {DEFAULT_SIZE}')
+    ap.add_argument('--iters', type=int, default=10,
+                    help='timed iterations of each all_reduce (-n)')
+    ap.add_argument('--repeats', type=int, default=2,
+                    help='tries: a later try may absorb a bandwidth '
+                    'shortfall only; wrong results, non-finite values, a '
+                    'crash or incomplete output in any try is the verdict')
+    ap.add_argument('--expect-gpus', type=int, default=0,
+                    help="GPUs this node must have (default: the site "
+                    "file's health.gpus_per_node, else its partition's "
+                    "devices in config/systems/)")
+    ap.add_argument('--no-pairs', action='store_true',
+                    help='skip the GPU links\' checks (the copy matrix of '
+                    'ccl-health-links / nvbandwidth, or the NCCL pair '
+                    'rounds): only the all-GPU all_reduce')
+    ap.add_argument('--system', help='default $CCL_HEALTH_SYSTEM, else the '
+                    'system whose hostnames pattern matches this host')
+    ap.add_argument('--partition', help="default $CCL_HEALTH_PARTITION, else "
+                    "the site file's health.partition, else the system's "
+                    "only partition with GPUs")
+    ap.add_argument('--tests-prefix', help='installation of nccl-tests / '
+                    'rccl-tests to run (default: the newest in the build '
+                    'cache, or the site file\'s build prefix)')
+    ap.add_argument('--launcher', help='default $CCL_HEALTH_CHECK_LAUNCHER, '
+                    "else the site file's health.launcher, else "
+                    f'"{DEFAULT_LAUNCHER}"')
+    ap.add_argument('--site-dir', help='folder of site/<system>.yaml '
+                    '(default $CCL_HEALTH_SITE_DIR, else site/)')
+    ap.add_argument('--reference-dir', help='folder of '
+                    'reference/<system>.yaml (default '
+                    '$CCL_HEALTH_REFERENCE_DIR, else reference/)')
+    ap.add_argument('--config-dir', help='ReFrame configuration (default '
+                    '$CCL_HEALTH_CONFIG_DIR or config/)')
+    ap.add_argument('--db', help=DB_HELP)
+    ap.add_argument('--no-record', action='store_true',
+                    help='do not record the result in the performance '
+                    'database')
+    ap.add_argument('--json', help='write the full detail here too (the '
+                    'environment variables dropped from the probes '
+                    'included)')
+    return ap
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything the hook runs with, resolved once (:func:`parse` from
+    the options and environment, :func:`resolve` with the site file)."""
+    limit: Optional[float]
+    size: Optional[str]
+    size_bytes: Optional[int]
+    iters: int
+    repeats: int
+    expect_gpus: int
+    no_pairs: bool
+    system: Optional[str]
+    partition: Optional[str]
+    tests_prefix: Optional[str]
+    launcher: Optional[Tuple[str, ...]]
+    site_dir: str
+    reference_dir: str
+    config_dir: str
+    db: Optional[str]
+    no_record: bool
+    json: Optional[str]
+    hostname: str
+    #: marks the probes' processes as ours (ccl_health.evidence.nodestate)
+    run_id: str
+    xid_state: Optional[str]
+    #: monotonic time the hook started: the limit counts from here
+    t0: float = 0.0
+    #: where the database name came from ('' where none is named)
+    db_source: str = ''
+    #: the probes' environment (clean) and the caller's values dropped
+    env: Tuple[Tuple[str, str], ...] = ()
+    dropped: Tuple[Tuple[str, str], ...] = ()
+
+    @property
+    def deadline(self):
+        return self.t0 + (self.limit or DEFAULT_LIMIT)
+
+    def left(self):
+        return self.deadline - time.monotonic()
+
+
+def parse(argv, env=None, t0=None, description=''):
+    """The options and the environment, checked (site file not read yet)."""
+    env = os.environ if env is None else env
+    args = parser(description).parse_args(argv)
+    if args.limit is not None:
+        src, raw = '--limit', args.limit
+    else:
+        src, raw = 'CCL_HEALTH_CHECK_LIMIT', env.get('CCL_HEALTH_CHECK_LIMIT')
+        if raw is not None and raw.strip() == '':
+            raw = None
+    limit = None if raw is None else limit_value(src, raw)
+    for opt, most in (('iters', MAX_ITERS), ('repeats', MAX_REPEATS)):
+        val = getattr(args, opt)
+        if val < 1:
+            raise CouldNotCheck(f'--{opt} {val}: must be at least 1')
+        if val > most:
+            raise CouldNotCheck(f'--{opt} {val}: at most {most}')
+    if args.expect_gpus < 0:
+        raise CouldNotCheck(f'--expect-gpus {args.expect_gpus}: must not be '
+                            f'negative')
+    if args.expect_gpus > MAX_GPUS:
+        raise CouldNotCheck(f'--expect-gpus {args.expect_gpus}: at most '
+                            f'{MAX_GPUS}')
+    size_bytes = None if args.size is None else size_value('--size',
+                                                           args.size)
+    launcher = args.launcher if args.launcher is not None else env.get(
+        'CCL_HEALTH_CHECK_LAUNCHER')
+    db, db_source = args.db, '--db'
+    if not db:
+        db, db_source = env.get('CCL_HEALTH_DB') or None, 'CCL_HEALTH_DB'
+    if args.json:
+        try:                       # fail before measuring, not after
+            with open(args.json, 'a'):
+                pass
+        except OSError as err:
+            raise CouldNotCheck(f'--json {args.json}: cannot write: '
+                                f'{err.strerror or err}') from None
+    return Settings(
+        limit=limit, size=args.size, size_bytes=size_bytes,
+        iters=args.iters, repeats=args.repeats,
+        expect_gpus=args.expect_gpus, no_pairs=args.no_pairs,
+        system=args.system or env.get('CCL_HEALTH_SYSTEM') or None,
+        partition=args.partition or env.get('CCL_HEALTH_PARTITION') or None,
+        tests_prefix=args.tests_prefix,
+        launcher=None if launcher is None else tuple(
+            launcher_value(launcher)),
+        site_dir=args.site_dir or env.get('CCL_HEALTH_SITE_DIR') or
+        resources.shipped_site_dir(),
+        reference_dir=args.reference_dir or env.get(
+            'CCL_HEALTH_REFERENCE_DIR') or resources.shipped_reference_dir(),
+        config_dir=args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or
+        resources.path('config'),
+        db=db, db_source=db_source if db else '',
+        no_record=args.no_record, json=args.json,
+        hostname=env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname(),
+        run_id=f'health-{os.getpid()}-{int(time.time())}',
+        xid_state=env.get('CCL_HEALTH_XID_STATE') or None,
+        t0=time.monotonic() if t0 is None else t0)
+
+
+def resolve(settings, site, environ):
+    """``settings`` with what the options and environment left open taken
+    from the site file's ``health`` block, else the defaults, and the
+    probes' clean environment (:func:`clean_environment`: the caller's
+    transport settings dropped, the site file's ``env`` and
+    ``health.env`` added)."""
+    health = site.health if site is not None else None
+    changes = {}
+    if settings.limit is None:
+        changes['limit'] = limit_value(
+            f'{site.path}: health.limit', health.limit) \
+            if health and health.limit is not None else DEFAULT_LIMIT
+    if settings.size_bytes is None:
+        size = health.size if health and health.size else DEFAULT_SIZE
+        changes['size'] = size
+        changes['size_bytes'] = size_value(
+            f'{site.path}: health.size' if health and health.size
+            else '--size', size)
+    if settings.launcher is None:
+        changes['launcher'] = tuple(health.launcher) if health else \
+            tuple(shlex.split(DEFAULT_LAUNCHER))
+    if not settings.db and health is not None and getattr(health, 'db',
+                                                          None):
+        changes['db'] = health.db
+        changes['db_source'] = f'{site.path}: health.db'
+    env, dropped = clean_environment(
+        environ, site.env if site is not None else {},
+        getattr(health, 'env', None) or {})
+    changes['env'] = tuple(sorted(env.items()))
+    changes['dropped'] = tuple(dropped.items())
+    return dataclasses.replace(settings, **changes)
+
+
+def limit_value(src, raw):
+    try:
+        limit = float(raw)
+    except (TypeError, ValueError):
+        raise CouldNotCheck(f'{src} {raw!r}: not a number of seconds') \
+            from None
+    if not math.isfinite(limit) or limit <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: the limit must be a positive '
+                            f'number of seconds')
+    if limit > MAX_LIMIT:
+        raise CouldNotCheck(f'{src} {raw!r}: the limit is at most '
+                            f'{MAX_LIMIT:g} s')
+    return limit
+
+
+def size_value(src, raw):
+    from ccl_health import CclHealthError
+    from ccl_health.units import parse_size
+    try:
+        size = parse_size(raw)
+    except (CclHealthError, ValueError, OverflowError) as err:
+        raise CouldNotCheck(f'{src} {raw!r}: {err}') from None
+    if size <= 0:
+        raise CouldNotCheck(f'{src} {raw!r}: must be positive')
+    if size > MAX_SIZE:
+        raise CouldNotCheck(f'{src} {raw!r}: at most 64 GiB')
+    return size
+
+
+def launcher_value(text):
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise CouldNotCheck(f'launcher {text!r}: {err}') from None
+    if not words:
+        raise CouldNotCheck('the launcher is empty (--launcher / '
+                            'CCL_HEALTH_CHECK_LAUNCHER)')
+    return words

@@ -1,0 +1,499 @@
+"""The health hook in a hostile environment (issue 20, and issue 19 class
+1): each class of the issue through every door a site uses, i.e. the hook
+itself (``python -m ccl_health.hook`` with the replay stand-ins of
+tests/replay), the LBNL NHC check (site/nhc, run by the REAL NHC 1.4.3
+from ../shared/mirror, with its watchdog) and the Slurm HealthCheckProgram
+wrapper (site/slurm, with stand-ins of scontrol and logger).
+
+The one rule of the matrix: a door drains (exit 1 / NHC fails / scontrol
+drain) exactly when the node has a fault, and never says HEALTHY with
+one."""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from conftest import REPO
+from test_health_trust import CAP, FAKE, REPLAY, environ, wrong_1g
+
+HOOK = [sys.executable, '-m', 'ccl_health.hook']
+WRAPPER = os.path.join(REPO, 'scripts', 'ccl-health-check')
+NHC_TARBALL = os.path.join(REPO, '..', 'shared', 'mirror',
+                           'nhc-1.4.3.tar.gz')
+NHC_CHECK = os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
+SLURM_WRAPPER = os.path.join(REPO, 'site', 'slurm', 'healthcheck.sh')
+STD = ['--tests-prefix', REPLAY, '--launcher', os.path.join(FAKE, 'launch')]
+
+
+# -- the cases: (name, fault of the node?, how to set it up) ---------------
+
+def _replay_with(tmp_path, first=None):
+    """A replay folder with the real intra capture, and ``first``: a
+    mutation of it replayed on the first start only."""
+    d = tmp_path / 'replay'
+    shutil.copytree(os.path.join(CAP, 'intra'), d / 'intra')
+    env = {'CCL_HEALTH_REPLAY_DIR': str(d)}
+    if first:
+        shutil.copytree(d / 'intra', d / 'mut')
+        text = (d / 'mut' / 'stdout.txt').read_text()
+        (d / 'mut' / 'stdout.txt').write_text(first(text))
+        env.update(CCL_HEALTH_REPLAY_INTRA='mut',
+                   CCL_HEALTH_REPLAY_ONCE=str(tmp_path / 'once'))
+    return env
+
+
+def _site_with(tmp_path, health_extra):
+    """A copy of site/ whose local.yaml's health block has more keys."""
+    d = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), d)
+    text = (d / 'local.yaml').read_text()
+    text = text.replace('  launcher: mpirun --bind-to none -np\n',
+                        '  launcher: mpirun --bind-to none -np\n' +
+                        health_extra)
+    (d / 'local.yaml').write_text(text)
+    return {'CCL_HEALTH_SITE_DIR': str(d)}
+
+
+FOREIGN_NVML = '''
+"""A stand-in NVML (pynvml) of one GPU with a foreign process on it."""
+import os
+
+
+class NVMLError(Exception):
+    def __init__(self, value=3):
+        self.value = value
+
+
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetCount(): return 2
+def nvmlSystemGetNVMLVersion(): return '13.580'
+def nvmlSystemGetDriverVersion(): return '580.1'
+def nvmlDeviceGetHandleByIndex(i): return ('h', i)
+def nvmlDeviceGetUUID(h):
+    return 'GPU-%dc2f6d13-c7f6-4b78-6145-e06e786e4c2b' % h[1]
+def nvmlDeviceGetName(h): return 'NVIDIA H200'
+def nvmlDeviceGetMemoryInfo(h):
+    return {'total': 80 << 30, 'used': (13 << 30) if h[1] == 1 else 0}
+
+
+class _P:
+    def __init__(self, pid):
+        self.pid, self.usedGpuMemory = pid, 12 << 30
+
+
+def nvmlDeviceGetComputeRunningProcesses(h):
+    return [_P(int(os.environ['FAKE_FOREIGN_PID']))] if h[1] == 1 else []
+'''
+
+
+def case_clean_env(tmp_path):
+    # NCCL_P2P_DISABLE=1 makes the replayed run go over sockets: inherited
+    # from the caller, it is dropped (named), and the node is healthy
+    return {'NCCL_P2P_DISABLE': '1', 'NCCL_ALGO': 'Ring',
+            'NCCL_PROTO': 'LL'}, []
+
+
+def case_locked_db(tmp_path):
+    db = tmp_path / 'locked.sqlite'
+    return {'CCL_HEALTH_DB': str(db), 'LOCK_DB': str(db)}, []
+
+
+def case_startup_limit(tmp_path):
+    # the program prints nothing for 60 s: the limit left it no time to
+    # start; never a hang
+    return {'CCL_HEALTH_REPLAY_SLEEP': '60'}, ['--limit', '4']
+
+
+def case_hang(tmp_path):
+    return {'CCL_HEALTH_REPLAY_STALL': '60'}, ['--limit', '4']
+
+
+def case_foreign_no_reference(tmp_path):
+    nv = tmp_path / 'nvml'
+    nv.mkdir()
+    (nv / 'pynvml.py').write_text(FOREIGN_NVML)
+    # a probe size the reference has no entry for: no reference
+    env = _site_with(tmp_path, '  size: 3M\n')
+    env.update(PYTHONPATH=f'{nv}{os.pathsep}{REPO}',
+               FAKE_FOREIGN_PID=str(os.getpid()))
+    return env, []
+
+
+def case_dead_driver_known_count(tmp_path):
+    b = tmp_path / 'deadbin'
+    b.mkdir()
+    (b / 'nvidia-smi').write_text(
+        '#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t '
+        'communicate with the NVIDIA driver. Make sure that the latest '
+        'NVIDIA driver is installed and running."\nexit 9\n')
+    (b / 'nvidia-smi').chmod(0o755)
+    env = _site_with(tmp_path, '  gpus_per_node: 2\n')
+    env['PATH'] = f'{b}{os.pathsep}{os.environ["PATH"]}'
+    return env, []
+
+
+def case_dead_driver_unknown_count(tmp_path):
+    env, args = case_dead_driver_known_count(tmp_path)
+    del env['CCL_HEALTH_SITE_DIR']
+    return env, args
+
+
+def case_fewer_gpus(tmp_path):
+    env = _site_with(tmp_path, '  gpus_per_node: 2\n')
+    env['CCL_HEALTH_FAKE_GPUS'] = '1'
+    return env, []
+
+
+def case_wrong_first_attempt(tmp_path):
+    return _replay_with(tmp_path, first=wrong_1g), []
+
+
+def case_huge_limit(tmp_path):
+    return {}, ['--limit', '1e9']
+
+
+#: name: (setup, fault of the node?, verdict the hook gives, exit)
+CASES = {
+    'clean-env': (case_clean_env, False, 'pass', 0),
+    'locked-db': (case_locked_db, False, 'pass', 0),
+    'startup-limit': (case_startup_limit, False, 'could-not-check', 2),
+    'hang': (case_hang, True, 'hang', 1),
+    'foreign-no-reference': (case_foreign_no_reference, True, 'contended',
+                             1),
+    'dead-driver-known-count': (case_dead_driver_known_count, True,
+                                'missing-gpu', 1),
+    'dead-driver-unknown-count': (case_dead_driver_unknown_count, False,
+                                  'could-not-check', 2),
+    'fewer-gpus': (case_fewer_gpus, True, 'missing-gpu', 1),
+    'wrong-first-attempt': (case_wrong_first_attempt, True, 'wrong-results',
+                            1),
+    'huge-limit': (case_huge_limit, False, None, 2),
+}
+
+
+def _setup(name, tmp_path):
+    setup, fault, verdict, code = CASES[name]
+    env, args = setup(tmp_path)
+    return environ(tmp_path, env), args, fault, verdict, code
+
+
+def _lock(path):
+    """Hold ``path``'s SQLite database locked (another process writing)."""
+    from ccl_health.db import store
+    with store.open_store(path):
+        pass
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute('BEGIN EXCLUSIVE')
+    return conn
+
+
+# -- door 1: the hook itself --------------------------------------------------
+
+@pytest.mark.parametrize('name', sorted(CASES))
+def test_hook(tmp_path, name):
+    env, args, fault, verdict, code = _setup(name, tmp_path)
+    lock = _lock(env['LOCK_DB']) if env.get('LOCK_DB') else None
+    detail = tmp_path / 'detail.json'
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(HOOK + STD + ['--json', str(detail)] + args,
+                           env=env, capture_output=True, text=True,
+                           timeout=120, cwd=str(tmp_path))
+    finally:
+        if lock:
+            lock.close()
+    wall = time.monotonic() - t0
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, (p.stdout, p.stderr)
+    # the rule of the matrix
+    assert (p.returncode == 1) == fault, (name, lines[0])
+    assert p.returncode != 0 or not fault
+    assert p.returncode == code, (name, lines[0], p.stderr)
+    if verdict:
+        assert json.loads(detail.read_text())['verdict'] == verdict, lines
+    d = json.loads(detail.read_text()) if verdict else {}
+    if name == 'clean-env':
+        assert d['dropped_env'] == {'NCCL_ALGO': 'Ring', 'NCCL_PROTO': 'LL',
+                                    'NCCL_P2P_DISABLE': '1'}
+        assert lines[0].startswith('HEALTHY: all_reduce 1GiB on 2 GPUs')
+    elif name == 'locked-db':
+        # the line first, the recording given up within its bound and the
+        # whole run inside NHC's default watchdog
+        assert 'not recorded in the performance database' in p.stderr
+        assert 'gave up' in d['recorded'] or 'locked' in d['recorded']
+        assert wall < 20
+    elif name == 'startup-limit':
+        assert 'did not start within' in lines[0] and \
+            '--limit 4 s' in lines[0], lines[0]
+    elif name == 'foreign-no-reference':
+        assert lines[0].startswith(
+            f'UNHEALTHY: GPU 1 in use by pid {os.getpid()} '), lines[0]
+        assert 'no reference' in lines[0]
+    elif name == 'dead-driver-known-count':
+        assert 'NVIDIA-SMI has failed' in lines[0] and \
+            'local:gpu has 2 GPUs' in lines[0], lines[0]
+    elif name == 'dead-driver-unknown-count':
+        assert lines[0].startswith('COULD-NOT-CHECK: nvidia-smi found no '
+                                   'GPU'), lines[0]
+    elif name == 'wrong-first-attempt':
+        assert 'wrong-results' in lines[0]
+        assert d['attempt_notes'][0].startswith(
+            'attempt 1 of 2: wrong-results'), d['attempt_notes']
+        assert d['attempts'] == 1
+    elif name == 'huge-limit':
+        assert 'at most 86400' in lines[0]
+
+
+def test_no_database_named_records_nothing_where_it_runs(tmp_path):
+    env = environ(tmp_path)
+    del env['CCL_HEALTH_DB']
+    env.pop('CCL_HEALTH_OUTPUT', None)
+    p = subprocess.run(HOOK + STD + ['--json', str(tmp_path / 'd.json')],
+                       env=env, capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path))
+    assert p.returncode == 0, p.stdout
+    assert not (tmp_path / 'ccl-health-output').exists()
+    assert 'no performance database named' in json.loads(
+        (tmp_path / 'd.json').read_text())['recorded']
+    help_ = subprocess.run(HOOK + ['--help'], env=env, capture_output=True,
+                           text=True, timeout=60).stdout
+    assert 'records nothing' in ' '.join(help_.split())
+
+
+def _no_process_left(marker):
+    from test_health_trust import _processes_with
+    deadline = time.monotonic() + 5
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _processes_with(marker)
+
+
+@pytest.mark.parametrize('sig', ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGALRM'])
+@pytest.mark.parametrize('cmd', ['hook', 'wrapper'])
+def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
+                                                          cmd):
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    env = environ(tmp_path, {'CCL_HEALTH_REPLAY_STALL': '60',
+                             'TMPDIR': str(tmp)})
+    p = subprocess.Popen((HOOK if cmd == 'hook' else [WRAPPER]) + STD +
+                         ['--limit', '50'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    # wait until the probe runs (its debug-log folder exists)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not [
+            f for f in os.listdir(tmp) if f.startswith('ccl-health-') and
+            os.listdir(tmp / f)]:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    if cmd == 'wrapper' and sig == 'SIGALRM':
+        os.killpg(p.pid, signal.SIGALRM)    # NHC's watchdog: the group
+    else:
+        p.send_signal(getattr(signal, sig))
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 2, (out, err)
+    assert out == f'COULD-NOT-CHECK: stopped by {sig} before the check ' \
+        f'finished\n', (out, err)
+    assert _no_process_left(str(tmp_path)), 'a probe outlived the hook'
+    left = [f for f in os.listdir(tmp) if f.startswith('ccl-health-')]
+    assert left == [], left
+
+
+def test_sigterm_right_after_start_is_one_line(tmp_path):
+    env = environ(tmp_path)
+    p = subprocess.Popen(HOOK + STD, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    if p.returncode == -signal.SIGTERM:
+        # the interpreter had not started running Python yet: nothing of
+        # the hook can answer there; the wrapper (what NHC and Slurm run)
+        # still gives the line (below)
+        pytest.skip('SIGTERM arrived before the interpreter ran the hook')
+    assert p.returncode == 2 and out == (
+        'COULD-NOT-CHECK: stopped by SIGTERM before the check finished\n'), \
+        (p.returncode, out, err)
+
+
+def test_sigterm_right_after_start_through_the_wrapper(tmp_path):
+    env = environ(tmp_path)
+    p = subprocess.Popen([WRAPPER] + STD, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    lines = out.splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and \
+        lines[0].startswith('COULD-NOT-CHECK: '), (p.returncode, out, err)
+
+
+# -- door 2: LBNL NHC 1.4.3 with its watchdog ---------------------------------
+
+@pytest.fixture(scope='module')
+def nhc(tmp_path_factory):
+    """The real NHC, built from the mirrored release into a temporary
+    prefix (./configure && make install)."""
+    if not os.path.exists(NHC_TARBALL):
+        pytest.skip(f'{NHC_TARBALL} is not here')
+    base = tmp_path_factory.mktemp('nhc')
+    with tarfile.open(NHC_TARBALL) as tf:
+        tf.extractall(base)
+    src = base / 'nhc-1.4.3'
+    prefix = base / 'prefix'
+    for cmd in (['./configure', f'--prefix={prefix}',
+                 f'--sysconfdir={prefix}/etc',
+                 f'--libexecdir={prefix}/libexec'],
+                ['make'], ['make', 'install']):
+        p = subprocess.run(cmd, cwd=src, capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0, (cmd, p.stdout[-2000:], p.stderr[-2000:])
+    nhc_bin = prefix / 'sbin' / 'nhc'
+    assert nhc_bin.exists()
+    return prefix
+
+
+def _run_nhc(prefix, tmp_path, env, limit=None, watchdog=10):
+    conf = tmp_path / 'nhc-conf'
+    # NHC's own scripts (common.nhc: nhc_load_conf, ...) and ours
+    shutil.copytree(prefix / 'etc' / 'nhc' / 'scripts', conf / 'scripts')
+    shutil.copy(NHC_CHECK, conf / 'scripts' / 'ccl_health.nhc')
+    (conf / 'nhc.conf').write_text(
+        f'* || check_gpu_ccl {REPO}' + (f' {limit}' if limit else '') +
+        '\n')
+    cmd = [str(prefix / 'sbin' / 'nhc'), '-c', str(conf / 'nhc.conf'),
+           '-l', str(tmp_path / 'nhc.log'), '-t', str(watchdog),
+           f'CONFDIR={conf}', f'INCDIR={conf}/scripts',
+           f'HELPERDIR={prefix}/libexec/nhc', 'NHC_RM=none',
+           'MARK_OFFLINE=0', f'RESULTFILE={tmp_path}/nhc.status',
+           'DEBUG=1', f'PATH={env["PATH"]}']
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                       timeout=120, cwd='/')
+    return p, time.monotonic() - t0
+
+
+NHC_CASES = ['clean-env', 'locked-db', 'startup-limit', 'hang',
+             'dead-driver-known-count', 'dead-driver-unknown-count',
+             'fewer-gpus', 'wrong-first-attempt', 'foreign-no-reference']
+
+
+@pytest.mark.parametrize('name', NHC_CASES)
+def test_nhc(nhc, tmp_path, name):
+    env, args, fault, _, _ = _setup(name, tmp_path)
+    # what the hook gets through NHC: its environment (the site's own
+    # settings of the hook would be in site/<system>.yaml)
+    env['CCL_HEALTH_CHECK_LAUNCHER'] = os.path.join(FAKE, 'launch')
+    env['CCL_HEALTH_SITE_DIR'] = env.get('CCL_HEALTH_SITE_DIR') or \
+        os.path.join(REPO, 'site')
+    prefix_dir = tmp_path / 'prefix-site'
+    _tests_prefix_site(prefix_dir, env)
+    limit = args[args.index('--limit') + 1] if '--limit' in args else '8'
+    lock = _lock(env['LOCK_DB']) if env.get('LOCK_DB') else None
+    try:
+        p, wall = _run_nhc(nhc, tmp_path, env, limit=limit)
+    finally:
+        if lock:
+            lock.close()
+    log = (tmp_path / 'nhc.log').read_text() if (
+        tmp_path / 'nhc.log').exists() else ''
+    assert 'watchdog' not in log.lower() or 'has expired' not in log, log
+    assert (p.returncode != 0) == fault, (name, p.returncode, p.stdout,
+                                          p.stderr, log[-2000:])
+    assert wall < 10, (name, wall)      # inside NHC's watchdog (-t 10)
+    # the check ran and said what the hook said
+    said = 'UNHEALTHY' if fault else ('HEALTHY' if name in (
+        'clean-env', 'locked-db') else 'could not check')
+    assert f'check_gpu_ccl' in log and (said in log or (
+        fault and 'ccl-health: ' in p.stdout + log)), log[-3000:]
+
+
+def _tests_prefix_site(dst, env):
+    """The hook finds the replayed nccl-tests through the site file's
+    build prefix (NHC gives it no option): a site copy naming it."""
+    src = env['CCL_HEALTH_SITE_DIR']
+    if not os.path.exists(os.path.join(str(dst), 'local.yaml')):
+        shutil.copytree(src, dst)
+    text = (dst / 'local.yaml').read_text()
+    text = text.replace('build:\n', f'build:\n  nccl_tests:\n    prefix: '
+                        f'{REPLAY}\n', 1)
+    (dst / 'local.yaml').write_text(text)
+    env['CCL_HEALTH_SITE_DIR'] = str(dst)
+
+
+# -- door 3: the Slurm HealthCheckProgram wrapper ----------------------------
+
+SLURM_CASES = ['clean-env', 'locked-db', 'startup-limit', 'hang',
+               'dead-driver-known-count', 'fewer-gpus',
+               'wrong-first-attempt']
+
+
+@pytest.mark.parametrize('name', SLURM_CASES)
+def test_slurm_wrapper(tmp_path, name):
+    env, args, fault, _, _ = _setup(name, tmp_path)
+    b = tmp_path / 'slurmbin'
+    b.mkdir()
+    calls = tmp_path / 'calls'
+    for tool in ('scontrol', 'logger'):
+        (b / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n')
+        (b / tool).chmod(0o755)
+    env['PATH'] = f'{b}{os.pathsep}{env["PATH"]}'
+    env['CCL_HEALTH_CHECK_LAUNCHER'] = os.path.join(FAKE, 'launch')
+    env['CCL_HEALTH_SITE_DIR'] = env.get('CCL_HEALTH_SITE_DIR') or \
+        os.path.join(REPO, 'site')
+    _tests_prefix_site(tmp_path / 'prefix-site', env)
+    if '--limit' in args:
+        env['CCL_HEALTH_CHECK_LIMIT'] = args[args.index('--limit') + 1]
+    lock = _lock(env['LOCK_DB']) if env.get('LOCK_DB') else None
+    try:
+        p = subprocess.run([SLURM_WRAPPER], env=env, capture_output=True,
+                           text=True, timeout=120, cwd='/')
+    finally:
+        if lock:
+            lock.close()
+    assert p.returncode == 0
+    text = calls.read_text() if calls.exists() else ''
+    drained = 'state=drain' in text
+    assert drained == fault, (name, text)
+    assert 'logger -t ccl-health' in text
+
+
+def test_site_health_env_is_the_only_source_of_transport_settings(tmp_path):
+    # the probe's environment, seen by a launcher that writes it down
+    seen = tmp_path / 'seen.env'
+    launch = tmp_path / 'launch'
+    launch.write_text(f'#!/bin/sh\nenv > {seen}\nshift\nexec "$@"\n')
+    launch.chmod(0o755)
+    env = environ(tmp_path, dict(
+        _site_with(tmp_path, '  env:\n    NCCL_IB_HCA: mlx5_0\n'),
+        NCCL_ALGO='Tree', FI_PROVIDER='efa', CUDA_DEVICE_MAX_CONNECTIONS='1',
+        CCL_HEALTH_MARK='kept'))
+    p = subprocess.run(HOOK + ['--tests-prefix', REPLAY, '--launcher',
+                               str(launch), '--json',
+                               str(tmp_path / 'd.json')],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout
+    got = dict(ln.split('=', 1) for ln in seen.read_text().splitlines()
+               if '=' in ln)
+    assert got['NCCL_IB_HCA'] == 'mlx5_0'          # the site file's
+    assert got['NCCL_NVLS_ENABLE'] == '0'          # the site file's env
+    assert 'NCCL_ALGO' not in got and 'FI_PROVIDER' not in got and \
+        'CUDA_DEVICE_MAX_CONNECTIONS' not in got
+    assert got['CCL_HEALTH_MARK'] == 'kept'
+    d = json.loads((tmp_path / 'd.json').read_text())
+    assert d['dropped_env'] == {'CUDA_DEVICE_MAX_CONNECTIONS': '1',
+                                'FI_PROVIDER': 'efa', 'NCCL_ALGO': 'Tree'}
+    with sqlite3.connect(env['CCL_HEALTH_DB']) as db:
+        detail = json.loads(db.execute(
+            'select detail_json from cases').fetchone()[0])
+    assert detail['dropped_env'] == d['dropped_env']
