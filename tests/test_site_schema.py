@@ -30,7 +30,7 @@ def test_schemas_ship_with_the_package():
     toml = open(os.path.join(REPO, 'pyproject.toml')).read()
     assert '"ccl_health.sitedata.schemas"' in toml and '*.schema.json' in toml
     for name in ('site', 'reference'):
-        with open(os.path.join(REPO, 'ccl_health', 'schemas',
+        with open(os.path.join(REPO, 'ccl_health', 'sitedata', 'schemas',
                                f'{name}.schema.json')) as fp:
             assert json.load(fp)['$schema'].endswith('2020-12/schema')
 

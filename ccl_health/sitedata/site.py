@@ -128,7 +128,7 @@ def shell_value(value):
     ``${NAME}`` references, which the job's shell expands: the value is cut
     into literal parts, each quoted, and ``"${NAME}"`` parts, concatenated.
     ``$NAME`` without braces and ``${NAME:-x}`` forms stay literal."""
-    return shell.word(value, shell.BRACED)
+    return shell.word(value, shell.BRACED, inert=True)
 
 
 #: ``{plugin_prefix}``, filled by the suite; ``${NAME}`` is the shell's
