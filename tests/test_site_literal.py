@@ -192,3 +192,53 @@ def test_build_script_quotes_every_site_value(tmp_path):
     assert os.listdir(mark) == []
     assert Recipe.products[0] in r.stdout
     subprocess.run(['bash', '-n', '-c', script], check=True)
+
+
+def test_hook_launcher_is_argv_words_never_a_shell_line(tmp_path):
+    """The hook's launcher (site health.launcher) is split into argv words
+    (shlex) and started without a shell: each metacharacter stays text."""
+    doc = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))
+    doc['health']['launcher'] = (f"srun '$(touch {tmp_path}/a)' "
+                                 f"'`touch {tmp_path}/b`' ';' '|' '&' '>' "
+                                 f"'x${{IFS}}y' '\"q\"'")
+    s = site.parse(yaml.safe_dump(doc), 'x.yaml', 'local')
+    assert s.health.launcher == ['srun', f'$(touch {tmp_path}/a)',
+                                 f'`touch {tmp_path}/b`', ';', '|', '&', '>',
+                                 'x${IFS}y', '"q"']
+    assert os.listdir(tmp_path) == []
+
+
+def test_fleet_node_step_line_keeps_every_word_literal(tmp_path):
+    """The fleet's one-step node check is a ``sh -c`` line: every word of
+    the site's node_probe is one literal word there."""
+    from ccl_health.fleet import cli as fleet_cli
+    from ccl_health.fleet.config import FleetConfig
+    mark = tmp_path / 'mark'
+    mark.mkdir()
+    values = [v for k, v in hostile(mark).items() if k != 'S_IFS']
+    cfg = FleetConfig.from_dict({'node_probe': ['printf', '%s\\0'] + values},
+                                'x.yaml')
+    argv, _ = fleet_cli.Programs(cfg, str(tmp_path / 'run')).nodes(['n1'])
+    assert argv[:2] == ['sh', '-c']
+    r = subprocess.run(argv, capture_output=True, text=True,
+                       env={'PATH': os.environ['PATH']})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split('\0')[:-1] == values
+    assert os.listdir(mark) == []
+
+
+def test_fleet_step_env_is_literal(tmp_path):
+    """Site and fleet env values reach srun steps as an environment (no
+    shell): ``${NAME}`` filled from this environment, all else literal."""
+    from ccl_health.fleet import cli as fleet_cli
+    from ccl_health.fleet.config import FleetConfig
+    values = {k: v for k, v in hostile(tmp_path).items() if k != 'S_IFS'}
+    doc = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))
+    doc['env'].update(values)
+    s = site.parse(yaml.safe_dump(doc), 'x.yaml', 'local')
+    cfg = FleetConfig.from_dict({'transport': 'net-socket', 'env': values},
+                                'x.yaml')
+    env = fleet_cli.step_env(s, cfg)
+    for k, v in values.items():
+        assert env[k] == v
+    assert os.listdir(tmp_path) == []
