@@ -391,3 +391,7 @@ def _main(argv, prog):
                   f'{err})', file=sys.stderr)
     print(summary_text(summary, path), flush=True)
     return exit_code(summary)
+
+
+if __name__ == '__main__':       # python -m ccl_health.fleet.cli ...
+    sys.exit(main(prog='python -m ccl_health.fleet'))
