@@ -554,6 +554,11 @@ def main(argv=None):
     except CclHealthError as err:
         print(f'ccl-health: error: {err}', file=sys.stderr)
         return 2
+    except OSError as err:          # a path the user gave: one line, exit 2
+        print(f'ccl-health: error: {err.filename or ""}'
+              f'{": " if err.filename else ""}{err.strerror or err}',
+              file=sys.stderr)
+        return 2
     except ImportError as err:      # an extra that is not installed
         line = resources.missing_extra(err)
         if line is None:

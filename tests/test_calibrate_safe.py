@@ -235,6 +235,7 @@ def test_python_m_works_or_names_the_command(module):
 
 def test_python_m_calibrate_calibrates(tmp_path):
     ref = tmp_path / 'ref'
+    ref.mkdir()
     p = subprocess.run([PY, '-m', 'ccl_health.db.calibrate', '--report',
                         REPORT, '--reference-dir', str(ref)], cwd=REPO,
                        capture_output=True, text=True, timeout=300)

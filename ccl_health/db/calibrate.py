@@ -196,6 +196,10 @@ def _check_args(args):
         val = getattr(args, opt)
         if val is not None and not val.strip():
             raise CclHealthError(f'--{opt.replace("_", "-")}: empty text')
+    if not os.path.isdir(args.reference_dir):
+        raise CclHealthError(
+            f'--reference-dir {args.reference_dir}: no such folder (the '
+            f'folder of the reference files; create it for a first one)')
     for path in args.report or []:
         if not os.path.isfile(path):
             raise CclHealthError(f'--report {path}: no such file')

@@ -127,6 +127,9 @@ def load_site(args):
             except OSError as err:
                 raise CclHealthError(f'{name}: cannot read the site file: '
                                      f'{err.strerror}') from None
+            except UnicodeDecodeError:
+                raise CclHealthError(f'{name}: not a site file (not text: '
+                                     f'a binary file?)') from None
             site = site_data.parse(text, name, args.system)
         else:
             site = site_data.load(resources.site_dir(), name)
@@ -313,6 +316,11 @@ def main(argv=None, prog='scripts/fleet'):
         return _main(argv, prog)
     except CclHealthError as err:
         print(f'fleet: error: {" ".join(str(err).split())}', file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:            # a path given: one line, exit 2
+        print(f'fleet: error: {err.filename or ""}'
+              f'{": " if err.filename else ""}{err.strerror or err}',
+              file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print('fleet: error: interrupted', file=sys.stderr)

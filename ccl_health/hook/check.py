@@ -248,6 +248,15 @@ def parse_args(argv, env=None):
         'CCL_HEALTH_REFERENCE_DIR') or resources.shipped_reference_dir()
     args.config_dir = args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or \
         resources.path('config')
+    # folders the user named: a mistake is said before anything is measured
+    for opt, var, value in (
+            ('--site-dir', 'CCL_HEALTH_SITE_DIR', args.site_dir),
+            ('--reference-dir', 'CCL_HEALTH_REFERENCE_DIR',
+             args.reference_dir),
+            ('--config-dir', 'CCL_HEALTH_CONFIG_DIR', args.config_dir)):
+        if not os.path.isdir(value):
+            src = opt if getattr(args, opt[2:].replace('-', '_')) else var
+            raise CouldNotCheck(f'{src} {value}: no such folder')
     args.hostname = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
     #: marks the probes' processes as ours (ccl_health.evidence.nodestate)
     args.run_id = f'health-{os.getpid()}-{int(time.time())}'

@@ -324,6 +324,12 @@ def load(path):
             text = fp.read()
     except FileNotFoundError:
         raise ReferenceError(f'{path}: reference file not found') from None
+    except OSError as err:
+        raise ReferenceError(f'{path}: cannot read the reference file: '
+                             f'{err.strerror or err}') from None
+    except UnicodeDecodeError:
+        raise ReferenceError(f'{path}: not a reference file (not text: a '
+                             f'binary file?)') from None
     return parse(text, path)
 
 
@@ -384,6 +390,9 @@ class Editor:
         except OSError as err:
             raise ReferenceError(f'{path}: cannot read: {err.strerror}') \
                 from None
+        except UnicodeDecodeError:
+            raise ReferenceError(f'{path}: not a reference file (not text: '
+                                 f'a binary file?)') from None
         self._yaml = YAML()
         self._yaml.preserve_quotes = True
         self._yaml.width = 100

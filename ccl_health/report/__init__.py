@@ -287,7 +287,13 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
     :data:`DEFAULT_TREND_SIZES`)."""
     from ccl_health.report import plots
     wanted = parse_trend_sizes(sizes)
-    os.makedirs(outdir, exist_ok=True)
+    try:
+        os.makedirs(outdir, exist_ok=True)
+    except OSError as err:
+        raise CclHealthError(f'--out {outdir}: cannot create the folder: '
+                             f'{err.strerror or err}') from None
+    if not os.access(outdir, os.W_OK | os.X_OK):
+        raise CclHealthError(f'--out {outdir}: cannot write in the folder')
     cases = _cases_frame(store)
     df = _frame(store, cases)
     if sizes and not df.empty:
@@ -349,8 +355,12 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
-    with open(page, 'w', encoding='utf-8') as fp:
-        fp.write(html)
+    try:
+        with open(page, 'w', encoding='utf-8') as fp:
+            fp.write(html)
+    except OSError as err:
+        raise CclHealthError(f'{page}: cannot write the page: '
+                             f'{err.strerror or err}') from None
     return page, terminal_summary(table, fails, findings)
 
 

@@ -159,6 +159,9 @@ def load(site_dir, system):
     except OSError as err:
         raise CclHealthError(f'{path}: cannot read the site file: '
                              f'{err.strerror}') from None
+    except UnicodeDecodeError:
+        raise CclHealthError(f'{path}: not a site file (not text: a binary '
+                             f'file?)') from None
     return parse(text, path, system)
 
 
