@@ -25,7 +25,8 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.db.history import HEALTHY, attribute, detect, kind_of, where_text
+from ccl_health.db.history import (HEALTHY, KEY, attribute, detect,
+                                   kind_of, where_text)
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
 
@@ -307,7 +308,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
                 f'{", ".join(map(format_size, sorted(measured))) or "none"})')
     table = summary_table(store, now=now)
     records = store.records()
-    findings = detect(records)
+    findings = detect(records, accepted=store.acceptances())
     cases_list = store.cases()
     sections = []
     if not df.empty:
@@ -352,6 +353,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         failure_counts=failure_counts(cases), failures=fails,
         skipped=failure_rows(cases, ('skipped',)),
         findings=frows, n_findings=len(findings), sections=sections,
+        accepted=acceptance_rows(store.acceptances()),
         runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
@@ -362,6 +364,21 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         raise CclHealthError(f'{page}: cannot write the page: '
                              f'{err.strerror or err}') from None
     return page, terminal_summary(table, fails, findings)
+
+
+def acceptance_rows(rows):
+    """The acceptances of new levels for the page, newest first."""
+    out = []
+    for a in reversed(rows):
+        key = tuple(a[k] for k in KEY) + (a['kind'],)
+        out.append({
+            'id': a['id'], 'created': a['created'], 'who': a['who'],
+            'what': where_text(key) + (f' at {format_size(a["size"])}'
+                                       if a['size'] else ''),
+            'run': a['run_id'], 'reason': a['reason'],
+            'state': (f'undone by {a["undone_by"]} at {a["undone_at"]}'
+                      if a['undone_at'] else 'in force')})
+    return out
 
 
 def render_page(**context):
