@@ -379,8 +379,9 @@ class Editor:
             from ruamel.yaml.comments import CommentedMap
         except ImportError:
             raise ReferenceError(f'{path}: cannot edit: the Python module '
-                                 f'ruamel.yaml is missing (install '
-                                 f'requirements.txt)') from None
+                                 f'ruamel.yaml is missing (pip install '
+                                 f'ccl-health, or scripts/run, installs '
+                                 f'it)') from None
         self.path, self.system = path, system
         try:
             with open(path) as fp:
