@@ -388,54 +388,53 @@ def detect_in(store, run_id=None, **kw):
 
 def _detect_series(findings, key, size, series, run_id, drift_min_size, kw):
     window = kw.get('window', 30)
-    if True:
-        drops = []
-        for i, rec in enumerate(series):
-            if rec['case_verdict'] not in HEALTHY:
-                continue
-            f = judge(series[:i], rec, **kw)
-            if f:
-                rec['_drop'] = True
-                drops.append(i)
-            if run_id is not None and rec['run_id'] != run_id:
-                continue
-            if f:
-                findings.append(f)
-            elif drops and drops[-1] == i - 1:
-                findings.append(Finding(
-                    'recovery', rec['run_id'], rec['time'], key, size,
-                    rec['busbw'], None, None,
-                    f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
-                    f'{series[i - 1]["run_id"]}'))
-        recent = [d for d in drops if d >= len(series) - window]
-        if len(recent) >= 2 and (run_id is None or
-                                 series[-1]['run_id'] == run_id):
-            healthy_between = any(
-                j not in drops for j in range(recent[0], recent[-1]))
-            if healthy_between:
-                findings.append(Finding(
-                    'intermittent', series[-1]['run_id'], series[-1]['time'],
-                    key, size, series[-1]['busbw'], None, None,
-                    f'{len(recent)} drops among the last '
-                    f'{min(window, len(series))} runs, healthy runs between'))
-        if drift_min_size is None or size < drift_min_size:
-            return
-        shifts = sustained_drops(
-            [r['busbw'] if r['case_verdict'] in HEALTHY else None
-             for r in series], exclude=drops, window=window)
-        for i, sh in shifts.items():
-            rec = series[i]
-            if i in drops or (run_id is not None and
-                              rec['run_id'] != run_id):
-                continue
-            first = series[sh.start]
+    drops = []
+    for i, rec in enumerate(series):
+        if rec['case_verdict'] not in HEALTHY:
+            continue
+        f = judge(series[:i], rec, **kw)
+        if f:
+            rec['_drop'] = True
+            drops.append(i)
+        if run_id is not None and rec['run_id'] != run_id:
+            continue
+        if f:
+            findings.append(f)
+        elif drops and drops[-1] == i - 1:
             findings.append(Finding(
-                'drift', rec['run_id'], rec['time'], key, size,
-                rec['busbw'], sh.baseline, None, shift=sh.shift,
-                runs=sum(1 for r in series[sh.start:i + 1]
-                         if r['case_verdict'] in HEALTHY),
-                since_run=first['run_id'], since_time=first['time'],
-                noise=sh.noise))
+                'recovery', rec['run_id'], rec['time'], key, size,
+                rec['busbw'], None, None,
+                f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
+                f'{series[i - 1]["run_id"]}'))
+    recent = [d for d in drops if d >= len(series) - window]
+    if len(recent) >= 2 and (run_id is None or
+                             series[-1]['run_id'] == run_id):
+        healthy_between = any(
+            j not in drops for j in range(recent[0], recent[-1]))
+        if healthy_between:
+            findings.append(Finding(
+                'intermittent', series[-1]['run_id'], series[-1]['time'],
+                key, size, series[-1]['busbw'], None, None,
+                f'{len(recent)} drops among the last '
+                f'{min(window, len(series))} runs, healthy runs between'))
+    if drift_min_size is None or size < drift_min_size:
+        return
+    shifts = sustained_drops(
+        [r['busbw'] if r['case_verdict'] in HEALTHY else None
+         for r in series], exclude=drops, window=window)
+    for i, sh in shifts.items():
+        rec = series[i]
+        if i in drops or (run_id is not None and
+                          rec['run_id'] != run_id):
+            continue
+        first = series[sh.start]
+        findings.append(Finding(
+            'drift', rec['run_id'], rec['time'], key, size,
+            rec['busbw'], sh.baseline, None, shift=sh.shift,
+            runs=sum(1 for r in series[sh.start:i + 1]
+                     if r['case_verdict'] in HEALTHY),
+            since_run=first['run_id'], since_time=first['time'],
+            noise=sh.noise))
 
 
 #: what a change of names in a "changed:" line (case column -> label)
