@@ -131,7 +131,7 @@ def cache_path(path, cache_dir):
     notes); elsewhere (a site's install) as :func:`shell_value`."""
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(cache_dir))
     if rel != '.' and not rel.startswith('..') and os.sep not in rel:
-        return f'"$CACHE"/{shlex.quote(rel)}'
+        return f'"$CACHE"/{shell.quote(rel)}'
     return shell_value(path)
 
 
@@ -162,7 +162,7 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
     src = recipe.source
     cache_dir = os.path.abspath(cache_dir)
     prefix = recipe.prefix(cache_dir)
-    q = shlex.quote
+    q = shell.quote
     what = f'{src.name} {src.version}'
     if mirror:
         origin = os.path.join(mirror, src.tarball)

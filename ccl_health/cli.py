@@ -508,7 +508,7 @@ def acceptance_line(a):
 
 def cmd_init_site(args):
     """Copy ``site/`` and ``reference/`` as shipped into ``args.dir``."""
-    import shlex
+    from ccl_health import shell
     import shutil
     dest = os.path.abspath(args.dir)
     pairs = [(resources.shipped_site_dir(), os.path.join(dest, 'site')),
@@ -537,8 +537,8 @@ def cmd_init_site(args):
     print(f'ccl-health: copied {n} file(s): the site data to {site}, the '
           f'references to {ref}.\nEdit them, then point the suite at them '
           f'(every command, the health hook and ReFrame runs read these):\n'
-          f'  export CCL_HEALTH_SITE_DIR={shlex.quote(site)}\n'
-          f'  export CCL_HEALTH_REFERENCE_DIR={shlex.quote(ref)}')
+          f'  export CCL_HEALTH_SITE_DIR={shell.quote(site)}\n'
+          f'  export CCL_HEALTH_REFERENCE_DIR={shell.quote(ref)}')
     return 0
 
 

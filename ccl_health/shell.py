@@ -55,3 +55,19 @@ def word(value, refs=BRACED, inert=False):
     if pos < len(value) or not out:
         out.append(_literal(value[pos:], inert))
     return ''.join(out)
+
+
+#: matches nothing: every part literal
+NOTHING = re.compile(r'(?!x)x')
+
+
+def quote(value):
+    """``value`` as one literal shell word (nothing expands): the one
+    quoting of every generated shell line (build scripts, job scripts,
+    the fleet's step lines, commands printed for the user to paste)."""
+    return word(value, NOTHING)
+
+
+def join(words):
+    """Words as one shell command line, each :func:`quote`d."""
+    return ' '.join(quote(w) for w in words)

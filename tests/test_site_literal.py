@@ -4,6 +4,7 @@ outside the job script, where it is literal text; names that reach a shell
 shell line quotes through ccl_health.shell."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -242,3 +243,26 @@ def test_fleet_step_env_is_literal(tmp_path):
     for k, v in values.items():
         assert env[k] == v
     assert os.listdir(tmp_path) == []
+
+
+def test_one_quoting_function():
+    """Every shell word the product writes comes from ccl_health/shell.py:
+    no other quoting (shlex.quote / shlex.join) in the product."""
+    found = []
+    for top in ('ccl_health', 'builders', 'checks', 'config'):
+        for d, _, files in os.walk(os.path.join(REPO, top)):
+            for f in files:
+                path = os.path.join(d, f)
+                if not f.endswith('.py') or path.endswith(
+                        os.path.join('ccl_health', 'shell.py')):
+                    continue
+                for n, line in enumerate(open(path), 1):
+                    if re.search(r'shlex\.(quote|join)\(', line):
+                        found.append(f'{path}:{n}')
+    assert not found, found
+
+
+def test_quote_is_literal(tmp_path):
+    for name, value in hostile(tmp_path).items():
+        assert bash_value(shell.quote(value)) == value, name
+    assert shell.join(['a b', '$(x)']) == "'a b' '$(x)'"

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import re
-import shlex
 import subprocess
 import sys
 from typing import Dict, List
@@ -280,7 +279,7 @@ def allocate(args, argv, cfg, run_id, run_dir):
     cmd += [sys.executable, '-m', 'ccl_health.fleet', '--inside',
             '--run-id', run_id, '--not-checked', other_file] + list(argv)
     print(f'fleet: {len(nodes)} nodes, one allocation: '
-          f'{" ".join(shlex.quote(c) for c in cmd[:7])} ...',
+          f'{shell.join(cmd[:7])} ...',
           file=sys.stderr, flush=True)
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
