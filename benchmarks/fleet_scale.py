@@ -33,7 +33,7 @@ from ccl_health.fleet.run import Fleet  # noqa: E402
 
 #: name, node prefix, nodes, ranks per node, busbw of a healthy 2-node
 #: all_reduce at 1G (GB/s): Frontier net-plugin-gdr 105.4 (rccl-tests, 16
-#: ranks; /work/shared/anchors/frontier_rccl_allreduce.tsv), Perlmutter
+#: ranks; reference/anchors/frontier_rccl_allreduce.tsv), Perlmutter
 #: 50 (aws-ofi-nccl on Slingshot 11, the published lower bound for large
 #: messages; anchors/perlmutter_published.tsv)
 SYSTEMS = [('Frontier', 'frontier', 9408, 8, 105.4),
@@ -190,7 +190,7 @@ def render(rows, sens, bis=()):
         f'operations of 1G (the fit of the H100 measurement, '
         f'tests/fixtures/device/fleet/) at the system\'s 2-node busbw '
         f'(Frontier 105.4 GB/s net-plugin-gdr, Perlmutter 50 GB/s: '
-        f'/work/shared/anchors/);',
+        f'reference/anchors/);',
         f'- group step: start-up modelled from the Polaris first-all_reduce '
         f'figures by rank count (power law x^0.535 above 512 nodes x 4 '
         f'ranks) + {c.STEP_OPS} operations at that busbw;',

@@ -20,7 +20,7 @@ RCCL's build tree does): a ``--with-rccl=<prefix>`` for aws-ofi-rccl, a
 ``NCCL_HOME=<prefix>`` for compiling rccl-tests' sources.  There is no
 ``librccl``: nothing here links or runs RCCL."""
 
-import shlex
+from ccl_health import shell
 
 from .source_build import SourceBuild, _tool_version
 
@@ -41,7 +41,7 @@ def header_steps():
     cut = (f"{{ printf 'function(rocm_setup_version)\\nendfunction()\\n'; "
            f"sed -n '/^{start}/,/{end}/p' CMakeLists.txt; }} > {script}"
            f" && grep -q 'configure_file(src/nccl.h.in' {script}"
-           f" || {{ echo {shlex.quote(missing)} >&2; exit 1; }}")
+           f" || {{ echo {shell.quote(missing)} >&2; exit 1; }}")
     left = ('ccl-health: "$PREFIX"/include/rccl/rccl.h still holds a ${...} '
             'placeholder')
     check = ('! grep -n \'\\${\' "$PREFIX"/include/rccl/rccl.h || '

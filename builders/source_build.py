@@ -9,7 +9,6 @@ cache, mirror, checkout) are quoted and built through space-free views, as
 that module's notes say.  A site prefix is checked to exist, quoted."""
 
 import os
-import shlex
 import shutil
 import subprocess
 
@@ -18,7 +17,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
-from ccl_health import buildcache, resources
+from ccl_health import buildcache, resources, shell
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata import sysconfig
 
@@ -116,7 +115,7 @@ class SourceBuild(rfm.CompileOnlyRegressionTest):
                    f'(site/{self.current_system.name}.yaml)')
             self.build_system.commands = [
                 f'test -d {buildcache.shell_value(self.site_prefix)} || '
-                f'{{ echo {shlex.quote(msg)} >&2; exit 1; }}'
+                f'{{ echo {shell.quote(msg)} >&2; exit 1; }}'
             ]
             return
         mirror = buildcache.resolve_mirror(self.mirror)

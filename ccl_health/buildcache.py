@@ -131,7 +131,7 @@ def cache_path(path, cache_dir):
     notes); elsewhere (a site's install) as :func:`shell_value`."""
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(cache_dir))
     if rel != '.' and not rel.startswith('..') and os.sep not in rel:
-        return f'"$CACHE"/{shlex.quote(rel)}'
+        return f'"$CACHE"/{shell.quote(rel)}'
     return shell_value(path)
 
 
@@ -162,7 +162,7 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
     src = recipe.source
     cache_dir = os.path.abspath(cache_dir)
     prefix = recipe.prefix(cache_dir)
-    q = shlex.quote
+    q = shell.quote
     what = f'{src.name} {src.version}'
     if mirror:
         origin = os.path.join(mirror, src.tarball)
@@ -237,19 +237,19 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
         '}',
         f'step fetch {q(fetch)}',
         # the checksum before anything is unpacked or configured
-        f'SUM=$(sha256sum < {q(src.tarball)}) || fail ": cannot read '
-        f'{src.tarball}"',
+        f'SUM=$(sha256sum < {q(src.tarball)}) || fail ": cannot read "'
+        f'{q(src.tarball)}',
         'SUM=${SUM%% *}',
-        f'[ "$SUM" = {src.sha256} ] || fail ": {origin}: sha256 mismatch: '
-        f'$SUM, expected {src.sha256} (builders/sources.yaml)"',
+        f'[ "$SUM" = {q(src.sha256)} ] || fail ": "{q(origin)}": sha256 '
+        f'mismatch: $SUM, expected "{q(src.sha256)}" (builders/sources.yaml)"',
         'step unpack ' + q(f'rm -rf {q(src.topdir)} && tar xf '
                            f'{q(src.tarball)} && test -d {q(src.topdir)}'),
     ]
     for name, cmd in recipe.steps:
         lines.append(f'step {q(name)} {q(f"cd {q(src.topdir)} && {cmd}")}')
     for product in recipe.products:
-        lines.append(f'[ -e "$INSTALL_PREFIX"/{q(product)} ] || fail ": the '
-                     f'install left no $INSTALL_PREFIX/{product}"')
+        lines.append(f'[ -e "$INSTALL_PREFIX"/{q(product)} ] || fail '
+                     f'": the install left no $INSTALL_PREFIX/"{q(product)}')
     lines += [
         '[ -d "$INSTALL_PREFIX" ] || fail ": the install left no '
         '$INSTALL_PREFIX"',

@@ -10,6 +10,7 @@ import argparse
 import datetime
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -329,7 +330,10 @@ def cmd_db(args):
     from ccl_health.judge import verdicts as verdict
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
-    with store.open_store(args.db, readonly=args.db_cmd != 'ingest') as db:
+    with store.open_store(args.db, readonly=args.db_cmd not in (
+            'ingest', 'accept')) as db:
+        if args.db_cmd == 'accept':
+            return cmd_accept(db, args)
         if args.db_cmd == 'ingest':
             n = 0
             for path in args.reports:
@@ -394,7 +398,8 @@ def cmd_db(args):
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             cases = db.cases()
-            found = detect(db.records(), run_id=args.run)
+            found = detect(db.records(), run_id=args.run,
+                           accepted=db.acceptances())
             # the drops of one run and configuration on one line each
             for line in queries.drop_lines(found, cases):
                 print(line)
@@ -410,9 +415,100 @@ def cmd_db(args):
     return 0
 
 
+#: ``system/partition/transport collective Nn/Rr`` (history.where_text)
+_KEY_TEXT = re.compile(r'^([^/\s]+)/([^/\s]+)/(\S+) (\S+) (\d+)n/(\d+)r'
+                       r'(?: \[([^\]]+)\])?$')
+
+
+def _who():
+    import getpass
+    try:
+        return os.environ.get('USER') or getpass.getuser()
+    except Exception:                  # no user name known
+        return f'uid {os.getuid()}'
+
+
+def cmd_accept(db, args):
+    """``scripts/report accept RUN|KEY --reason ...``: the history baseline
+    of the keys restarts at that run (ccl_health.db.history.segments);
+    ``--undo ID`` takes one back, ``--list`` shows them."""
+    from ccl_health.db import history, queries
+    from ccl_health.units import parse_size
+    if args.list:
+        rows = db.acceptances()
+        for a in rows:
+            print(acceptance_line(a))
+        if not rows:
+            print(f'no acceptances in {db.where}')
+        return 0
+    if args.undo is not None:
+        a = db.undo_acceptance(args.undo, _who())
+        print(f'undone: {acceptance_line(a)}; detection judges against the '
+              f'history before it again')
+        return 0
+    if not args.target:
+        raise CclHealthError('accept: give a run id or a key '
+                             '("system/partition/transport collective '
+                             'Nn/Rr"), or --undo ID, or --list')
+    if not (args.reason or '').strip():
+        raise CclHealthError('accept: --reason "..." is required (why this '
+                             'is the new level: a new NCCL, new firmware)')
+    size = parse_size(args.size) if args.size else None
+    queries.check_not_empty(db)
+    runs = set(queries.recorded(db, 'run_id'))
+    m = _KEY_TEXT.match(args.target.strip())
+    if args.target in runs:
+        recs = db.records('WHERE run_id = ?', (args.target,))
+        want = None
+    elif m:
+        want = (m.group(1), m.group(2), m.group(3), m.group(4),
+                int(m.group(5)), int(m.group(6)), m.group(7) or 'sweep')
+        recs = [r for r in db.records()
+                if (*history.series_key(r)[:6],
+                    history.series_key(r)[7]) == want]
+        if recs:       # at the key's newest run
+            last = max((r['time'], r['run_id']) for r in recs)[1]
+            recs = [r for r in recs if r['run_id'] == last]
+    else:
+        queries.check_runs(db, args.target)
+        recs = []
+    recs = [r for r in recs if r['size'] is not None and
+            r['busbw'] is not None and
+            (args.transport is None or r['transport'] == args.transport) and
+            (size is None or r['size'] == size)]
+    if not recs:
+        raise CclHealthError(f'accept: no measured sizes of {args.target!r}'
+                             + (f' ({args.transport})' if args.transport
+                                else '') + f' in {db.where}')
+    rows = {}
+    for r in recs:
+        key = history.series_key(r)
+        rows.setdefault(key, {
+            'run_id': r['run_id'], 'run_time': r['time'],
+            **dict(zip(store.ACCEPT_KEY, key)), 'size': size})
+    ids = db.accept(list(rows.values()), _who(), args.reason.strip())
+    for i, key in zip(ids, rows):
+        print(f'accepted #{i}: {history.where_text(key)}'
+              f'{" at " + args.size if args.size else ""} from run '
+              f'{rows[key]["run_id"]}: its history restarts there '
+              f'(undo: scripts/report accept --undo {i})')
+    return 0
+
+
+def acceptance_line(a):
+    from ccl_health.db import history
+    key = tuple(a[k] for k in history.KEY) + (a['kind'],)
+    state = (f'; undone by {a["undone_by"]} at {a["undone_at"]}'
+             if a['undone_at'] else '')
+    return (f'#{a["id"]} {a["created"]} {a["who"]}: '
+            f'{history.where_text(key)}'
+            f'{" at " + str(a["size"]) if a["size"] else ""} from run '
+            f'{a["run_id"]}: {a["reason"]}{state}')
+
+
 def cmd_init_site(args):
     """Copy ``site/`` and ``reference/`` as shipped into ``args.dir``."""
-    import shlex
+    from ccl_health import shell
     import shutil
     dest = os.path.abspath(args.dir)
     pairs = [(resources.shipped_site_dir(), os.path.join(dest, 'site')),
@@ -441,8 +537,8 @@ def cmd_init_site(args):
     print(f'ccl-health: copied {n} file(s): the site data to {site}, the '
           f'references to {ref}.\nEdit them, then point the suite at them '
           f'(every command, the health hook and ReFrame runs read these):\n'
-          f'  export CCL_HEALTH_SITE_DIR={shlex.quote(site)}\n'
-          f'  export CCL_HEALTH_REFERENCE_DIR={shlex.quote(ref)}')
+          f'  export CCL_HEALTH_SITE_DIR={shell.quote(site)}\n'
+          f'  export CCL_HEALTH_REFERENCE_DIR={shell.quote(ref)}')
     return 0
 
 
@@ -528,6 +624,23 @@ def main(argv=None):
     q = dsub.add_parser('detect', help='drops, recoveries, intermittent '
                         'collapses against history, with what changed')
     q.add_argument('--run', help='judge only this run (default: all)')
+    q = dsub.add_parser('accept', help='accept a new level after a '
+                        'legitimate change: the history baseline restarts '
+                        'at a run (kept with who, why, when; undo with '
+                        '--undo ID)')
+    q.add_argument('target', nargs='?', metavar='RUN_OR_KEY',
+                   help='a run id (every key it measured), or a key as '
+                   'detect prints it: "system/partition/transport '
+                   'collective Nn/Rr" (at its newest run)')
+    q.add_argument('--reason', help='why this is the new normal (a new '
+                   'NCCL, new firmware); required')
+    q.add_argument('--transport', help='only this transport of the run')
+    q.add_argument('--size', help='only this message size (default: every '
+                   'size)')
+    q.add_argument('--undo', type=int, metavar='ID',
+                   help='take back the acceptance ID (--list shows them)')
+    q.add_argument('--list', action='store_true',
+                   help='list the acceptances, undone ones too')
     q = dsub.add_parser('report', help='HTML page with plots + summary')
     q.add_argument('--out', default='ccl-health-report',
                    help='folder for index.html and the PNGs (default: '
@@ -553,6 +666,11 @@ def main(argv=None):
         return args.func(args)
     except CclHealthError as err:
         print(f'ccl-health: error: {err}', file=sys.stderr)
+        return 2
+    except OSError as err:          # a path the user gave: one line, exit 2
+        print(f'ccl-health: error: {err.filename or ""}'
+              f'{": " if err.filename else ""}{err.strerror or err}',
+              file=sys.stderr)
         return 2
     except ImportError as err:      # an extra that is not installed
         line = resources.missing_extra(err)

@@ -7,7 +7,9 @@ same commands as ``scripts/*`` in a checkout:
 * ``ccl-health-calibrate``: ``ccl-health calibrate`` (``scripts/calibrate``);
 * ``ccl-health-check``: the node health hook (``scripts/ccl-health-check``):
   one line, exit 0 / 1 / 2, whatever goes wrong;
-* ``ccl-health-explain``: a verdict from raw outputs (``scripts/explain``).
+* ``ccl-health-explain``: a verdict from raw outputs (``scripts/explain``);
+* ``ccl-health-fleet``: a whole partition's acceptance through Slurm
+  (``scripts/fleet``).
 
 The configuration, checks, build recipes, site data and references they use
 are found by :mod:`ccl_health.resources`."""
@@ -59,3 +61,9 @@ def explain(argv=None):
     from ccl_health import explain as mod
     mod.PROG = 'ccl-health-explain'
     return mod.main(sys.argv[1:] if argv is None else argv)
+
+
+def fleet(argv=None):
+    from ccl_health.fleet.cli import main
+    return main(list(sys.argv[1:] if argv is None else argv),
+                prog='ccl-health-fleet')

@@ -383,6 +383,13 @@ def main(argv=None):
         print('explain: give --system or --reference, not both',
               file=sys.stderr)
         return V.EXIT_UNJUDGED
+    if args.reference:               # a file named: read it before any work
+        from ccl_health.judge import reference
+        try:
+            reference.load(args.reference)
+        except CclHealthError as err:
+            print(f'explain: --reference: {err}', file=sys.stderr)
+            return V.EXIT_UNJUDGED
     try:
         doc = explain(args.files, system=args.system,
                       partition=args.partition,

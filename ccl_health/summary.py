@@ -237,12 +237,24 @@ def case_verdicts(report):
 
 
 def load_report(path):
+    """A ReFrame run report (a JSON object); anything else is one error
+    line naming the file."""
     try:
-        with open(path) as fp:
-            return json.load(fp)
-    except (OSError, json.JSONDecodeError) as err:
-        raise CclHealthError(f'{path}: cannot read the run report: {err}') \
-            from None
+        with open(path, encoding='utf-8') as fp:
+            data = json.load(fp)
+    except OSError as err:
+        raise CclHealthError(f'{path}: cannot read the run report: '
+                             f'{err.strerror or err}') from None
+    except UnicodeDecodeError:
+        raise CclHealthError(f'{path}: not a run report (not text: a '
+                             f'binary file?)') from None
+    except ValueError as err:           # json.JSONDecodeError
+        raise CclHealthError(f'{path}: not a run report (not JSON: '
+                             f'{err})') from None
+    if not isinstance(data, dict):
+        raise CclHealthError(f'{path}: not a ReFrame run report (a JSON '
+                             f'{type(data).__name__}, not an object)')
+    return data
 
 
 def render(verdicts, where=None):

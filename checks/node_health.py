@@ -9,7 +9,6 @@ or the ones built here (:mod:`ccl_health.rfm.binaries`)."""
 
 import json
 import os
-import shlex
 import sys
 
 import reframe as rfm
@@ -78,7 +77,7 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
         site = site_data.load(getattr(self, 'site_dir', None) or
                               binaries.default_site_dir(),
                               self.current_system.name)
-        return shlex.join(site.health.launcher) if site.health else ''
+        return shell.join(site.health.launcher) if site.health else ''
 
     @sanity_function
     def healthy(self):

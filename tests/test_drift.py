@@ -330,7 +330,7 @@ def test_old_databases_migrate_the_probe_detail_out_of_the_environment(
     with store.open_store(path) as s:
         by = {c['run_id']: c for c in s.cases()}
         assert s.query("SELECT value FROM meta WHERE key = "
-                       "'schema_version'")[0]['value'] == '2'
+                       "'schema_version'")[0]['value'] == str(store.SCHEMA_VERSION)
     assert by['h1']['env_json'] is None
     assert json.loads(by['h1']['detail_json']) == json.loads(probes)
     assert by['s1']['env_json'] == '{"NCCL_PROTO": "LL"}'

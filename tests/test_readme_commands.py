@@ -122,6 +122,29 @@ def as_run_here(cmd, work):
             # the fixture database holds the intra transport
             words = [w.replace('net-plugin', 'intra') for w in words]
             return words, env, {1}, r'intra: bad since'
+        if sub == 'accept':
+            # its own copy of the database: the other questions keep theirs
+            acc = work / 'accept-output'
+            if not acc.exists():
+                acc.mkdir()
+                shutil.copy(os.path.join(HIST, 'hist.db'),
+                            acc / 'ccl-health.db')
+            env['CCL_HEALTH_OUTPUT'] = str(acc)
+            words = [w.replace('<run-id>', 'degraded-proto-ll')
+                     for w in words]
+            if '--undo' in words:
+                from ccl_health.db import store
+                with store.open_store(str(acc / 'ccl-health.db')) as db:
+                    if not db.acceptances(active=True):
+                        db.accept([{'run_id': 'degraded-proto-ll',
+                                    'run_time': '2026-01-01T00:00:00'}],
+                                  'test', 'for the undo')
+                    words[words.index('--undo') + 1] = str(
+                        db.acceptances(active=True)[0]['id'])
+                return words, env, {0}, r'^undone: #\d+ '
+            if '--list' in words:
+                return words, env, {0}, r'^(#\d+ |no acceptances)'
+            return words, env, {0}, r'^accepted #\d+: local/gpu/'
         if sub == 'ingest':
             env['CCL_HEALTH_OUTPUT'] = str(work / 'ingested')
             return words, env, {0}, r'1 test case\(s\) recorded'

@@ -94,7 +94,8 @@ def test_same_code_path_on_postgresql(pg_url):
     with store.open_store(pg_url) as db:
         assert db.kind == 'postgresql'
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta')
+        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+                   'acceptances')
         db.conn.commit()
     with store.open_store(pg_url) as db:
         for i in range(1, 12):
@@ -111,3 +112,29 @@ def test_same_code_path_on_postgresql(pg_url):
         assert db.query("SELECT value FROM meta WHERE key = "
                         "'schema_version'")[0]['value'] == \
             str(store.SCHEMA_VERSION)
+
+
+def test_accept_and_undo_on_postgresql(pg_url):
+    """Schema 3 (acceptances) on PostgreSQL: a run accepted restarts the
+    history there; undone, the drop is flagged again."""
+    with store.open_store(pg_url) as db:
+        db.execute('DROP VIEW IF EXISTS records')
+        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+                   'acceptances')
+        db.conn.commit()
+    with store.open_store(pg_url) as db:
+        for i in range(1, 12):
+            db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
+        for i in range(12, 15):
+            db.add_case(_case(f'run-{i:02d}', 0.5))
+        assert history.detect_in(db, run_id='run-14')
+        [row] = [r for r in db.records("WHERE run_id = 'run-12'")][:1]
+        key = history.series_key(row)
+        [acc] = db.accept([{'run_id': 'run-12', 'run_time': row['time'],
+                            **dict(zip(store.ACCEPT_KEY, key)),
+                            'size': None}], 'alice', 'new NCCL')
+        assert not history.detect_in(db, run_id='run-14')
+        assert db.acceptances()[0]['who'] == 'alice'
+        db.undo_acceptance(acc, 'bob')
+        assert history.detect_in(db, run_id='run-14')
+        assert db.acceptances(active=True) == []

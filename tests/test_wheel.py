@@ -26,11 +26,12 @@ FIXTURES = os.path.join(REPO, 'tests', 'fixtures', 'device')
 HEALTH_DB = os.path.join(FIXTURES, 'history-health', 'keep', 'hist.db')
 SUITE_DB = os.path.join(FIXTURES, 'trust-after-issue12', 'a.db')
 #: what the wheel is built from (a copy: the build leaves build/ behind)
-SOURCES = ['pyproject.toml', 'README.md', 'MANIFEST.in', 'requirements.txt',
-           'requirements-test.txt', 'ccl_health', 'config', 'checks',
+SOURCES = ['pyproject.toml', 'README.md', 'MANIFEST.in', 'scripts',
+           'ccl_health', 'config', 'checks',
            'builders', 'site', 'reference']
 SCRIPTS = ['ccl-health', 'ccl-health-run', 'ccl-health-report',
-           'ccl-health-calibrate', 'ccl-health-check', 'ccl-health-explain']
+           'ccl-health-calibrate', 'ccl-health-check', 'ccl-health-explain',
+           'ccl-health-fleet']
 TIMES = {}
 
 

@@ -34,7 +34,7 @@ python3 -m pip show nvidia-ml-py >> $L/nvml-version.txt 2>&1
   NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" ) > $L/build-nccl-tests.log 2>&1 &
 BUILD=$!
 # scripts/run's virtual environment, offline
-T bash -c 'source scripts/_venv.sh && ccl_venv requirements.txt' > $L/venv.log 2>&1
+T bash -c 'source scripts/_venv.sh && ccl_venv $(ccl_run_extras)' > $L/venv.log 2>&1
 VPY=$SRC/.venv/bin/python
 
 B=benchmarks/device/nodestate/busy.py

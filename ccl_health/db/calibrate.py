@@ -11,6 +11,7 @@ which the calibration's provenance is appended unless ``--source`` is
 given), validates the result as loading would, and only then replaces the
 file atomically.  ``--dry-run`` prints the diff and writes nothing."""
 
+import contextlib
 import datetime
 import math
 import os
@@ -195,6 +196,10 @@ def _check_args(args):
         val = getattr(args, opt)
         if val is not None and not val.strip():
             raise CclHealthError(f'--{opt.replace("_", "-")}: empty text')
+    if not os.path.isdir(args.reference_dir):
+        raise CclHealthError(
+            f'--reference-dir {args.reference_dir}: no such folder (the '
+            f'folder of the reference files; create it for a first one)')
     for path in args.report or []:
         if not os.path.isfile(path):
             raise CclHealthError(f'--report {path}: no such file')
@@ -256,7 +261,8 @@ def command(args):
     groups = _groups_from_reports(args.report or [])
     if args.db:
         from ccl_health.db import store
-        with store.open_store(args.db) as db:
+        # only read: opened read-only, never created nor migrated
+        with store.open_store(args.db, readonly=True) as db:
             for (t, coll, nodes, ranks, algo), sweeps in sweeps_from_store(
                     db, args.system, args.partition, last).items():
                 groups.setdefault((args.system, args.partition, t, coll,
@@ -265,6 +271,18 @@ def command(args):
     if not groups:
         raise CclHealthError('no healthy sweep with performance values to '
                              'calibrate from')
+    # every file read, changed and written under its lock (re-read there:
+    # another calibration's change is kept); a dry run writes nothing and
+    # takes no lock
+    with contextlib.ExitStack() as held:
+        if not args.dry_run:
+            for system in sorted({k[0] for k in groups}):
+                held.enter_context(reference.locked(os.path.join(
+                    args.reference_dir, f'{system}.yaml')))
+        return _calibrate(args, groups, tol)
+
+
+def _calibrate(args, groups, tol):
     origin = ', '.join(os.path.basename(p) for p in args.report or [])
     if args.db:
         origin += f'{", " if origin else ""}{args.db}'
@@ -313,3 +331,9 @@ def command(args):
     if args.dry_run:
         print('dry run: nothing written')
     return 0
+
+
+if __name__ == '__main__':       # python -m ccl_health.db.calibrate ...
+    import sys
+    from ccl_health import cli
+    sys.exit(cli.main(['calibrate'] + sys.argv[1:]))

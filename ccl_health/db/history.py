@@ -328,65 +328,113 @@ def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
     return None
 
 
-def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE, **kw):
+def accepts(acc, key, size):
+    """Does the acceptance row ``acc`` (scripts/report accept) name the
+    history key ``key`` at ``size``?  Its empty fields match anything."""
+    fields = dict(zip(KEY + ('kind',), key))
+    fields['size'] = size
+    for name, want in fields.items():
+        have = acc.get(name)
+        if have is not None and have != want:
+            return False
+    return True
+
+
+def segments(series, key, size, accepted=()):
+    """``series`` cut where an operator accepted a new level: each active
+    acceptance of the key starts a new history at its run (that run and
+    those after it); the runs before it no longer count for the baseline of
+    the runs after."""
+    cuts = sorted({(a['run_time'], a['run_id']) for a in accepted
+                   if not a.get('undone_at') and accepts(a, key, size)})
+    if not cuts:
+        return [series]
+    out, cur, ci = [], [], 0
+    for rec in series:
+        at = (rec['time'], rec['run_id'])
+        while ci < len(cuts) and at >= cuts[ci]:
+            if cur:
+                out.append(cur)
+            cur, ci = [], ci + 1
+        cur.append(rec)
+    out.append(cur)
+    return out
+
+
+def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
+           accepted=(), **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
     against the runs before it).  Also: a recovery (a key back above its
     threshold right after a drop), an intermittent pattern (at least two
     drops among the last ``window`` values of a key, healthy ones between)
     and a drift (a sustained drop of a few percent, :func:`sustained_drops`)
     at sizes of at least ``drift_min_size`` (None: no drift judged); a run
-    that is a drop at a size is not also a drift there."""
+    that is a drop at a size is not also a drift there.  ``accepted``: the
+    acceptance rows (:meth:`ccl_health.db.store.Store.acceptances`): a key's
+    history restarts at each (:func:`segments`)."""
     findings = []
-    window = kw.get('window', 30)
-    for (key, size), series in _series(records).items():
-        drops = []
-        for i, rec in enumerate(series):
-            if rec['case_verdict'] not in HEALTHY:
-                continue
-            f = judge(series[:i], rec, **kw)
-            if f:
-                rec['_drop'] = True
-                drops.append(i)
-            if run_id is not None and rec['run_id'] != run_id:
-                continue
-            if f:
-                findings.append(f)
-            elif drops and drops[-1] == i - 1:
-                findings.append(Finding(
-                    'recovery', rec['run_id'], rec['time'], key, size,
-                    rec['busbw'], None, None,
-                    f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
-                    f'{series[i - 1]["run_id"]}'))
-        recent = [d for d in drops if d >= len(series) - window]
-        if len(recent) >= 2 and (run_id is None or
-                                 series[-1]['run_id'] == run_id):
-            healthy_between = any(
-                j not in drops for j in range(recent[0], recent[-1]))
-            if healthy_between:
-                findings.append(Finding(
-                    'intermittent', series[-1]['run_id'], series[-1]['time'],
-                    key, size, series[-1]['busbw'], None, None,
-                    f'{len(recent)} drops among the last '
-                    f'{min(window, len(series))} runs, healthy runs between'))
-        if drift_min_size is None or size < drift_min_size:
-            continue
-        shifts = sustained_drops(
-            [r['busbw'] if r['case_verdict'] in HEALTHY else None
-             for r in series], exclude=drops, window=window)
-        for i, sh in shifts.items():
-            rec = series[i]
-            if i in drops or (run_id is not None and
-                              rec['run_id'] != run_id):
-                continue
-            first = series[sh.start]
-            findings.append(Finding(
-                'drift', rec['run_id'], rec['time'], key, size,
-                rec['busbw'], sh.baseline, None, shift=sh.shift,
-                runs=sum(1 for r in series[sh.start:i + 1]
-                         if r['case_verdict'] in HEALTHY),
-                since_run=first['run_id'], since_time=first['time'],
-                noise=sh.noise))
+    for (key, size), whole in _series(records).items():
+        for series in segments(whole, key, size, accepted):
+            _detect_series(findings, key, size, series, run_id,
+                           drift_min_size, kw)
     return findings
+
+
+def detect_in(store, run_id=None, **kw):
+    """:func:`detect` over a store's records with its acceptances."""
+    return detect(store.records(), run_id=run_id,
+                  accepted=store.acceptances(), **kw)
+
+
+def _detect_series(findings, key, size, series, run_id, drift_min_size, kw):
+    window = kw.get('window', 30)
+    drops = []
+    for i, rec in enumerate(series):
+        if rec['case_verdict'] not in HEALTHY:
+            continue
+        f = judge(series[:i], rec, **kw)
+        if f:
+            rec['_drop'] = True
+            drops.append(i)
+        if run_id is not None and rec['run_id'] != run_id:
+            continue
+        if f:
+            findings.append(f)
+        elif drops and drops[-1] == i - 1:
+            findings.append(Finding(
+                'recovery', rec['run_id'], rec['time'], key, size,
+                rec['busbw'], None, None,
+                f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
+                f'{series[i - 1]["run_id"]}'))
+    recent = [d for d in drops if d >= len(series) - window]
+    if len(recent) >= 2 and (run_id is None or
+                             series[-1]['run_id'] == run_id):
+        healthy_between = any(
+            j not in drops for j in range(recent[0], recent[-1]))
+        if healthy_between:
+            findings.append(Finding(
+                'intermittent', series[-1]['run_id'], series[-1]['time'],
+                key, size, series[-1]['busbw'], None, None,
+                f'{len(recent)} drops among the last '
+                f'{min(window, len(series))} runs, healthy runs between'))
+    if drift_min_size is None or size < drift_min_size:
+        return
+    shifts = sustained_drops(
+        [r['busbw'] if r['case_verdict'] in HEALTHY else None
+         for r in series], exclude=drops, window=window)
+    for i, sh in shifts.items():
+        rec = series[i]
+        if i in drops or (run_id is not None and
+                          rec['run_id'] != run_id):
+            continue
+        first = series[sh.start]
+        findings.append(Finding(
+            'drift', rec['run_id'], rec['time'], key, size,
+            rec['busbw'], sh.baseline, None, shift=sh.shift,
+            runs=sum(1 for r in series[sh.start:i + 1]
+                     if r['case_verdict'] in HEALTHY),
+            since_run=first['run_id'], since_time=first['time'],
+            noise=sh.noise))
 
 
 #: what a change of names in a "changed:" line (case column -> label)

@@ -173,7 +173,8 @@ def failures(store, since_hours=24, now=None):
                            f'{shown_reason(store, c, name.upper())}'))
     recent = {c['run_id'] for c in window}
     cases = store.cases()
-    found = [f for f in detect(store.records())
+    found = [f for f in detect(store.records(),
+                                accepted=store.acceptances())
              if f.run_id in recent and f.kind != 'recovery']
     out += [(Verdict.DROP, line) for line in drop_lines(found, cases)]
     return out
@@ -302,7 +303,8 @@ def since_when(store, transport, size=None, system=None, partition=None):
     size = check_size(store, size, transport, system, partition)
     bad_runs = set()
     if size is not None:
-        for f in detect(store.records()):
+        for f in detect(store.records(),
+                        accepted=store.acceptances()):
             if f.kind in ('drop', 'drift') and f.key[2] == transport and \
                     f.size == size:
                 bad_runs.add(f.run_id)

@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 from ccl_health import CclHealthError
 from ccl_health.judge.verdicts import NAMES, Verdict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -76,7 +76,23 @@ _MIGRATIONS = {
            WHERE source = 'health' AND
                  substr(env_json, 1, 10) = '{"probes":'""",
     ],
+    # an operator's acceptance of a new level (scripts/report accept): the
+    # history baseline of the matching keys restarts at run_id; who, why
+    # and when kept, undone (never deleted) by scripts/report accept --undo
+    3: [
+        """CREATE TABLE IF NOT EXISTS acceptances (
+            id {pk},
+            run_id TEXT NOT NULL, run_time TEXT NOT NULL,
+            system TEXT, partition TEXT, transport TEXT, collective TEXT,
+            nodes INTEGER, ranks INTEGER, algo TEXT, kind TEXT, size BIGINT,
+            who TEXT NOT NULL, reason TEXT NOT NULL, created TEXT NOT NULL,
+            undone_by TEXT, undone_at TEXT)""",
+    ],
 }
+
+#: the columns of an acceptance that name what it accepts (None: any)
+ACCEPT_KEY = ('system', 'partition', 'transport', 'collective', 'nodes',
+              'ranks', 'algo', 'kind', 'size')
 
 
 @dataclasses.dataclass
@@ -305,6 +321,55 @@ class Store:
         if not isinstance(kept, dict) or set(kept) <= set(case.env):
             return case
         return dataclasses.replace(case, env={**kept, **case.env})
+
+    # -- acceptances (scripts/report accept) ------------------------------
+    def schema_version(self):
+        rows = self.query("SELECT value FROM meta WHERE key = "
+                          "'schema_version'")
+        return int(rows[0]['value']) if rows else 0
+
+    def acceptances(self, active=False):
+        """The acceptances of new levels, oldest first (``active``: those
+        not undone); none in a database older than schema 3 (opened
+        read-only, not migrated)."""
+        if self.schema_version() < 3:
+            return []
+        return self.query('SELECT * FROM acceptances' +
+                          (' WHERE undone_at IS NULL' if active else '') +
+                          ' ORDER BY id')
+
+    def accept(self, rows, who, reason):
+        """Record acceptances: ``rows`` are dicts with ``run_id``,
+        ``run_time`` and :data:`ACCEPT_KEY` fields; returns their ids."""
+        ids = []
+        with self.transaction():
+            for row in rows:
+                cols = ['run_id', 'run_time', *ACCEPT_KEY, 'who', 'reason',
+                        'created']
+                vals = [row['run_id'], row['run_time'],
+                        *(row.get(k) for k in ACCEPT_KEY), who, reason,
+                        now()]
+                self.execute(f'INSERT INTO acceptances ({", ".join(cols)}) '
+                             f'VALUES ({", ".join("?" * len(cols))})', vals)
+                ids.append(self.query(
+                    'SELECT max(id) AS id FROM acceptances')[0]['id'])
+        return ids
+
+    def undo_acceptance(self, acc_id, who):
+        """Mark the acceptance ``acc_id`` undone; returns its row."""
+        with self.transaction():
+            rows = self.query('SELECT * FROM acceptances WHERE id = ?',
+                              (acc_id,))
+            if not rows:
+                raise CclHealthError(f'no acceptance {acc_id} in '
+                                     f'{self.where}')
+            if rows[0]['undone_at']:
+                raise CclHealthError(
+                    f'acceptance {acc_id} was undone already, by '
+                    f'{rows[0]["undone_by"]} at {rows[0]["undone_at"]}')
+            self.execute('UPDATE acceptances SET undone_by = ?, '
+                         'undone_at = ? WHERE id = ?', (who, now(), acc_id))
+        return rows[0]
 
     # -- reading --------------------------------------------------------
     def records(self, where='', params=()):

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import re
-import shlex
 import subprocess
 import sys
 from typing import Dict, List
@@ -127,6 +126,9 @@ def load_site(args):
             except OSError as err:
                 raise CclHealthError(f'{name}: cannot read the site file: '
                                      f'{err.strerror}') from None
+            except UnicodeDecodeError:
+                raise CclHealthError(f'{name}: not a site file (not text: '
+                                     f'a binary file?)') from None
             site = site_data.parse(text, name, args.system)
         else:
             site = site_data.load(resources.site_dir(), name)
@@ -277,7 +279,7 @@ def allocate(args, argv, cfg, run_id, run_dir):
     cmd += [sys.executable, '-m', 'ccl_health.fleet', '--inside',
             '--run-id', run_id, '--not-checked', other_file] + list(argv)
     print(f'fleet: {len(nodes)} nodes, one allocation: '
-          f'{" ".join(shlex.quote(c) for c in cmd[:7])} ...',
+          f'{shell.join(cmd[:7])} ...',
           file=sys.stderr, flush=True)
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
@@ -313,6 +315,11 @@ def main(argv=None, prog='scripts/fleet'):
         return _main(argv, prog)
     except CclHealthError as err:
         print(f'fleet: error: {" ".join(str(err).split())}', file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:            # a path given: one line, exit 2
+        print(f'fleet: error: {err.filename or ""}'
+              f'{": " if err.filename else ""}{err.strerror or err}',
+              file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print('fleet: error: interrupted', file=sys.stderr)
@@ -391,3 +398,7 @@ def _main(argv, prog):
                   f'{err})', file=sys.stderr)
     print(summary_text(summary, path), flush=True)
     return exit_code(summary)
+
+
+if __name__ == '__main__':       # python -m ccl_health.fleet.cli ...
+    sys.exit(main(prog='python -m ccl_health.fleet'))

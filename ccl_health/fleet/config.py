@@ -20,7 +20,7 @@ DEFAULT_STEP_PROBE = ['{tests}/all_reduce_perf', '-b', '{size}', '-e',
 #: must not turn into a wait, then a false hang).
 DEFAULT_SRUN = ['--exact', '--overlap']
 #: a group of this many ranks (512 Polaris nodes x 4, the largest figure in
-#: /work/shared/anchors/first_allreduce_seconds.tsv) starts within the
+#: reference/anchors/first_allreduce_seconds.tsv) starts within the
 #: round limit; above it the limit grows with the square root of the ranks
 #: (the anchor's start-up grows as ranks^0.53 from 256 to 512 nodes)
 GROUP_LIMIT_RANKS = 2048

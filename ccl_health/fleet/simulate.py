@@ -22,7 +22,7 @@ from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Raw, Step
 
 #: seconds of one node check (the health hook, 2 ranks, 1G): 2.3-2.6 s on
-#: 2xH200 (/work/shared/DEVICE.md, issue 14)
+#: 2xH200 (issue 14)
 HOOK_SECONDS = 2.4
 #: seconds of a pair step beyond its all_reduce operations (launch of 2
 #: ranks, NCCL init over the network path) and the number of operations
@@ -47,7 +47,7 @@ TREE_WIDTH = 16
 #: also shows 20/s)
 LAUNCH_RATE = 50.0
 #: seconds of communicator start-up + first all_reduce by node count at 4
-#: ranks per node (torch+NCCL on Polaris, /work/shared/anchors/
+#: ranks per node (torch+NCCL on Polaris, reference/anchors/
 #: first_allreduce_seconds.tsv, 'first' rows); between points log-log
 #: interpolation, above 512 nodes the power law of the last two points
 #: (x^0.535)

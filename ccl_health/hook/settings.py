@@ -239,6 +239,20 @@ def parse(argv, env=None, t0=None, description=''):
         except OSError as err:
             raise CouldNotCheck(f'--json {args.json}: cannot write: '
                                 f'{err.strerror or err}') from None
+    folders = {}
+    # folders the user named: a mistake is said before anything is measured
+    for key, opt, var, shipped in (
+            ('site_dir', '--site-dir', 'CCL_HEALTH_SITE_DIR',
+             resources.shipped_site_dir),
+            ('reference_dir', '--reference-dir', 'CCL_HEALTH_REFERENCE_DIR',
+             resources.shipped_reference_dir),
+            ('config_dir', '--config-dir', 'CCL_HEALTH_CONFIG_DIR',
+             lambda: resources.path('config'))):
+        value = getattr(args, key) or env.get(var) or shipped()
+        if not os.path.isdir(value):
+            src = opt if getattr(args, key) else var
+            raise CouldNotCheck(f'{src} {value}: no such folder')
+        folders[key] = value
     return Settings(
         limit=limit, size=args.size, size_bytes=size_bytes,
         iters=args.iters, repeats=args.repeats,
@@ -248,12 +262,7 @@ def parse(argv, env=None, t0=None, description=''):
         tests_prefix=args.tests_prefix,
         launcher=None if launcher is None else tuple(
             launcher_value(launcher)),
-        site_dir=args.site_dir or env.get('CCL_HEALTH_SITE_DIR') or
-        resources.shipped_site_dir(),
-        reference_dir=args.reference_dir or env.get(
-            'CCL_HEALTH_REFERENCE_DIR') or resources.shipped_reference_dir(),
-        config_dir=args.config_dir or env.get('CCL_HEALTH_CONFIG_DIR') or
-        resources.path('config'),
+        **folders,
         db=db, db_source=db_source if db else '',
         no_record=args.no_record, json=args.json,
         hostname=env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname(),

@@ -31,6 +31,7 @@ keeping what it does not change (comments, sources, other entries) and
 """
 
 import dataclasses
+import contextlib
 import datetime
 import difflib
 import io
@@ -323,6 +324,12 @@ def load(path):
             text = fp.read()
     except FileNotFoundError:
         raise ReferenceError(f'{path}: reference file not found') from None
+    except OSError as err:
+        raise ReferenceError(f'{path}: cannot read the reference file: '
+                             f'{err.strerror or err}') from None
+    except UnicodeDecodeError:
+        raise ReferenceError(f'{path}: not a reference file (not text: a '
+                             f'binary file?)') from None
     return parse(text, path)
 
 
@@ -372,8 +379,9 @@ class Editor:
             from ruamel.yaml.comments import CommentedMap
         except ImportError:
             raise ReferenceError(f'{path}: cannot edit: the Python module '
-                                 f'ruamel.yaml is missing (install '
-                                 f'requirements.txt)') from None
+                                 f'ruamel.yaml is missing (pip install '
+                                 f'ccl-health, or scripts/run, installs '
+                                 f'it)') from None
         self.path, self.system = path, system
         try:
             with open(path) as fp:
@@ -383,6 +391,9 @@ class Editor:
         except OSError as err:
             raise ReferenceError(f'{path}: cannot read: {err.strerror}') \
                 from None
+        except UnicodeDecodeError:
+            raise ReferenceError(f'{path}: not a reference file (not text: '
+                                 f'a binary file?)') from None
         self._yaml = YAML()
         self._yaml.preserve_quotes = True
         self._yaml.width = 100
@@ -408,6 +419,13 @@ class Editor:
                                  f'{self.current.system!r}, expected '
                                  f'{system!r}')
         self.doc = self._yaml.load(self.old_text)
+        # anchors and aliases: an entry rendered on its own would define
+        # its anchor again (or lose it under an alias elsewhere); ruamel
+        # dumps the whole document with each anchor once
+        from ruamel.yaml.events import AliasEvent
+        if any(isinstance(e, AliasEvent)
+               for e in self._yaml.parse(self.old_text)):
+            self._whole = True
         self.lines = self.old_text.splitlines(keepends=True)
         if self.lines and not self.lines[-1].endswith('\n'):
             self.lines[-1] += '\n'
@@ -730,15 +748,59 @@ def _umask():
     return mask
 
 
+def lock_path(path):
+    """The sidecar lock file of the reference file ``path``:
+    ``<folder>/.<name>.lock``."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f'.{name}.lock')
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Hold the inter-process lock of the reference file ``path`` (its
+    sidecar :func:`lock_path`) around a read-modify-write: two calibrations
+    of one file at once run one after the other, the second reading what
+    the first wrote."""
+    lock = lock_path(path)
+    try:
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+    except OSError as err:
+        raise ReferenceError(f'{os.path.dirname(lock)}: cannot create the '
+                             f'folder: {err.strerror}') from None
+    try:
+        import fasteners
+    except ImportError:                # without ReFrame: the same flock
+        fasteners = None
+    try:
+        if fasteners is not None:
+            ipl = fasteners.InterProcessLock(lock)
+            ipl.acquire()
+        else:
+            import fcntl
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as err:
+        raise ReferenceError(f'{lock}: cannot lock: {err.strerror}') \
+            from None
+    try:
+        yield
+    finally:
+        if fasteners is not None:
+            ipl.release()
+        else:
+            os.close(fd)
+
+
 def upsert(path, system, partition, entry, gdr=None):
     """Write ``entry`` into the reference file at ``path`` (created when
     missing), replacing the entry with the same key; everything else in the
     file is kept (comments too), the result validated before it is written
     atomically.  Returns the file as loaded."""
-    ed = Editor(path, system)
-    if gdr is not None:
-        ed.set_gdr(partition, gdr['supported'], gdr.get('reason', ''))
-    ed.put(partition, entry, merge=False)
-    text = ed.render()
-    write_atomic(path, text)
+    with locked(path):
+        ed = Editor(path, system)
+        if gdr is not None:
+            ed.set_gdr(partition, gdr['supported'], gdr.get('reason', ''))
+        ed.put(partition, entry, merge=False)
+        text = ed.render()
+        write_atomic(path, text)
     return parse(text, path)

@@ -25,7 +25,8 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.db.history import HEALTHY, attribute, detect, kind_of, where_text
+from ccl_health.db.history import (HEALTHY, KEY, attribute, detect,
+                                   kind_of, where_text)
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
 
@@ -287,7 +288,13 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
     :data:`DEFAULT_TREND_SIZES`)."""
     from ccl_health.report import plots
     wanted = parse_trend_sizes(sizes)
-    os.makedirs(outdir, exist_ok=True)
+    try:
+        os.makedirs(outdir, exist_ok=True)
+    except OSError as err:
+        raise CclHealthError(f'--out {outdir}: cannot create the folder: '
+                             f'{err.strerror or err}') from None
+    if not os.access(outdir, os.W_OK | os.X_OK):
+        raise CclHealthError(f'--out {outdir}: cannot write in the folder')
     cases = _cases_frame(store)
     df = _frame(store, cases)
     if sizes and not df.empty:
@@ -301,7 +308,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
                 f'{", ".join(map(format_size, sorted(measured))) or "none"})')
     table = summary_table(store, now=now)
     records = store.records()
-    findings = detect(records)
+    findings = detect(records, accepted=store.acceptances())
     cases_list = store.cases()
     sections = []
     if not df.empty:
@@ -346,12 +353,32 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         failure_counts=failure_counts(cases), failures=fails,
         skipped=failure_rows(cases, ('skipped',)),
         findings=frows, n_findings=len(findings), sections=sections,
+        accepted=acceptance_rows(store.acceptances()),
         runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
-    with open(page, 'w', encoding='utf-8') as fp:
-        fp.write(html)
+    try:
+        with open(page, 'w', encoding='utf-8') as fp:
+            fp.write(html)
+    except OSError as err:
+        raise CclHealthError(f'{page}: cannot write the page: '
+                             f'{err.strerror or err}') from None
     return page, terminal_summary(table, fails, findings)
+
+
+def acceptance_rows(rows):
+    """The acceptances of new levels for the page, newest first."""
+    out = []
+    for a in reversed(rows):
+        key = tuple(a[k] for k in KEY) + (a['kind'],)
+        out.append({
+            'id': a['id'], 'created': a['created'], 'who': a['who'],
+            'what': where_text(key) + (f' at {format_size(a["size"])}'
+                                       if a['size'] else ''),
+            'run': a['run_id'], 'reason': a['reason'],
+            'state': (f'undone by {a["undone_by"]} at {a["undone_at"]}'
+                      if a['undone_at'] else 'in force')})
+    return out
 
 
 def render_page(**context):

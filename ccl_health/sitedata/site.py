@@ -133,7 +133,7 @@ def shell_value(value):
     ``${NAME}`` references, which the job's shell expands: the value is cut
     into literal parts, each quoted, and ``"${NAME}"`` parts, concatenated.
     ``$NAME`` without braces and ``${NAME:-x}`` forms stay literal."""
-    return shell.word(value, shell.BRACED)
+    return shell.word(value, shell.BRACED, inert=True)
 
 
 #: ``{plugin_prefix}``, filled by the suite; ``${NAME}`` is the shell's
@@ -164,6 +164,9 @@ def load(site_dir, system):
     except OSError as err:
         raise CclHealthError(f'{path}: cannot read the site file: '
                              f'{err.strerror}') from None
+    except UnicodeDecodeError:
+        raise CclHealthError(f'{path}: not a site file (not text: a binary '
+                             f'file?)') from None
     return parse(text, path, system)
 
 

@@ -105,3 +105,7 @@ def main(argv=None):
     except CclHealthError as err:
         print(f'{TOOL}: error: {err}', file=sys.stderr)
         return 2
+
+
+if __name__ == '__main__':       # python -m ccl_health.torch_bench.cli ...
+    sys.exit(main())

@@ -67,8 +67,9 @@ def _jsonschema():
     try:
         import jsonschema
     except ImportError:
-        raise CclHealthError('the Python module jsonschema is missing: '
-                             'install requirements.txt (scripts/run does)') \
+        raise CclHealthError('the Python module jsonschema is missing '
+                             '(pip install ccl-health, or scripts/run, '
+                             'installs it)') \
             from None
     return jsonschema
 
