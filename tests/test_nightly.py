@@ -1,0 +1,237 @@
+"""The nightly validation end to end, with real components: a Slurm
+cluster on this host (tests/slurm_harness.py, ``ScronParameters=enable``),
+a PostgreSQL server started here (tests/test_store_postgres.py), the sweep
+of ``--mode nightly`` through sbatch / srun against the replay stand-in
+(tests/replay) replaying the project's own H100 captures of a graded drift
+(tests/fixtures/device/drift-graded: healthy runs, then
+``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page published and read back in
+headless Chromium, and the mail text.
+
+History before the nights is the same capture series, recorded as earlier
+runs of the same case (copies of night 1's own record with the captured
+busbw): 24 healthy runs before night 1, two degraded ones between night 1
+and night 2, so night 2 is the third degraded run, where the drift detector
+flags it (tests/test_drift.py)."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO
+from ccl_health.db import recorder, store
+from ccl_health.evidence import nccltests
+
+pytest.importorskip('reframe')
+psycopg = pytest.importorskip('psycopg')
+from test_reframe_replay import make_site  # noqa: E402
+from test_store_postgres import pg_url  # noqa: E402,F401
+
+DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded',
+                     'raw')
+CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
+BUFF = '3932160'          # NCCL_BUFFSIZE of the buff3750k runs
+CASE = 'AllReduceSweep %transport=net-socket'
+
+
+def _raw(n):
+    [f] = [x for x in os.listdir(DRIFT) if x.startswith(f'{n:03d}-')]
+    return os.path.join(DRIFT, f)
+
+
+def make_world(tmp):
+    """Site, references and replay captures of the test: the net-socket
+    sweep replays drift-graded run N (``CCL_HEALTH_REPLAY_NET_SOCKET=rN``)
+    with the NET/Socket debug logs of cap/net-socket."""
+    site = make_site(tmp)
+    caps = tmp / 'caps'
+    for n in (1, 25, 34, 35):
+        d = caps / f'r{n}'
+        d.mkdir(parents=True)
+        shutil.copy(_raw(n), d / 'stdout.txt')
+        (d / 'rc.txt').write_text('rc=0 wall=7\n')
+        for log in os.listdir(os.path.join(CAP, 'net-socket')):
+            if log.startswith('nccl-debug'):
+                shutil.copy(os.path.join(CAP, 'net-socket', log), d / log)
+    refdir = tmp / 'reference'
+    refdir.mkdir()
+    ref = yaml.safe_load(open(os.path.join(REPO, 'reference', 'local.yaml')))
+    for part in ref['partitions'].values():
+        for e in part.get('entries', part if isinstance(part, list) else []):
+            if isinstance(e, dict) and e.get('transport') == 'net-socket' \
+                    and e.get('collective') == 'all_reduce':
+                e['busbw'] = {'64MiB': 1.85, '128MiB': 1.86, '256MiB': 1.86}
+                e.pop('tolerances', None)
+    (refdir / 'local.yaml').write_text(yaml.safe_dump(ref))
+    return site, str(refdir), str(caps)
+
+
+def nightly_env(tmp, site, refdir, caps, db, extra=None):
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_SITE_DIR=site, CCL_HEALTH_REFERENCE_DIR=refdir,
+               CCL_HEALTH_REPLAY_DIR=caps, CCL_HEALTH_DB=db,
+               CCL_HEALTH_CACHE=str(tmp / 'cache'),
+               CCL_HEALTH_OUTPUT=str(tmp / 'out'),
+               CCL_HEALTH_PUBLISH=str(tmp / 'www'))
+    env.pop('NCCL_BUFFSIZE', None)
+    env.update(extra or {})
+    return env
+
+
+#: the nightly's command line as the README gives it, less the sweep's
+#: narrowing (one transport, the sizes of the captures) the test adds
+LINE = [os.path.join(REPO, 'scripts', 'nightly'), '--system', 'local',
+        '--partition', 'gpu', '--account', 'ccl']
+NARROW = ['--', '-n', 'AllReduceSweep%transport=net-socket', '-S',
+          'min_size=64M', '-S', 'max_size=256M']
+
+
+def nightly(env, *extra, timeout=300):
+    return subprocess.run(LINE + list(extra) + NARROW, env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def seed(db_url, template, runs):
+    """Record ``runs`` [(run_id, time, raw run N, env)] as copies of the
+    case row ``template`` with the captured busbw of drift-graded run N."""
+    versions = json.loads(template['versions_json'] or '{}')
+    with store.open_store(db_url) as db:
+        for run_id, when, n, env in runs:
+            res = nccltests.parse_text(open(_raw(n)).read())
+            base = json.loads(template['env_json'] or '{}')
+            base.pop('NCCL_BUFFSIZE', None)
+            base.update(env)
+            db.add_case(store.CaseRecord(
+                run_id, template['case_name'], 'pass', time=when,
+                system=template['system'], partition=template['partition'],
+                environ=template['environ'], nodelist=template['nodelist'],
+                nodes=template['nodes'], ranks=template['ranks'],
+                collective=template['collective'],
+                transport=template['transport'], proven=template['proven'],
+                algo=template['algo'], versions=versions, env=base,
+                suite_revision=template['suite_revision'] or '',
+                source='seed', sizes=recorder.sizes_from_sweep(res)))
+
+
+def _shift(iso, seconds):
+    import datetime
+    t = datetime.datetime.fromisoformat(iso) + \
+        datetime.timedelta(seconds=seconds)
+    return t.isoformat(timespec='seconds')
+
+
+def nights_case(db_url):
+    with store.open_store(db_url, readonly=True) as db:
+        return [c for c in db.cases() if c['source'] != 'seed']
+
+
+def _mail(p):
+    return [ln for ln in p.stdout.splitlines() if ln.strip()]
+
+
+# -- Slurm ------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def slurm(tmp_path_factory):
+    import slurm_harness
+    try:
+        slurm_harness.ensure_installed()
+    except slurm_harness.Unavailable as err:
+        pytest.skip(f'no Slurm on this machine: {err}')
+    cluster = slurm_harness.Cluster(tmp_path_factory.mktemp('slurm'),
+                                    scron=True)
+    try:
+        cluster.start()
+    except (slurm_harness.Unavailable, OSError) as err:
+        left = cluster.stop()
+        pytest.skip(f'Slurm does not start here: {err}'
+                    + (f' (left behind: {left})' if left else ''))
+    yield cluster
+    left = cluster.stop()
+    assert not left, f'Slurm / munge daemons left behind: {left}'
+
+
+def slurm_extra(cluster):
+    return {'SLURM_CONF': cluster.conf, 'PATH': cluster.env()['PATH'],
+            'CCL_HEALTH_SCHEDULER': 'squeue', 'CCL_HEALTH_LAUNCHER': ''}
+
+
+def _chromium_dom(page):
+    from test_report_page import _browser, _chromium
+    return _browser(_chromium(), '--dump-dom', page.as_uri())
+
+
+@pytest.mark.slurm
+def test_three_nights_through_slurm_postgres_and_the_page(
+        slurm, pg_url, tmp_path):      # noqa: F811
+    with store.open_store(pg_url) as db:       # a fresh database
+        db.execute('DROP VIEW IF EXISTS records')
+        db.execute('DROP TABLE IF EXISTS measurements, cases, meta')
+        db.conn.commit()
+    site, refdir, caps = make_world(tmp_path)
+    base = nightly_env(tmp_path, site, refdir, caps, pg_url,
+                       slurm_extra(slurm))
+    www = tmp_path / 'www'
+    # -- night 1: healthy, no history yet: all clear
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r1'),
+                '--night', 'night-1')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 0, p.stdout + p.stderr + open(
+        www / 'nights' / 'night-1' / 'run.log').read()[-3000:]
+    assert len(mail) == 2 and 'all clear, nothing new' in mail[0] and \
+        '1 pass' in mail[0] and mail[1].startswith('page: ')
+    [night1] = nights_case(pg_url)
+    assert night1['verdict'] == 'pass' and night1['case_name'] == CASE
+    # the sweep ran as a Slurm job of the partition and account asked for
+    assert (www / 'latest').resolve() == (www / 'nights' / 'night-1')
+    script = open(os.path.join(str(tmp_path / 'out' / 'stage'),
+                               *_stage_rel(tmp_path / 'out'))).read()
+    assert '#SBATCH -p gpu' in script and '#SBATCH -A ccl' in script
+    # history: 24 healthy runs before night 1, two degraded after it
+    seed(pg_url, night1,
+         [(f'seed-{n:02d}', _shift(night1['time'], -3600 * (30 - n)), n, {})
+          for n in range(2, 26)] +
+         [(f'seed-deg-{n}', _shift(night1['time'], n - 31), n,
+           {'NCCL_BUFFSIZE': BUFF}) for n in (32, 33)])
+    # -- night 2: the third degraded run: exactly the new drift
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r34',
+                     NCCL_BUFFSIZE=BUFF), '--night', 'night-2')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert 'NEW: 0 new failure(s), ' in mail[0]
+    drift = [ln for ln in mail if ln.startswith('DRIFT ')]
+    assert drift and all('local/gpu/net-socket all_reduce 1n/2r' in ln
+                         for ln in drift)
+    changed = [ln.strip() for ln in mail if ln.startswith('    changed:')]
+    assert changed and set(changed) == {
+        f'changed: NCCL_BUFFSIZE: (unset) -> {BUFF}'}
+    assert len(mail) == 1 + len(drift) + len(changed) + 1
+    # the page of night 2, in a browser: the drift and its cause are there
+    dom = _chromium_dom(www / 'latest' / 'index.html')
+    assert 'DRIFT' in dom and 'NCCL_BUFFSIZE' in dom
+    index = _chromium_dom(www / 'index.html')
+    assert 'night-1' in index and 'night-2' in index and 'DRIFT' in index
+    # -- night 3: healthy again: the all-clear line
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'),
+                '--night', 'night-3')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(mail) == 2 and 'all clear, nothing new' in mail[0]
+    assert (www / 'latest').resolve() == (www / 'nights' / 'night-3')
+
+
+def _stage_rel(out):
+    for top, _, files in os.walk(out / 'stage'):
+        if 'rfm_job.sh' in files:
+            return [os.path.relpath(os.path.join(top, 'rfm_job.sh'),
+                                    out / 'stage')]
+    raise AssertionError('no job script')
