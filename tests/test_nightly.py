@@ -16,6 +16,7 @@ flags it (tests/test_drift.py)."""
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -341,3 +342,71 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
     tail = p.stdout.split('== ccl-health verdict ==')[1]
     assert ', 0 new since run ' in tail and 'NEW ' not in tail
     assert tail.count('\nDRIFT local/gpu/net-socket') >= 1
+
+
+# -- the cron variant as a Slurm job on a node of the multi-node cluster ----
+
+@pytest.fixture(scope='module')
+def multi(tmp_path_factory):
+    import slurm_cluster
+    if os.geteuid() != 0:
+        pytest.skip('a multi-node Slurm in network namespaces needs root')
+    try:
+        slurm_cluster.ensure_installed()
+    except slurm_cluster.Unavailable as err:
+        pytest.skip(f'no Slurm on this machine: {err}')
+    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('nightly-multi'),
+                                   nodes=2, scron=True)
+    try:
+        c.start()
+    except slurm_cluster.Unavailable as err:
+        c.stop()
+        pytest.skip(f'Slurm does not start here: {err}')
+    yield c
+    left = c.stop()
+    assert not left, f'left behind: {left}'
+
+
+@pytest.mark.slurm
+def test_the_cron_line_runs_as_a_slurm_job_of_the_partition(multi, tmp_path):
+    """What scrontab does with the README's line: a batch job of the
+    partition, under the account, on one of its nodes, whose nightly
+    submits the sweep as another job (on the other node).  Debian's Slurm
+    22.05 ships no ``scrontab`` client (slurmctld has the crontab support,
+    ``ScronParameters=enable`` is in slurm.conf), so the job is submitted
+    with sbatch instead of by the cron timer."""
+    assert 'ScronParameters=enable' in open(multi.conf).read()
+    site, refdir, caps = make_world(tmp_path)
+    db = str(tmp_path / 'perf.db')       # the nodes share this folder
+    env = nightly_env(tmp_path, site, refdir, caps, db, {
+        'SLURM_CONF': multi.conf, 'PATH': multi.env()['PATH'],
+        'CCL_HEALTH_SCHEDULER': 'squeue', 'CCL_HEALTH_LAUNCHER': '',
+        'CCL_HEALTH_SLURM_ACCESS': '-p batch',
+        'CCL_HEALTH_REPLAY_NET_SOCKET': 'r25'})
+    line = ' '.join(shlex.quote(w) for w in LINE + ['--night', 'cron'] +
+                    NARROW)
+    mailfile = tmp_path / 'mail.txt'
+    p = subprocess.run(
+        ['sbatch', '--parsable', '-p', 'batch', '-A', 'ccl', '-N', '1',
+         '-n', '1', f'--output={mailfile}', '--wrap', line],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    jobid = p.stdout.strip().split(';')[0]
+    deadline = time.time() + 150
+    state = ''
+    while time.time() < deadline:
+        state = multi.run('scontrol', '-o', 'show', 'job', jobid).stdout
+        if 'JobState=COMPLETED' in state or 'JobState=FAILED' in state:
+            break
+        time.sleep(1)
+    mail = mailfile.read_text() if mailfile.exists() else ''
+    print(mail)
+    assert 'JobState=COMPLETED' in state, state + mail
+    lines = [ln for ln in mail.splitlines() if ln.strip()]
+    assert lines[0].startswith('ccl-health nightly local:gpu cron: all '
+                               'clear, nothing new (1 cases: 1 pass')
+    assert lines[-1].startswith('page: ')
+    assert 'Account=ccl' in state and 'Partition=batch' in state
+    with store.open_store(db, readonly=True) as s:
+        [case] = s.cases()
+    assert case['verdict'] == 'pass' and case['case_name'].startswith(CASE)
