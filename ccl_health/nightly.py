@@ -46,6 +46,20 @@ EXIT_COULD_NOT_RUN = 2
 EXIT_SKIPPED = 3
 EXIT_ABORTED = 4
 
+def _db_errors():
+    import sqlite3
+    errors = [CclHealthError, OSError, sqlite3.Error]
+    try:
+        import psycopg
+        errors.append(psycopg.Error)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+#: a database that fails under the nightly: could not run (exit 2)
+DB_ERRORS = _db_errors()
+
 #: what a finding is called in the mail; a recovery is news, not work
 NEEDS_A_PERSON = ('drop', 'drift', 'intermittent')
 
@@ -316,9 +330,9 @@ def _night_locked(args, publish):
             else:
                 status, code, lines = _judge_night(db, run_id, where,
                                                    night_name)
-    except CclHealthError as err:
+    except DB_ERRORS as err:
         lines.append(f'ccl-health nightly {where} {night_name}: COULD NOT '
-                     f'RUN: {err}; see {log_path}')
+                     f'RUN: {" ".join(str(err).split())}; see {log_path}')
     page = ''
     if status != 'could-not-run':
         try:

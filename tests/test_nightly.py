@@ -410,3 +410,26 @@ def test_the_cron_line_runs_as_a_slurm_job_of_the_partition(multi, tmp_path):
     with store.open_store(db, readonly=True) as s:
         [case] = s.cases()
     assert case['verdict'] == 'pass' and case['case_name'].startswith(CASE)
+
+
+def test_a_database_out_of_reach_is_could_not_run(tmp_path):
+    """The site database cannot be reached: one line, exit 2 (never an
+    all-clear, never "something new")."""
+    import socket
+    with socket.socket() as s:          # a port nothing listens on
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    site, refdir, caps = make_world(tmp_path)
+    url = f'postgresql://nobody@127.0.0.1:{port}/ccl'
+    env = nightly_env(tmp_path, site, refdir, caps, url,
+                      {'CCL_HEALTH_LAUNCHER': 'local',
+                       'CCL_HEALTH_REPLAY_NET_SOCKET': 'r25'})
+    p = nightly(env, '--night', 'n1', timeout=300)
+    mail = _mail(p)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert mail[0].startswith('ccl-health nightly local:gpu n1: COULD NOT '
+                              'RUN: cannot connect to ' + url), mail
+    assert 'Traceback' not in p.stdout + p.stderr
+    night = json.loads((tmp_path / 'www' / 'nights' / 'n1' / 'night.json')
+                       .read_text())
+    assert night['status'] == 'could-not-run' and night['exit'] == 2
