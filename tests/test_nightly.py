@@ -33,7 +33,6 @@ from ccl_health.evidence import nccltests
 pytest.importorskip('reframe')
 psycopg = pytest.importorskip('psycopg')
 from test_reframe_replay import make_site  # noqa: E402
-from test_store_postgres import pg_url  # noqa: E402,F401
 
 DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded',
                      'raw')
@@ -150,27 +149,127 @@ def _mail(p):
 
 @pytest.fixture(scope='module')
 def slurm(tmp_path_factory):
-    import slurm_harness
+    """The multi-node Slurm of tests/slurm_cluster.py (two nodes, each in a
+    network namespace of its own), with Slurm's cron enabled."""
+    import slurm_cluster
+    if os.geteuid() != 0:
+        pytest.skip('a multi-node Slurm in network namespaces needs root')
     try:
-        slurm_harness.ensure_installed()
-    except slurm_harness.Unavailable as err:
+        slurm_cluster.ensure_installed()
+    except slurm_cluster.Unavailable as err:
         pytest.skip(f'no Slurm on this machine: {err}')
-    cluster = slurm_harness.Cluster(tmp_path_factory.mktemp('slurm'),
-                                    scron=True)
+    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('nightly-slurm'),
+                                   nodes=2, scron=True)
     try:
-        cluster.start()
-    except (slurm_harness.Unavailable, OSError) as err:
-        left = cluster.stop()
-        pytest.skip(f'Slurm does not start here: {err}'
-                    + (f' (left behind: {left})' if left else ''))
-    yield cluster
-    left = cluster.stop()
-    assert not left, f'Slurm / munge daemons left behind: {left}'
+        c.start()
+    except slurm_cluster.Unavailable as err:
+        c.stop()
+        pytest.skip(f'Slurm does not start here: {err}')
+    yield c
+    left = c.stop()
+    assert not left, f'left behind: {left}'
+
+
+@pytest.fixture(scope='module')
+def pg_bridge(slurm):
+    """A PostgreSQL server of the test that the cluster's nodes reach: it
+    listens on the cluster's bridge address (a node's 127.0.0.1 is its
+    own namespace's)."""
+    import pathlib
+    import tempfile
+    import test_store_postgres as tsp
+    pgbin = tsp._bin()
+    if pgbin is None:
+        pytest.skip('PostgreSQL is not installed')
+    base = pathlib.Path(tempfile.mkdtemp(prefix='ccl-health-pg-'))
+    os.chmod(base, 0o777)
+    data, sock = base / 'data', base / 'sock'
+    sock.mkdir()
+    os.chmod(sock, 0o777)
+    if os.geteuid() == 0:
+        shutil.chown(base, 'postgres')
+        shutil.chown(sock, 'postgres')
+    r = tsp._as_postgres([f'{pgbin}/initdb', '-D', str(data), '-A', 'trust',
+                          '-U', 'postgres'])
+    assert r.returncode == 0, r.stderr
+    with open(data / 'pg_hba.conf', 'a') as fp:
+        fp.write(f'host all all {slurm.net} trust\n')
+    import slurm_harness
+    [port] = slurm_harness.free_ports(1)
+    r = tsp._as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-w', '-l',
+                          str(base / 'log'), '-o',
+                          f'-p {port} -k {sock} -c listen_addresses='
+                          f'{slurm.ctl_addr}', 'start'])
+    assert r.returncode == 0, r.stderr + r.stdout
+    url = f'postgresql://postgres@{slurm.ctl_addr}:{port}/postgres'
+    for _ in range(50):
+        try:
+            psycopg.connect(url).close()
+            break
+        except psycopg.Error:
+            time.sleep(0.2)
+    yield url
+    tsp._as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
+                      'stop'])
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def slurm_extra(cluster):
     return {'SLURM_CONF': cluster.conf, 'PATH': cluster.env()['PATH'],
-            'CCL_HEALTH_SCHEDULER': 'squeue', 'CCL_HEALTH_LAUNCHER': ''}
+            'CCL_HEALTH_SCHEDULER': 'squeue', 'CCL_HEALTH_LAUNCHER': '',
+            # the local system's ReFrame partition is gpu; Slurm's batch
+            'CCL_HEALTH_SLURM_ACCESS': '-p batch'}
+
+
+#: the environment the cron line carries (a site sets these in its site
+#: file or profile; the test's folders and cluster)
+CRON_ENV = ('SLURM_CONF', 'PATH', 'CCL_HEALTH_SCHEDULER',
+            'CCL_HEALTH_LAUNCHER', 'CCL_HEALTH_SLURM_ACCESS',
+            'CCL_HEALTH_ASSUME_GPUS', 'CCL_HEALTH_SITE_DIR',
+            'CCL_HEALTH_REFERENCE_DIR', 'CCL_HEALTH_REPLAY_DIR',
+            'CCL_HEALTH_DB', 'CCL_HEALTH_CACHE', 'CCL_HEALTH_OUTPUT',
+            'CCL_HEALTH_PUBLISH', 'CCL_HEALTH_REPLAY_NET_SOCKET')
+
+
+def cron_night(cluster, env, night, mailfile, timeout=150):
+    """One night fired by Slurm's cron: a real ``scrontab`` entry (every
+    minute; removed once it ran) whose command is the nightly line.  Where
+    the scrontab client is missing (Debian's slurm-client 22.05 does not
+    ship it), the same line goes in with sbatch.  Returns (how it went in,
+    the job's scontrol line, the mail)."""
+    cmd = 'cd {} && env {} {}'.format(
+        shlex.quote(REPO),
+        ' '.join(f'{k}={shlex.quote(env[k])}' for k in CRON_ENV if k in env),
+        ' '.join(shlex.quote(w) for w in LINE + ['--night', night] + NARROW))
+    scron = shutil.which('scrontab', path=env['PATH'])
+    if scron:
+        tab = mailfile.parent / 'crontab'
+        tab.write_text(f'#SCRON -p batch -A ccl -t 10 --output={mailfile}\n'
+                       f'* * * * * {cmd}\n')
+        p = subprocess.run([scron, str(tab)], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        how = 'scrontab'
+    else:
+        p = subprocess.run(['sbatch', '-p', 'batch', '-A', 'ccl', '-t', '10',
+                            f'--output={mailfile}', '--wrap', cmd],
+                           env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        how = 'sbatch'
+    deadline, state = time.time() + timeout, ''
+    try:
+        while time.time() < deadline:
+            if mailfile.exists() and 'page: ' in mailfile.read_text():
+                break
+            time.sleep(1)
+        # before the entry goes: the job is still Slurm's cron job
+        state = cluster.run('scontrol', '-o', 'show', 'job').stdout
+    finally:
+        if scron:
+            subprocess.run([scron, '-r'], env=env, capture_output=True,
+                           timeout=60)
+    return how, state, mailfile.read_text() if mailfile.exists() else ''
 
 
 def _chromium_dom(page):
@@ -180,7 +279,8 @@ def _chromium_dom(page):
 
 @pytest.mark.slurm
 def test_three_nights_through_slurm_postgres_and_the_page(
-        slurm, pg_url, tmp_path):      # noqa: F811
+        slurm, pg_bridge, tmp_path):
+    pg_url = pg_bridge
     with store.open_store(pg_url) as db:       # a fresh database
         db.execute('DROP VIEW IF EXISTS records')
         db.execute('DROP TABLE IF EXISTS measurements, cases, meta')
@@ -189,22 +289,26 @@ def test_three_nights_through_slurm_postgres_and_the_page(
     base = nightly_env(tmp_path, site, refdir, caps, pg_url,
                        slurm_extra(slurm))
     www = tmp_path / 'www'
-    # -- night 1: healthy, no history yet: all clear
-    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'),
-                '--night', 'night-1')
-    mail = _mail(p)
-    print('\n'.join(mail))
-    assert p.returncode == 0, p.stdout + p.stderr + open(
-        www / 'nights' / 'night-1' / 'run.log').read()[-3000:]
+    # -- night 1, fired by Slurm's cron: healthy, no history yet
+    how, jobs, mail = cron_night(slurm, dict(
+        base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'), 'night-1',
+        tmp_path / 'mail-night-1.txt')
+    print(how, mail)
+    cron_job = [j for j in jobs.splitlines() if 'night-1' in j]
+    assert cron_job and 'Account=ccl' in cron_job[0] and \
+        'Partition=batch' in cron_job[0], jobs
+    if how == 'scrontab':
+        assert 'CronJob=Yes' in cron_job[0]
+    mail = [ln for ln in mail.splitlines() if ln.strip()]
     assert len(mail) == 2 and 'all clear, nothing new' in mail[0] and \
-        '1 pass' in mail[0] and mail[1].startswith('page: ')
+        '1 pass' in mail[0] and mail[1].startswith('page: '), mail
     [night1] = nights_case(pg_url)
     assert night1['verdict'] == 'pass' and night1['case_name'].startswith(CASE)
     # the sweep ran as a Slurm job of the partition and account asked for
     assert (www / 'latest').resolve() == (www / 'nights' / 'night-1')
     script = open(os.path.join(str(tmp_path / 'out' / 'stage'),
                                *_stage_rel(tmp_path / 'out'))).read()
-    assert '#SBATCH -p gpu' in script and '#SBATCH -A ccl' in script
+    assert '#SBATCH -p batch' in script and '#SBATCH -A ccl' in script
     # history: 24 healthy runs before night 1, two degraded after it
     seed(pg_url, night1,
          [(f'seed-{n:02d}', _shift(night1['time'], -3600 * (30 - n)), n, {})
@@ -342,74 +446,6 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
     tail = p.stdout.split('== ccl-health verdict ==')[1]
     assert ', 0 new since run ' in tail and 'NEW ' not in tail
     assert tail.count('\nDRIFT local/gpu/net-socket') >= 1
-
-
-# -- the cron variant as a Slurm job on a node of the multi-node cluster ----
-
-@pytest.fixture(scope='module')
-def multi(tmp_path_factory):
-    import slurm_cluster
-    if os.geteuid() != 0:
-        pytest.skip('a multi-node Slurm in network namespaces needs root')
-    try:
-        slurm_cluster.ensure_installed()
-    except slurm_cluster.Unavailable as err:
-        pytest.skip(f'no Slurm on this machine: {err}')
-    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('nightly-multi'),
-                                   nodes=2, scron=True)
-    try:
-        c.start()
-    except slurm_cluster.Unavailable as err:
-        c.stop()
-        pytest.skip(f'Slurm does not start here: {err}')
-    yield c
-    left = c.stop()
-    assert not left, f'left behind: {left}'
-
-
-@pytest.mark.slurm
-def test_the_cron_line_runs_as_a_slurm_job_of_the_partition(multi, tmp_path):
-    """What scrontab does with the README's line: a batch job of the
-    partition, under the account, on one of its nodes, whose nightly
-    submits the sweep as another job (on the other node).  Debian's Slurm
-    22.05 ships no ``scrontab`` client (slurmctld has the crontab support,
-    ``ScronParameters=enable`` is in slurm.conf), so the job is submitted
-    with sbatch instead of by the cron timer."""
-    assert 'ScronParameters=enable' in open(multi.conf).read()
-    site, refdir, caps = make_world(tmp_path)
-    db = str(tmp_path / 'perf.db')       # the nodes share this folder
-    env = nightly_env(tmp_path, site, refdir, caps, db, {
-        'SLURM_CONF': multi.conf, 'PATH': multi.env()['PATH'],
-        'CCL_HEALTH_SCHEDULER': 'squeue', 'CCL_HEALTH_LAUNCHER': '',
-        'CCL_HEALTH_SLURM_ACCESS': '-p batch',
-        'CCL_HEALTH_REPLAY_NET_SOCKET': 'r25'})
-    line = ' '.join(shlex.quote(w) for w in LINE + ['--night', 'cron'] +
-                    NARROW)
-    mailfile = tmp_path / 'mail.txt'
-    p = subprocess.run(
-        ['sbatch', '--parsable', '-p', 'batch', '-A', 'ccl', '-N', '1',
-         '-n', '1', f'--output={mailfile}', '--wrap', line],
-        env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    jobid = p.stdout.strip().split(';')[0]
-    deadline = time.time() + 150
-    state = ''
-    while time.time() < deadline:
-        state = multi.run('scontrol', '-o', 'show', 'job', jobid).stdout
-        if 'JobState=COMPLETED' in state or 'JobState=FAILED' in state:
-            break
-        time.sleep(1)
-    mail = mailfile.read_text() if mailfile.exists() else ''
-    print(mail)
-    assert 'JobState=COMPLETED' in state, state + mail
-    lines = [ln for ln in mail.splitlines() if ln.strip()]
-    assert lines[0].startswith('ccl-health nightly local:gpu cron: all '
-                               'clear, nothing new (1 cases: 1 pass')
-    assert lines[-1].startswith('page: ')
-    assert 'Account=ccl' in state and 'Partition=batch' in state
-    with store.open_store(db, readonly=True) as s:
-        [case] = s.cases()
-    assert case['verdict'] == 'pass' and case['case_name'].startswith(CASE)
 
 
 def test_a_database_out_of_reach_is_could_not_run(tmp_path):
