@@ -60,8 +60,10 @@ rank per GPU, print one verdict line per transport and where the results
 are.  Without GPUs: say so, render the job scripts (ReFrame dry run),
 exit 0.  Progress (build steps, the size a sweep reached) is printed every
 $CCL_HEALTH_PROGRESS_S seconds (20); ReFrame's full output is in
-<output>/reframe.log.  Exit 0 pass, 1 a failure, 2 not judged or nothing
-selected, 128 + N stopped by signal N."""
+<output>/reframe.log.  It ends with the history findings (drop, drift,
+recovery) of the keys it measured.  Exit 0 pass, 1 a failure or a new drop
+/ drift against history, 2 not judged or nothing selected, 128 + N stopped
+by signal N."""
 
 
 #: ReFrame's options that choose the test cases: given after ``--`` they
