@@ -469,3 +469,20 @@ def test_a_database_out_of_reach_is_could_not_run(tmp_path):
     night = json.loads((tmp_path / 'www' / 'nights' / 'n1' / 'night.json')
                        .read_text())
     assert night['status'] == 'could-not-run' and night['exit'] == 2
+
+
+def test_a_node_list_slurm_did_not_give_is_recorded_as_unknown():
+    """ReFrame's squeue backend reports ``['None']`` for a job that ended
+    before a poll saw it run (seen in the nightly test): recorded as no
+    node list, never as a node named None."""
+    assert recorder.known_nodelist(['None']) == ''
+    assert recorder.known_nodelist(['n01', 'n02']) == 'n01,n02'
+    assert recorder.known_nodelist(None) == ''
+    report = {'session_info': {'time_start': '2026-11-24T02:00:00'},
+              'runs': [{'testcases': [{
+                  'name': 'AllReduceSweep', 'display_name': CASE,
+                  'result': 'pass', 'fixture': False, 'system': 'local',
+                  'partition': 'gpu', 'job_nodelist': ['None'],
+                  'transport': 'net-socket', 'collective': 'all_reduce'}]}]}
+    [case] = recorder.cases_from_report(report, 'r1')
+    assert case.nodelist == ''
