@@ -375,12 +375,15 @@ def _judge_night(db, run_id, where, night_name):
                 f'{sum(f.kind in NEEDS_A_PERSON for f in new)} new '
                 f'finding(s) ({len(mine)} cases: {tally}; {vs})')
         return 'new', EXIT_NEW, [head] + lines
-    still = ''
-    if same or len(found) > len(new):
-        still = (f'; still there from before: {same} failure(s), '
-                 f'{len(found) - len(new)} finding(s)')
+    old = len(found) - len(new)
+    if same or old:
+        # never "all clear" while something is still wrong
+        head = (f'ccl-health nightly {where} {night_name}: nothing new, '
+                f'still failing from earlier nights: {same} failure(s), '
+                f'{old} finding(s) ({len(mine)} cases: {tally}; {vs})')
+        return 'still', EXIT_NOTHING_NEW, [head] + lines
     head = (f'ccl-health nightly {where} {night_name}: all clear, nothing '
-            f'new ({len(mine)} cases: {tally}; {vs}{still})')
+            f'new ({len(mine)} cases: {tally}; {vs})')
     return 'clear', EXIT_NOTHING_NEW, [head] + lines
 
 

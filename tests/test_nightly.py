@@ -486,3 +486,41 @@ def test_a_node_list_slurm_did_not_give_is_recorded_as_unknown():
                   'transport': 'net-socket', 'collective': 'all_reduce'}]}]}
     [case] = recorder.cases_from_report(report, 'r1')
     assert case.nodelist == ''
+
+
+def test_a_new_failure_is_one_line_and_a_continuing_one_is_not_repeated(
+        tmp_path):
+    """Without Slurm (the local scheduler), SQLite: night 1 healthy; night
+    2 the sweep crashes (the replayed output cut in the middle, exit 1):
+    one line naming it, exit 1; night 3 the same crash: nothing new, said
+    as still failing (never "all clear"), exit 0."""
+    site, refdir, caps = make_world(tmp_path)
+    crash = tmp_path / 'caps' / 'crash'
+    shutil.copytree(tmp_path / 'caps' / 'r25', crash)
+    text = (crash / 'stdout.txt').read_text().splitlines(True)
+    (crash / 'stdout.txt').write_text(''.join(
+        ln for ln in text if not ln.strip().startswith(('134217728',
+                                                       '268435456', '# Out',
+                                                       '# Avg'))))
+    (crash / 'rc.txt').write_text('rc=1 wall=3\n')
+    db = str(tmp_path / 'perf.db')
+    base = nightly_env(tmp_path, site, refdir, caps, db,
+                       {'CCL_HEALTH_LAUNCHER': 'local'})
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'),
+                '--night', 'n1')
+    assert p.returncode == 0 and 'all clear' in _mail(p)[0], p.stdout
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='crash'),
+                '--night', 'n2')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert 'NEW: 1 new failure(s), 0 new finding(s)' in mail[0]
+    assert len(mail) == 3 and mail[1].startswith('CRASH ' + CASE), mail
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='crash'),
+                '--night', 'n3')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(mail) == 2 and 'nothing new, still failing from earlier ' \
+        'nights: 1 failure(s), 0 finding(s)' in mail[0] and \
+        'all clear' not in mail[0], mail
