@@ -1,17 +1,21 @@
-"""The nightly validation end to end, with real components: a Slurm
-cluster on this host (tests/slurm_harness.py, ``ScronParameters=enable``),
-a PostgreSQL server started here (tests/test_store_postgres.py), the sweep
-of ``--mode nightly`` through sbatch / srun against the replay stand-in
-(tests/replay) replaying the project's own H100 captures of a graded drift
-(tests/fixtures/device/drift-graded: healthy runs, then
-``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page published and read back in
-headless Chromium, and the mail text.
+"""The nightly validation end to end, with real components: the two-node
+Slurm of tests/slurm_cluster.py (network namespaces, ``ScronParameters=
+enable``) where a real ``scrontab`` entry fires the README's line (sbatch
+where the scrontab client is missing), a PostgreSQL server of the test on
+the cluster's bridge, the sweep of ``--mode nightly`` through sbatch /
+srun against the replay stand-in (tests/replay) replaying the project's own
+H100 captures of a graded drift (tests/fixtures/device/drift-graded:
+healthy runs, then ``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page
+published and read back in headless Chromium, and the mail text; then an
+aborted night (SIGTERM while its job runs), the night after it, the lock.
 
 History before the nights is the same capture series, recorded as earlier
 runs of the same case (copies of night 1's own record with the captured
-busbw): 24 healthy runs before night 1, two degraded ones between night 1
+busbw): 23 healthy runs before night 1, two degraded ones between night 1
 and night 2, so night 2 is the third degraded run, where the drift detector
-flags it (tests/test_drift.py)."""
+flags it (tests/test_drift.py).  Without Slurm (local scheduler, SQLite):
+``scripts/run``'s closing history lines and exit code, a new failure and a
+continuing one, a database out of reach."""
 
 import json
 import os
