@@ -61,8 +61,10 @@ rank per GPU, print one verdict line per transport and where the results
 are.  Without GPUs: say so, render the job scripts (ReFrame dry run),
 exit 0.  Progress (build steps, the size a sweep reached) is printed every
 $CCL_HEALTH_PROGRESS_S seconds (20); ReFrame's full output is in
-<output>/reframe.log.  Exit 0 pass, 1 a failure, 2 not judged or nothing
-selected, 128 + N stopped by signal N."""
+<output>/reframe.log.  It ends with the history findings (drop, drift,
+recovery) of the keys it measured.  Exit 0 pass, 1 a failure or a new drop
+/ drift against history, 2 not judged or nothing selected, 128 + N stopped
+by signal N."""
 
 
 #: ReFrame's options that choose the test cases: given after ``--`` they
@@ -183,7 +185,32 @@ def cmd_run(args):
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog); '
                          f'{out}/reframe.log (ReFrame\'s full log)'))
-    return summary.run_exit_code(verdicts)
+    code = summary.run_exit_code(verdicts)
+    new = _history_lines(db_url, env['CCL_HEALTH_RUN_ID'])
+    # a new drop / drift after PASS needs a person: exit 1, never 0
+    return max(code, 1) if new and code == 0 else code
+
+
+def _history_lines(db_url, run_id):
+    """Print the history findings (drop, drift, recovery, intermittent)
+    of the keys this run measured; True when one is new since the last
+    complete run and needs a person (:mod:`ccl_health.nightly`)."""
+    from ccl_health import nightly
+    with store.open_store(db_url, readonly=True) as db:
+        found, new, prev = nightly.run_findings(db, run_id)
+        if not found:
+            print(f'history: no drop, drift or recovery against earlier runs'
+                  f' ({"compared with run " + prev if prev else "no earlier complete run"})')
+            return False
+        fresh = {id(f) for f in new}
+        print(f'history: {len(found)} finding(s), {len(new)} new since '
+              f'{"run " + prev if prev else "no earlier complete run"}:')
+        cases = db.cases()
+        for f in found:
+            for line in nightly.finding_lines([f], cases):
+                print(('NEW ' if id(f) in fresh and not line.startswith(' ')
+                       else '') + line)
+        return nightly.needs_a_person(new)
 
 
 def _system_asked(reframe_args):

@@ -129,8 +129,8 @@ class MultiCluster(Cluster):
     """``nodes`` slurmd, each in a network namespace of its own, one
     slurmctld, one munged, all under ``root``."""
 
-    def __init__(self, root, nodes=16, cpus=2, memory_mb=1000):
-        super().__init__(root, cpus=cpus, memory_mb=memory_mb)
+    def __init__(self, root, nodes=16, cpus=2, memory_mb=1000, scron=False):
+        super().__init__(root, cpus=cpus, memory_mb=memory_mb, scron=scron)
         if not 1 <= nodes <= 240:
             raise ValueError(f'{nodes} nodes: one /24 holds 1 to 240')
         self.count = nodes
@@ -246,6 +246,8 @@ TreeWidth={max(50, self.count)}
 NodeName={self.nodelist} NodeAddr={prefix}.[{a}-{b}] CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
 PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE State=UP
 '''
+        if self.scron:
+            conf += 'ScronParameters=enable\n'
         with open(self.conf, 'w') as fp:
             fp.write(conf)
 

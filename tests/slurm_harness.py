@@ -152,8 +152,11 @@ class Cluster:
     ``root``.  ``start()`` waits until the node is idle; ``stop()`` cancels
     every job, ends the daemons and checks that none is left."""
 
-    def __init__(self, root, cpus=2, memory_mb=1000):
+    def __init__(self, root, cpus=2, memory_mb=1000, scron=False):
         self.root = str(root)
+        #: ``ScronParameters=enable`` in slurm.conf (Slurm's own cron,
+        #: ``scrontab``)
+        self.scron = scron
         self.cpus = cpus
         self.memory_mb = memory_mb
         self.node = socket.gethostname().split('.')[0]
@@ -222,6 +225,8 @@ SlurmdTimeout=300
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
 PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 '''
+        if self.scron:
+            conf += 'ScronParameters=enable\n'
         with open(self.conf, 'w') as fp:
             fp.write(conf)
 

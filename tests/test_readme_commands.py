@@ -85,6 +85,12 @@ def as_run_here(cmd, work):
     env = dict(os.environ, CCL_HEALTH_OUTPUT=str(work / 'ccl-health-output'),
                CCL_HEALTH_ASSUME_GPUS='2:sm_90', RFM_COLORIZE='n')
     env.pop('CCL_HEALTH_DB', None)
+    cron = re.match(r'^(\S+\s+){5}(cd \S+ && )?', cmd)
+    if cron and cmd.split()[0][0].isdigit():
+        # a crontab / scrontab line: the command after the schedule, from
+        # this checkout, publishing into the test's folder
+        cmd = cmd[cron.end():].replace('/opt/ccl-health/', '').replace(
+            '/srv/www/ccl-health', str(work / 'www'))
     words = shlex.split(cmd)
     while words and re.match(r'^[A-Z_]+=', words[0]):
         k, v = words.pop(0).split('=', 1)
@@ -152,6 +158,14 @@ def as_run_here(cmd, work):
                   'history': r'GB/s', 'compare': r'x0\.\d+',
                   'detect': r'DROP', 'runs': r'degraded-proto-ll'}[sub]
         return words, env, {0, 1}, expect
+    if exe == 'scripts/nightly':
+        # no GPU here: scripts/run renders the job scripts and records
+        # nothing, which is never an all-clear (tests/test_nightly.py runs
+        # the line through Slurm against the replay stand-ins)
+        env['CCL_HEALTH_MODULES_SYSTEM'] = 'nomod'
+        env.pop('CCL_HEALTH_ASSUME_GPUS')
+        return words, env, {2}, r'^ccl-health nightly frontier:batch \S+: ' \
+            r'COULD NOT RUN: scripts/run exited 0 and recorded nothing'
     if exe == 'scripts/calibrate':
         return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
     if exe == 'scripts/ccl-health-check':
@@ -186,6 +200,9 @@ def test_every_readme_command_is_covered():
     cmds = readme_commands()
     assert len(cmds) > 20
     for cmd in cmds:
+        if re.match(r'^(\S+\s+){5}', cmd) and cmd[0].isdigit():
+            cmd = re.sub(r'^(\S+\s+){5}(cd \S+ && )?', '', cmd).replace(
+                '/opt/ccl-health/', '')
         assert cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_')) or \
             any(cmd.startswith(k) for k in NOT_HERE), \
             f'README command neither run by this test nor in NOT_HERE: {cmd}'

@@ -98,7 +98,7 @@ def cases_from_report(report, default_run_id=None):
             sizes.append(SizeRecord(size, value, ref=ref, tolerance=tol,
                                     verdict=size_verdict(value, ref,
                                                          tol or 0.0)))
-        nodelist = tc.get('job_nodelist') or []
+        nodelist = known_nodelist(tc.get('job_nodelist'))
         time = tc.get('job_completion_time') or tc.get('job_submit_time')
         if isinstance(time, (int, float)):
             time = None
@@ -108,8 +108,7 @@ def cases_from_report(report, default_run_id=None):
             verdict=cv.verdict, time=time or '',
             system=tc.get('system', ''), partition=tc.get('partition', ''),
             environ=tc.get('environ', ''),
-            nodelist=','.join(nodelist) if isinstance(nodelist, list)
-            else str(nodelist),
+            nodelist=nodelist,
             nodes=tc.get('num_nodes') or None,
             ranks=tc.get('num_tasks') or None,
             collective=tc.get('collective', ''),
@@ -146,6 +145,16 @@ def node_state_env(states):
                               for g in s.gpus for p in g.foreign()}),
            'causes': [dataclasses.asdict(c) for c in causes]}
     return {NODE_STATE_KEY: json.dumps(doc, sort_keys=True)}
+
+
+def known_nodelist(nodes):
+    """The node names of a job, as ``'n1,n2'``; what the scheduler did
+    not say is left out: ReFrame's squeue backend lists ``'None'`` for a
+    job that ended before a poll saw it run."""
+    if isinstance(nodes, str):
+        nodes = nodes.split(',')
+    return ','.join(n for n in (nodes or [])
+                    if n and n not in ('None', '(null)', '(None)'))
 
 
 def default_run_id():

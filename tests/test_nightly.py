@@ -1,0 +1,530 @@
+"""The nightly validation end to end, with real components: the two-node
+Slurm of tests/slurm_cluster.py (network namespaces, ``ScronParameters=
+enable``) where a real ``scrontab`` entry fires the README's line (sbatch
+where the scrontab client is missing), a PostgreSQL server of the test on
+the cluster's bridge, the sweep of ``--mode nightly`` through sbatch /
+srun against the replay stand-in (tests/replay) replaying the project's own
+H100 captures of a graded drift (tests/fixtures/device/drift-graded:
+healthy runs, then ``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page
+published and read back in headless Chromium, and the mail text; then an
+aborted night (SIGTERM while its job runs), the night after it, the lock.
+
+History before the nights is the same capture series, recorded as earlier
+runs of the same case (copies of night 1's own record with the captured
+busbw): 23 healthy runs before night 1, two degraded ones between night 1
+and night 2, so night 2 is the third degraded run, where the drift detector
+flags it (tests/test_drift.py).  Without Slurm (local scheduler, SQLite):
+``scripts/run``'s closing history lines and exit code, a new failure and a
+continuing one, a database out of reach."""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO
+from ccl_health.db import recorder, store
+from ccl_health.evidence import nccltests
+
+pytest.importorskip('reframe')
+psycopg = pytest.importorskip('psycopg')
+from test_reframe_replay import make_site  # noqa: E402
+
+DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded',
+                     'raw')
+CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
+BUFF = '3932160'          # NCCL_BUFFSIZE of the buff3750k runs
+CASE = 'AllReduceSweep %transport=net-socket'
+#: the test's reference of the net-socket sweep: the healthy medians of the
+#: captures; the shipped tolerance of net-socket
+REF = {64 << 20: 1.85, 128 << 20: 1.86, 256 << 20: 1.86}
+TOLERANCE = 0.35
+
+
+def _raw(n):
+    [f] = [x for x in os.listdir(DRIFT) if x.startswith(f'{n:03d}-')]
+    return os.path.join(DRIFT, f)
+
+
+def make_world(tmp):
+    """Site, references and replay captures of the test: the net-socket
+    sweep replays drift-graded run N (``CCL_HEALTH_REPLAY_NET_SOCKET=rN``)
+    with the NET/Socket debug logs of cap/net-socket."""
+    site = make_site(tmp)
+    caps = tmp / 'caps'
+    for n in (24, 25, 34, 35):
+        d = caps / f'r{n}'
+        d.mkdir(parents=True)
+        shutil.copy(_raw(n), d / 'stdout.txt')
+        (d / 'rc.txt').write_text('rc=0 wall=7\n')
+        for log in os.listdir(os.path.join(CAP, 'net-socket')):
+            if log.startswith('nccl-debug'):
+                shutil.copy(os.path.join(CAP, 'net-socket', log), d / log)
+    refdir = tmp / 'reference'
+    refdir.mkdir()
+    ref = yaml.safe_load(open(os.path.join(REPO, 'reference', 'local.yaml')))
+    for part in ref['partitions'].values():
+        for e in part.get('entries', part if isinstance(part, list) else []):
+            if isinstance(e, dict) and e.get('transport') == 'net-socket' \
+                    and e.get('collective') == 'all_reduce':
+                e['busbw'] = {'64MiB': 1.85, '128MiB': 1.86, '256MiB': 1.86}
+                e['tolerance'] = TOLERANCE
+                e.pop('tolerances', None)
+    (refdir / 'local.yaml').write_text(yaml.safe_dump(ref))
+    return site, str(refdir), str(caps)
+
+
+def nightly_env(tmp, site, refdir, caps, db, extra=None):
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_SITE_DIR=site, CCL_HEALTH_REFERENCE_DIR=refdir,
+               CCL_HEALTH_REPLAY_DIR=caps, CCL_HEALTH_DB=db,
+               CCL_HEALTH_CACHE=str(tmp / 'cache'),
+               CCL_HEALTH_OUTPUT=str(tmp / 'out'),
+               CCL_HEALTH_PUBLISH=str(tmp / 'www'))
+    env.pop('NCCL_BUFFSIZE', None)
+    env.update(extra or {})
+    return env
+
+
+#: the nightly's command line as the README gives it, less the sweep's
+#: narrowing (one transport, the sizes of the captures) the test adds
+LINE = [os.path.join(REPO, 'scripts', 'nightly'), '--system', 'local',
+        '--partition', 'gpu', '--account', 'ccl']
+NARROW = ['--', '-n', 'AllReduceSweep%transport=net-socket', '-S',
+          'min_size=64M', '-S', 'max_size=256M']
+
+
+def nightly(env, *extra, timeout=300):
+    return subprocess.run(LINE + list(extra) + NARROW, env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def seed(db_url, template, runs):
+    """Record ``runs`` [(run_id, time, raw run N, env)] as copies of the
+    case row ``template`` with the captured busbw of drift-graded run N."""
+    versions = json.loads(template['versions_json'] or '{}')
+    with store.open_store(db_url) as db:
+        for run_id, when, n, env in runs:
+            res = nccltests.parse_text(open(_raw(n)).read())
+            sizes = recorder.sizes_from_sweep(res)
+            for s in sizes:     # judged as the sweep judges: its reference
+                s.ref, s.tolerance = REF[s.size], TOLERANCE
+                s.verdict = recorder.size_verdict(s.busbw, s.ref, TOLERANCE)
+            base = json.loads(template['env_json'] or '{}')
+            base.pop('NCCL_BUFFSIZE', None)
+            base.update(env)
+            db.add_case(store.CaseRecord(
+                run_id, template['case_name'], 'pass', time=when,
+                system=template['system'], partition=template['partition'],
+                environ=template['environ'], nodelist=template['nodelist'],
+                nodes=template['nodes'], ranks=template['ranks'],
+                collective=template['collective'],
+                transport=template['transport'], proven=template['proven'],
+                algo=template['algo'], versions=versions, env=base,
+                suite_revision=template['suite_revision'] or '',
+                source='seed', sizes=sizes))
+
+
+def _shift(iso, seconds):
+    import datetime
+    t = datetime.datetime.fromisoformat(iso) + \
+        datetime.timedelta(seconds=seconds)
+    return t.isoformat(timespec='seconds')
+
+
+def nights_case(db_url):
+    with store.open_store(db_url, readonly=True) as db:
+        return [c for c in db.cases() if c['source'] != 'seed']
+
+
+def _mail(p):
+    return [ln for ln in p.stdout.splitlines() if ln.strip()]
+
+
+# -- Slurm ------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def slurm(tmp_path_factory):
+    """The multi-node Slurm of tests/slurm_cluster.py (two nodes, each in a
+    network namespace of its own), with Slurm's cron enabled."""
+    import slurm_cluster
+    if os.geteuid() != 0:
+        pytest.skip('a multi-node Slurm in network namespaces needs root')
+    try:
+        slurm_cluster.ensure_installed()
+    except slurm_cluster.Unavailable as err:
+        pytest.skip(f'no Slurm on this machine: {err}')
+    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('nightly-slurm'),
+                                   nodes=2, scron=True)
+    try:
+        c.start()
+    except slurm_cluster.Unavailable as err:
+        c.stop()
+        pytest.skip(f'Slurm does not start here: {err}')
+    yield c
+    left = c.stop()
+    assert not left, f'left behind: {left}'
+
+
+@pytest.fixture(scope='module')
+def pg_bridge(slurm):
+    """A PostgreSQL server of the test that the cluster's nodes reach: it
+    listens on the cluster's bridge address (a node's 127.0.0.1 is its
+    own namespace's)."""
+    import pathlib
+    import tempfile
+    import test_store_postgres as tsp
+    pgbin = tsp._bin()
+    if pgbin is None:
+        pytest.skip('PostgreSQL is not installed')
+    base = pathlib.Path(tempfile.mkdtemp(prefix='ccl-health-pg-'))
+    os.chmod(base, 0o777)
+    data, sock = base / 'data', base / 'sock'
+    sock.mkdir()
+    os.chmod(sock, 0o777)
+    if os.geteuid() == 0:
+        shutil.chown(base, 'postgres')
+        shutil.chown(sock, 'postgres')
+    r = tsp._as_postgres([f'{pgbin}/initdb', '-D', str(data), '-A', 'trust',
+                          '-U', 'postgres'])
+    assert r.returncode == 0, r.stderr
+    with open(data / 'pg_hba.conf', 'a') as fp:
+        fp.write(f'host all all {slurm.net} trust\n')
+    import slurm_harness
+    [port] = slurm_harness.free_ports(1)
+    r = tsp._as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-w', '-l',
+                          str(base / 'log'), '-o',
+                          f'-p {port} -k {sock} -c listen_addresses='
+                          f'{slurm.ctl_addr}', 'start'])
+    assert r.returncode == 0, r.stderr + r.stdout
+    url = f'postgresql://postgres@{slurm.ctl_addr}:{port}/postgres'
+    for _ in range(50):
+        try:
+            psycopg.connect(url).close()
+            break
+        except psycopg.Error:
+            time.sleep(0.2)
+    yield url
+    tsp._as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
+                      'stop'])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def slurm_extra(cluster):
+    return {'SLURM_CONF': cluster.conf, 'PATH': cluster.env()['PATH'],
+            'CCL_HEALTH_SCHEDULER': 'squeue', 'CCL_HEALTH_LAUNCHER': '',
+            # the local system's ReFrame partition is gpu; Slurm's batch
+            'CCL_HEALTH_SLURM_ACCESS': '-p batch'}
+
+
+#: the environment the cron line carries (a site sets these in its site
+#: file or profile; the test's folders and cluster)
+CRON_ENV = ('SLURM_CONF', 'PATH', 'CCL_HEALTH_SCHEDULER',
+            'CCL_HEALTH_LAUNCHER', 'CCL_HEALTH_SLURM_ACCESS',
+            'CCL_HEALTH_ASSUME_GPUS', 'CCL_HEALTH_SITE_DIR',
+            'CCL_HEALTH_REFERENCE_DIR', 'CCL_HEALTH_REPLAY_DIR',
+            'CCL_HEALTH_DB', 'CCL_HEALTH_CACHE', 'CCL_HEALTH_OUTPUT',
+            'CCL_HEALTH_PUBLISH', 'CCL_HEALTH_REPLAY_NET_SOCKET')
+
+
+def cron_night(cluster, env, night, mailfile, timeout=150):
+    """One night fired by Slurm's cron: a real ``scrontab`` entry (every
+    minute; removed once it ran) whose command is the nightly line.  Where
+    the scrontab client is missing (Debian's slurm-client 22.05 does not
+    ship it), the same line goes in with sbatch.  Returns (how it went in,
+    the job's scontrol line, the mail)."""
+    cmd = 'cd {} && env {} {}'.format(
+        shlex.quote(REPO),
+        ' '.join(f'{k}={shlex.quote(env[k])}' for k in CRON_ENV if k in env),
+        ' '.join(shlex.quote(w) for w in LINE + ['--night', night] + NARROW))
+    scron = shutil.which('scrontab', path=env['PATH'])
+    if scron:
+        tab = mailfile.parent / 'crontab'
+        tab.write_text(f'#SCRON -p batch -A ccl -t 10 --output={mailfile}\n'
+                       f'* * * * * {cmd}\n')
+        p = subprocess.run([scron, str(tab)], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        how = 'scrontab'
+    else:
+        p = subprocess.run(['sbatch', '-p', 'batch', '-A', 'ccl', '-t', '10',
+                            f'--output={mailfile}', '--wrap', cmd],
+                           env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        how = 'sbatch'
+    deadline, state = time.time() + timeout, ''
+    try:
+        while time.time() < deadline:
+            if mailfile.exists() and 'page: ' in mailfile.read_text():
+                break
+            time.sleep(1)
+        # before the entry goes: the job is still Slurm's cron job
+        state = cluster.run('scontrol', '-o', 'show', 'job').stdout
+    finally:
+        if scron:
+            subprocess.run([scron, '-r'], env=env, capture_output=True,
+                           timeout=60)
+    return how, state, mailfile.read_text() if mailfile.exists() else ''
+
+
+def _chromium_dom(page):
+    from test_report_page import _browser, _chromium
+    return _browser(_chromium(), '--dump-dom', page.as_uri())
+
+
+@pytest.mark.slurm
+def test_three_nights_through_slurm_postgres_and_the_page(
+        slurm, pg_bridge, tmp_path):
+    pg_url = pg_bridge
+    with store.open_store(pg_url) as db:       # a fresh database
+        db.execute('DROP VIEW IF EXISTS records')
+        db.execute('DROP TABLE IF EXISTS measurements, cases, meta')
+        db.conn.commit()
+    site, refdir, caps = make_world(tmp_path)
+    base = nightly_env(tmp_path, site, refdir, caps, pg_url,
+                       slurm_extra(slurm))
+    www = tmp_path / 'www'
+    # -- night 1, fired by Slurm's cron: healthy, no history yet
+    how, jobs, mail = cron_night(slurm, dict(
+        base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'), 'night-1',
+        tmp_path / 'mail-night-1.txt')
+    print(how, mail)
+    cron_job = [j for j in jobs.splitlines() if 'night-1' in j]
+    assert cron_job and 'Account=ccl' in cron_job[0] and \
+        'Partition=batch' in cron_job[0], jobs
+    if how == 'scrontab':
+        assert 'CronJob=Yes' in cron_job[0]
+    mail = [ln for ln in mail.splitlines() if ln.strip()]
+    assert len(mail) == 2 and 'all clear, nothing new' in mail[0] and \
+        '1 pass' in mail[0] and mail[1].startswith('page: '), mail
+    [night1] = nights_case(pg_url)
+    assert night1['verdict'] == 'pass' and night1['case_name'].startswith(CASE)
+    # the sweep ran as a Slurm job of the partition and account asked for
+    assert (www / 'latest').resolve() == (www / 'nights' / 'night-1')
+    script = open(os.path.join(str(tmp_path / 'out' / 'stage'),
+                               *_stage_rel(tmp_path / 'out'))).read()
+    assert '#SBATCH -p batch' in script and '#SBATCH -A ccl' in script
+    # history: 24 healthy runs before night 1, two degraded after it
+    seed(pg_url, night1,
+         [(f'seed-{n:02d}', _shift(night1['time'], -3600 * (30 - n)), n, {})
+          for n in range(1, 24)] +
+         [(f'seed-deg-{n}', _shift(night1['time'], n - 31), n,
+           {'NCCL_BUFFSIZE': BUFF}) for n in (32, 33)])
+    # -- night 2: the third degraded run: exactly the new drift
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r34',
+                     NCCL_BUFFSIZE=BUFF), '--night', 'night-2')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert 'NEW: 0 new failure(s), ' in mail[0]
+    drift = [ln for ln in mail if ln.startswith('DRIFT ')]
+    assert drift and all('local/gpu/net-socket all_reduce 1n/2r' in ln
+                         for ln in drift)
+    changed = [ln.strip() for ln in mail if ln.startswith('    changed:')]
+    assert f'changed: NCCL_BUFFSIZE: (unset) -> {BUFF}' in changed
+    # beside the cause, only the node list may differ: ReFrame's squeue
+    # backend learns a job's nodes only when a poll sees it running, and
+    # the replay's job may end before (nodelist recorded as None)
+    assert all(c == f'changed: NCCL_BUFFSIZE: (unset) -> {BUFF}' or
+               re.fullmatch(r'changed: nodes: (None|\(unset\)) -> \S+|'
+                            r'changed: nodes: \S+ -> (None|\(unset\))', c)
+               for c in changed), changed
+    assert len(mail) == 1 + len(drift) + len(changed) + 1
+    # the page of night 2, in a browser: the drift and its cause are there
+    dom = _chromium_dom(www / 'latest' / 'index.html')
+    assert 'DRIFT' in dom and 'NCCL_BUFFSIZE' in dom
+    index = _chromium_dom(www / 'index.html')
+    assert 'night-1' in index and 'night-2' in index and 'DRIFT' in index
+    # -- night 3: healthy again: the all-clear line
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r24'),
+                '--night', 'night-3')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(mail) == 2 and 'all clear, nothing new' in mail[0]
+    assert (www / 'latest').resolve() == (www / 'nights' / 'night-3')
+    night3 = json.loads((www / 'nights' / 'night-3' / 'night.json')
+                        .read_text())['run_id']
+    # -- night 4: maintenance cancels it (SIGTERM to the nightly, as
+    # scancel of its scrontab job does) while its sweep runs in Slurm
+    proc = subprocess.Popen(
+        LINE + ['--night', 'night-4'] + NARROW, cwd=REPO,
+        env=dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r35',
+                 CCL_HEALTH_REPLAY_SLEEP='120'),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and 'RUNNING' not in slurm.run(
+            'squeue', '-h', '-o', '%T').stdout:
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    print(stdout)
+    assert proc.returncode == 4, stdout + stderr
+    mail = [ln for ln in stdout.splitlines() if ln.strip()]
+    assert 'night-4: ABORTED (stopped by SIGTERM' in mail[0] and \
+        '1 case(s) recorded as aborted' in mail[0], mail
+    aborted = [c for c in nights_case(pg_url) if c['verdict'] == 'aborted']
+    assert len(aborted) == 1 and aborted[0]['case_name'].startswith(CASE)
+    assert 'aborted' in _chromium_dom(www / 'index.html')
+    # -- night 5 compares with night 3, the last complete one
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r24'),
+                '--night', 'night-5')
+    mail = _mail(p)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f'vs run {night3})' in mail[0] and 'all clear' in mail[0]
+    # the lock: a nightly while another holds it is skipped in one line
+    import fasteners
+    lock = fasteners.InterProcessLock(str(www / '.nightly.lock'))
+    assert lock.acquire(blocking=False)
+    try:
+        p = nightly(base, '--night', 'night-6', timeout=60)
+    finally:
+        lock.release()
+    assert p.returncode == 3 and _mail(p) == [
+        f'ccl-health nightly: skipped: another nightly holds '
+        f'{www / ".nightly.lock"}']
+    assert not (www / 'nights' / 'night-6').exists()
+
+
+def _stage_rel(out):
+    for top, _, files in os.walk(out / 'stage'):
+        if 'rfm_job.sh' in files:
+            return [os.path.relpath(os.path.join(top, 'rfm_job.sh'),
+                                    out / 'stage')]
+    raise AssertionError('no job script')
+
+
+# -- scripts/run ends with the history findings ---------------------------
+
+def _run(env, *extra):
+    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
+           env['CCL_HEALTH_OUTPUT']] + NARROW + list(extra)
+    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
+        tmp_path):
+    site, refdir, caps = make_world(tmp_path)
+    db = str(tmp_path / 'perf.db')
+    base = nightly_env(tmp_path, site, refdir, caps, db,
+                       {'CCL_HEALTH_LAUNCHER': 'local'})
+    p = _run(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert 'history: no drop, drift or recovery against earlier runs (no ' \
+        'earlier complete run)' in p.stdout
+    with store.open_store(db, readonly=True) as s:
+        [first] = s.cases()
+    seed(db, first,
+         [(f'seed-{n:02d}', _shift(first['time'], -3600 * (30 - n)), n, {})
+          for n in range(1, 24)] +
+         [(f'seed-deg-{n}', _shift(first['time'], n - 31), n,
+           {'NCCL_BUFFSIZE': BUFF}) for n in (32, 33)])
+    # the third degraded run: PASS against the reference (tolerance 35 %),
+    # a new drift against history: exit 1
+    p = _run(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r34',
+                  NCCL_BUFFSIZE=BUFF))
+    print(p.stdout[-2500:])
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    tail = p.stdout.split('== ccl-health verdict ==')[1]
+    assert 'net-socket' in tail and ' PASS ' in tail
+    assert 'history: 3 finding(s), 3 new since run seed-deg-33:' in tail
+    new = [ln for ln in tail.splitlines() if ln.startswith('NEW DRIFT ')]
+    assert len(new) == 3 and all('local/gpu/net-socket all_reduce 1n/2r'
+                                 in ln for ln in new)
+    assert f'    changed: NCCL_BUFFSIZE: (unset) -> {BUFF}' in tail
+    # the next run still low: the same drift again, nothing new: exit 0
+    p = _run(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r35',
+                  NCCL_BUFFSIZE=BUFF))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    tail = p.stdout.split('== ccl-health verdict ==')[1]
+    assert ', 0 new since run ' in tail and 'NEW ' not in tail
+    assert tail.count('\nDRIFT local/gpu/net-socket') >= 1
+
+
+def test_a_database_out_of_reach_is_could_not_run(tmp_path):
+    """The site database cannot be reached: one line, exit 2 (never an
+    all-clear, never "something new")."""
+    import socket
+    with socket.socket() as s:          # a port nothing listens on
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    site, refdir, caps = make_world(tmp_path)
+    url = f'postgresql://nobody@127.0.0.1:{port}/ccl'
+    env = nightly_env(tmp_path, site, refdir, caps, url,
+                      {'CCL_HEALTH_LAUNCHER': 'local',
+                       'CCL_HEALTH_REPLAY_NET_SOCKET': 'r25'})
+    p = nightly(env, '--night', 'n1', timeout=300)
+    mail = _mail(p)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert mail[0].startswith('ccl-health nightly local:gpu n1: COULD NOT '
+                              'RUN: cannot connect to ' + url), mail
+    assert 'Traceback' not in p.stdout + p.stderr
+    night = json.loads((tmp_path / 'www' / 'nights' / 'n1' / 'night.json')
+                       .read_text())
+    assert night['status'] == 'could-not-run' and night['exit'] == 2
+
+
+def test_a_node_list_slurm_did_not_give_is_recorded_as_unknown():
+    """ReFrame's squeue backend reports ``['None']`` for a job that ended
+    before a poll saw it run (seen in the nightly test): recorded as no
+    node list, never as a node named None."""
+    assert recorder.known_nodelist(['None']) == ''
+    assert recorder.known_nodelist(['n01', 'n02']) == 'n01,n02'
+    assert recorder.known_nodelist(None) == ''
+    report = {'session_info': {'time_start': '2026-11-24T02:00:00'},
+              'runs': [{'testcases': [{
+                  'name': 'AllReduceSweep', 'display_name': CASE,
+                  'result': 'pass', 'fixture': False, 'system': 'local',
+                  'partition': 'gpu', 'job_nodelist': ['None'],
+                  'transport': 'net-socket', 'collective': 'all_reduce'}]}]}
+    [case] = recorder.cases_from_report(report, 'r1')
+    assert case.nodelist == ''
+
+
+def test_a_new_failure_is_one_line_and_a_continuing_one_is_not_repeated(
+        tmp_path):
+    """Without Slurm (the local scheduler), SQLite: night 1 healthy; night
+    2 the sweep crashes (the replayed output cut in the middle, exit 1):
+    one line naming it, exit 1; night 3 the same crash: nothing new, said
+    as still failing (never "all clear"), exit 0."""
+    site, refdir, caps = make_world(tmp_path)
+    crash = tmp_path / 'caps' / 'crash'
+    shutil.copytree(tmp_path / 'caps' / 'r25', crash)
+    text = (crash / 'stdout.txt').read_text().splitlines(True)
+    (crash / 'stdout.txt').write_text(''.join(
+        ln for ln in text if not ln.strip().startswith(('134217728',
+                                                       '268435456', '# Out',
+                                                       '# Avg'))))
+    (crash / 'rc.txt').write_text('rc=1 wall=3\n')
+    db = str(tmp_path / 'perf.db')
+    base = nightly_env(tmp_path, site, refdir, caps, db,
+                       {'CCL_HEALTH_LAUNCHER': 'local'})
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r25'),
+                '--night', 'n1')
+    assert p.returncode == 0 and 'all clear' in _mail(p)[0], p.stdout
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='crash'),
+                '--night', 'n2')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert 'NEW: 1 new failure(s), 0 new finding(s)' in mail[0]
+    assert len(mail) == 3 and mail[1].startswith('CRASH ' + CASE), mail
+    p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='crash'),
+                '--night', 'n3')
+    mail = _mail(p)
+    print('\n'.join(mail))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(mail) == 2 and 'nothing new, still failing from earlier ' \
+        'nights: 1 failure(s), 0 finding(s)' in mail[0] and \
+        'all clear' not in mail[0], mail
