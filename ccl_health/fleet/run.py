@@ -18,7 +18,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccl_health.evidence import nccltests
 from ccl_health.units import format_size
-from ccl_health.judge.verdicts import Verdict, judge_output
+from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.judge import judge
+from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
 from ccl_health.fleet.config import FleetConfig
 
@@ -44,6 +46,9 @@ class Raw:
     #: a parsed nccl-tests result (the simulator's shortcut); else stdout
     #: is parsed
     result: Any = None
+    #: the step's NCCL debug logs (NCCL_DEBUG_FILE), where it wrote any:
+    #: the transport is proven from them (and from NCCL lines in stdout)
+    debug_logs: List[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -127,25 +132,83 @@ def judge_node(raw: Raw, limit: float):
     return Verdict.COULD_NOT_CHECK, f'could not check {node}: {why}', None
 
 
-def judge_step(raw: Raw, size: int, limit: float):
-    """``(verdict, reason, busbw)`` of one pair or group step: its nccl-tests
-    table judged by :func:`ccl_health.judge.verdicts.judge_output`."""
+def judge_step(raw: Raw, size: int, limit: float,
+               cfg: Optional[FleetConfig] = None):
+    """``(verdict, reason, busbw)`` of one pair or group step: its evidence
+    (:func:`step_evidence`) judged by :func:`ccl_health.judge.judge.judge`.
+    The fleet's relative rules (stragglers, isolation) come after, on the
+    steps that passed."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     if raw.killed:
         return (Verdict.HANG, f'hang: {what} did not finish within '
                 f'{limit:g} s (killed)', None)
-    srun = srun_failure(raw)
+    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what))
+    if j.verdict is not Verdict.PASS:
+        return j.verdict, j.reason, None
+    row = j.attempt and [f for f in j.findings if f.size == size]
+    return Verdict.PASS, j.reason, row[0].busbw if row else None
+
+
+#: reference files read by the fleet, by path
+_REFERENCES: Dict[str, Any] = {}
+
+
+def _reference_entry(cfg, nodes):
+    """``(entry, why none)`` for the fleet's reference key of a step of
+    ``nodes`` nodes; ``(None, '')`` where the fleet names no reference."""
+    if not cfg.reference:
+        return None, ''
+    from ccl_health.judge import reference
+    try:
+        ref = _REFERENCES.get(cfg.reference) or reference.load(cfg.reference)
+    except Exception as err:        # a broken file: nothing can pass
+        return None, f'reference {cfg.reference}: {err}'
+    _REFERENCES[cfg.reference] = ref
+    part = cfg.reference_partition or (
+        next(iter(ref.partitions)) if len(ref.partitions) == 1 else '')
+    key = (part, cfg.transport, 'all_reduce', nodes, cfg.tasks_per_node)
+    entry = ref.lookup(*key)
+    if entry is None:
+        return None, (ref.missing_reason(*key) or
+                      f'no reference for {key} in {cfg.reference}')
+    return entry, ''
+
+
+def step_evidence(raw: Raw, size: int, cfg: FleetConfig, what: str):
+    """The evidence of one pair / group step: its table, exit status, the
+    transport proven from its debug log (``raw.debug_logs``, and the NCCL
+    lines of its stdout) and its reference key for that many nodes.
+
+    Without a debug log the transport is could-not-check only where the
+    fleet asks for proof (``prove_transport``); without a reference
+    (``reference``) the bandwidth is left to the relative rules."""
+    from ccl_health.evidence import debuglog, warns
+    from ccl_health.judge.judge import physical_ceiling
     result = raw.result
     if result is None:
         result = nccltests.parse_text(raw.stdout or '')
-    if srun and not result.rows:
-        return Verdict.COULD_NOT_CHECK, f'could not check: {srun}', None
-    bad = judge_output(result, raw.code, [size], what)
-    if bad:
-        return bad[0], bad[1], None
-    row = result.by_size().get(size)
-    return Verdict.PASS, '', row.busbw
+    logs = list(raw.debug_logs or [])
+    ev = debuglog.read_evidence(logs) if logs else debuglog.Evidence()
+    if raw.stdout:
+        debuglog.feed_lines(ev, raw.stdout.splitlines(), source='stdout')
+    proof = None
+    if logs or ev.via:
+        proof = debuglog.prove(cfg.transport, ev,
+                               nodes=len(raw.step.nodes) or 1)
+    warn_list, versions = warns.read_logs(logs, raw.stdout or '', 'stdout')
+    entry, missing = _reference_entry(cfg, len(raw.step.nodes))
+    ceiling, where = physical_ceiling(cfg.transport)
+    return CaseEvidence(
+        what=what, transport=cfg.transport, collective='all_reduce',
+        nodes=len(raw.step.nodes), gpus_per_node=cfg.tasks_per_node,
+        expected_sizes=[size],
+        attempts=[Attempt(result, raw.code, None, proof, ev, warn_list,
+                          srun_failure(raw), rank_versions=versions)],
+        proof_required=bool(cfg.prove_transport),
+        judge_bandwidth=bool(cfg.reference), reference=entry,
+        missing_reference=missing, ceiling_gbps=ceiling,
+        ceiling_source=where)
 
 
 class Fleet:
@@ -193,7 +256,7 @@ class Fleet:
                 v, why, bw = judge_node(raw, raw.step.limit)
             else:
                 v, why, bw = judge_step(raw, self.cfg.size_bytes,
-                                        raw.step.limit)
+                                        raw.step.limit, self.cfg)
             j = Judged(raw.step, v, why, bw, raw.started - self.t0,
                        raw.seconds)
             out.append(j)
