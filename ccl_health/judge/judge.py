@@ -35,7 +35,7 @@ a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
 closing summary, a size printed twice, a size asked (or in the header's
 ``minBytes..maxBytes``) that is missing is ``incomplete``; unchecked
 results or an unknown exit status are ``could-not-check``; ranks with
-different NCCL versions are ``could-not-check`` naming the mismatch; then
+different NCCL versions are ``node-fault`` naming the mismatch; then
 the transport proof (``fallback`` / ``could-not-check``), the reference
 (``no-reference``, also when none of the measured sizes is in it), and
 each size against it (``below-reference``).  Every WARN is named in the
@@ -263,26 +263,29 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
 
 
 def _missing_sizes(rows, expected, exact, result):
-    """The reason when sizes asked (or announced by the header) are
-    missing, else None."""
-    source = 'asked'
-    if not expected:
-        expected, source = _header_sizes(result), 'announced by its header'
-        if expected and not exact:
-            exact = False
-    if not expected:
-        return None
-    if not exact:       # the program rounds sizes to the rank count
-        if len({r.size for r in rows}) < len(expected):
-            return (f'incomplete: {len({r.size for r in rows})} of '
-                    f'{len(expected)} sizes in the output of {{what}}')
-        return None
-    got = {r.size for r in rows}
-    missing = [s for s in expected if s not in got]
-    if not missing:
-        return None
-    return (f'incomplete: {len(missing)} of {len(expected)} sizes '
-            f'{source} missing from the output, first {missing[0]} B')
+    """The reason when sizes asked, or announced by the run's own header
+    (``minBytes`` .. ``maxBytes`` by ``step``), are missing, else None."""
+    for sizes, source in ((expected, 'asked'),
+                          (_header_sizes(result), 'announced by its header')):
+        if not sizes:
+            continue
+        got = {r.size for r in rows}
+        if not exact:       # the program rounds sizes to the rank count
+            if len(got) < len(sizes):
+                return (f'incomplete: {len(got)} of {len(sizes)} sizes '
+                        f'in the output of {{what}}')
+            continue
+        # the header's small sizes may be rounded to the element size
+        missing = [s for s in sizes if s not in got and (
+            source == 'asked' or s >= 4096)]
+        if source != 'asked' and len(got) < len(sizes):
+            return (f'incomplete: {len(got)} of {len(sizes)} sizes '
+                    f'{source} in the output of {{what}}')
+        if missing:
+            return (f'incomplete: {len(missing)} of {len(sizes)} sizes '
+                    f'{source} missing from the output, first '
+                    f'{missing[0]} B')
+    return None
 
 
 def _nonfinite_row(r):
@@ -318,6 +321,17 @@ def _versions(att: Attempt):
             out[getattr(rank, 'label', key)] = v
     out.update(getattr(att, 'rank_versions', None) or {})
     return out
+
+
+def _version_groups(vers):
+    """``2.28.3 on 3 ranks (a, b, c); 2.21.5 on 1 rank (d)``."""
+    groups = {}
+    for rank, v in sorted(vers.items()):
+        groups.setdefault(v, []).append(rank)
+    return '; '.join(
+        f'{v} on {len(rs)} rank{"s" if len(rs) > 1 else ""} '
+        f'({", ".join(rs[:3])}{", ..." if len(rs) > 3 else ""})'
+        for v, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])))
 
 
 def _warn_failure(warns):
@@ -364,9 +378,9 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
         return warn[0], warn[1], found
     vers = _versions(att)
     if bad is None and len(set(vers.values())) > 1:
-        return Verdict.COULD_NOT_CHECK, (
-            'could not check: ranks report different NCCL versions: ' +
-            ', '.join(f'{k} {v}' for k, v in sorted(vers.items())[:6])), found
+        return Verdict.NODE_FAULT, (
+            'node-fault: ranks run different NCCL versions: ' +
+            _version_groups(vers)), found
     if bad is not None:
         v, reason = bad
         if v is Verdict.COULD_NOT_CHECK and att.exit_status is None and \
