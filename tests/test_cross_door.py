@@ -113,3 +113,42 @@ def test_nonzero_exit_after_a_complete_table_is_a_crash_everywhere(tmp_path):
     text, logs = capture('intra')
     got = through_every_door(tmp_path, 'intra', text, logs, rc=1)
     assert set(got.values()) == {'crash'}, got
+
+
+@pytest.mark.parametrize('case', ['impossible-busbw', 'warn-progress'])
+def test_the_whole_reframe_path_agrees(tmp_path, case):
+    """One real ReFrame run per class (the replay stand-in plays the
+    damaged capture): the sweep's verdict line and its database row say
+    what the other doors say."""
+    import shutil
+    import subprocess
+    import sys
+    from ccl_health.db import store
+    from test_reframe_replay import make_site, verdict_lines
+    root = tmp_path / 'cap'
+    shutil.copytree(os.path.join(CAP, 'intra'), root / 'intra')
+    (root / 'intra' / 'result.json').unlink()
+    text, logs = capture('intra')
+    damaged = DAMAGING[case](text, random.Random(19))
+    (root / 'intra' / 'stdout.txt').write_text(damaged)
+    expected = through_every_door(tmp_path, 'intra', damaged, logs)
+    assert len(set(expected.values())) == 1
+    db = tmp_path / 'db.sqlite'
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_LAUNCHER='local',
+               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
+               CCL_HEALTH_DB=str(db), CCL_HEALTH_REPLAY_DIR=str(root))
+    env.pop('CCL_HEALTH_REFERENCE_DIR', None)
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
+                        '--output', str(tmp_path / 'out'), '--', '-n',
+                        'AllReduceSweep%transport=intra', '-S',
+                        'min_size=8', '-S', 'max_size=8G'],
+                       env=env, cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    line = verdict_lines(p.stdout)['intra']
+    with store.open_store(str(db), readonly=True) as s:
+        [recorded] = s.cases()
+    assert p.returncode == 1, line
+    assert recorded['verdict'] == expected['sweep'], (line, expected)
+    assert expected['sweep'].upper() in line, line
