@@ -8,7 +8,7 @@ the GPUs), tells them apart by their content, and prints
 the sizes and bus bandwidth read, the transport the logs prove, the
 versions found and, given a reference (``--system`` / ``--partition`` or
 ``--reference``), the verdict, judged like the suite's own runs
-(:func:`ccl_health.judge.verdicts.judge_sweep`): PASS only with complete positive
+(:func:`ccl_health.judge.judge.judge`): PASS only with complete positive
 evidence.  Exit status: :func:`ccl_health.judge.verdicts.exit_code` of the
 verdict; 2 for an unreadable or unrecognisable file.
 """
@@ -25,6 +25,9 @@ from ccl_health.evidence import nccltests
 from ccl_health.judge import reference
 from ccl_health.evidence import debuglog as transport
 from ccl_health.judge import verdicts as V
+from ccl_health.judge import judge as judge_mod
+from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.evidence import warns
 from ccl_health.units import format_size
 from ccl_health.helptext import Formatter
 
@@ -170,43 +173,28 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             ref_doc['reason'] = str(err)
     ref_doc['key'] = key
 
-    # the verdict, as the suite's own runs are judged
+    # the verdict: the judge's, from this run's evidence
     what = res.collective or 'the run'
+    warn_list, rank_versions = warns.read_logs(
+        [p for p, _ in logs], stdout, outputs[0][0] if outputs else '')
+    ceiling, ceiling_from = judge_mod.physical_ceiling(asked)
+    states = _node_states(watched)
+    evidence = CaseEvidence(
+        what=what, transport=asked, collective=coll, nodes=nodes,
+        gpus_per_node=gpn, ranks=ranks,
+        attempts=[Attempt(res, exit_status, None, proof, ev, warn_list,
+                          rank_versions=rank_versions)],
+        node_states=states, reference=entry,
+        missing_reference=ref_doc['reason'] or key,
+        ceiling_gbps=ceiling, ceiling_source=ceiling_from)
     if proof is None:
-        v, reason = V.judge_output(res, exit_status, None, what) or (
-            V.Verdict.COULD_NOT_CHECK, f'could not check: '
-            f'{proof_doc["reason"]}')
-    else:
-        v, reason = V.judge_sweep(res, exit_status, proof, entry, what=what,
-                                  missing_reference=ref_doc['reason'] or key)
-    short = V.shortfalls(res, entry)
-    if short:
-        measured = v is V.Verdict.PASS
-        if not measured and exit_status is None:
-            # the numbers were measured whatever the unknown exit status
-            again = V.judge_sweep(
-                res, 0, proof, entry, what=what,
-                missing_reference=ref_doc['reason'] or key) if proof else None
-            measured = again is not None and again[0] is V.Verdict.PASS
-        if measured:
-            v, reason = V.Verdict.BELOW_REFERENCE, (
-                'below-reference: ' + ', '.join(
-                    f'{format_size(s)} {b:.2f} vs {r:.2f} GB/s (allowed '
-                    f'-{t:.0%})' for s, b, r, t in short))
-    elif v is V.Verdict.PASS and entry is not None:
-        n = sum(1 for r in res.rows if r.size in entry.busbw)
-        big = max(res.rows, key=lambda r: r.size)
-        reason = (f'{n} sizes within reference; {big.busbw:.1f} GB/s at '
-                  f'{format_size(big.size)}; {reason}')
-        if n == 0:
-            v, reason = V.Verdict.NO_REFERENCE, (
-                f'no-reference: none of the sizes of the output is in the '
-                f'reference for {key}')
+        evidence.attempts[0].proof = _Unproven(proof_doc['reason'])
+    judged = judge_mod.judge(evidence)
+    v, reason = judged.verdict, judged.reason
     if exit_status is None and v is V.Verdict.COULD_NOT_CHECK and \
             'exit status' in reason:
         reason += ' (give it with --exit-status N)'
-
-    v, reason, node_doc = _node_state(watched, v, reason)
+    node_doc = _node_doc(watched, states)
 
     versions = {}
     if res.tests_version:
@@ -218,19 +206,15 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     versions.update(ev.versions)
 
     rows = []
-    short_sizes = {s for s, *_ in short}
-    for r in res.rows:
-        ref = entry.busbw.get(r.size) if entry else None
+    for r, f in zip(res.rows, judged.findings):
         rows.append({
             'size': r.size, 'busbw': _num(r.busbw),
             'out_of_place': _num(r.out_of_place.busbw)
             if r.out_of_place else None,
             'in_place': _num(r.in_place.busbw) if r.in_place else None,
             'wrong': r.wrong, 'nonfinite': r.nonfinite,
-            'reference': ref,
-            'allowed': (ref * (1 - entry.tolerance_at(r.size))
-                        if ref is not None else None),
-            'below': r.size in short_sizes if ref is not None else None})
+            'reference': f.ref, 'allowed': f.allowed,
+            'below': f.below if f.ref is not None else None})
     return {
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': res.format, 'source': res.source,
@@ -243,31 +227,40 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         'verdict': str(v), 'reason': reason,
         'exit_code': V.exit_code([v]),
         'node_state': node_doc,
+        'warns': [w.describe() for w in judged.warns],
     }
 
 
-def _node_state(watched, v, reason):
-    """The verdict with the node's state of the run (a sampler file,
-    ``ccl-health-nodestate.jsonl``, among the files): ``contended``, the
-    cause first, when another process shared the GPUs, as the sweep
-    judges it; and the causes it shows."""
+class _Unproven:
+    """A proof that is not one: the transport could not be named."""
+    ok, proven = False, None
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
+def _node_states(watched):
+    """The sampler's readings of the run (``ccl-health-nodestate.jsonl``
+    among the files), or None."""
     if not watched:
-        return v, reason, None
+        return None
     from ccl_health.evidence.nodestate.__main__ import read_watch
-    from ccl_health.evidence.nodestate.diagnose import contention, diagnose
-    states = read_watch(watched[0][0])
+    return read_watch(watched[0][0])
+
+
+def _node_doc(watched, states):
+    """What the node's state shows: the causes (the judge says
+    ``contended``)."""
+    if not watched:
+        return None
+    from ccl_health.evidence.nodestate.diagnose import diagnose
     all_states = [states.get('before'), *states.get('samples', []),
                   states.get('after')]
     causes = diagnose(states.get('before'), states.get('after'),
                       samples=states.get('samples', []))
-    found = contention(all_states)
-    if found is not None:
-        v, reason = V.Verdict.CONTENDED, (
-            f'contended: {found.text} while the run ran; measured: '
-            f'{reason}')
-    return v, reason, {'file': watched[0][0],
-                       'readings': sum(1 for s in all_states if s),
-                       'causes': [c.text for c in causes]}
+    return {'file': watched[0][0],
+            'readings': sum(1 for s in all_states if s),
+            'causes': [c.text for c in causes]}
 
 
 def _num(x):

@@ -348,3 +348,87 @@ DAMAGING = {
 #: mutations that change nothing a judge may see
 HARMLESS = {f'prefix-{k}': (lambda k: lambda t, rnd: prefix_lines(t, k))(k)
             for k in PREFIXES}
+
+
+# -- the judge's classes (issue 19: 4 impossible numbers, 5 ambiguous or
+# damaged tables, 6 NCCL WARN lines); every door judges these through
+# ccl_health.judge.judge (tests/test_cross_door.py) -------------------------
+
+#: NCCL's logger prefix of a WARN line (src/debug.cc: "%s:%d:%d [%d] NCCL
+#: WARN "), the texts from NCCL's proxy.cc ("[Service thread] Error
+#: encountered progressing operation=%s, res=%d, closing connection") and
+#: aws-ofi-nccl's NCCL_OFI_WARN("Unable to register memory (type = %d) for
+#: device %d. RC: %d, Error: %s")
+WARN_LINES = {
+    'warn-progress': 'vm:1:1 [0] NCCL WARN [Service thread] Error '
+                     'encountered progressing operation=Connect, res=3, '
+                     'closing connection',
+    'warn-regmem': 'vm:1:1 [0] NCCL WARN NET/OFI Unable to register memory '
+                   '(type = 2) for device 0. RC: -22, Error: Invalid argument',
+    'warn-cuda': 'vm:1:1 [0] NCCL WARN Cuda failure 700 \'an illegal memory '
+                 'access was encountered\'',
+}
+
+
+def add_warn(text, rnd, key):
+    """A WARN line of ``key`` among the lines before the closing summary."""
+    return insert_line(text, rnd.randint(0, closing_index(text)),
+                       WARN_LINES[key])
+
+
+def _last_row(text):
+    return len(row_indexes(text)) - 1
+
+
+def impossible_busbw(text, rnd):
+    """A busbw of 1e308 (``%7.2f`` prints its 309 digits)."""
+    return set_value(text, rnd.randrange(len(row_indexes(text))),
+                     rnd.choice([0, -1]), 2, f'{1e308:.2f}')
+
+
+def nonpositive_time(text, rnd):
+    return set_value(text, rnd.randrange(len(row_indexes(text))),
+                     rnd.choice([0, -1]), 0, rnd.choice(['-12.50', '0.00']))
+
+
+def repeat_size(text, rnd):
+    """A row printed again with another busbw (two runs pasted together)."""
+    ls = lines(text)
+    rows = row_indexes(text)
+    i = rows[rnd.randrange(len(rows))]
+    again = set_value(ls[i], 0, 0, 2, '999.99')
+    return ''.join(ls[:i + 1] + [again if again.endswith('\n')
+                                 else again + '\n'] + ls[i + 1:])
+
+
+def drop_row(text, rnd, where='middle'):
+    """One row taken out, the closing lines kept: a middle row, or the
+    last ones (a table that ends before the header's maxBytes)."""
+    rows = row_indexes(text)
+    if where == 'middle':
+        gone = {rows[rnd.randrange(1, len(rows) - 1)]}
+    else:
+        gone = set(rows[-rnd.randint(1, max(1, len(rows) // 3)):])
+    return ''.join(ln for i, ln in enumerate(lines(text)) if i not in gone)
+
+
+def version_mismatch(text, rnd):
+    """Two ranks that report different NCCL versions (NCCL's init line
+    "NCCL version %s" per rank)."""
+    at = rnd.randint(0, closing_index(text))
+    text = insert_line(text, at, 'vm:7001:7001 [0] NCCL INFO NCCL version '
+                       '2.28.3+cuda13.0')
+    return insert_line(text, at + 1, 'vm:7002:7002 [1] NCCL INFO NCCL '
+                       'version 2.21.5+cuda12.4')
+
+
+JUDGE_DAMAGING = {
+    'impossible-busbw': impossible_busbw,
+    'nonpositive-time': nonpositive_time,
+    'repeated-size': repeat_size,
+    'missing-middle-size': lambda t, rnd: drop_row(t, rnd, 'middle'),
+    'ends-before-max': lambda t, rnd: drop_row(t, rnd, 'end'),
+    'version-mismatch': version_mismatch,
+    **{k: (lambda k: lambda t, rnd: add_warn(t, rnd, k))(k)
+       for k in WARN_LINES},
+}

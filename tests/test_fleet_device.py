@@ -10,6 +10,7 @@ import pytest
 
 from ccl_health.evidence import nccltests
 from ccl_health.fleet import simulate
+from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Raw, Step, judge_step
 from ccl_health.judge.verdicts import Verdict
 
@@ -35,8 +36,26 @@ def walls():
                                        ('pair-256M-1.out', 1 << 28)])
 def test_real_pair_step_output_is_judged_a_pass(name, size):
     step = Step('pair', ('node-a', 'node-b'), 120)
-    v, why, busbw = judge_step(Raw(step, 0, read(name)), size, 120)
+    # its table alone (NCCL's lines taken out: no debug log, and this
+    # fleet does not ask for proof): a pass at 1.86 GB/s
+    table = '\n'.join(ln for ln in read(name).splitlines()
+                      if ' NCCL INFO ' not in ln) + '\n'
+    v, why, busbw = judge_step(Raw(step, 0, table), size, 120)
     assert v is Verdict.PASS and busbw == pytest.approx(1.86)
+    # with its NCCL lines (its debug log, where it has channel lines):
+    # these runs were two ranks of one VM ('vm', NCCL_HOSTID per rank), so
+    # a two-node step cannot call the other node proven
+    text = read(name)
+    for cfg in (FleetConfig(), FleetConfig(transport='net-socket')):
+        v, why, _ = judge_step(Raw(step, 0, text), size, 120, cfg)
+        if ' via NET/' in text:
+            assert v is Verdict.FALLBACK and 'only 1 host(s) (vm)' in why
+        else:
+            assert v is Verdict.PASS, why
+    # a fleet that asks for proof: a table without a debug log is not one
+    v, why, _ = judge_step(Raw(step, 0, table), size, 120,
+                           FleetConfig(prove_transport=True))
+    assert v is Verdict.COULD_NOT_CHECK and 'not proven' in why, why
     # the same output with the process killed at the bound: a hang
     assert judge_step(Raw(step, None, read(name), killed=True), size,
                       120)[0] is Verdict.HANG

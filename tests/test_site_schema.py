@@ -112,7 +112,7 @@ def _plugin(doc):
      r"transports: 'nvlink' is not one of \['intra'"),
     (_frontier(lambda d: _plugin(d).update(envv={})),
      r"transports.net-plugin: Additional properties are not allowed "
-     r"\('envv' was unexpected\) \(known: env, ld_library_path"),
+     r"\('envv' was unexpected\) \(known: ceiling, env, ld_library_path"),
     # launcher options are the ReFrame environment's extras, not site data
     (_frontier(lambda d: d.update(launcher_options=['--gpus-per-task=1'])),
      r"top level: Additional properties are not allowed "

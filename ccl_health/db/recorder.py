@@ -13,7 +13,7 @@ from ccl_health import resources
 from ccl_health import summary
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.db.store import CaseRecord, SizeRecord
-from ccl_health.judge.verdicts import below_reference
+from ccl_health.judge import judge
 
 
 
@@ -53,34 +53,22 @@ def run_environment(env_vars=None, environ=None):
     return dict(sorted(out.items()))
 
 
-def size_verdict(value, ref, tolerance):
-    if not ref:
-        return 'no-reference'
-    return 'below-reference' if below_reference(value, ref, tolerance) \
-        else 'pass'
+#: one size against its reference, and a case from its sizes: the judge's
+size_verdict = judge.size_verdict
+case_verdict = judge.case_verdict
 
 
 def sizes_from_sweep(result, ref_entry=None):
+    """The size records of a parsed sweep: every row with the judge's
+    finding against ``ref_entry``."""
     out = []
-    for row in result.rows:
-        ref = ref_entry.busbw.get(row.size) if ref_entry else None
-        tol = ref_entry.tolerance_at(row.size) if ref_entry else None
+    for row, f in zip(result.rows, judge.findings(result, ref_entry)):
         oop, ip = row.out_of_place, row.in_place
         out.append(SizeRecord(
             row.size, row.busbw, oop and oop.busbw, ip and ip.busbw,
             oop and oop.algbw, ip and ip.algbw, oop and oop.time_us,
-            ip and ip.time_us, ref, tol,
-            size_verdict(row.busbw or 0.0, ref, tol or 0.0)))
+            ip and ip.time_us, f.ref, f.tolerance, f.verdict))
     return out
-
-
-def case_verdict(sanity_verdict, sizes):
-    """The sanity verdict, or below-reference when it passed but a size fell
-    short (what ReFrame's performance stage will say next)."""
-    if sanity_verdict == 'pass' and any(s.verdict == 'below-reference'
-                                        for s in sizes):
-        return 'below-reference'
-    return sanity_verdict
 
 
 def cases_from_report(report, default_run_id=None):

@@ -118,6 +118,10 @@ class SweepResult:
     notes: List[str] = dataclasses.field(default_factory=list)
     #: the check column's header: '#wrong' or 'error' (None: not seen)
     check_column: Optional[str] = None
+    #: the run header's ``minBytes`` / ``maxBytes`` / ``step: N(factor)``
+    #: or ``N(bytes)`` (None: no header read); ``maxBytes`` after a
+    #: ``Reducing maxBytes to N`` line is N
+    header_sizes: Optional[tuple] = None
 
     @property
     def complete(self):
@@ -170,6 +174,8 @@ _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
 _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
 _REDUCED = re.compile(r'^#\s*Reducing maxBytes to (\d+)')
+_SIZES_HEADER = re.compile(r'minBytes:?\s*(\d+)\s+maxBytes:?\s*(\d+)\s+'
+                           r'step:?\s*(\d+)\s*\((factor|bytes)\)')
 _LAST_ERROR = re.compile(r'^#\s*error:\s*(.*)$')
 _TIMEOUT = re.compile(r'Test timeout \((\d+)s\)')
 # what nccl-tests, rccl-tests, NCCL/RCCL, the HIP/CUDA runtime and MPI
@@ -393,9 +399,16 @@ def parse_text(text):
             m = _STARTING.match(s)
             if m:
                 res.collective = m.group(1)
+            m = _SIZES_HEADER.search(s)
+            if m:
+                res.header_sizes = (int(m.group(1)), int(m.group(2)),
+                                    int(m.group(3)), m.group(4))
             m = _REDUCED.match(s)
             if m:
                 res.notes.append(s.lstrip('# '))
+                if res.header_sizes:
+                    res.header_sizes = (res.header_sizes[0], int(m.group(1)),
+                                        *res.header_sizes[2:])
             m = _LAST_ERROR.match(s)
             if m and m.group(1).strip():
                 res.notes.append(f'library error message: {m.group(1)}')

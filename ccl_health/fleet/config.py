@@ -59,6 +59,15 @@ class FleetConfig:
     grace: float = 10.0
     #: re-test rounds at most (odd leftovers, one-failure nodes)
     retests: int = 3
+    #: a reference file: every pair / group step's busbw is judged against
+    #: its key for that many nodes (a step without one: no-reference,
+    #: never a pass); unset: the relative rules only
+    reference: Optional[str] = None
+    #: the partition of ``reference`` (default: its only one)
+    reference_partition: Optional[str] = None
+    #: every step must prove ``transport`` from its NCCL debug log (a step
+    #: without one: could-not-check)
+    prove_transport: bool = False
 
     @property
     def size_bytes(self):

@@ -16,9 +16,9 @@ import math
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ccl_health.evidence import nccltests
 from ccl_health.units import format_size
-from ccl_health.judge.verdicts import Verdict, judge_output
+from ccl_health.judge.judge import judge
+from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
 from ccl_health.fleet.config import FleetConfig
 
@@ -44,6 +44,9 @@ class Raw:
     #: a parsed nccl-tests result (the simulator's shortcut); else stdout
     #: is parsed
     result: Any = None
+    #: the step's NCCL debug logs (NCCL_DEBUG_FILE), where it wrote any:
+    #: the transport is proven from them (and from NCCL lines in stdout)
+    debug_logs: List[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -127,25 +130,23 @@ def judge_node(raw: Raw, limit: float):
     return Verdict.COULD_NOT_CHECK, f'could not check {node}: {why}', None
 
 
-def judge_step(raw: Raw, size: int, limit: float):
-    """``(verdict, reason, busbw)`` of one pair or group step: its nccl-tests
-    table judged by :func:`ccl_health.judge.verdicts.judge_output`."""
+def judge_step(raw: Raw, size: int, limit: float,
+               cfg: Optional[FleetConfig] = None):
+    """``(verdict, reason, busbw)`` of one pair or group step: its evidence
+    (:func:`step_evidence`) judged by :func:`ccl_health.judge.judge.judge`.
+    The fleet's relative rules (stragglers, isolation) come after, on the
+    steps that passed."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     if raw.killed:
         return (Verdict.HANG, f'hang: {what} did not finish within '
                 f'{limit:g} s (killed)', None)
-    srun = srun_failure(raw)
-    result = raw.result
-    if result is None:
-        result = nccltests.parse_text(raw.stdout or '')
-    if srun and not result.rows:
-        return Verdict.COULD_NOT_CHECK, f'could not check: {srun}', None
-    bad = judge_output(result, raw.code, [size], what)
-    if bad:
-        return bad[0], bad[1], None
-    row = result.by_size().get(size)
-    return Verdict.PASS, '', row.busbw
+    from ccl_health.fleet.stepevidence import step_evidence
+    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what))
+    if j.verdict is not Verdict.PASS:
+        return j.verdict, j.reason, None
+    row = j.attempt and [f for f in j.findings if f.size == size]
+    return Verdict.PASS, j.reason, row[0].busbw if row else None
 
 
 class Fleet:
@@ -193,7 +194,7 @@ class Fleet:
                 v, why, bw = judge_node(raw, raw.step.limit)
             else:
                 v, why, bw = judge_step(raw, self.cfg.size_bytes,
-                                        raw.step.limit)
+                                        raw.step.limit, self.cfg)
             j = Judged(raw.step, v, why, bw, raw.started - self.t0,
                        raw.seconds)
             out.append(j)

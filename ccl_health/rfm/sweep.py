@@ -20,7 +20,10 @@ from ccl_health.db import store
 from ccl_health import summary
 from ccl_health.evidence import collectives as C
 from ccl_health.judge import verdicts as V
-from ccl_health.units import format_size, size_sweep
+from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.judge import judge, physical_ceiling
+from ccl_health.evidence import warns as W
+from ccl_health.units import size_sweep
 
 from ccl_health.rfm.base import PlacedTest, SizeSweepMixin, TransportMixin
 from ccl_health.rfm.binaries import BuildAndRunMixin, SiteBinariesMixin, site_installs_tests
@@ -109,61 +112,41 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
                 os.path.join(self.stagedir, RESULT_JSON))
         return self._parsed
 
-    def _judge(self):
-        """(verdict, one-line reason), on positive evidence only
-        (:func:`ccl_health.judge.verdicts.judge_sweep`): a complete, correct,
-        proven run with a reference for the exact key, then the sizes
-        against it."""
+    def _evidence(self):
+        """This case's :class:`ccl_health.judge.evidence.CaseEvidence`
+        (:func:`sweep_evidence`)."""
         res = self._result()
         proof = self.prove_transport(nccl_tests=res.tests_version or '')
         killed = summary.slurm_time_limit_line(
             os.path.join(self.stagedir, sn.evaluate(self.stderr)))
-        if killed:
-            return V.Verdict.HANG, f'hang: the job exceeded its time limit ({killed})'
-        binary = self.program.binary(self.collective)
-        # the programs round the sizes of the collectives that split the
-        # buffer over the ranks (count = bytes / type size / ranks): only
-        # the others print exactly the sizes asked for; for those, every
-        # size asked must have its row
-        exact = self.program.exact_sizes(self.collective)
-        if not exact and len(res.rows) < len(self.sizes_run) and \
-                res.complete:
-            return V.Verdict.INCOMPLETE, (
-                f'incomplete: {len(res.rows)} of {len(self.sizes_run)} '
-                f'sizes in the output of {binary}')
-        verdict, reason = V.judge_sweep(
+        site = getattr(self, '_site', None)
+        stdout = os.path.join(self.stagedir, sn.evaluate(self.stdout))
+        return sweep_evidence(
             res, self.exit_status(), proof, self._ref_entry,
-            expected_sizes=self.sizes_run if exact else None, what=binary,
+            what=self.program.binary(self.collective),
+            transport=self.transport, collective=self.collective,
+            nodes=self.num_nodes, gpus_per_node=self.num_tasks_per_node,
+            algo=self.algo, sizes_run=self.sizes_run,
+            exact=self.program.exact_sizes(self.collective),
             missing_reference=self.missing_reference(self.collective,
-                                                     self.algo))
-        if verdict is V.Verdict.PASS:
-            short = V.shortfalls(res, self._ref_entry)
-            if short:
-                return V.Verdict.BELOW_REFERENCE, (
-                    'below-reference: ' + ', '.join(
-                        f'{format_size(s)} {b:.2f} vs {r:.2f} GB/s '
-                        f'(allowed -{t:.0%})' for s, b, r, t in short))
-        return verdict, reason
+                                                     self.algo),
+            killed=killed, debug=self.evidence(),
+            log_paths=list(getattr(self.evidence(), 'files', []) or []),
+            stdout_path=stdout,
+            site_transport=(site.transports.get(self.transport)
+                            if site else None),
+            benign=site.benign_warns if site else (),
+            node_states=self.node_states())
 
-    def _contended(self, verdict, reason):
-        """``contended`` when another process shared the GPUs while the
-        sweep ran (a compute process not of this run, or memory held by
-        something not visible: :func:`ccl_health.evidence.nodestate.diagnose.
-        contention`), the cause first and what was measured after it;
-        else the verdict as judged."""
-        from ccl_health.evidence.nodestate.diagnose import contention
-        states = self.node_states()
-        found = contention([states.get('before'), *states.get('samples', []),
-                            states.get('after')])
-        if found is None:
-            return verdict, reason
-        return V.Verdict.CONTENDED, (
-            f'contended: {found.text} while the sweep ran; measured: '
-            f'{reason}')
+    def _judge(self):
+        """(verdict, one-line reason): :func:`ccl_health.judge.judge.judge`
+        of this case's evidence."""
+        self._judgement = judge(self._evidence())
+        return self._judgement.verdict, self._judgement.reason
 
     @sanity_function
     def validate(self):
-        verdict, reason = self._contended(*self._judge())
+        verdict, reason = self._judge()
         self.verdict, self.verdict_reason = str(verdict), reason
         self._record(reason)
         # below-reference passes sanity: ReFrame's performance stage says
@@ -176,12 +159,13 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
         """Write this case to the performance database now, as soon as its
         outputs are read: nothing is lost if the run dies later."""
         sizes = recorder.sizes_from_sweep(self._result(), self._ref_entry)
+        verdict = self.verdict
         versions = dict(self.versions)
         versions.setdefault('driver', str(
             self.current_partition.extras.get('driver', '')))
         case = store.CaseRecord(
             run_id=self.run_id, case_name=self.display_name,
-            verdict=recorder.case_verdict(self.verdict, sizes),
+            verdict=verdict,
             system=self.current_system.name,
             partition=self.current_partition.name,
             environ=self.current_environ.name,
@@ -204,6 +188,37 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
     def measured(self):
         return self._result()
 
+
+
+def sweep_evidence(result, exit_status, proof, ref_entry, *, what,
+                   transport, collective, nodes, gpus_per_node, algo,
+                   sizes_run, exact, missing_reference='', killed=None,
+                   debug=None, log_paths=(), stdout_path=None,
+                   site_transport=None, benign=(), node_states=None):
+    """The sweep's evidence of one case, from what its stage holds (a pure
+    function: no ReFrame).  A slurm time-limit line is a kill (``hang``);
+    the WARN lines and per-rank versions are read from the debug logs and
+    the stdout."""
+    text = ''
+    if stdout_path:
+        try:
+            with open(stdout_path, errors='replace') as fp:
+                text = fp.read()
+        except OSError:
+            text = ''
+    warn_list, versions = W.read_logs(
+        log_paths, text, stdout_path or '', W.benign_patterns(benign))
+    ceiling, where = physical_ceiling(transport, site_transport)
+    return CaseEvidence(
+        what=what, transport=transport, collective=collective, nodes=nodes,
+        gpus_per_node=gpus_per_node, ranks=(nodes or 1) * (gpus_per_node or 1),
+        algo=algo, expected_sizes=list(sizes_run) or None, exact_sizes=exact,
+        attempts=[Attempt(result, exit_status, (
+            f'the job exceeded its time limit ({killed})' if killed
+            else None), proof, debug, warn_list, rank_versions=versions)],
+        node_states=node_states, reference=ref_entry,
+        missing_reference=missing_reference, ceiling_gbps=ceiling,
+        ceiling_source=where)
 
 
 class BuildAndRunSweepBase(BuildAndRunMixin, CollectiveSweepBase):

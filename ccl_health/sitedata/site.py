@@ -37,6 +37,9 @@ class TransportSite:
     #: environment modules the run loads (e.g. a site's NCCL built with the
     #: plugin, ``nccl/2.19.4-ofi``)
     modules: List[str] = dataclasses.field(default_factory=list)
+    #: ``{links, link_gbps}``: the physical ceiling of a busbw
+    #: (:func:`ccl_health.judge.judge.physical_ceiling`); None: the registry's
+    ceiling: Optional[dict] = None
 
 
 @dataclasses.dataclass
@@ -82,6 +85,8 @@ class Site:
     #: the ``fleet`` block as written (schema-checked; defaults and checks:
     #: :class:`ccl_health.fleet.config.FleetConfig`); ``None``: none
     fleet: Optional[dict] = None
+    #: ``[{pattern, why}]``: NCCL WARN lines declared benign
+    benign_warns: List[dict] = dataclasses.field(default_factory=list)
 
     def transport(self, name):
         try:
@@ -189,7 +194,8 @@ def parse(text, path='<site>', system=None):
         transports[name] = TransportSite(
             dict(raw.get('env', {})), list(raw.get('ld_library_path', [])),
             None if cap is None else str(cap),
-            dict(raw.get('multi_node_env', {})), list(raw.get('modules', [])))
+            dict(raw.get('multi_node_env', {})), list(raw.get('modules', [])),
+            raw.get('ceiling'))
     for name, where, text_ in _placeholders(doc):
         _check_placeholders(path, name, where, text_)
     if system and doc.get('system', system) != system:
@@ -198,7 +204,8 @@ def parse(text, path='<site>', system=None):
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
-                _fleet(doc.get('fleet'), path))
+                _fleet(doc.get('fleet'), path),
+                list(doc.get('benign_warns', [])))
 
 
 def _fleet(raw, path):

@@ -72,6 +72,9 @@ class Transport:
     #: fabric): where the site file has no entry, its checks are skipped,
     #: not failed
     optional: bool = False
+    #: GB/s no busbw of this transport can exceed (a bound above every
+    #: system's links x link speed); a site's ``ceiling`` replaces it
+    ceiling_gbps: float = 400.0
 
     def __str__(self):
         return self.name
@@ -113,7 +116,10 @@ class Transport:
 #: differ proves the weakest of them)
 REGISTRY = (
     Transport('intra', 'intra-node', 'intra-node only', None,
-              forces_network_on_one_node=False, ideal_from=IDEAL_NVLINK),
+              forces_network_on_one_node=False, ideal_from=IDEAL_NVLINK,
+              # NVLink 5: 18 links x 100 GB/s (both directions); NVLS
+              # busbw stays below it
+              ceiling_gbps=1800.0),
     Transport('net-socket', 'NET/Socket', 'NCCL socket transport', 'Socket'),
     Transport('net-ib', "NCCL's builtin NET/IB", "NCCL's builtin NET/IB",
               'IB', optional=True),

@@ -1,0 +1,500 @@
+"""The judge: one function from a case's evidence
+(:class:`ccl_health.judge.evidence.CaseEvidence`) to its verdict.
+
+It is the only place that compares a busbw with a reference (``ref x (1 -
+tolerance)``), builds a verdict's reason and names a verdict.  The doors
+(the sweep ``rfm/sweep.py``, ``scripts/explain``, the fleet's
+``judge_step``, ingest ``db/recorder.py`` and the health hook) build the
+evidence and print or record what :func:`judge` returns.
+
+The health hook calls it once per probe attempt, or once with every
+attempt::
+
+    from ccl_health.judge.evidence import Attempt, CaseEvidence
+    from ccl_health.judge.judge import judge
+    j = judge(CaseEvidence(
+        what='all_reduce_perf', transport='intra', collective='all_reduce',
+        nodes=1, gpus_per_node=8, expected_sizes=[probe.size],
+        attempts=[Attempt(result=res, exit_status=proc.returncode,
+                          proof=proof, debug=ev, warns=warns)],
+        reference=entry, missing_reference=why, ceiling_gbps=gbps,
+        ceiling_source=where))
+    j.verdict, j.reason, j.findings, j.warns, j.attempt
+
+With several attempts, a retry absorbs a bandwidth shortfall only: wrong
+results, non-finite or impossible values, a crash, a hang or an
+incomplete output in any attempt is the verdict, and the reason names the
+attempt (``attempt 1 of 2: ...``).
+
+The rules, in order, per attempt: a kill or the program's own timeout is a
+``hang``; a non-finite value, a busbw above the physical ceiling or a time
+<= 0 is ``wrong-results``; wrong elements or out-of-bounds values are
+``wrong-results``; a nonzero exit status or an error line is a ``crash``;
+a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
+(``fallback`` when it is a plugin's initialisation failure); no rows, no
+closing summary, a size printed twice, a size asked (or in the header's
+``minBytes..maxBytes``) that is missing is ``incomplete``; unchecked
+results or an unknown exit status are ``could-not-check``; ranks with
+different NCCL versions are ``node-fault`` naming the mismatch; then
+the transport proof (``fallback`` / ``could-not-check``), the reference
+(``no-reference``, also when none of the measured sizes is in it), and
+each size against it (``below-reference``).  Every WARN is named in the
+reason; the node's state (another process on the GPUs) makes it
+``contended``."""
+
+import dataclasses
+from typing import List, Optional
+
+from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.verdicts import Verdict, finite
+from ccl_health.units import format_size
+
+
+@dataclasses.dataclass
+class Finding:
+    """One measured size against its reference."""
+    size: int
+    busbw: Optional[float]
+    ref: Optional[float] = None
+    tolerance: Optional[float] = None
+    #: ``ref x (1 - tolerance)``
+    allowed: Optional[float] = None
+    #: 'pass', 'below-reference' or 'no-reference'
+    verdict: str = 'no-reference'
+
+    @property
+    def below(self):
+        return self.verdict == Verdict.BELOW_REFERENCE.value
+
+
+@dataclasses.dataclass
+class Judgement:
+    verdict: Verdict
+    reason: str
+    findings: List[Finding] = dataclasses.field(default_factory=list)
+    #: every WARN read (:class:`ccl_health.evidence.warns.Warn`)
+    warns: List = dataclasses.field(default_factory=list)
+    #: the attempt (1-based) that decided the verdict
+    attempt: Optional[int] = None
+    #: the proof of that attempt (None: not proven)
+    proof: object = None
+
+
+def below_reference(value, ref, tolerance):
+    """The one rule of a size against its reference: below ``ref x (1 -
+    tolerance)``, or not a finite number at all (a nan passes every
+    comparison)."""
+    return not finite(value) or value < allowed(ref, tolerance)
+
+
+def allowed(ref, tolerance):
+    return ref * (1 - (tolerance or 0.0))
+
+
+def size_verdict(value, ref, tolerance):
+    if not ref:
+        return Verdict.NO_REFERENCE.value
+    return (Verdict.BELOW_REFERENCE.value
+            if below_reference(value, ref, tolerance or 0.0)
+            else Verdict.PASS.value)
+
+
+def findings(result, ref_entry) -> List[Finding]:
+    """Every row of ``result`` against ``ref_entry`` (None: none)."""
+    out = []
+    for row in getattr(result, 'rows', None) or []:
+        ref = ref_entry.busbw.get(row.size) if ref_entry else None
+        tol = ref_entry.tolerance_at(row.size) if ref is not None else None
+        out.append(Finding(row.size, row.busbw, ref, tol,
+                           allowed(ref, tol) if ref is not None else None,
+                           size_verdict(row.busbw, ref, tol)))
+    return out
+
+
+def shortfalls(result, ref_entry):
+    """``[(size, busbw, ref, tolerance)]`` of sizes below the reference."""
+    return [(f.size, f.busbw, f.ref, f.tolerance)
+            for f in findings(result, ref_entry) if f.below]
+
+
+def below_reason(short):
+    return 'below-reference: ' + ', '.join(
+        f'{format_size(s)} {b:.2f} vs {r:.2f} GB/s (allowed -{t:.0%})'
+        for s, b, r, t in short)
+
+
+def case_verdict(verdict, sizes):
+    """A recorded case's verdict from its checked verdict and its size
+    records: ``below-reference`` when it passed and a size fell short."""
+    if str(verdict) == 'pass' and any(
+            getattr(s, 'verdict', None) == 'below-reference' for s in sizes):
+        return 'below-reference'
+    return str(verdict)
+
+
+# -- the output ---------------------------------------------------------------
+
+def _header_sizes(result):
+    """The sizes the run's own header announces (``minBytes``, ``maxBytes``,
+    ``step``), or None."""
+    h = getattr(result, 'header_sizes', None)
+    if not h:
+        return None
+    lo, hi, step, kind = h
+    if lo <= 0 or hi < lo or step < 1 or (kind == 'factor' and step < 2):
+        return None
+    sizes, s = [], lo
+    while s <= hi and len(sizes) < 4096:
+        sizes.append(s)
+        s = s * step if kind == 'factor' else s + step
+    return sizes
+
+
+def _impossible(rows, ceiling):
+    """``(size, why)`` of the first row with a time <= 0 or a busbw above
+    the physical ceiling, else None."""
+    for r in rows:
+        for m in (r.out_of_place, r.in_place):
+            if m is None:
+                continue
+            if finite(m.time_us) and m.time_us <= 0:
+                return r.size, f'time {m.time_us:g} us <= 0'
+            if finite(m.algbw) and m.algbw < 0 or \
+                    finite(m.busbw) and m.busbw < 0:
+                return r.size, 'negative bandwidth'
+            if ceiling and finite(m.busbw) and m.busbw > ceiling:
+                return r.size, (f'busbw {m.busbw:.4g} GB/s above the '
+                                f'physical ceiling {ceiling:g} GB/s')
+    return None
+
+
+def _repeated(rows):
+    seen, out = {}, []
+    for r in rows:
+        if r.size in seen and (seen[r.size] != r.busbw) and \
+                r.size not in out:
+            out.append(r.size)
+        seen.setdefault(r.size, r.busbw)
+    return out
+
+
+def judge_output(result, exit_status, expected_sizes=None, what='the run',
+                 *, ceiling=None, ceiling_source='', exact_sizes=True):
+    """The program's output alone (no transport, no reference): None only
+    when it exited 0, printed its closing summary, every size asked (or
+    announced by its header) once with finite, possible values, nothing
+    wrong and nothing out of bounds; else ``(verdict, reason)``."""
+    errs = list(getattr(result, 'errors', []) or [])
+    first_err = f': {errs[0][:200]}' if errs else ''
+    rows = list(getattr(result, 'rows', []) or [])
+    if getattr(result, 'timed_out', False):
+        return Verdict.HANG, f'hang: {what} timed out an operation{first_err}'
+    bad = [r.size for r in rows if _nonfinite_row(r)]
+    if bad:
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: non-finite time or bandwidth (nan / inf) at '
+            f'{len(bad)} size(s), first {bad[0]} B')
+    imp = _impossible(rows, ceiling)
+    if imp:
+        src = f' ({ceiling_source})' if 'ceiling' in imp[1] and \
+            ceiling_source else ''
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: impossible value at {imp[0]} B: {imp[1]}{src}')
+    wrong = [r.size for r in rows if r.wrong]
+    deltas = [m.max_delta for r in rows for m in (r.out_of_place, r.in_place)
+              if m is not None and m.wrong and
+              getattr(m, 'max_delta', None) is not None]
+    if deltas:       # nccl-tests < 2.12: the largest difference per result
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: results beyond the tolerance at {len(wrong)} '
+            f'size(s) (largest difference {max(deltas):g}), first '
+            f'{wrong[0]} B')
+    if wrong:
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: {sum(r.wrong for r in rows if r.wrong)} wrong '
+            f'elements at {len(wrong)} size(s), first {wrong[0]} B')
+    oob = getattr(result, 'out_of_bounds', None)
+    if oob:
+        return Verdict.WRONG_RESULTS, (
+            f'wrong-results: {what} reported {oob} out-of-bounds value(s) '
+            f'("Out of bounds values : {oob} FAILED")')
+    if exit_status is not None and exit_status != 0:
+        done = (' after a complete table' if getattr(result, 'complete',
+                                                     False) else '')
+        return Verdict.CRASH, (f'crash: {what} exited with status '
+                               f'{exit_status}{done}{first_err}')
+    if errs:
+        return Verdict.CRASH, f'crash: {what} reported an error{first_err}'
+    if not rows:
+        if exit_status is None and getattr(result, 'closed', False) is None:
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: no result rows from {what}')
+        return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
+    if not getattr(result, 'complete', False):
+        if getattr(result, 'closed', False) is None and \
+                str(getattr(result, 'format', '')).endswith('json-lines'):
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: rccl-tests JSON lines carry no closing '
+                f'summary; give the stdout of {what} too')
+        return Verdict.INCOMPLETE, (
+            f'incomplete: {what} stopped after {len(rows)} size(s) without '
+            f'its closing summary ("Out of bounds values" / "Avg bus '
+            f'bandwidth" lines)')
+    twice = _repeated(rows)
+    if twice:
+        return Verdict.INCOMPLETE, (
+            f'incomplete: {len(twice)} size(s) printed twice with different '
+            f'values, first {twice[0]} B: the table is ambiguous')
+    missing = _missing_sizes(rows, expected_sizes, exact_sizes, result)
+    if missing:
+        return Verdict.INCOMPLETE, missing.replace('{what}', what)
+    if all(r.wrong is None for r in rows):
+        return Verdict.COULD_NOT_CHECK, (
+            f'could not check: {what} did not check its results (#wrong '
+            f'N/A: run without -c 0)')
+    if getattr(result, 'avg_busbw_failed', False):
+        return Verdict.BELOW_REFERENCE, (
+            f'below-reference: {what}\'s own average bus bandwidth check '
+            f'(NCCL_TESTS_MIN_BW) failed: {result.avg_busbw} GB/s')
+    if exit_status is None:
+        return Verdict.COULD_NOT_CHECK, (
+            f'could not check: the exit status of {what} is unknown')
+    return None
+
+
+def _missing_sizes(rows, expected, exact, result):
+    """The reason when sizes asked, or announced by the run's own header
+    (``minBytes`` .. ``maxBytes`` by ``step``), are missing, else None."""
+    for sizes, source in ((expected, 'asked'),
+                          (_header_sizes(result), 'announced by its header')):
+        if not sizes:
+            continue
+        got = {r.size for r in rows}
+        if not exact:       # the program rounds sizes to the rank count
+            if len(got) < len(sizes):
+                return (f'incomplete: {len(got)} of {len(sizes)} sizes '
+                        f'in the output of {{what}}')
+            continue
+        # the header's small sizes may be rounded to the element size
+        missing = [s for s in sizes if s not in got and (
+            source == 'asked' or s >= 4096)]
+        if source != 'asked' and len(got) < len(sizes):
+            return (f'incomplete: {len(got)} of {len(sizes)} sizes '
+                    f'{source} in the output of {{what}}')
+        if missing:
+            return (f'incomplete: {len(missing)} of {len(sizes)} sizes '
+                    f'{source} missing from the output, first '
+                    f'{missing[0]} B')
+    return None
+
+
+def _nonfinite_row(r):
+    ms = [m for m in (r.out_of_place, r.in_place) if m is not None]
+    return not ms or r.busbw is None or any(
+        getattr(m, 'invalid', None) or not all(
+            map(finite, (m.time_us, m.algbw, m.busbw))) for m in ms)
+
+
+# -- the whole case -----------------------------------------------------------
+
+def _exact(ev, result):
+    if ev.collective is None and getattr(result, 'collective', None) is None:
+        return ev.exact_sizes
+    if not ev.exact_sizes:
+        return False
+    try:
+        from ccl_health.evidence import collectives as C
+        name = ev.collective or result.collective
+        return C.COLLECTIVES[C.canonical(name)].exact_sizes
+    except Exception:
+        return ev.exact_sizes
+
+
+def _versions(att: Attempt):
+    """``{rank: version}`` of the ranks' library versions, where known."""
+    out = {}
+    dbg = att.debug
+    for key, rank in (getattr(dbg, 'ranks', None) or {}).items():
+        v = (getattr(rank, 'versions', None) or {}).get('nccl') or \
+            (getattr(rank, 'versions', None) or {}).get('rccl')
+        if v:
+            out[getattr(rank, 'label', key)] = v
+    out.update(getattr(att, 'rank_versions', None) or {})
+    return out
+
+
+def _version_groups(vers):
+    """``2.28.3 on 3 ranks (a, b, c); 2.21.5 on 1 rank (d)``."""
+    groups = {}
+    for rank, v in sorted(vers.items()):
+        groups.setdefault(v, []).append(rank)
+    return '; '.join(
+        f'{v} on {len(rs)} rank{"s" if len(rs) > 1 else ""} '
+        f'({", ".join(rs[:3])}{", ..." if len(rs) > 3 else ""})'
+        for v, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])))
+
+
+def _warn_failure(warns):
+    fatal = [w for w in warns if w.fatal and not w.benign]
+    if not fatal:
+        return None
+    w = fatal[0]
+    more = f' (+{len(fatal) - 1} more fatal)' if len(fatal) > 1 else ''
+    v = Verdict.FALLBACK if w.fatal == 'plugin-init' else Verdict.CRASH
+    where = f' in {w.source}' if w.source else ''
+    return v, (f'{v}: NCCL WARN of class {w.fatal}{where}: '
+               f'{w.text[:200]}{more}')
+
+
+def _warn_note(warns):
+    if not warns:
+        return ''
+    parts = [w.describe() for w in warns[:3]]
+    more = f' (+{len(warns) - 3} more)' if len(warns) > 3 else ''
+    return f'; {len(warns)} NCCL WARN line(s): ' + '; '.join(parts) + more
+
+
+def judge_attempt(ev: CaseEvidence, att: Attempt):
+    """``(verdict, reason, findings)`` of one attempt."""
+    res = att.result
+    if att.killed:
+        return Verdict.HANG, f'hang: {att.killed}', []
+    if att.launch_error and not getattr(res, 'rows', None):
+        return Verdict.COULD_NOT_CHECK, (f'could not check: '
+                                         f'{att.launch_error}'), []
+    if res is None:
+        return Verdict.COULD_NOT_CHECK, (f'could not check: no output of '
+                                         f'{ev.what}'), []
+    exact = _exact(ev, res)
+    bad = judge_output(res, att.exit_status, ev.expected_sizes, ev.what,
+                       ceiling=ev.ceiling_gbps,
+                       ceiling_source=ev.ceiling_source, exact_sizes=exact)
+    found = findings(res, ev.reference)
+    if bad and bad[0] in (Verdict.HANG, Verdict.WRONG_RESULTS):
+        return bad[0], bad[1], found
+    warn = _warn_failure(att.warns)
+    if warn and (bad is None or not bad[0].failed or
+                 bad[0] is Verdict.BELOW_REFERENCE):
+        return warn[0], warn[1], found
+    vers = _versions(att)
+    if bad is None and len(set(vers.values())) > 1:
+        return Verdict.NODE_FAULT, (
+            'node-fault: ranks run different NCCL versions: ' +
+            _version_groups(vers)), found
+    if bad is not None:
+        v, reason = bad
+        if v is Verdict.COULD_NOT_CHECK and att.exit_status is None and \
+                'exit status' in reason and ev.reference is not None:
+            # the numbers were measured whatever the unknown exit status
+            short = [f for f in found if f.below]
+            if short and _proven(ev, att)[0] is None:
+                return Verdict.BELOW_REFERENCE, below_reason(
+                    [(f.size, f.busbw, f.ref, f.tolerance)
+                     for f in short]), found
+        return v, reason, found
+    verdict, why = _proven(ev, att)
+    if verdict is not None:
+        return verdict, why, found
+    proof_reason = why
+    if not ev.judge_bandwidth:
+        return Verdict.PASS, proof_reason, found
+    if ev.reference is None:
+        return Verdict.NO_REFERENCE, (
+            f'no-reference: {ev.missing_reference}' if ev.missing_reference
+            else 'no-reference: no reference entry'), found
+    short = [f for f in found if f.below]
+    if short:
+        return Verdict.BELOW_REFERENCE, below_reason(
+            [(f.size, f.busbw, f.ref, f.tolerance) for f in short]), found
+    n = sum(1 for f in found if f.ref is not None)
+    if n == 0:
+        key = ev.missing_reference or _key(ev)
+        return Verdict.NO_REFERENCE, (
+            f'no-reference: none of the sizes of the output is in the '
+            f'reference for {key}'), found
+    big = max(res.rows, key=lambda r: r.size)
+    return Verdict.PASS, (
+        f'{n} sizes within reference; {big.busbw:.1f} GB/s at '
+        f'{format_size(big.size)}; {proof_reason}'), found
+
+
+def _key(ev):
+    return (f'{ev.transport or "?"} {ev.collective or "?"} '
+            f'{ev.nodes or "?"} node(s) x {ev.gpus_per_node or "?"} GPUs')
+
+
+def _proven(ev, att):
+    """``(failure verdict or None, reason)`` of the transport proof."""
+    proof = att.proof
+    if proof is None:
+        if not ev.proof_required:
+            return None, 'transport not proven (no debug log; not required)'
+        return Verdict.COULD_NOT_CHECK, ('could not check: the transport '
+                                         'was not proven (no debug log)')
+    if not proof.ok:
+        if getattr(proof, 'proven', None) is None:
+            return Verdict.COULD_NOT_CHECK, f'could not check: {proof.reason}'
+        return Verdict.FALLBACK, f'fallback: {proof.reason}'
+    return None, proof.reason
+
+
+def _contended(ev, verdict, reason):
+    states = ev.node_states or {}
+    if not (states.get('before') or states.get('after') or
+            states.get('samples')):
+        return verdict, reason
+    from ccl_health.evidence.nodestate.diagnose import contention
+    found = contention([states.get('before'), *states.get('samples', []),
+                        states.get('after')])
+    if found is None:
+        return verdict, reason
+    return Verdict.CONTENDED, (f'contended: {found.text} while the run ran; '
+                               f'measured: {reason}')
+
+
+#: what a retry may absorb: a bandwidth shortfall only
+ABSORBED = (Verdict.BELOW_REFERENCE, Verdict.DROP)
+
+
+def judge(ev: CaseEvidence) -> Judgement:
+    """The verdict of one case from all its evidence."""
+    if not ev.attempts:
+        return Judgement(Verdict.COULD_NOT_CHECK,
+                         f'could not check: {ev.what} was not run')
+    judged = [judge_attempt(ev, a) for a in ev.attempts]
+    pick = len(judged) - 1
+    for i, (v, _, _) in enumerate(judged[:-1]):
+        if v.failed and v not in ABSORBED:
+            pick = i
+            break
+    v, reason, found = judged[pick]
+    if len(judged) > 1:
+        reason = f'attempt {pick + 1} of {len(judged)}: {reason}'
+    warns = [w for a in ev.attempts for w in a.warns]
+    reason += _warn_note(warns)
+    v, reason = _contended(ev, v, reason)
+    return Judgement(v, reason, found, warns, pick + 1,
+                     ev.attempts[pick].proof)
+
+
+def physical_ceiling(transport, site_transport=None):
+    """``(GB/s, where it comes from)``: the site's ``ceiling`` of the
+    transport (links x link speed) when it has one, else the transport
+    registry's bound; ``(None, '')`` for an unknown transport."""
+    ceil = getattr(site_transport, 'ceiling', None) if site_transport else None
+    if ceil:
+        gbps = float(ceil['links']) * float(ceil['link_gbps'])
+        return gbps, (f'site: {ceil["links"]} links x {ceil["link_gbps"]:g} '
+                      f'GB/s')
+    from ccl_health.sitedata import transports
+    if not transport:           # not known: the highest bound of any
+        t = max(transports.REGISTRY, key=lambda t: t.ceiling_gbps)
+        return t.ceiling_gbps, (f'transport registry: no transport known, '
+                                f'the highest bound ({t.name}) '
+                                f'{t.ceiling_gbps:g} GB/s')
+    t = transports.find(transport)
+    if t is None or not getattr(t, 'ceiling_gbps', None):
+        return None, ''
+    return t.ceiling_gbps, (f'transport registry: {t.name} at most '
+                            f'{t.ceiling_gbps:g} GB/s')
+

@@ -1,0 +1,154 @@
+"""The cross-door fault matrix (issue 19): real captures x every damaging
+mutation (tests/mutations.py: the output faults of issue 11 and the
+judge's classes 4-6) through every door that judges a case:
+
+* ``scripts/explain`` (:func:`ccl_health.explain.explain`);
+* the sweep's judging path (:func:`ccl_health.rfm.sweep.sweep_evidence`,
+  what ``CollectiveSweepBase._judge`` calls, without ReFrame; the whole
+  ReFrame path is tests/test_fault_matrix.py and one replay case below);
+* ingest (:func:`ccl_health.db.recorder.case_verdict` of the judged
+  verdict with :func:`~ccl_health.db.recorder.sizes_from_sweep`);
+* a fleet step (:func:`ccl_health.fleet.run.judge_step`, with the
+  capture's debug logs, the reference file and proof asked).
+
+Every door must give the same verdict name, and none may pass a damaged
+input; the undamaged and harmlessly prefixed captures pass everywhere."""
+
+import glob
+import os
+import random
+
+import pytest
+
+import mutations
+from conftest import REPO
+
+from ccl_health import explain
+from ccl_health.db import recorder
+from ccl_health.evidence import debuglog, nccltests
+from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.run import Raw, Step, judge_step
+from ccl_health.judge import reference
+from ccl_health.judge.judge import judge
+from ccl_health.units import size_sweep
+
+pytest.importorskip('reframe')
+from ccl_health.rfm.sweep import sweep_evidence  # noqa: E402
+
+CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
+REFDIR = os.path.join(REPO, 'reference')
+#: captures of complete, healthy runs with a reference in reference/local.yaml
+CAPTURES = ['intra', 'net-socket']
+DAMAGING = dict(mutations.DAMAGING, **mutations.JUDGE_DAMAGING)
+HARMLESS = sorted(mutations.HARMLESS)[:2]
+
+
+def capture(name):
+    d = os.path.join(CAP, name)
+    with open(os.path.join(d, 'stdout.txt')) as fp:
+        text = fp.read()
+    return text, sorted(glob.glob(os.path.join(d, 'nccl-debug.*.log')))
+
+
+def through_every_door(tmp_path, transport, text, logs, rc=0):
+    """``{door: verdict name}`` of one (damaged) output."""
+    out = tmp_path / 'all_reduce.out'
+    out.write_text(text)
+    doc = explain.explain([str(out), *logs], system='local',
+                          partition='gpu', transport_asked=transport,
+                          nodes=1, gpus_per_node=2, exit_status=rc,
+                          refdir=REFDIR)
+    res = nccltests.parse(text)
+    ev = debuglog.read_evidence(logs)
+    debuglog.feed_lines(ev, text.splitlines(), source=str(out))
+    proof = debuglog.prove(transport, ev, nodes=1)
+    entry = reference.load_for_system(REFDIR, 'local').lookup(
+        'gpu', transport, 'all_reduce', 1, 2)
+    clean = nccltests.parse_text(capture(CAPTURE_OF[transport])[0])
+    lo, hi, step, _ = clean.header_sizes
+    sizes = size_sweep(lo, hi, step)
+    swept = judge(sweep_evidence(
+        res, rc, proof, entry, what='all_reduce_perf', transport=transport,
+        collective='all_reduce', nodes=1, gpus_per_node=2, algo='default',
+        sizes_run=sizes, exact=True, debug=ev, log_paths=logs,
+        stdout_path=str(out)))
+    ingested = recorder.case_verdict(
+        str(swept.verdict), recorder.sizes_from_sweep(res, entry))
+    cfg = FleetConfig(transport=transport, tasks_per_node=2,
+                      reference=os.path.join(REFDIR, 'local.yaml'),
+                      reference_partition='gpu', prove_transport=True)
+    fleet = judge_step(Raw(Step('group', ('vm',), 60), rc, text,
+                           debug_logs=logs), hi, 60, cfg)[0]
+    return {'explain': doc['verdict'], 'sweep': str(swept.verdict),
+            'ingest': ingested, 'fleet': str(fleet)}
+
+
+CAPTURE_OF = {'intra': 'intra', 'net-socket': 'net-socket'}
+
+
+@pytest.mark.parametrize('cap', CAPTURES)
+@pytest.mark.parametrize('case', ['undamaged'] + HARMLESS)
+def test_healthy_capture_passes_every_door(tmp_path, cap, case):
+    text, logs = capture(cap)
+    if case != 'undamaged':
+        text = mutations.HARMLESS[case](text, random.Random(19))
+    got = through_every_door(tmp_path, cap, text, logs)
+    assert set(got.values()) == {'pass'}, got
+
+
+@pytest.mark.parametrize('cap', CAPTURES)
+@pytest.mark.parametrize('case', sorted(DAMAGING))
+@pytest.mark.parametrize('seed', [19, 7])
+def test_damage_gives_one_verdict_and_never_a_pass(tmp_path, cap, case,
+                                                   seed):
+    text, logs = capture(cap)
+    damaged = DAMAGING[case](text, random.Random(seed))
+    assert damaged != text
+    got = through_every_door(tmp_path, cap, damaged, logs)
+    assert len(set(got.values())) == 1, (case, got)
+    assert 'pass' not in got.values(), (case, got)
+
+
+def test_nonzero_exit_after_a_complete_table_is_a_crash_everywhere(tmp_path):
+    text, logs = capture('intra')
+    got = through_every_door(tmp_path, 'intra', text, logs, rc=1)
+    assert set(got.values()) == {'crash'}, got
+
+
+@pytest.mark.parametrize('case', ['impossible-busbw', 'warn-progress'])
+def test_the_whole_reframe_path_agrees(tmp_path, case):
+    """One real ReFrame run per class (the replay stand-in plays the
+    damaged capture): the sweep's verdict line and its database row say
+    what the other doors say."""
+    import shutil
+    import subprocess
+    import sys
+    from ccl_health.db import store
+    from test_reframe_replay import make_site, verdict_lines
+    root = tmp_path / 'cap'
+    shutil.copytree(os.path.join(CAP, 'intra'), root / 'intra')
+    (root / 'intra' / 'result.json').unlink()
+    text, logs = capture('intra')
+    damaged = DAMAGING[case](text, random.Random(19))
+    (root / 'intra' / 'stdout.txt').write_text(damaged)
+    expected = through_every_door(tmp_path, 'intra', damaged, logs)
+    assert len(set(expected.values())) == 1
+    db = tmp_path / 'db.sqlite'
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_LAUNCHER='local',
+               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
+               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
+               CCL_HEALTH_DB=str(db), CCL_HEALTH_REPLAY_DIR=str(root))
+    env.pop('CCL_HEALTH_REFERENCE_DIR', None)
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
+                        '--output', str(tmp_path / 'out'), '--', '-n',
+                        'AllReduceSweep%transport=intra', '-S',
+                        'min_size=8', '-S', 'max_size=8G'],
+                       env=env, cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    line = verdict_lines(p.stdout)['intra']
+    with store.open_store(str(db), readonly=True) as s:
+        [recorded] = s.cases()
+    assert p.returncode == 1, line
+    assert recorded['verdict'] == expected['sweep'], (line, expected)
+    assert expected['sweep'].upper() in line, line

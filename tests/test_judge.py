@@ -1,0 +1,196 @@
+"""The judge (ccl_health/judge/judge.py), rule by rule, on real captures
+(tests/fixtures/device/cap) and on lines built from the upstream format
+strings (tests/mutations.py cites them)."""
+
+import glob
+import os
+import random
+
+import mutations
+from conftest import REPO
+
+from ccl_health.evidence import debuglog, nccltests, warns
+from ccl_health.judge import reference
+from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.judge import judge, physical_ceiling
+from ccl_health.judge.verdicts import Verdict
+
+CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'intra')
+REFDIR = os.path.join(REPO, 'reference')
+
+
+def _intra():
+    with open(os.path.join(CAP, 'stdout.txt')) as fp:
+        return fp.read()
+
+
+def _logs():
+    return sorted(glob.glob(os.path.join(CAP, 'nccl-debug.*.log')))
+
+
+def case(text=None, rc=0, entry='lookup', attempts=None, **kw):
+    """The evidence of the capture 'intra' (or ``text``), proven, with its
+    reference entry."""
+    logs = _logs()
+    ev = debuglog.read_evidence(logs)
+    proof = debuglog.prove('intra', ev, nodes=1)
+    if entry == 'lookup':
+        entry = reference.load_for_system(REFDIR, 'local').lookup(
+            'gpu', 'intra', 'all_reduce', 1, 2)
+    text = _intra() if text is None else text
+    w, versions = warns.read_logs(logs, text, 'stdout')
+    ceiling, where = physical_ceiling('intra')
+    att = Attempt(nccltests.parse_text(text), rc, None, proof, ev, w,
+                  rank_versions=versions)
+    args = dict(what='all_reduce_perf', transport='intra',
+                collective='all_reduce', nodes=1, gpus_per_node=2,
+                attempts=attempts or [att], reference=entry,
+                missing_reference='no reference for local:gpu intra',
+                ceiling_gbps=ceiling, ceiling_source=where)
+    args.update(kw)
+    return CaseEvidence(**args)
+
+
+def test_the_real_capture_passes_with_every_size_found():
+    j = judge(case())
+    assert j.verdict is Verdict.PASS, j.reason
+    assert j.reason.startswith('31 sizes within reference') or \
+        'sizes within reference' in j.reason
+    assert j.attempt == 1 and len(j.findings) == 31
+    assert all(f.verdict in ('pass', 'no-reference') for f in j.findings)
+
+
+def test_busbw_above_the_physical_ceiling_is_wrong_results():
+    text = mutations.set_value(_intra(), 30, 0, 2, f'{1e308:.2f}')
+    j = judge(case(text))
+    assert j.verdict is Verdict.WRONG_RESULTS
+    assert 'physical ceiling 1800 GB/s' in j.reason
+    assert 'transport registry' in j.reason
+
+
+def test_the_site_ceiling_replaces_the_registry():
+    class Site:
+        ceiling = {'links': 2, 'link_gbps': 50.0}
+    gbps, where = physical_ceiling('intra', Site())
+    assert gbps == 100.0 and where.startswith('site: 2 links')
+    j = judge(case(ceiling_gbps=gbps, ceiling_source=where))
+    assert j.verdict is Verdict.WRONG_RESULTS and 'site: 2 links' in j.reason
+
+
+def test_a_time_of_zero_or_below_is_wrong_results():
+    for value in ('0.00', '-3.10'):
+        text = mutations.set_value(_intra(), 5, -1, 0, value)
+        j = judge(case(text))
+        assert j.verdict is Verdict.WRONG_RESULTS and '<= 0' in j.reason
+
+
+def test_a_size_printed_twice_with_different_values_is_incomplete():
+    text = mutations.repeat_size(_intra(), random.Random(3))
+    j = judge(case(text))
+    assert j.verdict is Verdict.INCOMPLETE and 'printed twice' in j.reason
+
+
+def test_sizes_missing_from_the_headers_range_are_incomplete():
+    res = nccltests.parse_text(_intra())
+    assert res.header_sizes == (8, 8589934592, 2, 'factor')
+    for where in ('middle', 'end'):
+        text = mutations.drop_row(_intra(), random.Random(5), where)
+        j = judge(case(text))
+        assert j.verdict is Verdict.INCOMPLETE, (where, j.reason)
+        assert 'announced by its header' in j.reason
+
+
+def test_ranks_with_different_nccl_versions_are_named():
+    text = mutations.version_mismatch(_intra(), random.Random(1))
+    j = judge(case(text))
+    assert j.verdict is Verdict.NODE_FAULT
+    assert '2.21.5 on 1 rank (vm:7002)' in j.reason
+    assert '2.28.3 on 3 ranks' in j.reason
+
+
+def test_fatal_warn_classes_fail_and_every_warn_is_named():
+    for key, cls in (('warn-progress', 'connection'),
+                     ('warn-regmem', 'memory-registration')):
+        text = mutations.add_warn(_intra(), random.Random(2), key)
+        j = judge(case(text))
+        assert j.verdict is Verdict.CRASH, j.reason
+        assert f'class {cls}' in j.reason and '1 NCCL WARN line' in j.reason
+        assert [w.fatal for w in j.warns] == [cls]
+
+
+def test_plugin_initialisation_failure_is_a_fallback():
+    text = mutations.insert_line(
+        _intra(), 3, 'vm:1:1 [0] NCCL WARN NET/OFI aws-ofi-nccl '
+        'initialization failed')
+    j = judge(case(text))
+    assert j.verdict is Verdict.FALLBACK and 'plugin-init' in j.reason
+
+
+def test_a_benign_warn_is_named_and_passes():
+    text = mutations.add_warn(_intra(), random.Random(2), 'warn-progress')
+    logs = _logs()
+    w, v = warns.read_logs(logs, text, 'stdout', warns.benign_patterns(
+        [{'pattern': 'progressing operation=Connect',
+          'why': 'seen at teardown on this fabric'}]))
+    ev = case(text)
+    ev.attempts[0].warns = w
+    j = judge(ev)
+    assert j.verdict is Verdict.PASS, j.reason
+    assert 'benign: seen at teardown on this fabric' in j.reason
+
+
+def test_rccl_advice_warns_are_not_fatal():
+    text = ('x:1:1 [0] NCCL WARN Missing "iommu=pt" from kernel command '
+            'line which can lead to system instablity or hang!\n')
+    [w] = warns.read_text(text)
+    assert w.fatal is None
+    # prefix-less, as users paste them
+    [w] = warns.read_text('[0] NCCL WARN Cuda failure \'invalid argument\'')
+    assert w.fatal == 'cuda'
+
+
+def test_no_measured_size_in_the_reference_is_no_reference():
+    entry = reference.load_for_system(REFDIR, 'local').lookup(
+        'gpu', 'intra', 'all_reduce', 1, 2)
+    import dataclasses
+    other = dataclasses.replace(entry, busbw={3: 1.0})
+    j = judge(case(entry=other))
+    assert j.verdict is Verdict.NO_REFERENCE
+    assert 'none of the sizes of the output is in the reference' in j.reason
+    j = judge(case(entry=None))
+    assert j.verdict is Verdict.NO_REFERENCE and 'local:gpu' in j.reason
+
+
+def test_below_reference_names_each_size():
+    text = mutations.set_value(_intra(), 30, 0, 2, '1.00')
+    text = mutations.set_value(text, 30, -1, 2, '1.00')
+    j = judge(case(text))
+    assert j.verdict is Verdict.BELOW_REFERENCE and '8GiB 1.00 vs' in j.reason
+    assert [f.size for f in j.findings if f.below] == [1 << 33]
+
+
+def test_a_retry_absorbs_a_shortfall_only():
+    good = case().attempts[0]
+    wrong = case(mutations.set_wrong(_intra(), 4, 9)).attempts[0]
+    slow_text = mutations.set_value(mutations.set_value(
+        _intra(), 30, 0, 2, '1.00'), 30, -1, 2, '1.00')
+    slow = case(slow_text).attempts[0]
+    j = judge(case(attempts=[wrong, good]))
+    assert j.verdict is Verdict.WRONG_RESULTS and j.attempt == 1
+    assert j.reason.startswith('attempt 1 of 2: wrong-results')
+    j = judge(case(attempts=[slow, good]))
+    assert j.verdict is Verdict.PASS and j.attempt == 2
+    crashed = Attempt(good.result, 1, None, good.proof, good.debug)
+    assert judge(case(attempts=[crashed, good])).verdict is Verdict.CRASH
+
+
+def test_unproven_transport_and_kills():
+    att = case().attempts[0]
+    att.proof = None
+    assert judge(case(attempts=[att])).verdict is Verdict.COULD_NOT_CHECK
+    j = judge(case(attempts=[att], proof_required=False,
+                   judge_bandwidth=False))
+    assert j.verdict is Verdict.PASS
+    att.killed = 'the job exceeded its time limit'
+    assert judge(case(attempts=[att])).verdict is Verdict.HANG
+    assert judge(CaseEvidence()).verdict is Verdict.COULD_NOT_CHECK
