@@ -166,3 +166,7 @@ def _write_json(path, doc):
 def _description():
     from ccl_health.hook import check
     return (check.__doc__ or '').split('\n\n')[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
