@@ -33,8 +33,10 @@ from ccl_health.evidence.nccltests_json import (  # noqa: F401 (this API)
 # -- text ------------------------------------------------------------------
 
 # A line NCCL's logger writes: "host:pid:tid [dev] NCCL INFO ..."
-_NCCL_LOG = re.compile(r'\S+:\d+:\d+ \[\d+\] (?:\S+ )?NCCL '
-                       r'(INFO|WARN|TRACE|ERROR)')
+# (src/debug.cc); pasted logs lose the prefix: "[0] NCCL INFO ...", or a
+# bare "NCCL INFO ..." at the start of the line
+_NCCL_LOG = re.compile(r'(?:\S+:\d+:\d+ \[\d+\] (?:\S+ )?|\[\d+\] |^\s*)'
+                       r'[NR]CCL (INFO|WARN|TRACE|ERROR)\b')
 _NUM = r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)'
 # prefixes that launchers and log collectors put before every line
 _PREFIXES = (
@@ -51,12 +53,26 @@ _HOST_PREFIX = re.compile(r'^[A-Za-z][\w.-]*:\s+')
 _TABLE_START = re.compile(r'^(?:#|\s*\d+\s+\d+\s|rccl-tests:|[NR]CCL version'
                           r'|\S+:\d+:\d+ \[\d+\])')
 _BARE_HOST = re.compile(r'^\s*(?:[A-Za-z][\w.-]*:\s*)?$')
-_RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+'
+# "#   Rank %2d [Group %2d] [Pid %6d] on %10s device %2d [%s] %s" (no Pid
+# before nccl-tests 2.4, no Group before 2.13)
+_RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?'
+                        r'(?:Pid\s+\d+\s+)?on\s+'
                         r'(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s*(.*)$')
-_HEADER = re.compile(r'^#\s+size\s+count\s+type\b(.*)$')
+# the column header: "size count type" since 2.4; the first releases
+# (2017-2019) printed "bytes N type op ... res" (res: the largest delta)
+_HEADER = re.compile(r'^#\s+(?:size\s+count|bytes\s+N)\s+type\b(.*)$')
 _OOB = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?')
 _AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(' + _NUM + r'|-nan)'
                   r'\s*(OK|FAILED)?')
+# the first releases printed the run's header and the summary without '#'
+_HASHLESS = re.compile(r'^(?:nThreads?:? \d|Out of bounds values\s*:'
+                       r'|Avg bus bandwidth\s*:)')
+# "nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) ..."
+# (nccl-tests), "nThreads: %d nGpus: %d nRanks: %d minBytes: %ld maxBytes:
+# %ld step: %ld(%s) ..." (rccl-tests; its nRanks is ranks per GPU)
+_RUN_HEADER = re.compile(
+    r'^#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\s+(?:nRanks:?\s+\d+\s+)?'
+    r'minBytes:?\s+(\d+)\s+maxBytes:?\s+(\d+)\s+step:\s*(\d+)\((\w+)\)')
 _VERSION = re.compile(r'^#\s*nccl-tests version\s+(\S+)\s+nccl-headers=(\d+)'
                       r'\s+nccl-library=(\d+)')
 _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
@@ -241,6 +257,13 @@ def _finish(res):
     return res
 
 
+def _run_header(res, m):
+    res.threads, res.gpus_per_process = int(m.group(1)), int(m.group(2))
+    res.min_bytes, res.max_bytes = int(m.group(3)), int(m.group(4))
+    res.step = int(m.group(5))
+    res.step_factor = res.step if m.group(6) == 'factor' else None
+
+
 def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
     res = SweepResult(source='text', closed=False)
@@ -250,9 +273,16 @@ def parse_text(text):
         s = line.strip()
         if not s:
             continue
+        if _HASHLESS.match(s):
+            s = '# ' + s
         if s.startswith('#'):
+            m = _RUN_HEADER.match(s)
+            if m:
+                _run_header(res, m)
+                continue
             m = _RANK_LINE.match(s)
             if m:
+                res.rank_hosts.append(m.group(2))
                 res.devices.append(f'{m.group(2)}:{m.group(3)} {m.group(5)}'
                                    .strip())
                 if m.group(2) not in res.hosts:
@@ -261,7 +291,7 @@ def parse_text(text):
             m = _HEADER.match(s)
             if m:
                 cols = m.group(1).split()
-                if 'error' in cols:
+                if 'error' in cols or 'res' in cols:
                     res.check_column = 'error'
                 elif '#wrong' in cols:
                     res.check_column = '#wrong'

@@ -63,6 +63,7 @@ def parse_json(text, origin='<json>'):
             host = dev.get('hostname', '?')
             res.devices.append(f'{host}:{dev.get("device")} '
                                f'{dev.get("device_info", "")}'.strip())
+            res.rank_hosts.append(host)
             if host not in res.hosts:
                 res.hosts.append(host)
     if res.devices:
@@ -120,7 +121,10 @@ def _rccl_rows(entries, origin):
         try:
             m = _json_measurement({'time': e['time'], 'alg_bw': e['algBw'],
                                    'bus_bw': e['busBw'],
-                                   'wrong': e.get('wrong')})
+                                   # "#wrong" in some releases, with
+                                   # string values ("0")
+                                   'wrong': e.get('wrong',
+                                                  e.get('#wrong'))})
             key = (e.get('numCycle'), int(e['size']))
             row = rows.get(key)
             if row is None:

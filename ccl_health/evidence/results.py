@@ -96,6 +96,20 @@ class SweepResult:
     notes: List[str] = dataclasses.field(default_factory=list)
     #: the check column's header: '#wrong' or 'error' (None: not seen)
     check_column: Optional[str] = None
+    #: the host of each rank line, in rank order (``ranks_per_host``)
+    rank_hosts: List[str] = dataclasses.field(default_factory=list)
+    #: the run's own header (``nThread 1 nGpus 1 minBytes 8 maxBytes ...
+    #: step: 2(factor)``, rccl-tests' ``nThreads: 1 nGpus: 1 nRanks: 1
+    #: minBytes: ...``): the sizes it was asked to cover; None when not read
+    min_bytes: Optional[int] = None
+    max_bytes: Optional[int] = None
+    #: the ``step:`` value, and whether it multiplies (``(factor)``, then
+    #: ``step_factor`` is it) or adds (``(bytes)``)
+    step: Optional[int] = None
+    step_factor: Optional[int] = None
+    #: ``nGpus`` (GPUs per process) and ``nThread(s)`` of the header
+    gpus_per_process: Optional[int] = None
+    threads: Optional[int] = None
 
     @property
     def complete(self):
@@ -109,6 +123,50 @@ class SweepResult:
 
     def by_size(self):
         return {r.size: r for r in self.rows}
+
+    @property
+    def ranks_per_host(self):
+        """{host: ranks} from the rank lines (hosts may hold different
+        numbers of ranks: GPUs per node is not ranks / hosts)."""
+        counts = {}
+        for host in self.rank_hosts:
+            counts[host] = counts.get(host, 0) + 1
+        return counts
+
+    @property
+    def duplicate_sizes(self):
+        """Sizes printed more than once, for the same type / op / root,
+        with different values: the table is ambiguous there.  (rccl-tests'
+        JSON repeats sizes per cycle: not counted.)"""
+        if self.format.startswith('rccl-tests-json'):
+            return []
+        seen, dup = {}, []
+        for r in self.rows:
+            key = (r.size, r.dtype, r.redop, r.root)
+            vals = tuple((m.time_us, m.algbw, m.busbw, m.wrong, m.max_delta)
+                         if m else None
+                         for m in (r.out_of_place, r.in_place))
+            if key in seen and seen[key] != vals and r.size not in dup:
+                dup.append(r.size)
+            seen.setdefault(key, vals)
+        return dup
+
+    def expected_sizes(self):
+        """The sizes the header asks for (``minBytes`` .. ``maxBytes`` by
+        ``step``), or None when the header was not read.  The program
+        rounds each size down to whole elements of its type, so compare
+        with the rows' sizes by that rule."""
+        if None in (self.min_bytes, self.max_bytes, self.step) or \
+                self.step < 1 or self.min_bytes < 0:
+            return None
+        sizes, size = [], self.min_bytes
+        while size <= self.max_bytes and len(sizes) < 10000:
+            sizes.append(size)
+            nxt = size * self.step if self.step_factor else size + self.step
+            if nxt <= size:
+                break
+            size = nxt
+        return sizes
 
     @property
     def wrong_total(self):
