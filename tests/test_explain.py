@@ -196,12 +196,26 @@ def test_unreadable_or_unrecognisable_files_name_the_file(tmp_path):
     junk.write_text('hello\nnothing to see\n')
     for args, words in (([str(tmp_path / 'missing.txt')], 'missing.txt: '
                          'cannot read'),
-                        ([str(junk)], 'notes.txt: not an nccl-tests'),
-                        ([files(*INTRA)[2]], 'only debug logs')):
+                        ([str(junk)], 'notes.txt: not an nccl-tests')):
         p = explain(*args, *LOCAL)
         assert p.returncode == 2 and not p.stdout
         assert len(p.stderr.strip().splitlines()) == 1
         assert words in p.stderr
+
+
+def test_debug_logs_alone_prove_the_transport_and_do_not_judge_bandwidth():
+    # the suite's own runs: intra-node (P2P) and sockets between 2 ranks
+    for case, proven in ((INTRA, 'intra'), (SOCKET, 'net-socket')):
+        rc, doc = doc_of(*files(*case)[2:], *LOCAL)
+        assert rc == 2 and doc['verdict'] == 'could-not-check'
+        assert doc['transport']['proven'] == proven and doc['transport']['ok']
+        assert 'debug log only' in doc['reason']
+        assert 'bandwidth not judged' in doc['reason'] and not doc['rows']
+    # the fallback run's logs alone: sockets where the plugin was missing
+    rc, doc = doc_of(*files(*FALLBACK)[2:], '--transport', 'net-plugin')
+    assert rc == 2 and doc['transport']['proven'] == 'net-socket'
+    assert not doc['transport']['ok'] and 'fallback to net-socket' in \
+        doc['reason']
 
 
 def test_the_script_wrapper():

@@ -30,7 +30,7 @@ import re
 from typing import Dict, List, Optional
 
 from ccl_health.sitedata import transports
-from ccl_health.sitedata.transports import BUILTIN_NETS  # noqa: F401 (part of this API)
+from ccl_health.sitedata.transports import BUILTIN_NETS
 
 #: ``host:pid:tid [dev]`` before ``NCCL INFO`` / ``<file>:<line> NCCL WARN``
 #: / ``<time> <file>:<line> NCCL TRACE``; a launcher's prefix
@@ -438,7 +438,11 @@ def _feed_asked(ev, text, pm, source):
     if m and 'NET/Plugin' in text and \
             m.group(1).rstrip(':,') not in _DEFAULT_PLUGIN_NAMES:
         ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,')
-    if _PLUGIN_INIT_FAILED.search(text) and not _COLLNET.search(text):
+    fm = _PLUGIN_FAILED.search(text)
+    builtin = fm is not None and (fm.group(1) or fm.group(2) or '').strip() \
+        in BUILTIN_NETS        # 2.28: "Failed to initialize NET plugin IB"
+    if _PLUGIN_INIT_FAILED.search(text) and not _COLLNET.search(text) and \
+            not builtin:
         ev.plugin_asked = ev.plugin_asked or text.strip()
         rank = _rank(ev, pm, source)
         rank.fell_back_line = rank.fell_back_line or text.strip()
