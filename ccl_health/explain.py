@@ -163,7 +163,9 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         elif not transport_asked:
             notes.append(f'--transport not given: judged as the transport '
                          f'the logs prove ({asked})')
-        proof = _prove(asked, ev, nodes or 1, expected_ranks=res.nranks)
+        # not given: prove() reads the ask from the log itself
+        proof = _prove(transport_asked, ev, nodes or 1,
+                       expected_ranks=res.nranks)
         proof_doc = {'asked': proof.asked, 'proven': proof.proven,
                      'ok': proof.ok, 'reason': proof.reason}
 
@@ -341,10 +343,14 @@ def render(doc):
     files = ', '.join(f'{f["path"]} ({f["kind"]})' for f in doc['files'])
     out.append(f'files      {files}')
     state = 'complete' if doc['complete'] else 'INCOMPLETE'
-    out.append(f'output     {doc["format"]} ({doc["source"]}), {state}; '
-               f'{doc["collective"] or "collective unknown"}, '
-               f'{doc["nranks"] or "?"} ranks on '
-               f'{", ".join(doc["hosts"]) or "?"}')
+    if doc['format'] is None:
+        out.append('output     none (debug log only: bandwidth not judged)')
+    else:
+        out.append(
+            f'output     {doc["format"]} ({doc["source"]}), {state}; '
+            f'{doc["collective"] or "collective unknown"}, '
+            f'{doc["nranks"] or "?"} ranks on '
+            f'{", ".join(doc["hosts"]) or "?"}')
     if doc['versions']:
         out.append('versions   ' + ', '.join(
             f'{k} {v}' for k, v in doc['versions'].items()))

@@ -147,8 +147,12 @@ class RankEvidence:
     ofi_seen: bool = False
     #: NCCL's builtin IB found devices ("NET/IB : Using [0]mlx5_0:1/IB")
     ib_seen: bool = False
-    #: a plugin failed to start here (init failure, "No plugin found")
+    #: a plugin failed to start here ("aws-ofi-nccl initialization
+    #: failed")
     fell_back_line: Optional[str] = None
+    #: no plugin was found here ("No plugin found (...), using internal
+    #: implementation"): a fallback only where one was asked for
+    not_found_line: Optional[str] = None
 
     @property
     def label(self):
@@ -341,7 +345,7 @@ def _unwrap(lines):
                     break
                 nxt = lines[i + k].strip()
                 if not nxt or 'CCL' in nxt or nxt.startswith('#') or \
-                        _TABLE_ROW.match(nxt) or \
+                        _TABLE_ROW.match(nxt) or _CHANNEL_START.search(nxt) or \
                         not _CONTINUATION.match(nxt):
                     break
                 for sep in ('', ' '):
@@ -427,7 +431,7 @@ def _feed_asked(ev, text, pm, source):
         ev.nranks_seen = max(ev.nranks_seen or 0, int(m.group(2)))
     m = _ENV_ECHO.search(text)
     if m:
-        ev.env.setdefault(m.group(1), m.group(2))
+        ev.env.setdefault(m.group(1), m.group(2).rstrip('.'))
         if m.group(1) == 'NCCL_NET_PLUGIN' and \
                 m.group(2).lower() not in ('none', ''):
             ev.plugin_asked = ev.plugin_asked or m.group(2)
@@ -446,10 +450,10 @@ def _feed_asked(ev, text, pm, source):
         ev.plugin_asked = ev.plugin_asked or text.strip()
         rank = _rank(ev, pm, source)
         rank.fell_back_line = rank.fell_back_line or text.strip()
-    elif 'No plugin found' in text or 'using internal implementation' in text:
-        if not _COLLNET.search(text):
-            rank = _rank(ev, pm, source)
-            rank.fell_back_line = rank.fell_back_line or text.strip()
+    elif ('No plugin found' in text or 'Could not find' in text) and \
+            'NET/Plugin' in text and not _COLLNET.search(text):
+        rank = _rank(ev, pm, source)
+        rank.not_found_line = rank.not_found_line or text.strip()
     if _OFI.search(text):
         _rank(ev, pm, source).ofi_seen = True
     if _IB_USING.search(text):

@@ -66,7 +66,8 @@ _AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(' + _NUM + r'|-nan)'
                   r'\s*(OK|FAILED)?')
 # the first releases printed the run's header and the summary without '#'
 _HASHLESS = re.compile(r'^(?:nThreads?:? \d|Out of bounds values\s*:'
-                       r'|Avg bus bandwidth\s*:)')
+                       r'|Avg bus bandwidth\s*:|(?:size\s+count|bytes\s+N)'
+                       r'\s+type\s)')
 # "nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) ..."
 # (nccl-tests), "nThreads: %d nGpus: %d nRanks: %d minBytes: %ld maxBytes:
 # %ld step: %ld(%s) ..." (rccl-tests; its nRanks is ranks per GPU)

@@ -93,6 +93,12 @@ def _no_channel_fallback(asked, t, ev):
     went (a plugin that failed to start, ``Using network Socket``,
     ``NET/OFI`` lines only), or None when none shows anything."""
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
+    if ev.plugin_asked:
+        # the plugin asked for was not found: NCCL's own network instead
+        for r in ev.ranks.values():
+            if not r.via and not r.networks and r.not_found_line:
+                r.fell_back_line = r.not_found_line
+                shown.append(r)
     if not shown:
         return None
     mixed = _mixed(ev)
@@ -146,16 +152,32 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
     if asked is None:
         asked = ev.proven()
         if asked is None:
-            fb = _no_channel_fallback(None, None, ev)
-            if fb is not None:
-                return fb
+            said = sorted({n for r in ev.ranks.values() for n in r.networks})
+            shown = (f' (they name {", ".join(said)}, but no connection '
+                     f'was made)' if said else '')
             return Proof(None, None, False,
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '
-                         'asked')
+                         'asked' + shown)
+    kept_on = not any(ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
+                                                      'NCCL_SHM_DISABLE'))
+    if from_log and nodes == 1 and kept_on and ev.proven() == 'intra':
+        # a plugin in the environment of a one-node run that kept P2P/SHM
+        # on: NCCL needs no network there, and that is no fallback
+        proof = _prove(transports.get('intra'), ev, nodes)
+        proof.reason += (f' (the log asks for {from_log}: '
+                         f'{_asked_why(ev, from_log)}; this one-node run '
+                         f'kept P2P/SHM on, so no network was needed)')
+        return _every_rank(proof, ev, expected_ranks)
     proof = _prove(transports.get(asked), ev, nodes)
     if from_log:
         proof.reason += f' (asked {from_log}: {_asked_why(ev, from_log)})'
+    return _every_rank(proof, ev, expected_ranks)
+
+
+def _every_rank(proof, ev, expected_ranks):
+    """``proof``, or could-not-check where a rank of ``expected_ranks``
+    shows no channel line."""
     if expected_ranks is not None and proof.ok:
         missing = _missing_ranks(ev, expected_ranks)
         if missing:
