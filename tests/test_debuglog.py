@@ -197,3 +197,12 @@ def test_versions_by_rank():
     ev = ev_of(lines)
     assert {k: v['nccl_version'] for k, v in ev.versions_by_rank.items()} \
         == {'n0:100': '2.21.5+cuda12.4', 'n1:101': '2.19.3+cuda12.3'}
+
+
+def test_a_rank_seen_only_through_ofi_lines_does_not_contradict_channels():
+    lines = [info('h', 1, 0, 'NET/Plugin: Loaded net plugin AWS Libfabric'),
+             info('h', 1, 0, 'Using network AWS Libfabric'),
+             info('h', 1, 0, net_line(0, 1, net='AWS Libfabric')),
+             info('h', 2, 1, 'NET/OFI Selected Provider is efa')]
+    proof = D.prove('net-plugin-gdr', ev_of(lines))
+    assert proof.ok, proof.reason

@@ -33,8 +33,14 @@ def _mixed(ev):
     """One line naming which ranks used which network, or None when every
     rank that names a network names the same one."""
     groups = {}
+    any_via = any(r.via for r in ev.ranks.values())
     for rank in ev.ranks.values():
         nets = rank.networks
+        if any_via and not rank.via and not rank.using_network and \
+                not nets & set(BUILTIN_NETS):
+            # a plugin inferred from NET/OFI lines alone: it cannot
+            # contradict the channels of the others (its name may differ)
+            continue
         if nets:
             label = ' + '.join(f'NET/{n}' for n in sorted(nets))
             groups.setdefault(label, []).append(rank)
