@@ -140,14 +140,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
     proof, proof_doc = None, None
-    fallback = _prove(None, ev, nodes or 1) if asked is None and \
-        ev.nccl_lines else None
-    if fallback is not None and fallback.proven:
-        # no channel lines, but the ranks show where NCCL went
-        proof = fallback
-        proof_doc = {'asked': proof.asked, 'proven': proof.proven,
-                     'ok': proof.ok, 'reason': proof.reason}
-    elif asked is None:
+    if asked is None:
         why = ('no NCCL debug log among the files' if not logs and
                not ev.via else 'no channel lines in the debug logs')
         proof_doc = {'asked': None, 'proven': None, 'ok': False,
