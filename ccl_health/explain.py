@@ -14,7 +14,6 @@ verdict; 2 for an unreadable or unrecognisable file.
 """
 
 import argparse
-import inspect
 import json
 import sys
 
@@ -44,10 +43,16 @@ def classify(text, path):
     if nccltests.looks_like_json(text):
         return 'json'
     res = nccltests.parse_text(text)
+    # an error printed by NCCL's logger ("NCCL WARN Cuda failure") is the
+    # debug log's, not a test output's
+    own_errors = [e for e in res.errors if not nccltests._NCCL_LOG.search(e)]
     if res.rows or res.out_of_bounds is not None or res.devices or \
-            res.tests_version or res.errors:
+            res.tests_version or own_errors or res.min_bytes is not None:
         return 'output'
-    if any(nccltests._NCCL_LOG.search(ln) for ln in text.splitlines()):
+    # a line NCCL's logger wrote (with or without its host:pid:tid prefix);
+    # text that merely names NCCL ("RCCL Test Data") is not a log
+    if any(nccltests._NCCL_LOG.search(nccltests.strip_prefixes(ln))
+           for ln in text.splitlines()):
         return 'log'
     raise CclHealthError(f'{path}: not an nccl-tests / rccl-tests output '
                          f'nor an NCCL/RCCL debug log (nothing recognisable)')
@@ -62,10 +67,41 @@ def _read(path):
             from None
 
 
-def _prove(asked, ev, nodes):
-    if 'nodes' in inspect.signature(transport.prove).parameters:
-        return transport.prove(asked, ev, nodes=nodes)
-    return transport.prove(asked, ev)
+def _prove(asked, ev, nodes, expected_ranks=None):
+    return transport.prove(asked, ev, nodes=nodes,
+                           expected_ranks=expected_ranks)
+
+
+def _log_only(files, kinds, logs, nodes, transport_asked):
+    """The explanation of debug logs given alone: the transport they
+    prove; bandwidth is not judged (could-not-check)."""
+    ev = transport.read_evidence([p for p, _ in logs])
+    hosts = list(ev.hosts)
+    nodes = nodes or (len(hosts) if hosts else 1)
+    proof = _prove(transport_asked, ev, nodes)
+    said = (f'proven {proof.proven}' if proof.ok else
+            f'{"fallback to " + proof.proven if proof.proven else "not proven"}')
+    reason = (f'could not check: debug log only: transport {said}: '
+              f'{proof.reason}; bandwidth not judged (no nccl-tests / '
+              f'rccl-tests output among the files)')
+    return {
+        'files': [{'path': p, 'kind': kinds[p]} for p in files],
+        'format': None, 'source': None, 'collective': None,
+        'nranks': ev.nranks_seen, 'hosts': hosts, 'complete': False,
+        'out_of_bounds': None, 'avg_busbw': None, 'errors': [],
+        'json_error': None, 'notes': ['debug log only: bandwidth not judged'],
+        'exit_status': None, 'rows': [],
+        'transport': {'asked': proof.asked, 'proven': proof.proven,
+                      'ok': proof.ok, 'reason': proof.reason},
+        'versions': dict(ev.versions),
+        'versions_by_rank': ev.versions_by_rank,
+        'reference': {'system': None, 'partition': None, 'file': None,
+                      'found': False, 'key': '?',
+                      'reason': 'debug log only: bandwidth not judged'},
+        'verdict': str(V.Verdict.COULD_NOT_CHECK), 'reason': reason,
+        'exit_code': V.exit_code([V.Verdict.COULD_NOT_CHECK]),
+        'node_state': None,
+    }
 
 
 def explain(files, *, system=None, partition=None, reference_file=None,
@@ -85,8 +121,10 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             f'{(outputs + jsons)[-1][0]}: one run at a time (got '
             f'{len(outputs)} text outputs and {len(jsons)} JSON files)')
     if not outputs and not jsons:
+        if logs:
+            return _log_only(files, kinds, logs, nodes, transport_asked)
         raise CclHealthError(f'{files[0]}: no nccl-tests / rccl-tests output '
-                             f'among the files (only debug logs)')
+                             f'among the files')
     stdout = outputs[0][1] if outputs else ''
     origin = jsons[0][0] if jsons else (outputs[0][0] if outputs else '')
     if jsons and not outputs:
@@ -101,7 +139,8 @@ def explain(files, *, system=None, partition=None, reference_file=None,
                              source=outputs[0][0])
     hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
     nodes = nodes or (len(hosts) if hosts else None)
-    asked = transport_asked or ev.proven()
+    from_log = None if transport_asked else transport.asked_from_log(ev)
+    asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
     proof, proof_doc = None, None
     if asked is None:
@@ -114,10 +153,15 @@ def explain(files, *, system=None, partition=None, reference_file=None,
                      'reason': f'the logs show {asked}, not a transport the '
                                f'suite judges ({", ".join(TRANSPORTS)})'}
     else:
-        if not transport_asked:
+        if from_log:
+            notes.append(f'--transport not given: judged as the transport '
+                         f'the logs ask for ({asked})')
+        elif not transport_asked:
             notes.append(f'--transport not given: judged as the transport '
                          f'the logs prove ({asked})')
-        proof = _prove(asked, ev, nodes or 1)
+        # not given: prove() reads the ask from the log itself
+        proof = _prove(transport_asked, ev, nodes or 1,
+                       expected_ranks=res.nranks)
         proof_doc = {'asked': proof.asked, 'proven': proof.proven,
                      'ok': proof.ok, 'reason': proof.reason}
 
@@ -128,8 +172,17 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     except CclHealthError:
         pass
     ranks = res.nranks
-    gpn = gpus_per_node or (ranks // nodes if ranks and nodes and
-                            ranks % nodes == 0 else None)
+    per_host = res.ranks_per_host
+    if len(set(per_host.values())) > 1:
+        # hosts holding different numbers of ranks: no one GPUs per node
+        gpn = gpus_per_node
+        notes.append('hosts hold different numbers of ranks: ' + ', '.join(
+            f'{h} {n}' for h, n in per_host.items()))
+    elif per_host and (not nodes or len(per_host) == nodes):
+        gpn = gpus_per_node or next(iter(per_host.values()))
+    else:
+        gpn = gpus_per_node or (ranks // nodes if ranks and nodes and
+                                ranks % nodes == 0 else None)
     ref_doc = {'system': system, 'partition': partition,
                'file': reference_file, 'found': False, 'reason': None}
     entry = None
@@ -276,10 +329,14 @@ def render(doc):
     files = ', '.join(f'{f["path"]} ({f["kind"]})' for f in doc['files'])
     out.append(f'files      {files}')
     state = 'complete' if doc['complete'] else 'INCOMPLETE'
-    out.append(f'output     {doc["format"]} ({doc["source"]}), {state}; '
-               f'{doc["collective"] or "collective unknown"}, '
-               f'{doc["nranks"] or "?"} ranks on '
-               f'{", ".join(doc["hosts"]) or "?"}')
+    if doc['format'] is None:
+        out.append('output     none (debug log only: bandwidth not judged)')
+    else:
+        out.append(
+            f'output     {doc["format"]} ({doc["source"]}), {state}; '
+            f'{doc["collective"] or "collective unknown"}, '
+            f'{doc["nranks"] or "?"} ranks on '
+            f'{", ".join(doc["hosts"]) or "?"}')
     if doc['versions']:
         out.append('versions   ' + ', '.join(
             f'{k} {v}' for k, v in doc['versions'].items()))

@@ -65,8 +65,7 @@ def through_every_door(tmp_path, transport, text, logs, rc=0):
     entry = reference.load_for_system(REFDIR, 'local').lookup(
         'gpu', transport, 'all_reduce', 1, 2)
     clean = nccltests.parse_text(capture(CAPTURE_OF[transport])[0])
-    lo, hi, step, _ = clean.header_sizes
-    sizes = size_sweep(lo, hi, step)
+    sizes = size_sweep(clean.min_bytes, clean.max_bytes, clean.step)
     swept = judge(sweep_evidence(
         res, rc, proof, entry, what='all_reduce_perf', transport=transport,
         collective='all_reduce', nodes=1, gpus_per_node=2, algo='default',

@@ -196,12 +196,26 @@ def test_unreadable_or_unrecognisable_files_name_the_file(tmp_path):
     junk.write_text('hello\nnothing to see\n')
     for args, words in (([str(tmp_path / 'missing.txt')], 'missing.txt: '
                          'cannot read'),
-                        ([str(junk)], 'notes.txt: not an nccl-tests'),
-                        ([files(*INTRA)[2]], 'only debug logs')):
+                        ([str(junk)], 'notes.txt: not an nccl-tests')):
         p = explain(*args, *LOCAL)
         assert p.returncode == 2 and not p.stdout
         assert len(p.stderr.strip().splitlines()) == 1
         assert words in p.stderr
+
+
+def test_debug_logs_alone_prove_the_transport_and_do_not_judge_bandwidth():
+    # the suite's own runs: intra-node (P2P) and sockets between 2 ranks
+    for case, proven in ((INTRA, 'intra'), (SOCKET, 'net-socket')):
+        rc, doc = doc_of(*files(*case)[2:], *LOCAL)
+        assert rc == 2 and doc['verdict'] == 'could-not-check'
+        assert doc['transport']['proven'] == proven and doc['transport']['ok']
+        assert 'debug log only' in doc['reason']
+        assert 'bandwidth not judged' in doc['reason'] and not doc['rows']
+    # the fallback run's logs alone: sockets where the plugin was missing
+    rc, doc = doc_of(*files(*FALLBACK)[2:], '--transport', 'net-plugin')
+    assert rc == 2 and doc['transport']['proven'] == 'net-socket'
+    assert not doc['transport']['ok'] and 'fallback to net-socket' in \
+        doc['reason']
 
 
 def test_the_script_wrapper():
@@ -221,3 +235,30 @@ def test_the_json_alone_with_the_logs():
     rc, doc = doc_of(js, *logs, *LOCAL, '--transport', 'net-plugin',
                      '--exit-status', '0')
     assert rc == 1 and doc['verdict'] == 'fallback'
+
+
+def test_gpus_per_node_comes_from_each_hosts_rank_count(tmp_path):
+    from ccl_health.explain import explain as explain_doc
+    row = ('%12li  %12li  %8s  %6s  %6i  %7.2f  %6.2f  %6.2f  %6i  %7.2f  '
+           '%6.2f  %6.2f  %6i')
+
+    def output(hosts):
+        lines = ['# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) '
+                 'warmup iters: 5 iters: 20 agg iters: 1 validation: 1 '
+                 'graph: 0', '# Using devices']
+        lines += ['#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s'
+                  % (r, 0, 100 + r, h, r, '0000:05:00', 'NVIDIA H100')
+                  for r, h in enumerate(hosts)]
+        lines += [row % (8, 2, 'float', 'sum', -1, 10.0, 0, 0, 0, 10.0, 0, 0,
+                         0), '# Out of bounds values : 0 OK',
+                  '# Avg bus bandwidth    : 0 ', '#']
+        p = tmp_path / f'out{len(hosts)}.txt'
+        p.write_text('\n'.join(lines) + '\n')
+        return str(p)
+    # 3 ranks on a, 1 on b: no one GPUs-per-node (not 4 / 2 = 2)
+    doc = explain_doc([output(['a', 'a', 'a', 'b'])], exit_status=0)
+    assert doc['reference']['key'].endswith('2 node(s) x ? GPUs')
+    assert any('different numbers of ranks: a 3, b 1' in n
+               for n in doc['notes'])
+    doc = explain_doc([output(['a', 'a', 'b', 'b', 'c', 'c'])], exit_status=0)
+    assert doc['reference']['key'].endswith('3 node(s) x 2 GPUs')

@@ -92,7 +92,8 @@ def test_a_size_printed_twice_with_different_values_is_incomplete():
 
 def test_sizes_missing_from_the_headers_range_are_incomplete():
     res = nccltests.parse_text(_intra())
-    assert res.header_sizes == (8, 8589934592, 2, 'factor')
+    assert (res.min_bytes, res.max_bytes, res.step, res.step_factor) == (
+        8, 8589934592, 2, 2)
     for where in ('middle', 'end'):
         text = mutations.drop_row(_intra(), random.Random(5), where)
         j = judge(case(text))

@@ -410,3 +410,114 @@ def test_per_iteration_in_place_only_row():
     assert row.wrong == 0
     # without the header the per-iteration values cannot pass as a #wrong
     assert not nccltests.parse_text(pre + body + '\n').rows
+
+
+# -- the oldest and the rarer forms (issue 19), from the format strings -----
+# nccl-tests b188a15 (2017, the first release) src/common.cu:
+#   printf("nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s)
+#           warmup iters: %d iters: %d validation: %d \n", ...)
+#   printf("#   Rank %2d on %10s device %2d [0x%02x] %s\n", ...)  (no Pid)
+#   PRINT("  %7.3f  %5.2f  %5.2f  %7.0le", ...)           (time in ms)
+#   PRINT(" Out of bounds values : %d %s\n"), PRINT(" Avg bus bandwidth
+#   : %g %s\n")                                              (no '#')
+# src/all_reduce.cu print_header: "# %10s  %12s  %6s  %6s  %7s  %5s  %5s
+#   %7s ..." with "bytes", "N", "type", "op", "time", "algbw", "busbw",
+#   "res"; print_line_header "%12li  %12li  %6s  %6s"
+
+def _oldest(rows, oob=0, ranks=(('node1', 0), ('node1', 1), ('node2', 0))):
+    out = ['nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) '
+           'warmup iters: %d iters: %d validation: %d ' % (
+               1, 2, 8, 1024, 2, 'factor', 5, 20, 1),
+           '# Using devices']
+    for r, (host, dev) in enumerate(ranks):
+        out.append('#   Rank %2d on %10s device %2d [0x%02x] %s' % (
+            r, host, dev, 6 + dev, 'Tesla P100-SXM2-16GB'))
+    out.append('# %10s  %12s  %6s  %6s  %7s  %5s  %5s  %7s  %7s  %5s  %5s  '
+               '%7s' % ('bytes', 'N', 'type', 'op', 'time', 'algbw', 'busbw',
+                        'res', 'time', 'algbw', 'busbw', 'res'))
+    for size, delta in rows:
+        line = '%12li  %12li  %6s  %6s' % (size, size // 4, 'float', 'sum')
+        for _ in range(2):
+            line += '  %7.3f  %5.2f  %5.2f  %7.0le' % (0.042, 0.01, 0.02,
+                                                      delta)
+        out.append(line)
+    out.append(' Out of bounds values : %d %s' % (oob, 'FAILED' if oob
+                                                   else 'OK'))
+    out.append(' Avg bus bandwidth    : %g %s' % (0.02, ''))
+    return '\n'.join(out) + '\n'
+
+
+def test_the_oldest_table_is_read():
+    res = nccltests.parse_text(_oldest([(8, 1e-7), (1024, 0.0)]))
+    assert [r.size for r in res.rows] == [8, 1024]
+    assert res.format == 'nccl-tests-2.0' and res.check_column == 'error'
+    assert res.complete and res.out_of_bounds == 0 and res.wrong_total == 0
+    assert res.nranks == 3
+    assert res.ranks_per_host == {'node1': 2, 'node2': 1}
+    assert (res.min_bytes, res.max_bytes, res.step, res.step_factor) == \
+        (8, 1024, 2, 2)
+    assert res.expected_sizes() == [8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def test_the_oldest_table_with_a_float_error_beyond_tolerance_is_wrong():
+    res = nccltests.parse_text(_oldest([(8, 1e-7), (1024, 1.0)], oob=2))
+    assert [r.wrong for r in res.rows] == [0, 2]
+    assert res.out_of_bounds == 2
+
+
+def test_rccl_tests_run_header():
+    # rccl-tests src/common.cu (2022-): "# nThreads: %d nGpus: %d nRanks: %d
+    # minBytes: %ld maxBytes: %ld step: %ld(%s) warmupIters: %d iters: %d
+    # validation: %d \n"
+    head = ('# nThreads: %d nGpus: %d nRanks: %d minBytes: %ld maxBytes: %ld '
+            'step: %ld(%s) warmupIters: %d iters: %d validation: %d \n' % (
+                1, 8, 1, 1024, 4096, 1024, 'bytes', 5, 20, 1))
+    res = nccltests.parse_text(head)
+    assert (res.threads, res.gpus_per_process) == (1, 8)
+    assert (res.min_bytes, res.max_bytes, res.step, res.step_factor) == \
+        (1024, 4096, 1024, None)
+    assert res.expected_sizes() == [1024, 2048, 3072, 4096]
+    assert nccltests.parse_text(head.replace('nRanks: 1 ', '')).min_bytes \
+        == 1024
+
+
+def test_rccl_tests_json_lines_with_the_wrong_key_as_a_string():
+    line = ('{"name":"AllReduce", "nodes":1, "ranks":8, "ranksPerNode":8, '
+            '"gpusPerRank":1, "size":%d, "type":"float", "redop":"sum", '
+            '"inPlace":%d, "time":12.3, "algBw":0.1, "busBw":0.2, '
+            '"#wrong":"%s"}')
+    text = '\n'.join(line % (s, p, w) for s, p, w in
+                     ((1024, 0, '0'), (1024, 1, '3'), (2048, 0, '0'),
+                      (2048, 1, '0')))
+    res = nccltests.parse_any(text)
+    assert res.format == 'rccl-tests-json-lines'
+    assert [r.wrong for r in res.rows] == [3, 0]
+    assert res.rows[0].in_place.wrong == 3
+
+
+def test_a_size_printed_twice_with_different_values():
+    row = ('%12li  %12li  %8s  %6s  %6i  %7.2f  %6.2f  %6.2f  %6i  %7.2f  '
+           '%6.2f  %6.2f  %6i')
+    text = '\n'.join([row % (8, 2, 'float', 'sum', -1, 40.6, 0, 0, 0, 45.0,
+                             0, 0, 0),
+                      row % (16, 4, 'float', 'sum', -1, 49.6, 0, 0, 0, 48.2,
+                             0, 0, 0),
+                      row % (8, 2, 'float', 'sum', -1, 46.8, 0, 0, 0, 56.2,
+                             0, 0, 0),
+                      # the same size for another type: not a repeat
+                      row % (8, 2, 'double', 'sum', -1, 46.8, 0, 0, 0, 56.2,
+                             0, 0, 0)])
+    res = nccltests.parse_text(text)
+    assert len(res.rows) == 4 and res.duplicate_sizes == [8]
+    assert nccltests.parse_text('\n'.join(text.splitlines()[:2])) \
+        .duplicate_sizes == []
+
+
+def test_ranks_per_host_from_rank_lines_with_and_without_pid_and_group():
+    lines = ['#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s' % (
+        r, 0, 100 + r, h, d, '0000:05:00', 'NVIDIA H100')
+        for r, (h, d) in enumerate((('a', 0), ('a', 1), ('a', 2), ('b', 0)))]
+    lines.append('#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s' % (
+        4, 200, 'b', 1, 7, 'NVIDIA H100'))
+    res = nccltests.parse_text('\n'.join(lines))
+    assert res.nranks == 5 and res.ranks_per_host == {'a': 3, 'b': 2}

@@ -29,9 +29,8 @@ import os
 import re
 from typing import Dict, List, Optional
 
-from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.sitedata.transports import BUILTIN_NETS  # noqa: F401 (part of this API)
+from ccl_health.sitedata.transports import BUILTIN_NETS
 
 #: ``host:pid:tid [dev]`` before ``NCCL INFO`` / ``<file>:<line> NCCL WARN``
 #: / ``<time> <file>:<line> NCCL TRACE``; a launcher's prefix
@@ -88,6 +87,40 @@ _IB_OFF = re.compile(r'(NET/IB : (?:No device found|No IP interface found|'
                      r'Unable to (?:open|query) (?:device|port)).*?'
                      r'|NCCL_IB_DISABLE set by environment to 1)\.?\s*$')
 _WARN = re.compile(r'[NR]CCL WARN (.*)$')
+#: a line NCCL's logger wrote, with or without its ``host:pid:tid [dev]``
+#: prefix (``[0] NCCL INFO``, a bare ``NCCL INFO`` as users paste them);
+#: text that merely names NCCL ("RCCL Test Data", "Test NCCL failure") is
+#: not one
+_LOG_LINE = re.compile(r'\b[NR]CCL (?:INFO|WARN|TRACE|ERROR)\b')
+#: the start of a channel line, to join one that a terminal wrapped
+_CHANNEL_START = re.compile(r'\b(?:Channel|Ring|CollNet|Coll) \d+(?:/\d+)? :')
+_CONTINUATION = re.compile(r'^[\w/().:\[\]\->, ]+$')
+_TABLE_ROW = re.compile(r'^\s*\d+\s+\d+\s+[A-Za-z]')
+#: which rank printed a channel line: the receiver of a ``[receive]``
+#: line, else the sender
+_CHANNEL_RANKS = re.compile(r' : (\d+)\[[^\]]*\] -> (\d+)\[[^\]]*\]'
+                            r'(?: \[(send|receive)\])?')
+#: "comm 0x.. rank 0 nranks 16 cudaDev 0 ... Init COMPLETE",
+#: "ncclCommInitRank comm 0x.. rank 0 nranks 16", "rank 0 nRanks 16 nNodes 2"
+_RANK_OF = re.compile(r'\brank (\d+) nranks (\d+)', re.IGNORECASE)
+#: the environment NCCL echoes: "NCCL_NET set by environment to IB"
+_ENV_ECHO = re.compile(r'\b((?:NCCL|RCCL)_\w+) set by environment to (.*?)\s*$')
+#: the plugin named by the environment (NCCL 2.2x: "NET/Plugin: Plugin name
+#: set by env to libnccl-net.so")
+_PLUGIN_ENV = re.compile(r'Plugin name set by env to (\S+)')
+#: a plugin looked for and not found, by the name NCCL tried
+_PLUGIN_NOT_FOUND = re.compile(r'(?:No plugin found \(|Could not find:? ?)'
+                               r'([^\s()]+)')
+#: the names NCCL/RCCL try when nobody asked for a plugin
+_DEFAULT_PLUGIN_NAMES = ('libnccl-net.so', 'librccl-net.so', 'nccl-net.so',
+                         'libnccl-net-none.so')
+#: a plugin that was found and failed to start: it was meant to be used
+_PLUGIN_INIT_FAILED = re.compile(r'[Ii]nitiali[sz]ation failed|'
+                                 r'Failed to initialize NET plugin|'
+                                 r'aws-ofi-[nr]ccl initiali[sz]ation failed')
+_OFI = re.compile(r'NET/OFI ')
+#: NCCL's builtin IB network found its devices
+_IB_USING = re.compile(r'NET/IB ?: Using \[\d')
 _INFO_TEXT = re.compile(r'[NR]CCL (?:INFO|WARN) (.*)$')
 
 
@@ -106,6 +139,20 @@ class RankEvidence:
     #: why NCCL's builtin IB network was not there ("NET/IB : No device
     #: found")
     ib_off_reason: Optional[str] = None
+    #: the rank ids its lines name (channel lines, "rank N nranks M")
+    ids: set = dataclasses.field(default_factory=set)
+    #: the versions its own lines print ("NCCL version 2.21.5+cuda12.4")
+    versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: aws-ofi-nccl / aws-ofi-rccl spoke for this rank ("NET/OFI ...")
+    ofi_seen: bool = False
+    #: NCCL's builtin IB found devices ("NET/IB : Using [0]mlx5_0:1/IB")
+    ib_seen: bool = False
+    #: a plugin failed to start here ("aws-ofi-nccl initialization
+    #: failed")
+    fell_back_line: Optional[str] = None
+    #: no plugin was found here ("No plugin found (...), using internal
+    #: implementation"): a fallback only where one was asked for
+    not_found_line: Optional[str] = None
 
     @property
     def label(self):
@@ -131,10 +178,18 @@ class RankEvidence:
     @property
     def networks(self):
         """The networks this rank used: the names on its ``via NET/`` lines,
-        or (a rank without network channels) its "Using network"."""
+        or (a rank without network channels) its "Using network", else
+        what its plugin lines say: a plugin that failed to start leaves
+        NCCL's builtin IB (when it found devices) or sockets; a rank seen
+        only through its ``NET/OFI`` lines used the plugin."""
         names = {k.split('/')[1] for k in self.net_paths}
         if not names and self.using_network:
             names = {self.using_network}
+        if not names and not self.via:
+            if self.fell_back_line:
+                names = {'IB' if self.ib_seen else 'Socket'}
+            elif self.ofi_seen or self.plugin_loaded:
+                names = {self.plugin_loaded or 'OFI plugin'}
         return names
 
 
@@ -176,6 +231,26 @@ class Evidence:
     hosts: List[str] = dataclasses.field(default_factory=list)
     #: how many NCCL/RCCL log lines were read
     nccl_lines: int = 0
+    #: the environment NCCL echoed ("NCCL_NET set by environment to IB")
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the plugin the log says was asked for (the name, or the line that
+    #: says so), None when it says none was
+    plugin_asked: Optional[str] = None
+    #: the rank count the lines name ("rank 0 nranks 16")
+    nranks_seen: Optional[int] = None
+
+    @property
+    def versions_by_rank(self):
+        """{rank label: {'nccl_version': ..., ...}} for the ranks whose own
+        lines print a version (ranks must agree)."""
+        return {r.label: dict(r.versions) for r in self.ranks.values()
+                if r.versions}
+
+    @property
+    def channel_rank_ids(self):
+        """The rank ids that printed a channel line."""
+        return set().union(*[r.ids for r in self.ranks.values() if r.via]) \
+            if self.ranks else set()
 
     @property
     def plugin_name(self):
@@ -253,20 +328,59 @@ def _channel_key(path):
     return None
 
 
+def _unwrap(lines):
+    """``lines`` with a channel line that a terminal or a slide wrapped over
+    two or three lines joined back: the following lines that are not log
+    lines themselves are tried as its continuation, with and without a
+    space, and kept when the joined line is understood."""
+    lines = [ln.rstrip('\n') for ln in lines]
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _CHANNEL_START.search(line) and _LOG_LINE.search(line):
+            best, used = None, 0
+            joined = line
+            for k in (1, 2):
+                if i + k >= len(lines):
+                    break
+                nxt = lines[i + k].strip()
+                if not nxt or 'CCL' in nxt or nxt.startswith('#') or \
+                        _TABLE_ROW.match(nxt) or _CHANNEL_START.search(nxt) or \
+                        not _CONTINUATION.match(nxt):
+                    break
+                for sep in ('', ' '):
+                    cand = joined.rstrip() + sep + nxt
+                    m = _CHANNEL.search(cand)
+                    if m and _channel_key(m.group(1).strip()):
+                        best, used = cand, k
+                        break
+                joined = joined.rstrip() + ' ' + nxt
+            if best is not None:
+                yield best
+                i += used + 1
+                continue
+        yield line
+        i += 1
+
+
 def feed_lines(ev, lines, source=None):
     """Add ``lines`` (of the file ``source``, if any) to ``ev``."""
-    for line in lines:
+    for line in _unwrap(lines):
         if 'CCL' not in line and 'version' not in line:
             continue
-        line = line.rstrip('\n')
+        pm = _PREFIX.search(line)
         for key, rx in _PATTERNS.items():
             m = rx.search(line)
             if m:
                 ev.versions.setdefault(key, m.group(1).strip())
-        if 'CCL' not in line:
+                if pm:
+                    _rank(ev, pm, source).versions.setdefault(
+                        key, m.group(1).strip())
+        if not _LOG_LINE.search(line):
             continue
         ev.nccl_lines += 1
-        pm = _PREFIX.search(line)
+        if pm:
+            _rank(ev, pm, source)        # every rank that logged is seen
         m = _CHANNEL.search(line)
         if m:
             rank = _rank(ev, pm, source)
@@ -277,9 +391,14 @@ def feed_lines(ev, lines, source=None):
                 continue
             ev.via[key] = ev.via.get(key, 0) + 1
             rank.via[key] = rank.via.get(key, 0) + 1
+            cm = _CHANNEL_RANKS.search(line)
+            if cm:
+                rank.ids.add(int(cm.group(2) if cm.group(3) == 'receive'
+                                 else cm.group(1)))
             continue
         tm = _INFO_TEXT.search(line)
         text = tm.group(1) if tm else line
+        _feed_asked(ev, text, pm, source)
         _feed_plugin(ev, text, pm, source)
         m = _USING_NETWORK.search(text)
         if m:
@@ -299,6 +418,46 @@ def feed_lines(ev, lines, source=None):
         if m and len(ev.warnings) < 20:
             ev.warnings.append(m.group(1).strip())
     _aggregate(ev)
+
+
+def _feed_asked(ev, text, pm, source):
+    """What ``text`` says was asked: the environment NCCL echoes, a plugin
+    named, looked for, or found and failed; and what it says of the rank
+    (its id, its plugin's ``NET/OFI`` lines, builtin IB devices)."""
+    m = _RANK_OF.search(text)
+    if m:
+        if pm or source:
+            _rank(ev, pm, source).ids.add(int(m.group(1)))
+        ev.nranks_seen = max(ev.nranks_seen or 0, int(m.group(2)))
+    m = _ENV_ECHO.search(text)
+    if m:
+        ev.env.setdefault(m.group(1), m.group(2).rstrip('.'))
+        if m.group(1) == 'NCCL_NET_PLUGIN' and \
+                m.group(2).lower() not in ('none', ''):
+            ev.plugin_asked = ev.plugin_asked or m.group(2)
+    m = _PLUGIN_ENV.search(text)
+    if m and m.group(1).lower() != 'none':
+        ev.plugin_asked = ev.plugin_asked or m.group(1)
+    m = _PLUGIN_NOT_FOUND.search(text)
+    if m and 'NET/Plugin' in text and \
+            m.group(1).rstrip(':,') not in _DEFAULT_PLUGIN_NAMES:
+        ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,')
+    fm = _PLUGIN_FAILED.search(text)
+    builtin = fm is not None and (fm.group(1) or fm.group(2) or '').strip() \
+        in BUILTIN_NETS        # 2.28: "Failed to initialize NET plugin IB"
+    if _PLUGIN_INIT_FAILED.search(text) and not _COLLNET.search(text) and \
+            not builtin:
+        ev.plugin_asked = ev.plugin_asked or text.strip()
+        rank = _rank(ev, pm, source)
+        rank.fell_back_line = rank.fell_back_line or text.strip()
+    elif ('No plugin found' in text or 'Could not find' in text) and \
+            'NET/Plugin' in text and not _COLLNET.search(text):
+        rank = _rank(ev, pm, source)
+        rank.not_found_line = rank.not_found_line or text.strip()
+    if _OFI.search(text):
+        _rank(ev, pm, source).ofi_seen = True
+    if _IB_USING.search(text):
+        _rank(ev, pm, source).ib_seen = True
 
 
 def _feed_plugin(ev, text, pm, source):
@@ -341,159 +500,10 @@ def _aggregate(ev):
                              if r.ib_off_reason), None)
 
 
-@dataclasses.dataclass
-class Proof:
-    asked: str
-    proven: Optional[str]
-    ok: bool
-    reason: str
-
-
-def _describe(via):
-    paths = ', '.join(f'{k} x{n}' for k, n in sorted(via.items()))
-    return paths or 'no channel lines'
-
-
-def _labels(ranks, most=3):
-    names = [r.label for r in ranks]
-    more = f', +{len(names) - most} more' if len(names) > most else ''
-    return ', '.join(names[:most]) + more
-
-
-def _mixed(ev):
-    """One line naming which ranks used which network, or None when every
-    rank that names a network names the same one."""
-    groups = {}
-    for rank in ev.ranks.values():
-        nets = rank.networks
-        if nets:
-            label = ' + '.join(f'NET/{n}' for n in sorted(nets))
-            groups.setdefault(label, []).append(rank)
-    if len(groups) < 2:
-        return None
-    total = sum(len(g) for g in groups.values())
-    parts = [f'{net} on {len(rs)} of {total} ranks ({_labels(rs)})'
-             for net, rs in sorted(groups.items(),
-                                   key=lambda kv: (-len(kv[1]), kv[0]))]
-    fails = [r for rs in groups.values() for r in rs if r.plugin_failure]
-    why = (f'; the plugin did not load on {fails[0].label}: '
-           f'{fails[0].plugin_failure}' if fails else '')
-    return 'ranks used different networks: ' + '; '.join(parts) + why
-
-
-def prove(asked, ev, nodes=1):
-    """Compare the transport ``asked`` for (a name of
-    :data:`ccl_health.TRANSPORTS`, or its record) on a run of ``nodes``
-    nodes with what the evidence shows, by the rule of its record in
-    :mod:`ccl_health.sitedata.transports`.  The reason is one line that a person can
-    act on."""
-    t = transports.get(asked)
-    asked = t.name
-    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
-        raise CclHealthError(f'nodes: expected a whole number >= 1, '
-                             f'got {nodes!r}')
-    proven = ev.proven()
-    if not ev.files and not ev.nccl_lines and not ev.versions:
-        return Proof(asked, None, False,
-                     'no NCCL debug log was written (NCCL_DEBUG_FILE): '
-                     'cannot prove the transport')
-    seen = _describe(ev.via)
-    if not t.uses_network and nodes > 1:
-        return Proof(asked, proven, False,
-                     f'intra-node transport asked for a {nodes}-node run: '
-                     f'ranks on different nodes cannot be connected '
-                     f'without a network ({seen})')
-    if ev.unparsed:
-        return Proof(asked, proven, False,
-                     f'{len(ev.unparsed)} channel line(s) not understood, '
-                     f'cannot prove the transport: {ev.unparsed[0][:200]}')
-    if proven is None:
-        return Proof(asked, None, False,
-                     'no channel was connected (no "via" lines in the NCCL '
-                     'debug log): the run stopped before NCCL set up its '
-                     'transports')
-    if nodes > 1 and not ev.net_paths:
-        return Proof(asked, None, False,
-                     f'{nodes}-node run but no network channel understood '
-                     f'in the log ({seen})')
-    if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
-        return Proof(asked, proven, False,
-                     f'{nodes}-node run but debug logs from only '
-                     f'{len(ev.hosts)} host(s) ({", ".join(ev.hosts[:4])}): '
-                     f'the other nodes\' ranks are not proven')
-    p = transports.get(proven)
-    if not t.uses_network:
-        if p is t:
-            return Proof(asked, proven, True, f'{t.passed} ({seen})')
-        return Proof(asked, proven, False,
-                     f'asked for intra-node but NCCL went over the network '
-                     f'({seen})')
-    if not p.uses_network:
-        return Proof(asked, proven, False,
-                     f'asked for {asked} but no channel used the network '
-                     f'({seen}): P2P/SHM were not disabled')
-    mixed = _mixed(ev)
-    if mixed:
-        return Proof(asked, proven, False, mixed)
-    if t.builtin:
-        return _prove_builtin(t, p, ev, seen)
-    return _prove_plugin(t, p, ev, seen)
-
-
-def _prove_builtin(t, p, ev, seen):
-    """``t`` one of NCCL's builtin networks, ``p`` what the channels
-    prove."""
-    if p is t:
-        gdr = (', GPUDirect RDMA on every path' if
-               all(k.endswith('/GDRDMA') for k in ev.net_paths) else '')
-        return Proof(t.name, p.name, True, f'{t.passed}{gdr} ({seen})')
-    if p.builtin and transports.order(p.name) < transports.order(t.name):
-        # a weaker builtin network: sockets instead of IB
-        why = (f': {ev.ib_off_reason}' if t.network == 'IB' and
-               ev.ib_off_reason else '')
-        return Proof(t.name, p.name, False,
-                     f'fell back to {p.title} instead of {t.title} '
-                     f'({seen}){why}')
-    if p.builtin:
-        # a stronger one: NCCL prefers IB to sockets where there is IB
-        return Proof(t.name, p.name, False,
-                     f'asked for {t.title} but NCCL used {p.title} ({seen}):'
-                     f' the site\'s environment of {t.name} does not keep '
-                     f'NCCL off {p.title}')
-    plugin = ev.plugin_name
-    return Proof(t.name, p.name, False,
-                 f'asked for {t.title} but NCCL used '
-                 f'{f"the plugin {plugin}" if plugin else "a plugin"} '
-                 f'({seen}): a plugin was loaded (NCCL_NET_PLUGIN)')
-
-
-def _prove_plugin(t, p, ev, seen):
-    """``t`` a transport over the net plugin, ``p`` what the channels
-    prove."""
-    if p.builtin:
-        why = (f'; the plugin did not load: {ev.plugin_failure}'
-               if ev.plugin_failure else
-               f'; plugin {ev.plugin_loaded} loaded but NCCL did not use it'
-               if ev.plugin_loaded else
-               '' if ev.plugin_name else '; no "Loaded net plugin" line')
-        return Proof(t.name, p.name, False,
-                     f'fell back to {p.title} instead of the plugin '
-                     f'({seen}){why}')
-    plugin = ev.plugin_name
-    if not plugin:
-        return Proof(t.name, p.name, False,
-                     f'network {seen} used but no "Loaded net plugin" line '
-                     f'in the log')
-    if not t.needs_gdr or p.needs_gdr:
-        return Proof(t.name, p.name, True,
-                     f'{t.passed.format(plugin=plugin)} ({seen})')
-    nets = ev.net_paths
-    off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
-    why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
-    return Proof(t.name, p.name, False,
-                 f'plugin {plugin} ran without GPUDirect RDMA on {off} of '
-                 f'{sum(nets.values())} network channels ({seen}){why}')
-
-
 def debug_log_files(directory, pattern='nccl-debug.*.log'):
     return sorted(glob.glob(os.path.join(directory, pattern)))
+
+
+# the proof lives in its own module; it is part of this one's API
+from ccl_health.evidence.proof import (  # noqa: E402,F401
+    Proof, asked_from_log, prove)

@@ -20,132 +20,23 @@ All give a :class:`SweepResult`.  :func:`parse` takes stdout and the JSON
 file of one run; :func:`parse_any` detects the form of one file.
 """
 
-import dataclasses
-import json
 import math
 import re
-from typing import List, Optional
 
 from ccl_health import CclHealthError
-
-
-@dataclasses.dataclass
-class Measurement:
-    time_us: float
-    algbw: float          # GB/s
-    busbw: float          # GB/s
-    wrong: Optional[int]  # None when not checked (-c 0, printed N/A)
-    #: nccl-tests < 2.12: the largest difference from the expected values
-    #: (the ``error`` column); ``wrong`` is then 1 when it is beyond the
-    #: version's tolerance for the type, else 0
-    max_delta: Optional[float] = None
-    #: why a value of this measurement is not a finite number, or None
-    invalid: Optional[str] = None
-
-    @property
-    def finite(self):
-        return self.invalid is None and all(
-            isinstance(v, (int, float)) and math.isfinite(v)
-            for v in (self.time_us, self.algbw, self.busbw))
-
-
-@dataclasses.dataclass
-class Row:
-    size: int
-    count: int
-    dtype: str
-    redop: str
-    root: Optional[int]
-    out_of_place: Optional[Measurement]
-    in_place: Optional[Measurement]
-
-    @property
-    def busbw(self):
-        """The better of in-place and out-of-place busbw (what a reference is
-        compared against); nan when either is not a finite number."""
-        vals = [m.busbw for m in (self.out_of_place, self.in_place) if m]
-        if not vals:
-            return None
-        if any(not isinstance(v, (int, float)) or not math.isfinite(v)
-               for v in vals):
-            return math.nan
-        return max(vals)
-
-    @property
-    def wrong(self):
-        vals = [m.wrong for m in (self.out_of_place, self.in_place)
-                if m and m.wrong is not None]
-        return sum(vals) if vals else None
-
-    @property
-    def nonfinite(self):
-        """True when a time, bandwidth or check value is nan / inf or
-        unreadable."""
-        ms = [m for m in (self.out_of_place, self.in_place) if m]
-        return not ms or any(not m.finite for m in ms)
-
-
-@dataclasses.dataclass
-class SweepResult:
-    collective: Optional[str] = None     # e.g. 'all_reduce_perf'
-    rows: List[Row] = dataclasses.field(default_factory=list)
-    nranks: Optional[int] = None
-    devices: List[str] = dataclasses.field(default_factory=list)
-    hosts: List[str] = dataclasses.field(default_factory=list)
-    out_of_bounds: Optional[int] = None  # None when the summary is missing
-    avg_busbw: Optional[float] = None
-    nccl_version: Optional[int] = None   # e.g. 22807
-    library_version: Optional[str] = None  # 'RCCL 2.22.3-HEAD:7d8d67c'
-    tests_version: Optional[str] = None
-    timed_out: bool = False              # nccl-tests' own -T fired
-    errors: List[str] = dataclasses.field(default_factory=list)
-    source: str = 'text'                 # 'json' or 'text'
-    #: what was read: 'nccl-tests', 'nccl-tests-2.0' (``error`` column),
-    #: 'rccl-tests', 'nccl-tests-json', 'rccl-tests-json',
-    #: 'rccl-tests-json-lines'
-    format: str = 'nccl-tests'
-    #: True when the program's closing lines were read (both summary lines
-    #: of the text, the summary keys of the JSON, the end of rccl-tests'
-    #: JSON array), False when they were looked for and are missing, None
-    #: when the result was not read from a program's output
-    closed: Optional[bool] = None
-    #: NCCL_TESTS_MIN_BW: the program's own average check said FAILED
-    avg_busbw_failed: bool = False
-    #: the JSON file could not be used (damaged or cut): the text was judged
-    json_error: Optional[str] = None
-    #: lines worth showing that are not failures (the library's last error
-    #: message, a reduced maximum size, a damaged JSON file)
-    notes: List[str] = dataclasses.field(default_factory=list)
-    #: the check column's header: '#wrong' or 'error' (None: not seen)
-    check_column: Optional[str] = None
-    #: the run header's ``minBytes`` / ``maxBytes`` / ``step: N(factor)``
-    #: or ``N(bytes)`` (None: no header read); ``maxBytes`` after a
-    #: ``Reducing maxBytes to N`` line is N
-    header_sizes: Optional[tuple] = None
-
-    @property
-    def complete(self):
-        """True when the run printed its closing summary."""
-        return self.out_of_bounds is not None and self.closed is not False
-
-    @property
-    def nonfinite_sizes(self):
-        """Sizes of the rows with a nan / inf (or unreadable) value."""
-        return [r.size for r in self.rows if r.nonfinite]
-
-    def by_size(self):
-        return {r.size: r for r in self.rows}
-
-    @property
-    def wrong_total(self):
-        return sum(r.wrong or 0 for r in self.rows)
+from ccl_health.evidence.results import (  # noqa: F401 (this API)
+    Measurement, Row, SweepResult)
+from ccl_health.evidence.nccltests_json import (  # noqa: F401 (this API)
+    looks_like_json, parse_json, parse_json_any, parse_rccl_json)
 
 
 # -- text ------------------------------------------------------------------
 
 # A line NCCL's logger writes: "host:pid:tid [dev] NCCL INFO ..."
-_NCCL_LOG = re.compile(r'\S+:\d+:\d+ \[\d+\] (?:\S+ )?NCCL '
-                       r'(INFO|WARN|TRACE|ERROR)')
+# (src/debug.cc); pasted logs lose the prefix: "[0] NCCL INFO ...", or a
+# bare "NCCL INFO ..." at the start of the line
+_NCCL_LOG = re.compile(r'(?:\S+:\d+:\d+ \[\d+\] (?:\S+ )?|\[\d+\] |^\s*)'
+                       r'[NR]CCL (INFO|WARN|TRACE|ERROR)\b')
 _NUM = r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)'
 # prefixes that launchers and log collectors put before every line
 _PREFIXES = (
@@ -162,20 +53,33 @@ _HOST_PREFIX = re.compile(r'^[A-Za-z][\w.-]*:\s+')
 _TABLE_START = re.compile(r'^(?:#|\s*\d+\s+\d+\s|rccl-tests:|[NR]CCL version'
                           r'|\S+:\d+:\d+ \[\d+\])')
 _BARE_HOST = re.compile(r'^\s*(?:[A-Za-z][\w.-]*:\s*)?$')
-_RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+'
+# "#   Rank %2d [Group %2d] [Pid %6d] on %10s device %2d [%s] %s" (no Pid
+# before nccl-tests 2.4, no Group before 2.13)
+_RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?'
+                        r'(?:Pid\s+\d+\s+)?on\s+'
                         r'(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s*(.*)$')
-_HEADER = re.compile(r'^#\s+size\s+count\s+type\b(.*)$')
+# the column header: "size count type" since 2.4; the first releases
+# (2017-2019) printed "bytes N type op ... res" (res: the largest delta)
+_HEADER = re.compile(r'^#\s+(?:size\s+count|bytes\s+N)\s+type\b(.*)$')
 _OOB = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?')
 _AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(' + _NUM + r'|-nan)'
                   r'\s*(OK|FAILED)?')
+# the first releases printed the run's header and the summary without '#'
+_HASHLESS = re.compile(r'^(?:nThreads?:? \d|Out of bounds values\s*:'
+                       r'|Avg bus bandwidth\s*:|(?:size\s+count|bytes\s+N)'
+                       r'\s+type\s)')
+# "nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) ..."
+# (nccl-tests), "nThreads: %d nGpus: %d nRanks: %d minBytes: %ld maxBytes:
+# %ld step: %ld(%s) ..." (rccl-tests; its nRanks is ranks per GPU)
+_RUN_HEADER = re.compile(
+    r'^#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\s+(?:nRanks:?\s+\d+\s+)?'
+    r'minBytes:?\s+(\d+)\s+maxBytes:?\s+(\d+)\s+step:\s*(\d+)\((\w+)\)')
 _VERSION = re.compile(r'^#\s*nccl-tests version\s+(\S+)\s+nccl-headers=(\d+)'
                       r'\s+nccl-library=(\d+)')
 _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
 _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
 _REDUCED = re.compile(r'^#\s*Reducing maxBytes to (\d+)')
-_SIZES_HEADER = re.compile(r'minBytes:?\s*(\d+)\s+maxBytes:?\s*(\d+)\s+'
-                           r'step:?\s*(\d+)\s*\((factor|bytes)\)')
 _LAST_ERROR = re.compile(r'^#\s*error:\s*(.*)$')
 _TIMEOUT = re.compile(r'Test timeout \((\d+)s\)')
 # what nccl-tests, rccl-tests, NCCL/RCCL, the HIP/CUDA runtime and MPI
@@ -354,6 +258,13 @@ def _finish(res):
     return res
 
 
+def _run_header(res, m):
+    res.threads, res.gpus_per_process = int(m.group(1)), int(m.group(2))
+    res.min_bytes, res.max_bytes = int(m.group(3)), int(m.group(4))
+    res.step = int(m.group(5))
+    res.step_factor = res.step if m.group(6) == 'factor' else None
+
+
 def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
     res = SweepResult(source='text', closed=False)
@@ -363,9 +274,16 @@ def parse_text(text):
         s = line.strip()
         if not s:
             continue
+        if _HASHLESS.match(s):
+            s = '# ' + s
         if s.startswith('#'):
+            m = _RUN_HEADER.match(s)
+            if m:
+                _run_header(res, m)
+                continue
             m = _RANK_LINE.match(s)
             if m:
+                res.rank_hosts.append(m.group(2))
                 res.devices.append(f'{m.group(2)}:{m.group(3)} {m.group(5)}'
                                    .strip())
                 if m.group(2) not in res.hosts:
@@ -374,7 +292,7 @@ def parse_text(text):
             m = _HEADER.match(s)
             if m:
                 cols = m.group(1).split()
-                if 'error' in cols:
+                if 'error' in cols or 'res' in cols:
                     res.check_column = 'error'
                 elif '#wrong' in cols:
                     res.check_column = '#wrong'
@@ -399,16 +317,11 @@ def parse_text(text):
             m = _STARTING.match(s)
             if m:
                 res.collective = m.group(1)
-            m = _SIZES_HEADER.search(s)
-            if m:
-                res.header_sizes = (int(m.group(1)), int(m.group(2)),
-                                    int(m.group(3)), m.group(4))
             m = _REDUCED.match(s)
             if m:
                 res.notes.append(s.lstrip('# '))
-                if res.header_sizes:
-                    res.header_sizes = (res.header_sizes[0], int(m.group(1)),
-                                        *res.header_sizes[2:])
+                if res.max_bytes is not None:    # what the run now covers
+                    res.max_bytes = int(m.group(1))
             m = _LAST_ERROR.match(s)
             if m and m.group(1).strip():
                 res.notes.append(f'library error message: {m.group(1)}')
@@ -437,206 +350,6 @@ def parse_text(text):
         saw_avg = False            # the output was cut inside that line
     res.closed = res.out_of_bounds is not None and saw_avg
     return _finish(res)
-
-
-# -- JSON --------------------------------------------------------------------
-
-# nan / inf as C's printf writes them, which JSON does not allow
-_BARE_NONFINITE = re.compile(r'(?<=[:\[,])(\s*)(-?(?:nan|inf)(?:inity)?)'
-                             r'(?=\s*[,}\]])', re.IGNORECASE)
-
-
-def _loads(text):
-    return json.loads(_BARE_NONFINITE.sub(r'\1"\2"', text))
-
-
-def _float(v):
-    return float(v)       # accepts "nan", "-nan", "inf" (as strings too)
-
-
-def _json_measurement(d):
-    if not d:
-        return None
-    t = d.get('time', d.get('cpu_time'))
-    wrong = d.get('nwrong', d.get('wrong'))
-    m = Measurement(_float(t), _float(d['alg_bw']), _float(d['bus_bw']),
-                    None)
-    bad = [n for n, v in (('time', m.time_us), ('algbw', m.algbw),
-                          ('busbw', m.busbw)) if not math.isfinite(v)]
-    if wrong not in (None, 'N/A'):
-        w = _float(wrong)
-        if math.isfinite(w):
-            m.wrong = int(w)
-        else:
-            bad.append('#wrong')
-    if bad:
-        m.invalid = 'non-finite ' + '/'.join(bad)
-    return m
-
-
-def parse_json(text, origin='<json>'):
-    """Parse the file that ``-J`` writes (nccl-tests >= 2.17)."""
-    try:
-        doc = _loads(text)
-    except json.JSONDecodeError as err:
-        raise CclHealthError(f'{origin}: not valid nccl-tests JSON: {err}') \
-            from None
-    if not isinstance(doc, dict) or 'version' not in doc:
-        raise CclHealthError(f'{origin}: not an nccl-tests JSON report '
-                             f'(no "version" key)')
-    res = SweepResult(source='json', format='nccl-tests-json')
-    res.nccl_version = doc.get('nccl_version')
-    args = doc.get('args') or []
-    if args:
-        res.collective = str(args[0]).rsplit('/', 1)[-1]
-    for dev in (_find_key(doc, 'devices') or []):
-        if isinstance(dev, dict):
-            host = dev.get('hostname', '?')
-            res.devices.append(f'{host}:{dev.get("device")} '
-                               f'{dev.get("device_info", "")}'.strip())
-            if host not in res.hosts:
-                res.hosts.append(host)
-    if res.devices:
-        res.nranks = len(res.devices)
-    for r in _find_key(doc, 'results') or []:
-        try:
-            root = r.get('root')
-            root = int(root) if root not in (None, '') else None
-            res.rows.append(Row(int(r['size']), int(r['count']), r['type'],
-                                r['redop'], root,
-                                _json_measurement(r.get('out_of_place')),
-                                _json_measurement(r.get('in_place'))))
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise CclHealthError(f'{origin}: malformed result entry {r!r}: '
-                                 f'{err}') from None
-    oob = _find_key(doc, 'out_of_bounds')
-    if isinstance(oob, dict) and 'count' in oob:
-        res.out_of_bounds = int(oob['count'])
-        if str(oob.get('okay')).lower() == 'false' and not res.out_of_bounds:
-            res.out_of_bounds = 1
-    avg = _find_key(doc, 'average_bus_bandwidth')
-    if isinstance(avg, dict) and 'bandwidth' in avg:
-        res.avg_busbw = _float(avg['bandwidth'])
-        res.avg_busbw_failed = str(avg.get('okay')).lower() == 'false'
-    res.closed = res.out_of_bounds is not None and res.avg_busbw is not None
-    # the library's last error message (ncclGetLastError), "" when none:
-    # the program itself does not fail on it
-    res.notes.extend(f'library error message: {e}'
-                     for e in (_find_key(doc, 'errors') or []) if e)
-    return res
-
-
-def _find_key(doc, key):
-    """The value of ``key`` at the top of ``doc`` or one level down (the
-    report's nesting has changed between nccl-tests versions)."""
-    if key in doc:
-        return doc[key]
-    for val in doc.values():
-        if isinstance(val, dict) and key in val:
-            return val[key]
-    return None
-
-
-# rccl-tests -Z json: {"name":"AllReduce", "nodes":1, "ranks":8,
-# "ranksPerNode":8, "gpusPerRank":1, "size":1024, "type":"float",
-# "redop":"sum", "inPlace":0, "time":12.3, "algBw":0.1, "busBw":0.1,
-# "wrong":"0"} (newer releases add "numCycle" and write a JSON array)
-_RCCL_KEYS = ('size', 'inPlace', 'busBw')
-
-
-def _rccl_rows(entries, origin):
-    res = SweepResult(source='json', format='rccl-tests-json-lines')
-    rows = {}
-    for e in entries:
-        try:
-            m = _json_measurement({'time': e['time'], 'alg_bw': e['algBw'],
-                                   'bus_bw': e['busBw'],
-                                   'wrong': e.get('wrong')})
-            key = (e.get('numCycle'), int(e['size']))
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = Row(int(e['size']), 0, str(e.get('type')),
-                                      str(e.get('redop')), None, None, None)
-                res.rows.append(row)
-            if int(e['inPlace']):
-                row.in_place = m
-            else:
-                row.out_of_place = m
-        except (KeyError, TypeError, ValueError) as err:
-            raise CclHealthError(f'{origin}: malformed rccl-tests result '
-                                 f'{e!r}: {err}') from None
-        if res.collective is None and e.get('name'):
-            res.collective = str(e['name'])
-        if res.nranks is None:
-            n = e.get('ranks', e.get('gpus'))
-            res.nranks = int(n) if isinstance(n, (int, float)) else None
-    return res
-
-
-def parse_rccl_json(text, origin='<json>'):
-    """Parse rccl-tests' ``-Z json`` file: JSON lines (written as the run
-    goes, so never complete by themselves) or a JSON array (written at the
-    end: complete, with the out-of-bounds count as the number of results
-    with wrong elements)."""
-    stripped = text.strip()
-    if stripped.startswith('['):
-        try:
-            doc = _loads(stripped)
-        except json.JSONDecodeError as err:
-            raise CclHealthError(f'{origin}: not valid rccl-tests JSON: '
-                                 f'{err}') from None
-        if not isinstance(doc, list) or not all(
-                isinstance(e, dict) and all(k in e for k in _RCCL_KEYS)
-                for e in doc):
-            raise CclHealthError(f'{origin}: not an rccl-tests JSON array')
-        res = _rccl_rows(doc, origin)
-        res.format = 'rccl-tests-json'
-        res.closed = True
-        res.out_of_bounds = sum(1 for r in res.rows
-                                for m in (r.out_of_place, r.in_place)
-                                if m and m.wrong)
-        return res
-    entries = []
-    for n, line in enumerate(stripped.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            e = _loads(line)
-        except json.JSONDecodeError as err:
-            raise CclHealthError(f'{origin}:{n}: not an rccl-tests JSON '
-                                 f'line: {err}') from None
-        if not isinstance(e, dict) or not all(k in e for k in _RCCL_KEYS):
-            raise CclHealthError(f'{origin}:{n}: not an rccl-tests JSON '
-                                 f'line (needs {", ".join(_RCCL_KEYS)})')
-        entries.append(e)
-    if not entries:
-        raise CclHealthError(f'{origin}: no rccl-tests JSON lines')
-    res = _rccl_rows(entries, origin)
-    res.closed = None         # JSON lines have no closing summary
-    return res
-
-
-def parse_json_any(text, origin='<json>'):
-    """The JSON of nccl-tests (``-J``) or of rccl-tests (``-Z json``)."""
-    s = text.lstrip()
-    if s.startswith('{') and '"version"' not in s[:2000] and \
-            '"busBw"' in s.split('\n', 1)[0]:
-        return parse_rccl_json(text, origin)
-    if s.startswith('['):
-        return parse_rccl_json(text, origin)
-    try:
-        return parse_json(text, origin)
-    except CclHealthError as err:
-        if 'no "version" key' not in str(err):
-            raise
-        raise CclHealthError(f'{err}; nor rccl-tests JSON lines (no '
-                             f'"busBw" key)') from None
-
-
-def looks_like_json(text):
-    s = text.lstrip()
-    return s.startswith('{') or s.startswith('[{') or \
-        (s.startswith('[') and s[1:].lstrip().startswith('{'))
 
 
 def parse(stdout_text, json_text=None, origin='<output>'):

@@ -136,17 +136,13 @@ def case_verdict(verdict, sizes):
 
 def _header_sizes(result):
     """The sizes the run's own header announces (``minBytes``, ``maxBytes``,
-    ``step``), or None."""
-    h = getattr(result, 'header_sizes', None)
-    if not h:
+    ``step``: :meth:`ccl_health.evidence.results.SweepResult.
+    expected_sizes`), or None."""
+    sizes = result.expected_sizes() if hasattr(result, 'expected_sizes') \
+        else None
+    if not sizes or sizes[0] <= 0 or (getattr(result, 'step_factor', None)
+                                      and result.step_factor < 2):
         return None
-    lo, hi, step, kind = h
-    if lo <= 0 or hi < lo or step < 1 or (kind == 'factor' and step < 2):
-        return None
-    sizes, s = [], lo
-    while s <= hi and len(sizes) < 4096:
-        sizes.append(s)
-        s = s * step if kind == 'factor' else s + step
     return sizes
 
 

@@ -1,0 +1,306 @@
+"""The transport proof: what the debug log shows (:mod:`ccl_health.evidence.
+debuglog`) against what was asked for (given, or read from the log:
+:func:`asked_from_log`), rank by rank."""
+
+import dataclasses
+from typing import Optional
+
+from ccl_health import CclHealthError
+from ccl_health.sitedata import transports
+from ccl_health.sitedata.transports import BUILTIN_NETS
+
+
+@dataclasses.dataclass
+class Proof:
+    asked: str
+    proven: Optional[str]
+    ok: bool
+    reason: str
+
+
+def _describe(via):
+    paths = ', '.join(f'{k} x{n}' for k, n in sorted(via.items()))
+    return paths or 'no channel lines'
+
+
+def _labels(ranks, most=3):
+    names = [r.label for r in ranks]
+    more = f', +{len(names) - most} more' if len(names) > most else ''
+    return ', '.join(names[:most]) + more
+
+
+def _mixed(ev):
+    """One line naming which ranks used which network, or None when every
+    rank that names a network names the same one."""
+    groups = {}
+    any_via = any(r.via for r in ev.ranks.values())
+    for rank in ev.ranks.values():
+        nets = rank.networks
+        if any_via and not rank.via and not rank.using_network and \
+                not nets & set(BUILTIN_NETS):
+            # a plugin inferred from NET/OFI lines alone: it cannot
+            # contradict the channels of the others (its name may differ)
+            continue
+        if nets:
+            label = ' + '.join(f'NET/{n}' for n in sorted(nets))
+            groups.setdefault(label, []).append(rank)
+    if len(groups) < 2:
+        return None
+    total = sum(len(g) for g in groups.values())
+    parts = [f'{net} on {len(rs)} of {total} ranks ({_labels(rs)})'
+             for net, rs in sorted(groups.items(),
+                                   key=lambda kv: (-len(kv[1]), kv[0]))]
+    fails = [r for rs in groups.values() for r in rs if r.plugin_failure]
+    why = (f'; the plugin did not load on {fails[0].label}: '
+           f'{fails[0].plugin_failure}' if fails else '')
+    return 'ranks used different networks: ' + '; '.join(parts) + why
+
+
+_GDR_NOT_ASKED = ('', '0', 'LOC')
+
+
+def asked_from_log(ev):
+    """The transport the log says was asked for (a name of
+    :data:`ccl_health.TRANSPORTS`), or None when it does not say: the
+    ``NCCL_NET`` echo (``Socket``, ``IB``, else a plugin's network), a
+    plugin named (``NCCL_NET_PLUGIN set by environment to``, ``Plugin name
+    set by env to``), looked for by a name that is not the default
+    (``No plugin found (libnccl-net-ofi.so)``, ``Could not find:``) or
+    found and failed (``initialization failed``); with GPUDirect RDMA when
+    ``NCCL_NET_GDR_LEVEL`` was set to use it.  A default name not found
+    (``No plugin found (libnccl-net.so), using internal implementation``,
+    which every NCCL without a plugin prints) is not an ask."""
+    net = ev.env.get('NCCL_NET')
+    gdr = ev.env.get('NCCL_NET_GDR_LEVEL', '').upper() not in _GDR_NOT_ASKED
+    if net:
+        for t in transports.REGISTRY:
+            if t.builtin and t.network and t.network.lower() == net.lower():
+                return t.name
+        return 'net-plugin-gdr' if gdr else 'net-plugin'
+    if ev.plugin_asked:
+        return 'net-plugin-gdr' if gdr else 'net-plugin'
+    if ev.env.get('NCCL_IB_DISABLE') == '1' and all(
+            ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
+                                           'NCCL_SHM_DISABLE')):
+        return 'net-socket'
+    return None
+
+
+def _asked_why(ev, name):
+    if ev.env.get('NCCL_NET'):
+        return f'NCCL_NET set by environment to {ev.env["NCCL_NET"]}'
+    if ev.plugin_asked:
+        return f'the log asks for the plugin: {ev.plugin_asked[:120]}'
+    return f'the log\'s environment asks for {name}'
+
+
+def _no_channel_fallback(asked, t, ev):
+    """A proof from ranks that connected no channel but show where NCCL
+    went (a plugin that failed to start, ``Using network Socket``,
+    ``NET/OFI`` lines only), or None when none shows anything."""
+    shown = [r for r in ev.ranks.values() if not r.via and r.networks]
+    if ev.plugin_asked:
+        # the plugin asked for was not found: NCCL's own network instead
+        for r in ev.ranks.values():
+            if not r.via and not r.networks and r.not_found_line:
+                r.fell_back_line = r.not_found_line
+                shown.append(r)
+    if not shown:
+        return None
+    mixed = _mixed(ev)
+    fell = [r for r in shown if r.networks & set(BUILTIN_NETS)]
+    if not fell:
+        return None
+    proven = 'net-ib' if all(r.networks == {'IB'} for r in fell) \
+        else 'net-socket'
+    if t is not None and t.name == proven:
+        return None
+    line = next((r.fell_back_line for r in fell if r.fell_back_line), None)
+    why = f': {line}' if line else ''
+    head = (mixed + '; ' if mixed else
+            f'fell back to {transports.get(proven).title} on '
+            f'{len(fell)} rank(s) ({_labels(fell)}){why}; ')
+    return Proof(asked, proven, False,
+                 head + 'no channel lines (the run stopped before its '
+                 'channels were connected, or the log was cut)')
+
+
+def _missing_ranks(ev, expected):
+    """The ranks of ``expected`` (a count, or rank ids) that printed no
+    channel line, as a sorted list; None when the log names no rank ids
+    (the count of ranks with channels is then compared)."""
+    want = set(range(expected)) if isinstance(expected, int) else \
+        {int(x) for x in expected}
+    seen = ev.channel_rank_ids
+    if seen:
+        return sorted(want - seen)
+    with_via = [r for r in ev.ranks.values() if r.via]
+    if len(with_via) >= len(want):
+        return []
+    return sorted(want)[len(with_via):]
+
+
+def prove(asked, ev, nodes=1, expected_ranks=None):
+    """Compare the transport ``asked`` for (a name of
+    :data:`ccl_health.TRANSPORTS`, or its record; None: what the log says
+    was asked, :func:`asked_from_log`, else what it proves) on a run of
+    ``nodes`` nodes with what the evidence shows, by the rule of its record
+    in :mod:`ccl_health.sitedata.transports`.  ``expected_ranks`` (a count,
+    or rank ids): every one of them must show channel lines, else the proof
+    is not complete (could-not-check) unless it shows a fallback.  The
+    reason is one line that a person can act on."""
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        raise CclHealthError(f'nodes: expected a whole number >= 1, '
+                             f'got {nodes!r}')
+    from_log = None
+    if asked is None:
+        asked = from_log = asked_from_log(ev)
+    if asked is None:
+        asked = ev.proven()
+        if asked is None:
+            said = sorted({n for r in ev.ranks.values() for n in r.networks})
+            shown = (f' (they name {", ".join(said)}, but no connection '
+                     f'was made)' if said else '')
+            return Proof(None, None, False,
+                         'the transport is not proven: no channel lines in '
+                         'the debug logs, and they do not say what was '
+                         'asked' + shown)
+    kept_on = not any(ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
+                                                      'NCCL_SHM_DISABLE'))
+    if from_log and nodes == 1 and kept_on and ev.proven() == 'intra':
+        # a plugin in the environment of a one-node run that kept P2P/SHM
+        # on: NCCL needs no network there, and that is no fallback
+        proof = _prove(transports.get('intra'), ev, nodes)
+        proof.reason += (f' (the log asks for {from_log}: '
+                         f'{_asked_why(ev, from_log)}; this one-node run '
+                         f'kept P2P/SHM on, so no network was needed)')
+        return _every_rank(proof, ev, expected_ranks)
+    proof = _prove(transports.get(asked), ev, nodes)
+    if from_log:
+        proof.reason += f' (asked {from_log}: {_asked_why(ev, from_log)})'
+    return _every_rank(proof, ev, expected_ranks)
+
+
+def _every_rank(proof, ev, expected_ranks):
+    """``proof``, or could-not-check where a rank of ``expected_ranks``
+    shows no channel line."""
+    if expected_ranks is not None and proof.ok:
+        missing = _missing_ranks(ev, expected_ranks)
+        if missing:
+            n = expected_ranks if isinstance(expected_ranks, int) else \
+                len(expected_ranks)
+            ids = ', '.join(map(str, missing[:8])) + \
+                (', ...' if len(missing) > 8 else '')
+            return Proof(proof.asked, None, False,
+                         f'{len(missing)} of {n} ranks show no channel line '
+                         f'(rank {ids}): their transport is not proven '
+                         f'(every rank must show it; {proof.reason})')
+    return proof
+
+
+def _prove(t, ev, nodes):
+    asked = t.name
+    proven = ev.proven()
+    if not ev.files and not ev.nccl_lines and not ev.versions:
+        return Proof(asked, None, False,
+                     'no NCCL debug log was written (NCCL_DEBUG_FILE): '
+                     'cannot prove the transport')
+    seen = _describe(ev.via)
+    if not t.uses_network and nodes > 1:
+        return Proof(asked, proven, False,
+                     f'intra-node transport asked for a {nodes}-node run: '
+                     f'ranks on different nodes cannot be connected '
+                     f'without a network ({seen})')
+    if ev.unparsed:
+        return Proof(asked, proven, False,
+                     f'{len(ev.unparsed)} channel line(s) not understood, '
+                     f'cannot prove the transport: {ev.unparsed[0][:200]}')
+    if proven is None:
+        fb = _no_channel_fallback(asked, t, ev)
+        if fb is not None:
+            return fb
+        return Proof(asked, None, False,
+                     'no channel was connected (no "via" lines in the NCCL '
+                     'debug log): the run stopped before NCCL set up its '
+                     'transports')
+    if nodes > 1 and not ev.net_paths:
+        return Proof(asked, None, False,
+                     f'{nodes}-node run but no network channel understood '
+                     f'in the log ({seen})')
+    if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
+        return Proof(asked, proven, False,
+                     f'{nodes}-node run but debug logs from only '
+                     f'{len(ev.hosts)} host(s) ({", ".join(ev.hosts[:4])}): '
+                     f'the other nodes\' ranks are not proven')
+    p = transports.get(proven)
+    if not t.uses_network:
+        if p is t:
+            return Proof(asked, proven, True, f'{t.passed} ({seen})')
+        return Proof(asked, proven, False,
+                     f'asked for intra-node but NCCL went over the network '
+                     f'({seen})')
+    if not p.uses_network:
+        return Proof(asked, proven, False,
+                     f'asked for {asked} but no channel used the network '
+                     f'({seen}): P2P/SHM were not disabled')
+    mixed = _mixed(ev)
+    if mixed:
+        return Proof(asked, proven, False, mixed)
+    if t.builtin:
+        return _prove_builtin(t, p, ev, seen)
+    return _prove_plugin(t, p, ev, seen)
+
+
+def _prove_builtin(t, p, ev, seen):
+    """``t`` one of NCCL's builtin networks, ``p`` what the channels
+    prove."""
+    if p is t:
+        gdr = (', GPUDirect RDMA on every path' if
+               all(k.endswith('/GDRDMA') for k in ev.net_paths) else '')
+        return Proof(t.name, p.name, True, f'{t.passed}{gdr} ({seen})')
+    if p.builtin and transports.order(p.name) < transports.order(t.name):
+        # a weaker builtin network: sockets instead of IB
+        why = (f': {ev.ib_off_reason}' if t.network == 'IB' and
+               ev.ib_off_reason else '')
+        return Proof(t.name, p.name, False,
+                     f'fell back to {p.title} instead of {t.title} '
+                     f'({seen}){why}')
+    if p.builtin:
+        # a stronger one: NCCL prefers IB to sockets where there is IB
+        return Proof(t.name, p.name, False,
+                     f'asked for {t.title} but NCCL used {p.title} ({seen}):'
+                     f' the site\'s environment of {t.name} does not keep '
+                     f'NCCL off {p.title}')
+    plugin = ev.plugin_name
+    return Proof(t.name, p.name, False,
+                 f'asked for {t.title} but NCCL used '
+                 f'{f"the plugin {plugin}" if plugin else "a plugin"} '
+                 f'({seen}): a plugin was loaded (NCCL_NET_PLUGIN)')
+
+
+def _prove_plugin(t, p, ev, seen):
+    """``t`` a transport over the net plugin, ``p`` what the channels
+    prove."""
+    if p.builtin:
+        why = (f'; the plugin did not load: {ev.plugin_failure}'
+               if ev.plugin_failure else
+               f'; plugin {ev.plugin_loaded} loaded but NCCL did not use it'
+               if ev.plugin_loaded else
+               '' if ev.plugin_name else '; no "Loaded net plugin" line')
+        return Proof(t.name, p.name, False,
+                     f'fell back to {p.title} instead of the plugin '
+                     f'({seen}){why}')
+    plugin = ev.plugin_name
+    if not plugin:
+        return Proof(t.name, p.name, False,
+                     f'network {seen} used but no "Loaded net plugin" line '
+                     f'in the log')
+    if not t.needs_gdr or p.needs_gdr:
+        return Proof(t.name, p.name, True,
+                     f'{t.passed.format(plugin=plugin)} ({seen})')
+    nets = ev.net_paths
+    off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
+    why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
+    return Proof(t.name, p.name, False,
+                 f'plugin {plugin} ran without GPUDirect RDMA on {off} of '
+                 f'{sum(nets.values())} network channels ({seen}){why}')
