@@ -49,6 +49,16 @@ def parser(prog='scripts/fleet'):
     p.add_argument('--drain', action='store_true', help='drain the nodes '
                    'named bad (scontrol update state=drain reason="ccl-health:'
                    ' ..."); never the ones that could not be checked')
+    p.add_argument('--force', action='store_true', help='drain even when '
+                   'the failure looks systemic (shared by more than '
+                   'fleet.systemic_share of the nodes, or every node behind '
+                   'one switch) or the drains exceed fleet.max_drain')
+    p.add_argument('--resume', action='store_true', help='back to service: '
+                   're-check only the nodes drained with a reason starting '
+                   '"ccl-health:" (node check, then a pair with a healthy '
+                   'partner) and resume a node after fleet.resume_passes '
+                   'consecutive passing checks; a node that fails again '
+                   'stays drained with the count in its reason')
     p.add_argument('--site', help='a site name (site/<name>.yaml) or a site '
                    'file; its fleet: block sets the commands and limits')
     p.add_argument('--system', help='the system name (default: the site\'s)')
@@ -300,6 +310,34 @@ def allocate(args, argv, cfg, run_id, run_dir):
     return exit_code(summary)
 
 
+# -- drains -------------------------------------------------------------------
+
+def decide_drains(summary, cfg, sched, force=False):
+    """Drain the bad nodes whose action drains (isolate, reset; never
+    monitor), with a reason that says the action; nothing when the
+    failure is systemic or the count is above ``fleet.max_drain``, unless
+    ``force``."""
+    from ccl_health.fleet import systemic
+    from ccl_health.judge import actions
+    acts = summary.get('actions') or {}
+    to_drain = [n for n in sorted(summary['bad'])
+                if actions.drains(acts.get(n, actions.ISOLATE))]
+    held = systemic.hold_reason(summary, cfg, to_drain)
+    if held and not force:
+        summary['drain_held'] = held
+        return
+    if held:
+        summary['forced'] = held
+    if not to_drain:
+        return
+    reasons = {n: actions.drain_reason(acts.get(n, actions.ISOLATE),
+                                       summary['bad'][n]) for n in to_drain}
+    drained, errors = sched.drain(to_drain, reasons)
+    summary['drained'] = drained
+    summary['drain_reasons'] = {n: reasons[n] for n in drained}
+    summary['drain_errors'] = errors
+
+
 # -- main ---------------------------------------------------------------------
 
 def new_run_id():
@@ -369,15 +407,15 @@ def _main(argv, prog):
     else:
         return allocate(args, argv, cfg, run_id, run_dir)
     os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
-    summary = Fleet(nodes, sched, cfg, unavailable=unavailable).run()
+    summary = Fleet(nodes, sched, cfg, unavailable=unavailable,
+                    actions=site.actions if site else None).run()
     summary['run_id'] = run_id
     summary['system'] = site.system if site else (args.system or '')
     summary['partition'] = args.partition or os.environ.get(
         'SLURM_JOB_PARTITION', '')
-    if args.drain and summary['bad']:
-        drained, errors = sched.drain(sorted(summary['bad']), summary['bad'])
-        summary['drained'] = drained
-        summary['drain_errors'] = errors
+    summary['env_dropped'] = list(getattr(sched, 'env_dropped', []))
+    if args.drain:
+        decide_drains(summary, cfg, sched, args.force)
     path = os.path.join(run_dir, 'fleet.json')
     report.write(summary, run_dir)
     if args.json:

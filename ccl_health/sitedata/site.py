@@ -77,6 +77,9 @@ class Site:
     #: the ``fleet`` block as written (schema-checked; defaults and checks:
     #: :class:`ccl_health.fleet.config.FleetConfig`); ``None``: none
     fleet: Optional[dict] = None
+    #: the ``actions`` block (:mod:`ccl_health.judge.actions`): {name:
+    #: action} overriding the defaults; empty: none
+    actions: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def transport(self, name):
         try:
@@ -190,7 +193,13 @@ def parse(text, path='<site>', system=None):
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
-                _fleet(doc.get('fleet'), path))
+                _fleet(doc.get('fleet'), path),
+                _actions(doc.get('actions'), path))
+
+
+def _actions(raw, path):
+    from ccl_health.judge.actions import check_site_actions
+    return check_site_actions(raw, path)
 
 
 def _fleet(raw, path):
