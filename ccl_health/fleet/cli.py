@@ -312,7 +312,7 @@ def allocate(args, argv, cfg, run_id, run_dir):
 
 # -- drains -------------------------------------------------------------------
 
-def decide_drains(summary, cfg, sched, force=False):
+def decide_drains(summary, cfg, sched, force=False, output_dir=None):
     """Drain the bad nodes whose action drains (isolate, reset; never
     monitor), with a reason that says the action; nothing when the
     failure is systemic or the count is above ``fleet.max_drain``, unless
@@ -336,6 +336,53 @@ def decide_drains(summary, cfg, sched, force=False):
     summary['drained'] = drained
     summary['drain_reasons'] = {n: reasons[n] for n in drained}
     summary['drain_errors'] = errors
+    if output_dir and drained:
+        from ccl_health.fleet import resume
+        resume.note_drains(output_dir, summary['drain_reasons'])
+
+
+def run_resume(args, site, cfg, run_id):
+    """``--resume``: re-check the nodes drained by ccl-health
+    (:mod:`ccl_health.fleet.resume`); its own fleet.json and page."""
+    from ccl_health.fleet import resume, slurm
+    out_dir = outputs.output_dir()
+    run_dir = os.path.join(out_dir, 'fleet', f'resume-{run_id}')
+    os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
+    progs = Programs(cfg, run_dir, site)
+    env = step_env(site, cfg)
+
+    def make_scheduler(reservation):
+        sched = slurm.SlurmScheduler(
+            run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
+            list(cfg.srun) + [f'--reservation={reservation}'],
+            cfg.max_parallel, cfg.grace)
+        # each step its own job in the reservation, even when this runs
+        # inside a job (FleetAcceptance): no job variables passed on
+        sched.base_env = {k: v for k, v in sched.base_env.items()
+                          if not k.startswith('SLURM_') or k == 'SLURM_CONF'}
+        return sched
+
+    r = resume.Resume(cfg, out_dir, args.partition, args.nodelist,
+                      make_scheduler=make_scheduler)
+    summary = r.run()
+    summary['run_id'] = f'resume-{run_id}'
+    summary['system'] = site.system if site else (args.system or '')
+    summary['partition'] = args.partition or ''
+    summary['env_dropped'] = slurm.clean_environ()[1]
+    report.write_resume(summary, run_dir)
+    if args.json:
+        with open(args.json, 'w') as fp:
+            json.dump(summary, fp, indent=1)
+    if not args.no_record:
+        try:
+            report.record(summary, args.db or outputs.database(), cfg)
+        except Exception as err:
+            print(f'fleet: (not recorded in the performance database: '
+                  f'{err})', file=sys.stderr)
+    print(resume.summary_text(summary, os.path.join(run_dir,
+                                                   report.SUMMARY)),
+          flush=True)
+    return resume.exit_code(summary)
 
 
 # -- main ---------------------------------------------------------------------
@@ -366,6 +413,10 @@ def _main(argv, prog):
         os.environ['CCL_HEALTH_OUTPUT'] = os.path.abspath(args.output)
     site, cfg = load_site(args)
     run_id = args.run_id or new_run_id()
+    if args.resume:
+        if args.simulate or args.drain:
+            raise CclHealthError('--resume: not with --simulate or --drain')
+        return run_resume(args, site, cfg, run_id)
     run_dir = os.path.join(outputs.output_dir(), 'fleet', run_id)
     sched = None
     unavailable = {}
@@ -415,7 +466,13 @@ def _main(argv, prog):
         'SLURM_JOB_PARTITION', '')
     summary['env_dropped'] = list(getattr(sched, 'env_dropped', []))
     if args.drain:
-        decide_drains(summary, cfg, sched, args.force)
+        decide_drains(summary, cfg, sched, args.force,
+                      None if args.simulate else outputs.output_dir())
+    if not args.simulate:
+        from ccl_health.fleet import resume
+        state = resume.load_state(outputs.output_dir())
+        summary['timeline'] = {n: state[n]['events'] for n in sorted(state)
+                               if n in set(nodes) | set(summary['drained'])}
     path = os.path.join(run_dir, 'fleet.json')
     report.write(summary, run_dir)
     if args.json:
