@@ -645,8 +645,8 @@ def summary_text(summary, path=None):
     for f in s.get('systemic') or []:
         lines.append(f'  SYSTEMIC: {f["reason"]}')
     for n, why in s['bad'].items():
-        act = f' ({acts[n]})' if n in acts else ''
-        lines.append(f'  BAD {n}{act}: {why}')
+        act = f'{acts[n]}: ' if n in acts else ''
+        lines.append(f'  BAD {n}: {act}{why}')
     for a, b, why in s['suspect_links']:
         lines.append(f'  SUSPECT LINK {a} - {b}: {why}')
     for g in s.get('suspect_groups', []):
