@@ -214,3 +214,25 @@ def test_transport_variables_of_the_caller_are_dropped(monkeypatch):
                                  {'NCCL_IB_DISABLE': '1'})
     assert 'NCCL_ALGO' in sched.env_dropped
     assert 'NCCL_ALGO' not in sched.base_env
+
+
+def test_page_and_records_show_actions_systemic_and_timeline():
+    from ccl_health.fleet import report
+    s, _ = accept(FaultPlan(bad_nodes={'n3': 'wrong'},
+                            stragglers={'n7': 0.85}))
+    s['timeline'] = {'n3': [{'time': '2026-01-01T00:00:00Z',
+                             'event': 'drain',
+                             'reason': 'ccl-health: isolate: wrong'}]}
+    page = report.render(s)
+    assert '<th>action</th>' in page
+    assert '<td>n3</td><td>isolate</td>' in page
+    assert '<td>n7</td><td>monitor</td>' in page
+    assert 'Drain / resume timeline' in page and 'Systemic' not in page
+    cfg = FleetConfig(groups=[4, 8], round_limit=60)
+    recs = {c.case_name: c for c in report.cases(s, cfg)}
+    assert recs['fleet-node nodes n3'].reason.startswith('isolate: ')
+    assert not recs['fleet-node nodes n4'].reason.startswith('isolate')
+    s, _ = accept(FaultPlan(all_nodes='crash'))
+    page = report.render(s)
+    assert 'Systemic' in page and 'systemic: 16 of 16 nodes' in page
+    assert 'not drained' in page
