@@ -142,6 +142,8 @@ def load_site(args):
             site = site_data.load(resources.site_dir(), name)
     raw = site.fleet if site is not None else None
     cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
+    from ccl_health.fleet import systemic
+    systemic.switches(cfg)            # a bad topology stops us here
     if args.round_limit is not None:
         if not args.round_limit > 0:
             raise CclHealthError('--round-limit: must be positive')

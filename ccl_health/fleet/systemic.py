@@ -22,15 +22,17 @@ from typing import Dict, List, Optional, Sequence
 from ccl_health import CclHealthError
 
 _NUMBER = re.compile(r'\d+(\.\d+)?')
+#: a word that may be a node name (names hold letters, digits, - _ .)
+_WORD = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]*[A-Za-z0-9_]|[A-Za-z0-9_]')
 
 
 def shape(reason: str, nodes: Sequence[str] = ()) -> str:
     """``reason`` with every node name and every number blanked: two
     nodes failing "the same way" have the same shape."""
     text = ' '.join(str(reason or '').split())
-    for n in sorted(set(nodes), key=len, reverse=True):
-        if n:
-            text = text.replace(n, '<node>')
+    names = nodes if isinstance(nodes, (set, frozenset)) else set(nodes)
+    text = _WORD.sub(lambda m: '<node>' if m.group(0) in names
+                     else m.group(0), text)
     return _NUMBER.sub('#', text)
 
 
@@ -89,7 +91,7 @@ def node_failures(fleet) -> Dict[str, str]:
     """``{node: failure shape}`` of the nodes of a finished
     :class:`~ccl_health.fleet.run.Fleet` run that failed (see the module
     text)."""
-    nodes = list(fleet.nodes)
+    nodes = set(fleet.nodes)
     out = {}
     named = set(fleet.bad) | set(fleet.could_not_check) | {
         n for l in fleet.links for n in l} | {
@@ -112,7 +114,7 @@ def node_failures(fleet) -> Dict[str, str]:
             failed, why = j.verdict.failed, j.reason
         for n in j.step.nodes:
             net[n].append((failed, f'{j.verdict}: {shape(why, nodes)}'))
-    for n in nodes:
+    for n in fleet.nodes:
         if n in out or n not in named or not net.get(n):
             continue
         if all(f for f, _ in net[n]):
@@ -149,7 +151,7 @@ def find(fleet, share: float, switch_map: Optional[Dict[str, List[str]]]
             fails.get(n) or shape(fleet.bad.get(n) or
                                   fleet.could_not_check.get(n) or
                                   'named in a suspect link or group',
-                                  fleet.nodes) for n in here)
+                                  set(fleet.nodes)) for n in here)
         out.append({'scope': f'switch {sw}', 'nodes': sorted(here),
                     'reason': (f'switch {sw}: every node behind it '
                                f'({len(here)}) failed: '
