@@ -7,6 +7,12 @@ stragglers; every step an ``srun`` job step of this job.
 
     reframe -C config/settings.py --mode acceptance -n FleetAcceptance -r
 
+With ``-S resume=1`` it is ``scripts/fleet --resume`` instead: only the
+nodes drained with a reason starting ``ccl-health:`` are re-checked and
+resumed after the site's number of consecutive passing checks (every step
+its own job in a maintenance reservation; this job holds one node to run
+from).
+
 It never drains (``scripts/fleet --drain`` does, run by a person); its
 verdict and reason come from the run's ``fleet.json``
 (:func:`ccl_health.fleet.run.exit_code`): ``pass`` only when every node was
@@ -24,6 +30,8 @@ from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
 from ccl_health import resources
+from ccl_health.fleet.resume import exit_code as resume_exit_code
+from ccl_health.fleet.resume import summary_text as resume_text
 from ccl_health.fleet.run import exit_code, summary_text
 from ccl_health.sitedata.sysconfig import partition_gpus
 from ccl_health.judge.verdicts import Verdict, worst
@@ -49,6 +57,9 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
     #: the verdict (a ccl_health.judge.verdicts name) and its line
     verdict = variable(str, value='')
     verdict_reason = variable(str, value='')
+    #: ``scripts/fleet --resume``: back to service for the nodes that
+    #: ccl-health drained (:mod:`ccl_health.fleet.resume`)
+    resume = variable(bool, value=False)
     num_tasks_per_node = 1
     exclusive_access = True
     time_limit = '2h'
@@ -70,7 +81,7 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
         # ReFrame's flexible allocation asks Slurm for the partition's
         # nodes when the job is made; a dry run (no Slurm at hand) renders
         # the script for the smallest fleet with a pair instead
-        self.num_tasks = self.fleet_nodes or (
+        self.num_tasks = 1 if self.resume else self.fleet_nodes or (
             DRY_RUN_NODES if self.is_dry_run() else 0)
         # one process in the batch script; the steps are its srun steps
         self.job.launcher = getlauncher('local')()
@@ -79,7 +90,8 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
             '-m', 'ccl_health.fleet', '--inside',
             '--site', self.current_system.name,
             '--partition', self.current_partition.name,
-            '--json', 'fleet-summary.json']
+            '--json', 'fleet-summary.json'] + (
+                ['--resume'] if self.resume else [])
         self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
 
     @sanity_function
@@ -88,14 +100,19 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
         try:
             with open(path) as fp:
                 summary = json.load(fp)
-            code = exit_code(summary)
-            text = summary_text(summary)
+            if summary.get('mode') == 'resume':
+                code = resume_exit_code(summary)
+                text = resume_text(summary)
+            else:
+                code = exit_code(summary)
+                text = summary_text(summary)
         except (OSError, ValueError, KeyError, TypeError) as err:
             code, text = 2, (f'could not check: the fleet left no summary '
                              f'in {path}: {err}')
         failed = [] if code != 1 else [
             res['verdict'] for r in summary['rounds'] for res in r['results']
-            if not Verdict.parse(res['verdict'], Verdict.CRASH).good]
+            if not Verdict.parse(res['verdict'], Verdict.CRASH).good] + (
+                [str(Verdict.CRASH)] if summary.get('systemic') else [])
         self.verdict = str(
             Verdict.PASS if code == 0 else
             (worst(failed) or Verdict.DROP) if code == 1 else

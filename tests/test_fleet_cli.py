@@ -62,6 +62,13 @@ def test_simulated_drain_names_only_bad_nodes(tmp_path):
     p = fleet('--simulate', str(plan), '--nodelist', 'n[1-8]', '--drain',
               '--round-limit', '5', '--output', str(tmp_path), cwd=tmp_path)
     assert p.returncode == 1, p.stderr
+    # 2 of 8 is above the default ceiling (10 %, rounded up: 1): held
+    assert '  drained: ' not in p.stdout
+    assert 'not drained: 2 nodes to drain, above the ceiling of 1' in p.stdout
+    p = fleet('--simulate', str(plan), '--nodelist', 'n[1-8]', '--drain',
+              '--force', '--round-limit', '5', '--output', str(tmp_path),
+              cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
     assert 'drained: n2, n4' in p.stdout
 
 

@@ -92,7 +92,8 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def fleet_run(cluster, tmp_path, plan, unchecked=(), **fleet):
+def fleet_run(cluster, tmp_path, plan, unchecked=(), options=('--drain',),
+              env_extra=None, **fleet):
     plan_path = tmp_path / 'plan.json'
     FaultPlan.from_dict(plan).save(str(plan_path))
     site = tmp_path / 'site.yaml'
@@ -100,10 +101,13 @@ def fleet_run(cluster, tmp_path, plan, unchecked=(), **fleet):
     env = cluster.env()
     env['CCL_HEALTH_FAULT_PLAN'] = str(plan_path)
     env['CCL_HEALTH_FAULT_UNCHECKED'] = ','.join(unchecked)
+    env.update(env_extra or {})
+    if (tmp_path / 'summary.json').exists():
+        (tmp_path / 'summary.json').unlink()
     t0 = time.monotonic()
     p = subprocess.run(
         [os.path.join(REPO, 'scripts', 'fleet'), '--partition', 'batch',
-         '--site', str(site), '--drain', '--output', str(tmp_path / 'out'),
+         '--site', str(site), *options, '--output', str(tmp_path / 'out'),
          '--json', str(tmp_path / 'summary.json')],
         env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     seconds = time.monotonic() - t0
@@ -202,7 +206,13 @@ def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
         assert sorted(s['drained']) == ['n03', 'n11']
         reasons = drained(cluster)
         assert sorted(reasons) == ['n03', 'n11'], reasons
-        assert all(r.startswith('ccl-health: ') for r in reasons.values())
+        # the drain reason says the action; monitor findings (the link,
+        # the straggler) drain nothing
+        assert all(r.startswith('ccl-health: isolate: ')
+                   for r in reasons.values()), reasons
+        assert s['actions'] == {'n03': 'isolate', 'n11': 'isolate',
+                                'n06-n14': 'monitor', 'n09': 'monitor'}
+        assert s['systemic'] == [] and not s.get('drain_held')
         assert {n: cluster.node_states()[n] for n in reasons} == \
             {'n03': 'drain', 'n11': 'drain'}
         # the hang was cut at its bound, not waited for
@@ -219,6 +229,97 @@ def test_faults_named_exactly_and_only_bad_nodes_drained(cluster, tmp_path,
         assert_nothing_left_running(cluster)
     finally:
         cluster.resume(['n03', 'n11'])
+
+
+def test_systemic_failure_drains_nothing_and_caller_env_is_dropped(
+        cluster, tmp_path):
+    """Every node check crashing the same way (a shared cause): one
+    finding 'systemic', exit 1, nothing drained without --force; the
+    caller's NCCL_P2P_DISABLE=1 never reaches a step (named in
+    fleet.json)."""
+    p, s, seconds = fleet_run(cluster, tmp_path, {'all_nodes': 'crash'},
+                              env_extra={'NCCL_P2P_DISABLE': '1',
+                                         'FI_PROVIDER': 'tcp'})
+    assert p.returncode == 1, p.stdout + p.stderr[-3000:]
+    assert len(s['bad']) == NODES
+    assert [f['scope'] for f in s['systemic']] == ['share']
+    assert s['systemic'][0]['reason'].startswith(
+        f'{NODES} of {NODES} nodes failed the same way')
+    assert s['drained'] == [] and drained(cluster) == {}
+    assert s['drain_held'].startswith('systemic: ')
+    assert 'SYSTEMIC: ' in p.stdout and 'not drained: systemic' in p.stdout
+    assert s['env_dropped'] == ['FI_PROVIDER', 'NCCL_P2P_DISABLE']
+    steps = (tmp_path / 'out' / 'fleet').glob('*/nodes/*.json')
+    assert len(list(steps)) == NODES
+    assert seconds < 60, seconds
+    assert_nothing_left_running(cluster)
+
+
+def test_resume_brings_back_only_what_ccl_health_drained(cluster, tmp_path):
+    """The closed loop: n03 drained by ccl-health for a fault that is gone
+    (intermittent) is resumed after 2 passing checks; n07, drained by
+    ccl-health and still crashing, stays drained with the count; n12,
+    drained by an administrator, is never touched."""
+    intermittent, failing, admin = 'n03', 'n07', 'n12'
+    why = {intermittent: 'ccl-health: isolate: UNHEALTHY: crash: GPU 0',
+           failing: 'ccl-health: isolate: UNHEALTHY: crash: GPU 1',
+           admin: 'admin: replacing a fan (ticket 42)'}
+    try:
+        for n, r in why.items():
+            cluster.run('scontrol', 'update', f'nodename={n}', 'state=drain',
+                        f'reason={r}', timeout=20)
+        plan = {'busbw': 40.0, 'bad_nodes': {failing: 'crash'}}
+        t0 = time.monotonic()
+        resume = ('--resume', '--db', str(tmp_path / 'fleet.db'))
+        p, s, _ = fleet_run(cluster, tmp_path, plan, options=resume)
+        assert p.returncode == 1, p.stdout + p.stderr[-3000:]
+        assert sorted(s['candidates']) == [intermittent, failing]
+        assert list(s['left_alone']) == [admin]
+        assert s['resumed'] == []
+        assert s['kept'] == {
+            intermittent: why[intermittent] + ' (passed 1 of 2 checks)',
+            failing: why[failing] + ' (failed again, 1 of 1 checks)'}
+        reasons = drained(cluster)
+        assert reasons == {**s['kept'], admin: why[admin]}
+        p, s, _ = fleet_run(cluster, tmp_path, plan, options=resume)
+        seconds = time.monotonic() - t0
+        assert p.returncode == 1, p.stdout + p.stderr[-3000:]
+        assert s['resumed'] == [intermittent]
+        assert s['kept'] == {
+            failing: why[failing] + ' (failed again, 2 of 2 checks)'}
+        assert drained(cluster) == {failing: s['kept'][failing],
+                                    admin: why[admin]}
+        deadline = time.monotonic() + 10
+        while cluster.node_states().get(intermittent) != 'idle' and \
+                time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert cluster.node_states()[intermittent] == 'idle'
+        # the timeline: the drain, two passes, the resume
+        steps = [e['event'] for e in s['timeline'][intermittent]]
+        assert steps == ['drain', 'pass', 'pass', 'resume']
+        assert [e['event'] for e in s['timeline'][failing]] == \
+            ['drain', 'fail', 'fail']
+        assert admin not in s['timeline']
+        page = open(s['page']).read()
+        assert 'Drain / resume timeline' in page and 'resumed' in page
+        assert why[admin] in page.replace('&#39;', "'")
+        # the database: every check and its outcome
+        import sqlite3
+        db = sqlite3.connect(str(tmp_path / 'fleet.db'))
+        rows = db.execute("select case_name, verdict, reason from cases "
+                          "where case_name like 'fleet-resume %'").fetchall()
+        assert (f'fleet-resume {intermittent}', 'pass',
+                'resumed: 2 of 2 consecutive checks passed') in rows
+        assert any(r[0] == f'fleet-resume {failing}' and r[1] == 'crash' and
+                   '(failed again, 2 of 2 checks)' in r[2] for r in rows)
+        assert not any(admin in r[0] for r in rows)
+        assert 'No reservations' in cluster.run(
+            'scontrol', 'show', 'reservation', timeout=20).stdout
+        print(f'two --resume runs: {seconds:.1f} s')
+        assert seconds < 60
+        assert_nothing_left_running(cluster)
+    finally:
+        cluster.resume(list(why))
 
 
 def test_zz_cluster_stops_and_leaves_nothing(cluster):

@@ -48,6 +48,16 @@ def parser(prog='scripts/fleet'):
     p.add_argument('--drain', action='store_true', help='drain the nodes '
                    'named bad (scontrol update state=drain reason="ccl-health:'
                    ' ..."); never the ones that could not be checked')
+    p.add_argument('--force', action='store_true', help='drain even when '
+                   'the failure looks systemic (shared by more than '
+                   'fleet.systemic_share of the nodes, or every node behind '
+                   'one switch) or the drains exceed fleet.max_drain')
+    p.add_argument('--resume', action='store_true', help='back to service: '
+                   're-check only the nodes drained with a reason starting '
+                   '"ccl-health:" (node check, then a pair with a healthy '
+                   'partner) and resume a node after fleet.resume_passes '
+                   'consecutive passing checks; a node that fails again '
+                   'stays drained with the count in its reason')
     p.add_argument('--site', help='a site name (site/<name>.yaml) or a site '
                    'file; its fleet: block sets the commands and limits')
     p.add_argument('--system', help='the system name (default: the site\'s)')
@@ -134,6 +144,8 @@ def load_site(args):
             site = site_data.load(resources.site_dir(), name)
     raw = site.fleet if site is not None else None
     cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
+    from ccl_health.fleet import systemic
+    systemic.switches(cfg)            # a bad topology stops us here
     if args.round_limit is not None:
         if not args.round_limit > 0:
             raise CclHealthError('--round-limit: must be positive')
@@ -302,6 +314,81 @@ def allocate(args, argv, cfg, run_id, run_dir):
     return exit_code(summary)
 
 
+# -- drains -------------------------------------------------------------------
+
+def decide_drains(summary, cfg, sched, force=False, output_dir=None):
+    """Drain the bad nodes whose action drains (isolate, reset; never
+    monitor), with a reason that says the action; nothing when the
+    failure is systemic or the count is above ``fleet.max_drain``, unless
+    ``force``."""
+    from ccl_health.fleet import systemic
+    from ccl_health.judge import actions
+    acts = summary.get('actions') or {}
+    to_drain = [n for n in sorted(summary['bad'])
+                if actions.drains(acts.get(n, actions.ISOLATE))]
+    held = systemic.hold_reason(summary, cfg, to_drain)
+    if held and not force:
+        summary['drain_held'] = held
+        return
+    if held:
+        summary['forced'] = held
+    if not to_drain:
+        return
+    reasons = {n: actions.drain_reason(acts.get(n, actions.ISOLATE),
+                                       summary['bad'][n]) for n in to_drain}
+    drained, errors = sched.drain(to_drain, reasons)
+    summary['drained'] = drained
+    summary['drain_reasons'] = {n: reasons[n] for n in drained}
+    summary['drain_errors'] = errors
+    if output_dir and drained:
+        from ccl_health.fleet import resume
+        resume.note_drains(output_dir, summary['drain_reasons'])
+
+
+def run_resume(args, site, cfg, run_id):
+    """``--resume``: re-check the nodes drained by ccl-health
+    (:mod:`ccl_health.fleet.resume`); its own fleet.json and page."""
+    from ccl_health.fleet import resume, slurm
+    out_dir = outputs.output_dir()
+    run_dir = os.path.join(out_dir, 'fleet', f'resume-{run_id}')
+    os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
+    progs = Programs(cfg, run_dir, site)
+    env = step_env(site, cfg)
+
+    def make_scheduler(reservation):
+        sched = slurm.SlurmScheduler(
+            run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
+            list(cfg.srun) + [f'--reservation={reservation}'],
+            cfg.max_parallel, cfg.grace)
+        # each step its own job in the reservation, even when this runs
+        # inside a job (FleetAcceptance): no job variables passed on
+        sched.base_env = {k: v for k, v in sched.base_env.items()
+                          if not k.startswith('SLURM_') or k == 'SLURM_CONF'}
+        return sched
+
+    r = resume.Resume(cfg, out_dir, args.partition, args.nodelist,
+                      make_scheduler=make_scheduler)
+    summary = r.run()
+    summary['run_id'] = f'resume-{run_id}'
+    summary['system'] = site.system if site else (args.system or '')
+    summary['partition'] = args.partition or ''
+    summary['env_dropped'] = slurm.clean_environ()[1]
+    report.write_resume(summary, run_dir)
+    if args.json:
+        with open(args.json, 'w') as fp:
+            json.dump(summary, fp, indent=1)
+    if not args.no_record:
+        try:
+            report.record(summary, args.db or outputs.database(), cfg)
+        except Exception as err:
+            print(f'fleet: (not recorded in the performance database: '
+                  f'{err})', file=sys.stderr)
+    print(resume.summary_text(summary, os.path.join(run_dir,
+                                                   report.SUMMARY)),
+          flush=True)
+    return resume.exit_code(summary)
+
+
 # -- main ---------------------------------------------------------------------
 
 def new_run_id():
@@ -335,6 +422,10 @@ def _main(argv, prog):
         os.environ['CCL_HEALTH_OUTPUT'] = os.path.abspath(args.output)
     site, cfg = load_site(args)
     run_id = args.run_id or new_run_id()
+    if args.resume:
+        if args.simulate or args.drain:
+            raise CclHealthError('--resume: not with --simulate or --drain')
+        return run_resume(args, site, cfg, run_id)
     run_dir = os.path.join(outputs.output_dir(), 'fleet', run_id)
     sched = None
     unavailable = {}
@@ -376,15 +467,21 @@ def _main(argv, prog):
     else:
         return allocate(args, argv, cfg, run_id, run_dir)
     os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
-    summary = Fleet(nodes, sched, cfg, unavailable=unavailable).run()
+    summary = Fleet(nodes, sched, cfg, unavailable=unavailable,
+                    actions=site.actions if site else None).run()
     summary['run_id'] = run_id
     summary['system'] = site.system if site else (args.system or '')
     summary['partition'] = args.partition or os.environ.get(
         'SLURM_JOB_PARTITION', '')
-    if args.drain and summary['bad']:
-        drained, errors = sched.drain(sorted(summary['bad']), summary['bad'])
-        summary['drained'] = drained
-        summary['drain_errors'] = errors
+    summary['env_dropped'] = list(getattr(sched, 'env_dropped', []))
+    if args.drain:
+        decide_drains(summary, cfg, sched, args.force,
+                      None if args.simulate else outputs.output_dir())
+    if not args.simulate:
+        from ccl_health.fleet import resume
+        state = resume.load_state(outputs.output_dir())
+        summary['timeline'] = {n: state[n]['events'] for n in sorted(state)
+                               if n in set(nodes) | set(summary['drained'])}
     path = os.path.join(run_dir, 'fleet.json')
     report.write(summary, run_dir)
     if args.json:

@@ -68,6 +68,19 @@ class FleetConfig:
     #: every step must prove ``transport`` from its NCCL debug log (a step
     #: without one: could-not-check)
     prove_transport: bool = False
+    #: a failure shared by more than this share of the checked nodes is
+    #: systemic (a cause common to the machine): nothing drained without
+    #: --force (:mod:`ccl_health.fleet.systemic`)
+    systemic_share: float = 0.25
+    #: drains per run at most: a count or a share (``"10%"``, rounded up,
+    #: at least 1); above it nothing is drained without --force
+    max_drain: object = '10%'
+    #: leaf switches: {switch: [nodes or node lists]}
+    topology: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
+    #: a Slurm topology.conf read for more leaf switches
+    topology_conf: str = ''
+    #: --resume: consecutive passing checks before a node is resumed
+    resume_passes: int = 2
 
     @property
     def size_bytes(self):
@@ -83,6 +96,19 @@ class FleetConfig:
         ranks = nodes * self.tasks_per_node
         return self.round_limit * max(1.0, math.sqrt(
             ranks / GROUP_LIMIT_RANKS))
+
+    def drain_ceiling(self, nodes: int) -> int:
+        """The most nodes one run may drain out of ``nodes`` checked."""
+        text = str(self.max_drain).strip()
+        if text.endswith('%'):
+            share = float(text[:-1]) / 100
+            if not 0 < share <= 1:
+                raise ValueError(text)
+            return max(1, math.ceil(share * nodes - 1e-9))
+        n = int(text)
+        if n < 0:
+            raise ValueError(text)
+        return n
 
     @classmethod
     def from_dict(cls, raw: Optional[dict], path='<site>'):
@@ -114,6 +140,18 @@ class FleetConfig:
         if not 0 <= cfg.straggler_floor < 1:
             raise CclHealthError(f'{path}: fleet.straggler_floor: must be in '
                                  f'[0, 1)')
+        if not 0 < cfg.systemic_share <= 1:
+            raise CclHealthError(f'{path}: fleet.systemic_share: must be in '
+                                 f'(0, 1]')
+        try:
+            cfg.drain_ceiling(1)
+        except (ValueError, TypeError):
+            raise CclHealthError(f'{path}: fleet.max_drain: '
+                                 f'{cfg.max_drain!r} is not a count or a '
+                                 f'share like "10%"') from None
+        if not int(cfg.resume_passes) >= 1:
+            raise CclHealthError(f'{path}: fleet.resume_passes: must be at '
+                                 f'least 1')
         for key in ('node_probe', 'step_probe'):
             if not getattr(cfg, key):
                 raise CclHealthError(f'{path}: fleet.{key}: empty command')

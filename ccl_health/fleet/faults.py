@@ -8,7 +8,19 @@ of nccl-tests.  A plan is a JSON file::
     {"busbw": 40.0,                       # healthy busbw of a step, GB/s
      "bad_nodes": {"n3": "crash"},        # crash | slow | wrong | hang
      "bad_links": [["n5", "n9"]],         # a step holding both is slow
-     "stragglers": {"n7": 0.85}}          # busbw factor of that node
+     "stragglers": {"n7": 0.85},          # busbw factor of that node
+     "all_nodes": "crash",                # every node, the same way
+     "switches": {"s1": ["n1", "n2"]},    # leaf switches ...
+     "down_switches": ["s1"],             # ... whose uplinks are down
+     "broken_fabric": 0.8}                # share of broken node pairs
+
+Systemic faults (issue 20, class 5): ``all_nodes`` makes every node
+check fail the same way (a shared cause: a broken driver or library
+installed everywhere); a switch of ``down_switches`` has its uplinks down
+(a step over nodes inside and outside it crashes; inside it works);
+``broken_fabric`` breaks that share of node pairs (chosen by a hash of the
+two names: the same pairs every time), a step holding a broken pair
+crashes.
 
 ``outcome(nodes)`` says what one step over ``nodes`` (one node: the node
 check; two: a pair; more: a group) shows: the worst fault among its
@@ -16,6 +28,7 @@ nodes and links, else ``ok`` at the busbw of its slowest member.
 """
 
 import dataclasses
+import hashlib
 import itertools
 import json
 from typing import Dict, FrozenSet, List, Sequence
@@ -41,8 +54,21 @@ class FaultPlan:
     bad_nodes: Dict[str, str] = dataclasses.field(default_factory=dict)
     bad_links: List[FrozenSet[str]] = dataclasses.field(default_factory=list)
     stragglers: Dict[str, float] = dataclasses.field(default_factory=dict)
+    all_nodes: str = ''
+    switches: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
+    down_switches: List[str] = dataclasses.field(default_factory=list)
+    broken_fabric: float = 0.0
 
     def __post_init__(self):
+        if self.all_nodes and self.all_nodes not in NODE_FAULTS:
+            raise ValueError('all_nodes: %r is not one of %s'
+                             % (self.all_nodes, ', '.join(NODE_FAULTS)))
+        for sw in self.down_switches:
+            if sw not in self.switches:
+                raise ValueError('down_switches: %r is not in switches' % sw)
+        if not 0 <= float(self.broken_fabric) <= 1:
+            raise ValueError('broken_fabric: %r is not in [0, 1]'
+                             % self.broken_fabric)
         for node, fault in self.bad_nodes.items():
             if fault not in NODE_FAULTS:
                 raise ValueError('bad_nodes.%s: %r is not one of %s'
@@ -77,9 +103,25 @@ class FaultPlan:
                 raise ValueError('%s: %s' % (path, err)) from None
 
     def to_dict(self):
-        return {'busbw': self.busbw, 'bad_nodes': dict(self.bad_nodes),
-                'bad_links': [sorted(l) for l in self.bad_links],
-                'stragglers': dict(self.stragglers)}
+        out = {'busbw': self.busbw, 'bad_nodes': dict(self.bad_nodes),
+               'bad_links': [sorted(l) for l in self.bad_links],
+               'stragglers': dict(self.stragglers)}
+        if self.all_nodes:
+            out['all_nodes'] = self.all_nodes
+        if self.switches:
+            out['switches'] = {k: list(v) for k, v in self.switches.items()}
+            out['down_switches'] = list(self.down_switches)
+        if self.broken_fabric:
+            out['broken_fabric'] = self.broken_fabric
+        return out
+
+    def pair_broken(self, a, b) -> bool:
+        """A pair of the broken fabric (a hash of the names, stable)."""
+        if not self.broken_fabric:
+            return False
+        key = '-'.join(sorted((a, b))).encode()
+        h = int.from_bytes(hashlib.sha256(key).digest()[:4], 'big')
+        return h / 2 ** 32 < self.broken_fabric
 
     def save(self, path):
         with open(path, 'w') as fp:
@@ -96,6 +138,18 @@ class FaultPlan:
     def outcome(self, nodes: Sequence[str]) -> Outcome:
         nodes = list(nodes)
         found = []
+        if self.all_nodes and len(nodes) == 1:
+            found.append((self.all_nodes, 'every node: %s (a shared cause)'
+                          % self.all_nodes))
+        if len(nodes) > 1:
+            for sw in self.down_switches:
+                inside = set(self.switches[sw])
+                if set(nodes) & inside and set(nodes) - inside:
+                    found.append(('crash', 'switch %s: uplinks down' % sw))
+            for a, b in itertools.combinations(sorted(set(nodes)), 2):
+                if self.pair_broken(a, b):
+                    found.append(('crash', 'fabric: broken path'))
+                    break
         for node in nodes:
             fault = self.bad_nodes.get(node)
             if fault:

@@ -43,11 +43,21 @@ checked in {{ '%.0f' % s.seconds }} s over {{ s.rounds|length }} rounds.</p>
 <tr><th>could not be checked</th><td class="unj">{{ s.could_not_check|length }}</td></tr>
 <tr><th>not checked (Slurm state)</th><td>{{ s.not_checked|length }}</td></tr>
 <tr><th>drained</th><td>{{ s.drained|join(', ') or '-' }}</td></tr>
+{% if s.get('drain_held') %}<tr><th>not drained</th><td class="bad">{{ s.drain_held }}</td></tr>{% endif %}
+{% if s.get('env_dropped') %}<tr><th>dropped from the caller's environment</th><td>{{ s.env_dropped|join(', ') }}</td></tr>{% endif %}
 </table>
+{% if s.get('systemic') %}<h2>Systemic</h2>
+<p class="note">A failure shared by many nodes (or every node behind one
+switch) is a common cause, not a fault of each node: nothing is drained
+without --force.</p>
+<table><tr><th>scope</th><th>nodes</th><th>finding</th></tr>
+{% for f in s.systemic %}<tr><td class="bad">{{ f.scope }}</td><td>{{ f.nodes|length }}: {{ f.nodes[:16]|join(', ') }}</td><td>systemic: {{ f.reason }}</td></tr>
+{% endfor %}</table>{% endif %}
 <h2>Named</h2>
-{% if named %}<table><tr><th>what</th><th>who</th><th>why</th></tr>
-{% for what, who, why in named %}<tr><td class="{{ 'unj' if what == 'could not check' else 'bad' }}">{{ what }}</td><td>{{ who }}</td><td>{{ why }}</td></tr>
+{% if named %}<table><tr><th>what</th><th>who</th><th>action</th><th>why</th></tr>
+{% for what, who, act, why in named %}<tr><td class="{{ 'unj' if what == 'could not check' else 'bad' }}">{{ what }}</td><td>{{ who }}</td><td>{{ act }}</td><td>{{ why }}</td></tr>
 {% endfor %}</table>{% else %}<p class="ok">nothing: every node healthy</p>{% endif %}
+{{ timeline_nodes }}
 <h2>Per-node busbw (node check)</h2>
 <p class="note">Each node's busbw from its node check; red: stragglers (below
 median - k x 1.4826 x MAD and the floor), the dashed line: that baseline.</p>
@@ -177,15 +187,40 @@ def timeline_svg(rounds, width=900):
 
 
 def named_rows(s):
-    rows = [('bad', n, why) for n, why in s['bad'].items()]
-    rows += [('suspect link', f'{a} - {b}', why)
+    acts = s.get('actions') or {}
+    rows = [('bad', n, acts.get(n, ''), why) for n, why in s['bad'].items()]
+    rows += [('suspect link', f'{a} - {b}', acts.get(f'{a}-{b}', ''), why)
              for a, b, why in s['suspect_links']]
-    rows += [('suspect group', ', '.join(g['nodes']), g['reason'])
+    rows += [('suspect group', ', '.join(g['nodes']),
+              acts.get(','.join(g['nodes']), ''), g['reason'])
              for g in s.get('suspect_groups', [])]
-    rows += [('straggler', n, why) for n, why in s['stragglers'].items()]
-    rows += [('could not check', n, why)
+    rows += [('straggler', n, acts.get(n, ''), why)
+             for n, why in s['stragglers'].items()]
+    rows += [('could not check', n, '', why)
              for n, why in s['could_not_check'].items()]
     return rows
+
+
+def node_timeline_html(timeline):
+    """Each node's drain / check / resume steps (the state of
+    ``scripts/fleet --resume``, :mod:`ccl_health.fleet.resume`)."""
+    if not timeline:
+        return ''
+    rows = []
+    for node, events in sorted(timeline.items()):
+        for i, e in enumerate(events):
+            cls = {'drain': 'bad', 'fail': 'bad', 'resume': 'ok',
+                   'pass': 'ok', 'could-not-check': 'unj'}.get(
+                       e.get('event'), '')
+            rows.append(f'<tr><td>{_e(node) if i == 0 else ""}</td>'
+                        f'<td>{_e(e.get("time", ""))}</td>'
+                        f'<td class="{cls}">{_e(e.get("event", ""))}</td>'
+                        f'<td>{_e(e.get("reason", ""))}</td></tr>')
+    return ('<h2>Drain / resume timeline</h2><p class="note">Every drain '
+            'by ccl-health, every re-check of scripts/fleet --resume and '
+            'every resume, per node.</p><table><tr><th>node</th><th>time'
+            '</th><th>step</th><th>reason</th></tr>' + ''.join(rows) +
+            '</table>')
 
 
 def render(summary):
@@ -208,7 +243,59 @@ def render(summary):
                                      set(s['stragglers']),
                                      b.threshold if b else None)),
         pairs=Markup(pairs_html(s)), timeline=Markup(timeline_svg(
-            s['rounds'])))
+            s['rounds'])),
+        timeline_nodes=Markup(node_timeline_html(s.get('timeline'))))
+
+
+_RESUME = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>ccl-health fleet {{ s.run_id }}</title>
+<style>
+body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 1.5em 2em;
+       color: #222; max-width: 1150px; }
+h2 { border-bottom: 2px solid #ccc; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left;
+         vertical-align: top; }
+th { background: #eee; }
+.bad { color: #b00020; font-weight: bold; } .ok { color: #1a7f37; }
+.unj { color: #9a6700; font-weight: bold; }
+.note { color: #555; font-size: 0.9em; }
+</style></head><body>
+<h1>Back to service {{ s.run_id }}</h1>
+<p class="note">scripts/fleet --resume: only nodes drained with a reason
+starting "ccl-health:" are re-checked (node check, then a pair with a
+healthy partner); {{ s.system }} {{ s.partition }}, {{ '%.0f' % s.seconds }} s.</p>
+<table><tr><th>node</th><th>result</th><th>reason now</th></tr>
+{% for n in s.resumed %}<tr><td>{{ n }}</td><td class="ok">resumed</td><td>-</td></tr>
+{% endfor %}{% for n, why in s.kept.items() %}<tr><td>{{ n }}</td><td class="{{ 'bad' if n in s.bad else ('unj' if n in s.could_not_check else 'ok') }}">{{ 'failed again' if n in s.bad else ('could not check' if n in s.could_not_check else 'passed, drained until the next check') }}</td><td>{{ why }}</td></tr>
+{% endfor %}{% for n, why in s.left_alone.items() %}<tr><td>{{ n }}</td><td>left alone</td><td>{{ why }}</td></tr>
+{% endfor %}</table>
+{{ timeline_nodes }}
+</body></html>
+"""
+
+
+def write_resume(summary, run_dir):
+    """``fleet.json`` and ``fleet.html`` of a ``--resume`` run."""
+    os.makedirs(run_dir, exist_ok=True)
+    try:
+        import jinja2
+        from markupsafe import Markup
+    except ImportError as err:
+        summary['page'] = f'not written: {err}'
+    else:
+        env = jinja2.Environment(autoescape=True,
+                                 undefined=jinja2.StrictUndefined)
+        s = dict(summary)
+        page = env.from_string(_RESUME).render(
+            s=s, timeline_nodes=Markup(node_timeline_html(
+                s.get('timeline'))))
+        with open(os.path.join(run_dir, PAGE), 'w') as fp:
+            fp.write(page)
+        summary['page'] = os.path.join(run_dir, PAGE)
+    with open(os.path.join(run_dir, SUMMARY), 'w') as fp:
+        json.dump(summary, fp, indent=1)
 
 
 def write(summary, run_dir):
@@ -256,7 +343,49 @@ def cases(summary, cfg) -> List:
                                     cfg.tasks_per_node),
                 collective='all_reduce',
                 transport='intra' if kind == 'node' else cfg.transport,
-                reason=res.get('reason', ''), source='fleet', sizes=sizes))
+                reason=_with_action(summary, res, kind), source='fleet',
+                sizes=sizes))
+    if summary.get('mode') == 'resume':
+        out += resume_cases(summary, run_id)
+    return out
+
+
+def _with_action(summary, res, kind):
+    """A failed node step of a bad node: its reason with the action
+    first (``isolate: ...``)."""
+    why = res.get('reason', '')
+    acts = summary.get('actions') or {}
+    node = res['nodes'][0]
+    if kind == 'node' and node in summary.get('bad', {}) and \
+            node in acts and res.get('verdict') != 'pass':
+        return f'{acts[node]}: {why}'
+    return why
+
+
+def resume_cases(summary, run_id):
+    """One record per node of a ``--resume`` run: resumed, kept drained
+    (with its reason now) or left as it was."""
+    from ccl_health.db import store
+    out = []
+    for n in summary['candidates']:
+        if n in summary['resumed']:
+            v, why = 'pass', 'resumed: ' + next(
+                (e['reason'] for e in reversed(summary['timeline'].get(n, []))
+                 if e['event'] == 'resume'), '')
+        elif n in summary['bad']:
+            v = 'crash'
+            why = f'kept drained: {summary["kept"].get(n, "")}: ' \
+                  f'{summary["bad"][n]}'
+        elif n in summary['could_not_check']:
+            v, why = 'could-not-check', (f'kept drained: '
+                                         f'{summary["could_not_check"][n]}')
+        else:
+            v, why = 'pass', f'kept drained: {summary["kept"].get(n, "")}'
+        out.append(store.CaseRecord(
+            run_id=run_id, case_name=f'fleet-resume {n}', verdict=v,
+            system=summary.get('system', ''),
+            partition=summary.get('partition', ''), nodelist=n, nodes=1,
+            reason=why, source='fleet'))
     return out
 
 

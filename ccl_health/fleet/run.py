@@ -155,7 +155,12 @@ class Fleet:
 
     def __init__(self, nodes: Sequence[str], scheduler, cfg: FleetConfig,
                  log: Optional[Callable[[str], None]] = None,
-                 unavailable: Optional[Dict[str, str]] = None):
+                 unavailable: Optional[Dict[str, str]] = None,
+                 actions: Optional[Dict[str, str]] = None):
+        #: the site's ``actions:`` block (:mod:`ccl_health.judge.actions`)
+        self.site_actions = dict(actions or {})
+        #: the verdict of a bad node's node check (fleet-named: none)
+        self.bad_verdict: Dict[str, Verdict] = {}
         self.nodes = plan.sort_nodes(nodes)
         self.sched = scheduler
         self.cfg = cfg
@@ -217,9 +222,11 @@ class Fleet:
                  f'{seconds:.1f} s')
         return out
 
-    def _name_bad(self, node, reason):
+    def _name_bad(self, node, reason, verdict=None):
         if node not in self.bad:
             self.bad[node] = reason
+            if verdict is not None:
+                self.bad_verdict[node] = verdict
             self.named_round.setdefault(node, len(self.rounds))
 
     # -- pairs ----------------------------------------------------------------
@@ -549,7 +556,7 @@ class Fleet:
                 if j.busbw is not None:
                     self.node_bw[n] = j.busbw
             elif j.verdict.failed:
-                self._name_bad(n, j.reason)
+                self._name_bad(n, j.reason, j.verdict)
             else:
                 self.could_not_check[n] = j.reason
         strag = plan.stragglers(self.node_bw, cfg.straggler_k,
@@ -563,11 +570,36 @@ class Fleet:
         self._groups(members, proven)
         return self.summary(strag)
 
+    def actions(self, strag):
+        """``{name: action}`` of every finding (:mod:`ccl_health.judge.
+        actions`): a bad node by its node check's verdict and cause, or
+        ``bad-node`` when the fleet named it; links, groups and stragglers
+        ``monitor`` by default."""
+        from ccl_health.judge import actions
+        site = self.site_actions
+        out = {}
+        for n, why in self.bad.items():
+            v = self.bad_verdict.get(n)
+            out[n] = actions.action_for(v if v is not None else 'bad-node',
+                                        actions.cause_of(why), site)
+        for a, b in self.links:
+            out[f'{a}-{b}'] = actions.action_for('suspect-link', None, site)
+        for g, _ in self.suspect_groups:
+            out[','.join(g)] = actions.action_for('suspect-group', None,
+                                                  site)
+        for n in strag:
+            out.setdefault(n, actions.action_for('straggler', None, site))
+        return dict(sorted(out.items()))
+
     def summary(self, strag):
+        from ccl_health.fleet import systemic
         named = set(self.bad) | set(self.could_not_check)
         healthy = [n for n in self.nodes if n not in named]
         strag = {n: w for n, w in strag.items() if n not in self.bad}
         return {
+            'actions': self.actions(strag),
+            'systemic': systemic.find(self, self.cfg.systemic_share,
+                                      systemic.switches(self.cfg)),
             'nodes_checked': len(self.nodes),
             'healthy': healthy,
             'bad': dict(sorted(self.bad.items())),
@@ -592,7 +624,8 @@ def exit_code(summary):
     link or group, a straggler; 2: nothing bad but something could not be
     checked (never an all-clear)."""
     if summary['bad'] or summary['suspect_links'] or \
-            summary.get('suspect_groups') or summary['stragglers']:
+            summary.get('suspect_groups') or summary['stragglers'] or \
+            summary.get('systemic'):
         return 1
     if summary['could_not_check'] or summary.get('not_checked') or \
             not summary['nodes_checked']:
@@ -609,8 +642,12 @@ def summary_text(summary, path=None):
              f'{len(s.get("suspect_groups", []))} suspect groups, '
              f'{len(s["stragglers"])} stragglers, '
              f'{len(s["could_not_check"])} could not be checked']
+    acts = s.get('actions') or {}
+    for f in s.get('systemic') or []:
+        lines.append(f'  SYSTEMIC: {f["reason"]}')
     for n, why in s['bad'].items():
-        lines.append(f'  BAD {n}: {why}')
+        act = f'{acts[n]}: ' if n in acts else ''
+        lines.append(f'  BAD {n}: {act}{why}')
     for a, b, why in s['suspect_links']:
         lines.append(f'  SUSPECT LINK {a} - {b}: {why}')
     for g in s.get('suspect_groups', []):
@@ -624,6 +661,11 @@ def summary_text(summary, path=None):
         lines.append(f'  NOT CHECKED {n}: {why}')
     if s['drained']:
         lines.append(f'  drained: {", ".join(s["drained"])}')
+    if s.get('drain_held'):
+        lines.append(f'  not drained: {s["drain_held"]}')
+    if s.get('env_dropped'):
+        lines.append(f'  dropped from the caller\'s environment: '
+                     f'{", ".join(s["env_dropped"])}')
     if path:
         lines.append(f'  summary: {path}')
     return '\n'.join(lines)

@@ -112,10 +112,9 @@ def _parsed(size, busbw, ranks, wrong):
 
 
 def _without(plan: FaultPlan, nodes) -> FaultPlan:
-    return FaultPlan(plan.busbw,
-                     {n: f for n, f in plan.bad_nodes.items()
-                      if n not in nodes},
-                     list(plan.bad_links), dict(plan.stragglers))
+    return dataclasses.replace(
+        plan, bad_nodes={n: f for n, f in plan.bad_nodes.items()
+                         if n not in nodes})
 
 
 @dataclasses.dataclass

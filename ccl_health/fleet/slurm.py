@@ -24,6 +24,24 @@ USABLE = ('idle', 'mix', 'alloc', 'comp')
 #: seconds to wait for an srun to end after SIGTERM before SIGKILL
 TERM_WAIT = 5.0
 
+#: variables that shape a collective's transport: never taken from the
+#: caller's environment (one exported NCCL_P2P_DISABLE=1 would fail every
+#: node); they come only from the site file (its transport and fleet
+#: blocks for the steps, its health block through the hook for the node
+#: check)
+TRANSPORT_PREFIXES = ('NCCL_', 'FI_', 'RCCL_', 'HSA_', 'UCX_', 'MSCCL_',
+                      'NVSHMEM_')
+
+
+def clean_environ(environ=None):
+    """``(env, dropped)``: ``environ`` (default: this process's) without
+    the transport-shaping variables, and their names."""
+    environ = dict(os.environ if environ is None else environ)
+    dropped = sorted(k for k in environ if k.startswith(TRANSPORT_PREFIXES))
+    for k in dropped:
+        del environ[k]
+    return environ, dropped
+
 
 def _run(cmd, timeout=60):
     try:
@@ -132,6 +150,9 @@ class SlurmScheduler:
                  step_env: Dict[str, str], srun_options=(),
                  max_parallel: int = 512, grace: float = 10.0,
                  poll: float = 0.2, nodes_program=None):
+        #: the caller's environment without its transport settings
+        #: (:func:`clean_environ`); what was dropped goes in fleet.json
+        self.base_env, self.env_dropped = clean_environ()
         self.workdir = workdir
         self.tpn = tasks_per_node
         self.node_program = node_program
@@ -151,7 +172,7 @@ class SlurmScheduler:
         return time.monotonic() - self.t0
 
     def _launch(self, step: Step):
-        env = dict(os.environ)
+        env = dict(self.base_env)
         json_path = None
         if step.kind == 'node':
             program, json_path = self.node_program(step.nodes[0])
@@ -261,7 +282,7 @@ class SlurmScheduler:
         big = Step('node', tuple(nodes), max(s.limit for s in steps))
         argv = srun_argv(big, 1, self.options, program,
                          kill_on_bad_exit=False)
-        run = self._start(big, argv, dict(os.environ), None)
+        run = self._start(big, argv, dict(self.base_env), None)
         try:
             while not self._poll(run, self.now()):
                 time.sleep(self.poll)
@@ -283,13 +304,38 @@ class SlurmScheduler:
     def drain(self, nodes: Sequence[str], reasons: Dict[str, str]):
         """``scontrol update nodename=N state=drain reason="ccl-health:
         <one line>"`` for each node; returns (drained, {node: error})."""
-        drained, errors = [], {}
-        for n in nodes:
-            why = ' '.join(str(reasons.get(n, 'bad')).split())[:200]
-            try:
-                _run(['scontrol', 'update', f'nodename={n}', 'state=drain',
-                      f'reason=ccl-health: {why}'])
-                drained.append(n)
-            except CclHealthError as err:
-                errors[n] = str(err)
-        return drained, errors
+        return drain(nodes, reasons)
+
+    def resume(self, nodes: Sequence[str]):
+        return resume(nodes)
+
+
+def drain(nodes: Sequence[str], reasons: Dict[str, str]):
+    """``scontrol update nodename=N state=drain reason="ccl-health: ..."``
+    (a reason without the prefix gets it); ``(drained, {node: error})``."""
+    drained, errors = [], {}
+    for n in nodes:
+        why = ' '.join(str(reasons.get(n, 'bad')).split())
+        if not why.startswith('ccl-health:'):
+            why = f'ccl-health: {why}'
+        try:
+            _run(['scontrol', 'update', f'nodename={n}', 'state=drain',
+                  f'reason={why[:200]}'])
+            drained.append(n)
+        except CclHealthError as err:
+            errors[n] = str(err)
+    return drained, errors
+
+
+def resume(nodes: Sequence[str]):
+    """``scontrol update nodename=N state=resume``; ``(resumed, {node:
+    error})``."""
+    done, errors = [], {}
+    for n in nodes:
+        try:
+            _run(['scontrol', 'update', f'nodename={n}', 'state=resume'])
+            done.append(n)
+        except CclHealthError as err:
+            errors[n] = str(err)
+    return done, errors
+

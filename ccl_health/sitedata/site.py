@@ -87,6 +87,9 @@ class Site:
     fleet: Optional[dict] = None
     #: ``[{pattern, why}]``: NCCL WARN lines declared benign
     benign_warns: List[dict] = dataclasses.field(default_factory=list)
+    #: the ``actions`` block (:mod:`ccl_health.judge.actions`): {name:
+    #: action} overriding the defaults; empty: none
+    actions: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def transport(self, name):
         try:
@@ -205,7 +208,13 @@ def parse(text, path='<site>', system=None):
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
                 _fleet(doc.get('fleet'), path),
-                list(doc.get('benign_warns', [])))
+                list(doc.get('benign_warns', [])),
+                _actions(doc.get('actions'), path))
+
+
+def _actions(raw, path):
+    from ccl_health.judge.actions import check_site_actions
+    return check_site_actions(raw, path)
 
 
 def _fleet(raw, path):
