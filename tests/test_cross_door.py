@@ -77,7 +77,7 @@ def through_every_door(tmp_path, transport, text, logs, rc=0):
                       reference=os.path.join(REFDIR, 'local.yaml'),
                       reference_partition='gpu', prove_transport=True)
     fleet = judge_step(Raw(Step('group', ('vm',), 60), rc, text,
-                           debug_logs=logs), hi, 60, cfg)[0]
+                           debug_logs=logs), clean.max_bytes, 60, cfg)[0]
     return {'explain': doc['verdict'], 'sweep': str(swept.verdict),
             'ingest': ingested, 'fleet': str(fleet)}
 
