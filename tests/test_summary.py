@@ -69,7 +69,7 @@ def test_below_reference_lists_sizes_and_shortfall():
 def test_unreadable_report_names_the_file(tmp_path):
     bad = tmp_path / 'r.json'
     bad.write_text('{')
-    with pytest.raises(CclHealthError, match='r.json: cannot read'):
+    with pytest.raises(CclHealthError, match='r.json: not a run report'):
         summary.load_report(str(bad))
 
 
