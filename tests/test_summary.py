@@ -90,9 +90,9 @@ def test_below_reference_without_sizes_keeps_reframes_reason():
     assert '0 of 0 sizes' not in v.line()
 
 
-# -- captured on the device (tests/fixtures/device/trust, H100, one GPU) ----
+# -- captured on the device (tests/fixtures/device/real-failures, H100, one GPU) ----
 
-TRUST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'trust')
+TRUST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'real-failures')
 
 
 def test_device_damaged_libfabric_tarball_fails_the_plugin_transports():
@@ -192,7 +192,7 @@ def test_device_time_limit_is_a_hang_from_the_reports_numbers():
 
 
 TRUST2 = os.path.join(REPO, 'tests', 'fixtures', 'device',
-                      'trust-after-issue12')
+                      'real-failures-rerun')
 
 
 def test_device_complete_socket_sweep_on_one_gpu_is_judged_in_full():

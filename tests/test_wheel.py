@@ -24,7 +24,7 @@ from conftest import REPO
 
 FIXTURES = os.path.join(REPO, 'tests', 'fixtures', 'device')
 HEALTH_DB = os.path.join(FIXTURES, 'history-health', 'keep', 'hist.db')
-SUITE_DB = os.path.join(FIXTURES, 'trust-after-issue12', 'a.db')
+SUITE_DB = os.path.join(FIXTURES, 'real-failures-rerun', 'a.db')
 #: what the wheel is built from (a copy: the build leaves build/ behind)
 SOURCES = ['pyproject.toml', 'README.md', 'MANIFEST.in', 'scripts',
            'ccl_health', 'config', 'checks',
