@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import Dict, List
 
-from ccl_health import CclHealthError, outputs, resources, shell
+from ccl_health import CclHealthError, outputs, read_text, resources, shell
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.fleet.config import FleetConfig
@@ -130,16 +130,8 @@ def load_site(args):
     if args.site or args.system:
         name = args.site or args.system
         if os.path.sep in name or name.endswith(('.yaml', '.yml')):
-            try:
-                with open(name) as fp:
-                    text = fp.read()
-            except OSError as err:
-                raise CclHealthError(f'{name}: cannot read the site file: '
-                                     f'{err.strerror}') from None
-            except UnicodeDecodeError:
-                raise CclHealthError(f'{name}: not a site file (not text: '
-                                     f'a binary file?)') from None
-            site = site_data.parse(text, name, args.system)
+            site = site_data.parse(read_text(name, 'site file'), name,
+                                   args.system)
         else:
             site = site_data.load(resources.site_dir(), name)
     raw = site.fleet if site is not None else None

@@ -35,7 +35,7 @@ import difflib
 import os
 from typing import Dict, Optional
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, read_text
 from ccl_health.sitedata import schemas
 from ccl_health.units import format_size, parse_size
 
@@ -315,17 +315,8 @@ def parse(text, path='<reference>'):
 
 
 def load(path):
-    try:
-        with open(path) as fp:
-            text = fp.read()
-    except FileNotFoundError:
-        raise ReferenceError(f'{path}: reference file not found') from None
-    except OSError as err:
-        raise ReferenceError(f'{path}: cannot read the reference file: '
-                             f'{err.strerror or err}') from None
-    except UnicodeDecodeError:
-        raise ReferenceError(f'{path}: not a reference file (not text: a '
-                             f'binary file?)') from None
+    text = read_text(path, 'reference file', ReferenceError,
+                     missing='reference file not found')
     return parse(text, path)
 
 
