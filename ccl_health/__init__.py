@@ -10,8 +10,29 @@ class CclHealthError(Exception):
     names the problem."""
 
 
+def read_text(path, what, error=CclHealthError, missing=None):
+    """The text of the file at ``path``, a ``what`` (``'site file'``); a
+    file that cannot be read or is not text is one ``error`` naming it
+    (``missing``: the message of one that does not exist, when it says
+    more than "cannot read")."""
+    try:
+        with open(path) as fp:
+            return fp.read()
+    except FileNotFoundError as err:
+        if missing is None:
+            raise error(f'{path}: cannot read the {what}: '
+                        f'{err.strerror or err}') from None
+        raise error(f'{path}: {missing}') from None
+    except OSError as err:
+        raise error(f'{path}: cannot read the {what}: '
+                    f'{err.strerror or err}') from None
+    except UnicodeDecodeError:
+        raise error(f'{path}: not a {what} (not text: a binary '
+                    f'file?)') from None
+
+
 #: The transports the suite knows, in the order they are reported: the
 #: names of the records of :mod:`ccl_health.sitedata.transports`.
 from ccl_health.sitedata.transports import NAMES as TRANSPORTS  # noqa: E402
 
-__all__ = ['CclHealthError', 'TRANSPORTS', '__version__']
+__all__ = ['CclHealthError', 'TRANSPORTS', '__version__', 'read_text']

@@ -7,6 +7,7 @@ import os
 from typing import List
 
 from ccl_health import CclHealthError
+from ccl_health.judge import judge
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.units import format_size
 from ccl_health.judge.verdicts import Verdict, exit_code
@@ -21,7 +22,11 @@ class Shortfall:
 
     @property
     def below_pct(self):
-        return 100.0 * (self.ref - self.value) / self.ref
+        return judge.shortfall_pct(self.value, self.ref)
+
+    def as_tuple(self):
+        """``(size, busbw, ref, tolerance)``, as the judge names one."""
+        return self.size, self.value, self.ref, -self.lower
 
 
 @dataclasses.dataclass
@@ -63,10 +68,8 @@ class CaseVerdict:
 
             return f'{head}{checked}{at}; {self.reason}'
         if self.verdict == 'below-reference' and self.shortfalls:
-            worst = ', '.join(
-                f'{format_size(s.size)} {s.value:.2f} vs {s.ref:.2f} GB/s '
-                f'(-{s.below_pct:.0f}%, allowed -{-s.lower * 100:.0f}%)'
-                for s in self.shortfalls)
+            worst = judge.shortfall_sizes(
+                [s.as_tuple() for s in self.shortfalls], allowed=True)
             return (f'{head}{len(self.shortfalls)} of {self.checked_sizes} '
                     f'sizes below reference: {worst}')
         return f'{head}{self.reason}'
@@ -232,9 +235,8 @@ def case_verdicts(report):
                                                    lower or 0.0))
         if cv.verdict == 'below-reference' and cv.shortfalls:
             # ReFrame's message lists them on later lines: say it in one
-            cv.reason = 'below reference at ' + ', '.join(
-                f'{format_size(s.size)} {s.value:.2f} vs {s.ref:.2f} GB/s '
-                f'(-{s.below_pct:.0f}%)' for s in cv.shortfalls)
+            cv.reason = 'below reference at ' + judge.shortfall_sizes(
+                s.as_tuple() for s in cv.shortfalls)
         out.append(cv)
     return out
 

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from ccl_health import cli
-from ccl_health.judge import reference
+from ccl_health.judge import reference, reference_file
 from conftest import REPO
 
 REPORT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'suite-run',
@@ -273,7 +273,7 @@ def test_write_atomic_keeps_the_mode(tmp_path):
     path = tmp_path / 'f.yaml'
     path.write_text('old')
     os.chmod(path, 0o640)
-    reference.write_atomic(str(path), 'new')
+    reference_file.write_atomic(str(path), 'new')
     assert path.read_text() == 'new'
     assert (path.stat().st_mode & 0o777) == 0o640
 

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from ccl_health.db import store
-from ccl_health.judge import reference
+from ccl_health.judge import reference, reference_file
 from conftest import REPO
 
 PY = sys.executable
@@ -65,7 +65,7 @@ def test_two_calibrations_at_once_both_keep_their_change(tmp_path):
         assert 1 << 20 in intra.busbw and 2 << 20 in intra.busbw, trial
         assert intra.tolerance in (0.11, 0.13) and \
             sock.tolerance in (0.12, 0.14)
-        assert reference.lock_path(str(ref / 'local.yaml')) == \
+        assert reference_file.lock_path(str(ref / 'local.yaml')) == \
             str(ref / '.local.yaml.lock')
 
 
@@ -78,8 +78,8 @@ def test_lock_is_held_across_processes(tmp_path):
     holder = subprocess.Popen(
         [PY, '-c', textwrap.dedent(f"""
             import sys, time
-            from ccl_health.judge import reference
-            with reference.locked({str(path)!r}):
+            from ccl_health.judge import reference_file
+            with reference_file.locked({str(path)!r}):
                 print('held', flush=True)
                 sys.stdin.readline()
                 open({str(path)!r}, 'a').write('# written under the lock\\n')

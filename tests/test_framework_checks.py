@@ -251,12 +251,12 @@ def reference_with_torch_all_gather(tmp_path):
     """The shipped reference + an entry for the torch all_gather that the
     stand-in replays (none is shipped: without one the case is
     no-reference, never a pass)."""
-    from ccl_health.judge import reference
+    from ccl_health.judge import reference, reference_file
     refdir = tmp_path / 'reference'
     refdir.mkdir()
     text = open(os.path.join(REPO, 'reference', 'local.yaml')).read()
     (refdir / 'local.yaml').write_text(text)
-    reference.upsert(str(refdir / 'local.yaml'), 'local', 'gpu',
+    reference_file.upsert(str(refdir / 'local.yaml'), 'local', 'gpu',
                      reference.Entry('intra', 'torch_all_gather', 1, 2, 0.2,
                                      'test: the stand-in\'s values',
                                      {4 << 20: 40.0, 32 << 20: 150.0,

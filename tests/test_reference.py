@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from ccl_health.judge import reference
+from ccl_health.judge import reference, reference_file
 from ccl_health.db.calibrate import entry_from_sweeps
 from ccl_health.evidence.nccltests import parse_json
 from conftest import CAPTURE, REPO, read
@@ -102,15 +102,15 @@ def test_calibrate_round_trip(tmp_path):
                           tolerance=0.1, source='test', min_size='64M')
     assert min(e.busbw) == 64 << 20 and max(e.busbw) == 8 << 30
     path = tmp_path / 'demo.yaml'
-    ref = reference.upsert(str(path), 'demo', 'gpu', e)
+    ref = reference_file.upsert(str(path), 'demo', 'gpu', e)
     assert ref.lookup('gpu', 'intra', 'all_reduce', 1, 2).busbw[8 << 30] \
         == pytest.approx(346.52)
     # replacing keeps one entry; another transport is added beside it
-    reference.upsert(str(path), 'demo', 'gpu', e)
+    reference_file.upsert(str(path), 'demo', 'gpu', e)
     e2 = entry_from_sweeps([sweep], transport='net-socket',
                            collective='all_reduce', nodes=1, gpus_per_node=2,
                            tolerance=0.3, source='t', min_size='1G')
-    ref = reference.upsert(str(path), 'demo', 'gpu', e2)
+    ref = reference_file.upsert(str(path), 'demo', 'gpu', e2)
     assert len(ref.partitions['gpu'].entries) == 2
 
 
@@ -121,7 +121,7 @@ def test_calibrate_refuses_to_extend_a_broken_file(tmp_path):
     e = entry_from_sweeps([sweep], transport='intra', collective='all_reduce',
                           nodes=1, gpus_per_node=2, tolerance=0.1, source='t')
     with pytest.raises(reference.ReferenceError, match='missing key'):
-        reference.upsert(str(path), 'demo', 'gpu', e)
+        reference_file.upsert(str(path), 'demo', 'gpu', e)
     assert 'entries: [{}]' in path.read_text()     # left as it was
 
 
@@ -135,7 +135,7 @@ def test_per_size_tolerance(tmp_path):
                                                     'GB/s')
     # written back the same way
     path = tmp_path / 'demo.yaml'
-    reference.upsert(str(path), 'demo', 'gpu', e)
+    reference_file.upsert(str(path), 'demo', 'gpu', e)
     again = reference.load(str(path)).lookup('gpu', 'intra', 'all_reduce',
                                              1, 2)
     assert again.size_tolerance == {1 << 20: 0.25}
@@ -275,7 +275,7 @@ def test_upsert_keeps_comments_and_other_entries_byte_for_byte(tmp_path):
     ref = reference.load(str(path))
     e = ref.lookup('gpu', 'net-socket', 'all_reduce', 1, 2)
     e.busbw[1 << 20] = 2.6
-    reference.upsert(str(path), 'local', 'gpu', e)
+    reference_file.upsert(str(path), 'local', 'gpu', e)
     new = path.read_text()
     assert '        1MiB: 2.6\n' in new
     # everything before and after the entry is the same text, comments too

@@ -3,7 +3,7 @@ acceptance run a site records what its machine does, and later runs are held
 to it.
 
 ``scripts/calibrate`` (:func:`command`) never damages a reference file: it
-checks every input first, builds the new file with :class:`reference.Editor`
+checks every input first, builds the new file with :class:`reference_file.Editor`
 (comments, sources, key order and the entries it does not touch stay as
 they were; an entry it updates keeps its curated per-size tolerances, its
 tolerance unless ``--tolerance`` names its transport, and its source, to
@@ -19,7 +19,7 @@ import statistics
 
 from ccl_health import TRANSPORTS, CclHealthError
 from ccl_health.db import history
-from ccl_health.judge import reference
+from ccl_health.judge import reference_file
 from ccl_health.judge.reference import Entry, busbw_perfvalues
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import Verdict
@@ -277,7 +277,7 @@ def command(args):
     with contextlib.ExitStack() as held:
         if not args.dry_run:
             for system in sorted({k[0] for k in groups}):
-                held.enter_context(reference.locked(os.path.join(
+                held.enter_context(reference_file.locked(os.path.join(
                     args.reference_dir, f'{system}.yaml')))
         return _calibrate(args, groups, tol)
 
@@ -291,7 +291,7 @@ def _calibrate(args, groups, tol):
     for (system, part, trans, coll, nodes, gpn, algo), sweeps in \
             sorted(groups.items()):
         if system not in editors:
-            editors[system] = reference.Editor(
+            editors[system] = reference_file.Editor(
                 os.path.join(args.reference_dir, f'{system}.yaml'), system)
             for p in sorted({k[1] for k in groups if k[0] == system}):
                 if args.gdr_unsupported:
@@ -322,7 +322,7 @@ def _calibrate(args, groups, tol):
         if args.dry_run:
             print(ed.diff(text) or f'{ed.path}: no change\n', end='')
         elif text != ed.old_text:
-            reference.write_atomic(ed.path, text)
+            reference_file.write_atomic(ed.path, text)
     for line in notes:
         print(line)
     for ed in editors.values():

@@ -12,6 +12,7 @@ from typing import Dict, List
 from ccl_health import CclHealthError
 from ccl_health.db.history import attribute, detect, where_text
 from ccl_health.units import format_size, parse_size
+from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 
@@ -196,9 +197,8 @@ def shown_reason(store, case, prefix):
             if r['size_verdict'] == Verdict.BELOW_REFERENCE.value and
             r['busbw'] is not None and r['ref']]
         if below:
-            return 'below reference at ' + ', '.join(
-                f'{format_size(r["size"])} {r["busbw"]:.2f} vs '
-                f'{r["ref"]:.2f} GB/s (-{100 * (1 - r["busbw"] / r["ref"]):.0f}%)'
+            return 'below reference at ' + judge.shortfall_sizes(
+                (r['size'], r['busbw'], r['ref'], r['tolerance'])
                 for r in sorted(below, key=lambda r: r['size']))
         return 'below reference (no size recorded as below: see the ' \
             'run report\'s perflog)'

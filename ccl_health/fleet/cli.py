@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import Dict, List
 
-from ccl_health import CclHealthError, outputs, resources, shell
+from ccl_health import CclHealthError, outputs, read_text, resources, shell
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.fleet.config import FleetConfig
@@ -130,16 +130,8 @@ def load_site(args):
     if args.site or args.system:
         name = args.site or args.system
         if os.path.sep in name or name.endswith(('.yaml', '.yml')):
-            try:
-                with open(name) as fp:
-                    text = fp.read()
-            except OSError as err:
-                raise CclHealthError(f'{name}: cannot read the site file: '
-                                     f'{err.strerror}') from None
-            except UnicodeDecodeError:
-                raise CclHealthError(f'{name}: not a site file (not text: '
-                                     f'a binary file?)') from None
-            site = site_data.parse(text, name, args.system)
+            site = site_data.parse(read_text(name, 'site file'), name,
+                                   args.system)
         else:
             site = site_data.load(resources.site_dir(), name)
     raw = site.fleet if site is not None else None
@@ -345,6 +337,21 @@ def decide_drains(summary, cfg, sched, force=False, output_dir=None):
         resume.note_drains(output_dir, summary['drain_reasons'])
 
 
+def _keep(summary, args, cfg):
+    """The summary of a run into ``--json`` and, unless ``--no-record``,
+    the performance database (a database that cannot take it is said, never
+    an error: the run's verdict stands)."""
+    if args.json:
+        with open(args.json, 'w') as fp:
+            json.dump(summary, fp, indent=1)
+    if not args.no_record:
+        try:
+            report.record(summary, args.db or outputs.database(), cfg)
+        except Exception as err:
+            print(f'fleet: (not recorded in the performance database: '
+                  f'{err})', file=sys.stderr)
+
+
 def run_resume(args, site, cfg, run_id):
     """``--resume``: re-check the nodes drained by ccl-health
     (:mod:`ccl_health.fleet.resume`); its own fleet.json and page."""
@@ -374,15 +381,7 @@ def run_resume(args, site, cfg, run_id):
     summary['partition'] = args.partition or ''
     summary['env_dropped'] = slurm.clean_environ()[1]
     report.write_resume(summary, run_dir)
-    if args.json:
-        with open(args.json, 'w') as fp:
-            json.dump(summary, fp, indent=1)
-    if not args.no_record:
-        try:
-            report.record(summary, args.db or outputs.database(), cfg)
-        except Exception as err:
-            print(f'fleet: (not recorded in the performance database: '
-                  f'{err})', file=sys.stderr)
+    _keep(summary, args, cfg)
     print(resume.summary_text(summary, os.path.join(run_dir,
                                                    report.SUMMARY)),
           flush=True)
@@ -484,15 +483,7 @@ def _main(argv, prog):
                                if n in set(nodes) | set(summary['drained'])}
     path = os.path.join(run_dir, 'fleet.json')
     report.write(summary, run_dir)
-    if args.json:
-        with open(args.json, 'w') as fp:
-            json.dump(summary, fp, indent=1)
-    if not args.no_record:
-        try:
-            report.record(summary, args.db or outputs.database(), cfg)
-        except Exception as err:
-            print(f'fleet: (not recorded in the performance database: '
-                  f'{err})', file=sys.stderr)
+    _keep(summary, args, cfg)
     print(summary_text(summary, path), flush=True)
     return exit_code(summary)
 

@@ -16,7 +16,8 @@ SUMMARY = 'fleet.json'
 #: above this many nodes the pair matrix becomes a list of failed pairs
 MATRIX_MAX = 64
 
-_TEMPLATE = """<!doctype html>
+#: the head of both pages (the fleet run and the back-to-service run)
+_HEAD = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>ccl-health fleet {{ s.run_id }}</title>
 <style>
@@ -31,7 +32,9 @@ th { background: #eee; }
 .unj { color: #9a6700; font-weight: bold; }
 .note { color: #555; font-size: 0.9em; }
 </style></head><body>
-<h1>Fleet acceptance {{ s.run_id }}</h1>
+"""
+
+_TEMPLATE = _HEAD + """<h1>Fleet acceptance {{ s.run_id }}</h1>
 <p class="note">{{ s.system }} {{ s.partition }}: {{ s.nodes_checked }} nodes
 checked in {{ '%.0f' % s.seconds }} s over {{ s.rounds|length }} rounds.</p>
 <table>
@@ -247,22 +250,7 @@ def render(summary):
         timeline_nodes=Markup(node_timeline_html(s.get('timeline'))))
 
 
-_RESUME = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<title>ccl-health fleet {{ s.run_id }}</title>
-<style>
-body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 1.5em 2em;
-       color: #222; max-width: 1150px; }
-h2 { border-bottom: 2px solid #ccc; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left;
-         vertical-align: top; }
-th { background: #eee; }
-.bad { color: #b00020; font-weight: bold; } .ok { color: #1a7f37; }
-.unj { color: #9a6700; font-weight: bold; }
-.note { color: #555; font-size: 0.9em; }
-</style></head><body>
-<h1>Back to service {{ s.run_id }}</h1>
+_RESUME = _HEAD + """<h1>Back to service {{ s.run_id }}</h1>
 <p class="note">scripts/fleet --resume: only nodes drained with a reason
 starting "ccl-health:" are re-checked (node check, then a pair with a
 healthy partner); {{ s.system }} {{ s.partition }}, {{ '%.0f' % s.seconds }} s.</p>

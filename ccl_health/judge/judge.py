@@ -123,6 +123,23 @@ def below_reason(short):
         for s, b, r, t in short)
 
 
+def shortfall_pct(value, ref):
+    """How far ``value`` is below ``ref``, in percent of ``ref``."""
+    return 100.0 * (ref - value) / ref
+
+
+def shortfall_sizes(short, allowed=False):
+    """``1GiB 90.00 vs 100.00 GB/s (-10%)``, comma separated, for each
+    ``(size, busbw, ref, tolerance)`` of ``short`` (with ``allowed``:
+    ``(-10%, allowed -5%)``): the sizes below the reference as a stored
+    case's reason or a summary line restates them."""
+    return ', '.join(
+        f'{format_size(s)} {b:.2f} vs {r:.2f} GB/s '
+        f'(-{shortfall_pct(b, r):.0f}%'
+        + (f', allowed -{t:.0%})' if allowed else ')')
+        for s, b, r, t in short)
+
+
 def case_verdict(verdict, sizes):
     """A recorded case's verdict from its checked verdict and its size
     records: ``below-reference`` when it passed and a size fell short."""

@@ -18,7 +18,7 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
-from ccl_health import CclHealthError, shell
+from ccl_health import CclHealthError, read_text, shell
 from ccl_health.sitedata import schemas
 from ccl_health.sitedata import transports as registry
 from ccl_health.units import parse_size
@@ -163,18 +163,8 @@ def load(site_dir, system):
     ``ccl_health/sitedata/schemas/site.schema.json``; an error names the file and the
     key."""
     path = os.path.join(site_dir, f'{system}.yaml')
-    try:
-        with open(path) as fp:
-            text = fp.read()
-    except FileNotFoundError:
-        raise CclHealthError(f'{path}: no site file for system '
-                             f'{system!r}') from None
-    except OSError as err:
-        raise CclHealthError(f'{path}: cannot read the site file: '
-                             f'{err.strerror}') from None
-    except UnicodeDecodeError:
-        raise CclHealthError(f'{path}: not a site file (not text: a binary '
-                             f'file?)') from None
+    text = read_text(path, 'site file',
+                     missing=f'no site file for system {system!r}')
     return parse(text, path, system)
 
 

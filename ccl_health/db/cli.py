@@ -1,0 +1,256 @@
+"""``ccl-health db`` (``scripts/report``): the performance database's
+commands (ingest, failed, runs, since, history, compare, detect, accept,
+report); :mod:`ccl_health.cli` puts them under its ``db`` subcommand."""
+
+import os
+import re
+
+from ccl_health import CclHealthError, summary
+from ccl_health.db import recorder, store
+
+
+def add_arguments(p):
+    """The options and subcommands of ``ccl-health db`` (``scripts/report``)
+    on the parser ``p``."""
+    from ccl_health.report import DEFAULT_TREND_SIZES
+    p.add_argument('--db', help='SQLite file or postgresql:// URL (default '
+                   '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
+    dsub = p.add_subparsers(dest='db_cmd', required=True)
+    q = dsub.add_parser('ingest', help='record finished ReFrame run reports '
+                        '(creates the database)')
+    q.add_argument('reports', nargs='+', help='run report files '
+                   '(<output>/reports/run-<time>.json)')
+    q = dsub.add_parser('failed', help='what failed (or could not be '
+                        'judged) last night; exit 1 failed, 2 unjudged')
+    q.add_argument('--hours', type=float, default=24,
+                   help='how far back to look, in hours')
+    q = dsub.add_parser('runs', help='the recorded runs, newest first, with '
+                        'their verdict counts')
+    q.add_argument('--last', type=int, help='only the newest N runs')
+    q = dsub.add_parser('since', help='when did this start')
+    q.add_argument('transport', help='intra, net-socket, net-plugin, ...')
+    q.add_argument('--size', help='one message size, e.g. 1G (default: any '
+                   'size)')
+    q.add_argument('--system', help='default: the only one recorded')
+    q.add_argument('--partition', help='default: the only one recorded')
+    q = dsub.add_parser('history', help='history of a transport at a size')
+    q.add_argument('transport', help='intra, net-socket, net-plugin, ...')
+    q.add_argument('--size', help='one message size, e.g. 1G (default: '
+                   'every size)')
+    q.add_argument('--system', help='default: the only one recorded')
+    q.add_argument('--partition', help='default: the only one recorded')
+    q.add_argument('--last', type=int, default=30,
+                   help='the newest N runs')
+    q = dsub.add_parser('compare', help='compare two runs')
+    q.add_argument('run_a', help='run id (scripts/report runs lists them)')
+    q.add_argument('run_b', help='run id compared with run_a')
+    q = dsub.add_parser('detect', help='drops, recoveries, intermittent '
+                        'collapses against history, with what changed')
+    q.add_argument('--run', help='judge only this run (default: all)')
+    q = dsub.add_parser('accept', help='accept a new level after a '
+                        'legitimate change: the history baseline restarts '
+                        'at a run (kept with who, why, when; undo with '
+                        '--undo ID)')
+    q.add_argument('target', nargs='?', metavar='RUN_OR_KEY',
+                   help='a run id (every key it measured), or a key as '
+                   'detect prints it: "system/partition/transport '
+                   'collective Nn/Rr" (at its newest run)')
+    q.add_argument('--reason', help='why this is the new normal (a new '
+                   'NCCL, new firmware); required')
+    q.add_argument('--transport', help='only this transport of the run')
+    q.add_argument('--size', help='only this message size (default: every '
+                   'size)')
+    q.add_argument('--undo', type=int, metavar='ID',
+                   help='take back the acceptance ID (--list shows them)')
+    q.add_argument('--list', action='store_true',
+                   help='list the acceptances, undone ones too')
+    q = dsub.add_parser('report', help='HTML page with plots + summary')
+    q.add_argument('--out', default='ccl-health-report',
+                   help='folder for index.html and the PNGs (default: '
+                   '%(default)s)')
+    q.add_argument('--sizes', help='message sizes that get a trend plot, '
+                   'comma separated (e.g. 8,1M,1G; min and max name the '
+                   'smallest and largest measured); default: the nearest '
+                   'measured to ' + ','.join(DEFAULT_TREND_SIZES))
+
+
+def cmd_db(args):
+    from ccl_health import report
+    from ccl_health.db import queries
+    from ccl_health.judge import verdicts as verdict
+    # questions never create a database (an empty new one would answer
+    # "nothing failed"), and a read-only one can still be read
+    with store.open_store(args.db, readonly=args.db_cmd not in (
+            'ingest', 'accept')) as db:
+        if args.db_cmd == 'accept':
+            return cmd_accept(db, args)
+        if args.db_cmd == 'ingest':
+            n = 0
+            for path in args.reports:
+                for case in recorder.cases_from_report(
+                        summary.load_report(path)):
+                    db.add_case(case)
+                    n += 1
+            print(f'{n} test case(s) recorded in {db.where}')
+        elif args.db_cmd == 'failed':
+            found = queries.failures(db, args.hours)
+            if found:
+                print('\n'.join(line for _, line in found))
+                return verdict.exit_code(v for v, _ in found)
+            window = [r for r in queries.runs(db)
+                      if queries.when(r.last_time) >=
+                      queries.window_start(args.hours)]
+            print(f'nothing failed in the last {args.hours:g} h ('
+                  f'{sum(r.cases for r in window)} case(s) in {len(window)} '
+                  f'run(s), all pass or skipped)')
+        elif args.db_cmd == 'runs':
+            queries.check_not_empty(db)
+            for r in queries.runs(db, args.last):
+                print(r.line())
+        elif args.db_cmd == 'since':
+            res = queries.since_when(db, args.transport, args.size,
+                                     args.system, args.partition)
+            last = queries.latest(db, args.transport, args.system,
+                                  args.partition)
+            v = queries.stored_verdict(last['verdict'])
+            if res is None:
+                print(f'{args.transport}: '
+                      f'{"healthy" if v is verdict.Verdict.PASS else v} in '
+                      f'the last run (run {last["run_id"]} at {last["time"]})'
+                      + (f': {last["reason"]}' if v is not verdict.Verdict.PASS
+                         and last['reason'] else ''))
+                return 0
+            print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
+                  f'{res[2]} run(s) in a row; last: {last["verdict"]})')
+            return verdict.exit_code([v]) or verdict.EXIT_FAIL
+        elif args.db_cmd == 'history':
+            for r in queries.history(db, args.transport, args.size,
+                                     args.system, args.partition,
+                                     last=args.last):
+                if r['size'] is None:
+                    print(f'{r["time"]}  {r["run_id"]}  {r["case_name"]}: '
+                          f'{r["case_verdict"]}')
+                    continue
+                ref = f'  ref {r["ref"]:.2f}' if r['ref'] else ''
+                bw = (f'{r["busbw"]:9.2f}' if r['busbw'] is not None
+                      else f'{"-":>9}')
+                print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
+                      f'{r["size"]:>12}  {bw} GB/s{ref}  '
+                      f'{r["size_verdict"]}  (case {r["case_verdict"]})')
+        elif args.db_cmd == 'compare':
+            for name, size, a, b, ratio in queries.compare(db, args.run_a,
+                                                           args.run_b):
+                print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
+                      f'x{ratio:.3f}' if ratio else
+                      f'{name:<45} {size:>7}  {a} -> {b} GB/s')
+        elif args.db_cmd == 'detect':
+            from ccl_health.db.history import detect
+            queries.check_not_empty(db)
+            queries.check_runs(db, args.run)
+            cases = db.cases()
+            found = detect(db.records(), run_id=args.run,
+                           accepted=db.acceptances())
+            # the drops of one run and configuration on one line each
+            for line in queries.drop_lines(found, cases):
+                print(line)
+            if not found:
+                print(f'no drops against history in '
+                      f'{f"run {args.run}" if args.run else "any run"} '
+                      f'({len({c["run_id"] for c in cases})} run(s) recorded)')
+            return 1 if any(f.kind != 'recovery' for f in found) else 0
+        elif args.db_cmd == 'report':
+            page, text = report.build(db, args.out, sizes=args.sizes)
+            print(text)
+            print(f'report: {page}')
+    return 0
+
+
+#: ``system/partition/transport collective Nn/Rr`` (history.where_text)
+_KEY_TEXT = re.compile(r'^([^/\s]+)/([^/\s]+)/(\S+) (\S+) (\d+)n/(\d+)r'
+                       r'(?: \[([^\]]+)\])?$')
+
+
+def _who():
+    import getpass
+    try:
+        return os.environ.get('USER') or getpass.getuser()
+    except Exception:                  # no user name known
+        return f'uid {os.getuid()}'
+
+
+def cmd_accept(db, args):
+    """``scripts/report accept RUN|KEY --reason ...``: the history baseline
+    of the keys restarts at that run (ccl_health.db.history.segments);
+    ``--undo ID`` takes one back, ``--list`` shows them."""
+    from ccl_health.db import history, queries
+    from ccl_health.units import parse_size
+    if args.list:
+        rows = db.acceptances()
+        for a in rows:
+            print(acceptance_line(a))
+        if not rows:
+            print(f'no acceptances in {db.where}')
+        return 0
+    if args.undo is not None:
+        a = db.undo_acceptance(args.undo, _who())
+        print(f'undone: {acceptance_line(a)}; detection judges against the '
+              f'history before it again')
+        return 0
+    if not args.target:
+        raise CclHealthError('accept: give a run id or a key '
+                             '("system/partition/transport collective '
+                             'Nn/Rr"), or --undo ID, or --list')
+    if not (args.reason or '').strip():
+        raise CclHealthError('accept: --reason "..." is required (why this '
+                             'is the new level: a new NCCL, new firmware)')
+    size = parse_size(args.size) if args.size else None
+    queries.check_not_empty(db)
+    runs = set(queries.recorded(db, 'run_id'))
+    m = _KEY_TEXT.match(args.target.strip())
+    if args.target in runs:
+        recs = db.records('WHERE run_id = ?', (args.target,))
+        want = None
+    elif m:
+        want = (m.group(1), m.group(2), m.group(3), m.group(4),
+                int(m.group(5)), int(m.group(6)), m.group(7) or 'sweep')
+        recs = [r for r in db.records()
+                if (*history.series_key(r)[:6],
+                    history.series_key(r)[7]) == want]
+        if recs:       # at the key's newest run
+            last = max((r['time'], r['run_id']) for r in recs)[1]
+            recs = [r for r in recs if r['run_id'] == last]
+    else:
+        queries.check_runs(db, args.target)
+        recs = []
+    recs = [r for r in recs if r['size'] is not None and
+            r['busbw'] is not None and
+            (args.transport is None or r['transport'] == args.transport) and
+            (size is None or r['size'] == size)]
+    if not recs:
+        raise CclHealthError(f'accept: no measured sizes of {args.target!r}'
+                             + (f' ({args.transport})' if args.transport
+                                else '') + f' in {db.where}')
+    rows = {}
+    for r in recs:
+        key = history.series_key(r)
+        rows.setdefault(key, {
+            'run_id': r['run_id'], 'run_time': r['time'],
+            **dict(zip(store.ACCEPT_KEY, key)), 'size': size})
+    ids = db.accept(list(rows.values()), _who(), args.reason.strip())
+    for i, key in zip(ids, rows):
+        print(f'accepted #{i}: {history.where_text(key)}'
+              f'{" at " + args.size if args.size else ""} from run '
+              f'{rows[key]["run_id"]}: its history restarts there '
+              f'(undo: scripts/report accept --undo {i})')
+    return 0
+
+
+def acceptance_line(a):
+    from ccl_health.db import history
+    key = tuple(a[k] for k in history.KEY) + (a['kind'],)
+    state = (f'; undone by {a["undone_by"]} at {a["undone_at"]}'
+             if a['undone_at'] else '')
+    return (f'#{a["id"]} {a["created"]} {a["who"]}: '
+            f'{history.where_text(key)}'
+            f'{" at " + str(a["size"]) if a["size"] else ""} from run '
+            f'{a["run_id"]}: {a["reason"]}{state}')
