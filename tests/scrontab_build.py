@@ -79,7 +79,9 @@ def _run(cmd, cwd=None, timeout=600, env=None):
         raise Failed(f'{cmd[0]}: {err}')
     if p.returncode != 0:
         tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-3:]
-        raise Failed(f'{" ".join(cmd[:3])} ... rc={p.returncode}: '
+        name = ' '.join(w for w in cmd[:6] if not w.startswith(('-', 'Dir',
+                                                               'Debug', 'APT')))
+        raise Failed(f'{name} (rc={p.returncode}): '
                      + ' | '.join(tail))
     return p
 
@@ -95,8 +97,14 @@ def _tools():
     if os.geteuid() != 0:
         raise Failed(f'build tools missing ({", ".join(missing)}), '
                      f'installing them needs root')
-    _run(['apt-get', 'install', '-y', '--no-install-recommends'] + missing,
-         env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'), timeout=900)
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    cmd = ['apt-get', 'install', '-y', '--no-install-recommends'] + missing
+    try:
+        _run(cmd, env=env, timeout=900)
+    except Failed:
+        # a stale package index: refresh it once and try again
+        _run(['apt-get', 'update'], env=env, timeout=600)
+        _run(cmd, env=env, timeout=900)
 
 
 def build(version, dest, work):
@@ -122,8 +130,16 @@ def build(version, dest, work):
             '-o', f'Dir::State::Lists={apt}/lists',
             '-o', 'Debug::NoLocking=1', '-o', 'APT::Sandbox::User=root']
     t = time.monotonic()
-    _run(['apt-get'] + opts + ['update'], timeout=300)
+    p = _run(['apt-get'] + opts + ['update'], timeout=300)
     times['apt-get update'] = time.monotonic() - t
+    if not any(f.endswith('_Sources') or '_Sources.' in f
+               for f in os.listdir(os.path.join(apt, 'lists'))):
+        # apt-get update exits 0 when no mirror answers: say so plainly
+        why = [ln for ln in (p.stdout + p.stderr).splitlines()
+               if ln.startswith(('W:', 'E:', 'Err:'))][:1]
+        raise Failed(f'apt-get update fetched no Sources index from '
+                     f'{MIRROR} (no network to the Debian archive?)'
+                     + (f': {why[0]}' if why else ''))
     src = os.path.join(work, 'src')
     os.makedirs(src)
     t = time.monotonic()
