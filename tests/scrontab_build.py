@@ -79,8 +79,8 @@ def _run(cmd, cwd=None, timeout=600, env=None):
         raise Failed(f'{cmd[0]}: {err}')
     if p.returncode != 0:
         tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-3:]
-        name = ' '.join(w for w in cmd[:6] if not w.startswith(('-', 'Dir',
-                                                               'Debug', 'APT')))
+        name = ' '.join(w for w in cmd[:6] if not w.startswith(
+            ('-', 'Dir', 'Debug', 'APT')))
         raise Failed(f'{name} (rc={p.returncode}): '
                      + ' | '.join(tail))
     return p

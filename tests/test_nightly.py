@@ -3,10 +3,10 @@ Slurm of tests/slurm_cluster.py (network namespaces, ``ScronParameters=
 enable``) where a real ``scrontab`` entry fires the README's line (the
 client built from Debian's source where slurm-client lacks it,
 tests/scrontab_build.py; sbatch, with a warning, where that fails), a
-PostgreSQL server of the test on the cluster's bridge, the sweep of ``--mode nightly`` through sbatch /
-srun against the replay stand-in (tests/replay) replaying the project's own
-H100 captures of a graded drift (tests/fixtures/device/drift-graded:
-healthy runs, then ``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page
+PostgreSQL server of the test on the cluster's bridge, the sweep of
+``--mode nightly`` through sbatch / srun against the replay stand-in
+(tests/replay) replaying the project's own H100 captures of a graded drift
+(tests/fixtures/device/drift-graded: healthy runs, then ``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page
 published and read back in headless Chromium, and the mail text; then an
 aborted night (SIGTERM while its job runs), the night after it, the lock.
 
