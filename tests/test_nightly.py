@@ -8,7 +8,8 @@ PostgreSQL server of the test on the cluster's bridge, the sweep of
 (tests/replay) replaying the project's own H100 captures of a graded drift
 (tests/fixtures/device/drift-graded: healthy runs, then
 ``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page published and read back
-in headless Chromium, and the mail text; then an aborted night (SIGTERM while its job runs), the night after it, the lock.
+in headless Chromium, and the mail text; then an aborted night (SIGTERM
+while its job runs), the night after it, the lock.
 
 History before the nights is the same capture series, recorded as earlier
 runs of the same case (copies of night 1's own record with the captured
