@@ -236,7 +236,8 @@ def test_hook(tmp_path, name):
             '--limit 4 s' in lines[0], lines[0]
     elif name == 'foreign-no-reference':
         assert lines[0].startswith(
-            f'UNHEALTHY: GPU 1 in use by pid {os.getpid()} '), lines[0]
+            f'UNHEALTHY: reset (a reboot is expected to clear it): GPU 1 in '
+            f'use by pid {os.getpid()} '), lines[0]
         assert 'no reference' in lines[0]
     elif name == 'dead-driver-known-count':
         assert 'NVIDIA-SMI has failed' in lines[0] and \
