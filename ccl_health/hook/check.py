@@ -163,8 +163,11 @@ def _check(settings, environ, before, found):
                                          'rocminfo found no GPU')) else None
         if fault is None:
             raise CouldNotCheck(gpus.why_none)
-        return with_node_state(result_of(*fault), before, None, site,
-                               expected_gpus)
+        res = result_of(*fault)
+        # no GPU at all answers where the partition has some: the driver
+        # no longer answers (a reboot is expected to clear it)
+        res.cause = 'driver-not-answering'
+        return with_node_state(res, before, None, site, expected_gpus)
     expected_gpus = expected_gpus or gpus.count
     if gpus.count < expected_gpus:
         tool = 'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo'
