@@ -96,7 +96,8 @@ def test_hang_ends_within_the_limit(tmp_path):
     # started (its header printed), then no progress: a hang
     rc, line, wall = hook(tmp_path, '--limit', '4', env={
         'CCL_HEALTH_REPLAY_STALL': '60'})
-    assert rc == 1 and line.startswith('UNHEALTHY: isolate: hang: all_reduce on GPUs '
+    assert rc == 1 and line.startswith('UNHEALTHY: isolate: '
+                                       'hang: all_reduce on GPUs '
                                        '0<->1 did not finish'), line
     assert wall < 8
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
@@ -118,7 +119,8 @@ def test_missing_gpu(tmp_path):
     rc, line, _ = hook(tmp_path, '--expect-gpus', '2',
                        env={'CCL_HEALTH_FAKE_GPUS': '1'})
     assert rc == 1
-    assert line == ('UNHEALTHY: isolate: missing GPU: nvidia-smi lists 1 of the 2 '
+    assert line == ('UNHEALTHY: isolate: '
+                    'missing GPU: nvidia-smi lists 1 of the 2 '
                     'GPUs of local:gpu')
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
         [case] = db.cases()

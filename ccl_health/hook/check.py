@@ -21,7 +21,11 @@ defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
 caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
 site file's ``env`` and ``health.env`` only), read the node's state again,
-and have everything judged in one place (:mod:`.judging`).  The line is
+and have every probe judged by the one judge (:mod:`.judging`: each
+all_reduce probe's attempts are one ``CaseEvidence`` for
+:func:`ccl_health.judge.judge.judge`; the copy matrix goes to
+:func:`ccl_health.judge.links.judge_links`); the line names the action
+(isolate / reset; ``monitor`` never drains: exit 2).  The line is
 printed before recording (:mod:`.record`); the whole run, recording
 included, ends within ``--limit``.
 

@@ -23,8 +23,8 @@ def judge_links(result, exit_status, peer_copy=None, label=str,
     ``expect_gpus`` GPUs, measured every direction of every pair that can
     peer (with one GPU: inside it and host<->GPU), all finite and positive,
     and no direction with a reference (``peer_copy``, a
-    :class:`ccl_health.judge.reference.PeerCopy` of the size the program copied)
-    is below it.  A pair that cannot peer is a ``fallback`` (its copies go
+    :class:`ccl_health.judge.reference.PeerCopy` of the size the program
+    copied) is below it.  A pair that cannot peer is a ``fallback`` (its copies go
     through the host) where the reference has a GPU->GPU value; without
     one it is named but not judged.  A CUDA / HIP error is a ``crash``, a
     wrong byte ``wrong-results``, a usage error ``could-not-check``.
