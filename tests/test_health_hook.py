@@ -80,7 +80,9 @@ def test_degraded_link_is_named_with_numbers(tmp_path):
     assert detail['action'] == 'isolate' and detail['probes'][0][
         'expected'] == pytest.approx(low)
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
-        assert db.cases()[0]['verdict'] == 'below-reference'
+        [case] = db.cases()
+        assert case['verdict'] == 'below-reference'
+        assert json.loads(case['detail_json'])['action'] == 'isolate'
 
 
 def test_retry_avoids_a_false_drain(tmp_path):
