@@ -331,9 +331,10 @@ def _wrong(text, rnd):
                      rnd.randint(1, 10 ** 6), rnd.choice([0, -1]))
 
 
-#: mutations after which no output may be judged fine, whatever the exit
+#: mutations that the output alone shows (a judge of the table with no
+#: logs, no reference and no ceiling must fail them), whatever the exit
 #: status: name -> f(text, random.Random) -> text
-DAMAGING = {
+OUTPUT_DAMAGING = {
     'truncate-lines': _cut,
     'truncate-chars': _cut_chars,
     'drop-closing': lambda t, rnd: drop_closing(t),
@@ -422,6 +423,8 @@ def version_mismatch(text, rnd):
                        'version 2.21.5+cuda12.4')
 
 
+#: what the judge sees beyond the table alone (the physical ceiling, the
+#: WARN lines, the ranks' versions) and the header's sizes
 JUDGE_DAMAGING = {
     'impossible-busbw': impossible_busbw,
     'nonpositive-time': nonpositive_time,
@@ -432,3 +435,9 @@ JUDGE_DAMAGING = {
     **{k: (lambda k: lambda t, rnd: add_warn(t, rnd, k))(k)
        for k in WARN_LINES},
 }
+
+
+#: every mutation after which no door may judge a case fine (the sweep, the
+#: health hook, explain, a fleet step, ingest): the output's own faults and
+#: the judge's classes
+DAMAGING = dict(OUTPUT_DAMAGING, **JUDGE_DAMAGING)

@@ -9,7 +9,11 @@ judge's classes 4-6) through every door that judges a case:
 * ingest (:func:`ccl_health.db.recorder.case_verdict` of the judged
   verdict with :func:`~ccl_health.db.recorder.sizes_from_sweep`);
 * a fleet step (:func:`ccl_health.fleet.run.judge_step`, with the
-  capture's debug logs, the reference file and proof asked).
+  capture's debug logs, the reference file and proof asked);
+* the node health hook, for the intra-node captures (its judging path
+  without GPUs: :func:`ccl_health.hook.judging.output_attempt` of the
+  probe's output and debug logs, :func:`~ccl_health.hook.judging.
+  probe_evidence` of the hook's key at its size, then the judge).
 
 Every door must give the same verdict name, and none may pass a damaged
 input; the undamaged and harmlessly prefixed captures pass everywhere."""
@@ -28,6 +32,7 @@ from ccl_health.db import recorder
 from ccl_health.evidence import debuglog, nccltests
 from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Raw, Step, judge_step
+from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import reference
 from ccl_health.judge.judge import judge
 from ccl_health.units import size_sweep
@@ -39,7 +44,7 @@ CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
 REFDIR = os.path.join(REPO, 'reference')
 #: captures of complete, healthy runs with a reference in reference/local.yaml
 CAPTURES = ['intra', 'net-socket']
-DAMAGING = dict(mutations.DAMAGING, **mutations.JUDGE_DAMAGING)
+DAMAGING = mutations.DAMAGING
 HARMLESS = sorted(mutations.HARMLESS)[:2]
 
 
@@ -78,8 +83,27 @@ def through_every_door(tmp_path, transport, text, logs, rc=0):
                       reference_partition='gpu', prove_transport=True)
     fleet = judge_step(Raw(Step('group', ('vm',), 60), rc, text,
                            debug_logs=logs), clean.max_bytes, 60, cfg)[0]
-    return {'explain': doc['verdict'], 'sweep': str(swept.verdict),
-            'ingest': ingested, 'fleet': str(fleet)}
+    got = {'explain': doc['verdict'], 'sweep': str(swept.verdict),
+           'ingest': ingested, 'fleet': str(fleet)}
+    if transport == 'intra':        # the hook checks the node's own GPUs
+        got['hook'] = str(hook_judge([(text, rc)], logs).verdict)
+    return got
+
+
+#: the hook's default probe size
+HOOK_SIZE = 1 << 30
+
+
+def hook_judge(outputs, logs):
+    """The hook's judgement of one all_reduce probe on GPUs 0,1 whose
+    attempts left ``outputs`` (``[(text, exit status)]``), each with the
+    capture's debug logs: one case, every attempt in it."""
+    entry = reference.load_for_system(REFDIR, 'local').lookup(
+        'gpu', 'intra', 'all_reduce', 1, 2)
+    atts = [hook_judging.output_attempt(text, logs, rc)
+            for text, rc in outputs]
+    return judge(hook_judging.probe_evidence(atts, HOOK_SIZE, (0, 1),
+                                             entry))
 
 
 CAPTURE_OF = {'intra': 'intra', 'net-socket': 'net-socket'}
@@ -106,6 +130,28 @@ def test_damage_gives_one_verdict_and_never_a_pass(tmp_path, cap, case,
     got = through_every_door(tmp_path, cap, damaged, logs)
     assert len(set(got.values())) == 1, (case, got)
     assert 'pass' not in got.values(), (case, got)
+
+
+@pytest.mark.parametrize('case', sorted(DAMAGING))
+def test_the_hooks_retry_absorbs_only_a_shortfall(tmp_path, case):
+    """The hook's two tries, the damaged one first and a clean one after:
+    the damage is the verdict, named with its attempt, unless it is a
+    bandwidth shortfall (the only thing a retry may absorb)."""
+    text, logs = capture('intra')
+    damaged = DAMAGING[case](text, random.Random(19))
+    alone = through_every_door(tmp_path, 'intra', damaged, logs)['hook']
+    j = hook_judge([(damaged, 0), (text, 0)], logs)
+    if alone in ('below-reference', 'drop'):
+        assert str(j.verdict) == 'pass' and j.attempt == 2, j.reason
+    else:
+        assert str(j.verdict) == alone and j.attempt == 1, j.reason
+        assert j.reason.startswith('attempt 1 of 2: '), j.reason
+
+
+def test_the_hook_door_is_there(tmp_path):
+    text, logs = capture('intra')
+    got = through_every_door(tmp_path, 'intra', text, logs)
+    assert got['hook'] == 'pass' and len(got) == 5
 
 
 def test_nonzero_exit_after_a_complete_table_is_a_crash_everywhere(tmp_path):

@@ -71,13 +71,18 @@ def test_degraded_link_is_named_with_numbers(tmp_path):
         'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel'})
     assert rc == 1
     ref, low = ref_1g()
-    assert line.startswith(f'UNHEALTHY: GPUs 0<->1 all_reduce 1GiB: 21.0 GB/s '
-                           f'< {low:.1f} (reference {ref:.1f} GB/s; channels '
-                           f'P2P/CUMEM)')
+    # the judge's reason, both tries short: the last one speaks
+    assert line.startswith(f'UNHEALTHY: isolate: GPUs 0<->1: attempt 2 of 2: '
+                           f'below-reference: 1GiB 20.98 vs {ref:.2f} GB/s '
+                           f'(allowed -'), line
     detail = json.loads((tmp_path / 'detail.json').read_text())
     assert detail['code'] == 1 and detail['attempts'] == 2   # retried once
+    assert detail['action'] == 'isolate' and detail['probes'][0][
+        'expected'] == pytest.approx(low)
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
-        assert db.cases()[0]['verdict'] == 'below-reference'
+        [case] = db.cases()
+        assert case['verdict'] == 'below-reference'
+        assert json.loads(case['detail_json'])['action'] == 'isolate'
 
 
 def test_retry_avoids_a_false_drain(tmp_path):
@@ -93,7 +98,8 @@ def test_hang_ends_within_the_limit(tmp_path):
     # started (its header printed), then no progress: a hang
     rc, line, wall = hook(tmp_path, '--limit', '4', env={
         'CCL_HEALTH_REPLAY_STALL': '60'})
-    assert rc == 1 and line.startswith('UNHEALTHY: hang: all_reduce on GPUs '
+    assert rc == 1 and line.startswith('UNHEALTHY: isolate: '
+                                       'hang: all_reduce on GPUs '
                                        '0<->1 did not finish'), line
     assert wall < 8
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
@@ -115,7 +121,8 @@ def test_missing_gpu(tmp_path):
     rc, line, _ = hook(tmp_path, '--expect-gpus', '2',
                        env={'CCL_HEALTH_FAKE_GPUS': '1'})
     assert rc == 1
-    assert line == ('UNHEALTHY: missing GPU: nvidia-smi lists 1 of the 2 '
+    assert line == ('UNHEALTHY: isolate: '
+                    'missing GPU: nvidia-smi lists 1 of the 2 '
                     'GPUs of local:gpu')
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
         [case] = db.cases()

@@ -82,7 +82,8 @@ def test_slow_link_is_named_with_its_numbers(tmp_path):
     rc, line, _ = links_hook(tmp_path, matrix='2gpu-slow-0to1.txt')
     ref = shipped_peer_copy().gbps['gpu_to_gpu']
     assert rc == 1
-    assert line == (f'UNHEALTHY: GPU 0->1 copy 72.1 GB/s < {ref * 0.8:.1f} '
+    assert line == ('UNHEALTHY: isolate: '
+                    f'GPU 0->1 copy 72.1 GB/s < {ref * 0.8:.1f} '
                     f'(reference {ref:.1f})')
     assert detail(tmp_path)['attempts'] == 2          # retried once
     with store.open_store(str(tmp_path / 'db.sqlite')) as db:
@@ -92,7 +93,8 @@ def test_slow_link_is_named_with_its_numbers(tmp_path):
 def test_pair_that_cannot_peer_is_named(tmp_path):
     rc, line, _ = links_hook(tmp_path, matrix='2gpu-no-peer.txt')
     assert rc == 1
-    assert line == ('UNHEALTHY: GPU 0->1 cannot peer (no peer access: its '
+    assert line == ('UNHEALTHY: isolate: '
+                    'GPU 0->1 cannot peer (no peer access: its '
                     'copies would go through the host); GPU 1->0 cannot '
                     'peer (no peer access: its copies would go through the '
                     'host)')
@@ -127,22 +129,28 @@ def test_without_a_reference_the_links_ran_clean_not_judged(tmp_path, matrix,
 
 @pytest.mark.parametrize('matrix, rc_program, code, starts', [
     ('2gpu-cuda-error.txt', 1, 1,
-     'UNHEALTHY: ccl-health-links: error: cudaEventSynchronize(g.stop) '
+     'UNHEALTHY: isolate: '
+     'ccl-health-links: error: cudaEventSynchronize(g.stop) '
      'failed on GPU 0: an illegal memory access was encountered'),
     ('2gpu-wrong-data.txt', 1, 1,
-     'UNHEALTHY: ccl-health-links: error: wrong data after the copy GPU 0 '
+     'UNHEALTHY: isolate: '
+     'ccl-health-links: error: wrong data after the copy GPU 0 '
      '-> GPU 1: byte 268431360 is 0x00, expected 0x5b'),
-    ('2gpu-cut.txt', 0, 1, 'UNHEALTHY: ccl-health-links stopped before its '
+    ('2gpu-cut.txt', 0, 1, 'UNHEALTHY: isolate: '
+                           'ccl-health-links stopped before its '
      'closing line (1 directions measured)'),
-    ('2gpu-healthy.txt', 139, 1, 'UNHEALTHY: ccl-health-links exited with '
+    ('2gpu-healthy.txt', 139, 1, 'UNHEALTHY: isolate: '
+                                 'ccl-health-links exited with '
      'status 139'),
     (os.path.join(DEVICE, 'links-usage-error.txt'), 2, 2,
      'COULD-NOT-CHECK: ccl-health-links: usage error: bad size: 1x'),
     (os.path.join(DEVICE, 'links-no-device.txt'), 1, 1,
-     'UNHEALTHY: ccl-health-links: error: cudaGetDeviceCount(&n) failed: no '
+     'UNHEALTHY: isolate: '
+     'ccl-health-links: error: cudaGetDeviceCount(&n) failed: no '
      'CUDA-capable device is detected'),
     (os.path.join(DEVICE, 'links-1gpu-256M-run1.txt'), 0, 1,
-     'UNHEALTHY: missing GPU: ccl-health-links sees 1 of the 2 GPUs made '
+     'UNHEALTHY: isolate: '
+     'missing GPU: ccl-health-links sees 1 of the 2 GPUs made '
      'visible to it'),
     ('/dev/null', 127, 2, 'COULD-NOT-CHECK: '),
 ])
@@ -156,7 +164,8 @@ def test_hang_ends_within_the_limit(tmp_path):
     rc, line, wall = links_hook(tmp_path, '--limit', '5', env={
         'CCL_HEALTH_REPLAY_LINKS_STALL': '60'})
     assert rc == 1 and line.startswith(
-        'UNHEALTHY: hang: ccl-health-links (the copy matrix of the GPU '
+        'UNHEALTHY: isolate: '
+        'hang: ccl-health-links (the copy matrix of the GPU '
         'links) did not finish'), line
     assert wall < 10
 
@@ -374,7 +383,8 @@ def test_site_nvbandwidth(tmp_path):
                              env=site_with(tmp_path, nvbandwidth=prog))
     ref = shipped_peer_copy().gbps['gpu_to_gpu']
     assert rc == 1
-    assert line == (f'UNHEALTHY: GPU 1->0 copy 90.5 GB/s < {ref * 0.8:.1f} '
+    assert line == ('UNHEALTHY: isolate: '
+                    f'GPU 1->0 copy 90.5 GB/s < {ref * 0.8:.1f} '
                     f'(reference {ref:.1f})')
     assert (tmp_path / 'links-args').read_text().splitlines()[0] == (
         f'-t {WRITE} -b 256 | CUDA_VISIBLE_DEVICES=0,1')

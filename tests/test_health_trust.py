@@ -306,7 +306,8 @@ def test_gpu_the_driver_does_not_list_is_a_node_fault(tmp_path):
     rc, line, _ = hook(tmp_path, env={'CCL_HEALTH_HOSTNAME': 'nid001234',
                                       'CCL_HEALTH_FAKE_GPUS': '3'})
     assert rc == 1
-    assert line == ('UNHEALTHY: missing GPU: nvidia-smi lists 3 of the 4 GPUs '
+    assert line == ('UNHEALTHY: isolate: '
+                    'missing GPU: nvidia-smi lists 3 of the 4 GPUs '
                     'of perlmutter:gpu')
 
 
@@ -413,7 +414,8 @@ def test_site_health_gpu_count_against_the_devices(tmp_path):
     env = _site_health(tmp_path, partition='gpu', gpus_per_node=3,
                        launcher=os.path.join(FAKE, 'launch'))
     rc, line, _ = hook(tmp_path, env=env)
-    assert rc == 1 and line == ('UNHEALTHY: missing GPU: nvidia-smi lists 2 '
+    assert rc == 1 and line == ('UNHEALTHY: isolate: '
+                                'missing GPU: nvidia-smi lists 2 '
                                 'of the 3 GPUs of local:gpu'), line
     # a site file saying 1 while 2 answer: the site file is wrong, could
     # not check, never a drain
@@ -438,7 +440,8 @@ def test_site_health_gpu_count_against_the_devices(tmp_path):
         'system: local', 'system: mars'))
     rc, line, _ = hook(tmp_path, env=dict(env, CCL_HEALTH_SYSTEM='mars',
                                           CCL_HEALTH_REFERENCE_DIR=str(ref)))
-    assert rc == 1 and line == ('UNHEALTHY: missing GPU: nvidia-smi lists 2 '
+    assert rc == 1 and line == ('UNHEALTHY: isolate: '
+                                'missing GPU: nvidia-smi lists 2 '
                                 'of the 4 GPUs of mars:gpu'), line
 
 
@@ -528,7 +531,7 @@ def test_wrapper_passes_verdicts_through(tmp_path):
     rc, line, _ = hook(tmp_path, cmd=[WRAPPER])
     assert rc == 0 and line.startswith('HEALTHY: '), line
     rc, line, _ = hook(tmp_path, cmd=[WRAPPER], env=mutated(tmp_path, rc=1))
-    assert rc == 1 and line.startswith('UNHEALTHY: crash: '), line
+    assert rc == 1 and line.startswith('UNHEALTHY: isolate: crash: '), line
     line = could_not_check(tmp_path, '--limit', 'abc', cmd=[WRAPPER])
     assert "--limit 'abc'" in line
 
@@ -754,7 +757,7 @@ def test_recording_failure_never_changes_the_verdict(tmp_path):
     assert 'not recorded in the performance database' in err
     rc, line, err = hook(tmp_path, '--db', '/etc/passwd/db.sqlite',
                          env=mutated(tmp_path, rc=1))
-    assert rc == 1 and line.startswith('UNHEALTHY: crash: '), line
+    assert rc == 1 and line.startswith('UNHEALTHY: isolate: crash: '), line
 
 
 def test_amd_node_counts_every_gpu_whatever_rocr_hides(tmp_path):

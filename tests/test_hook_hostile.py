@@ -236,16 +236,23 @@ def test_hook(tmp_path, name):
             '--limit 4 s' in lines[0], lines[0]
     elif name == 'foreign-no-reference':
         assert lines[0].startswith(
-            f'UNHEALTHY: GPU 1 in use by pid {os.getpid()} '), lines[0]
+            f'UNHEALTHY: reset (a reboot is expected to clear it): GPU 1 in '
+            f'use by pid {os.getpid()} '), lines[0]
         assert 'no reference' in lines[0]
     elif name == 'dead-driver-known-count':
+        assert lines[0].startswith('UNHEALTHY: reset (a reboot is expected '
+                                   'to clear it): missing GPU: '), lines[0]
+        assert d['action'] == 'reset' and \
+            d['cause'] == 'driver-not-answering', d
         assert 'NVIDIA-SMI has failed' in lines[0] and \
             'local:gpu has 2 GPUs' in lines[0], lines[0]
     elif name == 'dead-driver-unknown-count':
         assert lines[0].startswith('COULD-NOT-CHECK: nvidia-smi found no '
                                    'GPU'), lines[0]
     elif name == 'wrong-first-attempt':
-        assert 'wrong-results' in lines[0]
+        assert lines[0].startswith('UNHEALTHY: isolate: '), lines[0]
+        assert 'wrong-results' in lines[0] and d['action'] == 'isolate'
+        assert d['verdict'] == 'wrong-results', d
         assert d['attempt_notes'][0].startswith(
             'attempt 1 of 2: wrong-results'), d['attempt_notes']
         assert d['attempts'] == 1

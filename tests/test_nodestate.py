@@ -321,6 +321,49 @@ def hook_result(code, line, verdict):
     return health.HookResult(code, line, [], 1.0, 1, verdict, 'local', 'gpu')
 
 
+def test_hook_line_names_the_action_of_the_cause():
+    """Issue 24 on the hook: a leftover process is ``reset`` (a reboot is
+    expected to clear it), a link down ``isolate``; ``monitor`` (a site's
+    choice) never drains: exit 2, the verdict kept."""
+    from ccl_health.hook import check as health
+    p = Process(4242, 'python3', 12 * GIB)
+    busy = node(gpu(0), gpu(1, processes=[p], memory_used=int(12.5 * GIB)))
+    res = health.with_action(health.with_node_state(hook_result(
+        0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
+        busy, busy))
+    assert (res.code, res.action, res.cause) == (1, 'reset',
+                                                 'leftover-process')
+    assert res.line.startswith('UNHEALTHY: reset (a reboot is expected to '
+                               'clear it): GPU 1 in use by pid 4242 ')
+    down = node(gpu(0, nvlinks=[Link(0, False)]),
+                gpu(1, nvlinks=[Link(0, True)]))
+    res = health.with_action(health.with_node_state(hook_result(
+        0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
+        down, down))
+    assert (res.code, res.action, res.cause) == (1, 'isolate', 'link-down')
+    assert res.line.startswith('UNHEALTHY: isolate: GPU 0 ')
+    # a probe's own fault, no cause: the verdict's action
+    res = health.with_action(hook_result(
+        1, 'UNHEALTHY: GPUs 0<->1: wrong-results: 3 wrong elements',
+        'wrong-results'))
+    assert (res.code, res.action) == (1, 'isolate')
+    assert res.line == ('UNHEALTHY: isolate: GPUs 0<->1: wrong-results: 3 '
+                        'wrong elements')
+    # the site says monitor: never a drain, never a pass
+    res = health.with_action(hook_result(
+        1, 'UNHEALTHY: GPUs 0<->1: wrong-results: 3 wrong elements',
+        'wrong-results'), {'wrong-results': 'monitor'})
+    assert (res.code, res.action, res.verdict) == (2, 'monitor',
+                                                   'wrong-results')
+    assert res.line == ('COULD-NOT-CHECK: monitor (not drained): GPUs '
+                        '0<->1: wrong-results: 3 wrong elements')
+    # nothing to do with a node that passed or could not be checked
+    for code, line, verdict in ((0, 'HEALTHY: x', 'pass'), (
+            2, 'COULD-NOT-CHECK: no reference', 'could-not-check')):
+        res = health.with_action(hook_result(code, line, verdict))
+        assert (res.code, res.line, res.action) == (code, line, None)
+
+
 def test_hook_names_the_cause_first():
     from ccl_health.hook import check as health
     p = Process(4242, 'python3', 12 * GIB)

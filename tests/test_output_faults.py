@@ -249,14 +249,14 @@ def test_only_the_unmutated_complete_capture_with_exit_0_is_fine(data):
     nothing)."""
     import random
     name, out, js, rc = data.draw(st.sampled_from(CAPTURES))
-    damage = data.draw(st.sampled_from([None] + sorted(M.DAMAGING)))
+    damage = data.draw(st.sampled_from([None] + sorted(M.OUTPUT_DAMAGING)))
     harmless = data.draw(st.sampled_from([None] + sorted(M.HARMLESS)))
     status = data.draw(st.sampled_from([0, 0, 0, None, 1, 2, 124, 137]))
     use_json = data.draw(st.booleans()) and js is not None
     rnd = random.Random(data.draw(st.integers(0, 2 ** 32)))
     text = out
     if damage:
-        text = M.DAMAGING[damage](text, rnd)
+        text = M.OUTPUT_DAMAGING[damage](text, rnd)
     if harmless:
         text = M.HARMLESS[harmless](text, rnd)
     # a JSON complete by itself speaks for the rows; damage the text only

@@ -21,7 +21,11 @@ defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
 caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
 site file's ``env`` and ``health.env`` only), read the node's state again,
-and have everything judged in one place (:mod:`.judging`).  The line is
+and have every probe judged by the one judge (:mod:`.judging`: each
+all_reduce probe's attempts are one ``CaseEvidence`` for
+:func:`ccl_health.judge.judge.judge`; the copy matrix goes to
+:func:`ccl_health.judge.links.judge_links`); the line names the action
+(isolate / reset; ``monitor`` never drains: exit 2).  The line is
 printed before recording (:mod:`.record`); the whole run, recording
 included, ends within ``--limit``.
 
@@ -51,8 +55,8 @@ from ccl_health import resources
 from ccl_health.hook import run
 from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
     IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
-    node_without_gpus,
-    result as _result, unjudged, with_node_state)
+    judged_probe, node_without_gpus, output_attempt, probe_evidence,
+    result as _result, unjudged, with_action, with_node_state)
 from ccl_health.hook.probes import (  # noqa: F401
     LINKS_DEFAULT_SIZE, LinksProbe, Probe, find_links_tool,
     find_tests_prefix, links_summary, pair_rounds, probe_env, run_links,
@@ -121,13 +125,14 @@ def check(settings, environ=None):
                        (found['system'], found['partition']))
         res = with_node_state(res, before, None, found['site'],
                               found['expected'])
-    return res, found['settings']
+    return with_action(res, found['site']), found['settings']
 
 
 def _check(settings, environ, before, found):
     from ccl_health import CclHealthError
     from ccl_health.evidence import node, programs
     from ccl_health.judge import reference
+    from ccl_health.judge.judge import judge
     from ccl_health.judge.verdicts import Verdict
     from ccl_health.sitedata import site as site_data
     t0 = settings.t0
@@ -162,8 +167,11 @@ def _check(settings, environ, before, found):
                                          'rocminfo found no GPU')) else None
         if fault is None:
             raise CouldNotCheck(gpus.why_none)
-        return with_node_state(result_of(*fault), before, None, site,
-                               expected_gpus)
+        res = result_of(*fault)
+        # no GPU at all answers where the partition has some: the driver
+        # no longer answers (a reboot is expected to clear it)
+        res.cause = 'driver-not-answering'
+        return with_node_state(res, before, None, site, expected_gpus)
     expected_gpus = expected_gpus or gpus.count
     if gpus.count < expected_gpus:
         tool = 'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo'
@@ -220,15 +228,29 @@ def _check(settings, environ, before, found):
         raise CouldNotCheck(f'{binary} is missing or not executable')
 
     def probe(gpu_set, e, attempt):
-        r, tol = (e.busbw[size], e.tolerance_at(size)) if e else (0.0, 0.0)
-        return Probe(tuple(gpu_set), size, expected=r * (1 - tol), ref=r,
-                     tolerance=tol, tokens=tuple(token[g] for g in gpu_set),
+        return Probe(tuple(gpu_set), size, ref=e.busbw[size] if e else 0.0,
+                     tokens=tuple(token[g] for g in gpu_set),
                      attempt=attempt)
+
+    #: every attempt of each all_reduce probe, by its GPUs: one case each
+    attempts = {}
+
+    def evidence(gpu_set, atts):
+        main = tuple(gpu_set) == tuple(visible)
+        e = entry if main else pair_entry
+        return probe_evidence(
+            atts, size, gpu_set, e, missing_reference='' if e else
+            _no_reference(ref, system, partition, len(gpu_set), size),
+            site=site, judge_bandwidth=main or pair_entry is not None)
+
+    def judge_probe(p, att, words):
+        attempts.setdefault(p.gpus, []).append(att)
+        return judged_probe(p, att, judge(evidence(p.gpus, [att])), words)
 
     def one(p, iters):
         return run_probe(p, binary, run_settings.launcher,
                          probe_env(env, gpus, vis, p), deadline, iters, work,
-                         program, run_settings.limit)
+                         program, run_settings.limit, site, judge_probe)[0]
 
     env['CCL_HEALTH_RUN_ID'] = settings.run_id   # the probes' ranks are ours
     tries = []
@@ -258,6 +280,7 @@ def _check(settings, environ, before, found):
                     time.monotonic() > deadline - 2:
                 break
     after = read_node_state(settings)
+    cases = {g: evidence(g, atts) for g, atts in attempts.items()}
     return with_node_state(judge_attempts(
         tries, settings.repeats, result_of, pair_entry, size, n, system,
-        partition, t0, links_tool, links_only), before, after, site)
+        partition, t0, links_tool, links_only, cases), before, after, site)

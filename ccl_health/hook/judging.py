@@ -1,14 +1,14 @@
-"""Every decision of the hook, in one place: what a probe's evidence
-means (:func:`judge_all_reduce`, :func:`judge_copy_matrix`), what the tries
-together mean (:func:`judge_attempts`: a retry absorbs a bandwidth
-shortfall only), and how the node's state comes first
-(:func:`with_node_state`, :func:`node_state_first`).  It uses
-:mod:`ccl_health.judge.verdicts` (``judge_output``, ``judge_links``,
-``below_reference``) and compares nothing by itself, so that the one judge
-(``ccl_health.judge.judge``) can take its place."""
+"""The hook as a thin door to the one judge: each all_reduce probe's
+attempts go into ONE :class:`ccl_health.judge.evidence.CaseEvidence`
+(:func:`output_attempt`, :func:`probe_attempt`, :func:`probe_evidence`)
+and :func:`ccl_health.judge.judge.judge` decides (a retry absorbs a
+bandwidth shortfall only; any other fault in any attempt is the verdict,
+naming the attempt); the copy matrix goes to the judge of the links
+(:func:`ccl_health.judge.links.judge_links`).  What is left here is the
+hook's line: its prefix, the node's state first (:func:`with_node_state`)
+and the action (:func:`with_action`: isolate / reset / monitor)."""
 
 import dataclasses
-import re
 import time
 
 from ccl_health.hook.settings import (COULD_NOT_CHECK, HEALTHY, PREFIX,
@@ -30,6 +30,11 @@ class HookResult:
     node_state: dict = dataclasses.field(default_factory=dict)
     #: one line per try that failed: ``attempt 1 of 2: wrong-results: ...``
     attempt_notes: list = dataclasses.field(default_factory=list)
+    #: what to do with the node (:mod:`ccl_health.judge.actions`:
+    #: isolate / reset / monitor) after a failing verdict, else None
+    action: object = None
+    #: the cause named first (:data:`ccl_health.judge.actions.CAUSES`)
+    cause: object = None
 
 
 def result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
@@ -76,72 +81,159 @@ def _timed_out(probe, got, what, limit):
     return probe
 
 
-def judge_all_reduce(probe, got, res, ev, launcher, where, limit=None):
-    """The verdict of one all_reduce probe from its evidence: ``got``
-    (:class:`ccl_health.hook.run.Outcome`), ``res`` the parsed output,
-    ``ev`` the debug-log evidence (read only after a clean exit)."""
-    from ccl_health.evidence import debuglog
-    from ccl_health.judge.verdicts import (Verdict, below_reference,
-                                           judge_output)
-    from ccl_health.units import format_size
-    what = f'all_reduce on {where}'
+def output_attempt(text, logs, exit_status, *, parse=None, benign=(),
+                   result=None):
+    """One attempt of an all_reduce probe from what it left: its output
+    ``text`` (``result``: already parsed), its exit status and its NCCL
+    debug logs (``logs``; the NCCL lines of the output count too): the
+    transport proof of every rank of the output's header, the WARN lines
+    (``benign``: the site's ``[(pattern, why)]``) and the ranks'
+    versions.  No GPU needed: the cross-door matrix calls it on captures."""
+    from ccl_health.evidence import debuglog, nccltests
+    from ccl_health.evidence import warns as W
+    from ccl_health.judge.evidence import Attempt
+    res = result if result is not None else (parse or nccltests.parse)(text)
+    logs = list(logs or [])
+    ev = debuglog.read_evidence(logs) if logs else debuglog.Evidence()
+    debuglog.feed_lines(ev, (text or '').splitlines(), source='stdout')
+    proof = debuglog.prove('intra', ev, nodes=1,
+                           expected_ranks=getattr(res, 'nranks', None))
+    warn_list, versions = W.read_logs(logs, text or '', 'stdout', benign)
+    return Attempt(res, exit_status, None, proof, ev, warn_list,
+                   rank_versions=versions)
+
+
+def probe_evidence(attempts, size, gpus, entry, missing_reference='',
+                   site=None, judge_bandwidth=True):
+    """The one case of a probe (an all_reduce on ``gpus``, every attempt
+    of it): intra-node, one node, ``len(gpus)`` GPUs, the one ``size``
+    asked, the reference ``entry`` for that key (or why none)."""
+    from ccl_health.judge.evidence import CaseEvidence
+    from ccl_health.judge.judge import physical_ceiling
+    transports = getattr(site, 'transports', None) or {}
+    ceiling, source = physical_ceiling('intra', transports.get('intra'))
+    if entry is not None and size in entry.busbw:
+        # the key the hook asks for is the entry at its one size (a program
+        # that prints more sizes is judged on them all for everything else)
+        entry = dataclasses.replace(entry, busbw={size: entry.busbw[size]})
+    return CaseEvidence(
+        what=f'all_reduce on GPUs {gpus_text(gpus)}', transport='intra',
+        collective='all_reduce', nodes=1, gpus_per_node=len(gpus),
+        ranks=len(gpus), expected_sizes=[size], attempts=list(attempts),
+        judge_bandwidth=judge_bandwidth, reference=entry,
+        missing_reference=missing_reference, ceiling_gbps=ceiling,
+        ceiling_source=source,
+        benign_warns=benign_of(site))
+
+
+def benign_of(site):
+    from ccl_health.evidence import warns as W
+    return W.benign_patterns(getattr(site, 'benign_warns', None) or ())
+
+
+def gpus_text(gpus):
+    return '<->'.join(map(str, gpus)) if len(gpus) == 2 else \
+        ','.join(map(str, gpus))
+
+
+def probe_attempt(got, launcher, what, limit=None, program=None,
+                  logs=(), benign=()):
+    """What one run of a probe left (``got``:
+    :class:`ccl_health.hook.run.Outcome`) as an attempt: a launcher that
+    could not start, a limit too short to start (``launch_error``:
+    could not check), a program that started and stopped progressing
+    (``killed``: a hang), else its output, exit status and logs."""
+    from ccl_health.judge.evidence import Attempt
     if got.not_started:
-        probe.verdict = Verdict.COULD_NOT_CHECK.value
-        probe.why = (f'cannot start the launcher {launcher[0]!r}: '
-                     f'{got.not_started}')
-        return probe
+        return Attempt(launch_error=f'cannot start the launcher '
+                                    f'{launcher[0]!r}: {got.not_started}')
     if got.timed_out:
-        return _timed_out(probe, got, what, limit)
-    probe.exit_status = got.returncode
-    out = got.output
-    lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
+        if got.started:
+            return Attempt(killed=f'{what} did not finish within the '
+                                  f'{got.seconds:.0f} s left')
+        return Attempt(launch_error=(
+            f'{what} did not start within the {got.seconds:.1f} s the '
+            f'limit left' + (f' (--limit {limit:g} s: raise it)' if limit
+                             else '')))
+    res = program.parse(got.output) if program is not None else None
+    lines = [ln.strip() for ln in got.output.strip().splitlines()
+             if ln.strip()]
     last = (lines or ['no output'])[-1][:200]
     if got.returncode in (126, 127) or (
-            not res.rows and not res.errors and not got.started):
+            res is not None and not res.rows and not res.errors and
+            not got.started):
         # nothing of nccl-tests' own: the launcher or the program never ran
-        probe.verdict = Verdict.COULD_NOT_CHECK.value
-        probe.why = (f'{" ".join(launcher)} could not start all_reduce_perf '
-                     f'on {where} (exit {got.returncode}): {last}')
-        return probe
-    bad = judge_output(res, got.returncode, expected_sizes=[probe.size],
-                       what=what)
-    if bad:
-        probe.verdict, probe.why = bad[0].value, bad[1]
-        # the launcher's last words, where nccl-tests named no error
-        said = [ln for ln in lines if not ln.startswith('#') and
-                not re.match(r'^\d+\s', ln)]
-        if bad[0] is Verdict.CRASH and not res.errors and said:
-            probe.why += f': {said[-1][:200]}'
-        return probe
-    probe.versions = ev.versions
-    proof = debuglog.prove('intra', ev)
-    probe.proven = proof.proven or 'none'
-    probe.paths = ', '.join(sorted(ev.via)) or 'no channels'
-    if proof.proven is None:
-        probe.verdict = Verdict.COULD_NOT_CHECK.value
-        probe.why = f'{where}: {proof.reason}'
-        return probe
-    if not proof.ok:
-        probe.verdict = Verdict.FALLBACK.value
-        probe.why = f'fallback: {where}: {proof.reason}'
-        return probe
-    probe.busbw = res.by_size()[probe.size].busbw
-    if probe.ref and below_reference(probe.busbw, probe.ref,
-                                     probe.tolerance):
-        probe.verdict = Verdict.BELOW_REFERENCE.value
-        probe.why = (f'{where} all_reduce {format_size(probe.size)}: '
-                     f'{probe.busbw:.1f} GB/s < {probe.expected:.1f} '
-                     f'(reference {probe.ref:.1f} GB/s; channels '
-                     f'{probe.paths})')
-        return probe
-    probe.ok = True
-    probe.verdict = Verdict.PASS.value
+        return Attempt(res, got.returncode, launch_error=(
+            f'{" ".join(launcher)} could not start all_reduce_perf for '
+            f'{what} (exit {got.returncode}): {last}'))
+    return output_attempt(got.output, logs, got.returncode, result=res,
+                          benign=benign)
+
+
+def not_started_attempt(what, limit=None):
+    """The limit left no time to start a probe: could not check, naming
+    the limit."""
+    from ccl_health.judge.evidence import Attempt
+    return Attempt(launch_error=(
+        f'the limit left no time for {what} (--limit {limit:g} s: raise '
+        f'it)' if limit else f'the limit left no time for {what} (raise '
+        f'--limit)'))
+
+
+def line_reason(reason, where=''):
+    """The judge's reason as the hook's line says it: the GPUs first
+    where the reason does not name them; no doubled "could not check"."""
+    why = ' '.join(str(reason).split())
+    if why.startswith('could not check: '):
+        why = why[len('could not check: '):]
+    if where and where not in why:
+        why = f'{where}: {why}'
+    return why
+
+
+def judged_probe(probe, att, judgement, launcher_words=''):
+    """``probe`` filled from its attempt ``att`` and the judge's
+    ``judgement``: verdict, reason, what was measured and proven."""
+    from ccl_health.judge.verdicts import Verdict
+    where = f'GPUs {gpus_text(probe.gpus)}'
+    probe.verdict = str(judgement.verdict)
+    probe.why = line_reason(judgement.reason, where)
+    if judgement.verdict is Verdict.CRASH and launcher_words and \
+            att.result is not None and not att.result.errors:
+        probe.why += f': {launcher_words}'
+    probe.ok = judgement.verdict is Verdict.PASS
+    probe.exit_status = att.exit_status
+    if att.debug is not None:
+        probe.versions = dict(att.debug.versions)
+        probe.paths = ', '.join(sorted(att.debug.via)) or 'no channels'
+    if att.proof is not None:
+        probe.proven = att.proof.proven or 'none'
+    row = (att.result.by_size().get(probe.size)
+           if att.result is not None and att.result.rows else None)
+    from ccl_health.judge.verdicts import finite
+    if row is not None and finite(row.busbw):
+        probe.busbw = row.busbw
+    for f in judgement.findings:
+        if f.size == probe.size and f.allowed is not None:
+            probe.expected = f.allowed
     return probe
 
 
+def launcher_words(output):
+    """The launcher's last line that is not nccl-tests' own (named after
+    a crash where nccl-tests named no error)."""
+    import re
+    said = [ln.strip() for ln in (output or '').splitlines()
+            if ln.strip() and not ln.strip().startswith('#') and
+            not re.match(r'^\d+\s', ln.strip()) and 'NCCL' not in ln]
+    return said[-1][:200] if said else ''
+
+
 def judge_copy_matrix(probe, got, res, peer_copy, limit=None):
-    """The verdict of the copy matrix (``judge_links``)."""
-    from ccl_health.judge.verdicts import Verdict, judge_links
+    """The verdict of the copy matrix: the judge of the links
+    (:func:`ccl_health.judge.links.judge_links`)."""
+    from ccl_health.judge.links import judge_links
+    from ccl_health.judge.verdicts import Verdict
     what = f'{probe.tool} (the copy matrix of the GPU links)'
     if got.not_started:
         probe.verdict = Verdict.COULD_NOT_CHECK.value
@@ -173,8 +265,11 @@ def judge_copy_matrix(probe, got, res, peer_copy, limit=None):
     return probe
 
 
-#: what a later try may absorb: a bandwidth shortfall, nothing else
-ABSORBABLE = ('below-reference', 'drop')
+#: what a later try may absorb: a bandwidth shortfall, nothing else (the
+#: judge's rule, :data:`ccl_health.judge.judge.ABSORBED`)
+def _absorbable():
+    from ccl_health.judge.judge import ABSORBED
+    return tuple(v.value for v in ABSORBED)
 
 
 def attempt_over(probes):
@@ -184,17 +279,21 @@ def attempt_over(probes):
     verdicts = [q.verdict for q in probes]
     if verdicts and all(v == 'pass' for v in verdicts):
         return 'pass'
-    if all(v in ('pass',) + ABSORBABLE for v in verdicts):
+    if all(v in ('pass',) + _absorbable() for v in verdicts):
         return 'retry'
     return 'stop'
 
 
 def judge_attempts(tries, repeats, result_of, pair_entry, size, n, system,
-                   partition, t0, links_tool=None, links_only=False):
+                   partition, t0, links_tool=None, links_only=False,
+                   cases=None):
     """The result of every try (``tries``: the probes of each, in order).
-    A try that passed after tries with a bandwidth shortfall only is
-    healthy; a try with any other fault is the verdict, named with its
-    number (``attempt 1 of 2``)."""
+    ``cases``: ``{gpus: CaseEvidence}``, every attempt of each all_reduce
+    probe, judged by :func:`ccl_health.judge.judge.judge` (a retry absorbs
+    a bandwidth shortfall only; any other fault in any attempt is the
+    verdict, naming the attempt); the copy matrix by its own judge (its
+    first fault no retry absorbs, else its last try)."""
+    from ccl_health.judge.judge import judge
     from ccl_health.judge.verdicts import Verdict, worst
     notes = []
     for k, probes in enumerate(tries, 1):
@@ -205,20 +304,35 @@ def judge_attempts(tries, repeats, result_of, pair_entry, size, n, system,
             notes.append(f'attempt {k} of {repeats}: {v.value}: ' +
                          '; '.join(q.why for q in same[:3]))
     probes = [q for ps in tries for q in ps]
-    last = tries[-1] if tries else []
-    bad = [q for q in last if not q.ok]
+    found = []           # (verdict, line reason) of every case
+    for gpus, ev in (cases or {}).items():
+        j = judge(ev)
+        found.append((j.verdict, line_reason(
+            j.reason, f'GPUs {gpus_text(gpus)}'), j))
+    from ccl_health.hook.probes import LinksProbe
+    lps = [q for q in probes if isinstance(q, LinksProbe)]
+    if lps:
+        firm = [q for q in lps if q.verdict and q.verdict not in
+                ('pass',) + _absorbable()]
+        lp = firm[0] if firm else lps[-1]
+        found.append((Verdict.parse(lp.verdict or 'could-not-check'),
+                      lp.why, None))
+    bad = [f for f in found if f[0] is not Verdict.PASS]
     if bad:
-        v = worst([q.verdict for q in bad])
-        same = [q for q in bad if q.verdict == v.value]
-        why = '; '.join(q.why for q in same[:3])
-        res = result_of(v, why, probes, len(tries))
+        v = worst([f[0] for f in bad])
+        same = [f for f in bad if f[0] is v]
+        res = result_of(v, '; '.join(f[1] for f in same[:3]), probes,
+                        len(tries))
+    elif not found:
+        res = result_of(Verdict.COULD_NOT_CHECK, 'no probe was run',
+                        probes, len(tries))
     elif links_tool is not None:
         res = result_of(Verdict.PASS, _links_pass_line(
-            last, links_only, system, partition, n, size, t0), probes,
+            tries[-1], links_only, system, partition, n, size, t0), probes,
             len(tries))
     else:
         res = result_of(Verdict.PASS, _pass_line(
-            last, pair_entry, size, n, system, partition, t0), probes,
+            tries[-1], pair_entry, size, n, system, partition, t0), probes,
             len(tries))
     res.attempt_notes = notes
     return res
@@ -309,13 +423,16 @@ def with_node_state(res, before, after, site=None, expected_gpus=None):
         return res
     first = causes[0]
     named = cause_text(first)
+    cause = KIND_CAUSE.get(first.kind) or _cause_of(first.text)
     why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line
     shared = first.kind in ('foreign-process', 'memory-held')
     if res.code == UNHEALTHY:
+        res.cause = cause
         if shared:
             res.verdict = Verdict.CONTENDED.value
         res.line = f'{PREFIX[UNHEALTHY]}: {named}: {why}'
     elif res.code == HEALTHY and first.drain:
+        res.cause = cause
         res.code = UNHEALTHY
         res.verdict = (Verdict.CONTENDED if shared else
                        Verdict.NODE_FAULT).value
@@ -324,6 +441,7 @@ def with_node_state(res, before, after, site=None, expected_gpus=None):
     elif res.code == HEALTHY:
         res.line += '; noted: ' + '; '.join(c.text for c in causes[:2])
     elif first.drain:
+        res.cause = cause
         res.code = UNHEALTHY
         res.verdict = (Verdict.CONTENDED if shared else
                        Verdict.NODE_FAULT).value
@@ -331,6 +449,49 @@ def with_node_state(res, before, after, site=None, expected_gpus=None):
                     f'{why})')
     else:
         res.line += f' (node state: {named})'
+    return res
+
+
+#: node-state cause kinds (:mod:`ccl_health.evidence.nodestate.diagnose`)
+#: -> the causes of :data:`ccl_health.judge.actions.CAUSES`
+KIND_CAUSE = {'foreign-process': 'leftover-process',
+              'memory-held': 'leftover-process',
+              'gpu-lost': 'gpu-off-bus',
+              'row-remap-failure': 'row-remap',
+              'ecc-uncorrected': 'ecc',
+              'nvlink-down': 'link-down'}
+
+
+def _cause_of(text):
+    from ccl_health.judge.actions import cause_of
+    return cause_of(text)
+
+
+def with_action(res, site=None):
+    """The action of an UNHEALTHY result (:func:`ccl_health.judge.actions.
+    action_for` of its verdict and the cause it names first; a site's
+    ``actions:`` block overrides) in its line: ``UNHEALTHY: isolate:
+    ...``, ``UNHEALTHY: reset (a reboot is expected to clear it): ...``.
+    ``monitor`` never drains: exit 2, ``COULD-NOT-CHECK: monitor (not
+    drained): ...`` (the measurement shared the node or drifted: no pass
+    either)."""
+    from ccl_health.judge import actions
+    if res.code != UNHEALTHY:
+        return res
+    why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line
+    res.cause = res.cause or actions.cause_of(why)
+    res.action = actions.action_for(res.verdict, cause=res.cause,
+                                    site=site)
+    if res.action is None:
+        return res
+    if actions.drains(res.action):
+        head = (f'{res.action} ({actions.RESET_NOTE})'
+                if res.action == actions.RESET else res.action)
+        res.line = f'{PREFIX[UNHEALTHY]}: {head}: {why}'
+    else:
+        res.code = COULD_NOT_CHECK
+        res.line = (f'{PREFIX[COULD_NOT_CHECK]}: {res.action} (not '
+                    f'drained): {why}')
     return res
 
 

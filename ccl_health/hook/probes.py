@@ -26,7 +26,7 @@ class Probe:
     gpus: tuple               # node GPU indices (nvidia-smi / rocminfo)
     size: int
     busbw: float = 0.0
-    expected: float = 0.0     # the lower bound: reference x (1 - tolerance)
+    expected: float = 0.0     # the lower bound the judge allowed
     ref: float = 0.0
     proven: str = ''
     paths: str = ''
@@ -41,7 +41,6 @@ class Probe:
     exit_status: object = None
     #: the try (1, 2, ...) this probe belongs to
     attempt: int = 1
-    tolerance: float = 0.0
 
 
 #: the copy size where no ``peer_copy`` reference gives one
@@ -127,22 +126,23 @@ STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
                      r'^\s*\d+\s+\d+\s+\w+\s', re.M)
 
 
-def gpus_text(gpus):
-    return '<->'.join(map(str, gpus)) if len(gpus) == 2 else \
-        ','.join(map(str, gpus))
+gpus_text = judging.gpus_text
 
 
 def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
-              program=None, limit=None):
-    """Run one all_reduce (bounded by ``deadline``) and have it judged
-    (:func:`ccl_health.hook.judging.judge_all_reduce`)."""
+              program=None, limit=None, site=None, judge_probe=None):
+    """Run one all_reduce (bounded by ``deadline``): its attempt
+    (:func:`ccl_health.hook.judging.probe_attempt`), judged alone by
+    ``judge_probe(probe, attempt)`` (the try's verdict: retry or not).
+    Returns ``(probe, attempt)``."""
     from ccl_health.evidence import programs
     from ccl_health.evidence import debuglog
     program = program or programs.NCCL_TESTS
-    where = f'GPUs {gpus_text(probe.gpus)}'
+    what = f'all_reduce on GPUs {gpus_text(probe.gpus)}'
     remaining = deadline - time.monotonic()
     if remaining < 1:
-        return judging.not_started(probe, f'all_reduce on {where}', limit)
+        att = judging.not_started_attempt(what, limit)
+        return judge_probe(probe, att, ''), att
     logdir = run.temporary_folder('probe-', workdir)
     penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
                 NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
@@ -151,13 +151,11 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
         json_file=None)
     got = run.bounded(cmd, penv, remaining, started=STARTED)
     probe.seconds = got.seconds
-    res = None if got.not_started or got.timed_out else \
-        program.parse(got.output)
-    ev = None
-    if res is not None and got.returncode == 0:
-        ev = debuglog.read_evidence(debuglog.debug_log_files(logdir))
-    return judging.judge_all_reduce(probe, got, res, ev, launcher, where,
-                                    limit)
+    att = judging.probe_attempt(
+        got, launcher, what, limit, program,
+        logs=debuglog.debug_log_files(logdir),
+        benign=judging.benign_of(site))
+    return judge_probe(probe, att, judging.launcher_words(got.output)), att
 
 
 def pair_rounds(gpus):

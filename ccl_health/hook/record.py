@@ -35,7 +35,9 @@ def record(args, res, environ=None, timeout=None):
         proven=main_probe.proven if main_probe else '',
         reason=res.line, versions=main_probe.versions if main_probe else {},
         env=recorder.run_environment(environ=environ),
-        detail={'probes': [dataclasses.asdict(p) for p in res.probes],
+        detail={'action': getattr(res, 'action', None),
+                'cause': getattr(res, 'cause', None),
+                'probes': [dataclasses.asdict(p) for p in res.probes],
                 **({'node_state': res.node_state}
                    if res.node_state else {}),
                 **({'attempts': res.attempt_notes}
@@ -76,7 +78,9 @@ def bounded_record(settings, res, environ, bound):
 def json_document(res, settings=None, recorded=None):
     """The hook's ``--json`` detail of a result (what NodeHealthCheck and
     ``scripts/fleet`` read)."""
-    doc = {'code': res.code, 'verdict': res.verdict, 'line': res.line,
+    doc = {'code': res.code, 'verdict': res.verdict,
+           'action': getattr(res, 'action', None),
+           'cause': getattr(res, 'cause', None), 'line': res.line,
            'seconds': res.seconds, 'attempts': res.attempts,
            'system': res.system, 'partition': res.partition,
            'probes': [dataclasses.asdict(p) for p in res.probes],
