@@ -138,6 +138,13 @@ def test_every_warn_is_read_and_named():
     # advisories and plugin probing that NCCL goes on from
     ('x:1:1 [0] NCCL WARN NET/Plugin : No plugin found (libnccl-net.so), '
      'using internal implementation', None),
+    ('x:1:1 [0] NCCL WARN NET/Plugin : dlerror=libnccl-net.so: cannot open '
+     'shared object file: No such file or directory No plugin found '
+     '(libnccl-net.so), using internal implementation', None),
+    ('x:1:1 [0] NCCL WARN NET/Plugin : Plugin load returned 2 : '
+     'libnccl-net.so: cannot open shared object file: No such file or '
+     'directory : when loading libnccl-net.so', None),
+    ('x:1:1 [0] NCCL WARN Failed to find ncclNetPlugin_v8 symbol.', None),
     ('x:1:1 [0] NCCL WARN Missing "iommu=pt" from kernel command line which '
      'can lead to system instablity or hang!', None),
     ('x:1:1 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: '

@@ -80,6 +80,12 @@ FATAL = (
         r'entries|Failed to issue eager read|Context progress failed|'
         r'CM connect failed|exception in plugin (connect|accept|listen)|'
         r'preparing for connection failed|remote process exited|'
+        r'Unable to issue read operation|Failed call to (post_rx_buff|'
+        r'process_pending)|Preparation of rx buffers failed|ncclProxy'
+        r'(CallBlockingUDS|ClientGetFd|ClientQueryFdBlocking) call to '
+        r'tpRank|peers\[\d+\]\.sock|socketFinalizeAccept: wrong magic|'
+        r'Socket creation failed|mlx5dv_create_qp failed|Call to '
+        r'ibv_(modify|create)_qp failed|'
         r'Timeout waiting|Broken pipe')),
     # src/transport/net_ib (reg.cc, p2p.cc), src/misc/ibvwrap.cc; aws-ofi-
     # nccl nccl_ofi_sendrecv.cpp, nccl_ofi_rdma.cpp, nccl_ofi_ofiutils.cpp
@@ -99,7 +105,8 @@ FATAL = (
         r'Cuda failure|CUDA error|HIP failure|hip error|Cuda driver error|'
         r'\bcu[A-Z]\w+ failed|Failed to (set|create) CUDA (device|context)|'
         r'Failed to (resolve|load) CUDA|Failed to query (CUDA|HIP) (driver|'
-        r'runtime) version')),
+        r'runtime) version|failed to peer with device|Failed to (disable|'
+        r'restore) stream capture mode')),
     # ncclGetErrorString ("internal error", "unhandled system/cuda error");
     # src/include/checks.h (SYSCHECK "Call to %s failed", NCCLCHECK of
     # allocations and threads), src/proxy.cc (op list consistency),
@@ -112,7 +119,15 @@ FATAL = (
         r'match any expected response|ncclProxyConnect: \w+ -?\d+ out of '
         r'bounds|ncclSocket\w+: (file descriptor is -1|socket is invalid|wrong'
         r' socket state)|Call to \w+ failed ?: |Aborting due to call failure'
-        r'|Mutex initialization failed', re.I)),
+        r'|Mutex initialization failed|has no transport for .* peer|'
+        r'dequeue nonexistent async|Couldn.t find opId|already completed '
+        r'opId|Could not find pool of op|neither send or recv|unexpected '
+        r'socket state|socket state \(.*\) is not ready|ncclSocketSendRecv: '
+        r'invalid socket|ncclSocket\w+: pass NULL socket|expected a '
+        r"'(send|recv)' request but got|Unknown completion \(|could not "
+        r'retreive a request|->events=\{|IBV_WC_RECV_RDMA_WITH_IMM and|'
+        r'Unexpected (status|type) \(-?\d+\) for message|Invalid type in '
+        r'msg buff|Duplicate request in message buffer', re.I)),
     # src/plugin/net.cc (src/net.cc before 2.19), src/transport/net_ib/
     # init.cc, src/transport/net_socket.cc, src/bootstrap.cc (no usable
     # interface); aws-ofi-nccl nccl_ofi_net.cpp, nccl_ofi_ofiutils.cpp,
@@ -126,7 +141,15 @@ FATAL = (
         r'(a new domain|rail|control rail|plugin)\b.*failed|exception in '
         r'plugin init|Insufficient Libfabric devices|No IP interface found|'
         r'Unable to open device|no interface found|No usable listening '
-        r'interface|NET/Plugin\s*:.*(fail|error)', re.I)),
+        r'interface|no socket interface found|no device found (matching|'
+        r'after excluding)|NET/IB : Unable to query|Couldn.t open CQ|Could '
+        r'not create Libfabric endpoint|Creating new endpoint for domain|'
+        r'Querying provider capabilities failed|fi_open_ops for EFA '
+        r'features failed|exception in (rdma|sendrecv)_init|Failed to '
+        r'create NCCL OFI topology|requires at least libfabric version|'
+        r'Failed to find CUDA Runtime library|couldn.t be configured on an'
+        r' endpoint|Failed to set FI_OPT_CUDA_API_PERMITTED|Error: network'
+        r' \S+ not found|NET/Plugin\s*:.*(\bfail|\berror\b)', re.I)),
 )
 
 
