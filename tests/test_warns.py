@@ -147,6 +147,9 @@ def test_every_warn_is_read_and_named():
     ('x:1:1 [0] NCCL WARN Failed to find ncclNetPlugin_v8 symbol.', None),
     ('x:1:1 [0] NCCL WARN Missing "iommu=pt" from kernel command line which '
      'can lead to system instablity or hang!', None),
+    # an older RCCL's advice, from tests/fixtures/published
+    ('x:1:1 [0] NCCL WARN Missing "amd_iommu=on" from kernel command line '
+     'which can lead to system instablity or hang!', None),
     ('x:1:1 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: '
      'port active(9)', None),
 ])

@@ -43,7 +43,7 @@ notes).  Plugin probing (``NET/Plugin: Could not find: libnccl-net.so``,
 ``No plugin found (...)``) is not a failure here: whether a plugin was asked
 for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
 ``tests/fixtures/warns/upstream_formats.tsv`` lists every string read
-(585), its class and a line built from it.  A site may declare
+(587), its class and a line built from it.  A site may declare
 patterns benign (site file ``benign_warns: [{pattern, why}]``): those are
 named as benign and never fail a case."""
 
