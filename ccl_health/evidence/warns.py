@@ -42,9 +42,10 @@ non-fatal async event``, ``GID table changed``, aws-ofi-nccl's tuner and GDR
 notes).  Plugin probing (``NET/Plugin: Could not find: libnccl-net.so``,
 ``No plugin found (...)``) is not a failure here: whether a plugin was asked
 for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
-``tests/fixtures/warns/upstream_formats.tsv`` lists every string read
-(587), its class and a line built from it.  A site may declare
-patterns benign (site file ``benign_warns: [{pattern, why}]``): those are
+``tests/fixtures/warns/upstream_formats.tsv`` lists every string read (629,
+from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
+1.21.1), its class and a line built from it.  A site may declare patterns
+benign (site file ``benign_warns: [{pattern, why}]``): those are
 named as benign and never fail a case."""
 
 import dataclasses
@@ -69,7 +70,9 @@ FATAL = (
         r' remote peer|Connection reset by peer|Connection refused|Call to '
         r'(recv|send|connect|accept|poll)\b.*failed|socketProgress|'
         r'socket progress error|[Ss]ocket recv failed|Could not receive type'
-        r'|Got completion from peer .* with (status|error)|Got async event'
+        r'|Got completion (from peer .* )?with (status|error)|Got async event'
+        r'|ibv_post_(send|recv)\(\) failed|Proxy Call to rank \d+ failed|'
+        r'ncclProxyClientConvertFd call to'
         r'|async fatal event|communicator encountered a fatal error|Got CQE'
         r' with error|completed with error|complete with error|'
         r'exceeded (retries|timeouts)|Accept failed|[Mm]essage truncated|'
