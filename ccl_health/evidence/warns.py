@@ -8,17 +8,44 @@ with its ``NET/OFI`` prefix (``NCCL WARN NET/OFI <text>``).  Users strip the
 ``host:pid:tid`` prefix when they paste, so the prefix is optional here.
 
 The fatal classes (:data:`FATAL`) are the ones whose text says an operation
-failed: connection and proxy progress errors (``[Service thread] Error
-encountered progressing operation=Connect``, ``Connect to ... failed``,
-``Connection closed by remote peer``, ``Net : Call to recv ... failed``),
-memory registration failures (aws-ofi-nccl's ``Unable to register memory
-... RC: -22``, verbs' ``ibv_reg_mr failed``), ``Cuda failure`` / RCCL's
-``HIP failure``, NCCL's ``internal error`` and ``unhandled system/cuda
-error`` (``ncclGetErrorString``), and a network plugin that failed its
-initialisation (``aws-ofi-nccl initialization failed``, ``OFI fi_getinfo()
-call failed``).  Every other WARN (RCCL's advice ``Missing "iommu=pt" from
-kernel command line``) is kept and named, not fatal.  A site may declare
-patterns benign (site file ``benign_warns: [{pattern, why}]``): those are
+failed; each family is taken from the upstream format strings:
+
+* ``connection`` (connection, proxy and progress errors): NVIDIA/nccl
+  ``src/misc/socket.cc``, ``src/transport/net_socket.cc``, ``src/proxy.cc``,
+  ``src/bootstrap.cc``, ``src/transport/net_ib/{p2p,common}.cc``; ROCm/rccl
+  the same plus ``src/transport/net_ib.cc``; aws-ofi-nccl
+  ``src/nccl_ofi_rdma.cpp``, ``src/nccl_ofi_sendrecv.cpp``,
+  ``src/platform-aws.cpp`` (posting, completions with error, address vector).
+* ``memory-registration``: NVIDIA/nccl ``src/transport/net_ib/reg.cc``,
+  ``src/misc/ibvwrap.cc``; aws-ofi-nccl ``src/nccl_ofi_sendrecv.cpp``
+  (``Unable to register memory ... RC: -22``), ``src/nccl_ofi_rdma.cpp``,
+  ``src/nccl_ofi_ofiutils.cpp``.
+* ``cuda``: ``src/include/checks.h`` of NVIDIA/nccl and ROCm/rccl
+  (``Cuda failure '%s'``; older RCCL ``HIP failure``), ``src/proxy.cc``
+  (``Failed to set CUDA device``); aws-ofi-nccl ``src/nccl_ofi_cuda.cpp``,
+  ``src/nccl_ofi_rocm.cpp``.
+* ``internal`` (internal and unhandled errors): ``ncclGetErrorString``;
+  ``src/include/checks.h`` (``Call to %s failed``, ``Allocation failed``,
+  ``Thread creation failed``), ``src/proxy.cc`` (op list consistency),
+  ``src/misc/socket.cc`` (socket state); aws-ofi-nccl ``src/nccl_ofi_api.cpp``.
+* ``plugin-init``: NVIDIA/nccl ``src/plugin/net.cc`` (``src/net.cc`` in
+  RCCL and NCCL before 2.19), ``src/transport/net_ib/init.cc``,
+  ``src/transport/net_socket.cc`` / ``src/bootstrap.cc`` (no interface);
+  aws-ofi-nccl ``src/nccl_ofi_net.cpp``, ``src/nccl_ofi_ofiutils.cpp``,
+  ``src/nccl_ofi_api.cpp`` (``OFI fi_getinfo() call failed``, ``Couldn't
+  open a fabric provider``, ``%s initialization failed``).
+
+Every other WARN is kept and named, not fatal; among them the advisories
+after which the library goes on (RCCL ``src/init.cc`` ``Missing "iommu=pt"
+from kernel command line``, ``NET/Socket : ... setting to %d``, ``Got
+non-fatal async event``, ``GID table changed``, aws-ofi-nccl's tuner and GDR
+notes).  Plugin probing (``NET/Plugin: Could not find: libnccl-net.so``,
+``No plugin found (...)``) is not a failure here: whether a plugin was asked
+for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
+``tests/fixtures/warns/upstream_formats.tsv`` lists every string read (629,
+from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
+1.21.1), its class and a line built from it.  A site may declare patterns
+benign (site file ``benign_warns: [{pattern, why}]``): those are
 named as benign and never fail a case."""
 
 import dataclasses
@@ -28,28 +55,104 @@ from typing import List, Optional, Sequence
 #: a WARN line, with or without the ``host:pid:tid [dev]`` prefix
 _WARN = re.compile(r'(?:^|\s|\])(?:NCCL|RCCL) WARN\s+(?P<text>.*?)\s*$')
 
-#: ``(class, regex)``: the fatal classes, first match names the class
+#: ``(class, regex)``: the fatal classes, first match names the class.
+#: Each family is written from the upstream format strings (see the module
+#: docstring for the files; ``tests/fixtures/warns/upstream_formats.tsv``
+#: lists every string read, its class and a line built from it).
 FATAL = (
+    # src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc,
+    # src/bootstrap.cc, src/transport/net_ib (p2p.cc, common.cc), RCCL's
+    # src/transport/net_ib.cc; aws-ofi-nccl nccl_ofi_rdma.cpp,
+    # nccl_ofi_sendrecv.cpp, platform-aws.cpp (posting and completions)
     ('connection', re.compile(
         r'Error encountered progressing operation|Failed to execute '
-        r'operation|Connect(ion)? to .* failed|Connection closed by remote'
-        r' peer|Connection reset by peer|Connection refused|Call to '
+        r'operation|Connect(ion)? to .* (failed|returned)|Connection closed by'
+        r' remote peer|Connection reset by peer|Connection refused|Call to '
         r'(recv|send|connect|accept|poll)\b.*failed|socketProgress|'
-        r'Got completion from peer .* with (status|error)|Got async event'
-        r'|remote process exited|Timeout waiting|Broken pipe', re.I)),
+        r'socket progress error|[Ss]ocket recv failed|Could not receive type'
+        r'|Got completion (from peer .* )?with (status|error)|Got async event'
+        r'|ibv_post_(send|recv)\(\) failed|Proxy Call to rank \d+ failed|'
+        r'ncclProxyClientConvertFd call to'
+        r'|async fatal event|communicator encountered a fatal error|Got CQE'
+        r' with error|completed with error|complete with error|'
+        r'exceeded (retries|timeouts)|Accept failed|[Mm]essage truncated|'
+        r'\b[Pp]oll(\(\))? failed|WSAPoll failed|Error posting|Unable to post'
+        r'|Could not send request|address vector|'
+        r'\b(fi_sendmsg|fi_write\w*|fi_read|fi_send|fi_recv|fi_tsend|fi_trecv'
+        r'|\w+)(\s\(\w+\))? failed; RC|fi_cq_readerr|completion queue '
+        r'entries|Failed to issue eager read|Context progress failed|'
+        r'CM connect failed|exception in plugin (connect|accept|listen)|'
+        r'preparing for connection failed|remote process exited|'
+        r'Unable to issue read operation|Failed call to (post_rx_buff|'
+        r'process_pending)|Preparation of rx buffers failed|ncclProxy'
+        r'(CallBlockingUDS|ClientGetFd|ClientQueryFdBlocking) call to '
+        r'tpRank|peers\[\d+\]\.sock|socketFinalizeAccept: wrong magic|'
+        r'Socket creation failed|mlx5dv_create_qp failed|Call to '
+        r'ibv_(modify|create)_qp failed|'
+        r'Timeout waiting|Broken pipe')),
+    # src/transport/net_ib (reg.cc, p2p.cc), src/misc/ibvwrap.cc; aws-ofi-
+    # nccl nccl_ofi_sendrecv.cpp, nccl_ofi_rdma.cpp, nccl_ofi_ofiutils.cpp
     ('memory-registration', re.compile(
         r'Unable to register memory|(ibv_reg_mr|ibv_reg_dmabuf_mr|fi_mr_reg'
-        r'|fi_mr_regattr)\S*\s.*failed|Failed to register|register(ing)? '
-        r'(memory|buffer) failed|Unable to de-register memory', re.I)),
-    ('cuda', re.compile(r'Cuda failure|CUDA error|HIP failure|hip error|'
-                        r'Cuda driver error|cuMem\w+ failed', re.I)),
-    ('internal', re.compile(r'internal error|unhandled (system|cuda|hip) '
-                            r'error|remote error|invalid usage', re.I)),
+        r'|fi_mr_regattr|fi_mr_bind|fi_mr_enable)\S*\s.*failed|'
+        r'(Failed|Unable) to register|[Cc]ould not register|Couldn.t register'
+        r'|register(ing)? (memory|buffer) failed|Unable to de-register memory'
+        r'|Error de-registering|Failed call to (de)?reg_mr|Unable to (bind|'
+        r'enable) MR|MR key allocation failed|registration request '
+        r'attributes|could not find mr \S+ inside cache|Failed to delete MR '
+        r'cache entry', re.I)),
+    # src/include/checks.h (CUDACHECK: "Cuda failure"; RCCL's hipified
+    # CUDACHECK, older RCCL "HIP failure"), src/proxy.cc ("Failed to set
+    # CUDA device"); aws-ofi-nccl nccl_ofi_cuda.cpp / nccl_ofi_rocm.cpp
+    ('cuda', re.compile(
+        r'Cuda failure|CUDA error|HIP failure|hip error|Cuda driver error|'
+        r'\bcu[A-Z]\w+ failed|Failed to (set|create) CUDA (device|context)|'
+        r'Failed to (resolve|load) CUDA|Failed to query (CUDA|HIP) (driver|'
+        r'runtime) version|failed to peer with device|Failed to (disable|'
+        r'restore) stream capture mode')),
+    # ncclGetErrorString ("internal error", "unhandled system/cuda error");
+    # src/include/checks.h (SYSCHECK "Call to %s failed", NCCLCHECK of
+    # allocations and threads), src/proxy.cc (op list consistency),
+    # src/misc/socket.cc (socket state), aws-ofi-nccl nccl_ofi_api.cpp
+    ('internal', re.compile(
+        r'internal error|unhandled (system|cuda|hip) error|remote error|'
+        r'invalid usage|^Allocation failed|Thread creation failed|'
+        r'Proxy append (out of bounds|mismatch|on running)|Inactive op has '
+        r'next set|List loop at element|Mismatched response size|doesn.t '
+        r'match any expected response|ncclProxyConnect: \w+ -?\d+ out of '
+        r'bounds|ncclSocket\w+: (file descriptor is -1|socket is invalid|wrong'
+        r' socket state)|Call to \w+ failed ?: |Aborting due to call failure'
+        r'|Mutex initialization failed|has no transport for .* peer|'
+        r'dequeue nonexistent async|Couldn.t find opId|already completed '
+        r'opId|Could not find pool of op|neither send or recv|unexpected '
+        r'socket state|socket state \(.*\) is not ready|ncclSocketSendRecv: '
+        r'invalid socket|ncclSocket\w+: pass NULL socket|expected a '
+        r"'(send|recv)' request but got|Unknown completion \(|could not "
+        r'retreive a request|->events=\{|IBV_WC_RECV_RDMA_WITH_IMM and|'
+        r'Unexpected (status|type) \(-?\d+\) for message|Invalid type in '
+        r'msg buff|Duplicate request in message buffer', re.I)),
+    # src/plugin/net.cc (src/net.cc before 2.19), src/transport/net_ib/
+    # init.cc, src/transport/net_socket.cc, src/bootstrap.cc (no usable
+    # interface); aws-ofi-nccl nccl_ofi_net.cpp, nccl_ofi_ofiutils.cpp,
+    # nccl_ofi_rdma.cpp, nccl_ofi_sendrecv.cpp, nccl_ofi_api.cpp
     ('plugin-init', re.compile(
         r'initiali[sz]ation failed|Failed to initiali[sz]e|fi_getinfo\(\) '
         r'call failed|Unable to find a protocol that worked|Couldn.t '
-        r'(initiali[sz]e|open|find) .*(plugin|provider|device)|'
-        r'NET/Plugin\s*:.*(fail|error)', re.I)),
+        r'(initiali[sz]e|open|find) .*(plugin|provider|device|domain)|'
+        r"Couldn.t (create|open) (fabric|domain|AV|completion queue)|"
+        r"Couldn.t (allocate|enable) endpoint|Couldn.t bind EP-|Initializing "
+        r'(a new domain|rail|control rail|plugin)\b.*failed|exception in '
+        r'plugin init|Insufficient Libfabric devices|No IP interface found|'
+        r'Unable to open device|no interface found|No usable listening '
+        r'interface|no socket interface found|no device found (matching|'
+        r'after excluding)|NET/IB : Unable to query|Couldn.t open CQ|Could '
+        r'not create Libfabric endpoint|Creating new endpoint for domain|'
+        r'Querying provider capabilities failed|fi_open_ops for EFA '
+        r'features failed|exception in (rdma|sendrecv)_init|Failed to '
+        r'create NCCL OFI topology|requires at least libfabric version|'
+        r'Failed to find CUDA Runtime library|couldn.t be configured on an'
+        r' endpoint|Failed to set FI_OPT_CUDA_API_PERMITTED|Error: network'
+        r' \S+ not found|NET/Plugin\s*:.*(\bfail|\berror\b)', re.I)),
 )
 
 
