@@ -457,6 +457,11 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
           for n in range(1, 24)] +
          [(f'seed-deg-{n}', _shift(first['time'], n - 31), n,
            {'NCCL_BUFFSIZE': BUFF}) for n in (32, 33)])
+    # the seeded degraded runs lie 1 and 2 s after the first run: the
+    # next run must start after them to compare with seed-deg-33 (the
+    # run ids and times have a resolution of one second)
+    import time
+    time.sleep(3)
     # the third degraded run: PASS against the reference (tolerance 35 %),
     # a new drift against history: exit 1
     p = _run(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r34',
