@@ -144,64 +144,23 @@ def _deps(tc):
 
 
 def _classify(tc, failed_builds=None):
-    """(verdict, reason) of one test case of a run report.  The verdict is
-    the one the check judged (its ``verdict`` variable); ReFrame's own
-    structured fields say only what the check could not: it was skipped
-    (by itself, with its reason, or because a build it needs failed), it
-    never ran, or its performance stage failed."""
+    """(verdict, reason) of one test case of a run report: what the report
+    says of it (:class:`ccl_health.judge.outcome.CaseOutcome`) judged by
+    :func:`ccl_health.judge.outcome.judge_outcome`."""
+    from ccl_health.judge.outcome import CaseOutcome, judge_outcome
     failed_builds = failed_builds or {}
-    result = tc.get('result')
-    phase = tc.get('fail_phase') or ''
-    reason = tc.get('verdict_reason') or \
-        ' '.join((tc.get('fail_reason') or '').split())
     judged = Verdict.parse(tc.get('verdict') or '', Verdict.COULD_NOT_CHECK) \
         if tc.get('verdict') else None
-    deps = _deps(tc)
-    if result in ('skip', 'fail_deps'):
-        broken = sorted(deps & set(failed_builds))
-        if broken and not tc.get('skip_reason'):
-            return Verdict.BUILD_FAILED, (
-                f'build-failed: {broken[0]} did not build '
-                f'({failed_builds[broken[0]]})')
-        if result == 'fail_deps':
-            return Verdict.COULD_NOT_CHECK, ('could not check: a test it '
-                                             'depends on failed')
-        return Verdict.SKIPPED, tc.get('skip_reason') or reason or 'skipped'
-    if judged in (Verdict.CRASH, Verdict.INCOMPLETE):
-        killed = _slurm_time_limit(tc)     # output cut short by Slurm
-        if killed:
-            return Verdict.HANG, (f'hang: the job exceeded its time limit '
-                                  f'({killed})')
-    if judged is not None:
-        if judged is Verdict.PASS and result in ('pass', 'success', 'xfail'):
-            return judged, tc.get('transport_proof') or ''
-        if judged in (Verdict.PASS, Verdict.BELOW_REFERENCE) and \
-                phase == 'performance':
-            return Verdict.BELOW_REFERENCE, reason
-        if judged is Verdict.PASS:
-            # judged good, failed later: what ReFrame says is the verdict
-            return Verdict.CRASH, f'{phase}: {reason}'
-        return judged, reason
-    # the check never judged: it did not get that far
-    if phase == 'performance':      # sanity passed: only the sizes failed
-        return Verdict.BELOW_REFERENCE, reason
-    if result in ('pass', 'success', 'xfail'):
-        return Verdict.COULD_NOT_CHECK, ('could not check: the check passed '
-                                         'in ReFrame but judged nothing')
-    killed = _slurm_time_limit(tc)
-    if killed:
-        return Verdict.HANG, (f'hang: the job exceeded its time limit '
-                              f'({killed})')
-    if phase in ('run', 'run_wait') and _past_time_limit(tc):
-        return Verdict.HANG, (f'hang: the job exceeded its time limit '
-                              f'({reason})')
-    if phase in ('compile', 'compile_wait'):
-        return Verdict.BUILD_FAILED, f'build-failed: {reason}'
-    if result == 'abort':
-        return Verdict.ABORTED, f'aborted: {reason or "stopped"}'
-    if phase in ('setup', 'startup', 'run') or not phase:
-        return Verdict.COULD_NOT_CHECK, f'could not check: {reason}'
-    return Verdict.CRASH, f'crash: {phase}: {reason}'
+    return judge_outcome(CaseOutcome(
+        result=tc.get('result') or '', phase=tc.get('fail_phase') or '',
+        reason=tc.get('verdict_reason') or
+        ' '.join((tc.get('fail_reason') or '').split()),
+        judged=judged, proof=tc.get('transport_proof') or '',
+        skip_reason=tc.get('skip_reason') or '',
+        broken_builds=[(b, failed_builds[b]) for b in
+                       sorted(_deps(tc) & set(failed_builds))],
+        slurm_time_limit=_slurm_time_limit(tc),
+        past_time_limit=_past_time_limit(tc)))
 
 
 def case_verdicts(report):

@@ -42,8 +42,8 @@ non-fatal async event``, ``GID table changed``, aws-ofi-nccl's tuner and GDR
 notes).  Plugin probing (``NET/Plugin: Could not find: libnccl-net.so``,
 ``No plugin found (...)``) is not a failure here: whether a plugin was asked
 for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
-``tests/fixtures/warns/upstream_formats.tsv`` lists every string read (629,
-from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
+The test suite's table of upstream WARN strings (``upstream_formats.tsv``
+in the warns fixture folder) lists every string read (629, from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
 1.21.1), its class and a line built from it.  A site may declare patterns
 benign (site file ``benign_warns: [{pattern, why}]``): those are
 named as benign and never fail a case."""
@@ -57,7 +57,7 @@ _WARN = re.compile(r'(?:^|\s|\])(?:NCCL|RCCL) WARN\s+(?P<text>.*?)\s*$')
 
 #: ``(class, regex)``: the fatal classes, first match names the class.
 #: Each family is written from the upstream format strings (see the module
-#: docstring for the files; ``tests/fixtures/warns/upstream_formats.tsv``
+#: docstring for the files; the test suite's ``upstream_formats.tsv``
 #: lists every string read, its class and a line built from it).
 FATAL = (
     # src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc,

@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccl_health.units import format_size
+from ccl_health.judge import node as node_judge
 from ccl_health.judge.judge import judge
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
@@ -99,8 +100,8 @@ def judge_node(raw: Raw, limit: float):
     a kill at the bound is a hang (bad)."""
     node = raw.step.nodes[0]
     if raw.killed:
-        return (Verdict.HANG, f'hang: the node check gave no verdict within '
-                f'{limit:g} s (killed)', None)
+        return (*node_judge.killed('the node check gave no verdict',
+                                   limit), None)
     line = _last_line(raw.stdout)
     doc = raw.doc if isinstance(raw.doc, dict) else None
     if raw.code == 0 and doc is not None and doc.get('code') == 0:
@@ -127,7 +128,7 @@ def judge_node(raw: Raw, limit: float):
                f'({why or "no output"})')
     else:
         why = f'exit status {raw.code}: {why or "no output"}'
-    return Verdict.COULD_NOT_CHECK, f'could not check {node}: {why}', None
+    return (*node_judge.not_run(f'could not check {node}: {why}'), None)
 
 
 def judge_step(raw: Raw, size: int, limit: float,
@@ -139,8 +140,7 @@ def judge_step(raw: Raw, size: int, limit: float,
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     if raw.killed:
-        return (Verdict.HANG, f'hang: {what} did not finish within '
-                f'{limit:g} s (killed)', None)
+        return (*node_judge.killed(f'{what} did not finish', limit), None)
     from ccl_health.fleet.stepevidence import step_evidence
     j = judge(step_evidence(raw, size, cfg or FleetConfig(), what))
     if j.verdict is not Verdict.PASS:

@@ -131,9 +131,9 @@ def check(settings, environ=None):
 def _check(settings, environ, before, found):
     from ccl_health import CclHealthError
     from ccl_health.evidence import node, programs
+    from ccl_health.judge import node as node_judge
     from ccl_health.judge import reference
     from ccl_health.judge.judge import judge
-    from ccl_health.judge.verdicts import Verdict
     from ccl_health.sitedata import site as site_data
     t0 = settings.t0
     gpus = node.detect_gpus(environ, whole_node=True)
@@ -173,11 +173,11 @@ def _check(settings, environ, before, found):
         res.cause = 'driver-not-answering'
         return with_node_state(res, before, None, site, expected_gpus)
     expected_gpus = expected_gpus or gpus.count
-    if gpus.count < expected_gpus:
-        tool = 'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo'
-        return with_node_state(result_of(Verdict.MISSING_GPU, (
-            f'missing GPU: {tool} lists {gpus.count} of the {expected_gpus} '
-            f'GPUs of {system}:{partition}')), before, None, site)
+    fault = node_judge.missing_gpus(
+        gpus.why_none, expected_gpus, f'{system}:{partition}', gpus.count,
+        'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo')
+    if fault is not None:
+        return with_node_state(result_of(*fault), before, None, site)
     env = dict(settings.env)
     try:
         ref = reference.load_for_system(settings.reference_dir, system)

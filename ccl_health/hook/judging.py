@@ -11,8 +11,7 @@ and the action (:func:`with_action`: isolate / reset / monitor)."""
 import dataclasses
 import time
 
-from ccl_health.hook.settings import (COULD_NOT_CHECK, HEALTHY, PREFIX,
-                                      UNHEALTHY)
+from ccl_health.hook.settings import COULD_NOT_CHECK, PREFIX, UNHEALTHY
 
 
 @dataclasses.dataclass
@@ -54,31 +53,25 @@ def unjudged(why, t0, found=('', '')):
                       *(found or ('', '')))
 
 
-def not_started(probe, what, limit=None):
-    """A probe the limit left no time to start: could not check, naming
-    the limit."""
-    from ccl_health.judge.verdicts import Verdict
-    probe.verdict = Verdict.COULD_NOT_CHECK.value
-    probe.why = (f'the limit left no time for {what} (--limit '
-                 f'{limit:g} s: raise it)' if limit else
-                 f'the limit left no time for {what} (raise --limit)')
+def _decided(probe, verdict_reason):
+    verdict, probe.why = verdict_reason
+    probe.verdict = verdict.value
     return probe
+
+
+def not_started(probe, what, limit=None):
+    """A probe the limit left no time to start
+    (:func:`ccl_health.judge.node.no_time`)."""
+    from ccl_health.judge import node
+    return _decided(probe, node.no_time(what, limit))
 
 
 def _timed_out(probe, got, what, limit):
-    """Past its bound: a hang only where the program had started its
-    timed work; else the limit was too short to start it."""
-    from ccl_health.judge.verdicts import Verdict
-    if got.started:
-        probe.verdict = Verdict.HANG.value
-        probe.why = (f'hang: {what} did not finish within the '
-                     f'{probe.seconds:.0f} s left')
-    else:
-        probe.verdict = Verdict.COULD_NOT_CHECK.value
-        probe.why = (f'{what} did not start within the {probe.seconds:.1f} '
-                     f's the limit left' + (f' (--limit {limit:g} s: raise '
-                                              f'it)' if limit else ''))
-    return probe
+    """Past its bound (:func:`ccl_health.judge.node.stopped`): a hang only
+    where the program had started its timed work."""
+    from ccl_health.judge import node
+    return _decided(probe, node.stopped(what, got.started, probe.seconds,
+                                        limit))
 
 
 def output_attempt(text, logs, exit_status, *, parse=None, benign=(),
@@ -148,13 +141,11 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
         return Attempt(launch_error=f'cannot start the launcher '
                                     f'{launcher[0]!r}: {got.not_started}')
     if got.timed_out:
-        if got.started:
-            return Attempt(killed=f'{what} did not finish within the '
-                                  f'{got.seconds:.0f} s left')
-        return Attempt(launch_error=(
-            f'{what} did not start within the {got.seconds:.1f} s the '
-            f'limit left' + (f' (--limit {limit:g} s: raise it)' if limit
-                             else '')))
+        from ccl_health.judge import node
+        verdict, why = node.stopped(what, got.started, got.seconds, limit)
+        if got.started:     # the judge names the hang from the kill
+            return Attempt(killed=why[len('hang: '):])
+        return Attempt(launch_error=why)
     res = program.parse(got.output) if program is not None else None
     lines = [ln.strip() for ln in got.output.strip().splitlines()
              if ln.strip()]
@@ -173,11 +164,9 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
 def not_started_attempt(what, limit=None):
     """The limit left no time to start a probe: could not check, naming
     the limit."""
+    from ccl_health.judge import node
     from ccl_health.judge.evidence import Attempt
-    return Attempt(launch_error=(
-        f'the limit left no time for {what} (--limit {limit:g} s: raise '
-        f'it)' if limit else f'the limit left no time for {what} (raise '
-        f'--limit)'))
+    return Attempt(launch_error=node.no_time(what, limit)[1])
 
 
 def line_reason(reason, where=''):
@@ -232,23 +221,21 @@ def launcher_words(output):
 def judge_copy_matrix(probe, got, res, peer_copy, limit=None):
     """The verdict of the copy matrix: the judge of the links
     (:func:`ccl_health.judge.links.judge_links`)."""
+    from ccl_health.judge import node
     from ccl_health.judge.links import judge_links
     from ccl_health.judge.verdicts import Verdict
     what = f'{probe.tool} (the copy matrix of the GPU links)'
     if got.not_started:
-        probe.verdict = Verdict.COULD_NOT_CHECK.value
-        probe.why = f'cannot start {probe.path}: {got.not_started}'
-        return probe
+        return _decided(probe, node.not_run(
+            f'cannot start {probe.path}: {got.not_started}'))
     if got.timed_out:
         return _timed_out(probe, got, what, limit)
     probe.exit_status = got.returncode
     if res is None:
         lines = [ln.strip() for ln in got.output.splitlines() if ln.strip()]
         last = (lines or ['no output'])[-1][:200]
-        probe.verdict = Verdict.COULD_NOT_CHECK.value
-        probe.why = (f'{probe.path} did not start (exit {got.returncode}): '
-                     f'{last}')
-        return probe
+        return _decided(probe, node.not_run(
+            f'{probe.path} did not start (exit {got.returncode}): {last}'))
     label = {i: g for i, g in enumerate(probe.gpus)}.get
     probe.init_s, probe.copy_s = res.init_s, res.copy_s
     probe.no_peer = [(label(a), label(b)) for a, b in sorted(set(
@@ -317,15 +304,10 @@ def judge_attempts(tries, repeats, result_of, pair_entry, size, n, system,
         lp = firm[0] if firm else lps[-1]
         found.append((Verdict.parse(lp.verdict or 'could-not-check'),
                       lp.why, None))
-    bad = [f for f in found if f[0] is not Verdict.PASS]
-    if bad:
-        v = worst([f[0] for f in bad])
-        same = [f for f in bad if f[0] is v]
-        res = result_of(v, '; '.join(f[1] for f in same[:3]), probes,
-                        len(tries))
-    elif not found:
-        res = result_of(Verdict.COULD_NOT_CHECK, 'no probe was run',
-                        probes, len(tries))
+    from ccl_health.judge import node
+    verdict, why = node.probes_verdict([f[:2] for f in found])
+    if verdict is not Verdict.PASS:
+        res = result_of(verdict, why, probes, len(tries))
     elif links_tool is not None:
         res = result_of(Verdict.PASS, _links_pass_line(
             tries[-1], links_only, system, partition, n, size, t0), probes,
@@ -372,17 +354,8 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
 
 # -- the node's state ---------------------------------------------------------
 
-#: what the line says after a foreign process on a node the hook runs on
-#: (an idle node: nothing of a job should be there)
-IDLE_NODE = 'leftover process on an idle node: drain'
-
-
-def cause_text(cause):
-    """A cause as the verdict line names it."""
-    if cause.kind == 'foreign-process':
-        return cause.text[:-1] + f'; {IDLE_NODE})' if \
-            cause.text.endswith(')') else f'{cause.text} ({IDLE_NODE})'
-    return cause.text
+from ccl_health.judge.node import (  # noqa: E402,F401 (the hook's names)
+    IDLE_NODE, KIND_CAUSE, cause_text)
 
 
 def causes_of(before, after, site=None, expected_gpus=None):
@@ -409,62 +382,24 @@ def node_state_detail(before, after, causes):
 
 def with_node_state(res, before, after, site=None, expected_gpus=None):
     """The probes' result ``res`` with the causes the node's state shows
-    named first: a failed probe's line starts with the first cause; a
-    cause that drains (a foreign process or memory held: ``contended``; an
-    NVLink link down, uncorrectable ECC, a row-remap failure, a drain XID,
-    a lost GPU: ``node-fault``) makes passing probes UNHEALTHY, and an
-    unjudged result too (the node state was read first: whatever else is
-    missing, its fault is named); other causes are noted after the
-    line.  The readings and causes go into ``res.node_state``."""
-    from ccl_health.judge.verdicts import Verdict
+    (read before and after) judged by :func:`ccl_health.judge.node.
+    with_state`: the first cause named first, a cause that drains fails a
+    pass or an unjudged result.  The readings and causes go into
+    ``res.node_state``."""
+    from ccl_health.judge import node
+    from ccl_health.judge.verdicts import Verdict, exit_code
     causes = causes_of(before, after, site, expected_gpus)
     res.node_state = node_state_detail(before, after, causes)
     if not causes:
         return res
-    first = causes[0]
-    named = cause_text(first)
-    cause = KIND_CAUSE.get(first.kind) or _cause_of(first.text)
     why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line
-    shared = first.kind in ('foreign-process', 'memory-held')
-    if res.code == UNHEALTHY:
-        res.cause = cause
-        if shared:
-            res.verdict = Verdict.CONTENDED.value
-        res.line = f'{PREFIX[UNHEALTHY]}: {named}: {why}'
-    elif res.code == HEALTHY and first.drain:
-        res.cause = cause
-        res.code = UNHEALTHY
-        res.verdict = (Verdict.CONTENDED if shared else
-                       Verdict.NODE_FAULT).value
-        res.line = (f'{PREFIX[UNHEALTHY]}: {named}: although the probes '
-                    f'passed: {why}')
-    elif res.code == HEALTHY:
-        res.line += '; noted: ' + '; '.join(c.text for c in causes[:2])
-    elif first.drain:
-        res.cause = cause
-        res.code = UNHEALTHY
-        res.verdict = (Verdict.CONTENDED if shared else
-                       Verdict.NODE_FAULT).value
-        res.line = (f'{PREFIX[UNHEALTHY]}: {named} (also could not check: '
-                    f'{why})')
-    else:
-        res.line += f' (node state: {named})'
+    j = node.with_state(Verdict.parse(res.verdict, Verdict.COULD_NOT_CHECK),
+                        why, causes)
+    res.verdict = j.verdict.value
+    res.code = exit_code([j.verdict])
+    res.line = f'{PREFIX[res.code]}: {j.reason}'
+    res.cause = j.cause or res.cause
     return res
-
-
-#: node-state cause kinds (:mod:`ccl_health.evidence.nodestate.diagnose`)
-#: -> the causes of :data:`ccl_health.judge.actions.CAUSES`
-KIND_CAUSE = {'foreign-process': 'leftover-process',
-              'memory-held': 'leftover-process',
-              'gpu-lost': 'gpu-off-bus',
-              'row-remap-failure': 'row-remap',
-              'ecc-uncorrected': 'ecc',
-              'nvlink-down': 'link-down'}
-
-
-def _cause_of(text):
-    from ccl_health.judge.actions import cause_of
-    return cause_of(text)
 
 
 def with_action(res, site=None):
@@ -497,11 +432,8 @@ def with_action(res, site=None):
 
 def node_without_gpus(gpus, expected, system, partition):
     """No GPU answered the driver (``gpus.why_none``): where the node's
-    partition has a known GPU count, a node fault (``missing-gpu``: a dead
-    driver or lost GPUs); else could not check (``None``)."""
-    from ccl_health.judge.verdicts import Verdict
-    if not expected:
-        return None
-    return Verdict.MISSING_GPU, (
-        f'missing GPU: {gpus.why_none}; {system}:{partition} has '
-        f'{expected} GPUs')
+    partition has a known GPU count, a node fault
+    (:func:`ccl_health.judge.node.missing_gpus`); else None (could not
+    check)."""
+    from ccl_health.judge import node
+    return node.missing_gpus(gpus.why_none, expected, f'{system}:{partition}')
