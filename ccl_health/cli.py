@@ -280,33 +280,11 @@ def _run_reframe(cmd, env, stage=None, out=None):
     if progress:
         watcher.start()
 
-    def on_signal(signum, _frame):
-        if not got:
-            got.append(signal.Signals(signum).name)
-            try:
-                proc.send_signal(signal.SIGTERM)
-            except OSError:
-                pass
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,
-                                                     signal.SIGINT,
-                                                     signal.SIGHUP)}
+    from ccl_health.stops import passed_on
     try:
-        while True:
-            try:
-                rc = proc.wait(timeout=STOP_GRACE_S if got else None)
-                break
-            except subprocess.TimeoutExpired:
-                print(f'ccl-health: ReFrame did not stop within '
-                      f'{STOP_GRACE_S} s of {got[0]}: killing it',
-                      file=sys.stderr)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        with passed_on(proc, got):
+            rc = _wait_stopping(proc, got)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         done.set()
         reader.join(timeout=10)
     if lmod:
@@ -317,6 +295,22 @@ def _run_reframe(cmd, env, stage=None, out=None):
             print(f'ccl-health: stopped {len(left)} process(es) the run had '
                   f'left: {", ".join(map(str, left))}', file=sys.stderr)
     return rc, (got[0] if got else None)
+
+
+def _wait_stopping(proc, got):
+    """ReFrame's exit code; once stopped (``got``), SIGKILL to its group
+    after :data:`STOP_GRACE_S`."""
+    while True:
+        try:
+            return proc.wait(timeout=STOP_GRACE_S if got else None)
+        except subprocess.TimeoutExpired:
+            print(f'ccl-health: ReFrame did not stop within '
+                  f'{STOP_GRACE_S} s of {got[0]}: killing it',
+                  file=sys.stderr)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _record_stopped(stage, run_id, db_url, stopped_by, report):

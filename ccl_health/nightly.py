@@ -400,27 +400,15 @@ def _run_child(cmd, env, log_path):
     stop) go on to it as SIGTERM: it aborts its cases, records them as
     aborted and exits 128 + N.  Returns (exit code, the signal's name or
     None)."""
+    from ccl_health.stops import passed_on
     got = []
     with open(log_path, 'ab') as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log,
                                 stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-
-        def on_signal(signum, _frame):
-            if not got:
-                got.append(signal.Signals(signum).name)
-            try:
-                proc.send_signal(signal.SIGTERM)
-            except OSError:
-                pass
-        old = {s: signal.signal(s, on_signal)
-               for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-        try:
+        with passed_on(proc, got):
             rc = proc.wait()
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
     if rc > 128 and not got:
         got.append(signal.Signals(rc - 128).name
                    if rc - 128 in {s.value for s in signal.Signals}
