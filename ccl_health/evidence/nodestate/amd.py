@@ -23,7 +23,8 @@ structure."""
 
 from ccl_health.evidence.nodestate import GpuState, NodeState, Process, RUN_ID_VAR, not_checked, \
     process_name
-from ccl_health.evidence.nodestate.nvml import NvmlError, plain
+from ccl_health.evidence.nodestate.nvml import (HOST_CALLS, NvmlError,
+                                                 host_call, plain)
 
 MB = 1024 ** 2
 #: PCIe transfer rate (MT/s) -> generation
@@ -39,11 +40,8 @@ class LiveAmdsmi:
         self._handles = None
 
     def call(self, name, *args):
-        if name == 'procComm':
-            return process_name(args[0])
-        if name == 'procEnvironHas':
-            from ccl_health.evidence.nodestate.nvml import _environ_has
-            return _environ_has(*args)
+        if name in HOST_CALLS:
+            return host_call(name, *args)
         fn = getattr(self.lib, name, None)
         if fn is None:
             raise NvmlError(NOT_SUPPORTED, f'{name}: not in this amdsmi')

@@ -76,10 +76,8 @@ class LiveNvml:
         self._handles = {}
 
     def call(self, name, *args):
-        if name == 'procComm':
-            return process_name(args[0])
-        if name == 'procEnvironHas':
-            return _environ_has(*args)
+        if name in HOST_CALLS:
+            return host_call(name, *args)
         fn = getattr(self.lib, name, None)
         if fn is None:
             raise NvmlError(FUNCTION_NOT_FOUND,
@@ -101,6 +99,18 @@ class LiveNvml:
                 raise NvmlError(getattr(err, 'value', None),
                                 str(err)) from None
         return self._handles[index]
+
+
+#: the calls every vendor API answers from the host's /proc, not the library
+HOST_CALLS = ('procComm', 'procEnvironHas')
+
+
+def host_call(name, *args):
+    """``procComm(pid)``: the process's name; ``procEnvironHas(pid,
+    entry)``: whether its environment holds ``entry``."""
+    if name == 'procComm':
+        return process_name(args[0])
+    return _environ_has(*args)
 
 
 def _environ_has(pid, entry):
