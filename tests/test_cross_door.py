@@ -21,6 +21,7 @@ input; the undamaged and harmlessly prefixed captures pass everywhere."""
 import glob
 import os
 import random
+import re
 
 import pytest
 
@@ -197,3 +198,42 @@ def test_the_whole_reframe_path_agrees(tmp_path, case):
     assert p.returncode == 1, line
     assert recorded['verdict'] == expected['sweep'], (line, expected)
     assert expected['sweep'].upper() in line, line
+
+
+def _logs_of_pids(tmp_path, logs, shift):
+    """The capture's debug logs as another run would have left them: the
+    same lines, every logger prefix's pid moved by ``shift``."""
+    out = []
+    for path in logs:
+        text = open(path).read()
+        text = re.sub(r'^(\S+?):(\d+):(\d+) \[',
+                      lambda m: f'{m.group(1)}:{int(m.group(2)) + shift}:'
+                                f'{m.group(3)} [', text, flags=re.M)
+        pid = int(re.search(r'\.(\d+)\.log$', path).group(1)) + shift
+        dest = tmp_path / f'nccl-debug.vm.{pid}.log'
+        dest.write_text(text)
+        out.append(str(dest))
+    return out
+
+
+@pytest.mark.parametrize('cap', CAPTURES)
+def test_debug_logs_of_another_run_prove_nothing_in_any_door(tmp_path, cap):
+    """The output names its ranks' processes (``Pid`` of the rank lines);
+    debug logs whose logger prefix names other processes are of another
+    run: could not check, in every door (never the other run's pass)."""
+    text, logs = capture(cap)
+    assert set(through_every_door(tmp_path, cap, text, logs).values()) == \
+        {'pass'}
+    other = _logs_of_pids(tmp_path, logs, 70000)
+    got = through_every_door(tmp_path, cap, text, other)
+    assert set(got.values()) == {'could-not-check'}, got
+    doc = explain.explain([str(tmp_path / 'all_reduce.out'), *other],
+                          system='local', partition='gpu',
+                          transport_asked=cap, nodes=1, gpus_per_node=2,
+                          exit_status=0, refdir=REFDIR)
+    assert 'the debug logs are not of this run' in doc['reason'], doc
+    # one rank's log of this run, the other's of another run: that rank
+    # is not proven
+    mixed = [logs[0], other[1]]
+    got = through_every_door(tmp_path, cap, text, mixed)
+    assert set(got.values()) == {'could-not-check'}, got

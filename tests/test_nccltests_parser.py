@@ -521,3 +521,32 @@ def test_ranks_per_host_from_rank_lines_with_and_without_pid_and_group():
         4, 200, 'b', 1, 7, 'NVIDIA H100'))
     res = nccltests.parse_text('\n'.join(lines))
     assert res.nranks == 5 and res.ranks_per_host == {'a': 3, 'b': 2}
+
+
+def test_rank_lines_give_each_ranks_process():
+    """``#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s``
+    (nccl-tests 2.13+), without ``Group`` (2.4-2.12) and without ``Pid``
+    (before 2.4): the Pid of each rank, None where the line has none."""
+    from ccl_health.evidence import nccltests as NT
+    text = '\n'.join([
+        '# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) '
+        'warmup iters: 1 iters: 1 agg iters: 1 validation: 1 graph: 0',
+        '#',
+        '#  Rank  0 Group  0 Pid  25615 on         vm device  0 '
+        '[0000:00:06] NVIDIA H200',
+        '#   Rank  1 Pid  25616 on         vm device  1 [0x07] NVIDIA H200',
+        '#   Rank  2 on         vm device  2 [0x08] Tesla V100-SXM2-16GB',
+        ''])
+    res = NT.parse_text(text)
+    assert res.rank_pids == [25615, 25616, None]
+    assert res.rank_hosts == ['vm'] * 3
+    assert res.devices[0] == 'vm:0 NVIDIA H200'
+
+
+def test_json_devices_give_each_ranks_process():
+    import os
+    from ccl_health.evidence import nccltests_json
+    path = os.path.join(os.path.dirname(__file__), 'fixtures', 'device',
+                        'cap', 'net-socket', 'result.json')
+    res = nccltests_json.parse_json(open(path).read(), path)
+    assert res.rank_pids == [25615, 25616]

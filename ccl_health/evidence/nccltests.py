@@ -56,8 +56,9 @@ _BARE_HOST = re.compile(r'^\s*(?:[A-Za-z][\w.-]*:\s*)?$')
 # "#   Rank %2d [Group %2d] [Pid %6d] on %10s device %2d [%s] %s" (no Pid
 # before nccl-tests 2.4, no Group before 2.13)
 _RANK_LINE = re.compile(r'^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?'
-                        r'(?:Pid\s+\d+\s+)?on\s+'
-                        r'(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s*(.*)$')
+                        r'(?:Pid\s+(?P<pid>\d+)\s+)?on\s+'
+                        r'(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+'
+                        r'\[([^\]]+)\]\s*(?P<model>.*)$')
 # the column header: "size count type" since 2.4; the first releases
 # (2017-2019) printed "bytes N type op ... res" (res: the largest delta)
 _HEADER = re.compile(r'^#\s+(?:size\s+count|bytes\s+N)\s+type\b(.*)$')
@@ -283,11 +284,14 @@ def parse_text(text):
                 continue
             m = _RANK_LINE.match(s)
             if m:
-                res.rank_hosts.append(m.group(2))
-                res.devices.append(f'{m.group(2)}:{m.group(3)} {m.group(5)}'
-                                   .strip())
-                if m.group(2) not in res.hosts:
-                    res.hosts.append(m.group(2))
+                host = m.group('host')
+                res.rank_hosts.append(host)
+                res.rank_pids.append(int(m.group('pid')) if m.group('pid')
+                                     else None)
+                res.devices.append(f'{host}:{m.group("dev")} '
+                                   f'{m.group("model")}'.strip())
+                if host not in res.hosts:
+                    res.hosts.append(host)
                 continue
             m = _HEADER.match(s)
             if m:
@@ -381,6 +385,7 @@ def parse(stdout_text, json_text=None, origin='<output>'):
     res.collective = text.collective or res.collective
     if not res.devices:
         res.devices, res.hosts = text.devices, text.hosts
+        res.rank_hosts, res.rank_pids = text.rank_hosts, text.rank_pids
         res.nranks = text.nranks or res.nranks
     if res.format.startswith('rccl-tests') and (stdout_text or '').strip():
         # the summary lives in the text only

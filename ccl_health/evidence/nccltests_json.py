@@ -64,6 +64,9 @@ def parse_json(text, origin='<json>'):
             res.devices.append(f'{host}:{dev.get("device")} '
                                f'{dev.get("device_info", "")}'.strip())
             res.rank_hosts.append(host)
+            pid = dev.get('pid')
+            res.rank_pids.append(pid if isinstance(pid, int) and
+                                 not isinstance(pid, bool) else None)
             if host not in res.hosts:
                 res.hosts.append(host)
     if res.devices:

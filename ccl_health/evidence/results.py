@@ -98,6 +98,9 @@ class SweepResult:
     check_column: Optional[str] = None
     #: the host of each rank line, in rank order (``ranks_per_host``)
     rank_hosts: List[str] = dataclasses.field(default_factory=list)
+    #: the Pid of each rank line (nccl-tests 2.4 and later; None before):
+    #: the process whose NCCL debug log proves that rank's transport
+    rank_pids: List[Optional[int]] = dataclasses.field(default_factory=list)
     #: the run's own header (``nThread 1 nGpus 1 minBytes 8 maxBytes ...
     #: step: 2(factor)``, rccl-tests' ``nThreads: 1 nGpus: 1 nRanks: 1
     #: minBytes: ...``): the sizes it was asked to cover; None when not read

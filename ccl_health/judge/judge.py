@@ -43,6 +43,7 @@ reason; the node's state (another process on the GPUs) makes it
 ``contended``."""
 
 import dataclasses
+import re
 from typing import List, Optional
 
 from ccl_health.judge.evidence import Attempt, CaseEvidence
@@ -436,9 +437,48 @@ def _key(ev):
             f'{ev.nodes or "?"} node(s) x {ev.gpus_per_node or "?"} GPUs')
 
 
+#: a rank's key in the debug-log evidence: ``host:pid`` of NCCL's logger
+#: prefix (a file's name where its lines carry no prefix)
+_HOST_PID = re.compile(r'^[^:\s/]+:(\d+)$')
+
+
+def _logs_of_other_processes(att):
+    """``(COULD_NOT_CHECK, reason)`` where the output names its ranks'
+    processes (the ``Pid`` of nccl-tests' rank lines, of its JSON
+    ``devices``) and the debug logs (``host:pid`` of NCCL's logger
+    prefix, the same ``getpid()``) do not cover them all: a log of
+    another run proves nothing of this one, and a rank whose process left
+    no log is not proven.  None when either side does not name
+    processes."""
+    want = {p for p in getattr(att.result, 'rank_pids', None) or ()
+            if p is not None}
+    ranks = getattr(att.debug, 'ranks', None) or {}
+    have = {int(m.group(1)) for m in map(_HOST_PID.match, ranks) if m}
+    missing = sorted(want - have)
+    if not want or not have or not missing:
+        return None
+
+    def pids(ps):
+        ps = sorted(ps)
+        return ', '.join(map(str, ps[:6])) + (
+            f' and {len(ps) - 6} more' if len(ps) > 6 else '')
+    if not want & have:
+        return Verdict.COULD_NOT_CHECK, (
+            f'could not check: the debug logs are not of this run: they '
+            f'name process(es) {pids(have)}, the output\'s ranks ran as '
+            f'{pids(want)}')
+    return Verdict.COULD_NOT_CHECK, (
+        f'could not check: no debug log of the rank process(es) '
+        f'{pids(missing)} (the logs name {pids(have)})')
+
+
 def _proven(ev, att):
     """``(failure verdict or None, reason)`` of the transport proof."""
     proof = att.proof
+    other = _logs_of_other_processes(att) if proof is not None else None
+    if other is not None and (proof.ok or
+                              getattr(proof, 'proven', None) is None):
+        return other
     if proof is None:
         if not ev.proof_required:
             return None, 'transport not proven (no debug log; not required)'
