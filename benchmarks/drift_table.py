@@ -32,7 +32,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.evidence import nccltests  # noqa: E402
 from ccl_health.units import format_size  # noqa: E402
 

@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.db import store  # noqa: E402
 from ccl_health.units import format_size  # noqa: E402
 

@@ -35,7 +35,7 @@ import subprocess
 import sys
 
 from ccl_health import CclHealthError, outputs
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.db import queries
 from ccl_health.db import store
 from ccl_health.judge import verdicts as V

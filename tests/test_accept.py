@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 from ccl_health import cli
-from ccl_health.db import history, store
+from ccl_health.db import store
+from ccl_health.judge import history
 from conftest import REPO
 
 T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)

@@ -14,7 +14,7 @@ import sqlite3
 import pytest
 
 from ccl_health.hook import check as health
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder

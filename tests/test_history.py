@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import recorder
 from ccl_health.evidence.nodestate import (GIB, GpuState, Link, NodeState, Process,

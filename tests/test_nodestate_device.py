@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import store
 from ccl_health.evidence.nodestate import NodeState, nvml

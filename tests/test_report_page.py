@@ -136,7 +136,7 @@ def test_trend_dated_with_band_and_labelled_drop(mixed):
     with _open(mixed) as s:
         cases = report._cases_frame(s)
         df = report._frame(s, cases)
-        from ccl_health.db.history import detect
+        from ccl_health.judge.history import detect
         findings = detect(s.records())
     assert any(f.kind == 'drop' and f.run_id == 'night-6' for f in findings)
     key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')

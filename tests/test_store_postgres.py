@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.db import recorder
 from ccl_health.db import store
 from conftest import CAPTURE, read

@@ -1,2 +1,3 @@
-"""Records: the performance database, what goes into it, history findings,
-queries and calibration of the references from it."""
+"""Records: the performance database, what goes into it, queries over it
+(the history findings come from :mod:`ccl_health.judge.history`) and
+calibration of the references from it."""

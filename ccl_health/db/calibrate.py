@@ -18,7 +18,7 @@ import os
 import statistics
 
 from ccl_health import TRANSPORTS, CclHealthError
-from ccl_health.db import history
+from ccl_health.judge import history
 from ccl_health.judge import reference_file
 from ccl_health.judge.reference import Entry, busbw_perfvalues
 from ccl_health.units import format_size, parse_size
@@ -39,7 +39,7 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     >= ``min_size`` (smaller ones are latency-bound and noisy).  With
     several sweeps (5 or more), a size whose run-to-run noise (``noise_k``
     x the MAD, scaled to a standard deviation: the history's
-    :meth:`ccl_health.db.history.Baseline.allowed_drop`) is larger than
+    :meth:`ccl_health.judge.history.Baseline.allowed_drop`) is larger than
     ``tolerance`` gets that wider tolerance of its own."""
     lo = parse_size(min_size)
     per_size = {}
@@ -56,7 +56,7 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
     size_tol = {}
     for s, vals in per_size.items():
         if len(vals) >= 5:
-            # the history's rule (ccl_health.db.history.Baseline), in whole
+            # the history's rule (ccl_health.judge.history.Baseline), in whole
             # percents, at most 90 %
             allowed = history.baseline(vals).allowed_drop(
                 tolerance, noise_k, whole_percent=True)

@@ -144,7 +144,7 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from ccl_health.db.history import detect
+            from ccl_health.judge.history import detect
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             cases = db.cases()
@@ -180,9 +180,10 @@ def _who():
 
 def cmd_accept(db, args):
     """``scripts/report accept RUN|KEY --reason ...``: the history baseline
-    of the keys restarts at that run (ccl_health.db.history.segments);
+    of the keys restarts at that run (ccl_health.judge.history.segments);
     ``--undo ID`` takes one back, ``--list`` shows them."""
-    from ccl_health.db import history, queries
+    from ccl_health.db import queries
+    from ccl_health.judge import history
     from ccl_health.units import parse_size
     if args.list:
         rows = db.acceptances()
@@ -246,7 +247,7 @@ def cmd_accept(db, args):
 
 
 def acceptance_line(a):
-    from ccl_health.db import history
+    from ccl_health.judge import history
     key = tuple(a[k] for k in history.KEY) + (a['kind'],)
     state = (f'; undone by {a["undone_by"]} at {a["undone_at"]}'
              if a['undone_at'] else '')

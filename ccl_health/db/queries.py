@@ -10,7 +10,7 @@ import datetime
 from typing import Dict, List
 
 from ccl_health import CclHealthError
-from ccl_health.db.history import attribute, detect, where_text
+from ccl_health.judge.history import attribute, detect, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict

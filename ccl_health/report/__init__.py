@@ -25,7 +25,7 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.db.history import (HEALTHY, KEY, attribute, detect,
+from ccl_health.judge.history import (HEALTHY, KEY, attribute, detect,
                                    kind_of, where_text)
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
