@@ -237,3 +237,27 @@ def test_debug_logs_of_another_run_prove_nothing_in_any_door(tmp_path, cap):
     mixed = [logs[0], other[1]]
     got = through_every_door(tmp_path, cap, text, mixed)
     assert set(got.values()) == {'could-not-check'}, got
+
+
+@pytest.mark.parametrize('cap', CAPTURES)
+def test_debug_logs_of_another_library_prove_nothing_in_any_door(tmp_path,
+                                                                  cap):
+    """The output's ``nccl-library=22803`` is the library its process
+    loaded; logs of the same processes printing ``NCCL version 2.27.7``
+    cannot be of this run: could not check in every door."""
+    text, logs = capture(cap)
+    assert 'nccl-library=22803' in text
+    other = []
+    for path in logs:
+        dest = tmp_path / os.path.basename(path)
+        dest.write_text(open(path).read().replace('NCCL version 2.28.3',
+                                                  'NCCL version 2.27.7'))
+        other.append(str(dest))
+    got = through_every_door(tmp_path, cap, text, other)
+    assert set(got.values()) == {'could-not-check'}, got
+    doc = explain.explain([str(tmp_path / 'all_reduce.out'), *other],
+                          system='local', partition='gpu',
+                          transport_asked=cap, nodes=1, gpus_per_node=2,
+                          exit_status=0, refdir=REFDIR)
+    assert "print NCCL 2.27.7, the output's library is 2.28.3" in \
+        doc['reason'], doc

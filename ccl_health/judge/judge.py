@@ -472,10 +472,47 @@ def _logs_of_other_processes(att):
         f'{pids(missing)} (the logs name {pids(have)})')
 
 
+def version_of_code(code):
+    """``2.28.3`` of NCCL's ``NCCL_VERSION_CODE`` 22803 (``2.8.4`` of 2804:
+    before 2.9 the code was X*1000 + Y*100 + Z); None for no code."""
+    if not isinstance(code, int) or isinstance(code, bool) or code <= 0:
+        return None
+    if code >= 10000:
+        return f'{code // 10000}.{code // 100 % 100}.{code % 100}'
+    return f'{code // 1000}.{code // 100 % 10}.{code % 100}'
+
+
+_BASE_VERSION = re.compile(r'^(\d+\.\d+\.\d+)')
+
+
+def _logs_of_another_library(att):
+    """``(COULD_NOT_CHECK, reason)`` where the output names the library
+    its process loaded (nccl-tests' ``nccl-library=22803``, from
+    ``ncclGetVersion``) and every debug log that prints ``NCCL version``
+    / ``RCCL version`` prints another: the same process cannot print two,
+    the logs are not of this run.  (Ranks that disagree among themselves
+    are the version rule's ``node-fault``.)"""
+    want = version_of_code(getattr(att.result, 'nccl_version', None))
+    ranks = getattr(att.debug, 'ranks', None) or {}
+    seen = set()
+    for rank in ranks.values():
+        vers = getattr(rank, 'versions', None) or {}
+        v = vers.get('nccl_version') or vers.get('rccl_version')
+        m = _BASE_VERSION.match(v or '')
+        if m:
+            seen.add(m.group(1))
+    if want is None or not seen or want in seen:
+        return None
+    return Verdict.COULD_NOT_CHECK, (
+        f'could not check: the debug logs are not of this run: they print '
+        f'NCCL {", ".join(sorted(seen))}, the output\'s library is {want}')
+
+
 def _proven(ev, att):
     """``(failure verdict or None, reason)`` of the transport proof."""
     proof = att.proof
-    other = _logs_of_other_processes(att) if proof is not None else None
+    other = (_logs_of_other_processes(att) or _logs_of_another_library(att)
+             if proof is not None else None)
     if other is not None and (proof.ok or
                               getattr(proof, 'proven', None) is None):
         return other
