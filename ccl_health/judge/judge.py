@@ -325,16 +325,10 @@ def _exact(ev, result):
 
 
 def _versions(att: Attempt):
-    """``{rank: version}`` of the ranks' library versions, where known."""
-    out = {}
-    dbg = att.debug
-    for key, rank in (getattr(dbg, 'ranks', None) or {}).items():
-        v = (getattr(rank, 'versions', None) or {}).get('nccl') or \
-            (getattr(rank, 'versions', None) or {}).get('rccl')
-        if v:
-            out[getattr(rank, 'label', key)] = v
-    out.update(getattr(att, 'rank_versions', None) or {})
-    return out
+    """``{rank: version}`` of the ranks' library versions, where known
+    (the ``NCCL version`` / ``RCCL version`` line of each rank's log,
+    :func:`ccl_health.evidence.warns.rank_versions`)."""
+    return dict(getattr(att, 'rank_versions', None) or {})
 
 
 def _version_groups(vers):
