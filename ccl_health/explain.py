@@ -84,6 +84,19 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     reason = (f'could not check: debug log only: transport {said}: '
               f'{proof.reason}; bandwidth not judged (no nccl-tests / '
               f'rccl-tests output among the files)')
+    # the judge's verdict of a case with no output: a fatal WARN fails it
+    warn_list, rank_versions = warns.read_logs([p for p, _ in logs])
+    judged = judge_mod.judge(CaseEvidence(
+        what='the run', transport=proof.asked, nodes=nodes,
+        attempts=[Attempt(None, None, None, proof, ev, warn_list,
+                          rank_versions=rank_versions)]))
+    verdict = V.Verdict.COULD_NOT_CHECK
+    if judged.verdict.failed:
+        verdict = judged.verdict
+        reason = (f'{judged.reason}; debug log only: transport {said}: '
+                  f'{proof.reason}; bandwidth not judged')
+    else:
+        reason += judge_mod._warn_note(judged.warns)
     return {
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': None, 'source': None, 'collective': None,
@@ -98,8 +111,8 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
         'reference': {'system': None, 'partition': None, 'file': None,
                       'found': False, 'key': '?',
                       'reason': 'debug log only: bandwidth not judged'},
-        'verdict': str(V.Verdict.COULD_NOT_CHECK), 'reason': reason,
-        'exit_code': V.exit_code([V.Verdict.COULD_NOT_CHECK]),
+        'verdict': str(verdict), 'reason': reason,
+        'exit_code': V.exit_code([verdict]),
         'node_state': None,
     }
 

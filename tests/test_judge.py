@@ -195,3 +195,25 @@ def test_unproven_transport_and_kills():
     att.killed = 'the job exceeded its time limit'
     assert judge(case(attempts=[att])).verdict is Verdict.HANG
     assert judge(CaseEvidence()).verdict is Verdict.COULD_NOT_CHECK
+
+
+def test_no_output_is_could_not_check_unless_a_fatal_warn_says_why():
+    # a case whose program printed nothing: its debug logs alone
+    quiet = Attempt(None, None, warns=warns.read_text(
+        'x:1:1 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: '
+        'port active(9)'))
+    j = judge(CaseEvidence(what='the run', attempts=[quiet]))
+    assert j.verdict is Verdict.COULD_NOT_CHECK and 'no output' in j.reason
+    failed = Attempt(None, None, warns=warns.read_text(
+        'x:1:1 [0] misc/ibvwrap.cc:268 NCCL WARN Call to ibv_create_cq '
+        'failed'))
+    j = judge(CaseEvidence(what='the run', attempts=[failed]))
+    assert j.verdict is Verdict.CRASH and 'class internal' in j.reason
+    assert 'no output of the run' in j.reason
+    plugin = Attempt(None, None, warns=warns.read_text(
+        'x:1:1 [0] NCCL WARN NET/OFI aws-ofi-nccl initialization failed'))
+    assert judge(CaseEvidence(attempts=[plugin])).verdict is Verdict.FALLBACK
+    # a launch that never happened stays could-not-check
+    plugin.launch_error = 'srun: error: Unable to create step'
+    assert judge(CaseEvidence(attempts=[plugin])).verdict is \
+        Verdict.COULD_NOT_CHECK

@@ -27,7 +27,8 @@ incomplete output in any attempt is the verdict, and the reason names the
 attempt (``attempt 1 of 2: ...``).
 
 The rules, in order, per attempt: a kill or the program's own timeout is a
-``hang``; a non-finite value, a busbw above the physical ceiling or a time
+``hang``; no output at all is ``could-not-check``, unless a fatal WARN of
+its logs says what failed (then that WARN's verdict, as below); a non-finite value, a busbw above the physical ceiling or a time
 <= 0 is ``wrong-results``; wrong elements or out-of-bounds values are
 ``wrong-results``; a nonzero exit status or an error line is a ``crash``;
 a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
@@ -376,6 +377,10 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
         return Verdict.COULD_NOT_CHECK, (f'could not check: '
                                          f'{att.launch_error}'), []
     if res is None:
+        # no output, but a log saying an operation failed: that failure
+        warn = _warn_failure(att.warns)
+        if warn:
+            return warn[0], f'{warn[1]} (no output of {ev.what})', []
         return Verdict.COULD_NOT_CHECK, (f'could not check: no output of '
                                          f'{ev.what}'), []
     exact = _exact(ev, res)
