@@ -67,6 +67,11 @@ LOGS_ALONE = [
     # net plugin loaded: every channel P2P/CUMEM/read (NVLink)
     ('nccl-debug_p2p-cumem_plugin-loaded_p4d-1node-4proc.log',
      'intra', True, ('intra-node only', 'P2P/CUMEM x192')),
+    # HPC-X's nccl-rdma-sharp plugin ("Plugin Path", "P2P plugin IBext_v8",
+    # NET/IB .../IB/SHARP devices, "Using network IBext_v8"), 2 ranks on 2
+    # nodes, cut before any connection: nothing proven
+    ('nccl-debug_ibext-sharp-plugin_no-channels_nccl-issue-1737.log',
+     None, False, ('no channel lines', 'IBext_v8', 'no connection was made')),
 ]
 
 
@@ -309,3 +314,10 @@ def test_an_output_ending_in_a_test_failure_is_a_crash(name, ranks, words):
     assert doc['nranks'] == ranks
     for w in words:
         assert w in doc['reason'], (w, doc['reason'])
+
+
+def test_the_sharp_plugin_log_names_its_version_and_ranks():
+    doc = doc_of('nccl-debug_ibext-sharp-plugin_no-channels_nccl-issue-'
+                 '1737.log')
+    assert doc['versions']['nccl_version'] == '2.21.5+cuda12.4'
+    assert doc['nranks'] == 2 and doc['hosts'] == ['gh-3714u06']
