@@ -172,6 +172,12 @@ LOGS_THAT_FAILED = [
     ('nccl-debug_ib-roce-nogdr_ibv-create-cq-failed_nccl-issue-380.log',
      'crash', 'net-ib', True, ("NCCL's builtin NET/IB (NET/IB x2)",),
      ('class internal', 'Call to ibv_create_cq failed')),
+    # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
+    # (retry exceeded, vendor err 129) from one peer; no channel line kept
+    ('nccl-debug_ib-plugin_completion-status-12_nccl-issue-1405.log',
+     'crash', None, False, ('no channel lines',),
+     ('class connection', 'with status=12', 'vendor err 129',
+      '(+2 more fatal)')),
 ]
 
 
@@ -321,3 +327,18 @@ def test_the_sharp_plugin_log_names_its_version_and_ranks():
                  '1737.log')
     assert doc['versions']['nccl_version'] == '2.21.5+cuda12.4'
     assert doc['nranks'] == 2 and doc['hosts'] == ['gh-3714u06']
+
+
+def test_two_processes_that_are_each_rank_0_are_separate_runs():
+    # nccl-tests built without MPI, launched by mpirun on two hosts: each
+    # process ran alone, printed its own header and "Rank  0": not a 2-rank
+    # communicator (the table was cut by the issue text: no rows)
+    name = 'nccl-tests_two-rank0-no-mpi_2node_nccl-tests-issue-107.txt'
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert res.rank_ids == [0, 0] and res.repeated_ranks == [0]
+    assert res.nranks == 1
+    assert res.hosts == ['ip-172-31-20-228', 'ip-172-31-22-230']
+    doc = doc_of(name, exit_status=0)
+    assert doc['verdict'] == 'incomplete' and doc['exit_code'] == 1
+    assert 'rank 0 is printed by 2 processes' in doc['reason']
+    assert 'separate runs, not one communicator' in doc['reason']

@@ -240,7 +240,10 @@ def _finish(res):
     """What can be known only once everything is read: rank count, the
     wrong-ness of ``error`` columns, the format."""
     if res.devices:
-        res.nranks = len(res.devices)
+        # a rank printed twice is two processes that each ran alone: the
+        # communicator held the distinct ranks only
+        res.nranks = (len(set(res.rank_ids)) if res.repeated_ranks
+                      else len(res.devices))
     for row in res.rows:
         for m in (row.out_of_place, row.in_place):
             if m is None or m.max_delta is None:
@@ -284,6 +287,7 @@ def parse_text(text):
             m = _RANK_LINE.match(s)
             if m:
                 res.rank_hosts.append(m.group(2))
+                res.rank_ids.append(int(m.group(1)))
                 res.devices.append(f'{m.group(2)}:{m.group(3)} {m.group(5)}'
                                    .strip())
                 if m.group(2) not in res.hosts:
