@@ -342,3 +342,20 @@ def test_two_processes_that_are_each_rank_0_are_separate_runs():
     assert doc['verdict'] == 'incomplete' and doc['exit_code'] == 1
     assert 'rank 0 is printed by 2 processes' in doc['reason']
     assert 'separate runs, not one communicator' in doc['reason']
+
+
+def test_a_cut_broadcast_table_with_its_ibverbs_advice_is_incomplete():
+    # nccl-tests 2.x broadcast_perf -c 0 on 2 hosts (NCCL 2.9.6): an error
+    # column of N/A, and each rank's "Failed to open libibverbs.so[.1]"
+    # (NCCL goes on with sockets: not fatal); the issue text shows one row
+    name = ('nccl-tests_broadcast_c0-error-na_2node_ibverbs-warn_nccl-tests-'
+            'issue-82.txt')
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert res.check_column == 'error' and res.nranks == 2
+    [row] = res.rows
+    assert row.size == 8 and row.root == 0 and row.wrong is None
+    doc = doc_of(name, exit_status=0)
+    assert doc['hosts'] == ['v100-gpu-1', 'v100-gpu-5']
+    assert doc['versions']['nccl_version'] == '2.9.6+cuda11.2'
+    assert doc['verdict'] == 'incomplete' and doc['exit_code'] == 1
+    assert 'Failed to open libibverbs.so[.1] (not fatal)' in doc['reason']
