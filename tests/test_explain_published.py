@@ -246,7 +246,12 @@ def test_a_training_log_that_lost_its_peer_over_efa_is_a_crash():
     name = ('nccl-debug_ofi-gdrdma_request-completed-with-error_remote-'
             'exited_efa-rank0.log')
     doc = doc_of(name)
+    # a training job's log, not a test output: PyTorch's "NCCL error in:"
+    # is the job's error, judged as what the run reported
+    assert doc['files'] == [{'path': pub(name), 'kind': 'log'}]
+    assert doc['format'] is None and 'debug log only' in doc['reason']
     assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert len(doc['errors']) == 1 and 'DistBackendError' in doc['errors'][0]
     assert 'remote process exited or there was a network error' in \
         doc['reason']
     assert 'fatal: connection' in doc['reason']
@@ -359,3 +364,31 @@ def test_a_cut_broadcast_table_with_its_ibverbs_advice_is_incomplete():
     assert doc['versions']['nccl_version'] == '2.9.6+cuda11.2'
     assert doc['verdict'] == 'incomplete' and doc['exit_code'] == 1
     assert 'Failed to open libibverbs.so[.1] (not fatal)' in doc['reason']
+
+
+def test_an_applications_nccl_error_in_a_debug_log_keeps_it_a_log(tmp_path):
+    # lines built from NCCL's logger format and PyTorch's ProcessGroupNCCL
+    # message: the file is a debug log (no table, no header, no error of the
+    # test program), and the job's error still fails it
+    log = tmp_path / 'train.log'
+    log.write_text(
+        'h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via '
+        'NET/Socket/0\n'
+        'h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via '
+        'NET/Socket/0\n'
+        '[rank0]: torch.distributed.DistBackendError: NCCL error in: '
+        'ProcessGroupNCCL.cpp:3699, remote process exited or there was a '
+        'network error, NCCL version 2.27.3\n')
+    doc = X.explain([str(log)])
+    assert doc['files'][0]['kind'] == 'log'
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'remote process exited' in doc['reason']
+    # without the error line: a log alone, not judged
+    log.write_text(''.join(log.read_text().splitlines(True)[:2]))
+    assert X.explain([str(log)])['verdict'] == 'could-not-check'
+    # the test program's own error line keeps a text an output
+    out = tmp_path / 'stdout.txt'
+    out.write_text("h:1:2 [0] NCCL INFO Using network Socket\n"
+                   "h: Test NCCL failure common.cu:1119 'unhandled system "
+                   "error (run with NCCL_DEBUG=INFO for details) / '\n")
+    assert X.explain([str(out)])['files'][0]['kind'] == 'output'

@@ -90,6 +90,14 @@ _ERROR = re.compile(
     r'|\bCUDA failure\b|\bNCCL failure\b|\bHIP failure\b|\bhipError\w*'
     r'|\bHip error\b|\bHIP error\b|NCCL error|MPI_ABORT|MPI_Abort'
     r'|#wrong=)')
+#: the errors the test program itself prints (nccl-tests / rccl-tests
+#: src/common.h NCCLCHECK/CUDACHECK "%s: Test NCCL failure %s:%d", "Test
+#: failure", the first releases' "NCCL failure common.cu:%d", the timeout
+#: and a wrong-count report): a text with one is the program's output; an
+#: application's "NCCL error in: ..." in a training log is not
+TEST_ERROR = re.compile(
+    r'\bTest (?:NCCL|CUDA|HIP) failure\b|\bTest failure\b|'
+    r'\bNCCL failure \S+\.cu:\d+|Test timeout|#wrong=')
 _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
 _TIME = re.compile(r'^\d{2}:\d{2}:\d{2}$')
 _COUNT = re.compile(r'^-?\d+$')
