@@ -67,6 +67,11 @@ LOGS_ALONE = [
     # net plugin loaded: every channel P2P/CUMEM/read (NVLink)
     ('nccl-debug_p2p-cumem_plugin-loaded_p4d-1node-4proc.log',
      'intra', True, ('intra-node only', 'P2P/CUMEM x192')),
+    # an AKS MPIJob of 2 x 8 H100: 8 IB devices (NET/IB/9..15 seen), every
+    # network channel without GPUDirect RDMA, P2P/CUMEM/read inside
+    ('nccl-debug_ib-nogdr-16dev_p2p-cumem_2node-aks_aks-rdma-issue-30.log',
+     'net-ib', True, ('without GPUDirect RDMA on any path', 'NET/IB x13',
+                      'P2P/CUMEM x2')),
     # HPC-X's nccl-rdma-sharp plugin ("Plugin Path", "P2P plugin IBext_v8",
     # NET/IB .../IB/SHARP devices, "Using network IBext_v8"), 2 ranks on 2
     # nodes, cut before any connection: nothing proven
@@ -170,7 +175,8 @@ LOGS_THAT_FAILED = [
     # NCCL 2.7.8 over one RoCE HCA (no GPUDirect RDMA): both channels
     # connected, then the completion queue could not be created
     ('nccl-debug_ib-roce-nogdr_ibv-create-cq-failed_nccl-issue-380.log',
-     'crash', 'net-ib', True, ("NCCL's builtin NET/IB (NET/IB x2)",),
+     'crash', 'net-ib', True, ("NCCL's builtin NET/IB, without GPUDirect "
+                               "RDMA on any path (NET/IB x2)",),
      ('class internal', 'Call to ibv_create_cq failed')),
     # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
     # (retry exceeded, vendor err 129) from one peer; no channel line kept
@@ -392,3 +398,17 @@ def test_an_applications_nccl_error_in_a_debug_log_keeps_it_a_log(tmp_path):
                    "h: Test NCCL failure common.cu:1119 'unhandled system "
                    "error (run with NCCL_DEBUG=INFO for details) / '\n")
     assert X.explain([str(out)])['files'][0]['kind'] == 'output'
+
+
+def test_ib_with_gpudirect_rdma_on_some_paths_only_says_how_many():
+    # lines built from NCCL's "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via
+    # NET/%s/%d%s" (transport/net.cc): one path with GDRDMA, one without
+    lines = ['h1:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via '
+             'NET/IB/0/GDRDMA',
+             'h1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via '
+             'NET/IB/0']
+    ev = debuglog.Evidence()
+    debuglog.feed_lines(ev, lines)
+    proof = debuglog.prove('net-ib', ev)
+    assert proof.ok and 'GPUDirect RDMA on 1 of 2 network channel lines' \
+        in proof.reason
