@@ -46,13 +46,18 @@ def classify(text, path):
     # an error printed by NCCL's logger ("NCCL WARN Cuda failure") is the
     # debug log's, not a test output's
     own_errors = [e for e in res.errors if not nccltests._NCCL_LOG.search(e)]
-    if res.rows or res.out_of_bounds is not None or res.devices or \
-            res.tests_version or own_errors or res.min_bytes is not None:
-        return 'output'
     # a line NCCL's logger wrote (with or without its host:pid:tid prefix);
     # text that merely names NCCL ("RCCL Test Data") is not a log
-    if any(nccltests._NCCL_LOG.search(nccltests.strip_prefixes(ln))
-           for ln in text.splitlines()):
+    logged = any(nccltests._NCCL_LOG.search(nccltests.strip_prefixes(ln))
+                 for ln in text.splitlines())
+    # an error the test program prints makes an output; another program's
+    # error ("NCCL error in: ..." of a training job) in a debug log does not
+    test_errors = [e for e in own_errors if nccltests.TEST_ERROR.search(e)]
+    if res.rows or res.out_of_bounds is not None or res.devices or \
+            res.tests_version or test_errors or res.min_bytes is not None \
+            or (own_errors and not logged):
+        return 'output'
+    if logged:
         return 'log'
     raise CclHealthError(f'{path}: not an nccl-tests / rccl-tests output '
                          f'nor an NCCL/RCCL debug log (nothing recognisable)')
@@ -84,11 +89,32 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     reason = (f'could not check: debug log only: transport {said}: '
               f'{proof.reason}; bandwidth not judged (no nccl-tests / '
               f'rccl-tests output among the files)')
+    # the judge's verdict of a case with no output: a fatal WARN fails it,
+    # and so does an error the job printed into its log ("NCCL error in:
+    # ... remote process exited"), judged as the run's reported error
+    warn_list, rank_versions = warns.read_logs([p for p, _ in logs])
+    errors = [e for _, t in logs for e in nccltests.parse_text(t).errors
+              if not nccltests._NCCL_LOG.search(e)]
+    said_res = None
+    if errors:
+        said_res = nccltests.SweepResult(source='text', closed=None)
+        said_res.errors = errors
+    judged = judge_mod.judge(CaseEvidence(
+        what='the run', transport=proof.asked, nodes=nodes,
+        attempts=[Attempt(said_res, None, None, proof, ev, warn_list,
+                          rank_versions=rank_versions)]))
+    verdict = V.Verdict.COULD_NOT_CHECK
+    if judged.verdict.failed:
+        verdict = judged.verdict
+        reason = (f'{judged.reason}; debug log only: transport {said}: '
+                  f'{proof.reason}; bandwidth not judged')
+    else:
+        reason += judge_mod._warn_note(judged.warns)
     return {
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': None, 'source': None, 'collective': None,
         'nranks': ev.nranks_seen, 'hosts': hosts, 'complete': False,
-        'out_of_bounds': None, 'avg_busbw': None, 'errors': [],
+        'out_of_bounds': None, 'avg_busbw': None, 'errors': errors,
         'json_error': None, 'notes': ['debug log only: bandwidth not judged'],
         'exit_status': None, 'rows': [],
         'transport': {'asked': proof.asked, 'proven': proof.proven,
@@ -98,8 +124,8 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
         'reference': {'system': None, 'partition': None, 'file': None,
                       'found': False, 'key': '?',
                       'reason': 'debug log only: bandwidth not judged'},
-        'verdict': str(V.Verdict.COULD_NOT_CHECK), 'reason': reason,
-        'exit_code': V.exit_code([V.Verdict.COULD_NOT_CHECK]),
+        'verdict': str(verdict), 'reason': reason,
+        'exit_code': V.exit_code([verdict]),
         'node_state': None,
     }
 

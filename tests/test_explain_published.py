@@ -25,14 +25,6 @@ def doc_of(*names, **kw):
 #: a debug log alone: (file, proven, ok, words in the reason); the verdict
 #: is always could-not-check (bandwidth not judged)
 LOGS_ALONE = [
-    # the plugin failed to start on one rank; two ranks used sockets, one
-    # is seen only through its NET/OFI lines: mixed, a fallback
-    ('nccl-debug_ofi-init-failed_mixed-socket_aws-ofi-nccl-issue-715.log',
-     'net-socket', False, ('different networks', 'NET/Socket on 2 of 3',
-                           'initialization failed')),
-    ('nccl-debug_ofi-init-failed_socket_aws-ofi-nccl-issue-889.log',
-     'net-socket', False, ('fell back to NET/Socket',
-                           'aws-ofi-nccl initialization failed')),
     # prefix-less lines, numbered by the author: IB with GPUDirect RDMA
     ('nccl-debug_no-prefix_ring-ib-gdrdma_2node_nccl-issue-385.log',
      'net-ib', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2')),
@@ -62,6 +54,29 @@ LOGS_ALONE = [
      'intra', True, ('SHM/direct x28', 'no network was needed')),
     ('nccl-debug_libfabric-v10_efa-no-gdr_g6e-4pod-rank0.log',
      'net-plugin', True, ('plugin Libfabric',)),
+    # 2 nodes (SH-IDC1-10-142-5-42 and -123): IB with GPUDirect RDMA
+    # between them, P2P/IPC/read inside each
+    ('nccl-debug_ib-gdrdma_p2p-ipc-read_2node_nccl-issue-834.log',
+     'net-ib', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2',
+                      'P2P/IPC x11')),
+    # NCCL 2.2x "comm ... busId ... commId ... - Init COMPLETE" and NVLS
+    # tree lines, but no channel line: nothing proven
+    ('nccl-debug_init-complete-busid-commid_nvls-tree_64rank_nccl-issue-'
+     '1814.log', None, False, ('no channel lines',)),
+    # one p4d node, 4 processes, NCCL 2.27 with aws-ofi-nccl's tuner and
+    # net plugin loaded: every channel P2P/CUMEM/read (NVLink)
+    ('nccl-debug_p2p-cumem_plugin-loaded_p4d-1node-4proc.log',
+     'intra', True, ('intra-node only', 'P2P/CUMEM x192')),
+    # an AKS MPIJob of 2 x 8 H100: 8 IB devices (NET/IB/9..15 seen), every
+    # network channel without GPUDirect RDMA, P2P/CUMEM/read inside
+    ('nccl-debug_ib-nogdr-16dev_p2p-cumem_2node-aks_aks-rdma-issue-30.log',
+     'net-ib', True, ('without GPUDirect RDMA on any path', 'NET/IB x13',
+                      'P2P/CUMEM x2')),
+    # HPC-X's nccl-rdma-sharp plugin ("Plugin Path", "P2P plugin IBext_v8",
+    # NET/IB .../IB/SHARP devices, "Using network IBext_v8"), 2 ranks on 2
+    # nodes, cut before any connection: nothing proven
+    ('nccl-debug_ibext-sharp-plugin_no-channels_nccl-issue-1737.log',
+     None, False, ('no channel lines', 'IBext_v8', 'no connection was made')),
 ]
 
 
@@ -84,7 +99,7 @@ def test_a_debug_log_alone_proves_the_transport_and_judges_no_bandwidth(
 
 
 def test_the_mixed_node_names_each_rank_group():
-    ev = debuglog.read_evidence([pub(LOGS_ALONE[0][0])])
+    ev = debuglog.read_evidence([pub(LOGS_THAT_FAILED[0][0])])
     nets = {k: r.networks for k, r in ev.ranks.items()}
     assert nets == {'algo-1:17774': {'Socket'}, 'algo-1:17780': {'Socket'},
                     'algo-1:17773': {'OFI plugin'}}
@@ -142,3 +157,258 @@ def test_the_old_efa_output_with_its_log_is_the_plugin_with_gdr():
     assert doc['nranks'] == 16 and len(doc['hosts']) == 2
     # no reference given: never a pass
     assert doc['verdict'] == 'no-reference'
+
+
+#: a debug log alone that says an operation failed: the judge fails it
+#: (file, verdict, proven, ok, words in the transport reason, in the verdict)
+LOGS_THAT_FAILED = [
+    # the plugin failed to start on one rank; two ranks used sockets, one
+    # is seen only through its NET/OFI lines: mixed, a fallback
+    ('nccl-debug_ofi-init-failed_mixed-socket_aws-ofi-nccl-issue-715.log',
+     'fallback', 'net-socket', False,
+     ('different networks', 'NET/Socket on 2 of 3', 'initialization failed'),
+     ('plugin-init', 'aws-ofi-nccl initialization failed')),
+    ('nccl-debug_ofi-init-failed_socket_aws-ofi-nccl-issue-889.log',
+     'fallback', 'net-socket', False,
+     ('fell back to NET/Socket', 'aws-ofi-nccl initialization failed'),
+     ('plugin-init', 'Creating new endpoint')),
+    # NCCL 2.7.8 over one RoCE HCA (no GPUDirect RDMA): both channels
+    # connected, then the completion queue could not be created
+    ('nccl-debug_ib-roce-nogdr_ibv-create-cq-failed_nccl-issue-380.log',
+     'crash', 'net-ib', True, ("NCCL's builtin NET/IB, without GPUDirect "
+                               "RDMA on any path (NET/IB x2)",),
+     ('class internal', 'Call to ibv_create_cq failed')),
+    # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
+    # (retry exceeded, vendor err 129) from one peer; no channel line kept
+    ('nccl-debug_ib-plugin_completion-status-12_nccl-issue-1405.log',
+     'crash', None, False, ('no channel lines',),
+     ('class connection', 'with status=12', 'vendor err 129',
+      '(+2 more fatal)')),
+]
+
+
+@pytest.mark.parametrize('name,verdict,proven,ok,twords,vwords',
+                         LOGS_THAT_FAILED,
+                         ids=[c[0][-12:-4] for c in LOGS_THAT_FAILED])
+def test_a_debug_log_alone_with_a_fatal_warn_fails(name, verdict, proven, ok,
+                                                   twords, vwords):
+    doc = doc_of(name)
+    assert doc['files'] == [{'path': pub(name), 'kind': 'log'}]
+    assert doc['verdict'] == verdict and doc['exit_code'] == 1
+    assert 'bandwidth not judged' in doc['reason'] and not doc['rows']
+    t = doc['transport']
+    assert (t['proven'], t['ok']) == (proven, ok), t
+    for w in twords:
+        assert w in t['reason'], (w, t['reason'])
+    for w in vwords:
+        assert w in doc['reason'], (w, doc['reason'])
+    assert verdict.upper() in X.render(doc)
+
+
+def test_the_ib_log_with_a_failed_verb_names_its_version_and_no_gdr():
+    doc = doc_of('nccl-debug_ib-roce-nogdr_ibv-create-cq-failed_nccl-issue-'
+                 '380.log')
+    assert doc['versions']['nccl_version'] == '2.7.8+cuda11.0'
+    assert doc['hosts'] == ['spark01']
+    assert 'GDRDMA' not in doc['transport']['reason']
+
+
+def test_the_two_nodes_of_the_gdrdma_log_are_both_named():
+    doc = doc_of('nccl-debug_ib-gdrdma_p2p-ipc-read_2node_nccl-issue-834.log')
+    assert sorted(doc['hosts']) == ['SH-IDC1-10-142-5-123',
+                                    'SH-IDC1-10-142-5-42']
+
+
+def test_the_init_complete_lines_give_the_communicator_size():
+    doc = doc_of('nccl-debug_init-complete-busid-commid_nvls-tree_64rank_'
+                 'nccl-issue-1814.log')
+    assert doc['nranks'] == 64 and doc['hosts'] == ['hostname-test']
+
+
+def test_a_tuner_plugin_named_by_the_env_is_not_a_net_plugin_asked():
+    # "TUNER/Plugin: Plugin name set by env to libnccl-net.so" (NCCL 2.27
+    # src/plugin/plugin_open.cc prints it for each plugin kind): the tuner
+    # was looked for in aws-ofi-nccl's library; no net plugin was asked
+    name = 'nccl-debug_p2p-cumem_plugin-loaded_p4d-1node-4proc.log'
+    ev = debuglog.read_evidence([pub(name)])
+    assert ev.plugin_asked is None
+    doc = doc_of(name)
+    assert doc['transport']['asked'] == 'intra'
+    assert 'libnccl-net.so' not in doc['transport']['reason']
+    assert doc['nranks'] == 4 and doc['hosts'] == ['llama-3-8b-node-0-0']
+    # the same line built for the net plugin still names the ask
+    for kind, asked in (('NET', 'libnccl-net.so'), ('TUNER', None),
+                        ('PROFILER', None)):
+        ev = debuglog.Evidence()
+        debuglog.feed_lines(ev, [f'h:1:1 [0] NCCL INFO {kind}/Plugin: Plugin '
+                                 f'name set by env to libnccl-net.so'])
+        assert ev.plugin_asked == asked, kind
+
+
+def test_a_training_log_that_lost_its_peer_over_efa_is_a_crash():
+    # rank 0 of a 4-pod job: Libfabric with GPUDirect RDMA connected, then
+    # "NET/OFI Request ... completed with error" and PyTorch's "remote
+    # process exited or there was a network error"
+    name = ('nccl-debug_ofi-gdrdma_request-completed-with-error_remote-'
+            'exited_efa-rank0.log')
+    doc = doc_of(name)
+    # a training job's log, not a test output: PyTorch's "NCCL error in:"
+    # is the job's error, judged as what the run reported
+    assert doc['files'] == [{'path': pub(name), 'kind': 'log'}]
+    assert doc['format'] is None and 'debug log only' in doc['reason']
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert len(doc['errors']) == 1 and 'DistBackendError' in doc['errors'][0]
+    assert 'remote process exited or there was a network error' in \
+        doc['reason']
+    assert 'fatal: connection' in doc['reason']
+    # the channels went over the plugin with GPUDirect RDMA, but the lines
+    # that loaded it are not in this part of the log: not proven whole
+    t = doc['transport']
+    assert (t['proven'], t['ok']) == ('net-plugin-gdr', False), t
+    assert 'NET/Libfabric/GDRDMA x4' in t['reason']
+    assert 'no "Loaded net plugin" line' in t['reason']
+    assert doc['versions']['nccl_version'] == '2.27.3'
+
+
+def test_a_two_node_output_without_a_log_names_its_ranks_and_no_pass():
+    name = 'nccl-tests_all_reduce_h100-a3mega_2node-16rank.txt'
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert res.ranks_per_host == {'ztan-mig-235z': 8, 'ztan-mig-gq73': 8}
+    assert res.min_bytes == 8 and res.max_bytes == 8589934592
+    doc = doc_of(name, exit_status=0)
+    assert doc['complete'] and doc['nranks'] == 16 and len(doc['rows']) == 31
+    assert doc['out_of_bounds'] == 0 and doc['avg_busbw'] == 70.742
+    assert not any(r['wrong'] for r in doc['rows'])
+    # no debug log, no reference: never a pass
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+    assert doc['transport']['proven'] is None
+    assert 'no reference given' in doc['reference']['reason']
+    # the exit status not given: could not check either
+    assert doc_of(name)['verdict'] == 'could-not-check'
+
+
+def test_a_one_rank_alltoall_has_its_in_place_check_not_run():
+    name = 'nccl-tests_alltoall_na-inplace-wrong_1gpu_nccl-tests-issue-287.txt'
+    res = nccltests.parse_text(open(pub(name)).read())
+    [row] = res.rows
+    assert row.size == 33554432 and row.out_of_place.wrong == 0
+    assert row.in_place.wrong is None          # N/A
+    doc = doc_of(name, exit_status=0)
+    assert doc['complete'] and doc['nranks'] == 1
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+
+
+def test_an_output_with_validation_off_is_not_checked():
+    # dstack's A3 Mega example: all_gather_perf -c 0 on 2 nodes, printed
+    # without its '#' lines; every #wrong is N/A
+    name = 'nccl-tests_all_gather_c0-na_hashless_a3mega-tcpxo_dstack.txt'
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert len(res.rows) == 11 and all(r.wrong is None for r in res.rows)
+    assert res.min_bytes == 8388608 and res.max_bytes == 8589934592
+    for status in (0, None):
+        doc = doc_of(name, exit_status=status)
+        assert doc['complete'] and doc['avg_busbw'] == 146.948
+        assert doc['verdict'] == 'could-not-check', doc['reason']
+        assert 'did not check its results' in doc['reason']
+
+
+@pytest.mark.parametrize('name,ranks,words', [
+    # nccl-tests of 2021 (no Group field), 4 GPUs in one process (-g 4):
+    # NCCL failed before the table
+    ('nccl-tests_g4-1proc_test-nccl-failure_nccl-issue-473.txt', 4,
+     ("Test NCCL failure common.cu:777 'unhandled system error'",)),
+    # the log lines before "Test NCCL failure": a shared memory segment
+    # could not be created (a fatal WARN, named so)
+    ('nccl-tests_shm-segment-warn_test-nccl-failure_nccl-tests-issue-166.log',
+     None, ('Test NCCL failure common.cu:958', 'Error while creating shared '
+            'memory segment', 'fatal: internal')),
+])
+def test_an_output_ending_in_a_test_failure_is_a_crash(name, ranks, words):
+    doc = doc_of(name)
+    assert doc['files'][0]['kind'] == 'output'
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert not doc['complete'] and not doc['rows']
+    assert doc['nranks'] == ranks
+    for w in words:
+        assert w in doc['reason'], (w, doc['reason'])
+
+
+def test_the_sharp_plugin_log_names_its_version_and_ranks():
+    doc = doc_of('nccl-debug_ibext-sharp-plugin_no-channels_nccl-issue-'
+                 '1737.log')
+    assert doc['versions']['nccl_version'] == '2.21.5+cuda12.4'
+    assert doc['nranks'] == 2 and doc['hosts'] == ['gh-3714u06']
+
+
+def test_two_processes_that_are_each_rank_0_are_separate_runs():
+    # nccl-tests built without MPI, launched by mpirun on two hosts: each
+    # process ran alone, printed its own header and "Rank  0": not a 2-rank
+    # communicator (the table was cut by the issue text: no rows)
+    name = 'nccl-tests_two-rank0-no-mpi_2node_nccl-tests-issue-107.txt'
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert res.rank_ids == [0, 0] and res.repeated_ranks == [0]
+    assert res.nranks == 1
+    assert res.hosts == ['ip-172-31-20-228', 'ip-172-31-22-230']
+    doc = doc_of(name, exit_status=0)
+    assert doc['verdict'] == 'incomplete' and doc['exit_code'] == 1
+    assert 'rank 0 is printed by 2 processes' in doc['reason']
+    assert 'separate runs, not one communicator' in doc['reason']
+
+
+def test_a_cut_broadcast_table_with_its_ibverbs_advice_is_incomplete():
+    # nccl-tests 2.x broadcast_perf -c 0 on 2 hosts (NCCL 2.9.6): an error
+    # column of N/A, and each rank's "Failed to open libibverbs.so[.1]"
+    # (NCCL goes on with sockets: not fatal); the issue text shows one row
+    name = ('nccl-tests_broadcast_c0-error-na_2node_ibverbs-warn_nccl-tests-'
+            'issue-82.txt')
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert res.check_column == 'error' and res.nranks == 2
+    [row] = res.rows
+    assert row.size == 8 and row.root == 0 and row.wrong is None
+    doc = doc_of(name, exit_status=0)
+    assert doc['hosts'] == ['v100-gpu-1', 'v100-gpu-5']
+    assert doc['versions']['nccl_version'] == '2.9.6+cuda11.2'
+    assert doc['verdict'] == 'incomplete' and doc['exit_code'] == 1
+    assert 'Failed to open libibverbs.so[.1] (not fatal)' in doc['reason']
+
+
+def test_an_applications_nccl_error_in_a_debug_log_keeps_it_a_log(tmp_path):
+    # lines built from NCCL's logger format and PyTorch's ProcessGroupNCCL
+    # message: the file is a debug log (no table, no header, no error of the
+    # test program), and the job's error still fails it
+    log = tmp_path / 'train.log'
+    log.write_text(
+        'h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via '
+        'NET/Socket/0\n'
+        'h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via '
+        'NET/Socket/0\n'
+        '[rank0]: torch.distributed.DistBackendError: NCCL error in: '
+        'ProcessGroupNCCL.cpp:3699, remote process exited or there was a '
+        'network error, NCCL version 2.27.3\n')
+    doc = X.explain([str(log)])
+    assert doc['files'][0]['kind'] == 'log'
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'remote process exited' in doc['reason']
+    # without the error line: a log alone, not judged
+    log.write_text(''.join(log.read_text().splitlines(True)[:2]))
+    assert X.explain([str(log)])['verdict'] == 'could-not-check'
+    # the test program's own error line keeps a text an output
+    out = tmp_path / 'stdout.txt'
+    out.write_text("h:1:2 [0] NCCL INFO Using network Socket\n"
+                   "h: Test NCCL failure common.cu:1119 'unhandled system "
+                   "error (run with NCCL_DEBUG=INFO for details) / '\n")
+    assert X.explain([str(out)])['files'][0]['kind'] == 'output'
+
+
+def test_ib_with_gpudirect_rdma_on_some_paths_only_says_how_many():
+    # lines built from NCCL's "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via
+    # NET/%s/%d%s" (transport/net.cc): one path with GDRDMA, one without
+    lines = ['h1:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via '
+             'NET/IB/0/GDRDMA',
+             'h1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via '
+             'NET/IB/0']
+    ev = debuglog.Evidence()
+    debuglog.feed_lines(ev, lines)
+    proof = debuglog.prove('net-ib', ev)
+    assert proof.ok and 'GPUDirect RDMA on 1 of 2 network channel lines' \
+        in proof.reason

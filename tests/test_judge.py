@@ -195,3 +195,60 @@ def test_unproven_transport_and_kills():
     att.killed = 'the job exceeded its time limit'
     assert judge(case(attempts=[att])).verdict is Verdict.HANG
     assert judge(CaseEvidence()).verdict is Verdict.COULD_NOT_CHECK
+
+
+def test_no_output_is_could_not_check_unless_a_fatal_warn_says_why():
+    # a case whose program printed nothing: its debug logs alone
+    quiet = Attempt(None, None, warns=warns.read_text(
+        'x:1:1 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: '
+        'port active(9)'))
+    j = judge(CaseEvidence(what='the run', attempts=[quiet]))
+    assert j.verdict is Verdict.COULD_NOT_CHECK and 'no output' in j.reason
+    failed = Attempt(None, None, warns=warns.read_text(
+        'x:1:1 [0] misc/ibvwrap.cc:268 NCCL WARN Call to ibv_create_cq '
+        'failed'))
+    j = judge(CaseEvidence(what='the run', attempts=[failed]))
+    assert j.verdict is Verdict.CRASH and 'class internal' in j.reason
+    assert 'no output of the run' in j.reason
+    plugin = Attempt(None, None, warns=warns.read_text(
+        'x:1:1 [0] NCCL WARN NET/OFI aws-ofi-nccl initialization failed'))
+    assert judge(CaseEvidence(attempts=[plugin])).verdict is Verdict.FALLBACK
+    # a launch that never happened stays could-not-check
+    plugin.launch_error = 'srun: error: Unable to create step'
+    assert judge(CaseEvidence(attempts=[plugin])).verdict is \
+        Verdict.COULD_NOT_CHECK
+
+
+def test_a_rank_printed_by_two_processes_is_never_a_pass():
+    # lines built from nccl-tests' format ("#  Rank %2d Group %2d Pid %6d on
+    # %10s device %2d [%s] %s"): two complete tables of two processes that
+    # each were rank 0, the second one's rows identical: one communicator
+    # would have printed ranks 0 and 1
+    one = ('# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) '
+           'warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n'
+           '#\n# Using devices\n'
+           '#  Rank  0 Group  0 Pid   {pid} on {host} device  0 [0x00] '
+           'NVIDIA H100 80GB HBM3\n#\n'
+           '#       size         count      type   redop    root     time   '
+           'algbw   busbw #wrong     time   algbw   busbw #wrong\n'
+           '           8             2     float     sum      -1    10.00    '
+           '0.00    0.00      0    10.00    0.00    0.00      0\n'
+           '          16             4     float     sum      -1    10.00    '
+           '0.00    0.00      0    10.00    0.00    0.00      0\n'
+           '# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n#\n')
+    text = (one.format(pid=11, host='node-a') +
+            one.format(pid=22, host='node-b'))
+    res = nccltests.parse_text(text)
+    assert res.repeated_ranks == [0] and res.nranks == 1
+    j = judge(CaseEvidence(what='all_reduce_perf',
+                           attempts=[Attempt(res, 0)]))
+    assert j.verdict is Verdict.INCOMPLETE, j.reason
+    assert 'rank 0 is printed by 2 processes' in j.reason
+    # the same table from one process with ranks 0 and 1: not this rule
+    two = one.format(pid=11, host='node-a').replace(
+        '#\n#       size', '#  Rank  1 Group  0 Pid     22 on node-b device  '
+        '0 [0x00] NVIDIA H100 80GB HBM3\n#\n#       size')
+    res2 = nccltests.parse_text(two)
+    assert res2.repeated_ranks == [] and res2.nranks == 2
+    assert 'printed by' not in judge(CaseEvidence(
+        what='all_reduce_perf', attempts=[Attempt(res2, 0)])).reason

@@ -158,6 +158,35 @@ def test_real_lines(line, cls):
     assert w.fatal == cls
 
 
+@pytest.mark.parametrize('line,cls', [
+    # src/misc/ibvwrap.cc "Call to %s failed" for every verb it wraps, as
+    # NCCL 2.7 printed it (tests/fixtures/published, NVIDIA/nccl#380) and
+    # with the later "with error %s" tail; the qp and reg_mr calls keep
+    # their own classes
+    ('spark01:2683:2826 [0] misc/ibvwrap.cc:268 NCCL WARN Call to '
+     'ibv_create_cq failed', 'internal'),
+    ('x:1:1 [0] misc/ibvwrap.cc:130 NCCL WARN Call to ibv_alloc_pd failed '
+     'with error Cannot allocate memory', 'internal'),
+    ('x:1:1 [0] NCCL WARN Call to ibv_open_device failed', 'internal'),
+    ('x:1:1 [0] NCCL WARN Call to ibv_create_qp failed', 'connection'),
+    ('x:1:1 [0] NCCL WARN Call to ibv_reg_mr failed', 'memory-registration'),
+    # src/misc/shmutils.cc: "Error while %s shared memory segment %s (size
+    # %d)" (NCCL 2.12), "... (size %ld), error: %s (%d)" (2.19+)
+    ('ubuntu:9621:9685 [0] misc/shmutils.cc:112 NCCL WARN Error while '
+     'creating shared memory segment /dev/shm/nccl-zTYolS (size 5967872)',
+     'internal'),
+    ('x:1:1 [0] NCCL WARN Error while attaching to shared memory segment '
+     '/dev/shm/nccl-AbCdEf (size 9637888), error: No such file or '
+     'directory (2)', 'internal'),
+    # not an ibv verb: aws-ofi-nccl's freelist stays "other"
+    ('x:1:1 [0] NCCL WARN NET/OFI Call to nccl_ofi_freelist_entry_alloc '
+     'failed', None),
+])
+def test_failed_verbs_and_shared_memory_segments(line, cls):
+    [w] = warns.read_text(line)
+    assert w.fatal == cls
+
+
 def test_a_site_may_declare_an_upstream_fatal_string_benign():
     line = 'x:1:1 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: ' \
            'local catastrophic error'

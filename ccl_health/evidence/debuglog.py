@@ -108,6 +108,10 @@ _ENV_ECHO = re.compile(r'\b((?:NCCL|RCCL)_\w+) set by environment to (.*?)\s*$')
 #: the plugin named by the environment (NCCL 2.2x: "NET/Plugin: Plugin name
 #: set by env to libnccl-net.so")
 _PLUGIN_ENV = re.compile(r'Plugin name set by env to (\S+)')
+#: the other plugin kinds NCCL 2.2x loads with the same messages
+#: (src/plugin/plugin_open.cc: "%s/Plugin: Plugin name set by env to %s"
+#: for TUNER, PROFILER, ENV, ...): not the net plugin
+_OTHER_PLUGIN = re.compile(r'\b(?:TUNER|PROFILER|ENV|GIN)/Plugin\b')
 #: a plugin looked for and not found, by the name NCCL tried
 _PLUGIN_NOT_FOUND = re.compile(r'(?:No plugin found \(|Could not find:? ?)'
                                r'([^\s()]+)')
@@ -436,7 +440,7 @@ def _feed_asked(ev, text, pm, source):
                 m.group(2).lower() not in ('none', ''):
             ev.plugin_asked = ev.plugin_asked or m.group(2)
     m = _PLUGIN_ENV.search(text)
-    if m and m.group(1).lower() != 'none':
+    if m and m.group(1).lower() != 'none' and not _OTHER_PLUGIN.search(text):
         ev.plugin_asked = ev.plugin_asked or m.group(1)
     m = _PLUGIN_NOT_FOUND.search(text)
     if m and 'NET/Plugin' in text and \

@@ -91,6 +91,14 @@ _ERROR = re.compile(
     r'|\bCUDA failure\b|\bNCCL failure\b|\bHIP failure\b|\bhipError\w*'
     r'|\bHip error\b|\bHIP error\b|NCCL error|MPI_ABORT|MPI_Abort'
     r'|#wrong=)')
+#: the errors the test program itself prints (nccl-tests / rccl-tests
+#: src/common.h NCCLCHECK/CUDACHECK "%s: Test NCCL failure %s:%d", "Test
+#: failure", the first releases' "NCCL failure common.cu:%d", the timeout
+#: and a wrong-count report): a text with one is the program's output; an
+#: application's "NCCL error in: ..." in a training log is not
+TEST_ERROR = re.compile(
+    r'\bTest (?:NCCL|CUDA|HIP) failure\b|\bTest failure\b|'
+    r'\bNCCL failure \S+\.cu:\d+|Test timeout|#wrong=')
 _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
 _TIME = re.compile(r'^\d{2}:\d{2}:\d{2}$')
 _COUNT = re.compile(r'^-?\d+$')
@@ -241,7 +249,10 @@ def _finish(res):
     """What can be known only once everything is read: rank count, the
     wrong-ness of ``error`` columns, the format."""
     if res.devices:
-        res.nranks = len(res.devices)
+        # a rank printed twice is two processes that each ran alone: the
+        # communicator held the distinct ranks only
+        res.nranks = (len(set(res.rank_ids)) if res.repeated_ranks
+                      else len(res.devices))
     for row in res.rows:
         for m in (row.out_of_place, row.in_place):
             if m is None or m.max_delta is None:
@@ -286,6 +297,7 @@ def parse_text(text):
             if m:
                 host = m.group('host')
                 res.rank_hosts.append(host)
+                res.rank_ids.append(int(m.group(1)))
                 res.rank_pids.append(int(m.group('pid')) if m.group('pid')
                                      else None)
                 res.devices.append(f'{host}:{m.group("dev")} '
@@ -386,6 +398,7 @@ def parse(stdout_text, json_text=None, origin='<output>'):
     if not res.devices:
         res.devices, res.hosts = text.devices, text.hosts
         res.rank_hosts, res.rank_pids = text.rank_hosts, text.rank_pids
+        res.rank_ids = text.rank_ids
         res.nranks = text.nranks or res.nranks
     if res.format.startswith('rccl-tests') and (stdout_text or '').strip():
         # the summary lives in the text only

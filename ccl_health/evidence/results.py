@@ -101,6 +101,8 @@ class SweepResult:
     #: the Pid of each rank line (nccl-tests 2.4 and later; None before):
     #: the process whose NCCL debug log proves that rank's transport
     rank_pids: List[Optional[int]] = dataclasses.field(default_factory=list)
+    #: the rank number of each rank line, in the order printed
+    rank_ids: List[int] = dataclasses.field(default_factory=list)
     #: the run's own header (``nThread 1 nGpus 1 minBytes 8 maxBytes ...
     #: step: 2(factor)``, rccl-tests' ``nThreads: 1 nGpus: 1 nRanks: 1
     #: minBytes: ...``): the sizes it was asked to cover; None when not read
@@ -135,6 +137,19 @@ class SweepResult:
         for host in self.rank_hosts:
             counts[host] = counts.get(host, 0) + 1
         return counts
+
+    @property
+    def repeated_ranks(self):
+        """Rank numbers printed by more than one rank line: each process
+        that believes it is rank 0 prints its own header and devices
+        (nccl-tests built without MPI under mpirun, or several runs in one
+        text): not one communicator."""
+        seen, rep = set(), []
+        for r in self.rank_ids:
+            if r in seen and r not in rep:
+                rep.append(r)
+            seen.add(r)
+        return rep
 
     @property
     def duplicate_sizes(self):

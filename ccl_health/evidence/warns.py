@@ -123,6 +123,12 @@ FATAL = (
         r'bounds|ncclSocket\w+: (file descriptor is -1|socket is invalid|wrong'
         r' socket state)|Call to \w+ failed ?: |Aborting due to call failure'
         r'|Mutex initialization failed|has no transport for .* peer|'
+        # src/misc/ibvwrap.cc "Call to %s failed" (any verb: ibv_create_cq,
+        # ibv_alloc_pd, ...; the qp ones are connection, ibv_reg_mr
+        # memory-registration, both matched first), src/misc/shmutils.cc
+        # "Error while %s shared memory segment %s (size %ld)..."
+        r'Call to ibv_\w+ failed|Error while (creating|attaching to) '
+        r'shared memory segment|'
         r'dequeue nonexistent async|Couldn.t find opId|already completed '
         r'opId|Could not find pool of op|neither send or recv|unexpected '
         r'socket state|socket state \(.*\) is not ready|ncclSocketSendRecv: '

@@ -27,12 +27,15 @@ incomplete output in any attempt is the verdict, and the reason names the
 attempt (``attempt 1 of 2: ...``).
 
 The rules, in order, per attempt: a kill or the program's own timeout is a
-``hang``; a non-finite value, a busbw above the physical ceiling or a time
-<= 0 is ``wrong-results``; wrong elements or out-of-bounds values are
+``hang``; no output at all is ``could-not-check``, unless a fatal WARN of
+its logs says what failed (then that WARN's verdict, as below); a
+non-finite value, a busbw above the physical ceiling or a time <= 0 is
+``wrong-results``; wrong elements or out-of-bounds values are
 ``wrong-results``; a nonzero exit status or an error line is a ``crash``;
 a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
 (``fallback`` when it is a plugin's initialisation failure); no rows, no
-closing summary, a size printed twice, a size asked (or in the header's
+closing summary, a rank printed by two processes (separate runs), a size
+printed twice, a size asked (or in the header's
 ``minBytes..maxBytes``) that is missing is ``incomplete``; unchecked
 results or an unknown exit status are ``could-not-check``; ranks with
 different NCCL versions are ``node-fault`` naming the mismatch; then
@@ -239,6 +242,15 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
                                f'{exit_status}{done}{first_err}')
     if errs:
         return Verdict.CRASH, f'crash: {what} reported an error{first_err}'
+    rep = list(getattr(result, 'repeated_ranks', None) or [])
+    if rep:
+        n = list(getattr(result, 'rank_ids', [])).count(rep[0])
+        hosts = ', '.join(getattr(result, 'hosts', []) or []) or '?'
+        return Verdict.INCOMPLETE, (
+            f'incomplete: rank {rep[0]} is printed by {n} processes (on '
+            f'{hosts}): separate runs, not one communicator (nccl-tests '
+            f'built without MPI under a launcher, or several runs in one '
+            f'text)')
     if not rows:
         if exit_status is None and getattr(result, 'closed', False) is None:
             return Verdict.COULD_NOT_CHECK, (
@@ -371,6 +383,10 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
         return Verdict.COULD_NOT_CHECK, (f'could not check: '
                                          f'{att.launch_error}'), []
     if res is None:
+        # no output, but a log saying an operation failed: that failure
+        warn = _warn_failure(att.warns)
+        if warn:
+            return warn[0], f'{warn[1]} (no output of {ev.what})', []
         return Verdict.COULD_NOT_CHECK, (f'could not check: no output of '
                                          f'{ev.what}'), []
     exact = _exact(ev, res)
