@@ -133,6 +133,9 @@ class RankEvidence:
     """What the lines of one rank say: one ``host:pid`` of the logger
     prefix, or one file (or text) whose lines carry no prefix."""
     key: str
+    #: the pid of its logger prefix (the process's ``getpid()``); None for
+    #: a file whose lines carry no prefix
+    pid: Optional[int] = None
     files: List[str] = dataclasses.field(default_factory=list)
     via: Dict[str, int] = dataclasses.field(default_factory=dict)
     plugin_loaded: Optional[str] = None
@@ -308,7 +311,8 @@ def _rank(ev, m, source):
     key = f'{m.group(1)}:{m.group(2)}' if m else (source or '(log)')
     rank = ev.ranks.get(key)
     if rank is None:
-        rank = ev.ranks[key] = RankEvidence(key)
+        rank = ev.ranks[key] = RankEvidence(
+            key, pid=int(m.group(2)) if m else None)
     if source and source not in rank.files:
         rank.files.append(source)
     if m and m.group(1) not in ev.hosts:

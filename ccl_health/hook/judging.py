@@ -142,10 +142,10 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
                                     f'{launcher[0]!r}: {got.not_started}')
     if got.timed_out:
         from ccl_health.judge import node
-        verdict, why = node.stopped(what, got.started, got.seconds, limit)
         if got.started:     # the judge names the hang from the kill
-            return Attempt(killed=why[len('hang: '):])
-        return Attempt(launch_error=why)
+            return Attempt(killed=node.unfinished(what, got.seconds))
+        return Attempt(launch_error=node.stopped(what, False, got.seconds,
+                                                 limit)[1])
     res = program.parse(got.output) if program is not None else None
     lines = [ln.strip() for ln in got.output.strip().splitlines()
              if ln.strip()]

@@ -447,11 +447,6 @@ def _key(ev):
             f'{ev.nodes or "?"} node(s) x {ev.gpus_per_node or "?"} GPUs')
 
 
-#: a rank's key in the debug-log evidence: ``host:pid`` of NCCL's logger
-#: prefix (a file's name where its lines carry no prefix)
-_HOST_PID = re.compile(r'^[^:\s/]+:(\d+)$')
-
-
 def _logs_of_other_processes(att):
     """``(COULD_NOT_CHECK, reason)`` where the output names its ranks'
     processes (the ``Pid`` of nccl-tests' rank lines, of its JSON
@@ -463,7 +458,8 @@ def _logs_of_other_processes(att):
     want = {p for p in getattr(att.result, 'rank_pids', None) or ()
             if p is not None}
     ranks = getattr(att.debug, 'ranks', None) or {}
-    have = {int(m.group(1)) for m in map(_HOST_PID.match, ranks) if m}
+    have = {r.pid for r in ranks.values()
+            if getattr(r, 'pid', None) is not None}
     missing = sorted(want - have)
     if not want or not have or not missing:
         return None

@@ -59,14 +59,20 @@ def probes_verdict(found: Sequence[Tuple[Verdict, str]]):
     return Verdict.PASS, None
 
 
+def unfinished(what, seconds):
+    """What a program that started and was stopped at its bound did not
+    do (the hang's reason, and an :class:`~ccl_health.judge.evidence.
+    Attempt`'s ``killed``)."""
+    return f'{what} did not finish within the {seconds:.0f} s left'
+
+
 def stopped(what, started, seconds, limit=None):
     """``(verdict, reason)`` of ``what`` stopped at its bound after
     ``seconds``: a ``hang`` where it had started its timed work (its
     header or first row printed, its progress seen), else could not
     check, naming the limit."""
     if started:
-        return Verdict.HANG, (f'hang: {what} did not finish within the '
-                              f'{seconds:.0f} s left')
+        return Verdict.HANG, f'hang: {unfinished(what, seconds)}'
     return Verdict.COULD_NOT_CHECK, (
         f'{what} did not start within the {seconds:.1f} s the limit left'
         + (f' (--limit {limit:g} s: raise it)' if limit else ''))
