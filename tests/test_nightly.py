@@ -186,43 +186,14 @@ def pg_bridge(slurm):
     """A PostgreSQL server of the test that the cluster's nodes reach: it
     listens on the cluster's bridge address (a node's 127.0.0.1 is its
     own namespace's)."""
-    import pathlib
-    import tempfile
+    import slurm_harness
     import test_store_postgres as tsp
     pgbin = tsp._bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
-    base = pathlib.Path(tempfile.mkdtemp(prefix='ccl-health-pg-'))
-    os.chmod(base, 0o777)
-    data, sock = base / 'data', base / 'sock'
-    sock.mkdir()
-    os.chmod(sock, 0o777)
-    if os.geteuid() == 0:
-        shutil.chown(base, 'postgres')
-        shutil.chown(sock, 'postgres')
-    r = tsp._as_postgres([f'{pgbin}/initdb', '-D', str(data), '-A', 'trust',
-                          '-U', 'postgres'])
-    assert r.returncode == 0, r.stderr
-    with open(data / 'pg_hba.conf', 'a') as fp:
-        fp.write(f'host all all {slurm.net} trust\n')
-    import slurm_harness
     [port] = slurm_harness.free_ports(1)
-    r = tsp._as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-w', '-l',
-                          str(base / 'log'), '-o',
-                          f'-p {port} -k {sock} -c listen_addresses='
-                          f'{slurm.ctl_addr}', 'start'])
-    assert r.returncode == 0, r.stderr + r.stdout
-    url = f'postgresql://postgres@{slurm.ctl_addr}:{port}/postgres'
-    for _ in range(50):
-        try:
-            psycopg.connect(url).close()
-            break
-        except psycopg.Error:
-            time.sleep(0.2)
-    yield url
-    tsp._as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
-                      'stop'])
-    shutil.rmtree(base, ignore_errors=True)
+    yield from tsp.postgres_server(pgbin, slurm.ctl_addr, port,
+                                   trust_net=slurm.net)
 
 
 @pytest.fixture(scope='module')

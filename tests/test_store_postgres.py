@@ -31,17 +31,12 @@ def _as_postgres(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture(scope='module')
-def pg_url(tmp_path_factory):
-    if _bin() is None and os.geteuid() == 0 and shutil.which('apt-get'):
-        cmd = ['apt-get', 'install', '-y', '-q', 'postgresql']
-        if subprocess.run(cmd, capture_output=True).returncode:
-            subprocess.run(['apt-get', 'update', '-q'], capture_output=True)
-            subprocess.run(cmd, capture_output=True)
-    pgbin = _bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed and cannot be installed')
-    # not under pytest's own (root-only) tmp folder: postgres must reach it
+def postgres_server(pgbin, address, port, trust_net=None):
+    """A PostgreSQL server of the test (``initdb`` in a temporary folder
+    outside pytest's root-only tmp, as the postgres user), listening on
+    ``address:port`` (``trust_net``: a network also let in, e.g. a test
+    cluster's bridge).  A generator: yields its URL once it answers,
+    stops it and removes its folder when resumed."""
     import pathlib
     import tempfile
     base = pathlib.Path(tempfile.mkdtemp(prefix='ccl-health-pg-'))
@@ -55,15 +50,15 @@ def pg_url(tmp_path_factory):
     r = _as_postgres([f'{pgbin}/initdb', '-D', str(data), '-A', 'trust',
                       '-U', 'postgres'])
     assert r.returncode == 0, r.stderr
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
+    if trust_net:
+        with open(data / 'pg_hba.conf', 'a') as fp:
+            fp.write(f'host all all {trust_net} trust\n')
     r = _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-w', '-l',
                       str(base / 'log'), '-o',
-                      f'-p {port} -k {sock} -c listen_addresses=127.0.0.1',
+                      f'-p {port} -k {sock} -c listen_addresses={address}',
                       'start'])
     assert r.returncode == 0, r.stderr + r.stdout
-    url = f'postgresql://postgres@127.0.0.1:{port}/postgres'
+    url = f'postgresql://postgres@{address}:{port}/postgres'
     for _ in range(50):
         try:
             psycopg.connect(url).close()
@@ -74,6 +69,22 @@ def pg_url(tmp_path_factory):
     _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
                   'stop'])
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope='module')
+def pg_url(tmp_path_factory):
+    if _bin() is None and os.geteuid() == 0 and shutil.which('apt-get'):
+        cmd = ['apt-get', 'install', '-y', '-q', 'postgresql']
+        if subprocess.run(cmd, capture_output=True).returncode:
+            subprocess.run(['apt-get', 'update', '-q'], capture_output=True)
+            subprocess.run(cmd, capture_output=True)
+    pgbin = _bin()
+    if pgbin is None:
+        pytest.skip('PostgreSQL is not installed and cannot be installed')
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    yield from postgres_server(pgbin, '127.0.0.1', port)
 
 
 def _case(run, busbw, verdict='pass'):
