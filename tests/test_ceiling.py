@@ -232,3 +232,17 @@ def test_links_of_a_node_state():
     assert bounds.links_of_node(NodeState()) is None
     assert bounds.links_of_node(_node(18), (0, 5)) is None
     assert bounds.links_of_node(NodeState(gpus=[GpuState(0)])) is None
+
+
+def test_a_case_without_a_bound_gets_the_generous_one():
+    # a door that gives no bound (a log-only case, a new door) still
+    # catches garbage: the judge falls back to the unknown-facts bound
+    from ccl_health.judge.evidence import Attempt, CaseEvidence
+    text = mutations.set_value(text_of(H200_1), 0, 0, 2, f'{1e308:.2f}')
+    j = judge(CaseEvidence(attempts=[Attempt(nccltests.parse_text(text),
+                                             0)]))
+    assert str(j.verdict) == 'wrong-results'
+    assert 'above 7200 GB/s' in j.reason and 'transport unknown' in j.reason
+    j = judge(CaseEvidence(attempts=[Attempt(nccltests.parse_text(
+        text_of(H200_1)), 0)]))
+    assert str(j.verdict) != 'wrong-results', j.reason

@@ -10,16 +10,18 @@ evidence and print or record what :func:`judge` returns.
 The health hook calls it once per probe attempt, or once with every
 attempt::
 
-    from ccl_health.judge import ceiling as bounds
-from ccl_health.judge.evidence import Attempt, CaseEvidence
+    from ccl_health.judge import ceiling
+    from ccl_health.judge.evidence import Attempt, CaseEvidence
     from ccl_health.judge.judge import judge
+    gbps, where = ceiling.bound('intra', nodes=1, links=ceiling.
+                                links_of_node(node_state, gpus))
     j = judge(CaseEvidence(
         what='all_reduce_perf', transport='intra', collective='all_reduce',
         nodes=1, gpus_per_node=8, expected_sizes=[probe.size],
         attempts=[Attempt(result=res, exit_status=proc.returncode,
                           proof=proof, debug=ev, warns=warns)],
         reference=entry, missing_reference=why, ceiling_gbps=gbps,
-        ceiling_source=where))   # gbps, where = ceiling.bound(...)
+        ceiling_source=where))
     j.verdict, j.reason, j.findings, j.warns, j.attempt
 
 With several attempts, a retry absorbs a bandwidth shortfall only: wrong
@@ -51,6 +53,7 @@ import dataclasses
 import re
 from typing import List, Optional
 
+from ccl_health.judge import ceiling as bounds
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 from ccl_health.judge.verdicts import Verdict, finite
 from ccl_health.units import format_size
