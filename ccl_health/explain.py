@@ -24,6 +24,7 @@ from ccl_health.evidence import nccltests
 from ccl_health.judge import reference
 from ccl_health.evidence import debuglog as transport
 from ccl_health.judge import verdicts as V
+from ccl_health.judge import ceiling as bounds
 from ccl_health.judge import judge as judge_mod
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 from ccl_health.evidence import warns
@@ -256,7 +257,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     what = res.collective or 'the run'
     warn_list, rank_versions = warns.read_logs(
         [p for p, _ in logs], stdout, outputs[0][0] if outputs else '')
-    ceiling, ceiling_from = judge_mod.physical_ceiling(asked)
+    ceiling, ceiling_from = bounds.bound(asked, nodes=nodes)
     states = _node_states(watched)
     evidence = CaseEvidence(
         what=what, transport=asked, collective=coll, nodes=nodes,

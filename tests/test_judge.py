@@ -12,7 +12,8 @@ from conftest import REPO
 from ccl_health.evidence import debuglog, nccltests, warns
 from ccl_health.judge import reference
 from ccl_health.judge.evidence import Attempt, CaseEvidence
-from ccl_health.judge.judge import judge, physical_ceiling
+from ccl_health.judge import ceiling as bounds
+from ccl_health.judge.judge import judge
 from ccl_health.judge.verdicts import Verdict
 
 CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'intra')
@@ -39,7 +40,7 @@ def case(text=None, rc=0, entry='lookup', attempts=None, **kw):
             'gpu', 'intra', 'all_reduce', 1, 2)
     text = _intra() if text is None else text
     w, versions = warns.read_logs(logs, text, 'stdout')
-    ceiling, where = physical_ceiling('intra')
+    ceiling, where = bounds.bound('intra')
     att = Attempt(nccltests.parse_text(text), rc, None, proof, ev, w,
                   rank_versions=versions)
     args = dict(what='all_reduce_perf', transport='intra',
@@ -60,21 +61,23 @@ def test_the_real_capture_passes_with_every_size_found():
     assert all(f.verdict in ('pass', 'no-reference') for f in j.findings)
 
 
-def test_busbw_above_the_physical_ceiling_is_wrong_results():
+def test_busbw_above_the_bound_of_the_case_is_wrong_results():
     text = mutations.set_value(_intra(), 30, 0, 2, f'{1e308:.2f}')
     j = judge(case(text))
     assert j.verdict is Verdict.WRONG_RESULTS
-    assert 'physical ceiling 1800 GB/s' in j.reason
-    assert 'transport registry' in j.reason
+    assert 'above 7200 GB/s, the most this case can reach' in j.reason
+    assert '4 x NVLink 5 per GPU' in j.reason and 'no NVLink facts' in \
+        j.reason
 
 
-def test_the_site_ceiling_replaces_the_registry():
+def test_the_site_ceiling_replaces_the_derived_bound():
     class Site:
         ceiling = {'links': 2, 'link_gbps': 50.0}
-    gbps, where = physical_ceiling('intra', Site())
-    assert gbps == 100.0 and where.startswith('site: 2 links')
+    gbps, where = bounds.bound('intra', site_transport=Site())
+    assert gbps == 100.0 and 'site intra ceiling: 2 links' in where
     j = judge(case(ceiling_gbps=gbps, ceiling_source=where))
-    assert j.verdict is Verdict.WRONG_RESULTS and 'site: 2 links' in j.reason
+    assert j.verdict is Verdict.WRONG_RESULTS and 'site intra ceiling' in \
+        j.reason
 
 
 def test_a_time_of_zero_or_below_is_wrong_results():

@@ -45,7 +45,7 @@ def step_evidence(raw, size: int, cfg: FleetConfig, what: str):
     fleet asks for proof (``prove_transport``); without a reference
     (``reference``) the bandwidth is left to the relative rules."""
     from ccl_health.evidence import debuglog, warns
-    from ccl_health.judge.judge import physical_ceiling
+    from ccl_health.judge import ceiling as bounds
     result = raw.result
     if result is None:
         result = nccltests.parse_text(raw.stdout or '')
@@ -59,7 +59,8 @@ def step_evidence(raw, size: int, cfg: FleetConfig, what: str):
                                nodes=len(raw.step.nodes) or 1)
     warn_list, versions = warns.read_logs(logs, raw.stdout or '', 'stdout')
     entry, missing = _reference_entry(cfg, len(raw.step.nodes))
-    ceiling, where = physical_ceiling(cfg.transport)
+    ceiling, where = bounds.bound(cfg.transport,
+                                  nodes=len(raw.step.nodes) or 1)
     return CaseEvidence(
         what=what, transport=cfg.transport, collective='all_reduce',
         nodes=len(raw.step.nodes), gpus_per_node=cfg.tasks_per_node,

@@ -241,7 +241,8 @@ def _check(settings, environ, before, found):
         return probe_evidence(
             atts, size, gpu_set, e, missing_reference='' if e else
             _no_reference(ref, system, partition, len(gpu_set), size),
-            site=site, judge_bandwidth=main or pair_entry is not None)
+            site=site, judge_bandwidth=main or pair_entry is not None,
+            node=before)
 
     def judge_probe(p, att, words):
         attempts.setdefault(p.gpus, []).append(att)

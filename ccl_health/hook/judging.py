@@ -97,14 +97,18 @@ def output_attempt(text, logs, exit_status, *, parse=None, benign=(),
 
 
 def probe_evidence(attempts, size, gpus, entry, missing_reference='',
-                   site=None, judge_bandwidth=True):
+                   site=None, judge_bandwidth=True, node=None):
     """The one case of a probe (an all_reduce on ``gpus``, every attempt
     of it): intra-node, one node, ``len(gpus)`` GPUs, the one ``size``
-    asked, the reference ``entry`` for that key (or why none)."""
+    asked, the reference ``entry`` for that key (or why none); the bound
+    of an impossible busbw from the NVLink links of ``gpus`` in the node
+    state ``node`` (NVML) where it has them."""
+    from ccl_health.judge import ceiling as bounds
     from ccl_health.judge.evidence import CaseEvidence
-    from ccl_health.judge.judge import physical_ceiling
     transports = getattr(site, 'transports', None) or {}
-    ceiling, source = physical_ceiling('intra', transports.get('intra'))
+    ceiling, source = bounds.bound(
+        'intra', nodes=1, site_transport=transports.get('intra'),
+        links=bounds.links_of_node(node, gpus))
     if entry is not None and size in entry.busbw:
         # the key the hook asks for is the entry at its one size (a program
         # that prints more sizes is judged on them all for everything else)

@@ -10,8 +10,11 @@ evidence and print or record what :func:`judge` returns.
 The health hook calls it once per probe attempt, or once with every
 attempt::
 
+    from ccl_health.judge import ceiling
     from ccl_health.judge.evidence import Attempt, CaseEvidence
     from ccl_health.judge.judge import judge
+    gbps, where = ceiling.bound('intra', nodes=1, links=ceiling.
+                                links_of_node(node_state, gpus))
     j = judge(CaseEvidence(
         what='all_reduce_perf', transport='intra', collective='all_reduce',
         nodes=1, gpus_per_node=8, expected_sizes=[probe.size],
@@ -29,7 +32,8 @@ attempt (``attempt 1 of 2: ...``).
 The rules, in order, per attempt: a kill or the program's own timeout is a
 ``hang``; no output at all is ``could-not-check``, unless a fatal WARN of
 its logs says what failed (then that WARN's verdict, as below); a
-non-finite value, a busbw above the physical ceiling or a time <= 0 is
+non-finite value, a busbw above the case's bound of an impossible value
+(:func:`ccl_health.judge.ceiling.bound`) or a time <= 0 is
 ``wrong-results``; wrong elements or out-of-bounds values are
 ``wrong-results``; a nonzero exit status or an error line is a ``crash``;
 a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
@@ -49,6 +53,7 @@ import dataclasses
 import re
 from typing import List, Optional
 
+from ccl_health.judge import ceiling as bounds
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 from ccl_health.judge.verdicts import Verdict, finite
 from ccl_health.units import format_size
@@ -169,7 +174,8 @@ def _header_sizes(result):
 
 def _impossible(rows, ceiling):
     """``(size, why)`` of the first row with a time <= 0 or a busbw above
-    the physical ceiling, else None."""
+    the case's bound (:func:`ccl_health.judge.ceiling.bound`), else
+    None."""
     for r in rows:
         for m in (r.out_of_place, r.in_place):
             if m is None:
@@ -180,8 +186,9 @@ def _impossible(rows, ceiling):
                     finite(m.busbw) and m.busbw < 0:
                 return r.size, 'negative bandwidth'
             if ceiling and finite(m.busbw) and m.busbw > ceiling:
-                return r.size, (f'busbw {m.busbw:.4g} GB/s above the '
-                                f'physical ceiling {ceiling:g} GB/s')
+                return r.size, (f'busbw {m.busbw:.4g} GB/s above '
+                                f'{ceiling:g} GB/s, the most this case '
+                                f'can reach')
     return None
 
 
@@ -211,9 +218,11 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: non-finite time or bandwidth (nan / inf) at '
             f'{len(bad)} size(s), first {bad[0]} B')
+    if ceiling is None:         # nothing known of the case: the generous bound
+        ceiling, ceiling_source = bounds.bound(None)
     imp = _impossible(rows, ceiling)
     if imp:
-        src = f' ({ceiling_source})' if 'ceiling' in imp[1] and \
+        src = f' ({ceiling_source})' if 'most this case' in imp[1] and \
             ceiling_source else ''
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: impossible value at {imp[0]} B: {imp[1]}{src}')
@@ -571,26 +580,3 @@ def judge(ev: CaseEvidence) -> Judgement:
     v, reason = _contended(ev, v, reason)
     return Judgement(v, reason, found, warns, pick + 1,
                      ev.attempts[pick].proof)
-
-
-def physical_ceiling(transport, site_transport=None):
-    """``(GB/s, where it comes from)``: the site's ``ceiling`` of the
-    transport (links x link speed) when it has one, else the transport
-    registry's bound; ``(None, '')`` for an unknown transport."""
-    ceil = getattr(site_transport, 'ceiling', None) if site_transport else None
-    if ceil:
-        gbps = float(ceil['links']) * float(ceil['link_gbps'])
-        return gbps, (f'site: {ceil["links"]} links x {ceil["link_gbps"]:g} '
-                      f'GB/s')
-    from ccl_health.sitedata import transports
-    if not transport:           # not known: the highest bound of any
-        t = max(transports.REGISTRY, key=lambda t: t.ceiling_gbps)
-        return t.ceiling_gbps, (f'transport registry: no transport known, '
-                                f'the highest bound ({t.name}) '
-                                f'{t.ceiling_gbps:g} GB/s')
-    t = transports.find(transport)
-    if t is None or not getattr(t, 'ceiling_gbps', None):
-        return None, ''
-    return t.ceiling_gbps, (f'transport registry: {t.name} at most '
-                            f'{t.ceiling_gbps:g} GB/s')
-

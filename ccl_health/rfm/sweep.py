@@ -21,7 +21,8 @@ from ccl_health import summary
 from ccl_health.evidence import collectives as C
 from ccl_health.judge import verdicts as V
 from ccl_health.judge.evidence import Attempt, CaseEvidence
-from ccl_health.judge.judge import judge, physical_ceiling
+from ccl_health.judge import ceiling as bounds
+from ccl_health.judge.judge import judge
 from ccl_health.evidence import warns as W
 from ccl_health.units import size_sweep
 
@@ -135,6 +136,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             stdout_path=stdout,
             site_transport=(site.transports.get(self.transport)
                             if site else None),
+            site_intra=site.transports.get('intra') if site else None,
             benign=site.benign_warns if site else (),
             node_states=self.node_states())
 
@@ -194,7 +196,8 @@ def sweep_evidence(result, exit_status, proof, ref_entry, *, what,
                    transport, collective, nodes, gpus_per_node, algo,
                    sizes_run, exact, missing_reference='', killed=None,
                    debug=None, log_paths=(), stdout_path=None,
-                   site_transport=None, benign=(), node_states=None):
+                   site_transport=None, benign=(), node_states=None,
+                   site_intra=None):
     """The sweep's evidence of one case, from what its stage holds (a pure
     function: no ReFrame).  A slurm time-limit line is a kill (``hang``);
     the WARN lines and per-rank versions are read from the debug logs and
@@ -208,7 +211,10 @@ def sweep_evidence(result, exit_status, proof, ref_entry, *, what,
             text = ''
     warn_list, versions = W.read_logs(
         log_paths, text, stdout_path or '', W.benign_patterns(benign))
-    ceiling, where = physical_ceiling(transport, site_transport)
+    ceiling, where = bounds.bound(
+        transport, nodes=nodes, site_transport=site_transport,
+        site_intra=site_intra, links=bounds.links_of_node(
+            (node_states or {}).get('before')))
     return CaseEvidence(
         what=what, transport=transport, collective=collective, nodes=nodes,
         gpus_per_node=gpus_per_node, ranks=(nodes or 1) * (gpus_per_node or 1),

@@ -37,8 +37,8 @@ class TransportSite:
     #: environment modules the run loads (e.g. a site's NCCL built with the
     #: plugin, ``nccl/2.19.4-ofi``)
     modules: List[str] = dataclasses.field(default_factory=list)
-    #: ``{links, link_gbps}``: the physical ceiling of a busbw
-    #: (:func:`ccl_health.judge.judge.physical_ceiling`); None: the registry's
+    #: ``{links, link_gbps}``: replaces the derived bound of an impossible
+    #: busbw (:func:`ccl_health.judge.ceiling.bound`); None: derived
     ceiling: Optional[dict] = None
 
 

@@ -16,7 +16,10 @@ A transport is a way NCCL / RCCL connects the ranks of a run:
 
 On one node the network transports are forced through the network by
 disabling P2P and SHM (:data:`ONE_NODE_NETWORK_ENV`); on several nodes NCCL
-must find the network by itself."""
+must find the network by itself.
+
+The bound of an impossible busbw is not a transport's constant: it is
+derived per case from the links (:func:`ccl_health.judge.ceiling.bound`)."""
 
 import dataclasses
 from typing import Optional
@@ -72,9 +75,6 @@ class Transport:
     #: fabric): where the site file has no entry, its checks are skipped,
     #: not failed
     optional: bool = False
-    #: GB/s no busbw of this transport can exceed (a bound above every
-    #: system's links x link speed); a site's ``ceiling`` replaces it
-    ceiling_gbps: float = 400.0
 
     def __str__(self):
         return self.name
@@ -116,10 +116,7 @@ class Transport:
 #: differ proves the weakest of them)
 REGISTRY = (
     Transport('intra', 'intra-node', 'intra-node only', None,
-              forces_network_on_one_node=False, ideal_from=IDEAL_NVLINK,
-              # NVLink 5: 18 links x 100 GB/s (both directions); NVLS
-              # busbw stays below it
-              ceiling_gbps=1800.0),
+              forces_network_on_one_node=False, ideal_from=IDEAL_NVLINK),
     Transport('net-socket', 'NET/Socket', 'NCCL socket transport', 'Socket'),
     Transport('net-ib', "NCCL's builtin NET/IB", "NCCL's builtin NET/IB",
               'IB', optional=True),
