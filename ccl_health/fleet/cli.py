@@ -123,6 +123,21 @@ def expand_hostlist(text: str) -> List[str]:
 
 # -- site ---------------------------------------------------------------------
 
+def _check_ceilings(site, cfg):
+    """The site's ceilings against the fleet's reference file
+    (:func:`ccl_health.sitedata.overrides.check_ceilings`); a reference
+    that does not load is left to the steps, which name it."""
+    if site is None or not cfg.reference:
+        return
+    from ccl_health.judge import reference
+    from ccl_health.sitedata import overrides
+    try:
+        ref = reference.load(cfg.reference)
+    except CclHealthError:
+        return
+    overrides.check_ceilings(site, ref)
+
+
 def load_site(args):
     """The site (or None) and its fleet configuration with the options'
     overrides."""
@@ -138,6 +153,7 @@ def load_site(args):
     cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
     from ccl_health.fleet import systemic
     systemic.switches(cfg)            # a bad topology stops us here
+    _check_ceilings(site, cfg)
     if args.round_limit is not None:
         if not args.round_limit > 0:
             raise CclHealthError('--round-limit: must be positive')
