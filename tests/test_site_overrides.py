@@ -201,7 +201,7 @@ def test_a_ceiling_is_compared_with_its_own_transport_only():
                                                      sock / 2), ref)
 
 
-# -- through the health hook ---------------------------------------------------
+# -- through the health hook --------------------------------------------------
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook', '--tests-prefix', REPLAY,
         '--launcher', os.path.join(FAKE, 'launch')]
@@ -281,3 +281,47 @@ def test_hook_ceiling_typo_is_one_line_not_a_drain(tmp_path):
                            f'transports.intra.ceiling: 18 links x 12.5 GB/s '
                            f'= 225 GB/s is below the reference '), line
     assert 'reference/local.yaml: partitions.gpu.entries[' in line, line
+
+
+def test_fleet_checks_the_site_ceiling_against_its_reference(tmp_path):
+    from ccl_health.fleet import cli
+    text = open(os.path.join(SITE_DIR, 'local.yaml')).read().replace(
+        '  intra:\n    env: {}\n', '  intra:\n    env: {}\n    ceiling: '
+        '{links: 18, link_gbps: 12.5}\n')
+    path = tmp_path / 'local.yaml'
+    path.write_text(text + f'fleet:\n  reference: {REF_DIR}/local.yaml\n')
+    args = cli.parser().parse_args(['--site', str(path), '--system',
+                                    'local'])
+    with pytest.raises(CclHealthError,
+                       match=r'transports\.intra\.ceiling: .* below the '
+                             r'reference .*local\.yaml: partitions\.gpu'):
+        cli.load_site(args)
+    # without a reference the fleet compares nothing with it
+    path.write_text(text)
+    cli.load_site(args)
+
+
+def test_sweep_refuses_a_site_ceiling_below_the_reference(tmp_path):
+    """The ReFrame sweep's door: the case fails in setup with the one
+    line naming both keys, before any job runs."""
+    pytest.importorskip('reframe')
+    d = tmp_path / 'site'
+    shutil.copytree(SITE_DIR, d)
+    text = (d / 'local.yaml').read_text()
+    (d / 'local.yaml').write_text(text.replace(
+        '  intra:\n    env: {}\n', '  intra:\n    env: {}\n    ceiling: '
+        '{links: 18, link_gbps: 12.5}\n', 1))
+    env = dict(os.environ, CCL_HEALTH_SITE_DIR=str(d),
+               CCL_HEALTH_ASSUME_GPUS='2:sm_90',
+               CCL_HEALTH_OUTPUT=str(tmp_path / 'out'))
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable),
+                                     'reframe'), '-C', 'config/settings.py',
+                        '-c', 'checks/collective_sweep.py', '--system',
+                        'local', '--dry-run', '-n',
+                        'AllReduceSweep%transport=intra'],
+                       env=env, cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode != 0
+    assert f'{d}/local.yaml: transports.intra.ceiling: 18 links x 12.5 ' \
+        f'GB/s = 225 GB/s is below the reference ' in p.stdout, \
+        p.stdout[-3000:]
