@@ -45,8 +45,10 @@ for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
 The test suite's table of upstream WARN strings (``upstream_formats.tsv``
 in the warns fixture folder) lists every string read (629, from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
 1.21.1), its class and a line built from it.  A site may declare patterns
-benign (site file ``benign_warns: [{pattern, why}]``): those are
-named as benign and never fail a case."""
+benign (site file ``benign_warns: [{pattern, why, overrides}]``): those
+are named as benign and never fail a case; a line of a fatal class only
+where the pattern names that class in ``overrides`` (checked when the site
+file is loaded: :mod:`ccl_health.sitedata.overrides`)."""
 
 import dataclasses
 import re
