@@ -28,32 +28,71 @@ def fleet(*args, cwd, env=None):
                           text=True, timeout=120)
 
 
-def test_simulated_run_writes_summary_page_and_records(tmp_path):
+def _simulate(tmp_path, *extra, env=None):
     plan = tmp_path / 'plan.json'
     plan.write_text(json.dumps({'bad_nodes': {'n3': 'crash'},
                                 'bad_links': [['n5', 'n9']],
                                 'stragglers': {'n7': 0.85}}))
     p = fleet('--simulate', str(plan), '--nodelist', 'n[1-16]', '--groups',
               '4', '--output', str(tmp_path / 'out'), '--json',
-              str(tmp_path / 's.json'), cwd=tmp_path)
+              str(tmp_path / 's.json'), *extra, cwd=tmp_path, env=env)
     assert p.returncode == 1, p.stderr
-    s = json.loads((tmp_path / 's.json').read_text())
+    return p, json.loads((tmp_path / 's.json').read_text())
+
+
+def test_simulated_run_writes_summary_and_page_saying_simulated(tmp_path):
+    # the site's database (CCL_HEALTH_DB) exists: a simulation without
+    # --db leaves it as it was, and creates none in the output folder
+    site_db = tmp_path / 'site.db'
+    from ccl_health.db import store
+    with store.open_store(str(site_db)):
+        pass
+    before = site_db.read_bytes()
+    p, s = _simulate(tmp_path, env={'CCL_HEALTH_DB': str(site_db)})
     assert set(s['bad']) == {'n3'}
     assert [l[:2] for l in s['suspect_links']] == [['n5', 'n9']]
     assert list(s['stragglers']) == ['n7'] and s['drained'] == []
     run_dir = tmp_path / 'out' / 'fleet' / s['run_id']
     page = (run_dir / 'fleet.html').read_text()
     assert '<svg' in page and 'n5 - n9' in page and 'straggler' in page
-    assert json.loads((run_dir / 'fleet.json').read_text())['bad'] == s['bad']
+    assert '<title>SIMULATED ccl-health fleet' in page
+    assert '<h1>SIMULATED Fleet acceptance' in page
+    doc = json.loads((run_dir / 'fleet.json').read_text())
+    assert doc['bad'] == s['bad'] and doc['simulated'] is True
+    assert 'records only with --db' in doc['recorded']
+    assert p.stdout.startswith('fleet: SIMULATED (scripts/fleet --simulate')
     assert 'BAD n3' in p.stdout and 'fleet: round 1 nodes' in p.stderr
+    assert site_db.read_bytes() == before
+    assert not os.path.exists(str(site_db) + '-wal') or \
+        os.path.getsize(str(site_db) + '-wal') == 0
+    assert not (tmp_path / 'out' / 'ccl-health.db').exists()
+
+
+def test_simulated_run_records_only_into_its_db_marked(tmp_path):
+    site_db, db = tmp_path / 'site.db', tmp_path / 'rehearsal.db'
+    p, s = _simulate(tmp_path, '--db', str(db),
+                     env={'CCL_HEALTH_DB': str(site_db)})
+    assert not site_db.exists()
+    assert json.loads((tmp_path / 'out' / 'fleet' / s['run_id'] /
+                       'fleet.json').read_text())['recorded'] == str(db)
     from ccl_health.db import store
-    with store.open_store(str(tmp_path / 'out' / 'ccl-health.db'),
-                          readonly=True) as db:
-        rows = db.cases()
+    with store.open_store(str(db), readonly=True) as st:
+        rows = st.cases()
     names = {r['case_name']: r['verdict'] for r in rows}
     assert names['fleet-node nodes n3'] == 'crash'
     assert names['fleet-pair pairs-1 n1-n2'] == 'pass'
     assert all(r['source'] == 'fleet' for r in rows)
+    assert {r['run_id'] for r in rows} == {
+        f'simulated-fleet-{s["run_id"]}'}
+    assert all(store.simulated(r) for r in rows)
+    # scripts/report failed: a rehearsal is no failure (nor an all-clear)
+    r = subprocess.run([os.path.join(REPO, 'scripts', 'report'), '--db',
+                        str(db), 'failed'], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert 'CRASH' not in r.stdout + r.stderr
+    assert 'nothing recorded in the last 24 h but' in r.stderr and \
+        f'simulated-fleet-{s["run_id"]}' in r.stderr, r.stderr
 
 
 def test_simulated_drain_names_only_bad_nodes(tmp_path):
@@ -288,3 +327,43 @@ def test_outside_an_allocation_one_salloc_then_steps_inside(fake_slurm):
     assert 'update nodename=n3 state=drain' in log
     steps = os.listdir(tmp / 'out' / 'fleet' / s['run_id'] / 'steps')
     assert any(f.endswith('-group.cmd') for f in steps)
+
+
+def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
+    from ccl_health.db import queries, store
+    from ccl_health.judge import history
+    db = str(tmp_path / 'mixed.db')
+    with store.open_store(db) as st:
+        st.add_case(store.CaseRecord(
+            run_id='night-1', case_name='AllReduce intra', verdict='crash',
+            system='local', partition='gpu', reason='a real crash'))
+        # a simulated series of busbw values ending in a collapse, and a
+        # simulated crash
+        for i in range(8):
+            st.add_case(store.CaseRecord(
+                run_id=f'{store.SIMULATED}fleet-{i}', case_name='fleet-pair '
+                'pairs-1 n1-n2', verdict='pass', system='local',
+                partition='gpu', nodes=2, ranks=2, collective='all_reduce',
+                transport='net-socket', time=f'2026-01-0{i + 1}T00:00:00',
+                sizes=[store.SizeRecord(1 << 30, 20.0 if i < 7 else 1.0)]))
+        st.add_case(store.CaseRecord(
+            run_id=f'{store.SIMULATED}fleet-7', case_name='fleet-node nodes '
+            'n3', verdict='crash', reason='crash (simulated)'))
+        lines = [line for _, line in queries.failures(
+            st, now=store.datetime.datetime(2026, 1, 8, 12, tzinfo=store
+                                            .datetime.timezone.utc))]
+        assert len(lines) == 1 and 'a real crash' in lines[0], lines
+        assert sum(queries.simulated_runs(st, 24 * 365 * 10).values()) == 9
+        assert history.detect(st.records()) == []
+        # the same rows as measured runs: the collapse is a drop
+        real = [dict(r, run_id=r['run_id'][len(store.SIMULATED):])
+                for r in st.records()]
+        assert [f.kind for f in history.detect(real)] == ['drop']
+    p = subprocess.run([os.path.join(REPO, 'scripts', 'report'), '--db', db,
+                        'failed'], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert 'CRASH: a real crash' in p.stdout
+    assert '(left out: 1 case(s) of 1 simulated run(s), simulated-fleet-7: ' \
+        in p.stdout
+    assert 'pairs-1' not in p.stdout

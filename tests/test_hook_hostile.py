@@ -161,6 +161,31 @@ def case_huge_limit(tmp_path):
     return {}, ['--limit', '1e9']
 
 
+def _site_edited(tmp_path, old, new):
+    """A copy of site/ whose local.yaml has ``old`` replaced by ``new``."""
+    d = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), d)
+    text = (d / 'local.yaml').read_text()
+    assert old in text
+    (d / 'local.yaml').write_text(text.replace(old, new, 1))
+    return {'CCL_HEALTH_SITE_DIR': str(d)}
+
+
+def case_site_match_all(tmp_path):
+    # a match-all benign_warns (it would silence every fault): the site
+    # file is refused, the healthy node is not drained
+    return _site_edited(tmp_path, 'transports:\n', 'benign_warns: '
+                        '[{pattern: ".*", why: x}]\ntransports:\n'), []
+
+
+def case_site_ceiling_typo(tmp_path):
+    # a ceiling below the reference (225 GB/s against 330.6): refused,
+    # never every node drained as wrong-results
+    return _site_edited(tmp_path, '  intra:\n    env: {}\n',
+                        '  intra:\n    env: {}\n    ceiling: {links: 18, '
+                        'link_gbps: 12.5}\n'), []
+
+
 #: name: (setup, fault of the node?, verdict the hook gives, exit)
 CASES = {
     'clean-env': (case_clean_env, False, 'pass', 0),
@@ -177,6 +202,9 @@ CASES = {
     'wrong-first-attempt': (case_wrong_first_attempt, True, 'wrong-results',
                             1),
     'huge-limit': (case_huge_limit, False, None, 2),
+    'site-match-all': (case_site_match_all, False, 'could-not-check', 2),
+    'site-ceiling-typo': (case_site_ceiling_typo, False, 'could-not-check',
+                          2),
 }
 
 
@@ -258,6 +286,13 @@ def test_hook(tmp_path, name):
         assert d['attempts'] == 1
     elif name == 'huge-limit':
         assert 'at most 86400' in lines[0]
+    elif name == 'site-match-all':
+        assert lines[0].startswith('COULD-NOT-CHECK: ') and \
+            "local.yaml: benign_warns[0].pattern: '.*' matches any line" \
+            in lines[0], lines[0]
+    elif name == 'site-ceiling-typo':
+        assert 'local.yaml: transports.intra.ceiling: 18 links x 12.5 GB/s' \
+            ' = 225 GB/s is below the reference ' in lines[0], lines[0]
 
 
 def test_no_database_named_records_nothing_where_it_runs(tmp_path):
@@ -392,7 +427,8 @@ def _run_nhc(prefix, tmp_path, env, limit=None, watchdog=10):
 
 NHC_CASES = ['clean-env', 'locked-db', 'startup-limit', 'hang',
              'dead-driver-known-count', 'dead-driver-unknown-count',
-             'fewer-gpus', 'wrong-first-attempt', 'foreign-no-reference']
+             'fewer-gpus', 'wrong-first-attempt', 'foreign-no-reference',
+             'site-match-all', 'site-ceiling-typo']
 
 
 @pytest.mark.parametrize('name', NHC_CASES)
@@ -442,7 +478,7 @@ def _tests_prefix_site(dst, env):
 
 SLURM_CASES = ['clean-env', 'locked-db', 'startup-limit', 'hang',
                'dead-driver-known-count', 'fewer-gpus',
-               'wrong-first-attempt']
+               'wrong-first-attempt', 'site-match-all', 'site-ceiling-typo']
 
 
 @pytest.mark.parametrize('name', SLURM_CASES)

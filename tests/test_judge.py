@@ -135,7 +135,8 @@ def test_a_benign_warn_is_named_and_passes():
     logs = _logs()
     w, v = warns.read_logs(logs, text, 'stdout', warns.benign_patterns(
         [{'pattern': 'progressing operation=Connect',
-          'why': 'seen at teardown on this fabric'}]))
+          'why': 'seen at teardown on this fabric',
+          'overrides': 'connection'}]))
     ev = case(text)
     ev.attempts[0].warns = w
     j = judge(ev)

@@ -192,6 +192,7 @@ def test_a_site_may_declare_an_upstream_fatal_string_benign():
            'local catastrophic error'
     assert warns.read_text(line)[0].fatal == 'connection'
     benign = warns.benign_patterns([{'pattern': r'mlx5_0:1 async fatal',
-                                     'why': 'port 1 of mlx5_0 is unused'}])
+                                     'why': 'port 1 of mlx5_0 is unused',
+                                     'overrides': 'connection'}])
     [w] = warns.read_text(line, benign=benign)
     assert w.fatal is None and w.benign == 'port 1 of mlx5_0 is unused'

@@ -93,16 +93,24 @@ def cmd_db(args):
                     n += 1
             print(f'{n} test case(s) recorded in {db.where}')
         elif args.db_cmd == 'failed':
+            sims = queries.simulated_runs(db, args.hours)
+            note = (f'(left out: {sum(sims.values())} case(s) of '
+                    f'{len(sims)} simulated run(s), '
+                    f'{", ".join(sorted(sims))}: scripts/fleet --simulate '
+                    f'rehearsals, not measurements)') if sims else ''
             found = queries.failures(db, args.hours)
             if found:
-                print('\n'.join(line for _, line in found))
+                print('\n'.join([line for _, line in found] +
+                                 ([note] if note else [])))
                 return verdict.exit_code(v for v, _ in found)
             window = [r for r in queries.runs(db)
                       if queries.when(r.last_time) >=
-                      queries.window_start(args.hours)]
+                      queries.window_start(args.hours) and
+                      not store.simulated(r.run_id)]
             print(f'nothing failed in the last {args.hours:g} h ('
                   f'{sum(r.cases for r in window)} case(s) in {len(window)} '
-                  f'run(s), all pass or skipped)')
+                  f'run(s), all pass or skipped)' + (f' {note}' if note
+                                                      else ''))
         elif args.db_cmd == 'runs':
             queries.check_not_empty(db)
             for r in queries.runs(db, args.last):

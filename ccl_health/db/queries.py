@@ -10,6 +10,7 @@ import datetime
 from typing import Dict, List
 
 from ccl_health import CclHealthError
+from ccl_health.db.store import simulated
 from ccl_health.judge.history import attribute, detect, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
@@ -154,15 +155,21 @@ def failures(store, since_hours=24, now=None):
     """What failed or could not be judged in the last ``since_hours`` (last
     night): ``[(Verdict, line)]``, broken cases first, then drops against
     history.  Nothing recorded in that window is an error, not an
-    all-clear."""
+    all-clear.  The cases of simulated runs (:func:`simulated_runs`) are
+    left out: a rehearsal is neither a failure nor an all-clear."""
     since = window_start(since_hours, now)
-    window = [c for c in store.cases() if when(c['time']) >= since]
+    window = [c for c in store.cases() if when(c['time']) >= since and
+              not simulated(c)]
     if not window:
-        newest = runs(store, 1)
+        newest = [r for r in runs(store) if not simulated(r.run_id)][:1]
+        sims = simulated_runs(store, since_hours, now)
         raise CclHealthError(
             f'{store.where}: nothing recorded in the last {since_hours:g} h'
+            + (f' but {sum(sims.values())} case(s) of simulated run(s) '
+               f'{", ".join(sorted(sims))}' if sims else '')
             + (f' (newest run: {newest[0].run_id} at {newest[0].last_time})'
-               if newest else ' (the database holds no runs)'))
+               if newest else ' (the database holds no measured runs)'
+               if sims else ' (the database holds no runs)'))
     out = []
     for c in window:
         if _bad(c['verdict']):
@@ -178,6 +185,18 @@ def failures(store, since_hours=24, now=None):
                                 accepted=store.acceptances())
              if f.run_id in recent and f.kind != 'recovery']
     out += [(Verdict.DROP, line) for line in drop_lines(found, cases)]
+    return out
+
+
+def simulated_runs(store, since_hours=24, now=None):
+    """``{run id: cases}`` of the simulated runs (``scripts/fleet
+    --simulate --db``) in the last ``since_hours``: left out of
+    :func:`failures`, named beside it."""
+    since = window_start(since_hours, now)
+    out = {}
+    for c in store.cases():
+        if simulated(c) and when(c['time']) >= since:
+            out[c['run_id']] = out.get(c['run_id'], 0) + 1
     return out
 
 

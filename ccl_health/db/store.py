@@ -90,6 +90,22 @@ _MIGRATIONS = {
     ],
 }
 
+#: the run id of every case a simulation wrote starts with this
+#: (``scripts/fleet --simulate PLAN --db DB``): a rehearsal, never a
+#: measurement; ``report failed`` and the history leave it out
+#: (:func:`simulated`)
+SIMULATED = 'simulated-'
+
+
+def simulated(row):
+    """Whether a case or record row (a dict with ``run_id``), a
+    :class:`CaseRecord` or a run id is of a simulated run."""
+    run_id = row if isinstance(row, str) else (
+        row.get('run_id') if isinstance(row, dict) else
+        getattr(row, 'run_id', ''))
+    return str(run_id or '').startswith(SIMULATED)
+
+
 #: the columns of an acceptance that name what it accepts (None: any)
 ACCEPT_KEY = ('system', 'partition', 'transport', 'collective', 'nodes',
               'ranks', 'algo', 'kind', 'size')

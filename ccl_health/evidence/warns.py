@@ -45,8 +45,10 @@ for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
 The test suite's table of upstream WARN strings (``upstream_formats.tsv``
 in the warns fixture folder) lists every string read (629, from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
 1.21.1), its class and a line built from it.  A site may declare patterns
-benign (site file ``benign_warns: [{pattern, why}]``): those are
-named as benign and never fail a case."""
+benign (site file ``benign_warns: [{pattern, why, overrides}]``): those
+are named as benign and never fail a case; a line of a fatal class only
+where the pattern names that class in ``overrides`` (checked when the site
+file is loaded: :mod:`ccl_health.sitedata.overrides`)."""
 
 import dataclasses
 import re
@@ -194,12 +196,17 @@ def fatal_class(text):
 
 def classify(text, source='', benign: Sequence = ()):
     """A :class:`Warn` for the WARN ``text``; ``benign``: ``[(regex or
-    pattern text, why)]`` of the site."""
-    for pattern, why in benign or ():
+    pattern text, why[, overrides])]`` of the site
+    (:func:`benign_patterns`).  A benign pattern silences a line of a
+    fatal class only where it names that class in ``overrides``: a pattern
+    that names none (or another) leaves the line fatal."""
+    cls = fatal_class(text)
+    for pattern, why, *rest in benign or ():
         rx = pattern if hasattr(pattern, 'search') else re.compile(pattern)
-        if rx.search(text):
+        if rx.search(text) and (cls is None or cls in (rest[0] if rest
+                                                        else ())):
             return Warn(text, source, None, why or 'declared benign')
-    return Warn(text, source, fatal_class(text), None)
+    return Warn(text, source, cls, None)
 
 
 def read_text(text, source='', benign: Sequence = ()) -> List[Warn]:
@@ -227,10 +234,118 @@ def read_files(paths, benign: Sequence = ()) -> List[Warn]:
 
 
 def benign_patterns(site_list):
-    """``[(compiled regex, why)]`` from a site file's ``benign_warns``
-    (``[{pattern, why}]``)."""
-    return [(re.compile(d['pattern']), d.get('why', ''))
+    """``[(compiled regex, why, overrides)]`` from a site file's
+    ``benign_warns`` (``[{pattern, why, overrides}]``, checked when the
+    site file is loaded: :mod:`ccl_health.sitedata.overrides`);
+    ``overrides``: the fatal classes (:data:`FATAL`) the pattern may
+    silence, a tuple."""
+    return [(re.compile(d['pattern']), d.get('why', ''),
+             override_classes(d.get('overrides')))
             for d in site_list or () if d.get('pattern')]
+
+
+def override_classes(value):
+    """The fatal classes a ``benign_warns`` item's ``overrides`` names (a
+    class name or a list of them) as a tuple; ``()`` for none."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+#: the names of the fatal classes, in :data:`FATAL`'s order
+FATAL_CLASSES = tuple(name for name, _ in FATAL)
+
+#: ``(class, WARN text)``: lines of each fatal class, each built from an
+#: upstream format string (the file that prints it is named), the text
+#: after ``NCCL WARN`` as :func:`classify` sees it.  What a site's
+#: ``benign_warns`` pattern is tried on (:func:`fatal_samples`).
+#: TODO: read these from the package's table of upstream WARN strings once
+#: it is there, instead of this short list.
+_FATAL_SAMPLES = (
+    # src/include/checks.h (CUDACHECK, CUCHECK), RCCL's older HIP form
+    ('cuda', "Cuda failure 'an illegal memory access was encountered'"),
+    ('cuda', "Cuda failure 'unspecified launch failure'"),
+    ('cuda', "HIP failure 'an illegal memory access was encountered'"),
+    ('cuda', "Cuda failure 2 'out of memory'"),
+    # src/proxy.cc; RCCL src/proxy.cc; NVIDIA/nccl src/transport/net.cc
+    ('cuda', '[Proxy Service] Failed to set CUDA device 3'),
+    ('cuda', 'Failed to create CUDA context on device 3'),
+    ('cuda', 'failed to peer with device 3: 217 peer access is not '
+             'supported between these two devices'),
+    # aws-ofi-nccl src/nccl_ofi_cuda.cpp
+    ('cuda', 'NET/OFI cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY'),
+    ('cuda', 'NET/OFI Failed to query CUDA driver version.'),
+    # src/transport/net_ib.cc (2.18), net_ib/p2p.cc, net_ib/common.cc
+    ('connection', 'NET/IB : Got completion from peer 10.1.2.3<51234> with '
+                   'error 12, opcode 0, len 0, vendor err 129'),
+    ('connection', 'NET/IB: Got completion from peer 10.1.2.3<51234> with '
+                   'status=transport retry counter exceeded(12) opcode=Send'
+                   '(0) vendor_err=129 hca mlx5_0'),
+    ('connection', 'NET/IB : mlx5_0:1 async fatal event: local '
+                   'catastrophic error'),
+    # src/proxy.cc, src/misc/socket.cc, src/transport/net_socket.cc
+    ('connection', '[Service thread] Error encountered progressing '
+                   'operation=Connect, res=3, closing connection'),
+    ('connection', 'Proxy Call to rank 3 failed (Connect)'),
+    ('connection', 'Net : Connection closed by remote peer '
+                   'nid001234<41234>'),
+    ('connection', 'socketProgress: Connection closed by remote peer '
+                   'nid001234<41234>'),
+    ('connection', 'NET/Socket : socket progress error'),
+    ('connection', 'socketStartConnect: exceeded retries (35)'),
+    # aws-ofi-nccl src/platform-aws.cpp, src/nccl_ofi_rdma.cpp
+    ('connection', 'NET/OFI Request 0x7f3a2c000b80 (send) completed with '
+                   'error: err: 5, flags: 4096, prov_errno: 15, strerror: '
+                   'Input/output error, len: 4096'),
+    ('connection', 'NET/OFI fi_sendmsg (eager) failed; RC: -5, Error: '
+                   'Input/output error'),
+    # src/misc/ibvwrap.cc, src/transport/net_ib/reg.cc; aws-ofi-nccl
+    # src/nccl_ofi_sendrecv.cpp, src/nccl_ofi_rdma.cpp
+    ('memory-registration', 'Call to ibv_reg_mr failed with error Cannot '
+                            'allocate memory'),
+    ('memory-registration', 'NET/IB: could not find mr 0x7f3a2c000b80 '
+                            'inside cache of 12 entries'),
+    ('memory-registration', 'NET/OFI Unable to register memory (type = 1) '
+                            'for device 0. RC: -22, Error: Invalid '
+                            'argument'),
+    ('memory-registration', 'NET/OFI Could not register memory on data '
+                            'rail 0 with flag 2'),
+    ('memory-registration', 'NET/OFI Failed call to reg_mr: -12'),
+    ('memory-registration', 'NET/OFI MR key allocation failed'),
+    ('memory-registration', 'NET/OFI Error de-registering MR'),
+    # src/include/checks.h, src/proxy.cc, src/misc/socket.cc,
+    # src/misc/shmutils.cc; aws-ofi-nccl src/nccl_ofi_rdma.cpp
+    ('internal', 'Allocation failed'),
+    ('internal', 'Call to posix_memalign failed: Cannot allocate memory'),
+    ('internal', 'Thread creation failed: Resource temporarily '
+                 'unavailable'),
+    ('internal', 'Proxy append out of bounds'),
+    ('internal', 'ncclSocketConnect: wrong socket state 3'),
+    ('internal', 'Rank 3 has no transport for Send peer 5 on channel 2/4'),
+    ('internal', 'Error while creating shared memory segment '
+                 '/dev/shm/nccl-Xk2Lq1 (size 9637888)'),
+    ('internal', 'NET/OFI Unexpected type (3) for message 5'),
+    # src/plugin/net.cc, src/bootstrap.cc, src/transport/net_socket.cc;
+    # aws-ofi-nccl src/nccl_ofi_net.cpp, src/nccl_ofi_rdma.cpp,
+    # src/nccl_ofi_api.cpp, src/nccl_ofi_sendrecv.cpp
+    ('plugin-init', 'Failed to initialize any NET plugin'),
+    ('plugin-init', 'Bootstrap : no socket interface found'),
+    ('plugin-init', 'NET/Socket : no interface found'),
+    ('plugin-init', 'NET/OFI OFI fi_getinfo() call failed: No data '
+                    'available'),
+    ('plugin-init', "NET/OFI Couldn't open a fabric provider. RC: -61, "
+                    'ERROR: No data available'),
+    ('plugin-init', 'NET/OFI Failed to initialize rdma protocol'),
+    ('plugin-init', 'NET/OFI Initializing plugin failed'),
+    ('plugin-init', 'NET/OFI Insufficient Libfabric devices found'),
+)
+
+
+def fatal_samples():
+    """``[(class, WARN text)]``: lines of every fatal class built from the
+    upstream format strings, for checking what a site's ``benign_warns``
+    pattern would silence (:mod:`ccl_health.sitedata.overrides`)."""
+    return list(_FATAL_SAMPLES)
 
 
 #: NCCL / RCCL print their version once per rank at init

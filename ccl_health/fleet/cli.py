@@ -73,7 +73,9 @@ def parser(prog='scripts/fleet'):
     p.add_argument('--max-parallel', type=int, metavar='N',
                    help='steps at once (default 512)')
     p.add_argument('--db', help='the performance database (default '
-                   '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
+                   '$CCL_HEALTH_DB, else <output>/ccl-health.db; with '
+                   '--simulate only this: a simulation records nothing '
+                   'without it, and its rows are marked simulated)')
     p.add_argument('--no-record', action='store_true',
                    help='record nothing in the performance database')
     p.add_argument('--simulate', metavar='PLAN', help='no Slurm: run the '
@@ -123,6 +125,21 @@ def expand_hostlist(text: str) -> List[str]:
 
 # -- site ---------------------------------------------------------------------
 
+def _check_ceilings(site, cfg):
+    """The site's ceilings against the fleet's reference file
+    (:func:`ccl_health.sitedata.overrides.check_ceilings`); a reference
+    that does not load is left to the steps, which name it."""
+    if site is None or not cfg.reference:
+        return
+    from ccl_health.judge import reference
+    from ccl_health.sitedata import overrides
+    try:
+        ref = reference.load(cfg.reference)
+    except CclHealthError:
+        return
+    overrides.check_ceilings(site, ref)
+
+
 def load_site(args):
     """The site (or None) and its fleet configuration with the options'
     overrides."""
@@ -138,6 +155,7 @@ def load_site(args):
     cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
     from ccl_health.fleet import systemic
     systemic.switches(cfg)            # a bad topology stops us here
+    _check_ceilings(site, cfg)
     if args.round_limit is not None:
         if not args.round_limit > 0:
             raise CclHealthError('--round-limit: must be positive')
@@ -337,19 +355,34 @@ def decide_drains(summary, cfg, sched, force=False, output_dir=None):
         resume.note_drains(output_dir, summary['drain_reasons'])
 
 
+def record_to(args):
+    """The database a run records into, or None: ``--no-record`` none; a
+    simulation (``--simulate``) only the ``--db`` of its command line,
+    never ``$CCL_HEALTH_DB`` or the output folder's (a rehearsal in the
+    site's database reads as real failures); else ``--db``, then
+    :func:`ccl_health.outputs.database`."""
+    if args.no_record:
+        return None
+    if getattr(args, 'simulate', None):
+        return args.db or None
+    return args.db or outputs.database()
+
+
 def _keep(summary, args, cfg):
-    """The summary of a run into ``--json`` and, unless ``--no-record``,
-    the performance database (a database that cannot take it is said, never
-    an error: the run's verdict stands)."""
+    """The summary of a run into ``--json`` and the database of
+    :func:`record_to` (a database that cannot take it is said, never an
+    error: the run's verdict stands)."""
     if args.json:
         with open(args.json, 'w') as fp:
             json.dump(summary, fp, indent=1)
-    if not args.no_record:
-        try:
-            report.record(summary, args.db or outputs.database(), cfg)
-        except Exception as err:
-            print(f'fleet: (not recorded in the performance database: '
-                  f'{err})', file=sys.stderr)
+    db = record_to(args)
+    if db is None:
+        return
+    try:
+        report.record(summary, db, cfg)
+    except Exception as err:
+        print(f'fleet: (not recorded in the performance database: '
+              f'{err})', file=sys.stderr)
 
 
 def run_resume(args, site, cfg, run_id):
@@ -469,6 +502,7 @@ def _main(argv, prog):
     summary = Fleet(nodes, sched, cfg, unavailable=unavailable,
                     actions=site.actions if site else None).run()
     summary['run_id'] = run_id
+    summary['simulated'] = bool(args.simulate)
     summary['system'] = site.system if site else (args.system or '')
     summary['partition'] = args.partition or os.environ.get(
         'SLURM_JOB_PARTITION', '')
@@ -482,6 +516,9 @@ def _main(argv, prog):
         summary['timeline'] = {n: state[n]['events'] for n in sorted(state)
                                if n in set(nodes) | set(summary['drained'])}
     path = os.path.join(run_dir, 'fleet.json')
+    db = record_to(args)
+    summary['recorded'] = db or ('nothing: a simulation records only with '
+                                 '--db' if args.simulate else 'nothing')
     report.write(summary, run_dir)
     _keep(summary, args, cfg)
     print(summary_text(summary, path), flush=True)

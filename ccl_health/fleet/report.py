@@ -2,7 +2,9 @@
 (the page: per-node busbw distribution with the outliers marked, the
 node-pair matrix or, for many nodes, the list of failed pairs, the rounds
 on a timeline; inline SVG, no plotting library), and one record per step
-in the performance database (:mod:`ccl_health.db.store`)."""
+in the performance database (:mod:`ccl_health.db.store`).  A simulated
+run (``summary['simulated']``) says so on the page and in the run id of
+its records (:data:`ccl_health.db.store.SIMULATED`)."""
 
 import html
 import json
@@ -19,7 +21,7 @@ MATRIX_MAX = 64
 #: the head of both pages (the fleet run and the back-to-service run)
 _HEAD = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<title>ccl-health fleet {{ s.run_id }}</title>
+<title>{{ 'SIMULATED ' if s.get('simulated') else '' }}ccl-health fleet {{ s.run_id }}</title>
 <style>
 body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 1.5em 2em;
        color: #222; max-width: 1150px; }
@@ -34,7 +36,11 @@ th { background: #eee; }
 </style></head><body>
 """
 
-_TEMPLATE = _HEAD + """<h1>Fleet acceptance {{ s.run_id }}</h1>
+_TEMPLATE = _HEAD + """<h1>{{ 'SIMULATED ' if s.get('simulated') else '' }}Fleet acceptance {{ s.run_id }}</h1>
+{% if s.get('simulated') %}<p class="bad">SIMULATED: scripts/fleet --simulate
+rehearsed the procedure on the simulated scheduler with a fault plan; no node
+was measured and nothing here is a finding about the machine (recorded:
+{{ s.get('recorded') or 'nothing' }}).</p>{% endif %}
 <p class="note">{{ s.system }} {{ s.partition }}: {{ s.nodes_checked }} nodes
 checked in {{ '%.0f' % s.seconds }} s over {{ s.rounds|length }} rounds.</p>
 <table>
@@ -305,7 +311,8 @@ def write(summary, run_dir):
 def cases(summary, cfg) -> List:
     """One :class:`~ccl_health.db.store.CaseRecord` per step of the run."""
     from ccl_health.db import store
-    run_id = f'fleet-{summary.get("run_id", "")}'
+    run_id = (store.SIMULATED if summary.get('simulated') else '') + \
+        f'fleet-{summary.get("run_id", "")}'
     out = []
     for r in summary['rounds']:
         for i, res in enumerate(r['results']):

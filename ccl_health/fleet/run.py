@@ -642,6 +642,11 @@ def summary_text(summary, path=None):
              f'{len(s.get("suspect_groups", []))} suspect groups, '
              f'{len(s["stragglers"])} stragglers, '
              f'{len(s["could_not_check"])} could not be checked']
+    if s.get('simulated'):
+        lines.insert(0, f'fleet: SIMULATED (scripts/fleet --simulate: a '
+                        f'rehearsal on the simulated scheduler, no node was '
+                        f'measured); recorded: '
+                        f'{s.get("recorded") or "nothing"}')
     acts = s.get('actions') or {}
     for f in s.get('systemic') or []:
         lines.append(f'  SYSTEMIC: {f["reason"]}')

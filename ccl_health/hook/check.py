@@ -134,6 +134,7 @@ def _check(settings, environ, before, found):
     from ccl_health.judge import node as node_judge
     from ccl_health.judge import reference
     from ccl_health.judge.judge import judge
+    from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
     t0 = settings.t0
     gpus = node.detect_gpus(environ, whole_node=True)
@@ -181,6 +182,7 @@ def _check(settings, environ, before, found):
     env = dict(settings.env)
     try:
         ref = reference.load_for_system(settings.reference_dir, system)
+        overrides.check_ceilings(site, ref)
     except CclHealthError as err:
         raise CouldNotCheck(str(err)) from None
     try:

@@ -301,10 +301,11 @@ def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
 
 def _series(records):
     """{(key, size): [record, ...]} in time order (key: :func:`series_key`)."""
+    from ccl_health.db.store import simulated
     out = {}
     for r in sorted(records, key=lambda r: (r['time'], r['run_id'])):
-        if r.get('size') is None or r.get('busbw') is None:
-            continue
+        if r.get('size') is None or r.get('busbw') is None or simulated(r):
+            continue       # a simulated run's numbers are not measurements
         out.setdefault((series_key(r), r['size']), []).append(r)
     return out
 

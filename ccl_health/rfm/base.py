@@ -23,6 +23,7 @@ from ccl_health.db import recorder
 from ccl_health.judge import reference  # noqa: E402
 from ccl_health.sitedata import transports as registry
 from ccl_health.db.aborted import CASE_FILE
+from ccl_health.sitedata import overrides
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata import sysconfig
 from ccl_health.evidence import debuglog as tproof
@@ -109,6 +110,7 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
                                         self.current_system.name)
             self._ref = reference.load_for_system(self.reference_dir,
                                                   self.current_system.name)
+            overrides.check_ceilings(self._site, self._ref)
         except CclHealthError as err:
             # a ReFrame error: one clear line, no traceback
             raise ReferenceParseError(str(err)) from None

@@ -19,7 +19,7 @@ import shlex
 from typing import Dict, List, Optional
 
 from ccl_health import CclHealthError, read_text, shell
-from ccl_health.sitedata import schemas
+from ccl_health.sitedata import overrides, schemas
 from ccl_health.sitedata import transports as registry
 from ccl_health.units import parse_size
 
@@ -39,6 +39,8 @@ class TransportSite:
     modules: List[str] = dataclasses.field(default_factory=list)
     #: ``{links, link_gbps}``: replaces the derived bound of an impossible
     #: busbw (:func:`ccl_health.judge.ceiling.bound`); None: derived
+    #: Never below a reference value of the transport
+    #: (:func:`ccl_health.sitedata.overrides.check_ceilings`)
     ceiling: Optional[dict] = None
 
 
@@ -85,7 +87,8 @@ class Site:
     #: the ``fleet`` block as written (schema-checked; defaults and checks:
     #: :class:`ccl_health.fleet.config.FleetConfig`); ``None``: none
     fleet: Optional[dict] = None
-    #: ``[{pattern, why}]``: NCCL WARN lines declared benign
+    #: ``[{pattern, why, overrides}]``: NCCL WARN lines declared benign,
+    #: checked against the fatal classes (:mod:`ccl_health.sitedata.overrides`)
     benign_warns: List[dict] = dataclasses.field(default_factory=list)
     #: the ``actions`` block (:mod:`ccl_health.judge.actions`): {name:
     #: action} overriding the defaults; empty: none
@@ -198,7 +201,7 @@ def parse(text, path='<site>', system=None):
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
                 _fleet(doc.get('fleet'), path),
-                list(doc.get('benign_warns', [])),
+                overrides.check_benign(doc.get('benign_warns'), path),
                 _actions(doc.get('actions'), path))
 
 
