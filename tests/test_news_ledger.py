@@ -59,10 +59,6 @@ def mail(db, n, tell=True):
     return told
 
 
-def _open(url):
-    return store.open_store(url)
-
-
 @pytest.fixture
 def db(tmp_path):
     with store.open_store(str(tmp_path / 'perf.db')) as s:
@@ -186,7 +182,8 @@ def test_a_drop_against_history_is_told_once_and_its_recovery(db):
     rec = [ln for ln in m[8].lines if ln.startswith('recovered: ')]
     assert len(rec) == 3 and m[8].code == 0, m[8].lines
     assert any(ln.startswith('recovered: DROP local/gpu/net-socket '
-                             'all_reduce 1n/2r 64MiB: 2.00 GB/s') for ln in rec)
+                             'all_reduce 1n/2r 64MiB: 2.00 GB/s')
+               for ln in rec)
     assert _count(m, 'DROP ') == 1 + 2      # the drop line, 2 recovered
     assert _count(m, 'recovered: ') == 3
 
@@ -388,7 +385,6 @@ def test_a_failed_publish_prints_the_news_and_never_tells_it_twice(
     assert 'nothing new, still failing' in out[0] and \
         not any(ln.startswith('CRASH') for ln in out)
     assert out[-1].startswith('could not publish: ')
-    monkeypatch.undo()
 
 
 def test_a_night_left_running_is_marked_killed_and_its_news_told(
