@@ -14,17 +14,29 @@ intermittent) of the keys just measured, the report page regenerated into
 for cron mail: one all-clear line when nothing is new, else one line per
 new failure and new finding (with the ``changed:`` lines of history).
 
-"New" is judged against the last *complete* night of the same keys: a night
-whose jobs were cancelled (maintenance: ``scancel``, SIGTERM) has its cases
-in flight recorded as ``aborted`` (:mod:`ccl_health.db.aborted`), is listed
-as aborted on the index, and is never what the next night compares with.
+The news is the difference between what the night measured and what
+the mails told before (the ledger, :mod:`ccl_health.news`): each change
+(a new failure, a worsening, a new finding, a recovery) is told once.  The
+lines are printed first, recorded as told next, and only then published:
+a night killed, crashed or unable to publish loses no news (the next night
+tells what was never told), and a publishing error (disk full, read-only
+folder) adds one ``could not publish:`` line.  A night whose jobs were
+cancelled (maintenance: ``scancel``, SIGTERM) has its cases in flight
+recorded as ``aborted`` (:mod:`ccl_health.db.aborted`) and is listed as
+aborted on the index; its news is told by the next night.  A nightly
+killed outright takes its main command along (a parent-death signal), and
+the next night marks its night ``killed``.
 
 Exit status (:data:`EXIT_NOTHING_NEW` ...): 0 nothing new (a recovery alone
-is news, not work), 1 something new needs a person, 2 the nightly could not
-run (no report, the database unreachable, a bad option), 3 skipped: another
+is news, not work), 1 something new needs a person (it wins over 2: the
+news is never hidden behind a tool's problem), 2 nothing measured or fewer
+cases than the last complete night (what was not measured and why are
+named), or the nightly could not run (the database unreachable, a bad
+option), or a quiet night could not be published, 3 skipped: another
 nightly holds the lock, 4 the night was aborted (its jobs cancelled)."""
 
 import argparse
+import contextlib
 import datetime
 import html
 import json
@@ -34,14 +46,14 @@ import socket
 import subprocess
 import sys
 
-from ccl_health import CclHealthError, outputs
+from ccl_health import CclHealthError, news, outputs
 from ccl_health.judge import history
 from ccl_health.db import queries
 from ccl_health.db import store
 from ccl_health.judge import verdicts as V
 
-EXIT_NOTHING_NEW = 0
-EXIT_NEW = 1
+EXIT_NOTHING_NEW = news.EXIT_NOTHING_NEW
+EXIT_NEW = news.EXIT_NEW
 EXIT_COULD_NOT_RUN = 2
 EXIT_SKIPPED = 3
 EXIT_ABORTED = 4
@@ -61,7 +73,7 @@ def _db_errors():
 DB_ERRORS = _db_errors()
 
 #: what a finding is called in the mail; a recovery is news, not work
-NEEDS_A_PERSON = ('drop', 'drift', 'intermittent')
+NEEDS_A_PERSON = news.NEEDS_A_PERSON
 
 
 # -- the history findings of one run (also what scripts/run ends with) ----
@@ -129,37 +141,6 @@ def needs_a_person(findings):
     return any(f.kind in NEEDS_A_PERSON for f in findings)
 
 
-# -- failures -------------------------------------------------------------
-
-def _bad(verdict):
-    v = queries.stored_verdict(verdict)
-    return V.exit_code([v]) != 0
-
-
-def new_failures(cases, run_id, prev):
-    """Case rows of ``run_id`` that failed or could not be judged where the
-    same case of ``prev`` had another verdict (all of them without a
-    ``prev``); and the count of those that failed the same way before."""
-    before = {c['case_name']: c['verdict'] for c in cases
-              if prev and c['run_id'] == prev}
-    new, same = [], 0
-    for c in cases:
-        if c['run_id'] != run_id or not _bad(c['verdict']):
-            continue
-        if before.get(c['case_name']) == c['verdict']:
-            same += 1
-        else:
-            new.append(c)
-    return new, same
-
-
-def failure_line(c):
-    reason = ' '.join((c['reason'] or '').split())
-    if len(reason) > 160:
-        reason = reason[:157] + '...'
-    return f'{c["verdict"].upper()} {c["case_name"]}: {reason}'
-
-
 # -- publishing -----------------------------------------------------------
 
 NIGHT_FILE = 'night.json'
@@ -196,40 +177,86 @@ def night_folder(publish, night, run_id):
         name = f'{night}.{n}'
 
 
+def _has_page(publish, night):
+    return os.path.isfile(os.path.join(publish, 'nights', night['folder'],
+                                       'index.html'))
+
+
 def write_index(publish):
     """``<publish>/index.html``: every night, newest first, with its
-    status and its mail lines; ``latest`` points at the newest."""
+    status and its mail lines, a link to its page where one was written;
+    ``latest`` points at the newest night with a page.  Returns the
+    folder ``latest`` points at, or None."""
     nights = sorted(_nights(publish), key=lambda n: n.get('started', ''),
                     reverse=True)
     rows = []
     for n in nights:
         lines = '<br>'.join(html.escape(x) for x in n.get('lines', []))
+        name = html.escape(n['folder'])
+        link = (f'<a href="nights/{name}/index.html">{name}</a>'
+                if _has_page(publish, n) else name)
         rows.append(f'<tr class="{html.escape(n.get("status", ""))}">'
-                    f'<td><a href="nights/{html.escape(n["folder"])}/'
-                    f'index.html">{html.escape(n["folder"])}</a></td>'
+                    f'<td>{link}</td>'
                     f'<td>{html.escape(n.get("status", ""))}</td>'
                     f'<td>{html.escape(n.get("where", ""))}</td>'
                     f'<td><code>{lines}</code></td></tr>')
+    paged = [n for n in nights if _has_page(publish, n)]
+    latest = ('<p><a href="latest/index.html">latest</a></p>' if paged
+              else '')
     page = ('<!doctype html><html><head><meta charset="utf-8">'
             '<title>ccl-health nights</title><style>body{font-family:'
             'sans-serif} td{padding:4px 8px;vertical-align:top;border-bottom:'
-            '1px solid #eee} .new,.could-not-run{background:#fde} '
-            '.aborted{background:#ffe}</style></head><body>'
-            '<h1>ccl-health nights</h1><p><a href="latest/index.html">'
-            'latest</a></p><table><tr><th>night</th><th>status</th>'
-            '<th>where</th><th>mail</th></tr>' + ''.join(rows) +
-            '</table></body></html>')
+            '1px solid #eee} .new,.could-not-run,.not-measured,.killed'
+            '{background:#fde} .aborted{background:#ffe}</style></head><body>'
+            '<h1>ccl-health nights</h1>' + latest + '<table><tr><th>night'
+            '</th><th>status</th><th>where</th><th>mail</th></tr>' +
+            ''.join(rows) + '</table></body></html>')
     tmp = os.path.join(publish, '.index.html.tmp')
     with open(tmp, 'w') as fp:
         fp.write(page)
     os.replace(tmp, os.path.join(publish, 'index.html'))
-    if nights:
-        link = os.path.join(publish, 'latest')
-        tmp = link + '.tmp'
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-        os.symlink(os.path.join('nights', nights[0]['folder']), tmp)
-        os.replace(tmp, link)
+    if not paged:
+        return None
+    link = os.path.join(publish, 'latest')
+    tmp = link + '.tmp'
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(os.path.join('nights', paged[0]['folder']), tmp)
+    os.replace(tmp, link)
+    return paged[0]['folder']
+
+
+def _alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, ValueError, TypeError):
+        return True
+    return True
+
+
+def mark_killed(publish):
+    """Nights left ``running`` by a nightly that is gone (killed, or
+    crashed): marked ``killed``.  Called holding the lock, so no other
+    nightly of this folder runs; a night whose process still lives on
+    this host is left alone.  Returns {run id: what befell it} (the ledger
+    tells their news, :func:`ccl_health.news.night`)."""
+    out = {}
+    host = socket.gethostname()
+    for n in _nights(publish):
+        if n.get('status') != 'running':
+            continue
+        pid = n.get('pid')
+        if pid and n.get('host') == host and _alive(pid):
+            continue
+        folder = n.pop('folder')
+        n.update(status='killed', lines=n.get('lines', []) + [
+            f'KILLED: the nightly (pid {pid or "?"}) ended before its mail; '
+            f'the next night tells its news'])
+        _write_meta(os.path.join(publish, 'nights', folder), n)
+        out[n['run_id']] = f'night {folder} killed'
+    return out
 
 
 # -- the night ------------------------------------------------------------
@@ -278,10 +305,9 @@ def night(args):
 def _night_locked(args, publish):
     now = datetime.datetime.now()
     night_name = args.night or now.strftime('%Y-%m-%d')
-    run_id = (f'nightly-{now.strftime("%Y%m%dT%H%M%S")}-'
+    run_id = (f'{news.RUN_PREFIX}{now.strftime("%Y%m%dT%H%M%S")}-'
               f'{socket.gethostname().split(".")[0]}-{os.getpid()}')
     folder = night_folder(publish, night_name, run_id)
-    os.makedirs(folder, exist_ok=True)
     out = os.path.abspath(args.output or outputs.output_dir())
     db_url = args.db or os.environ.get('CCL_HEALTH_DB') or \
         _site_database(args.system) or os.path.join(out, 'ccl-health.db')
@@ -303,91 +329,137 @@ def _night_locked(args, publish):
         env['CCL_HEALTH_SLURM_ACCESS'] = (
             env.get('CCL_HEALTH_SLURM_ACCESS', '') +
             f' -p {args.partition}').strip()
-    log_path = os.path.join(folder, 'run.log')
     meta = {'run_id': run_id, 'started': now.isoformat(timespec='seconds'),
-            'where': where, 'status': 'running', 'lines': []}
-    _write_meta(folder, meta)
+            'where': where, 'status': 'running', 'lines': [],
+            'pid': os.getpid(), 'host': socket.gethostname()}
+    # what could not be published never stops the night nor its news
+    unpublished = []
+    killed = _publish(unpublished, mark_killed, publish) or {}
+    log_path = os.path.join(folder, 'run.log')
+    if _publish(unpublished, _write_meta, folder, meta) is False:
+        os.makedirs(out, exist_ok=True)
+        log_path = os.path.join(out, f'{run_id}.log')
     cmd = run_command(args, out, run_id)
     rc, stopped = _run_child(cmd, env, log_path)
-    lines, status, code = [], 'could-not-run', EXIT_COULD_NOT_RUN
-    try:
-        with store.open_store(db_url, readonly=True) as db:
-            cases = db.cases('WHERE run_id = ?', (run_id,))
-            if stopped or any(c['verdict'] == str(V.Verdict.ABORTED)
-                              for c in cases):
-                status, code = 'aborted', EXIT_ABORTED
-                lines.append(
-                    f'ccl-health nightly {where} {night_name}: ABORTED '
-                    f'(stopped by {stopped or "a signal"}; exit {rc}): '
-                    f'{sum(c["verdict"] == "aborted" for c in cases)} '
-                    f'case(s) recorded as aborted, {len(cases)} in all; the '
-                    f'next night compares with the last complete one')
-            elif not cases:
-                lines.append(
-                    f'ccl-health nightly {where} {night_name}: COULD NOT RUN:'
-                    f' scripts/run exited {rc} and recorded nothing in '
-                    f'the database; see {log_path}')
-            else:
-                status, code, lines = _judge_night(db, run_id, where,
-                                                   night_name)
-    except DB_ERRORS as err:
-        lines.append(f'ccl-health nightly {where} {night_name}: COULD NOT '
-                     f'RUN: {" ".join(str(err).split())}; see {log_path}')
-    page = ''
-    if status != 'could-not-run':
-        try:
-            from ccl_health import report
-            with store.open_store(db_url, readonly=True) as db:
-                page, _ = report.build(
-                    db, folder, title=f'ccl-health {where}: night '
-                    f'{os.path.basename(folder)}')
-        except (CclHealthError, OSError, ImportError) as err:
-            lines.append(f'ccl-health nightly: the report page could not '
-                         f'be written: {err}')
-            code = max(code, EXIT_NEW) if code != EXIT_ABORTED else code
+    head = f'ccl-health nightly {where} {night_name}'
+    status, code, lines = _news(args, db_url, run_id, head, rc, stopped,
+                                env, log_path, killed)
+    page = None
+    if status != 'could-not-run' and _database_exists(db_url):
+        page = _publish(unpublished, _page, db_url, folder,
+                        f'ccl-health {where}: night '
+                        f'{os.path.basename(folder)}')
     meta.update(status=status, lines=lines, exit=code,
                 finished=datetime.datetime.now().isoformat(timespec='seconds'))
-    _write_meta(folder, meta)
-    write_index(publish)
-    for line in lines:
-        print(line)
-    url = args.url.rstrip('/') + '/latest/' if args.url else \
-        (page or os.path.join(folder, 'index.html'))
-    print(f'page: {url}')
+    _publish(unpublished, _write_meta, folder, meta)
+    latest = _publish(unpublished, write_index, publish)
+    if unpublished:
+        line = f'could not publish: {"; ".join(unpublished)}'
+        print(line, flush=True)
+        # the news keeps its exit (1: a person is needed; 2, 4); a quiet
+        # night that could not be published is not a quiet night
+        code = EXIT_COULD_NOT_RUN if code == EXIT_NOTHING_NEW else code
+        meta.update(lines=lines + [line], exit=code)
+        _publish([], _write_meta, folder, meta)
+    if page:
+        mine = os.path.basename(folder)
+        print('page: ' + (args.url.rstrip('/') + (
+            '/latest/' if latest == mine else f'/nights/{mine}/')
+            if args.url else page))
     return code
 
 
-def _judge_night(db, run_id, where, night_name):
-    cases = db.cases()
-    mine = [c for c in cases if c['run_id'] == run_id]
-    found, new, prev = run_findings(db, run_id)
-    failures, same = new_failures(cases, run_id, prev)
-    lines = [failure_line(c) for c in failures]
-    lines += finding_lines(new, cases)
-    counts = {}
-    for c in mine:
-        counts[c['verdict']] = counts.get(c['verdict'], 0) + 1
-    tally = ', '.join(f'{n} {v}' for v, n in sorted(counts.items()))
-    vs = f'vs run {prev}' if prev else 'no earlier complete night'
-    if failures or needs_a_person(new):
-        head = (f'ccl-health nightly {where} {night_name}: NEW: '
-                f'{len(failures)} new failure(s), '
-                f'{sum(f.kind in NEEDS_A_PERSON for f in new)} new '
-                f'finding(s) ({len(mine)} cases: {tally}; {vs})')
-        return 'new', EXIT_NEW, [head] + lines
-    old = len(found) - len(new)
-    if same or old:
-        # never "all clear" while something is still wrong
-        head = (f'ccl-health nightly {where} {night_name}: nothing new, '
-                f'still failing from earlier nights: {same} failure(s), '
-                f'{old} finding(s) ({len(mine)} cases: {tally}; {vs})')
-        return 'still', EXIT_NOTHING_NEW, [head] + lines
-    head = (f'ccl-health nightly {where} {night_name}: all clear, nothing '
-            f'new ({len(mine)} cases: {tally}; {vs})')
-    return 'clear', EXIT_NOTHING_NEW, [head] + lines
+def _publish(problems, fn, *a):
+    """``fn(*a)``; an error writing (disk full, read-only folder) is
+    appended to ``problems`` and gives False."""
+    try:
+        return fn(*a)
+    except (CclHealthError, OSError, ImportError) as err:
+        problems.append(' '.join(str(err).split()))
+        return False
+
+
+def _page(db_url, folder, title):
+    from ccl_health import report
+    with store.open_store(db_url, readonly=True) as db:
+        return report.build(db, folder, title=title)[0]
+
+
+def _database_exists(db_url):
+    """False where the SQLite file ``db_url`` was never created (the run
+    recorded nothing)."""
+    if db_url.startswith(('postgresql://', 'postgres://')):
+        return True
+    return os.path.isfile(db_url[len('sqlite:///'):] if db_url.startswith(
+        'sqlite:///') else db_url)
+
+
+def _open_db(db_url):
+    """The site database for the news (writable: the ledger is written),
+    or None where its SQLite file was never created (never created here:
+    an empty database would answer "nothing failed")."""
+    if not _database_exists(db_url):
+        return contextlib.nullcontext()
+    return store.open_store(db_url)
+
+
+def _cause(rc, env, log_path):
+    """Why the main command recorded nothing: no GPUs (it made a dry run),
+    else its exit code."""
+    from ccl_health.evidence import node
+    gpus = node.detect_gpus(env)
+    if gpus.count == 0:
+        return (f'no GPUs found ({gpus.why_none}): scripts/run made a dry '
+                f'run (job scripts rendered, nothing run); see {log_path}')
+    return f'scripts/run exited {rc} and recorded nothing; see {log_path}'
+
+
+def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
+    """Print the night's mail (:mod:`ccl_health.news`), then record it as
+    told.  Returns (status, exit code, the lines)."""
+    lines = []
+    try:
+        with _open_db(db_url) as db:
+            cases = db.cases('WHERE run_id = ?', (run_id,)) if db else []
+            if stopped or any(c['verdict'] == str(V.Verdict.ABORTED)
+                              for c in cases):
+                lines.append(
+                    f'{head}: ABORTED (stopped by {stopped or "a signal"}; '
+                    f'exit {rc}): '
+                    f'{sum(c["verdict"] == "aborted" for c in cases)} '
+                    f'case(s) recorded as aborted, {len(cases)} in all; the '
+                    f'next night tells what it measured')
+                print(lines[0], flush=True)
+                return 'aborted', EXIT_ABORTED, lines
+            told = news.night(db, run_id, args.system, args.partition, head,
+                              cause='' if cases else _cause(rc, env,
+                                                            log_path),
+                              labels=killed)
+            lines = list(told.lines)
+            for line in lines:
+                print(line)
+            sys.stdout.flush()
+            if db is None:
+                return told.status, told.code, lines
+            try:
+                news.tell(db, told, run_id)
+            except DB_ERRORS as err:
+                line = (f'could not record what was told: '
+                        f'{" ".join(str(err).split())}; the next night '
+                        f'tells it again')
+                print(line, flush=True)
+                lines.append(line)
+                return told.status, told.code or EXIT_COULD_NOT_RUN, lines
+            return told.status, told.code, lines
+    except DB_ERRORS as err:
+        line = (f'{head}: COULD NOT RUN: {" ".join(str(err).split())}; see '
+                f'{log_path}')
+        print(line, flush=True)
+        return 'could-not-run', EXIT_COULD_NOT_RUN, lines + [line]
 
 
 def _write_meta(folder, meta):
+    os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, NIGHT_FILE + '.tmp')
     with open(tmp, 'w') as fp:
         json.dump(meta, fp, indent=1)
@@ -398,15 +470,19 @@ def _run_child(cmd, env, log_path):
     """Run the main command, its output into ``log_path``.  SIGTERM /
     SIGINT / SIGHUP to the nightly (scancel of a scrontab job, a cron
     stop) go on to it as SIGTERM: it aborts its cases, records them as
-    aborted and exits 128 + N.  Returns (exit code, the signal's name or
+    aborted and exits 128 + N.  A nightly killed outright (``kill -9``)
+    takes it along: its parent-death signal is SIGTERM (it records its
+    cases in flight as aborted and ends; the next night marks the night
+    killed and tells its news).  Returns (exit code, the signal's name or
     None)."""
-    from ccl_health.stops import passed_on
+    from ccl_health.stops import passed_on, dies_with_parent
     got = []
     with open(log_path, 'ab') as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log,
                                 stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=dies_with_parent(signal.SIGTERM))
         with passed_on(proc, got):
             rc = proc.wait()
     if rc > 128 and not got:

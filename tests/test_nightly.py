@@ -342,13 +342,16 @@ def test_three_nights_through_slurm_postgres_and_the_page(
     assert 'DRIFT' in dom and 'NCCL_BUFFSIZE' in dom
     index = _chromium_dom(www / 'index.html')
     assert 'night-1' in index and 'night-2' in index and 'DRIFT' in index
-    # -- night 3: healthy again: the all-clear line
+    # -- night 3: healthy again: all clear, the drift's recovery told once
     p = nightly(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r24'),
                 '--night', 'night-3')
     mail = _mail(p)
     print('\n'.join(mail))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert len(mail) == 2 and 'all clear, nothing new' in mail[0]
+    assert f'all clear, {len(drift)} recovered' in mail[0]
+    assert len(mail) == 2 + len(drift) and all(
+        ln.startswith('recovered: DRIFT local/gpu/net-socket all_reduce '
+                      '1n/2r ') for ln in mail[1:-1]), mail
     assert (www / 'latest').resolve() == (www / 'nights' / 'night-3')
     night3 = json.loads((www / 'nights' / 'night-3' / 'night.json')
                         .read_text())['run_id']

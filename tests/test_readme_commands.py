@@ -160,12 +160,14 @@ def as_run_here(cmd, work):
         return words, env, {0, 1}, expect
     if exe == 'scripts/nightly':
         # no GPU here: scripts/run renders the job scripts and records
-        # nothing, which is never an all-clear (tests/test_nightly.py runs
-        # the line through Slurm against the replay stand-ins)
+        # nothing, which is never an all-clear, and the mail says why
+        # (tests/test_nightly.py runs the line through Slurm against the
+        # replay stand-ins)
         env['CCL_HEALTH_MODULES_SYSTEM'] = 'nomod'
         env.pop('CCL_HEALTH_ASSUME_GPUS')
         return words, env, {2}, r'^ccl-health nightly frontier:batch \S+: ' \
-            r'COULD NOT RUN: scripts/run exited 0 and recorded nothing'
+            r'NOTHING MEASURED: no GPUs found \(.*\): scripts/run made a ' \
+            r'dry run'
     if exe == 'scripts/calibrate':
         return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
     if exe == 'scripts/ccl-health-check':

@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 from ccl_health import CclHealthError
 from ccl_health.judge.verdicts import NAMES, Verdict
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -88,6 +88,24 @@ _MIGRATIONS = {
             who TEXT NOT NULL, reason TEXT NOT NULL, created TEXT NOT NULL,
             undone_by TEXT, undone_at TEXT)""",
     ],
+    # the news ledger (ccl_health.news): what each nightly mail told, per
+    # key and size (failing with its verdict and band, a finding, clear),
+    # appended, never rewritten; and the nightly runs whose news was told
+    4: [
+        """CREATE TABLE IF NOT EXISTS news_told (
+            id {pk},
+            system TEXT NOT NULL, partition TEXT NOT NULL, key TEXT NOT NULL,
+            size BIGINT, state TEXT NOT NULL, verdict TEXT, band INTEGER,
+            finding TEXT, run_id TEXT NOT NULL, told_in TEXT NOT NULL,
+            told_at TEXT NOT NULL)""",
+        'CREATE INDEX IF NOT EXISTS news_told_key ON news_told (system, '
+        'partition, key, size, id)',
+        """CREATE TABLE IF NOT EXISTS news_nights (
+            id {pk},
+            system TEXT NOT NULL, partition TEXT NOT NULL,
+            run_id TEXT NOT NULL, status TEXT NOT NULL, measured INTEGER,
+            told_in TEXT NOT NULL, told_at TEXT NOT NULL)""",
+    ],
 }
 
 #: the run id of every case a simulation wrote starts with this
@@ -105,6 +123,12 @@ def simulated(row):
         getattr(row, 'run_id', ''))
     return str(run_id or '').startswith(SIMULATED)
 
+
+#: the columns of a news ledger row (:meth:`Store.record_told`)
+TOLD_COLUMNS = ('system', 'partition', 'key', 'size', 'state', 'verdict',
+                'band', 'finding', 'run_id')
+#: the columns of a told night (:meth:`Store.record_told`)
+NIGHT_COLUMNS = ('system', 'partition', 'run_id', 'status', 'measured')
 
 #: the columns of an acceptance that name what it accepts (None: any)
 ACCEPT_KEY = ('system', 'partition', 'transport', 'collective', 'nodes',
@@ -386,6 +410,42 @@ class Store:
             self.execute('UPDATE acceptances SET undone_by = ?, '
                          'undone_at = ? WHERE id = ?', (who, now(), acc_id))
         return rows[0]
+
+    # -- the news ledger (ccl_health.news) -------------------------------
+    def told(self, system=None):
+        """The ledger rows (dicts), oldest first (``system``: of that system
+        only); none in a database older than schema 4."""
+        if self.schema_version() < 4:
+            return []
+        if system is None:
+            return self.query('SELECT * FROM news_told ORDER BY id')
+        return self.query('SELECT * FROM news_told WHERE system = ? ORDER BY '
+                          'id', (system,))
+
+    def told_nights(self, system, partition):
+        """The nightly runs whose news was told for ``system`` and
+        ``partition`` ('' for a whole system), oldest first."""
+        if self.schema_version() < 4:
+            return []
+        return self.query('SELECT * FROM news_nights WHERE system = ? AND '
+                          'partition = ? ORDER BY id', (system, partition))
+
+    def record_told(self, rows, nights, told_in):
+        """Append what a mail told, in one transaction: ``rows`` (dicts of
+        :data:`TOLD_COLUMNS`) and ``nights`` (dicts of
+        :data:`NIGHT_COLUMNS`), told by the nightly run ``told_in``."""
+        at = datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec='microseconds')
+        with self.transaction():
+            for table, cols, items in (('news_told', TOLD_COLUMNS, rows),
+                                       ('news_nights', NIGHT_COLUMNS,
+                                        nights)):
+                names = cols + ('told_in', 'told_at')
+                for item in items:
+                    self.execute(
+                        f'INSERT INTO {table} ({", ".join(names)}) VALUES '
+                        f'({", ".join("?" * len(names))})',
+                        tuple(item.get(c) for c in cols) + (told_in, at))
 
     # -- reading --------------------------------------------------------
     def records(self, where='', params=()):
