@@ -14,6 +14,9 @@ from ccl_health.judge.verdicts import Verdict
 
 #: what one distribution is of (besides the day)
 GROUP = ('system', 'partition', 'transport', 'collective', 'ranks', 'size')
+#: what the checks of a day are counted by (a probe that measured nothing
+#: recorded no ranks and no size)
+COUNTED = GROUP[:4]
 #: the verdicts that are not failures (a probe that is not one of them is
 #: counted as "not good")
 GOOD = tuple(v.value for v in Verdict if v.good)
@@ -41,9 +44,9 @@ def health_days(store, since=None):
     a busbw: ``nodes`` (checked that day), ``median``, ``p10`` (nearest
     rank: the ceil(n/10)-th slowest node) and ``min`` of the nodes' busbw
     (GB/s), then ``checks`` and ``not_good`` (every probe of the group's
-    system, partition, transport, collective and ranks that day, and those
-    whose verdict is not good: a probe that measured nothing counts
-    there).  ``since``: the first day (``YYYY-MM-DD``).  Oldest day
+    system, partition, transport and collective that day, and those whose
+    verdict is not good: a probe that measured nothing, and so recorded
+    no ranks or size, counts there).  ``since``: the first day (``YYYY-MM-DD``).  Oldest day
     first."""
     probe, params = _is_probe()
     window = ''
@@ -80,28 +83,28 @@ def health_days(store, since=None):
     rows = store.query(sql, params)
     counts = _counts(store, since)
     for r in rows:
-        c = counts.get(tuple(r[k] for k in GROUP[:-1]) + (r['day'],), {})
+        c = counts.get(tuple(r[k] for k in COUNTED) + (r['day'],), {})
         r['checks'] = c.get('checks', 0)
         r['not_good'] = c.get('not_good', 0)
     return rows
 
 
 def _counts(store, since=None):
-    """{(system, partition, transport, collective, ranks, day): {checks,
-    not_good}} of the health probes, counted in the database."""
+    """{(:data:`COUNTED`..., day): {checks, not_good}} of the health
+    probes, counted in the database."""
     probe, params = _is_probe()
     window = ''
     if since:
         window = ' AND substr(c.time, 1, 10) >= ?'
         params += (since,)
     marks = ', '.join('?' * len(GOOD))
-    g = ', '.join(f'c.{k}' for k in GROUP[:-1])
+    g = ', '.join(f'c.{k}' for k in COUNTED)
     rows = store.query(
         f"""SELECT {g}, substr(c.time, 1, 10) AS day, COUNT(*) AS checks,
                    SUM(CASE WHEN c.verdict IN ({marks}) THEN 0 ELSE 1 END)
                    AS not_good
             FROM cases c WHERE {probe}{window}
             GROUP BY {g}, substr(c.time, 1, 10)""", GOOD + params)
-    return {tuple(r[k] for k in GROUP[:-1]) + (r['day'],):
+    return {tuple(r[k] for k in COUNTED) + (r['day'],):
             {'checks': int(r['checks']), 'not_good': int(r['not_good'])}
             for r in rows}
