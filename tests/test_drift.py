@@ -130,14 +130,15 @@ def test_sweep_and_health_probe_are_separate_series():
     # the hook's probe measures less than the sweep with the same key:
     # mixed in one series, the probe's runs would read as drops
     sweep = series(gauss(1, 25), case='AllReduceSweep %transport=intra')
-    probe = [rec(i, 128 * MiB, v, case='node-health')
+    probe = [rec(i, 128 * MiB, v, case='node-health', nodelist='n1')
              for i, v in enumerate(gauss(2, 25, noise=0.008))]
     for r in probe:
         r['busbw'] *= 0.8
         r['time'] += 'b'
     assert history.detect(sweep + probe) == []
     keys = {history.series_key(r) for r in sweep + probe}
-    assert {k[-1] for k in keys} == {'sweep', 'health probe'}
+    assert {k[7] for k in keys} == {'sweep', 'health probe'}
+    assert {k[8] for k in keys} == {None, 'n1'}
 
 
 def test_finding_line_says_drift_with_shift_runs_and_noise():
@@ -296,7 +297,7 @@ def test_hook_records_its_environment_and_keeps_probes_apart(tmp_path):
             [f for f in history.detect(s.records(), run_id='night-12')
              if f.kind == 'drop'], cases)
     assert lines[0].startswith('DROP s/p/intra all_reduce 1n/2r '
-                               '[health probe] 1GiB: 150.00 GB/s')
+                               '[health probe] on n1 1GiB: 150.00 GB/s')
     assert lines[1:] == ['    changed: NCCL_P2P_LEVEL: (unset) -> LOC']
 
 

@@ -42,7 +42,7 @@ def cli(db, *args):
 
 def _case(run, day, transport='intra', collective='all_reduce',
           verdict='pass', bw=330.0, source='check', name=None, sizes=None,
-          reason='', tolerance=0.1):
+          reason='', tolerance=0.1, nodelist=''):
     sizes = sizes or [(8, 0.002 * bw / 330), (1 << 20, 40.0 * bw / 330),
                       (1 << 30, bw)]
     return store.CaseRecord(
@@ -53,7 +53,7 @@ def _case(run, day, transport='intra', collective='all_reduce',
         time=(T0 + datetime.timedelta(days=day)).isoformat(),
         system='local', partition='gpu', nodes=1, ranks=2,
         collective=collective, transport=transport, source=source,
-        reason=reason,
+        reason=reason, nodelist=nodelist,
         sizes=[store.SizeRecord(s, b, time_oop_us=s / max(b, 1e-9) / 1e3 + 9,
                                 ref=(330.0 if s == 1 << 30 else None),
                                 tolerance=tolerance if s == 1 << 30 else None,
@@ -74,7 +74,7 @@ def mixed(tmp_path):
             s.add_case(_case(run, d, bw=bw))
             s.add_case(_case(run, d, collective='all_gather', bw=80.0))
             s.add_case(_case(run, d + 0.1, source='health', name='node-health',
-                             sizes=[(1 << 30, 331.0)],
+                             sizes=[(1 << 30, 331.0)], nodelist=f'n{d % 2}',
                              tolerance=None if d == 3 else 0.05))
         s.add_case(_case('night-7', 7.2, transport='net-plugin',
                          verdict='build-failed', sizes=[(8, 0.0)],
@@ -160,11 +160,15 @@ def test_page_sections_and_terminal(mixed, tmp_path):
     page = (out / 'index.html').read_text()
     assert '{{' not in page and '}}' not in page
     assert 'body { font-family' in page                   # CSS is CSS
-    # one section per series, the health probe apart from the sweep
+    # one section per series, the health probe apart from the sweep: over
+    # the nodes per day, not one series of every node's probes
     for title in ('local:gpu sweep all_reduce intra 1n x 2r',
                   'local:gpu sweep all_gather intra 1n x 2r',
-                  'local:gpu health probe all_reduce intra 1n x 2r'):
+                  'local:gpu health probe all_reduce intra 2r 1GiB'):
         assert f'>{title}</h3>' in page
+    assert '>local:gpu health probe all_reduce intra 1n x 2r</h3>' \
+        not in page
+    assert '<td class="num">331.00</td>' in page
     # failures: grouped by kind and collective, with their reasons
     assert '<h3>sweep: all_reduce</h3>' in page
     assert '<h3>sweep: alltoall</h3>' in page

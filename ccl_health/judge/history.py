@@ -20,7 +20,11 @@ key's own recorded noise and at least :data:`DRIFT_MIN_SHIFT` large.
 
 The key of a series carries the kind of case (:func:`kind_of`: a sweep and
 the health hook's probe of the same transport, collective and ranks are
-two series, never one).  Only healthy verdicts (:data:`HEALTHY`: measured
+two series, never one) and, for a health probe, its node: each node's
+probes are its own series, judged against that node's own baseline.  A
+fleet run's steps (``scripts/fleet``) have no history here: the fleet
+compares the nodes of one run with each other (stragglers, pairs), and its
+thousands of pair steps never join the nightly's series.  Only healthy verdicts (:data:`HEALTHY`: measured
 and not broken) feed a baseline: a ``contended``, ``aborted``,
 ``could-not-check`` or any other case never does."""
 
@@ -90,14 +94,30 @@ DRIFT_IQR_WEIGHT = 0.75
 DRIFT_MIN_RUNS = 3
 
 
+#: the source and case names of the health hook's probe (the hook's own
+#: record, :mod:`ccl_health.hook.record`; the ReFrame check that runs it)
+HEALTH_SOURCE = 'health'
+HEALTH_NAMES = ('node-health', 'NodeHealth')
+#: the source and case names of a fleet run (:func:`ccl_health.fleet.report
+#: .cases`: ``fleet-node``, ``fleet-pair``, ``fleet-group``,
+#: ``fleet-resume`` steps; the ReFrame check that runs the fleet)
+FLEET_SOURCE = 'fleet'
+FLEET_NAMES = ('fleet-', 'FleetAcceptance')
+#: the kinds of case whose values are judged against their own history
+#: (a ``fleet`` step is judged within its run, never against history)
+HISTORY_KINDS = ('sweep', 'health probe', 'framework', 'other')
+
+
 def kind_of(case):
-    """``sweep``, ``health probe``, ``framework`` or ``other`` for a case
-    or record row (its ``source`` column where there is one, its name and
-    collective)."""
+    """``sweep``, ``health probe``, ``fleet``, ``framework`` or ``other``
+    for a case or record row (its ``source`` column where there is one,
+    its name and collective: a record row has no ``source``, and rows
+    written before a kind existed are read by their names)."""
     name = case.get('case_name') or ''
     coll = case.get('collective') or ''
-    if case.get('source') == 'health' or name.startswith(
-            ('node-health', 'NodeHealth')):
+    if case.get('source') == FLEET_SOURCE or name.startswith(FLEET_NAMES):
+        return 'fleet'
+    if case.get('source') == HEALTH_SOURCE or name.startswith(HEALTH_NAMES):
         return 'health probe'
     if coll.startswith('torch_') or name.startswith('Torch'):
         return 'framework'
@@ -107,10 +127,30 @@ def kind_of(case):
     return 'other'
 
 
+def node_of(row, kind=None):
+    """The node a case or record row is a measurement of: a health
+    probe's node (its ``nodelist``: the hook records its host there, the
+    ReFrame check its job's node), else None (a sweep is a measurement of
+    its configuration, whichever nodes ran it).  A probe whose node was
+    not recorded: ''."""
+    if (kind or kind_of(row)) != 'health probe':
+        return None
+    return row.get('nodelist') or ''
+
+
 def series_key(row):
-    """The history key of a case or record row: :data:`KEY` and the kind
-    of case (last, so ``key[:6]`` stays system ... ranks)."""
-    return tuple(row.get(k) for k in KEY) + (kind_of(row),)
+    """The history key of a case or record row: :data:`KEY`, the kind of
+    case and its node (:func:`node_of`; last, so ``key[:6]`` stays system
+    ... ranks and ``key[7]`` the kind)."""
+    kind = kind_of(row)
+    return tuple(row.get(k) for k in KEY) + (kind, node_of(row, kind))
+
+
+def has_history(key):
+    """Is the series ``key`` judged against its own history?  Not a fleet
+    step (judged within its run), nor a health probe whose node was not
+    recorded (it would join no node's series)."""
+    return key[7] in HISTORY_KINDS and key[8] != ''
 
 
 @dataclasses.dataclass
@@ -180,11 +220,14 @@ def baseline(values):
 
 def where_text(key):
     """``system/partition/transport collective Nn/Rr`` (and the kind of
-    case when it is not a sweep) of a history key."""
+    case when it is not a sweep, and the node of a health probe: ``on
+    NODE``) of a history key."""
     text = '/'.join(str(k) for k in key[:3]) + \
         f' {key[3]} {key[4]}n/{key[5]}r'
     if len(key) > 7 and key[7] not in ('sweep', None):
         text += f' [{key[7]}]'
+    if len(key) > 8 and key[8]:
+        text += f' on {key[8]}'
     return text
 
 
@@ -300,13 +343,17 @@ def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
 
 
 def _series(records):
-    """{(key, size): [record, ...]} in time order (key: :func:`series_key`)."""
+    """{(key, size): [record, ...]} in time order (key: :func:`series_key`),
+    of the keys that have a history (:func:`has_history`); a simulated
+    run's numbers are not measurements."""
     from ccl_health.db.store import simulated
     out = {}
     for r in sorted(records, key=lambda r: (r['time'], r['run_id'])):
         if r.get('size') is None or r.get('busbw') is None or simulated(r):
-            continue       # a simulated run's numbers are not measurements
-        out.setdefault((series_key(r), r['size']), []).append(r)
+            continue
+        key = series_key(r)
+        if has_history(key):
+            out.setdefault((key, r['size']), []).append(r)
     return out
 
 

@@ -5,13 +5,19 @@ short terminal summary.
 Everything is grouped by what was measured, never mixed: a *series* is one
 (system, partition, kind, collective, transport, nodes, ranks, algo), where
 the kind is a ``sweep`` (nccl-tests / rccl-tests), a ``health probe`` (the
-node health hook) or a ``framework`` benchmark (torch_*).  Per series: busbw
+node health hook), a ``fleet`` step or a ``framework`` benchmark (torch_*).
+Per series: busbw
 and time per message size over every size measured (log axes: the latency
 region too), with the reference band (reference down to reference x
 (1 - tolerance)); and busbw over time at the chosen sizes, with dates, the
 band, and each drop labelled with its run.  The page also lists every
 failure (reasons, fallbacks, hangs, build failures, aborted, unjudged) and
 every drop against history with what changed (:func:`history.attribute`).
+The health probes are plotted as the machine's distribution over nodes per
+day (:mod:`ccl_health.db.health_days`, computed in the database), never as
+one series of every node; a node's own drops are findings naming it.  The
+fleet's steps are on the fleet's own page (``fleet.html``), not plotted
+here.
 
 The page is a jinja2 template (``page.html.j2``, autoescaped); terminal
 tables are tabulate."""
@@ -37,7 +43,14 @@ BROKEN = tuple(v for v in FAILING + UNJUDGED if v not in HEALTHY + ('drop',))
 GOOD = tuple(v.value for v in Verdict if v.good)
 
 #: the kinds of case, in page order
-KINDS = ('sweep', 'health probe', 'framework', 'other')
+KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
+#: kinds not plotted as a series: the health probes (every node's: the
+#: distribution per day instead, :func:`health_sections`) and the fleet's
+#: steps (compared within their run, on the fleet's page)
+NOT_PLOTTED = ('health probe', 'fleet')
+#: days of the health probes' distribution listed per group (newest
+#: first; the figure has every day)
+HEALTH_DAYS_LISTED = 31
 #: the key of a series (plots, summary rows)
 SERIES = ('system', 'partition', 'kind', 'collective', 'transport', 'nodes',
           'ranks', 'algo')
@@ -312,7 +325,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
     cases_list = store.cases()
     sections = []
     if not df.empty:
-        measured = df[df['busbw'].notna()]
+        measured = df[df['busbw'].notna() & ~df['kind'].isin(NOT_PLOTTED)]
         for key, grp in measured.groupby(list(SERIES), sort=False):
             title_ = series_name(key)
             slug = _slug(title_)
@@ -337,7 +350,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         sections.sort(key=lambda s: (s.key[0], s.key[1], order[s.key[2]],
                                      s.key[3], transports.order(s.key[4]),
                                      s.key[5:]))
-    for sec in sections:
+    health = health_sections(store)
+    for sec in sections + health:
         for fig in sec.figures:
             with open(os.path.join(outdir, fig.name), 'wb') as fp:
                 fp.write(fig.png)
@@ -353,6 +367,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         failure_counts=failure_counts(cases), failures=fails,
         skipped=failure_rows(cases, ('skipped',)),
         findings=frows, n_findings=len(findings), sections=sections,
+        health=health,
         accepted=acceptance_rows(store.acceptances()),
         runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
@@ -364,6 +379,43 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         raise CclHealthError(f'{page}: cannot write the page: '
                              f'{err.strerror or err}') from None
     return page, terminal_summary(table, fails, findings)
+
+
+@dataclasses.dataclass
+class HealthSection:
+    """The health probes of one group (system, partition, transport,
+    collective, ranks, size) over the nodes, per day."""
+    title: str
+    anchor: str
+    rows: List[dict]          # newest day first, HEALTH_DAYS_LISTED at most
+    days: int
+    figures: List[Figure]
+
+
+def health_sections(store):
+    """The machine-wide view of the health probes: per group, the
+    distribution of the nodes' busbw per day
+    (:func:`ccl_health.db.health_days.health_days`) as a table and a
+    figure."""
+    from ccl_health.db.health_days import GROUP, health_days
+    from ccl_health.report import plots
+    groups = {}
+    for r in health_days(store):
+        groups.setdefault(tuple(r[k] for k in GROUP), []).append(r)
+    out = []
+    for key, rows in sorted(groups.items(),
+                            key=lambda kv: tuple(map(str, kv[0]))):
+        k = dict(zip(GROUP, key))
+        title = (f'{k["system"]}:{k["partition"]} health probe '
+                 f'{k["collective"] or "-"} {k["transport"] or "-"} '
+                 f'{k["ranks"] or "?"}r {format_size(int(k["size"]))}')
+        slug = _slug(title)
+        out.append(HealthSection(
+            title, f'nodes_{slug}',
+            list(reversed(rows))[:HEALTH_DAYS_LISTED], len(rows),
+            [Figure(f'nodes_{slug}.png', 'busbw over the nodes per day',
+                    plots.health_days(rows))]))
+    return out
 
 
 def acceptance_rows(rows):

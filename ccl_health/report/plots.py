@@ -148,7 +148,8 @@ def trend_figure(grp, cases, key, size, findings):
     keyf = (k['system'], k['partition'], k['transport'], k['collective'])
     drops = {f.run_id for f in findings if f.kind == 'drop' and
              f.size == size and tuple(f.key[:4]) == keyf and
-             f.key[4] == k['nodes'] and f.key[5] == k['ranks']}
+             f.key[4] == k['nodes'] and f.key[5] == k['ranks'] and
+             f.key[7] == k['kind']}
     below = sub[sub['size_verdict'] == 'below-reference']
     if not below.empty:
         ax.plot(below['when'], below['busbw'], 's', mfc='none',
@@ -182,5 +183,53 @@ def trend_figure(grp, cases, key, size, findings):
     ax.set_title(f'busbw at {format_size(size)} over time', fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def health_days(rows):
+    """:func:`health_days_figure` as PNG."""
+    return _png(health_days_figure(rows))
+
+
+def health_days_figure(rows):
+    """The health probes of the whole machine per day (rows of
+    :func:`ccl_health.db.health_days.health_days`, one group): the median,
+    the 10th percentile and the slowest node's busbw, and how many nodes
+    were checked."""
+    import pandas as pd
+    import matplotlib.dates as mdates
+    plt = _plt()
+    df = pd.DataFrame(rows)
+    df['when'] = pd.to_datetime(df['day'], utc=True)
+    fig, ax = plt.subplots(figsize=(11, 3.0))
+    # the median last: on top where the nodes agree (one node, one day)
+    for col, style, colour, label in (
+            ('min', 'v:', 'tab:red', 'slowest node'),
+            ('p10', 's--', 'tab:orange', '10th percentile node'),
+            ('median', 'o-', 'tab:blue', 'median node')):
+        ax.plot(df['when'], df[col].astype(float), style, color=colour,
+                ms=4 if len(df) > 30 else 7, label=label)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel('busbw (GB/s)')
+    ax.set_xlabel('day (UTC)')
+    nodes = ax.twinx()
+    nodes.bar(df['when'], df['nodes'].astype(int), width=0.6, alpha=0.15,
+              color='0.3', label='nodes checked')
+    nodes.set_ylabel('nodes checked')
+    nodes.yaxis.get_major_locator().set_params(integer=True)
+    day = pd.Timedelta(days=1)
+    ax.set_xlim(df['when'].min() - day, df['when'].max() + day)
+    loc = mdates.AutoDateLocator(tz='UTC', minticks=3)
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz='UTC'))
+    ax.set_zorder(nodes.get_zorder() + 1)
+    ax.patch.set_visible(False)
+    ax.grid(True, alpha=0.3)
+    lines, labels = ax.get_legend_handles_labels()
+    bars, blabels = nodes.get_legend_handles_labels()
+    ax.legend(lines + bars, labels + blabels, fontsize=7, loc='upper left',
+              bbox_to_anchor=(1.08, 1))
+    ax.set_title('health probe busbw over the nodes, per day', fontsize=10)
     fig.tight_layout()
     return fig

@@ -1,0 +1,110 @@
+"""The health checks of the whole machine, per day: the distribution of
+the health probe's busbw over the nodes checked that day, computed in the
+database (SQLite and PostgreSQL alike: window functions, GROUP BY day).
+
+Each node's own probes are its own history series
+(:func:`ccl_health.judge.history.series_key`); this is the fleet-wide view
+beside them, never a series judged against history.  A node counts once a
+day: its value is the median of its probes that day, so a node checked a
+hundred times weighs as much as one checked once.  The day is the date of
+the recorded time (the hook records UTC)."""
+
+from ccl_health.judge.history import HEALTH_NAMES, HEALTH_SOURCE
+from ccl_health.judge.verdicts import Verdict
+
+#: what one distribution is of (besides the day)
+GROUP = ('system', 'partition', 'transport', 'collective', 'ranks', 'size')
+#: what the checks of a day are counted by (a probe that measured nothing
+#: recorded no ranks and no size)
+COUNTED = GROUP[:4]
+#: the verdicts that are not failures (a probe that is not one of them is
+#: counted as "not good")
+GOOD = tuple(v.value for v in Verdict if v.good)
+
+
+def _is_probe(alias='c'):
+    """SQL: the case ``alias`` is a health probe (the rule of
+    :func:`ccl_health.judge.history.kind_of`) and its node is recorded;
+    with its parameters."""
+    names = ' OR '.join(f'{alias}.case_name LIKE ?' for _ in HEALTH_NAMES)
+    return (f"({alias}.source = ? OR {names}) AND {alias}.nodelist IS NOT "
+            f"NULL AND {alias}.nodelist <> ''",
+            (HEALTH_SOURCE,) + tuple(f'{n}%' for n in HEALTH_NAMES))
+
+
+def _median(col, n='n', rn='rn'):
+    """SQL: the median of ``col`` over ranked rows (the middle one, or the
+    mean of the two middle ones)."""
+    return f'AVG(CASE WHEN {rn} IN (({n} + 1) / 2, ({n} + 2) / 2) THEN ' \
+           f'{col} END)'
+
+
+def health_days(store, since=None):
+    """One row per (:data:`GROUP`, day) of the health probes that measured
+    a busbw: ``nodes`` (checked that day), ``median``, ``p10`` (nearest
+    rank: the ceil(n/10)-th slowest node) and ``min`` of the nodes' busbw
+    (GB/s), then ``checks`` and ``not_good`` (every probe of the group's
+    system, partition, transport and collective that day, and those whose
+    verdict is not good: a probe that measured nothing, and so recorded
+    no ranks or size, counts there).  ``since``: the first day (``YYYY-MM-DD``).  Oldest day
+    first."""
+    probe, params = _is_probe()
+    window = ''
+    if since:
+        window = ' AND substr(c.time, 1, 10) >= ?'
+        params += (since,)
+    g = ', '.join(GROUP)
+    sql = f"""
+        WITH probe AS (
+            SELECT c.system, c.partition, c.transport, c.collective,
+                   c.ranks, m.size, substr(c.time, 1, 10) AS day,
+                   c.nodelist AS node, m.busbw
+            FROM cases c JOIN measurements m ON m.case_id = c.id
+            WHERE {probe}{window} AND m.busbw IS NOT NULL),
+        per_probe AS (
+            SELECT {g}, day, node, busbw,
+                   ROW_NUMBER() OVER (PARTITION BY {g}, day, node
+                                      ORDER BY busbw) AS rn,
+                   COUNT(*) OVER (PARTITION BY {g}, day, node) AS n
+            FROM probe),
+        per_node AS (
+            SELECT {g}, day, node, {_median('busbw')} AS busbw
+            FROM per_probe GROUP BY {g}, day, node),
+        ranked AS (
+            SELECT {g}, day, busbw,
+                   ROW_NUMBER() OVER (PARTITION BY {g}, day
+                                      ORDER BY busbw) AS rn,
+                   COUNT(*) OVER (PARTITION BY {g}, day) AS n
+            FROM per_node)
+        SELECT {g}, day, MAX(n) AS nodes, {_median('busbw')} AS median,
+               MAX(CASE WHEN rn = (n + 9) / 10 THEN busbw END) AS p10,
+               MIN(busbw) AS min
+        FROM ranked GROUP BY {g}, day ORDER BY day, {g}"""
+    rows = store.query(sql, params)
+    counts = _counts(store, since)
+    for r in rows:
+        c = counts.get(tuple(r[k] for k in COUNTED) + (r['day'],), {})
+        r['checks'] = c.get('checks', 0)
+        r['not_good'] = c.get('not_good', 0)
+    return rows
+
+
+def _counts(store, since=None):
+    """{(:data:`COUNTED`..., day): {checks, not_good}} of the health
+    probes, counted in the database."""
+    probe, params = _is_probe()
+    window = ''
+    if since:
+        window = ' AND substr(c.time, 1, 10) >= ?'
+        params += (since,)
+    marks = ', '.join('?' * len(GOOD))
+    g = ', '.join(f'c.{k}' for k in COUNTED)
+    rows = store.query(
+        f"""SELECT {g}, substr(c.time, 1, 10) AS day, COUNT(*) AS checks,
+                   SUM(CASE WHEN c.verdict IN ({marks}) THEN 0 ELSE 1 END)
+                   AS not_good
+            FROM cases c WHERE {probe}{window}
+            GROUP BY {g}, substr(c.time, 1, 10)""", GOOD + params)
+    return {tuple(r[k] for k in COUNTED) + (r['day'],):
+            {'checks': int(r['checks']), 'not_good': int(r['not_good'])}
+            for r in rows}
