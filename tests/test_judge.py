@@ -110,21 +110,57 @@ def test_ranks_with_different_nccl_versions_are_named():
 
 
 def test_fatal_warn_classes_fail_and_every_warn_is_named():
-    for key, cls in (('warn-progress', 'connection'),
-                     ('warn-regmem', 'memory-registration')):
+    for key, cls, transport in (('warn-progress', 'connection', 'intra'),
+                                ('warn-regmem', 'memory-registration',
+                                 'net-plugin')):
         text = mutations.add_warn(_intra(), random.Random(2), key)
-        j = judge(case(text))
+        j = judge(case(text, transport=transport))
         assert j.verdict is Verdict.CRASH, j.reason
         assert f'class {cls}' in j.reason and '1 NCCL WARN line' in j.reason
         assert [w.fatal for w in j.warns] == [cls]
+
+
+def test_a_network_warn_on_an_intra_case_is_named_not_fatal():
+    """The net plugin's (NET/OFI) or the IB code's (NET/IB, ibvwrap) WARN
+    cannot be of a case whose asked and proven transport is intra-node;
+    the same WARN on a network case fails it."""
+    for line in ('vm:1:1 [0] NCCL WARN NET/OFI Unable to register memory '
+                 '(type = 2) for device 0. RC: -22, Error: Invalid argument',
+                 'vm:1:1 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: '
+                 'local catastrophic error',
+                 'vm:1:1 [0] misc/ibvwrap.cc:268 NCCL WARN Call to '
+                 'ibv_create_cq failed'):
+        text = mutations.insert_line(_intra(), 3, line)
+        j = judge(case(text))
+        assert j.verdict is Verdict.PASS, j.reason
+        assert 'from the network code on an intra-node case' in j.reason
+        assert j.warns[0].fatal is None and j.warns[0].network
+        assert judge(case(text, transport='net-ib')).verdict is \
+            Verdict.CRASH
+    # a WARN of no network code still fails the intra case
+    text = mutations.add_warn(_intra(), random.Random(2), 'warn-cuda')
+    assert judge(case(text)).verdict is Verdict.CRASH
+
+
+def test_a_link_that_went_down_is_a_node_fault_unless_it_came_back():
+    down = 'vm:1:1 [0] NCCL WARN NET/IB : Got async event : port error'
+    up = 'vm:1:1 [0] NCCL WARN NET/IB : Got async event : port active'
+    text = mutations.insert_line(_intra(), 3, down)
+    j = judge(case(text, transport='net-ib'))
+    assert j.verdict is Verdict.NODE_FAULT and 'link-down' in j.reason
+    text = mutations.insert_line(text, 4, up)
+    assert judge(case(text, transport='net-ib')).verdict is not \
+        Verdict.NODE_FAULT
 
 
 def test_plugin_initialisation_failure_is_a_fallback():
     text = mutations.insert_line(
         _intra(), 3, 'vm:1:1 [0] NCCL WARN NET/OFI aws-ofi-nccl '
         'initialization failed')
-    j = judge(case(text))
+    j = judge(case(text, transport='net-plugin'))
     assert j.verdict is Verdict.FALLBACK and 'plugin-init' in j.reason
+    # no plugin is needed by an intra-node case: named, not fatal
+    assert judge(case(text)).verdict is Verdict.PASS
 
 
 def test_a_benign_warn_is_named_and_passes():

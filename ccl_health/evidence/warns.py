@@ -180,8 +180,7 @@ class Warn:
     def describe(self):
         tag = (f'benign: {self.benign}' if self.benign else
                f'fatal: {self.fatal}' if self.fatal else
-               f'not fatal: {self.note}' if self.note else
-               'not fatal: advisory' if self.origin else 'not fatal')
+               f'not fatal: {self.note}' if self.note else 'not fatal')
         return f'NCCL WARN {self.text[:160]} ({tag})'
 
 
