@@ -288,3 +288,50 @@ def test_a_rank_printed_by_two_processes_is_never_a_pass():
     assert res2.repeated_ranks == [] and res2.nranks == 2
     assert 'printed by' not in judge(CaseEvidence(
         what='all_reduce_perf', attempts=[Attempt(res2, 0)])).reason
+
+
+NET = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'net-plugin')
+
+
+def net_case(extra=()):
+    """The real net-plugin capture (one node, P2P off, over the plugin),
+    proven, bandwidth not judged, with ``extra`` WARN texts in its first
+    rank's log lines."""
+    logs = sorted(glob.glob(os.path.join(NET, 'nccl-debug.*.log')))
+    with open(os.path.join(NET, 'stdout.txt')) as fp:
+        text = fp.read()
+    ev = debuglog.read_evidence(logs)
+    proof = debuglog.prove('net-plugin', ev, nodes=1)
+    with open(logs[0]) as fp:
+        prefix = fp.read().split(' NCCL INFO', 1)[0]
+    body = ''.join(f'{prefix} NCCL WARN {t}\n' for t in extra)
+    w, versions = warns.read_logs(logs, text + body, 'stdout')
+    att = Attempt(nccltests.parse_text(text), 0, None, proof, ev, w,
+                  rank_versions=versions)
+    return CaseEvidence(what='all_reduce_perf', transport='net-plugin',
+                        collective='all_reduce', nodes=1, gpus_per_node=2,
+                        attempts=[att], judge_bandwidth=False)
+
+
+def test_every_advisory_warn_on_a_net_probe_passes():
+    from test_hook_hostile import _warn_samples
+    assert judge(net_case()).verdict is Verdict.PASS
+    j = judge(net_case(_warn_samples('advisory')))
+    assert j.verdict is Verdict.PASS, j.reason
+    assert all(w.fatal is None for w in j.warns)
+
+
+def test_ib_faults_on_a_net_probe_fail():
+    qp = ('NET/IB : mlx5_0:1 Got async event : local work queue '
+          'catastrophic error')
+    j = judge(net_case([qp]))
+    assert j.verdict is Verdict.CRASH and 'class connection' in j.reason
+    down = 'NET/IB : Got async event : port error'
+    j = judge(net_case([down]))
+    assert j.verdict is Verdict.NODE_FAULT and 'link-down' in j.reason
+    up = 'NET/IB : Got async event : port active'
+    assert judge(net_case([down, up])).verdict is Verdict.PASS
+    # a skipped HCA is no fallback
+    j = judge(net_case(['NET/IB : Unable to open device mlx5_4',
+                        'NET/IB : Unable to query port_num 2']))
+    assert j.verdict is Verdict.PASS, j.reason
