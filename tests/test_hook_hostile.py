@@ -540,3 +540,102 @@ def test_site_health_env_is_the_only_source_of_transport_settings(tmp_path):
         detail = json.loads(db.execute(
             'select detail_json from cases').fetchone()[0])
     assert detail['dropped_env'] == d['dropped_env']
+
+
+# -- WARN lines whose upstream code goes on (issue 27, item 2) ---------------
+
+def _warn_samples(disposition):
+    """A line of every string of the product WARN table with
+    ``disposition`` (the test fixture's sample where it has one, else the
+    format with each conversion filled in), as aws-ofi-nccl's logger
+    prints its own."""
+    import csv
+    import re
+    from ccl_health.evidence import warntable
+    fix = os.path.join(REPO, 'tests', 'fixtures', 'warns',
+                       'upstream_formats.tsv')
+    with open(fix, newline='') as fp:
+        samples = {(r['source'], r['path'], r['line'], r['format']):
+                   r['sample'] for r in csv.DictReader(fp, delimiter='\t')}
+    fill = {'s': 'mlx5_0', 'p': '0x7f3a2c000b80', 'x': '1a2b'}
+    out = []
+    for r in warntable.rows():
+        if r.disposition != disposition:
+            continue
+        text = samples.get((f'{r.source}@{r.version}', r.path, str(r.line),
+                            r.format))
+        if text is None:
+            text = warntable.unescape(warntable._joined(r.format))
+            text = re.sub(r'%[-+ #0]*\d*(?:\.\d+|\.\*)?(?:hh|h|ll|l|z)?'
+                          r'([diouxXspm])',
+                          lambda m: fill.get(m.group(1), '7'), text)
+            text = ' '.join(text.split())
+        if r.source == 'aws/aws-ofi-nccl':
+            text = 'NET/OFI ' + text
+        assert warntable.match(text).disposition == disposition, (r, text)
+        out.append(text)
+    return out
+
+
+def _replay_with_warns(tmp_path, texts):
+    """The real intra capture replayed with ``texts`` as NCCL WARN lines
+    of each rank's debug log (the rank's own logger prefix)."""
+    import glob
+    d = tmp_path / 'replay'
+    shutil.copytree(os.path.join(CAP, 'intra'), d / 'intra')
+    for log in glob.glob(str(d / 'intra' / 'nccl-debug.*.log')):
+        with open(log) as fp:
+            body = fp.read()
+        prefix = body.split(' NCCL INFO', 1)[0]
+        with open(log, 'a') as fp:
+            for t in texts:
+                fp.write(f'{prefix} NCCL WARN {t}\n')
+    return {'CCL_HEALTH_REPLAY_DIR': str(d)}
+
+
+def _hook_with_warns(tmp_path, texts):
+    env = environ(tmp_path, _replay_with_warns(tmp_path, texts))
+    detail = tmp_path / 'detail.json'
+    p = subprocess.run(HOOK + STD + ['--json', str(detail)], env=env,
+                       capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path))
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, (p.stdout, p.stderr)
+    return p.returncode, lines[0], json.loads(detail.read_text())
+
+
+def test_every_advisory_warn_through_the_hook_is_healthy(tmp_path):
+    """Every string of the WARN table after which the upstream code goes
+    on, all in one probe's logs: HEALTHY, no drain."""
+    texts = _warn_samples('advisory')
+    assert len(texts) > 100
+    code, line, d = _hook_with_warns(tmp_path, texts)
+    assert code == 0 and line.startswith('HEALTHY: '), line
+    assert d['verdict'] == 'pass', d
+
+
+@pytest.mark.parametrize('name,texts,code', [
+    # the issue's lines, as RCCL and NCCL up to 2.22 print them
+    ('gid-change', ['NET/IB : mlx5_0:1 Got async event : GID table change',
+                    'NET/IB : Got async event : GID table change'], 0),
+    ('port-active', ['NET/IB : mlx5_0:1 Got async event : port active'], 0),
+    ('client-reregister', ['NET/IB : Got async event : client '
+                           'reregistration'], 0),
+    ('sm-change', ['NET/IB : mlx5_0:1 Got async event : SM change'], 0),
+    ('skipped-hca', ['NET/IB : Unable to open device mlx5_4',
+                     'NET/IB : Unable to query port_num 2'], 0),
+    # an intra-node probe needs no network: the IB code's faults are named
+    ('qp-fatal-on-intra', ['NET/IB : mlx5_0:1 Got async event : local work '
+                           'queue catastrophic error'], 0),
+    ('port-error-on-intra', ['NET/IB : Got async event : port error'], 0),
+    # a real fault of the probe's own path still fails
+    ('cuda-failure', ["Cuda failure 'an illegal memory access was "
+                      "encountered'"], 1),
+])
+def test_warns_through_the_hook(tmp_path, name, texts, code):
+    got, line, d = _hook_with_warns(tmp_path, texts)
+    assert got == code, (name, line)
+    if code == 0:
+        assert line.startswith('HEALTHY: ') and 'fallback' not in line, line
+    else:
+        assert line.startswith('UNHEALTHY: ') and 'class cuda' in line, line

@@ -113,21 +113,57 @@ def test_ranks_with_different_nccl_versions_are_named():
 
 
 def test_fatal_warn_classes_fail_and_every_warn_is_named():
-    for key, cls in (('warn-progress', 'connection'),
-                     ('warn-regmem', 'memory-registration')):
+    for key, cls, transport in (('warn-progress', 'connection', 'intra'),
+                                ('warn-regmem', 'memory-registration',
+                                 'net-plugin')):
         text = mutations.add_warn(_intra(), random.Random(2), key)
-        j = judge(case(text))
+        j = judge(case(text, transport=transport))
         assert j.verdict is Verdict.CRASH, j.reason
         assert f'class {cls}' in j.reason and '1 NCCL WARN line' in j.reason
         assert [w.fatal for w in j.warns] == [cls]
+
+
+def test_a_network_warn_on_an_intra_case_is_named_not_fatal():
+    """The net plugin's (NET/OFI) or the IB code's (NET/IB, ibvwrap) WARN
+    cannot be of a case whose asked and proven transport is intra-node;
+    the same WARN on a network case fails it."""
+    for line in ('vm:1:1 [0] NCCL WARN NET/OFI Unable to register memory '
+                 '(type = 2) for device 0. RC: -22, Error: Invalid argument',
+                 'vm:1:1 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: '
+                 'local catastrophic error',
+                 'vm:1:1 [0] misc/ibvwrap.cc:268 NCCL WARN Call to '
+                 'ibv_create_cq failed'):
+        text = mutations.insert_line(_intra(), 3, line)
+        j = judge(case(text))
+        assert j.verdict is Verdict.PASS, j.reason
+        assert 'from the network code on an intra-node case' in j.reason
+        assert j.warns[0].fatal is None and j.warns[0].network
+        assert judge(case(text, transport='net-ib')).verdict is \
+            Verdict.CRASH
+    # a WARN of no network code still fails the intra case
+    text = mutations.add_warn(_intra(), random.Random(2), 'warn-cuda')
+    assert judge(case(text)).verdict is Verdict.CRASH
+
+
+def test_a_link_that_went_down_is_a_node_fault_unless_it_came_back():
+    down = 'vm:1:1 [0] NCCL WARN NET/IB : Got async event : port error'
+    up = 'vm:1:1 [0] NCCL WARN NET/IB : Got async event : port active'
+    text = mutations.insert_line(_intra(), 3, down)
+    j = judge(case(text, transport='net-ib'))
+    assert j.verdict is Verdict.NODE_FAULT and 'link-down' in j.reason
+    text = mutations.insert_line(text, 4, up)
+    assert judge(case(text, transport='net-ib')).verdict is not \
+        Verdict.NODE_FAULT
 
 
 def test_plugin_initialisation_failure_is_a_fallback():
     text = mutations.insert_line(
         _intra(), 3, 'vm:1:1 [0] NCCL WARN NET/OFI aws-ofi-nccl '
         'initialization failed')
-    j = judge(case(text))
+    j = judge(case(text, transport='net-plugin'))
     assert j.verdict is Verdict.FALLBACK and 'plugin-init' in j.reason
+    # no plugin is needed by an intra-node case: named, not fatal
+    assert judge(case(text)).verdict is Verdict.PASS
 
 
 def test_a_benign_warn_is_named_and_passes():
@@ -256,3 +292,50 @@ def test_a_rank_printed_by_two_processes_is_never_a_pass():
     assert res2.repeated_ranks == [] and res2.nranks == 2
     assert 'printed by' not in judge(CaseEvidence(
         what='all_reduce_perf', attempts=[Attempt(res2, 0)])).reason
+
+
+NET = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'net-plugin')
+
+
+def net_case(extra=()):
+    """The real net-plugin capture (one node, P2P off, over the plugin),
+    proven, bandwidth not judged, with ``extra`` WARN texts in its first
+    rank's log lines."""
+    logs = sorted(glob.glob(os.path.join(NET, 'nccl-debug.*.log')))
+    with open(os.path.join(NET, 'stdout.txt')) as fp:
+        text = fp.read()
+    ev = debuglog.read_evidence(logs)
+    proof = debuglog.prove('net-plugin', ev, nodes=1)
+    with open(logs[0]) as fp:
+        prefix = fp.read().split(' NCCL INFO', 1)[0]
+    body = ''.join(f'{prefix} NCCL WARN {t}\n' for t in extra)
+    w, versions = warns.read_logs(logs, text + body, 'stdout')
+    att = Attempt(nccltests.parse_text(text), 0, None, proof, ev, w,
+                  rank_versions=versions)
+    return CaseEvidence(what='all_reduce_perf', transport='net-plugin',
+                        collective='all_reduce', nodes=1, gpus_per_node=2,
+                        attempts=[att], judge_bandwidth=False)
+
+
+def test_every_advisory_warn_on_a_net_probe_passes():
+    from test_hook_hostile import _warn_samples
+    assert judge(net_case()).verdict is Verdict.PASS
+    j = judge(net_case(_warn_samples('advisory')))
+    assert j.verdict is Verdict.PASS, j.reason
+    assert all(w.fatal is None for w in j.warns)
+
+
+def test_ib_faults_on_a_net_probe_fail():
+    qp = ('NET/IB : mlx5_0:1 Got async event : local work queue '
+          'catastrophic error')
+    j = judge(net_case([qp]))
+    assert j.verdict is Verdict.CRASH and 'class connection' in j.reason
+    down = 'NET/IB : Got async event : port error'
+    j = judge(net_case([down]))
+    assert j.verdict is Verdict.NODE_FAULT and 'link-down' in j.reason
+    up = 'NET/IB : Got async event : port active'
+    assert judge(net_case([down, up])).verdict is Verdict.PASS
+    # a skipped HCA is no fallback
+    j = judge(net_case(['NET/IB : Unable to open device mlx5_4',
+                        'NET/IB : Unable to query port_num 2']))
+    assert j.verdict is Verdict.PASS, j.reason

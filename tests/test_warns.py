@@ -3,10 +3,12 @@
 
 ``tests/fixtures/warns/upstream_formats.tsv`` holds every format string read
 from the files named in its README (NVIDIA/nccl, ROCm/rccl, aws-ofi-nccl
-1.21.1), the class it was given by reading it (``label.py``: a fatal class,
-``advisory`` for a warning after which the library goes on, ``other`` for
-the rest) and a line built from it (each ``%s``/``%d``/``%p`` replaced by a
-plausible value).  Every line is tried bare, as users paste it, and with the
+1.21.1), the class its words were given (``label.py``) and a line built
+from it (each ``%s``/``%d``/``%p`` replaced by a plausible value).  Whether
+each is fatal is the product's WARN table
+(``ccl_health/evidence/warn_table.tsv``, read from what the upstream code
+does right after the call: ``disposition.py`` and ``reviewed.tsv`` of the
+same folder).  Every line is tried bare, as users paste it, and with the
 logger's ``host:pid:tid [dev] NCCL WARN`` prefix (aws-ofi-nccl's lines with
 the ``NET/OFI`` its logger adds)."""
 import csv
@@ -15,7 +17,7 @@ import re
 
 import pytest
 
-from ccl_health.evidence import warns
+from ccl_health.evidence import warns, warntable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = os.path.join(HERE, 'fixtures', 'warns', 'upstream_formats.tsv')
@@ -25,11 +27,22 @@ FATAL_CLASSES = ('connection', 'memory-registration', 'cuda', 'internal',
 with open(TABLE, newline='') as _fp:
     ROWS = list(csv.DictReader(_fp, delimiter='\t'))
 
+#: the product table's row of each string read: (source@version, path,
+#: line) -> row
+PRODUCT = {(f'{r.source}@{r.version}', r.path, str(r.line), r.format): r
+           for r in warntable.rows()}
 
-def _rows(cls):
+
+def _product(row):
+    return PRODUCT[(row['source'], row['path'], row['line'], row['format'])]
+
+
+def _rows(cls=None, disposition=None):
     return [pytest.param(r, id=f"{r['source'].split('@')[0]}:{r['path']}:"
                                 f"{r['line']}")
-            for r in ROWS if r['class'] == cls]
+            for r in ROWS if (cls is None or r['class'] == cls) and (
+                disposition is None or
+                _product(r).disposition == disposition)]
 
 
 def _lines(row):
@@ -69,45 +82,146 @@ def test_the_table_is_the_upstream_strings():
 
 @pytest.mark.parametrize('cls', FATAL_CLASSES)
 def test_each_class_has_upstream_strings(cls):
-    assert len(_rows(cls)) >= 15, cls
+    assert len([r for r in warntable.rows() if r.cls == cls]) >= 15, cls
 
 
-@pytest.mark.parametrize('row', _rows('connection'))
-def test_connection_and_progress_errors(row):
-    for line in _lines(row):
-        assert warns.read_text(line)[0].fatal == 'connection', line
+def test_the_product_table_has_every_string_read():
+    """Each string of the fixture is a row of the product table, with a
+    disposition, the statement that decides it and, when fatal, a
+    class."""
+    for r in ROWS:
+        p = _product(r)
+        assert p.disposition in ('fatal', 'advisory', 'by-event'), p
+        assert p.evidence, p
+        assert (p.cls != '') == (p.disposition == 'fatal'), p
+    sources = {r.source for r in warntable.rows()}
+    versions = {(r.source, r.version) for r in warntable.rows()}
+    assert sources == {'NVIDIA/nccl', 'ROCm/rccl', 'aws/aws-ofi-nccl'}
+    assert {v for s, v in versions if s == 'NVIDIA/nccl'} == {
+        'v2.4.7-1', 'v2.12.12-1', 'v2.18.6-1', '5067397c'}
+    for src in sources:
+        disp = {r.disposition for r in warntable.rows() if r.source == src}
+        assert {'fatal', 'advisory'} <= disp, src
 
 
-@pytest.mark.parametrize('row', _rows('memory-registration'))
-def test_memory_registration_failures(row):
-    for line in _lines(row):
-        assert warns.read_text(line)[0].fatal == 'memory-registration', line
+def _fatal_expected(row):
+    """A fatal string keeps the class its words had; one whose words named
+    none has the table's class."""
+    return row['class'] if row['class'] in FATAL_CLASSES else \
+        _product(row).cls
 
 
-@pytest.mark.parametrize('row', _rows('cuda'))
-def test_cuda_and_hip_failures(row):
-    for line in _lines(row):
-        assert warns.read_text(line)[0].fatal == 'cuda', line
-
-
-@pytest.mark.parametrize('row', _rows('internal'))
-def test_internal_and_unhandled_errors(row):
-    for line in _lines(row):
-        assert warns.read_text(line)[0].fatal == 'internal', line
-
-
-@pytest.mark.parametrize('row', _rows('plugin-init'))
-def test_plugin_initialisation_failures(row):
-    for line in _lines(row):
-        assert warns.read_text(line)[0].fatal == 'plugin-init', line
-
-
-@pytest.mark.parametrize('row', _rows('advisory'))
-def test_advisories_do_not_fail_a_case(row):
+@pytest.mark.parametrize('row', _rows(disposition='fatal'))
+def test_strings_after_which_the_code_fails_are_fatal(row):
     for line in _lines(row):
         [w] = warns.read_text(line)
-        assert w.fatal is None, line
+        # the same text printed by two calls of one source may carry
+        # another call's class
+        same = {r.cls for r in warntable.rows() if r.disposition == 'fatal'
+                and r.regex.fullmatch(w.text)}
+        assert w.fatal == _fatal_expected(row) or w.fatal in same, (
+            line, _product(row))
+        assert w.origin and w.evidence, w
+
+
+@pytest.mark.parametrize('row', _rows(disposition='advisory'))
+def test_strings_after_which_the_code_goes_on_do_not_fail_a_case(row):
+    for line in _lines(row):
+        [w] = warns.read_text(line)
+        assert w.fatal is None, (line, _product(row).evidence)
         assert 'not fatal' in w.describe()
+
+
+@pytest.mark.parametrize('row', _rows(disposition='by-event'))
+def test_an_async_event_the_table_does_not_know_keeps_its_words(row):
+    """The sample's event (``mlx5_0``) is no ibv_event_type_str: the line
+    is read by its words, as before (``Got async event``: fatal)."""
+    want = row['class'] if row['class'] in FATAL_CLASSES else None
+    for line in _lines(row):
+        [w] = warns.read_text(line)
+        assert w.fatal == want, line
+        assert w.fatal == warns.fatal_class(w.text)
+
+
+#: rdma-core libibverbs/enum_strs.c ibv_event_type_str, every event type
+IBV_EVENTS = {
+    'CQ error': 'connection',
+    'local work queue catastrophic error': 'connection',
+    'invalid request local work queue error': 'connection',
+    'local access violation work queue error': 'connection',
+    'communication established': None, 'send queue drained': None,
+    'path migrated': None, 'path migration request error': None,
+    'local catastrophic error': 'connection', 'port active': None,
+    'port error': 'link-down', 'LID change': None, 'P_Key change': None,
+    'SM change': None, 'SRQ catastrophic error': None,
+    'SRQ limit reached': None, 'last WQE reached': None,
+    'client reregistration': None, 'GID table change': None,
+    'WQ fatal': None, 'Device link speed change': None,
+}
+#: the async-event forms: NCCL < 2.22 (no device), NCCL 2.22 and RCCL
+#: (device:port), NCCL >= 2.23's non-fatal form (with the event number)
+EVENT_FORMS = ('NET/IB : Got async event : {e}',
+               'NET/IB : mlx5_4:1 Got async event : {e}',
+               'NET/IB : mlx5_4:1 Got non-fatal async event: {e}(7)')
+
+
+@pytest.mark.parametrize('event', sorted(IBV_EVENTS))
+@pytest.mark.parametrize('form', EVENT_FORMS)
+def test_ib_async_events_by_their_type(event, form):
+    """The newest NCCL's split of the events applies to the older forms
+    too: device fatal, CQ and QP errors are fatal, a port error is a link
+    down, the rest advisory; case as users retype it too."""
+    for e in (event, event.lower()):
+        line = f'node7:8:9 [0] NCCL WARN {form.format(e=e)}'
+        [w] = warns.read_text(line)
+        assert w.fatal == IBV_EVENTS[event], line
+        assert w.network and 'common.cc' in w.evidence, w
+
+
+@pytest.mark.parametrize('form', EVENT_FORMS)
+def test_a_port_error_that_port_active_follows_is_not_fatal(form):
+    err = f'n:1:1 [0] NCCL WARN {form.format(e="port error")}'
+    up = f'n:1:1 [0] NCCL WARN {form.format(e="port active")}'
+    assert [w.fatal for w in warns.read_text(err)] == ['link-down']
+    got = warns.read_text(f'{err}\n{up}\n')
+    assert [w.fatal for w in got] == [None, None], got
+    assert 'port active' in got[0].describe()
+    # down again after it came back: down
+    got = warns.read_text(f'{err}\n{up}\n{err}\n')
+    assert got[0].fatal == 'link-down'
+    # port active before the error does not bring it back
+    assert warns.read_text(f'{up}\n{err}\n')[1].fatal == 'link-down'
+
+
+def test_port_active_of_another_device_does_not_bring_a_link_back():
+    text = ('n:1:1 [0] NCCL WARN NET/IB : mlx5_1:1 Got async event : port '
+            'error\nn:1:1 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event '
+            ': port active\n')
+    assert [w.fatal for w in warns.read_text(text)] == ['link-down', None]
+
+
+def test_a_skipped_hca_is_advisory():
+    for text in ('NET/IB : Unable to open device mlx5_4',
+                 'NET/IB : Unable to query port_num 2',
+                 'NET/IB : Unable to query device mlx5_4'):
+        [w] = warns.read_text(f'h:1:1 [0] NCCL WARN {text}')
+        assert w.fatal is None and 'continue;' in w.evidence, w
+
+
+@pytest.mark.parametrize('fmt,line', [
+    ('a %s b %d c', 'a x y b -3 c'),
+    ('%.*s at %p', 'ab at 0x7f00aa'),
+    ('flags 0x%016%lu) type %d', 'flags 0x0000000000000040) type 3'),
+    ('size %zu key %016lx', 'size 4096 key 00000000000000ff'),
+    ('RC: %zd, (%lu) %u%%', 'RC: -22, (7) 9%'),
+    ('ID %%lu for %d', 'ID 17 for 3'),
+    ('first\\nsecond %s', 'first'),
+    ('Missing \\"iommu=pt\\"  from %s', 'Missing "iommu=pt" from x'),
+])
+def test_printf_formats_as_regexes(fmt, line):
+    assert warntable.format_regex(fmt).fullmatch(line), (fmt, line)
+    if not fmt.endswith('%s'):
+        assert not warntable.format_regex(fmt).fullmatch(line + ' 0x')
 
 
 def test_every_warn_is_read_and_named():
@@ -178,9 +292,10 @@ def test_real_lines(line, cls):
     ('x:1:1 [0] NCCL WARN Error while attaching to shared memory segment '
      '/dev/shm/nccl-AbCdEf (size 9637888), error: No such file or '
      'directory (2)', 'internal'),
-    # not an ibv verb: aws-ofi-nccl's freelist stays "other"
+    # not an ibv verb: aws-ofi-nccl's freelist allocation, after which
+    # its code returns -ENOMEM (src/nccl_ofi_rdma.cpp)
     ('x:1:1 [0] NCCL WARN NET/OFI Call to nccl_ofi_freelist_entry_alloc '
-     'failed', None),
+     'failed', 'internal'),
 ])
 def test_failed_verbs_and_shared_memory_segments(line, cls):
     [w] = warns.read_text(line)

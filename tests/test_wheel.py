@@ -132,6 +132,7 @@ def test_the_wheel_carries_the_suite_under_its_package(wheel):
               'reference/frontier.yaml']:
         assert 'ccl_health/_data/' + f in names, f
     assert 'ccl_health/sitedata/schemas/site.schema.json' in names
+    assert 'ccl_health/evidence/warn_table.tsv' in names
     assert 'ccl_health/evidence/nodestate/nvml.py' in names        # a sub-package
     assert 'ccl_health/data/patterns/example.csv' in names
     entry = zipfile.ZipFile(wheel).read(

@@ -7,60 +7,57 @@ aws-ofi-rccl through ``NCCL_OFI_WARN(...)``, which goes through NCCL's logger
 with its ``NET/OFI`` prefix (``NCCL WARN NET/OFI <text>``).  Users strip the
 ``host:pid:tid`` prefix when they paste, so the prefix is optional here.
 
-The fatal classes (:data:`FATAL`) are the ones whose text says an operation
-failed; each family is taken from the upstream format strings:
+Whether a WARN is fatal is read from the upstream code, not its words:
+the WARN table (:mod:`ccl_health.evidence.warntable`, ``warn_table.tsv``
+shipped with the package) holds every format string read from NVIDIA/nccl
+(2.4.7, 2.12.12, 2.18.6 and current), ROCm/rccl and aws-ofi-nccl 1.21.1,
+per source and version, with what the code does right after it: an error
+returned, propagated or an abort is ``fatal`` with its class; a
+``continue``, a fall-through or a success return is ``advisory``.  A line
+is matched against the formats (each printf conversion read as what it
+prints); the most specific match decides.
 
-* ``connection`` (connection, proxy and progress errors): NVIDIA/nccl
-  ``src/misc/socket.cc``, ``src/transport/net_socket.cc``, ``src/proxy.cc``,
-  ``src/bootstrap.cc``, ``src/transport/net_ib/{p2p,common}.cc``; ROCm/rccl
-  the same plus ``src/transport/net_ib.cc``; aws-ofi-nccl
-  ``src/nccl_ofi_rdma.cpp``, ``src/nccl_ofi_sendrecv.cpp``,
-  ``src/platform-aws.cpp`` (posting, completions with error, address vector).
-* ``memory-registration``: NVIDIA/nccl ``src/transport/net_ib/reg.cc``,
-  ``src/misc/ibvwrap.cc``; aws-ofi-nccl ``src/nccl_ofi_sendrecv.cpp``
-  (``Unable to register memory ... RC: -22``), ``src/nccl_ofi_rdma.cpp``,
-  ``src/nccl_ofi_ofiutils.cpp``.
-* ``cuda``: ``src/include/checks.h`` of NVIDIA/nccl and ROCm/rccl
-  (``Cuda failure '%s'``; older RCCL ``HIP failure``), ``src/proxy.cc``
-  (``Failed to set CUDA device``); aws-ofi-nccl ``src/nccl_ofi_cuda.cpp``,
-  ``src/nccl_ofi_rocm.cpp``.
-* ``internal`` (internal and unhandled errors): ``ncclGetErrorString``;
-  ``src/include/checks.h`` (``Call to %s failed``, ``Allocation failed``,
-  ``Thread creation failed``), ``src/proxy.cc`` (op list consistency),
-  ``src/misc/socket.cc`` (socket state); aws-ofi-nccl ``src/nccl_ofi_api.cpp``.
-* ``plugin-init``: NVIDIA/nccl ``src/plugin/net.cc`` (``src/net.cc`` in
-  RCCL and NCCL before 2.19), ``src/transport/net_ib/init.cc``,
-  ``src/transport/net_socket.cc`` / ``src/bootstrap.cc`` (no interface);
-  aws-ofi-nccl ``src/nccl_ofi_net.cpp``, ``src/nccl_ofi_ofiutils.cpp``,
-  ``src/nccl_ofi_api.cpp`` (``OFI fi_getinfo() call failed``, ``Couldn't
-  open a fabric provider``, ``%s initialization failed``).
+InfiniBand async events are classified as the newest NCCL handles each
+event type, and that applies to the older forms too (``NET/IB : Got async
+event : %s`` of NCCL before 2.23 and RCCL, printed for every event but
+COMM_EST): device fatal, CQ and QP errors are fatal; GID / LID / P_Key /
+SM changes, client reregistration and ``port active`` are advisory;
+``port error`` is a link going down (class ``link-down``): a node fault
+unless ``port active`` follows for the same device later in the same log
+(:func:`read_text`).
 
-Every other WARN is kept and named, not fatal; among them the advisories
-after which the library goes on (RCCL ``src/init.cc`` ``Missing "iommu=pt"
-from kernel command line``, ``NET/Socket : ... setting to %d``, ``Got
-non-fatal async event``, ``GID table changed``, aws-ofi-nccl's tuner and GDR
-notes).  Plugin probing (``NET/Plugin: Could not find: libnccl-net.so``,
-``No plugin found (...)``) is not a failure here: whether a plugin was asked
-for is the debug-log proof's question (:mod:`ccl_health.evidence.debuglog`).
-The test suite's table of upstream WARN strings (``upstream_formats.tsv``
-in the warns fixture folder) lists every string read (629, from NCCL 2.4.7, 2.12.12, 2.18.6 and current, RCCL and aws-ofi-nccl
-1.21.1), its class and a line built from it.  A site may declare patterns
-benign (site file ``benign_warns: [{pattern, why, overrides}]``): those
-are named as benign and never fail a case; a line of a fatal class only
-where the pattern names that class in ``overrides`` (checked when the site
-file is loaded: :mod:`ccl_health.sitedata.overrides`)."""
+A line that matches no string of the table (an unknown WARN, an event
+string the table does not know) keeps the old reading by its words: the
+regex families of :data:`FATAL`, each written from the upstream format
+strings, so nothing that failed before passes unless the upstream code
+says it is advisory.  Plugin probing (``NET/Plugin: Could not find:
+libnccl-net.so``, ``No plugin found (...)``) is not a failure here:
+whether a plugin was asked for is the debug-log proof's question
+(:mod:`ccl_health.evidence.debuglog`).  Whether a WARN could come from
+the case's transport at all (an IB event on an intra-node probe) is the
+judge's question: :attr:`Warn.network` says where it was printed.  A
+site may declare patterns benign (site file ``benign_warns: [{pattern,
+why, overrides}]``): those are named as benign and never fail a case; a
+line of a fatal class only where the pattern names that class in
+``overrides`` (checked when the site file is loaded:
+:mod:`ccl_health.sitedata.overrides`)."""
 
 import dataclasses
 import re
 from typing import List, Optional, Sequence
 
+from ccl_health.evidence import warntable
+
 #: a WARN line, with or without the ``host:pid:tid [dev]`` prefix
 _WARN = re.compile(r'(?:^|\s|\])(?:NCCL|RCCL) WARN\s+(?P<text>.*?)\s*$')
 
-#: ``(class, regex)``: the fatal classes, first match names the class.
-#: Each family is written from the upstream format strings (see the module
-#: docstring for the files; the test suite's ``upstream_formats.tsv``
-#: lists every string read, its class and a line built from it).
+#: ``(class, regex)``: the fatal classes by their words, for lines that
+#: match no string of the WARN table (first match names the class).  Each
+#: family is written from the upstream format strings: NVIDIA/nccl
+#: src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc,
+#: src/bootstrap.cc, src/transport/net_ib, src/include/checks.h,
+#: src/plugin/net.cc, src/misc/ibvwrap.cc; ROCm/rccl the same;
+#: aws-ofi-nccl src/nccl_ofi_*.cpp, src/platform-aws.cpp.
 FATAL = (
     # src/misc/socket.cc, src/transport/net_socket.cc, src/proxy.cc,
     # src/bootstrap.cc, src/transport/net_ib (p2p.cc, common.cc), RCCL's
@@ -168,15 +165,25 @@ FATAL = (
 class Warn:
     """One WARN line: its text after ``NCCL WARN``, where it was read, its
     fatal class (None: not fatal) and, when a site declared it benign,
-    why."""
+    why.  ``origin``: the upstream call that printed it (the WARN table's
+    row, ``NVIDIA/nccl@v2.4.7-1 src/transport/net_ib.cc:80``), empty when
+    no string of the table matched; ``evidence``: what the upstream code
+    does next; ``network``: printed by the network code (IB transport,
+    verbs wrapper, net plugin); ``note``: why it is not fatal here (a
+    ``port active`` that followed, a transport that cannot print it)."""
     text: str
     source: str = ''
     fatal: Optional[str] = None
     benign: Optional[str] = None
+    origin: str = ''
+    evidence: str = ''
+    network: bool = False
+    note: str = ''
 
     def describe(self):
         tag = (f'benign: {self.benign}' if self.benign else
-               f'fatal: {self.fatal}' if self.fatal else 'not fatal')
+               f'fatal: {self.fatal}' if self.fatal else
+               f'not fatal: {self.note}' if self.note else 'not fatal')
         return f'NCCL WARN {self.text[:160]} ({tag})'
 
 
@@ -188,10 +195,15 @@ def warn_text(line):
 
 
 def fatal_class(text):
+    """The fatal class of an unknown WARN ``text`` by its words."""
     for name, rx in FATAL:
         if rx.search(text):
             return name
     return None
+
+
+#: a line of the network code where the table knows none
+_NETWORK_WORDS = re.compile(r'^(NET/IB\b|NET/OFI\b|NET/IB:)')
 
 
 def classify(text, source='', benign: Sequence = ()):
@@ -200,25 +212,65 @@ def classify(text, source='', benign: Sequence = ()):
     (:func:`benign_patterns`).  A benign pattern silences a line of a
     fatal class only where it names that class in ``overrides``: a pattern
     that names none (or another) leaves the line fatal."""
-    cls = fatal_class(text)
+    row = warntable.match(text)
+    origin = row.origin if row else ''
+    network = row.network if row else bool(_NETWORK_WORDS.match(text))
+    evidence = row.evidence if row else ''
+    if row is not None and row.disposition == 'fatal':
+        # a format whose %s carries the verb (``Call to %s failed``) is
+        # named by the line's words where they name a class; a link down
+        # stays what the table says
+        fatal = row.cls if row.cls == 'link-down' else (
+            fatal_class(text) or row.cls)
+    elif row is not None and row.disposition == 'advisory':
+        fatal = None
+    else:               # unknown to the table: by its words, as before
+        fatal = fatal_class(text)
     for pattern, why, *rest in benign or ():
         rx = pattern if hasattr(pattern, 'search') else re.compile(pattern)
-        if rx.search(text) and (cls is None or cls in (rest[0] if rest
-                                                        else ())):
-            return Warn(text, source, None, why or 'declared benign')
-    return Warn(text, source, cls, None)
+        if rx.search(text) and (fatal is None or fatal in (rest[0] if rest
+                                                            else ())):
+            return Warn(text, source, None, why or 'declared benign', origin,
+                        evidence, network)
+    return Warn(text, source, fatal, None, origin, evidence, network)
+
+
+#: the device of an async event line of newer NCCL / RCCL
+#: (``NET/IB : mlx5_2:1 Got ...``); older NCCL names none
+_EVENT_DEVICE = re.compile(r'^NET/IB\s*:\s*(\S+:\d+)\s')
+_PORT_ACTIVE = re.compile(r'async event\s*:?\s*port active', re.I)
+
+
+def _device(text):
+    m = _EVENT_DEVICE.match(text)
+    return m.group(1) if m else ''
 
 
 def read_text(text, source='', benign: Sequence = ()) -> List[Warn]:
     """Every WARN line of ``text``, in order; a line repeated by many ranks
-    is kept once per (text, source)."""
-    out, seen = [], set()
+    is kept once per (text, source).  A ``port error`` (class
+    ``link-down``) that a ``port active`` of the same device follows later
+    in ``text`` is not fatal: the link came back."""
+    out, seen, down = [], {}, {}
     for line in (text or '').splitlines():
         t = warn_text(line)
-        if t is None or (t, source) in seen:
+        if t is None:
             continue
-        seen.add((t, source))
-        out.append(classify(t, source, benign))
+        if _PORT_ACTIVE.search(t):
+            down.pop(_device(t), None)
+        if t in seen:
+            w = out[seen[t]]
+        else:
+            seen[t] = len(out)
+            w = classify(t, source, benign)
+            out.append(w)
+        if w.fatal == 'link-down':
+            down[_device(t)] = t
+    for i, w in enumerate(out):
+        if w.fatal == 'link-down' and down.get(_device(w.text)) != w.text:
+            out[i] = dataclasses.replace(
+                w, fatal=None, note='"port active" followed for '
+                f'{_device(w.text) or "the port"}: the link came back')
     return out
 
 
@@ -342,10 +394,19 @@ _FATAL_SAMPLES = (
 
 
 def fatal_samples():
-    """``[(class, WARN text)]``: lines of every fatal class built from the
-    upstream format strings, for checking what a site's ``benign_warns``
-    pattern would silence (:mod:`ccl_health.sitedata.overrides`)."""
-    return list(_FATAL_SAMPLES)
+    """``[(class, WARN text)]``: a line of every fatal format string of the
+    WARN table (:mod:`ccl_health.evidence.warntable`, a plausible value in
+    each conversion) and the real fatal lines above, for checking what a
+    site's ``benign_warns`` pattern would silence
+    (:mod:`ccl_health.sitedata.overrides`)."""
+    out = list(_FATAL_SAMPLES)
+    for row in warntable.rows():
+        if row.disposition == 'fatal':
+            line = warntable.sample(row.format)
+            cls = classify(line).fatal
+            if cls:
+                out.append((cls, line))
+    return out
 
 
 #: NCCL / RCCL print their version once per rank at init

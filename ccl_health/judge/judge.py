@@ -37,7 +37,9 @@ non-finite value, a busbw above the case's bound of an impossible value
 ``wrong-results``; wrong elements or out-of-bounds values are
 ``wrong-results``; a nonzero exit status or an error line is a ``crash``;
 a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
-(``fallback`` when it is a plugin's initialisation failure); no rows, no
+(``fallback`` when it is a plugin's initialisation failure, ``node-fault``
+for a link that went down), except a WARN of the network code on a case
+whose asked and proven transport is ``intra``: named, not fatal; no rows, no
 closing summary, a rank printed by two processes (separate runs), a size
 printed twice, a size asked (or in the header's
 ``minBytes..maxBytes``) that is missing is ``incomplete``; unchecked
@@ -369,10 +371,28 @@ def _warn_failure(warns):
         return None
     w = fatal[0]
     more = f' (+{len(fatal) - 1} more fatal)' if len(fatal) > 1 else ''
-    v = Verdict.FALLBACK if w.fatal == 'plugin-init' else Verdict.CRASH
+    v = {'plugin-init': Verdict.FALLBACK, 'link-down': Verdict.NODE_FAULT
+         }.get(w.fatal, Verdict.CRASH)
     where = f' in {w.source}' if w.source else ''
     return v, (f'{v}: NCCL WARN of class {w.fatal}{where}: '
                f'{w.text[:200]}{more}')
+
+
+def _possible(ev, att):
+    """The attempt's WARNs as they bear on this case: one printed by the
+    network code (IB transport, verbs wrapper, net plugin:
+    :attr:`ccl_health.evidence.warns.Warn.network`) on a case whose asked
+    and proven transport is ``intra`` (one node, no network) cannot be of
+    its transport: named, not fatal."""
+    proof = att.proof
+    if ev.transport not in (None, 'intra') or proof is None or \
+            getattr(proof, 'asked', None) != 'intra' or \
+            getattr(proof, 'proven', None) != 'intra':
+        return list(att.warns)
+    return [dataclasses.replace(
+        w, fatal=None, note=f'{w.fatal}, but from the network code on an '
+        f'intra-node case') if w.fatal and getattr(w, 'network', False)
+        else w for w in att.warns]
 
 
 def _warn_note(warns):
@@ -391,9 +411,10 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if att.launch_error and not getattr(res, 'rows', None):
         return Verdict.COULD_NOT_CHECK, (f'could not check: '
                                          f'{att.launch_error}'), []
+    warns = _possible(ev, att)
     if res is None:
         # no output, but a log saying an operation failed: that failure
-        warn = _warn_failure(att.warns)
+        warn = _warn_failure(warns)
         if warn:
             return warn[0], f'{warn[1]} (no output of {ev.what})', []
         return Verdict.COULD_NOT_CHECK, (f'could not check: no output of '
@@ -405,7 +426,7 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     found = findings(res, ev.reference)
     if bad and bad[0] in (Verdict.HANG, Verdict.WRONG_RESULTS):
         return bad[0], bad[1], found
-    warn = _warn_failure(att.warns)
+    warn = _warn_failure(warns)
     if warn and (bad is None or not bad[0].failed or
                  bad[0] is Verdict.BELOW_REFERENCE):
         return warn[0], warn[1], found
@@ -575,7 +596,7 @@ def judge(ev: CaseEvidence) -> Judgement:
     v, reason, found = judged[pick]
     if len(judged) > 1:
         reason = f'attempt {pick + 1} of {len(judged)}: {reason}'
-    warns = [w for a in ev.attempts for w in a.warns]
+    warns = [w for a in ev.attempts for w in _possible(ev, a)]
     reason += _warn_note(warns)
     v, reason = _contended(ev, v, reason)
     return Judgement(v, reason, found, warns, pick + 1,
