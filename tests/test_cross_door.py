@@ -123,10 +123,7 @@ def test_healthy_capture_passes_every_door(tmp_path, cap, case):
     assert set(got.values()) == {'pass'}, got
 
 
-#: mutations that are no damage of a capture's case: the net plugin's
-#: WARN (NET/OFI) on an intra-node run, whose asked and proven transport
-#: needs no network (issue 27: named, not fatal)
-NOT_OF_THE_CASE = {('warn-regmem', 'intra')}
+NOT_OF_THE_CASE = mutations.NOT_OF_THE_CASE
 
 
 @pytest.mark.parametrize('cap,case', [

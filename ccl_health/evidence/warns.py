@@ -305,7 +305,10 @@ def override_classes(value):
 
 
 #: the names of the fatal classes, in :data:`FATAL`'s order
-FATAL_CLASSES = tuple(name for name, _ in FATAL)
+#: a link going down (an IB ``port error`` that no ``port active``
+#: follows): fatal by the WARN table, named by no words of :data:`FATAL`
+LINK_DOWN = 'link-down'
+FATAL_CLASSES = tuple(name for name, _ in FATAL) + (LINK_DOWN,)
 
 #: ``(class, WARN text)``: lines of each fatal class, each built from an
 #: upstream format string (the file that prints it is named), the text
@@ -320,8 +323,6 @@ _FATAL_SAMPLES = (
     ('cuda', "HIP failure 'an illegal memory access was encountered'"),
     ('cuda', "Cuda failure 2 'out of memory'"),
     # src/proxy.cc; RCCL src/proxy.cc; NVIDIA/nccl src/transport/net.cc
-    ('cuda', '[Proxy Service] Failed to set CUDA device 3'),
-    ('cuda', 'Failed to create CUDA context on device 3'),
     ('cuda', 'failed to peer with device 3: 217 peer access is not '
              'supported between these two devices'),
     # aws-ofi-nccl src/nccl_ofi_cuda.cpp
