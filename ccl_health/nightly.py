@@ -46,7 +46,7 @@ import socket
 import subprocess
 import sys
 
-from ccl_health import CclHealthError, news, outputs
+from ccl_health import CclHealthError, news, outputs, rehearsal
 from ccl_health.judge import history
 from ccl_health.db import queries
 from ccl_health.db import store
@@ -313,6 +313,8 @@ def _night_locked(args, publish):
         _site_database(args.system) or os.path.join(out, 'ccl-health.db')
     where = f'{args.system}:{args.partition}' if args.partition \
         else args.system
+    if getattr(args, 'rehearse', None):      # never taken for a real night
+        where += f' (rehearsal: {args.rehearse})'
     env = dict(os.environ, CCL_HEALTH_RUN_ID=run_id, CCL_HEALTH_DB=db_url,
                CCL_HEALTH_OUTPUT=out, RFM_COLORIZE='n')
     if args.account:
@@ -499,8 +501,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         prog='scripts/nightly', description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--system', required=True, help='the ReFrame system '
-                    '(config/systems/<system>.py)')
+    ap.add_argument('--system', help='the ReFrame system '
+                    '(config/systems/<system>.py); required, but with '
+                    '--rehearse')
     ap.add_argument('--partition', help='its partition (ReFrame '
                     '--system SYSTEM:PARTITION; under Slurm also sbatch -p)')
     ap.add_argument('--account', help='the Slurm account of the jobs '
@@ -508,9 +511,8 @@ def main(argv=None):
                     'Slurm also sbatch -A)')
     ap.add_argument('--mode', default='nightly', help='ReFrame mode '
                     '(default: %(default)s)')
-    ap.add_argument('--publish', default=os.environ.get(
-        'CCL_HEALTH_PUBLISH'), help='the folder served as the report site '
-        '(default $CCL_HEALTH_PUBLISH)')
+    ap.add_argument('--publish', help='the folder served as the report '
+                    'site (default $CCL_HEALTH_PUBLISH)')
     ap.add_argument('--url', help='the address of the published folder '
                     '(the mail names its latest page)')
     ap.add_argument('--output', help='outputs of the runs (default '
@@ -523,12 +525,32 @@ def main(argv=None):
                     '<publish>/.nightly.lock)')
     ap.add_argument('--night', help='the night\'s name (default: today, '
                     'YYYY-MM-DD)')
+    ap.add_argument('--rehearse', metavar='SCENARIO',
+                    choices=rehearsal.SCENARIOS, help='rehearse a night '
+                    'before wiring cron: a real night on this host without '
+                    'GPUs or Slurm, replaying the project\'s captures as '
+                    'the scenario makes them (%(choices)s); database and '
+                    'published folder under <output>/rehearsal unless --db '
+                    '/ --publish (ccl_health/rehearsal)')
     ap.add_argument('reframe_args', nargs='*', metavar='-- REFRAME_OPTIONS',
                     help='after --: more ReFrame options for the run')
     try:
         args = ap.parse_args(argv)
     except SystemExit as e:
         return EXIT_COULD_NOT_RUN if e.code else 0
+    if not args.system and not args.rehearse:
+        ap.print_usage(sys.stderr)
+        print(f'{ap.prog}: error: the following arguments are required: '
+              f'--system', file=sys.stderr)
+        return EXIT_COULD_NOT_RUN
+    if args.rehearse:
+        try:
+            rehearsal.prepare(args)
+        except (CclHealthError, OSError) as err:
+            print(f'ccl-health nightly: COULD NOT RUN: {err}',
+                  file=sys.stderr)
+            return EXIT_COULD_NOT_RUN
+    args.publish = args.publish or os.environ.get('CCL_HEALTH_PUBLISH')
     if not args.publish:
         print('ccl-health nightly: COULD NOT RUN: no --publish folder (or '
               'CCL_HEALTH_PUBLISH)', file=sys.stderr)

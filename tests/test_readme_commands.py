@@ -158,6 +158,14 @@ def as_run_here(cmd, work):
                   'history': r'GB/s', 'compare': r'x0\.\d+',
                   'detect': r'DROP', 'runs': r'degraded-proto-ll'}[sub]
         return words, env, {0, 1}, expect
+    if exe == 'scripts/nightly' and '--rehearse' in words:
+        # a real night on the rehearsal's captures, in a folder of its own
+        scenario = words[words.index('--rehearse') + 1]
+        env['CCL_HEALTH_OUTPUT'] = str(work / f'rehearse-{scenario}')
+        head = rf'^ccl-health nightly local:gpu \(rehearsal: {scenario}\) \S+: '
+        return words, env, {0} if scenario == 'healthy' else {1}, \
+            head + ('all clear' if scenario == 'healthy' else
+                    r'NEW: 1 new failure.*\nCRASH AllReduceSweep')
     if exe == 'scripts/nightly':
         # no GPU here: scripts/run renders the job scripts and records
         # nothing, which is never an all-clear, and the mail says why

@@ -135,6 +135,10 @@ def test_the_wheel_carries_the_suite_under_its_package(wheel):
     assert 'ccl_health/evidence/warn_table.tsv' in names
     assert 'ccl_health/evidence/nodestate/nvml.py' in names        # a sub-package
     assert 'ccl_health/data/patterns/example.csv' in names
+    # the nightly's rehearsal: its stand-in and the captures it replays
+    for f in ['standin.py', 'scenarios.py', 'captures/healthy-01.out',
+              'captures/nccl-debug.vm.1326.log', 'captures/node.json']:
+        assert 'ccl_health/rehearsal/' + f in names, f
     entry = zipfile.ZipFile(wheel).read(
         [n for n in names if n.endswith('entry_points.txt')][0]).decode()
     for s in SCRIPTS:
@@ -182,6 +186,22 @@ def test_installed_commands_outside_the_checkout(venv, elsewhere):
         p = run(venv, s, '--help', cwd=where, env=env)
         assert p.returncode == 0 and p.stdout.startswith('usage: '), s
     assert 'usage: ccl-health-explain ' in p.stdout
+
+
+def test_a_rehearsal_night_from_the_installed_package(venv, elsewhere):
+    """The nightly's rehearsal from the wheel, outside the checkout, on
+    a machine without GPUs: the stand-in and the captures are the
+    package's own."""
+    where, env = elsewhere
+    p = _sh([str(venv / 'python'), '-m', 'ccl_health.nightly', '--rehearse',
+             'crash'], cwd=where, env=no_gpus(where, env), timeout=300)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    assert p.stdout.startswith('ccl-health nightly local:gpu (rehearsal: '
+                               'crash) ')
+    assert '\nCRASH AllReduceSweep' in p.stdout
+    log = open(glob.glob(str(where / 'ccl-health-output' / 'rehearsal' /
+                             'www' / 'nights' / '*' / 'run.log'))[0]).read()
+    assert REPO not in log                # nothing of the checkout
 
 
 def test_init_site_and_the_installed_commands_honour_it(venv, elsewhere):
