@@ -501,11 +501,6 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
     yield cur, part
 
 
-def segments(series, key, size, accepted=(), baselines=()):
-    """The records of each part of :func:`parts`."""
-    return [p for _, p in parts(series, key, size, accepted, baselines)]
-
-
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
            accepted=(), baselines=(), **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
