@@ -229,15 +229,9 @@ def cmd_accept(db, args):
             recs = [r for r in recs if r['run_id'] == last]
     else:
         queries.check_runs(db, args.target)
-        recs = []
-    recs = [r for r in recs if r['size'] is not None and
-            r['busbw'] is not None and
-            (args.transport is None or r['transport'] == args.transport) and
-            (size is None or r['size'] == size)]
-    if not recs:
-        raise CclHealthError(f'accept: no measured sizes of {args.target!r}'
-                             + (f' ({args.transport})' if args.transport
-                                else '') + f' in {db.where}')
+        recs, want = [], None
+    # a run that is not healthy is never a level (its measured sizes or
+    # not: a crash may have measured none)
     bad = unhealthy(db, recs, whole_run=want is None,
                     transport=args.transport)
     if bad:
@@ -246,6 +240,14 @@ def cmd_accept(db, args):
             f' is {bad["verdict"]} (only a run whose cases passed becomes a '
             f'level; a new level below the reference is recalibrated: '
             f'scripts/calibrate)')
+    recs = [r for r in recs if r['size'] is not None and
+            r['busbw'] is not None and
+            (args.transport is None or r['transport'] == args.transport) and
+            (size is None or r['size'] == size)]
+    if not recs:
+        raise CclHealthError(f'accept: no measured sizes of {args.target!r}'
+                             + (f' ({args.transport})' if args.transport
+                                else '') + f' in {db.where}')
     rows = {}
     for r in recs:
         key = history.series_key(r)
