@@ -16,7 +16,14 @@ C. graded drops on the real noise: a rotation of the healthy series, its
    last 10 runs scaled by (1 - d): runs until flagged (30 rotations);
 D. synthetic Gaussian series (seeded): false alarms over 1000 healthy
    series of 35 runs at 0.8 % and 2 % noise (20 judged runs each), and
-   runs until a step of d at 0.8 % noise is flagged (1000 seeds).
+   runs until a step of d at 0.8 % noise is flagged (1000 seeds);
+E. judged from a calibration (issue 28: the history seeded by the baseline
+   ``scripts/calibrate --db`` records, :class:`history.Level`): false alarms
+   over the healthy runs after a calibration from the first 2 or 5 runs
+   (every rotation); the real degradations and graded drops after a
+   calibration from 2 runs and 5 healthy runs; synthetic steps at 0.5 and
+   1 % noise (calibration from 2 runs, 5 healthy runs, then the step) and
+   false alarms over 1000 healthy series of 2 + 33 runs.
 
     python benchmarks/drift_table.py [--seeds 1000] [--out DIR]
 """
@@ -70,20 +77,40 @@ def records(series, case='AllReduceSweep %transport=net-socket'):
     return out
 
 
-def flagged(series):
-    """{size: {run index: kind}} of the drop and drift findings."""
+def calibration(series, runs):
+    """The baseline rows (the store's ``baselines``) a calibration from the
+    first ``runs`` runs of ``series`` records (:func:`history.measured`)."""
+    rows = []
+    for size in series[0]:
+        median, noise = history.measured([s[size] for s in series[:runs]])
+        rows.append({
+            'system': 'h100', 'partition': 'gpu', 'transport': 'net-socket',
+            'collective': 'all_reduce', 'nodes': 2, 'ranks': 2,
+            'algo': 'default', 'kind': 'sweep', 'size': size,
+            'median': median, 'noise': noise, 'n': runs,
+            'runs': [f'run-{i:03d}' for i in range(runs)],
+            'run_id': f'run-{runs - 1:03d}',
+            'run_time': f'2026-11-23T{runs - 1:06d}', 'created': '',
+            'source': 'benchmark'})
+    return rows
+
+
+def flagged(series, calibrated=None):
+    """{size: {run index: kind}} of the drop and drift findings;
+    ``calibrated``: judged from a calibration from that many first runs."""
     out = collections.defaultdict(dict)
-    for f in history.detect(records(series)):
+    rows = calibration(series, calibrated) if calibrated else ()
+    for f in history.detect(records(series), baselines=rows):
         if f.kind in ('drop', 'drift'):
             out[f.size][int(f.run_id.split('-')[1])] = f.kind
     return out
 
 
-def until_flagged(series, step):
+def until_flagged(series, step, calibrated=None):
     """{size: (runs after the step until the first flag or None, its kind,
     false alarms before the step)}."""
     out = {}
-    for size, runs in flagged(series).items():
+    for size, runs in flagged(series, calibrated).items():
         after = sorted(i for i in runs if i >= step)
         out[size] = (after[0] - step + 1 if after else None,
                      runs[after[0]] if after else '',
@@ -149,6 +176,78 @@ def real(runs):
                 before += fa_
         out['C'][d] = {'per_size': {s: summary(delays[s]) for s in sizes},
                        'kinds': dict(kinds), 'false_alarms_before': before}
+    return out
+
+
+#: E: the calibration's runs, then healthy runs before the step (the issue's
+#: device case: 2 nights, calibrate, 5 healthy nights)
+CALIBRATED, SINCE = 2, 5
+
+
+def from_calibration(runs, seeds):
+    """E: judged from a calibration (real series, then synthetic)."""
+    healthy = [s for label, s in runs if label == 'healthy']
+    sizes = sorted(healthy[0])
+    out = {'false_alarms': {}, 'B': {}, 'C': {}, 'synthetic': {}}
+    for first in (2, 5):
+        fa, recorded = collections.Counter(), {}
+        for r, rot in enumerate(rotations(healthy)):
+            for size, runs_ in flagged(rot, first).items():
+                fa[size] += len(runs_)
+                if r == 0:
+                    recorded[size] = len(runs_)
+        out['false_alarms'][first] = {
+            'judged_runs_per_size': len(healthy) * (len(healthy) - first),
+            'recorded_order': {s: recorded.get(s, 0) for s in sizes},
+            'rotations': {s: fa[s] for s in sizes}}
+    start = healthy[:CALIBRATED + SINCE]
+    base = {s: statistics.median(h[s] for h in healthy) for s in sizes}
+    for label in dict.fromkeys(lb for lb, _ in runs):
+        if label.startswith('healthy'):
+            continue
+        bad = [s for lb, s in runs if lb == label]
+        res = until_flagged(start + bad, len(start), CALIBRATED)
+        out['B'][label] = {s: {'drop': 1 - statistics.median(
+            b[s] for b in bad) / base[s], 'runs': len(bad),
+            'until': res[s][0], 'kind': res[s][1]} for s in sizes}
+    step = CALIBRATED + SINCE
+    for d in (0.02, 0.03, 0.04, 0.06):
+        delays, before = collections.defaultdict(list), 0
+        for rot in rotations(healthy):
+            series = rot[:step] + [{s: v * (1 - d) for s, v in h.items()}
+                                   for h in rot[step:step + 10]]
+            for size, (n, _, fa_) in until_flagged(
+                    series, step, CALIBRATED).items():
+                delays[size].append(n)
+                before += fa_
+        out['C'][d] = {'per_size': {s: summary(delays[s]) for s in sizes},
+                       'false_alarms_before': before}
+    size = 128 << 20
+    for noise in (0.005, 0.01):
+        alarms = series_fa = 0
+        for seed in range(seeds):
+            rng = random.Random(20_000 + seed)
+            s = [{size: 100 * (1 + rng.gauss(0, noise))} for _ in range(35)]
+            n = sum(len(r) for r in flagged(s, CALIBRATED).values())
+            series_fa += n > 0
+            alarms += n
+        steps = {}
+        for d in (0.03, 0.04, 0.06):
+            delays, before = [], 0
+            for seed in range(seeds):
+                rng = random.Random(30_000 + seed)
+                s = [{size: 100 * (1 + rng.gauss(0, noise)) *
+                      (1 - d if i >= step else 1)}
+                     for i in range(step + 10)]
+                n, _, fa_ = until_flagged(s, step, CALIBRATED)[size]
+                delays.append(n)
+                before += fa_
+            steps[d] = dict(summary(delays), false_alarms_before=before)
+        out['synthetic'][noise] = {
+            'null': {'series': seeds, 'runs_each': 35,
+                     'judged_runs_each': 35 - CALIBRATED,
+                     'series_with_alarm': series_fa, 'alarms': alarms},
+            'steps': steps}
     return out
 
 
@@ -236,7 +335,67 @@ def table(res):
     for d, v in syn['steps'].items():
         add(f'| {100 * float(d):.1f} % | {100 * v["within_3"]:.1f} % | '
             f'{v["median"]} | {v["max"]} | {v["missed"]} |')
+    if 'E' in res:
+        lines += e_table(res['E'], r['sizes'])
     return '\n'.join(lines) + '\n'
+
+
+def e_table(e, sizes):
+    lines = []
+    add = lines.append
+    add('\n## E. Judged from a calibration (issue 28)\n')
+    add('The history seeded by the baseline scripts/calibrate --db records '
+        '(history.Level: the median and noise of the calibration\'s runs, '
+        'joined by the healthy runs since; history.few_noise), from the '
+        'first run after it.\n')
+    add('False alarms over the healthy runs after a calibration from the '
+        'first runs (recorded order; all rotations):')
+    for first, v in e['false_alarms'].items():
+        add(f'- calibrated from {first} runs ('
+            f'{v["judged_runs_per_size"]} judged runs per size over the '
+            f'rotations): ' + ', '.join(
+                f'{format_size(s)} {v["recorded_order"][s]}; '
+                f'{v["rotations"][s]}' for s in sizes))
+    add(f'\nReal degradations after a calibration from {CALIBRATED} runs and '
+        f'{SINCE} healthy runs:\n')
+    add('| setting | size | drop | runs | runs until flagged | by |')
+    add('|---|---|---|---|---|---|')
+    for label, per in e['B'].items():
+        for s, v in per.items():
+            add(f'| {label} | {format_size(s)} | {100 * v["drop"]:.1f} % | '
+                f'{v["runs"]} | {v["until"] or "not flagged"} | '
+                f'{v["kind"] or "-"} |')
+    add(f'\nGraded drops on the real noise (each rotation: calibration from '
+        f'{CALIBRATED} runs, {SINCE} healthy runs, then 10 runs x (1 - d)):\n')
+    add('| drop d | size | flagged within 3 runs | median runs | max runs |'
+        ' missed (of 10 runs) |')
+    add('|---|---|---|---|---|---|')
+    for d, v in e['C'].items():
+        for s, st in v['per_size'].items():
+            add(f'| {100 * float(d):.0f} % | {format_size(s)} | '
+                f'{100 * st["within_3"]:.0f} % | {st["median"]} | '
+                f'{st["max"]} | {st["missed"]} of {st["n"]} |')
+    add('\nFalse alarms before the step: ' + ', '.join(
+        f'{100 * float(d):.0f} %: {v["false_alarms_before"]}'
+        for d, v in e['C'].items()))
+    add(f'\nSynthetic (Gaussian noise; calibration from {CALIBRATED} runs, '
+        f'{SINCE} healthy runs, then the step):\n')
+    add('| noise | step | flagged within 3 runs | median runs | max runs | '
+        'missed (of 10 runs) | false alarms before |')
+    add('|---|---|---|---|---|---|---|')
+    for noise, v in e['synthetic'].items():
+        for d, st in v['steps'].items():
+            add(f'| {100 * float(noise):.1f} % | {100 * float(d):.0f} % | '
+                f'{100 * st["within_3"]:.1f} % | {st["median"]} | '
+                f'{st["max"]} | {st["missed"]} | '
+                f'{st["false_alarms_before"]} |')
+    for noise, v in e['synthetic'].items():
+        n = v['null']
+        add(f'- healthy, noise {100 * float(noise):.1f} %: '
+            f'{n["series_with_alarm"]} of {n["series"]} series of '
+            f'{n["runs_each"]} runs with a false alarm ({n["alarms"]} alarms '
+            f'over {n["series"] * n["judged_runs_each"]} judged runs)')
+    return lines
 
 
 def main():
@@ -247,7 +406,9 @@ def main():
                     help='a folder with raw/NNN-LABEL.out (the outputs of '
                          'benchmarks/device/drift_on_device.sh)')
     args = ap.parse_args()
-    res = {'real': real(device_runs(args.device)), 'synthetic': synthetic(args.seeds)}
+    runs = device_runs(args.device)
+    res = {'real': real(runs), 'synthetic': synthetic(args.seeds),
+           'E': from_calibration(runs, args.seeds)}
     res['real']['device'] = os.path.relpath(os.path.abspath(args.device), REPO)
     text = table(res)
     print(text)

@@ -121,12 +121,12 @@ def run_findings(db, run_id):
     cases = db.cases()
     keys = run_keys(cases, run_id)
     records = [r for r in db.records() if history.series_key(r) in keys]
-    found = history.detect([dict(r) for r in records], run_id=run_id)
+    found = history.detect_in(db, run_id, [dict(r) for r in records])
     prev = previous_complete_run(cases, run_id)
     before = set()
     if prev:
-        before = {_finding_id(f) for f in history.detect(
-            [dict(r) for r in records], run_id=prev)}
+        before = {_finding_id(f) for f in history.detect_in(
+            db, prev, [dict(r) for r in records])}
     new = [f for f in found if _finding_id(f) not in before]
     return found, new, prev
 

@@ -290,7 +290,7 @@ def test_an_old_database_gets_the_ledger_on_open(tmp_path):
         assert s.told('local') == [] and s.told_nights('local', 'gpu') == []
     assert open(path, 'rb').read() == before
     with store.open_store(path) as s:
-        assert s.schema_version() == 4
+        assert s.schema_version() == store.SCHEMA_VERSION
         m = mail(s, 1)
         assert m.code == 1 and len(s.told('local')) == 1
         assert s.cases()[0]['verdict'] == 'crash'      # old rows kept

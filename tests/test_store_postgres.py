@@ -106,7 +106,7 @@ def test_same_code_path_on_postgresql(pg_url):
         assert db.kind == 'postgresql'
         db.execute('DROP VIEW IF EXISTS records')
         db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
-                   'acceptances')
+                   'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:
         for i in range(1, 12):
@@ -131,7 +131,7 @@ def test_accept_and_undo_on_postgresql(pg_url):
     with store.open_store(pg_url) as db:
         db.execute('DROP VIEW IF EXISTS records')
         db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
-                   'acceptances')
+                   'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:
         for i in range(1, 12):
@@ -149,3 +149,34 @@ def test_accept_and_undo_on_postgresql(pg_url):
         db.undo_acceptance(acc, 'bob')
         assert history.detect_in(db, run_id='run-14')
         assert db.acceptances(active=True) == []
+
+
+def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
+    """Schema 4 (baselines) on PostgreSQL: calibrate --db records what it
+    measured; the history is judged against it from the next run (a 3 %
+    step found on its third run)."""
+    from ccl_health import cli
+    with store.open_store(pg_url) as db:
+        db.execute('DROP VIEW IF EXISTS records')
+        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+                   'acceptances, baselines')
+        db.conn.commit()
+    with store.open_store(pg_url) as db:
+        for i in (1, 2):
+            db.add_case(_case(f'run-{i:02d}', 1.0 + i * 0.001))
+    (tmp_path / 'ref').mkdir()
+    assert cli.main(['calibrate', '--db', pg_url, '--system', 'local',
+                     '--partition', 'gpu', '--reference-dir',
+                     str(tmp_path / 'ref'), '--min-size', '64M']) == 0
+    with store.open_store(pg_url) as db:
+        rows = db.baselines()
+        assert rows and all(r['runs'] == ['run-01', 'run-02'] and
+                            r['n'] == 2 and r['run_id'] == 'run-02'
+                            for r in rows)
+        for i in (3, 4, 5):
+            db.add_case(_case(f'run-{i:02d}', 0.97))
+        assert not history.detect_in(db, run_id='run-04')
+        found = history.detect_in(db, run_id='run-05')
+        assert found and {f.kind for f in found} == {'drift'}
+        assert {f.size for f in found} == {r['size'] for r in rows
+                                            if r['size'] >= 64 << 20}

@@ -74,9 +74,11 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
 FROM_STORE = (Verdict.PASS, Verdict.NO_REFERENCE)
 
 
-def sweeps_from_store(db, system, partition, last=20):
-    """Per configuration, the busbw of its last ``last`` healthy runs in the
-    performance database (cases whose verdict is in :data:`FROM_STORE`)."""
+def runs_from_store(db, system, partition, last=20):
+    """Per configuration ``(transport, collective, nodes, ranks, algo)``,
+    its last ``last`` healthy runs in the performance database (cases whose
+    verdict is in :data:`FROM_STORE`), newest first: their case rows, each
+    with ``busbw``, ``{size: busbw}``."""
     groups = {}
     marks = ', '.join('?' for _ in FROM_STORE)
     for c in reversed(db.cases(f'WHERE system = ? AND partition = ? AND '
@@ -92,8 +94,49 @@ def sweeps_from_store(db, system, partition, last=20):
             'SELECT size, busbw FROM measurements WHERE case_id = ? AND '
             'busbw IS NOT NULL', (c['id'],))}
         if busbw:
-            runs.append(sweep_from_busbw(busbw))
+            runs.append(dict(c, busbw=busbw))
     return groups
+
+
+def sweeps_from_store(db, system, partition, last=20):
+    """Per configuration, the busbw sweeps of its last ``last`` healthy
+    runs in the performance database (:func:`runs_from_store`)."""
+    return {key: [sweep_from_busbw(r['busbw']) for r in runs]
+            for key, runs in runs_from_store(db, system, partition,
+                                             last).items()}
+
+
+def baseline_rows(runs, min_size='1M'):
+    """What a calibration from the database's ``runs`` (case rows with
+    ``busbw``, :func:`runs_from_store`) measured, as rows of the store's
+    ``baselines`` (:data:`ccl_health.db.store.BASELINE_COLUMNS`): per
+    history key (the kind of case included) and size >= ``min_size``, the
+    median and relative noise of its runs (:func:`history.measured`), the
+    runs named, the newest of them where the history judged against it
+    starts."""
+    lo = parse_size(min_size)
+    by_key = {}
+    for r in runs:
+        by_key.setdefault(history.series_key(r), []).append(r)
+    rows = []
+    for key, rs in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+        newest = max(rs, key=lambda r: (r['time'], r['run_id']))
+        sizes = sorted({s for r in rs for s in r['busbw']})
+        for size in sizes:
+            vals = [r['busbw'][size] for r in rs
+                    if r['busbw'].get(size) is not None and
+                    math.isfinite(r['busbw'][size]) and
+                    r['busbw'][size] > 0]
+            if size < lo or not vals:
+                continue
+            median, noise = history.measured(vals)
+            rows.append({
+                **dict(zip(history.KEY + ('kind',), key)), 'size': size,
+                'median': median, 'noise': noise, 'n': len(vals),
+                'runs': sorted({r['run_id'] for r in rs}),
+                'run_id': newest['run_id'], 'run_time': newest['time'],
+                'source': 'scripts/calibrate'})
+    return rows
 
 
 def sweep_from_busbw(busbw_by_size):
@@ -259,15 +302,19 @@ def command(args):
     :class:`CclHealthError` raised before any file is touched."""
     tol, last, _ = _check_args(args)
     groups = _groups_from_reports(args.report or [])
+    measured = []           # the database's runs calibrated from
     if args.db:
         from ccl_health.db import store
-        # only read: opened read-only, never created nor migrated
+        # read read-only, never created; written (baselines) only once the
+        # new reference files are built and valid
         with store.open_store(args.db, readonly=True) as db:
-            for (t, coll, nodes, ranks, algo), sweeps in sweeps_from_store(
+            for (t, coll, nodes, ranks, algo), runs in runs_from_store(
                     db, args.system, args.partition, last).items():
+                measured += runs
                 groups.setdefault((args.system, args.partition, t, coll,
                                    nodes, ranks // nodes, algo),
-                                  []).extend(sweeps)
+                                  []).extend(sweep_from_busbw(r['busbw'])
+                                             for r in runs)
     if not groups:
         raise CclHealthError('no healthy sweep with performance values to '
                              'calibrate from')
@@ -279,10 +326,38 @@ def command(args):
             for system in sorted({k[0] for k in groups}):
                 held.enter_context(reference_file.locked(os.path.join(
                     args.reference_dir, f'{system}.yaml')))
-        return _calibrate(args, groups, tol)
+        return _calibrate(args, groups, tol, measured)
 
 
-def _calibrate(args, groups, tol):
+def _record_baselines(args, measured):
+    """Record what the calibration measured in the database
+    (:func:`baseline_rows`): the first baseline of the history judge.
+    Returns the lines to print."""
+    from ccl_health.db import store
+    rows = baseline_rows(measured, args.min_size)
+    if not rows:
+        return []
+    keys = len({tuple(r[k] for k in store.ACCEPT_KEY[:-1]) for r in rows})
+    if args.dry_run:
+        return [f'{args.db}: would record the baseline of {keys} '
+                f'configuration(s) ({len(rows)} sizes)']
+    try:
+        with store.open_store(args.db) as db:
+            db.add_baselines(rows)
+    except CclHealthError as err:
+        raise CclHealthError(f'{err} (the baseline of the calibration could '
+                             f'not be recorded; no reference file was '
+                             f'written)') from None
+    except store.driver_errors() as err:
+        raise CclHealthError(f'{args.db}: cannot record the baseline of the '
+                             f'calibration: {err} (no reference file was '
+                             f'written)') from None
+    return [f'{args.db}: recorded the baseline of {keys} configuration(s) '
+            f'({len(rows)} sizes): the history judges against it from the '
+            f'next run']
+
+
+def _calibrate(args, groups, tol, measured=()):
     origin = ', '.join(os.path.basename(p) for p in args.report or [])
     if args.db:
         origin += f'{", " if origin else ""}{args.db}'
@@ -315,8 +390,11 @@ def _calibrate(args, groups, tol):
         notes.append(f'{ed.path}: {part} {entry.label()}: '
                      f'{len(entry.busbw)} sizes from {len(sweeps)} run(s)'
                      + (f' (noisier sizes: {wider})' if wider else ''))
-    # every new file is built and validated before any is written
+    # every new file is built and validated before any is written; the
+    # baseline is recorded first (a database that cannot be written leaves
+    # the reference files as they were)
     texts = {system: ed.render() for system, ed in editors.items()}
+    notes += _record_baselines(args, measured) if measured else []
     for system, ed in editors.items():
         text = texts[system]
         if args.dry_run:

@@ -152,12 +152,12 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from ccl_health.judge.history import detect
+            from ccl_health.judge.history import detect_in, standing
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             cases = db.cases()
-            found = detect(db.records(), run_id=args.run,
-                           accepted=db.acceptances())
+            records = db.records()
+            found = detect_in(db, args.run, records)
             # the drops of one run and configuration on one line each
             for line in queries.drop_lines(found, cases):
                 print(line)
@@ -165,6 +165,11 @@ def cmd_db(args):
                 print(f'no drops against history in '
                       f'{f"run {args.run}" if args.run else "any run"} '
                       f'({len({c["run_id"] for c in cases})} run(s) recorded)')
+            # how each key is judged: against a baseline, on its history,
+            # or not yet (and why)
+            for line in standing(records, db.acceptances(),
+                                 db.baselines()).values():
+                print(line)
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':
             page, text = report.build(db, args.out, sizes=args.sizes)
@@ -187,9 +192,11 @@ def _who():
 
 
 def cmd_accept(db, args):
-    """``scripts/report accept RUN|KEY --reason ...``: the history baseline
-    of the keys restarts at that run (ccl_health.judge.history.segments);
-    ``--undo ID`` takes one back, ``--list`` shows them."""
+    """``scripts/report accept RUN|KEY --reason ...``: the history of the
+    keys restarts at that run, its values their baseline at once
+    (:func:`ccl_health.judge.history.parts`); only a run whose cases all
+    passed is accepted (:func:`unhealthy`); ``--undo ID`` takes one back,
+    ``--list`` shows them."""
     from ccl_health.db import queries
     from ccl_health.judge import history
     from ccl_health.units import parse_size
@@ -230,7 +237,17 @@ def cmd_accept(db, args):
             recs = [r for r in recs if r['run_id'] == last]
     else:
         queries.check_runs(db, args.target)
-        recs = []
+        recs, want = [], None
+    # a run that is not healthy is never a level (its measured sizes or
+    # not: a crash may have measured none)
+    bad = unhealthy(db, recs, whole_run=want is None,
+                    transport=args.transport)
+    if bad:
+        raise CclHealthError(
+            f'accept: run {bad["run_id"]} is not healthy: {bad["case_name"]}'
+            f' is {bad["verdict"]} (only a run whose cases passed becomes a '
+            f'level; a new level below the reference is recalibrated: '
+            f'scripts/calibrate)')
     recs = [r for r in recs if r['size'] is not None and
             r['busbw'] is not None and
             (args.transport is None or r['transport'] == args.transport) and
@@ -249,9 +266,30 @@ def cmd_accept(db, args):
     for i, key in zip(ids, rows):
         print(f'accepted #{i}: {history.where_text(key)}'
               f'{" at " + args.size if args.size else ""} from run '
-              f'{rows[key]["run_id"]}: its history restarts there '
-              f'(undo: scripts/report accept --undo {i})')
+              f'{rows[key]["run_id"]}: its values are the baseline from '
+              f'there on (undo: scripts/report accept --undo {i})')
     return 0
+
+
+def unhealthy(db, recs, whole_run, transport=None):
+    """The first case row, of the run(s) of the records ``recs``, whose
+    verdict is not pass, or None: with ``whole_run`` every case of the run
+    (of ``transport``, when given; a case skipped measured nothing and is
+    no fault), else the cases of the keys of ``recs``."""
+    from ccl_health.judge import history
+    from ccl_health.judge.verdicts import Verdict
+    keys = {history.series_key(r) for r in recs}
+    for run_id in sorted({r['run_id'] for r in recs}):
+        for c in db.cases('WHERE run_id = ?', (run_id,)):
+            if whole_run:
+                if transport is not None and c['transport'] != transport:
+                    continue
+            elif history.series_key(c) not in keys:
+                continue
+            if c['verdict'] not in (Verdict.PASS.value,
+                                    Verdict.SKIPPED.value):
+                return c
+    return None
 
 
 def acceptance_line(a):

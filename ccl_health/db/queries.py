@@ -11,7 +11,7 @@ from typing import Dict, List
 
 from ccl_health import CclHealthError
 from ccl_health.db.store import simulated
-from ccl_health.judge.history import attribute, detect, where_text
+from ccl_health.judge.history import attribute, detect_in, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict
@@ -181,8 +181,7 @@ def failures(store, since_hours=24, now=None):
                            f'{shown_reason(store, c, name.upper())}'))
     recent = {c['run_id'] for c in window}
     cases = store.cases()
-    found = [f for f in detect(store.records(),
-                                accepted=store.acceptances())
+    found = [f for f in detect_in(store)
              if f.run_id in recent and f.kind != 'recovery']
     out += [(Verdict.DROP, line) for line in drop_lines(found, cases)]
     return out
@@ -322,8 +321,7 @@ def since_when(store, transport, size=None, system=None, partition=None):
     size = check_size(store, size, transport, system, partition)
     bad_runs = set()
     if size is not None:
-        for f in detect(store.records(),
-                        accepted=store.acceptances()):
+        for f in detect_in(store):
             if f.kind in ('drop', 'drift') and f.key[2] == transport and \
                     f.size == size:
                 bad_runs.add(f.run_id)

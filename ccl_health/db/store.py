@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 from ccl_health import CclHealthError
 from ccl_health.judge.verdicts import NAMES, Verdict
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -106,6 +106,20 @@ _MIGRATIONS = {
             run_id TEXT NOT NULL, status TEXT NOT NULL, measured INTEGER,
             told_in TEXT NOT NULL, told_at TEXT NOT NULL)""",
     ],
+    # what a calibration measured (scripts/calibrate --db): per key and size
+    # the median and relative noise of the runs it used, the first baseline
+    # of the history judge (ccl_health.judge.history.Level); rows are only
+    # ever added, a later calibration is a new row
+    5: [
+        """CREATE TABLE IF NOT EXISTS baselines (
+            id {pk},
+            system TEXT, partition TEXT, transport TEXT, collective TEXT,
+            nodes INTEGER, ranks INTEGER, algo TEXT, kind TEXT,
+            size BIGINT NOT NULL, median DOUBLE PRECISION NOT NULL,
+            noise DOUBLE PRECISION NOT NULL, n INTEGER NOT NULL,
+            runs TEXT NOT NULL, run_id TEXT NOT NULL, run_time TEXT NOT NULL,
+            source TEXT NOT NULL, created TEXT NOT NULL)""",
+    ],
 }
 
 #: the run id of every case a simulation wrote starts with this
@@ -133,6 +147,15 @@ NIGHT_COLUMNS = ('system', 'partition', 'run_id', 'status', 'measured')
 #: the columns of an acceptance that name what it accepts (None: any)
 ACCEPT_KEY = ('system', 'partition', 'transport', 'collective', 'nodes',
               'ranks', 'algo', 'kind', 'size')
+
+
+#: the columns of a recorded baseline (besides id): the key
+#: (:data:`ACCEPT_KEY`, its size never None), the median busbw and relative
+#: noise of the ``n`` runs named in ``runs``, the newest of them (``run_id``,
+#: ``run_time``: the history after it is judged against this baseline), what
+#: made it and when
+BASELINE_COLUMNS = ACCEPT_KEY + ('median', 'noise', 'n', 'runs', 'run_id',
+                                 'run_time', 'source', 'created')
 
 
 @dataclasses.dataclass
@@ -447,6 +470,31 @@ class Store:
                         f'({", ".join("?" * len(names))})',
                         tuple(item.get(c) for c in cols) + (told_in, at))
 
+    # -- baselines (scripts/calibrate --db) -------------------------------
+    def baselines(self):
+        """The recorded baselines, oldest first (:data:`BASELINE_COLUMNS`
+        and ``id``; ``runs`` a list of run ids); none in a database older
+        than schema 5 (opened read-only, not migrated)."""
+        if self.schema_version() < 5:
+            return []
+        rows = self.query('SELECT * FROM baselines ORDER BY id')
+        for r in rows:
+            r['runs'] = json.loads(r['runs'])
+        return rows
+
+    def add_baselines(self, rows):
+        """Record baselines (dicts with :data:`BASELINE_COLUMNS` but
+        ``created``), in one transaction; old rows are never changed."""
+        cols = BASELINE_COLUMNS
+        created = now()
+        with self.transaction():
+            for row in rows:
+                vals = [json.dumps(list(row['runs'])) if c == 'runs' else
+                        created if c == 'created' else row[c] for c in cols]
+                self.execute(f'INSERT INTO baselines ({", ".join(cols)}) '
+                             f'VALUES ({", ".join("?" * len(cols))})', vals)
+        return len(rows)
+
     # -- reading --------------------------------------------------------
     def records(self, where='', params=()):
         return self.query(f'SELECT * FROM records {where}', params)
@@ -454,6 +502,18 @@ class Store:
     def cases(self, where='', params=()):
         return self.query(f'SELECT * FROM cases {where} ORDER BY time, id',
                           params)
+
+
+def driver_errors():
+    """The errors a database driver raises (SQLite's, PostgreSQL's where
+    psycopg is installed) and ``OSError``."""
+    errors = [sqlite3.Error, OSError]
+    try:
+        import psycopg
+        errors.append(psycopg.Error)
+    except ImportError:
+        pass
+    return tuple(errors)
 
 
 def open_store(url=None, readonly=False, timeout=60):

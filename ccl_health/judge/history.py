@@ -5,8 +5,16 @@ For each key (system, partition, transport, collective, nodes, ranks, algo,
 message size) the baseline is the median of the recent healthy values and
 its noise the MAD (scaled to a standard deviation).  A value is a drop when
 it falls below the median by more than the larger of the tolerance and
-``k`` times the noise (:meth:`Baseline.allowed_drop`); nothing is judged
-before ``min_history`` healthy values exist.
+``k`` times the noise (:meth:`Baseline.allowed_drop`).
+
+A key's history starts at a :class:`Level`: what a calibration measured
+(``scripts/calibrate --db``: the median and noise of its runs) or a run an
+operator accepted (``scripts/report accept``).  From its first run on, a key
+is judged against the level (:func:`seeded`: its median and noise, joined
+by the healthy values since), until its own history is long enough
+(``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
+drift).  A key with no level is judged on its history alone, and not before
+``min_history`` healthy values exist (:func:`standing` says which).
 
 This is the one noise rule of the suite: ``calibrate`` gives a size whose
 runs are noisier than the entry's tolerance the same ``allowed_drop`` as its
@@ -218,6 +226,80 @@ def baseline(values):
     return Baseline(med, noise, len(values), spread, iqr)
 
 
+@dataclasses.dataclass
+class Level:
+    """A baseline a person set for a key and size: what a calibration
+    measured (a row of the store's ``baselines``) or a run accepted as the
+    new level (a row of its ``acceptances``: the accepted run's value, the
+    noise known before it).  The history after it is judged against it from
+    its first run."""
+    source: str                 # 'calibration' | 'acceptance'
+    run_id: str                 # the newest run it was made from
+    run_time: str
+    median: Optional[float]     # None: the accepted run measured no value
+    noise: Optional[float]      # relative; None: not known
+    #: how many runs it stands for beside the history after it (the
+    #: accepted run is the first value of that history: 0)
+    n: int = 0
+    created: str = ''
+    runs: tuple = ()
+    ident: Optional[int] = None
+
+    def starts_after(self, rec):
+        """Is the record ``rec`` judged against this level?  A
+        calibration's history starts after its newest run, an acceptance's
+        at the accepted run."""
+        at = (rec['time'], rec['run_id'])
+        cut = (self.run_time, self.run_id)
+        return at >= cut if self.source == 'acceptance' else at > cut
+
+    def text(self):
+        """``the calibration of 2026-11-24 (2 runs, newest run-002)`` or
+        ``the level accepted from run X (#3, 2026-11-24)``."""
+        if self.source == 'acceptance':
+            return (f'the level accepted from run {self.run_id} (#'
+                    f'{self.ident}, {self.created[:10]})')
+        return (f'the calibration of {self.created[:10]} ({self.n} run'
+                f'{"s" if self.n != 1 else ""}, newest {self.run_id})')
+
+
+def few_noise(values):
+    """The noise of a few values (a calibration's, those since a level):
+    the larger of :meth:`Baseline.drift_noise` (no floor: the floor is the
+    judge's) and the lower semi-deviation from the median scaled to a
+    standard deviation (``sqrt(2 mean(min(0, x - median)^2))``).  A
+    bandwidth has a ceiling and its slow runs spread below it: of five runs
+    of the recorded 256 MiB series (tests/fixtures/device/drift) four at
+    the ceiling and one 6 % below, the IQR sees 1.6 %, the lower tail 3.7 %;
+    the slow stretches of -3..-7 % that follow are that key's normal, not a
+    drift (benchmarks/results/drift_table.md, section E)."""
+    base = baseline(values)
+    low = math.sqrt(2 * statistics.fmean(
+        min(0.0, v - base.median) ** 2 for v in values))
+    return max(base.drift_noise(floor=0.0), low)
+
+
+def measured(values):
+    """``(median, relative noise)`` of a calibration's values at one size
+    (:func:`few_noise`, as a fraction of the median)."""
+    med = statistics.median(values)
+    return med, (few_noise(values) / med if med > 0 else 0.0)
+
+
+def seeded(level, values):
+    """The :class:`Baseline` of the healthy ``values`` since ``level``,
+    seeded by it: the median of the level's median (counted as its ``n``
+    runs, at most :data:`DRIFT_MIN_HISTORY`) and the values; the noise the
+    larger of the level's and, from 3 values on, the values' own
+    (:func:`few_noise`).  The judge's floors apply on top."""
+    pool = [level.median] * min(level.n, DRIFT_MIN_HISTORY) + list(values)
+    med = statistics.median(pool or [level.median])
+    noise = (level.noise or 0.0) * abs(med)
+    if len(values) >= 3:
+        noise = max(noise, few_noise(values))
+    return Baseline(med, noise, len(pool), noise, 0.0)
+
+
 def where_text(key):
     """``system/partition/transport collective Nn/Rr`` (and the kind of
     case when it is not a sweep, and the node of a health probe: ``on
@@ -286,7 +368,7 @@ class Shift:
 def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
                     clip=DRIFT_CLIP, min_noise=DRIFT_MIN_NOISE,
                     min_shift=DRIFT_MIN_SHIFT, min_history=DRIFT_MIN_HISTORY,
-                    min_runs=DRIFT_MIN_RUNS, window=30):
+                    min_runs=DRIFT_MIN_RUNS, window=30, level=None):
     """The runs of one key and size in a sustained drop: ``{index:
     Shift}``.  ``values``: the series in time order, ``None`` where a run
     is not healthy (it is skipped: it neither feeds the baseline nor the
@@ -299,15 +381,23 @@ def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
     the sum last left 0), so a shift never lowers its own baseline; the
     runs of an excursion join the baseline only when the sum comes back to
     0 without a flag.  Once flagged, every later run of the excursion is
-    flagged too while it is low (the drop lasts until the key is back)."""
+    flagged too while it is low (the drop lasts until the key is back).
+
+    ``level``: a :class:`Level` the series starts at: until ``min_history``
+    healthy values exist the baseline is :func:`seeded` by it (judged from
+    the first run), instead of nothing judged."""
     exclude = set(exclude)
     pool, out = [], {}
     s, start, devs = 0.0, None, []
     for i, x in enumerate(values):
         if x is None:
             continue
-        base = baseline(pool[-window:]) if len(pool) >= min_history \
-            else None
+        if len(pool) >= min_history:
+            base = baseline(pool[-window:])
+        elif level is not None and level.median is not None:
+            base = seeded(level, pool)
+        else:
+            base = None
         if base is None or base.median <= 0:
             if i not in exclude:
                 pool.append(x)
@@ -358,15 +448,20 @@ def _series(records):
 
 
 def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
-          window=30):
+          window=30, level=None):
     """Is ``current`` (a record) a drop against ``history`` (earlier
-    records of the same key and size)?  Returns a Finding or None."""
+    records of the same key and size, since ``level`` where there is one:
+    until ``min_history`` healthy values exist the baseline is
+    :func:`seeded` by it)?  Returns a Finding or None."""
     healthy = [r['busbw'] for r in history
                if r['case_verdict'] in HEALTHY and not r.get('_drop')]
     healthy = healthy[-window:]
-    if len(healthy) < min_history:
+    if len(healthy) >= min_history:
+        base = baseline(healthy)
+    elif level is not None and level.median is not None:
+        base = seeded(level, healthy)
+    else:
         return None
-    base = baseline(healthy)
     tol = current.get('tolerance') or tolerance
     thr = base.threshold(tol, k)
     if current['busbw'] < thr:
@@ -377,8 +472,9 @@ def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
 
 
 def accepts(acc, key, size):
-    """Does the acceptance row ``acc`` (scripts/report accept) name the
-    history key ``key`` at ``size``?  Its empty fields match anything."""
+    """Does the acceptance row ``acc`` (scripts/report accept) or baseline
+    row (scripts/calibrate) name the history key ``key`` at ``size``?  Its
+    empty fields match anything."""
     fields = dict(zip(KEY + ('kind',), key))
     fields['size'] = size
     for name, want in fields.items():
@@ -388,29 +484,73 @@ def accepts(acc, key, size):
     return True
 
 
-def segments(series, key, size, accepted=()):
-    """``series`` cut where an operator accepted a new level: each active
-    acceptance of the key starts a new history at its run (that run and
-    those after it); the runs before it no longer count for the baseline of
-    the runs after."""
-    cuts = sorted({(a['run_time'], a['run_id']) for a in accepted
-                   if not a.get('undone_at') and accepts(a, key, size)})
-    if not cuts:
-        return [series]
-    out, cur, ci = [], [], 0
-    for rec in series:
-        at = (rec['time'], rec['run_id'])
-        while ci < len(cuts) and at >= cuts[ci]:
-            if cur:
-                out.append(cur)
-            cur, ci = [], ci + 1
-        cur.append(rec)
-    out.append(cur)
-    return out
+def levels(key, size, accepted=(), baselines=()):
+    """The :class:`Level` s of a key and size, in the order their history
+    starts: the recorded baselines (the store's ``baselines``) and the
+    active acceptances (``acceptances``; their median and noise are known
+    only from the history: :func:`parts`)."""
+    out = [Level('calibration', b['run_id'], b['run_time'], b['median'],
+                 b['noise'], b['n'], b['created'], tuple(b['runs']),
+                 b.get('id'))
+           for b in baselines if accepts(b, key, size)]
+    out += [Level('acceptance', a['run_id'], a['run_time'], None, None, 0,
+                  a['created'], (a['run_id'],), a['id'])
+            for a in accepted
+            if not a.get('undone_at') and accepts(a, key, size)]
+    return sorted(out, key=lambda lv: (lv.run_time, lv.run_id,
+                                       lv.source != 'acceptance'))
+
+
+def _healthy(part):
+    return [r['busbw'] for r in part
+            if r['case_verdict'] in HEALTHY and not r.get('_drop')]
+
+
+def _noise(level, values, min_history=5, window=30):
+    """The relative noise known at the end of a history part: seeded by
+    its level while the part is short, else its own; None: not known."""
+    if level is not None and level.median is not None and \
+            len(values) < DRIFT_MIN_HISTORY:
+        base = seeded(level, values)
+    elif len(values) >= min_history:
+        base = baseline(values[-window:])
+    else:
+        return level.noise if level is not None else None
+    return base.drift_noise(floor=0.0) / base.median \
+        if base.median > 0 else None
+
+
+def parts(series, key, size, accepted=(), baselines=(), window=30):
+    """``series`` (one key and size, in time order) cut at its levels:
+    ``(level or None, records)`` pairs, the records judged against it
+    (those of an older part no longer count).  An acceptance's level is the
+    accepted run's value (when it is healthy), with the noise known before
+    it (the part before, else the last calibration's).  A generator: a
+    part's noise is read once the parts before it were judged (their
+    drops marked)."""
+    cuts = levels(key, size, accepted, baselines)
+    cur, part, ci = None, [], 0
+    known = None                    # the last noise known
+    for rec in series + [None]:
+        while ci < len(cuts) and (rec is None or cuts[ci].starts_after(rec)):
+            if part or cur is not None:
+                yield cur, part
+                known = _noise(cur, _healthy(part), window=window) or known
+            cur, part, ci = cuts[ci], [], ci + 1
+            if cur.source == 'acceptance':
+                first = next((r for r in series if r['run_id'] ==
+                              cur.run_id), None)
+                ok = first is not None and \
+                    first['case_verdict'] in HEALTHY
+                cur = dataclasses.replace(
+                    cur, median=first['busbw'] if ok else None, noise=known)
+        if rec is not None:
+            part.append(rec)
+    yield cur, part
 
 
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
-           accepted=(), **kw):
+           accepted=(), baselines=(), **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
     against the runs before it).  Also: a recovery (a key back above its
     threshold right after a drop), an intermittent pattern (at least two
@@ -418,29 +558,36 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     and a drift (a sustained drop of a few percent, :func:`sustained_drops`)
     at sizes of at least ``drift_min_size`` (None: no drift judged); a run
     that is a drop at a size is not also a drift there.  ``accepted``: the
-    acceptance rows (:meth:`ccl_health.db.store.Store.acceptances`): a key's
-    history restarts at each (:func:`segments`)."""
+    acceptance rows (:meth:`ccl_health.db.store.Store.acceptances`),
+    ``baselines``: the recorded baselines
+    (:meth:`ccl_health.db.store.Store.baselines`): a key's history restarts
+    at each, judged against it from its first run (:func:`parts`)."""
     findings = []
+    window = kw.get('window', 30)
     for (key, size), whole in _series(records).items():
-        for series in segments(whole, key, size, accepted):
+        for level, series in parts(whole, key, size, accepted, baselines,
+                                   window):
             _detect_series(findings, key, size, series, run_id,
-                           drift_min_size, kw)
+                           drift_min_size, kw, level)
     return findings
 
 
-def detect_in(store, run_id=None, **kw):
-    """:func:`detect` over a store's records with its acceptances."""
-    return detect(store.records(), run_id=run_id,
-                  accepted=store.acceptances(), **kw)
+def detect_in(store, run_id=None, records=None, **kw):
+    """:func:`detect` over a store's records (or ``records``, some of
+    them) with its acceptances and baselines."""
+    return detect(store.records() if records is None else records,
+                  run_id=run_id, accepted=store.acceptances(),
+                  baselines=store.baselines(), **kw)
 
 
-def _detect_series(findings, key, size, series, run_id, drift_min_size, kw):
+def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
+                   level=None):
     window = kw.get('window', 30)
     drops = []
     for i, rec in enumerate(series):
         if rec['case_verdict'] not in HEALTHY:
             continue
-        f = judge(series[:i], rec, **kw)
+        f = judge(series[:i], rec, level=level, **kw)
         if f:
             rec['_drop'] = True
             drops.append(i)
@@ -469,7 +616,7 @@ def _detect_series(findings, key, size, series, run_id, drift_min_size, kw):
         return
     shifts = sustained_drops(
         [r['busbw'] if r['case_verdict'] in HEALTHY else None
-         for r in series], exclude=drops, window=window)
+         for r in series], exclude=drops, window=window, level=level)
     for i, sh in shifts.items():
         rec = series[i]
         if i in drops or (run_id is not None and
@@ -483,6 +630,39 @@ def _detect_series(findings, key, size, series, run_id, drift_min_size, kw):
                      if r['case_verdict'] in HEALTHY),
             since_run=first['run_id'], since_time=first['time'],
             noise=sh.noise))
+
+
+def standing(records, accepted=(), baselines=(), min_history=5):
+    """``{key: line}``: how each history key is judged now (its newest
+    part, :func:`parts`): against a level (``judged against the
+    calibration of ...``), on its own history, or not yet and why."""
+    per = {}
+    for (key, size), whole in _series(records).items():
+        for level, part in parts(whole, key, size, accepted, baselines):
+            pass
+        if level is not None and level.median is None:
+            level = None        # an accepted run that measured nothing here
+        per.setdefault(key, []).append((size, level, len(_healthy(part))))
+    out = {}
+    for key, sizes in per.items():
+        where = where_text(key)
+        known = [(s, lv, n) for s, lv, n in sizes if lv is not None]
+        if known:
+            _, lv, n = max(known, key=lambda t: t[0])
+            out[key] = (f'{where}: judged against {lv.text()}, {n} healthy '
+                        f'run{"s" if n != 1 else ""} since')
+            continue
+        n = max(n for _, _, n in sizes)
+        if n >= min_history:
+            out[key] = (f'{where}: judged on its history ({n} healthy '
+                        f'runs' + (f'; a drift from {DRIFT_MIN_HISTORY}'
+                                   if n < DRIFT_MIN_HISTORY else '') + ')')
+        else:
+            out[key] = (f'{where}: not judged yet: {n} healthy '
+                        f'run{"s" if n != 1 else ""} and no baseline '
+                        f'recorded (judged from {min_history} healthy runs, '
+                        f'or from a calibration: scripts/calibrate --db)')
+    return out
 
 
 #: what a change of names in a "changed:" line (case column -> label)

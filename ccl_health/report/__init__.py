@@ -31,8 +31,8 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.judge.history import (HEALTHY, KEY, attribute, detect,
-                                   kind_of, where_text)
+from ccl_health.judge.history import (HEALTHY, KEY, attribute, detect_in,
+                                   kind_of, standing, where_text)
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
 
@@ -321,7 +321,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
                 f'{", ".join(map(format_size, sorted(measured))) or "none"})')
     table = summary_table(store, now=now)
     records = store.records()
-    findings = detect(records, accepted=store.acceptances())
+    findings = detect_in(store, records=records)
     cases_list = store.cases()
     sections = []
     if not df.empty:
@@ -369,6 +369,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         findings=frows, n_findings=len(findings), sections=sections,
         health=health,
         accepted=acceptance_rows(store.acceptances()),
+        standing=list(standing(records, store.acceptances(),
+                               store.baselines()).values()),
         runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
