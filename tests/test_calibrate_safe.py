@@ -201,6 +201,7 @@ COMMANDS = {
     'ccl_health.torch_bench': 'usage:',
     'ccl_health.torch_bench.cli': 'usage:',
     'ccl_health.evidence.nodestate': 'usage:',
+    'ccl_health.rehearsal.standin': 'usage:',
 }
 
 

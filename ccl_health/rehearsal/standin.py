@@ -78,6 +78,11 @@ def exit_code(src):
 
 def main(argv):
     env = os.environ
+    if '--help' in argv or '-h' in argv:
+        print(f'usage: {os.path.basename(sys.argv[0])} [nccl-tests options]: '
+              f'a stand-in of nccl-tests that replays captured outputs '
+              f'(CCL_HEALTH_REPLAY_DIR; ccl_health/rehearsal/standin.py)')
+        return 0
     transport = asked_transport(env)
     collective = os.path.basename(sys.argv[0])[:-len('_perf')] \
         if sys.argv[0].endswith('_perf') else 'all_reduce'
@@ -98,6 +103,10 @@ def main(argv):
             open(once, 'w').close()
     captures = captures_dir(env, sys.argv[0])
     src = os.path.join(captures, case)
+    if not os.path.isfile(os.path.join(src, 'stdout.txt')):
+        sys.stderr.write(f'replay: no capture {case!r} in {captures} '
+                         f'(CCL_HEALTH_REPLAY_DIR)\n')
+        return 2
     logs = src
     if not glob.glob(os.path.join(src, 'nccl-debug.*.log')) and \
             case.startswith('coll-'):
