@@ -138,8 +138,8 @@ def resource_manager(settings, environ, found):
     (:mod:`ccl_health.evidence.nodestate.slurm`), read once within its
     bound; Slurm named and silent: could not check."""
     from ccl_health.evidence.nodestate import slurm
-    seconds = slurm.bound(min(settings.limit or DEFAULT_LIMIT,
-                              max(0.1, settings.left())))
+    seconds = min(slurm.bound(settings.limit or DEFAULT_LIMIT),
+                  max(0.1, settings.left() - 1))
     try:
         reading = slurm.read(environ, settings.hostname, seconds,
                              lambda cmd, env, t: run.bounded(cmd, env, t))

@@ -20,7 +20,7 @@ Slurm: nothing is asked.  ``SLURM_SCONTROL`` names the command (as NHC's
 node-mark-offline helper reads it).
 
 The record is Slurm's ``slurm_sprint_node_table`` (src/api/node_info.c)
-with ``one_liner``: ``Key=value`` fields joined by single spaces, in a
+with ``one_liner``: ``Key=value`` fields joined by spaces (two in places), in a
 fixed order (``NodeName`` ... ``AvailableFeatures`` ``ActiveFeatures``
 ``Gres`` ... ``OS`` ... ``State`` ... ``Partitions`` ... ``Reason``
 ``Comment`` ``Extra``).  The values of ``OS``, ``Reason``, ``Comment`` and
@@ -137,7 +137,7 @@ _KEY = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
 def fields(line):
     """``{key: value}`` of one ``scontrol -o show node`` record."""
     out, last = {}, None
-    for word in line.strip().split(' '):
+    for word in line.split():
         m = _KEY.match(word)
         if m and m.group(1) not in out:
             last = m.group(1)
@@ -194,13 +194,12 @@ def _names(value):
 
 
 def parse_node(text, name=None):
-    """The :class:`SlurmNode` of ``scontrol -o show node`` output (the
-    record of ``name`` where it has several), or None."""
+    """The :class:`SlurmNode` of ``scontrol -o show node`` output: the
+    record of ``name`` (None where it has none), else its first."""
     records = [fields(ln) for ln in (text or '').splitlines()
                if ln.startswith('NodeName=')]
     if name is not None:
-        exact = [r for r in records if r.get('NodeName') == name]
-        records = exact or (records if len(records) == 1 else [])
+        records = [r for r in records if r.get('NodeName') == name]
     if not records:
         return None
     rec = records[0]
