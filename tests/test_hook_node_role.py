@@ -523,6 +523,14 @@ def cluster(tmp_path_factory):
         assert not left, left
 
 
+def _door_settings(tmp_path):
+    """The hook's settings of the NHC / wrapper doors (site copy naming
+    the replayed nccl-tests, launcher), not its host name."""
+    env = _door_env(tmp_path, {})
+    return {k: v for k, v in env.items() if k.startswith('CCL_HEALTH_')
+            and k != 'CCL_HEALTH_HOSTNAME'}
+
+
 def _real_env(cluster, tmp_path, node, **extra):
     env = stand_ins(tmp_path, foreign=True)
     env.update(extra)
@@ -558,10 +566,8 @@ def test_real_slurm_through_the_wrapper_and_nhc(cluster, nhc, tmp_path):  # noqa
         for node in (busy, idle):
             d = tmp_path / node
             d.mkdir()
-            env = _door_env(d, {})
             env = dict(_real_env(cluster, d, node, SLURMD_NODENAME=node),
-                       **{k: v for k, v in env.items()
-                          if k.startswith('CCL_HEALTH_')})
+                       **_door_settings(d))
             p = subprocess.run([SLURM_WRAPPER], env=env, capture_output=True,
                                text=True, timeout=120, cwd='/')
             assert p.returncode == 0, p.stderr
@@ -571,9 +577,7 @@ def test_real_slurm_through_the_wrapper_and_nhc(cluster, nhc, tmp_path):  # noqa
         # NHC on the allocated node (NHC_RM=slurm, the real scontrol)
         d = tmp_path / 'nhc'
         d.mkdir()
-        env = _door_env(d, {})
-        env = dict(_real_env(cluster, d, busy), **{
-            k: v for k, v in env.items() if k.startswith('CCL_HEALTH_')})
+        env = dict(_real_env(cluster, d, busy), **_door_settings(d))
         p, _ = _run_nhc(nhc, d, env, limit='8', rm='slurm')
         log = (d / 'nhc.log').read_text()
         assert p.returncode == 0 and 'node state only' in log, log[-2000:]
