@@ -583,3 +583,44 @@ def test_real_slurm_through_the_wrapper_and_nhc(cluster, nhc, tmp_path):  # noqa
         assert p.returncode == 0 and 'node state only' in log, log[-2000:]
     finally:
         cluster.resume([idle])
+
+
+# -- the device script's stand-ins, without a GPU ------------------------------
+
+DEVICE = os.path.join(REPO, 'benchmarks', 'device')
+
+
+def test_device_script_is_valid_bash():
+    for path in ('node_role_on_device.sh', 'node_role/warn-launch'):
+        p = subprocess.run(['bash', '-n', os.path.join(DEVICE, path)],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, (path, p.stderr)
+
+
+def test_device_script_stand_ins(tmp_path):
+    """benchmarks/device/node_role/scontrol answers as Slurm 22.05 does (the
+    hook reads its State), and warn-launch appends the WARN to every rank's
+    debug log of a probe (here the replayed 2-rank all_reduce)."""
+    env = stand_ins(tmp_path, nvml=True, foreign=True)
+    env['PATH'] = os.pathsep.join([os.path.join(DEVICE, 'node_role'), FAKE,
+                                   os.environ['PATH']])
+    for state, code in (('ALLOCATED', 0), ('IDLE', 1)):
+        env['FAKE_SLURM_STATE'] = state
+        rc, line, d = hook(tmp_path, env)
+        assert rc == code, line
+        assert d['role']['node']['state'] == state and \
+            d['role']['node']['gpus'] == 2, d['role']
+    env.update(FAKE_FOREIGN_PID='', FAKE_SLURM_STATE='IDLE',
+               NODE_ROLE_NOTE=str(tmp_path / 'note'),
+               NODE_ROLE_LAUNCHER=os.path.join(FAKE, 'launch'))
+    p = subprocess.run(HOOK + ['--tests-prefix', REPLAY, '--launcher',
+                               os.path.join(DEVICE, 'node_role',
+                                            'warn-launch')],
+                       env=environ(tmp_path, dict(env,
+                                                  SLURMD_NODENAME='n01')),
+                       capture_output=True, text=True, timeout=120)
+    note = (tmp_path / 'note').read_text()
+    assert 'the WARN appended to 2 debug log(s)' in note, (note, p.stdout)
+    # advisory where the WARN table says so (issue 27 item 2), else named
+    assert p.stdout.startswith('HEALTHY: all_reduce') or \
+        'GID table change' in p.stdout, p.stdout
