@@ -15,7 +15,11 @@ It prints ONE line and exits with
      to drain the node.
 
 The flow (this module): read the node's state first (a leftover process,
-an ECC / XID error, a lost GPU is named whatever else is missing), resolve
+an ECC / XID error, a lost GPU is named whatever else is missing), ask
+the resource manager what the node is (:func:`resource_manager`: Slurm's
+record of it, once, bounded; the PCI bus where the driver lists no GPU:
+the judge's :func:`ccl_health.judge.node.not_a_gpu_node` and
+:func:`~ccl_health.judge.node.probe_allowed` decide), resolve
 the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
