@@ -19,6 +19,9 @@ from conftest import REPO
 
 FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
 REPLAY = os.path.join(REPO, 'tests', 'replay')
+#: PCI bus stand-ins (CCL_HEALTH_SYSFS): with two GPUs, with none
+SYSFS_GPU = os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'gpu-node')
+SYSFS_CPU = os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'cpu-node')
 
 
 def hook(tmp_path, *args, env=None, path_fake=True):
@@ -142,9 +145,16 @@ def test_no_driver_could_not_check(tmp_path):
     # Debian's HIP packages has /usr/bin/rocminfo: tests/test_amd_builds.py)
     nodriver = tmp_path / 'no-driver-bin'
     nodriver.mkdir()
+    # a GPU on the PCI bus: the driver, not the node, is missing
     rc, line, _ = hook(tmp_path, path_fake=False,
-                       env={'PATH': str(nodriver)})
+                       env={'PATH': str(nodriver),
+                            'CCL_HEALTH_SYSFS': SYSFS_GPU})
     assert rc == 2 and 'COULD-NOT-CHECK: no GPU on this machine' in line
+    # none on the bus either: not a GPU node (tests/test_hook_node_role.py)
+    rc, line, _ = hook(tmp_path, path_fake=False,
+                       env={'PATH': str(nodriver),
+                            'CCL_HEALTH_SYSFS': SYSFS_CPU})
+    assert rc == 0 and line.startswith('SKIPPED: not a GPU node'), line
 
 
 def test_pair_rounds_cover_every_pair_once():

@@ -29,7 +29,11 @@ CLEAN = ('CUDA_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',
          'CCL_HEALTH_CHECK_LAUNCHER', 'CCL_HEALTH_FAKE_GPUS',
          'CCL_HEALTH_FAKE_MIG', 'CCL_HEALTH_SITE_DIR',
          'CCL_HEALTH_REFERENCE_DIR', 'CCL_HEALTH_CONFIG_DIR',
-         'CCL_HEALTH_REPLAY_DIR', 'CCL_HEALTH_REPLAY_INTRA')
+         'CCL_HEALTH_REPLAY_DIR', 'CCL_HEALTH_REPLAY_INTRA',
+         # what says Slurm runs the node (tests/test_hook_node_role.py)
+         'SLURMD_NODENAME', 'NHC_RM', 'SLURM_JOB_ID', 'SLURM_SCONTROL')
+#: a PCI bus with two GPUs (CCL_HEALTH_SYSFS): the stand-in node is a GPU node
+SYSFS_GPU = os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'gpu-node')
 
 
 def environ(tmp_path, env=None):
@@ -38,6 +42,7 @@ def environ(tmp_path, env=None):
     for var in CLEAN:
         e.pop(var, None)
     e['PATH'] = FAKE + os.pathsep + e['PATH']
+    e['CCL_HEALTH_SYSFS'] = SYSFS_GPU
     e.update(env or {})
     return e
 

@@ -405,7 +405,9 @@ def nhc(tmp_path_factory):
     return prefix
 
 
-def _run_nhc(prefix, tmp_path, env, limit=None, watchdog=10):
+def _run_nhc(prefix, tmp_path, env, limit=None, watchdog=10, rm='none'):
+    """NHC with the project's check file; ``rm``: its NHC_RM (``slurm``:
+    the hook asks scontrol, tests/test_hook_node_role.py)."""
     conf = tmp_path / 'nhc-conf'
     # NHC's own scripts (common.nhc: nhc_load_conf, ...) and ours
     shutil.copytree(prefix / 'etc' / 'nhc' / 'scripts', conf / 'scripts')
@@ -416,7 +418,7 @@ def _run_nhc(prefix, tmp_path, env, limit=None, watchdog=10):
     cmd = [str(prefix / 'sbin' / 'nhc'), '-c', str(conf / 'nhc.conf'),
            '-l', str(tmp_path / 'nhc.log'), '-t', str(watchdog),
            f'CONFDIR={conf}', f'INCDIR={conf}/scripts',
-           f'HELPERDIR={prefix}/libexec/nhc', 'NHC_RM=none',
+           f'HELPERDIR={prefix}/libexec/nhc', f'NHC_RM={rm}',
            'MARK_OFFLINE=0', f'RESULTFILE={tmp_path}/nhc.status',
            'DEBUG=1', f'PATH={env["PATH"]}']
     t0 = time.monotonic()

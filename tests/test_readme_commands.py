@@ -181,7 +181,7 @@ def as_run_here(cmd, work):
     if exe == 'scripts/ccl-health-check':
         # no GPU here: the hook says so, exit 2, never a reason to drain
         env.pop('CCL_HEALTH_ASSUME_GPUS')
-        return words, env, {0, 1, 2}, r'^(HEALTHY|UNHEALTHY|COULD-NOT-CHECK): '
+        return words, env, {0, 1, 2}, r'^(HEALTHY|SKIPPED|UNHEALTHY|COULD-NOT-CHECK): '
     if exe == 'scripts/fleet':
         if '--simulate' in words:
             plan = work / 'faults.json'

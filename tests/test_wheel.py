@@ -104,11 +104,14 @@ def elsewhere(tmp_path):
 
 
 def no_gpus(where, env):
-    """A machine without GPUs, whatever this one has: no GPU tool on PATH
-    (the console scripts start their Python by its full path)."""
+    """A GPU node without its GPU tools, whatever this machine has: no GPU
+    tool on PATH (the console scripts start their Python by its full
+    path), two GPUs on its PCI bus (tests/fixtures/sysfs/gpu-node: with
+    none there it is not a GPU node, SKIPPED)."""
     empty = where / 'no-gpu-tools'
     empty.mkdir(exist_ok=True)
-    return dict(env, PATH=str(empty))
+    return dict(env, PATH=str(empty), CCL_HEALTH_SYSFS=os.path.join(
+        REPO, 'tests', 'fixtures', 'sysfs', 'gpu-node'))
 
 
 def run(bindir, script, *args, cwd, env, extra_env=None):

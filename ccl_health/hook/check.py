@@ -15,7 +15,11 @@ It prints ONE line and exits with
      to drain the node.
 
 The flow (this module): read the node's state first (a leftover process,
-an ECC / XID error, a lost GPU is named whatever else is missing), resolve
+an ECC / XID error, a lost GPU is named whatever else is missing), ask
+the resource manager what the node is (:func:`resource_manager`: Slurm's
+record of it, once, bounded; the PCI bus where the driver lists no GPU:
+the judge's :func:`ccl_health.judge.node.not_a_gpu_node` and
+:func:`~ccl_health.judge.node.probe_allowed` decide), resolve
 the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
@@ -52,7 +56,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ccl_health import resources
-from ccl_health.hook import run
+from ccl_health.hook import judging as judging_words, run
 from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
     IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
     judged_probe, node_without_gpus, output_attempt, probe_evidence,
@@ -112,20 +116,42 @@ def check(settings, environ=None):
     """The node's verdict (:class:`HookResult`); ``settings`` from
     :func:`ccl_health.hook.settings.parse`.  The node's state is read
     first: a fault it shows is the verdict whatever else could not be
-    checked.  Returns the result and the resolved settings."""
+    checked (a process on a GPU only where the node is known to run no
+    job).  Returns the result and the resolved settings."""
     environ = dict(os.environ if environ is None else environ)
     before = read_node_state(settings)
     found = {'system': settings.system or '',
              'partition': settings.partition or '', 'site': None,
-             'expected': None, 'settings': settings}
+             'expected': None, 'settings': settings,
+             # until Slurm said otherwise, a job may run on the GPUs
+             'job': 'the node may run a job: its resource manager was not '
+                    'asked', 'role': {}}
     try:
         res = _check(settings, environ, before, found)
     except CouldNotCheck as err:
         res = unjudged(str(err), settings.t0,
                        (found['system'], found['partition']))
         res = with_node_state(res, before, None, found['site'],
-                              found['expected'])
+                              found['expected'], found['job'])
+    res.role = found['role']
     return with_action(res, found['site']), found['settings']
+
+
+def resource_manager(settings, environ, found):
+    """What the resource manager says of this node
+    (:mod:`ccl_health.evidence.nodestate.slurm`), read once within its
+    bound; Slurm named and silent: could not check."""
+    from ccl_health.evidence.nodestate import slurm
+    seconds = min(slurm.bound(settings.limit or DEFAULT_LIMIT),
+                  max(0.1, settings.left() - 1))
+    try:
+        reading = slurm.read(environ, settings.hostname, seconds,
+                             lambda cmd, env, t: run.bounded(cmd, env, t))
+    except slurm.NotAnswered as err:
+        found['job'] = 'the node may run a job: Slurm did not answer'
+        raise CouldNotCheck(str(err)) from None
+    found['role'] = reading.to_dict()
+    return reading
 
 
 def _check(settings, environ, before, found):
@@ -136,8 +162,19 @@ def _check(settings, environ, before, found):
     from ccl_health.judge.judge import judge
     from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
+    from ccl_health.evidence.nodestate import pci
     t0 = settings.t0
+    rm = resource_manager(settings, environ, found)
+    allowed, no_probe = node_judge.probe_allowed(rm.node, rm.own_job)
+    found['job'] = no_probe
     gpus = node.detect_gpus(environ, whole_node=True)
+    if gpus.count == 0:
+        on_bus = pci.gpus(pci.root_of(environ))
+        found['role']['pci_gpus'] = on_bus
+        skip = node_judge.not_a_gpu_node(rm.node, on_bus, gpus.count)
+        if skip is not None:
+            return _result(*skip, (), time.monotonic() - t0,
+                           prefix=judging_words.SKIPPED)
     system, conf, fname = find_system(settings, gpus)
     found['system'] = system
     try:
@@ -153,14 +190,15 @@ def _check(settings, environ, before, found):
     settings = run_settings = resolve(settings, site, environ)
     found['settings'] = settings
     partition, configured = find_partition(settings, system, conf, site,
-                                           fname, gpus)
+                                           fname, gpus, rm.node)
     found['partition'] = partition
     deadline = settings.deadline - reserve(settings.limit)
 
     def result_of(verdict, why, probes=(), attempts=1):
         return _result(verdict, why, probes, time.monotonic() - t0, attempts,
                        system, partition)
-    expected_gpus = settings.expect_gpus or configured
+    expected_gpus = settings.expect_gpus or configured or (
+        rm.node.gpus if rm.node is not None else 0)
     found['expected'] = expected_gpus or None
     if gpus.count == 0:
         fault = node_without_gpus(gpus, expected_gpus, system, partition) \
@@ -172,13 +210,19 @@ def _check(settings, environ, before, found):
         # no GPU at all answers where the partition has some: the driver
         # no longer answers (a reboot is expected to clear it)
         res.cause = 'driver-not-answering'
-        return with_node_state(res, before, None, site, expected_gpus)
+        return with_node_state(res, before, None, site, expected_gpus,
+                               no_probe)
     expected_gpus = expected_gpus or gpus.count
     fault = node_judge.missing_gpus(
         gpus.why_none, expected_gpus, f'{system}:{partition}', gpus.count,
         'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo')
     if fault is not None:
-        return with_node_state(result_of(*fault), before, None, site)
+        return with_node_state(result_of(*fault), before, None, site,
+                               job=no_probe)
+    if not allowed:
+        # a job runs here: no probe on its GPUs; the state read is the check
+        return with_node_state(result_of(*node_judge.node_state_only(
+            before, no_probe)), before, None, site, expected_gpus, no_probe)
     env = dict(settings.env)
     try:
         ref = reference.load_for_system(settings.reference_dir, system)

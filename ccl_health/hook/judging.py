@@ -34,16 +34,24 @@ class HookResult:
     action: object = None
     #: the cause named first (:data:`ccl_health.judge.actions.CAUSES`)
     cause: object = None
+    #: what the resource manager said of the node (:class:`ccl_health.
+    #: evidence.nodestate.slurm.Reading`'s dict), and the PCI bus's GPUs
+    role: dict = dataclasses.field(default_factory=dict)
+
+
+#: the line's word for a node that is not for this check (not a GPU node)
+SKIPPED = 'SKIPPED'
 
 
 def result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
-           partition=''):
-    """The hook's result for a verdict and its one-line reason."""
+           partition='', prefix=None):
+    """The hook's result for a verdict and its one-line reason
+    (``prefix``: the line's first word, default the exit code's)."""
     from ccl_health.judge.verdicts import exit_code
     code = exit_code([verdict])
     why = ' '.join(str(why).split())
-    return HookResult(code, f'{PREFIX[code]}: {why}', list(probes), seconds,
-                      attempts, str(verdict), system, partition)
+    return HookResult(code, f'{prefix or PREFIX[code]}: {why}', list(probes),
+                      seconds, attempts, str(verdict), system, partition)
 
 
 def unjudged(why, t0, found=('', '')):
@@ -362,15 +370,19 @@ from ccl_health.judge.node import (  # noqa: E402,F401 (the hook's names)
     IDLE_NODE, KIND_CAUSE, cause_text)
 
 
-def causes_of(before, after, site=None, expected_gpus=None):
+def causes_of(before, after, site=None, expected_gpus=None, job=''):
+    """The causes the node's state shows; ``job``: why a job may use the
+    GPUs (:func:`ccl_health.judge.node.job_causes`)."""
     from ccl_health.evidence.nodestate.diagnose import (MEMORY_HELD_FRACTION,
                                                         diagnose)
+    from ccl_health.judge import node
     health = getattr(site, 'health', None)
-    return diagnose(before, after,
-                    expected_model=getattr(health, 'gpu_model', None),
-                    expected_count=expected_gpus,
-                    memory_held=getattr(health, 'memory_held', None) or
-                    MEMORY_HELD_FRACTION)
+    causes = diagnose(before, after,
+                      expected_model=getattr(health, 'gpu_model', None),
+                      expected_count=expected_gpus,
+                      memory_held=getattr(health, 'memory_held', None) or
+                      MEMORY_HELD_FRACTION)
+    return node.job_causes(causes, job) if job else causes
 
 
 def node_state_detail(before, after, causes):
@@ -384,15 +396,18 @@ def node_state_detail(before, after, causes):
                          (after.seconds if after else 0), 3)}
 
 
-def with_node_state(res, before, after, site=None, expected_gpus=None):
+def with_node_state(res, before, after, site=None, expected_gpus=None,
+                    job=''):
     """The probes' result ``res`` with the causes the node's state shows
     (read before and after) judged by :func:`ccl_health.judge.node.
     with_state`: the first cause named first, a cause that drains fails a
-    pass or an unjudged result.  The readings and causes go into
+    pass or an unjudged result.  ``job``: why a job may use the GPUs (it
+    runs one, or the resource manager could not be asked): its processes
+    are named, never drained.  The readings and causes go into
     ``res.node_state``."""
     from ccl_health.judge import node
     from ccl_health.judge.verdicts import Verdict, exit_code
-    causes = causes_of(before, after, site, expected_gpus)
+    causes = causes_of(before, after, site, expected_gpus, job)
     res.node_state = node_state_detail(before, after, causes)
     if not causes:
         return res
@@ -400,8 +415,10 @@ def with_node_state(res, before, after, site=None, expected_gpus=None):
     j = node.with_state(Verdict.parse(res.verdict, Verdict.COULD_NOT_CHECK),
                         why, causes)
     res.verdict = j.verdict.value
-    res.code = exit_code([j.verdict])
-    res.line = f'{PREFIX[res.code]}: {j.reason}'
+    code = exit_code([j.verdict])
+    head = res.line.split(': ', 1)[0] if code == res.code else PREFIX[code]
+    res.code = code
+    res.line = f'{head}: {j.reason}'
     res.cause = j.cause or res.cause
     return res
 

@@ -40,6 +40,8 @@ def record(args, res, environ=None, timeout=None):
                 'probes': [dataclasses.asdict(p) for p in res.probes],
                 **({'node_state': res.node_state}
                    if res.node_state else {}),
+                **({'role': res.role} if getattr(res, 'role', None)
+                   else {}),
                 **({'attempts': res.attempt_notes}
                    if getattr(res, 'attempt_notes', None) else {}),
                 **({'dropped_env': dropped} if dropped else {})},
@@ -85,6 +87,7 @@ def json_document(res, settings=None, recorded=None):
            'system': res.system, 'partition': res.partition,
            'probes': [dataclasses.asdict(p) for p in res.probes],
            'node_state': res.node_state,
+           'role': getattr(res, 'role', None) or {},
            'attempt_notes': list(getattr(res, 'attempt_notes', []) or [])}
     doc['dropped_env'] = dict(getattr(settings, 'dropped', ()) or ())
     doc['database'] = getattr(settings, 'db', None) or None

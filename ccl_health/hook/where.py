@@ -2,12 +2,14 @@
 configuration finds them (:mod:`ccl_health.sitedata.sysconfig`): the
 ``hostnames`` patterns of each system in ``config/systems/<system>.py``,
 ``re.match``-ed against the host name, first match wins; the partition is
-the system's only partition with GPUs.  ``--system`` / ``--partition`` and
-their environment variables, and the site file's ``health.partition``,
-override."""
+the one of the system's partitions with GPUs that Slurm's record of the
+node names (:func:`slurm_matches`), else the system's only partition with
+GPUs.  ``--system`` / ``--partition`` and their environment variables, and
+the site file's ``health.partition``, override."""
 
 import os
 import re
+import shlex
 
 from ccl_health.hook.settings import CouldNotCheck
 
@@ -107,10 +109,58 @@ def counts_what_is_there(config_dir, fname, gpus, partition):
         gpus.count + 1
 
 
-def find_partition(settings, name, system, site, fname=None, gpus=None):
+def _access_names(access):
+    """``(Slurm partitions, features)`` the ``access`` options of a
+    ReFrame partition ask for (``-p X`` / ``--partition=X``, ``-C X`` /
+    ``--constraint=X``; a constraint with ``|`` or brackets is not read)."""
+    words = []
+    for item in access or []:
+        try:
+            words += shlex.split(str(item))
+        except ValueError:
+            continue
+    parts, feats = [], []
+    for i, w in enumerate(words):
+        nxt = words[i + 1] if i + 1 < len(words) else ''
+        for short, long_, into in (('-p', '--partition', parts),
+                                   ('-C', '--constraint', feats)):
+            if w in (short, long_):
+                into.append(nxt)
+            elif w.startswith(long_ + '='):
+                into.append(w.split('=', 1)[1])
+            elif w.startswith(short) and len(w) > 2 and \
+                    not w.startswith('--'):
+                into.append(w[2:])
+    parts = [p for v in parts for p in v.split(',') if p]
+    feats = [f for v in feats if not re.search(r'[|\[\]]', v)
+             for f in v.split('&') if f]
+    return parts, feats
+
+
+def slurm_matches(part, rm_node):
+    """Whether Slurm's record of this node (``rm_node``: :class:`ccl_health.
+    evidence.nodestate.slurm.SlurmNode`) is a node of the ReFrame partition
+    ``part``: its name is one of the node's Partitions, or what its
+    ``access`` asks for (``-p`` partitions, ``-C`` features) is the
+    node's."""
+    if rm_node is None:
+        return False
+    if part.get('name') in rm_node.partitions:
+        return True
+    parts, feats = _access_names(part.get('access'))
+    if not parts and not feats:
+        return False
+    return all(p in rm_node.partitions for p in parts) and \
+        all(f in rm_node.features for f in feats)
+
+
+def find_partition(settings, name, system, site, fname=None, gpus=None,
+                   rm_node=None):
     """``(partition, GPUs per node or 0)``: --partition (and
     CCL_HEALTH_PARTITION), else the site file's ``health.partition``, else
-    the system's only partition with GPUs; the GPUs are the partition's
+    the one partition with GPUs Slurm's record of the node (``rm_node``)
+    matches (:func:`slurm_matches`), else the system's only partition with
+    GPUs; the GPUs are the partition's
     ``devices`` and the site file's ``health.gpus_per_node``, which must
     agree where both are given."""
     cfg = settings.config_dir
@@ -138,6 +188,10 @@ def find_partition(settings, name, system, site, fname=None, gpus=None):
         with_gpus = [p for p, conf in parts.items() if gpu_count(conf)]
         how = ('named by --system / CCL_HEALTH_SYSTEM' if settings.system
                else f'matched by host name {settings.hostname!r}')
+        told_by_slurm = [p for p in with_gpus
+                         if slurm_matches(parts[p], rm_node)]
+        if len(told_by_slurm) == 1:
+            with_gpus = told_by_slurm
         if not with_gpus:
             raise CouldNotCheck(f'system {name!r} ({how}) has no partition '
                                 f'with GPUs in {origin}')

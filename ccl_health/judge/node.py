@@ -16,7 +16,15 @@ case (:func:`ccl_health.judge.judge.judge`, the copy matrix's
   named first; a cause that drains (a foreign process or memory held:
   ``contended``; a link down, uncorrectable ECC, a row-remap failure, a
   drain XID, a lost GPU: ``node-fault``) fails a node whose probes passed
-  or could not be checked (:func:`with_state`).
+  or could not be checked (:func:`with_state`);
+- the node's role, from the resource manager (Slurm's record of the node:
+  :mod:`ccl_health.evidence.nodestate.slurm`) and the PCI bus
+  (:mod:`ccl_health.evidence.nodestate.pci`), host names only without
+  either: a node with no GPU in its GRES and none on its bus is not a GPU
+  node, ``skipped`` (:func:`not_a_gpu_node`); a node that runs a job gets
+  no probe (:func:`probe_allowed`), its state alone is judged
+  (:func:`node_state_only`), and a process or memory on its GPUs is the
+  job's, named, never drained (:func:`job_causes`).
 
 The health hook and the fleet ask it; they build their lines from what
 it returns and decide nothing themselves."""
@@ -155,10 +163,82 @@ def with_state(verdict, reason, causes) -> NodeJudgement:
     if verdict is Verdict.PASS and first.drain:
         return NodeJudgement(drained, f'{named}: although the probes '
                              f'passed: {reason}', cause)
-    if verdict is Verdict.PASS:
+    if verdict is Verdict.SKIPPED and first.drain:
+        return NodeJudgement(drained, f'{named}: {reason}', cause)
+    if verdict in (Verdict.PASS, Verdict.SKIPPED):
         return NodeJudgement(verdict, reason + '; noted: ' + '; '.join(
             c.text for c in causes[:2]))
     if first.drain:
         return NodeJudgement(drained, f'{named} (also could not check: '
                              f'{reason})', cause)
     return NodeJudgement(verdict, f'{reason} (node state: {named})')
+
+
+# -- the node's role ----------------------------------------------------------
+
+#: the node state kinds of another process on the GPUs, and what they are
+#: called on a node that runs a job (named, never drained)
+JOB_KINDS = {'foreign-process': 'job-process', 'memory-held': 'job-memory'}
+
+
+def not_a_gpu_node(rm_node, pci_gpus, driver_count):
+    """``(SKIPPED, reason)`` of a node that is not a GPU node: the driver
+    lists no GPU, Slurm's record of it (``rm_node``; None: no resource
+    manager) has no GPU in its GRES, and its PCI bus (``pci_gpus``:
+    :func:`ccl_health.evidence.nodestate.pci.gpus`; None: unreadable) has
+    none.  None otherwise: a GPU the bus or Slurm has and the driver does
+    not answer for is ``missing-gpu`` (:func:`missing_gpus`)."""
+    if driver_count or pci_gpus is None or pci_gpus:
+        return None
+    if rm_node is not None and (rm_node.gpu_gres or rm_node.gpus):
+        return None
+    said = (f'Slurm: Gres={rm_node.gres or "(null)"} of node '
+            f'{rm_node.name}' if rm_node is not None else
+            'no resource manager')
+    return Verdict.SKIPPED, (f'not a GPU node (no GPU on its PCI bus; '
+                             f'{said})')
+
+
+def probe_allowed(rm_node, own_job=''):
+    """``(True, '')`` where the GPUs may be probed; ``(False, why)`` where
+    Slurm says a job runs on the node and it is not the hook's own
+    (``own_job``: the id of the job the hook runs in)."""
+    if rm_node is None or not rm_node.has_job:
+        return True, ''
+    if own_job:
+        return True, ''
+    return False, f'allocated to a job: Slurm State={rm_node.state}'
+
+
+def job_causes(causes, why):
+    """The node-state causes of a node whose GPUs a job may use (``why``:
+    it runs one, or its role could not be asked): a process on a GPU or
+    memory held is the job's, named and never drained; every other cause
+    (ECC, XID, a lost GPU, a link down) stays as it is."""
+    out = []
+    for c in causes:
+        if c.kind in JOB_KINDS:
+            text = c.text[:-1] + f'; {why})' if c.text.endswith(')') \
+                else f'{c.text} ({why})'
+            c = dataclasses.replace(c, kind=JOB_KINDS[c.kind], drain=False,
+                                    text=text)
+        out.append(c)
+    # what still drains is named first
+    return sorted(out, key=lambda c: not c.drain)
+
+
+def node_state_only(state, why):
+    """``(verdict, reason)`` of a node that got no probe (``why``:
+    :func:`probe_allowed`): ``skipped`` (a good verdict: the line is
+    HEALTHY) where its state was read, could not check where the vendor
+    library could not read it; what the state shows is judged after
+    (:func:`with_state`, with :func:`job_causes`)."""
+    head = f'node state only ({why}: no probe)'
+    if state is None or not getattr(state, 'checked', False):
+        missing = '; '.join(f'{k}: {v}' for k, v in (
+            getattr(state, 'not_checked', None) or {}).items()) or \
+            'not read'
+        return Verdict.COULD_NOT_CHECK, (f'{head}, and the node state could '
+                                         f'not be read ({missing})')
+    return Verdict.SKIPPED, (f'{head}: {len(state.gpus)} GPUs read by '
+                             f'{state.library or state.vendor}')

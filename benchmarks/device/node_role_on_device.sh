@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# A node's role on the device (issue 27 item 4, and the WARN of item 2),
+# from a clean copy of the repository.  Needs: nvcc, python3 with torch
+# (benchmarks/device/nodestate/busy.py), the offline wheels in .whl
+# (jsonschema, ruamel.yaml, nvidia-ml-py), for (c) the mirror in .mirror
+# (nccl-tests) and Open MPI.  Slurm is the stand-in scontrol of
+# benchmarks/device/node_role/scontrol (the hook runs as slurmd runs it:
+# SLURMD_NODENAME=n01); each step is bounded (timeout); its line, exit
+# status and wall time go to $OUT1/node-role-summary.txt, every --json
+# detail, log and the PCI bus of the machine into $OUT1/node-role.tgz.
+#  a. a foreign process computing on GPU 0 (busy.py) while Slurm says the
+#     node is ALLOCATED: no drain (exit 0, "HEALTHY: node state only
+#     (allocated to a job: ...: no probe)"), no probe started, the process
+#     named as the job's
+#  b. the same process with the node IDLE: named and drained (exit 1,
+#     "UNHEALTHY: reset ...: GPU 0 in use by pid ... leftover process on
+#     an idle node: drain")
+#  c. a healthy all_reduce probe whose every debug log gets an advisory
+#     "NCCL WARN NET/IB : Got async event : GID table change" appended
+#     (benchmarks/device/node_role/warn-launch) -> HEALTHY.  Needs two
+#     GPUs (one GPU has no NCCL path: its all_reduce busbw is 0 and the
+#     hook judges the copy matrix, which has no NCCL debug log): on one
+#     GPU it is noted as not run.  Its verdict depends on the WARN table
+#     classifying the GID change as advisory (issue 27 item 2).
+# Usage (repo root on the device, .whl and .mirror carried):
+#   bash benchmarks/device/node_role_on_device.sh "$OUT"
+set -u
+source "$(dirname "$0")/_clean_copy.sh" "${1:-${OUT:-/tmp/out}}"
+L=$K/logs
+S=$OUT1/node-role-summary.txt
+: > "$S"
+export NCCL_NVLS_ENABLE=0
+save() { tar -C /tmp -czf "$OUT1/node-role.tgz" keep 2>/dev/null; }
+note() { echo "$*" | tee -a "$S"; }
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SRC"/.whl/*.whl > $L/pip.log 2>&1 ||
+  note "pip: the wheels did not install (see logs/pip.log)"
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi -L > $L/machine.txt 2>&1; git -C "$SRC" rev-parse HEAD >> $L/machine.txt 2>/dev/null
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+note "GPUs: $NGPU"
+# the machine's PCI bus as the hook reads it (a fixture for tests/fixtures/sysfs)
+for d in /sys/bus/pci/devices/*; do
+  echo "$(basename $d) $(cat $d/vendor 2>/dev/null) $(cat $d/class 2>/dev/null) $(cat $d/device 2>/dev/null)"
+done > $K/pci-bus.txt
+python3 -c 'from ccl_health.evidence.nodestate import pci; print(pci.gpus())' > $K/pci-gpus.txt 2>&1
+note "PCI bus GPUs (ccl_health.evidence.nodestate.pci): $(cat $K/pci-gpus.txt)"
+
+# Slurm: the stand-in scontrol, first on PATH; the hook runs as slurmd runs it
+SB=/tmp/slurmbin; mkdir -p $SB
+cp benchmarks/device/node_role/scontrol $SB/scontrol; chmod +x $SB/scontrol
+export SLURMD_NODENAME=n01 FAKE_SLURM_CALLS=$K/scontrol-calls.txt PATH=$SB:$PATH
+
+# the copy matrix program and a reference of this GPU's own copies (half of
+# what it measures now: the healthy node passes, a fault still shows), as
+# hostile_hook_on_device.sh makes them
+P=/tmp/prefix; mkdir -p $P/bin
+timeout 300 nvcc -O2 -o $P/bin/ccl-health-links builders/src/ccl_health_links.cu > $L/nvcc.log 2>&1 ||
+  note "nvcc: ccl-health-links did not build (see logs/nvcc.log)"
+timeout 60 $P/bin/ccl-health-links > $K/links-capture.txt 2>&1
+rm -rf /tmp/ref && cp -r reference /tmp/ref
+timeout 60 python3 - $K/links-capture.txt /tmp/ref/local.yaml > $L/mkref.log 2>&1 <<'PY' || note "reference: not made (logs/mkref.log)"
+import sys
+import yaml
+from ccl_health.evidence import links
+res = links.parse_links(open(sys.argv[1]).read())
+kinds = {}
+for ln in res.links:
+    kinds.setdefault(ln.kind, []).append(ln.gbps)
+doc = yaml.safe_load(open(sys.argv[2]))
+part = doc['partitions']['gpu']
+part['peer_copy'] = {
+    'size': '256MiB', 'tolerance': 0.2,
+    'source': 'this GPU, half of what ccl-health-links measured just before '
+              '(node_role_on_device.sh)',
+    'gbps': {k: round(min(v) / 2, 1) for k, v in kinds.items()}}
+yaml.safe_dump(doc, open(sys.argv[2], 'w'), sort_keys=False)
+print(part['peer_copy'])
+PY
+
+hook() {  # name, then env assignments and options after --; runs the hook once, bounded
+  local name=$1; shift
+  local s e rc envs=() opts=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = -- ] && shift; opts=("$@")
+  s=$(date +%s.%N)
+  env "${envs[@]}" timeout -s KILL 180 python3 -m ccl_health.hook --no-record \
+    --json $K/$name.json "${opts[@]}" > $K/$name.line 2> $K/$name.err
+  rc=$?
+  e=$(date +%s.%N)
+  printf '%s\texit %s\t%.2f s\t%s\n' "$name" "$rc" "$(python3 -c "print($e - $s)")" \
+    "$(cat $K/$name.line)" | tee -a "$S"
+  python3 - "$K/$name.json" <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as err:
+    print('  no --json document:', err); sys.exit()
+node = (d.get('role') or {}).get('node') or {}
+print(f"  verdict {d.get('verdict')}, probes run: {len(d.get('probes') or [])}, "
+      f"Slurm State={node.get('state')} job={node.get('has_job')} "
+      f"Gres={node.get('gres')}, scontrol {(d.get('role') or {}).get('seconds')} s")
+PY
+}
+
+# a, b: a foreign process computing on GPU 0, the node allocated, then idle
+(
+  rm -f /tmp/busy.pid
+  timeout -s KILL 300 python3 benchmarks/device/nodestate/busy.py /tmp/busy.pid > $L/busy.log 2>&1 & B=$!
+  for i in $(seq 150); do [ -s /tmp/busy.pid ] && break; sleep 0.2; done
+  note "  busy.py pid $(cat /tmp/busy.pid 2>/dev/null)"
+  hook a-allocated-foreign CCL_HEALTH_REFERENCE_DIR=/tmp/ref FAKE_SLURM_STATE=ALLOCATED -- --tests-prefix $P
+  hook a2-mixed-foreign CCL_HEALTH_REFERENCE_DIR=/tmp/ref FAKE_SLURM_STATE=MIXED -- --tests-prefix $P
+  hook b-idle-foreign CCL_HEALTH_REFERENCE_DIR=/tmp/ref FAKE_SLURM_STATE=IDLE -- --tests-prefix $P
+  kill $B 2>/dev/null; wait $B 2>/dev/null
+)
+hook b2-idle-clean CCL_HEALTH_REFERENCE_DIR=/tmp/ref FAKE_SLURM_STATE=IDLE -- --tests-prefix $P
+hook b3-allocated-clean CCL_HEALTH_REFERENCE_DIR=/tmp/ref FAKE_SLURM_STATE=ALLOCATED -- --tests-prefix $P
+save
+
+# c: a healthy all_reduce probe with an advisory WARN in every debug log
+if [ "$NGPU" -ge 2 ]; then
+  (
+    nt=$(ls "$CCL_HEALTH_MIRROR"/nccl-tests-*.tar.gz 2>/dev/null | head -1)
+    rm -rf /tmp/nt && mkdir -p /tmp/nt && tar -C /tmp/nt -xzf "$nt" --strip-components=1 &&
+      cd /tmp/nt && timeout 400 make -j"$(nproc)" MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
+        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > $L/nccl-tests-make.log 2>&1 ||
+      note "nccl-tests: did not build (logs/nccl-tests-make.log)"
+  )
+  NT=/tmp/nt-prefix; mkdir -p $NT/bin; ln -sf /tmp/nt/build/all_reduce_perf $NT/bin/all_reduce_perf
+  # the GPUs' all_reduce of 1 GiB without the WARN first; the reference is
+  # half of it (a healthy node passes, the WARN alone decides)
+  hook c0-baseline CCL_HEALTH_REFERENCE_DIR=/tmp/ref -- --tests-prefix $NT --no-pairs
+  python3 - $K/c0-baseline.json /tmp/ref/local.yaml "$NGPU" > $L/mkref-c.log 2>&1 <<'PY' || note "reference for c: not made (logs/mkref-c.log)"
+import json, sys
+import yaml
+d = json.load(open(sys.argv[1]))
+bw = max(p['busbw'] for p in d['probes'])
+doc = yaml.safe_load(open(sys.argv[2]))
+n = int(sys.argv[3])
+entries = [e for e in doc['partitions']['gpu']['entries']
+           if not (e['transport'] == 'intra' and e['collective'] == 'all_reduce'
+                   and e['nodes'] == 1 and e['gpus_per_node'] == n)]
+entries.append({'transport': 'intra', 'collective': 'all_reduce', 'nodes': 1,
+                'gpus_per_node': n, 'tolerance': 0.1,
+                'source': 'this machine, half of the c0-baseline probe (node_role_on_device.sh)',
+                'busbw': {'1GiB': round(bw / 2, 2)}})
+doc['partitions']['gpu']['entries'] = entries
+yaml.safe_dump(doc, open(sys.argv[2], 'w'), sort_keys=False)
+print('reference', bw / 2)
+PY
+  hook c-warn-gid-change CCL_HEALTH_REFERENCE_DIR=/tmp/ref NODE_ROLE_NOTE=$K/warn-launch.txt \
+    NODE_ROLE_LAUNCHER="mpirun --bind-to none -np" -- --tests-prefix $NT --no-pairs \
+    --launcher "$PWD/benchmarks/device/node_role/warn-launch"
+  note "  $(cat $K/warn-launch.txt 2>/dev/null)"
+else
+  note "c-warn-gid-change: not run: $NGPU GPU (one GPU has no NCCL path: the hook judges its copy matrix, which has no NCCL debug log)"
+fi
+save
+cp "$S" $K/ && save
+cat "$S"
