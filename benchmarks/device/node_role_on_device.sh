@@ -156,5 +156,62 @@ else
   note "c-warn-gid-change: not run: $NGPU GPU (one GPU has no NCCL path: the hook judges its copy matrix, which has no NCCL debug log)"
 fi
 save
+
+# c1 (any GPU count): the WARN judgement on a real NCCL run of this GPU: two
+# ranks on GPU 0, each told it is another host (NCCL_HOSTID), over
+# NET/Socket; scripts/explain judges its output and debug logs as they are,
+# then with advisory WARNs appended to every rank's log (an IB GID change
+# event, a skipped HCA, an unqueryable port: the upstream code goes on after
+# each), then with a fatal one (a CUDA failure): the advisories change
+# nothing and are named, the fatal one is a crash
+(
+  nt=$(ls "$CCL_HEALTH_MIRROR"/nccl-tests-*.tar.gz 2>/dev/null | head -1)
+  if [ ! -x /tmp/nt/build/all_reduce_perf ]; then
+    rm -rf /tmp/nt && mkdir -p /tmp/nt && tar -C /tmp/nt -xzf "$nt" --strip-components=1 &&
+      (cd /tmp/nt && timeout 400 make -j"$(nproc)" MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
+        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > $L/nccl-tests-make.log 2>&1) ||
+      note "nccl-tests: did not build (logs/nccl-tests-make.log)"
+  fi
+  W=/tmp/c1; rm -rf $W; mkdir -p $W; cd $W || exit
+  printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0} NCCL_TESTS_DEVICE=0\nexec /tmp/nt/build/all_reduce_perf "$@"\n' > wrap.sh
+  chmod +x wrap.sh
+  timeout 180 mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_DEBUG=INFO \
+    -x NCCL_DEBUG_FILE=$W/nccl-debug.%h.%p.log -x NCCL_NVLS_ENABLE=0 \
+    ./wrap.sh -g 1 -b 64M -e 256M -f 2 -n 10 -w 2 > all_reduce.out 2> mpirun.err
+  note "c1 all_reduce over NET/Socket, 2 ranks on GPU 0: exit $?, $(grep -c 'via NET/Socket' nccl-debug.*.log | tr '\n' ' ')"
+  explain_as() {  # name, then the files
+    local name=$1; shift
+    timeout 120 python3 -m ccl_health.explain --json --transport net-socket \
+      --nodes 2 --gpus-per-node 1 "$@" > $K/$name.json 2> $K/$name.err
+    local rc=$?
+    python3 - $K/$name.json $name $rc <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as err:
+    print(f'{sys.argv[2]}\texit {sys.argv[3]}\tno JSON: {err}'); sys.exit()
+ws = d.get('warns') or []
+print(f"{sys.argv[2]}\texit {sys.argv[3]}\tverdict {d.get('verdict')}\tproven {(d.get('transport') or {}).get('proven')}"
+      f"\twarns: {len(ws)}\treason: {str(d.get('reason'))[:200]}")
+for w in ws[:6]:
+    print('   ', json.dumps(w)[:300])
+PY
+  }
+  cp -r $W $K/c1-run
+  explain_as c1-as-run all_reduce.out nccl-debug.*.log
+  for f in nccl-debug.*.log; do
+    h=$(head -1 $f | cut -d' ' -f1)
+    { echo "$h [0] NCCL WARN NET/IB : Got async event : GID table change"
+      echo "$h [0] NCCL WARN NET/IB : Unable to open device mlx5_4"
+      echo "$h [0] NCCL WARN NET/IB : Unable to query port_num 2"
+      echo "$h [0] NCCL WARN NET/IB : Got async event : port active"; } >> $f
+  done
+  explain_as c1-advisory-warns all_reduce.out nccl-debug.*.log
+  f=$(ls nccl-debug.*.log | head -1); h=$(head -1 $f | cut -d' ' -f1)
+  echo "$h [0] NCCL WARN Cuda failure 'an illegal memory access was encountered'" >> $f
+  explain_as c1-fatal-warn all_reduce.out nccl-debug.*.log
+  cp nccl-debug.*.log $K/c1-run/ 2>/dev/null
+)
+save
 cp "$S" $K/ && save
 cat "$S"
