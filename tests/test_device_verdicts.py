@@ -101,3 +101,83 @@ def test_the_final_json_documents_name_verdict_action_and_cause():
                                  'hostile-hook-final'))
     assert (foreign['verdict'], foreign['action'], foreign['cause']) == (
         'contended', 'reset', 'leftover-process')
+
+
+# -- issue 27: a node's role from Slurm, WARNs by the upstream code -----------
+
+def _role_summary():
+    rows = {}
+    with open(os.path.join(D, 'node-role', 'node-role-summary.txt')) as fp:
+        for line in fp:
+            if not line.startswith(' ') and '\t' in line:
+                name, code, rest = line.rstrip('\n').split('\t', 2)
+                rows[name] = (int(code.split()[1]), rest)
+    return rows
+
+
+def test_an_allocated_node_is_never_drained_for_its_jobs_process():
+    rows = _role_summary()
+    for name in ('a-allocated-foreign', 'a2-mixed-foreign'):
+        code, text = rows[name]
+        assert code == 0 and 'HEALTHY: node state only (allocated to a job' \
+            in text and 'no probe' in text, (name, text)
+        assert 'in use by pid' in text and 'leftover' not in text
+    code, text = rows['b-idle-foreign']
+    assert code == 1 and 'UNHEALTHY: reset' in text and \
+        'leftover process on an idle node' in text
+    assert rows['b2-idle-clean'][0] == 0 and rows['b3-allocated-clean'][0] == 0
+
+
+def test_advisory_warns_on_a_real_run_change_nothing_and_a_fatal_one_fails():
+    rows = _role_summary()
+    as_run, advisory, fatal = (rows[n] for n in (
+        'c1-as-run', 'c1-advisory-warns', 'c1-fatal-warn'))
+    verdict = lambda row: row[1].split('\t')[0]     # noqa: E731
+    assert verdict(as_run) == verdict(advisory) != 'verdict crash'
+    assert as_run[0] == advisory[0]
+    assert 'GID table change (not fatal)' in advisory[1]
+    assert fatal[0] == 1 and verdict(fatal) == 'verdict crash' and \
+        'class cuda' in fatal[1]
+
+
+# -- issue 28: the nightly's news from the first week -------------------------
+
+def _nights():
+    out = {}
+    with open(os.path.join(D, 'news-first-week', 'nights',
+                           'exit-codes.txt')) as fp:
+        for line in fp:
+            name, rc = line.split()[:2]
+            mail = open(os.path.join(D, 'news-first-week', 'nights',
+                                     f'{name}.mail')).read().splitlines()
+            out[name] = (int(rc.split('=')[1]), mail)
+    return out
+
+
+def test_a_real_drift_after_calibration_is_told_on_the_third_night_once():
+    nights = _nights()
+    degraded = [n for n in sorted(nights) if 'buff' in n]
+    assert len(degraded) == 4
+    first, second, third, fourth = (nights[n] for n in degraded)
+    assert first[0] == second[0] == 0 and 'all clear' in first[1][0]
+    assert third[0] == 1 and 'NEW: 0 new failure(s), 3 new finding(s)' in \
+        third[1][0]
+    drifts = [ln for ln in third[1] if ln.startswith('DRIFT ')]
+    assert len(drifts) == 3 and any('64MiB: -10.9 %' in d for d in drifts)
+    assert any('changed: NCCL_BUFFSIZE: (unset) -> 4063232' in ln
+               for ln in third[1])
+    # told once: the fourth degraded night does not tell it again
+    assert fourth[0] == 0 and not [ln for ln in fourth[1]
+                                   if ln.startswith('DRIFT')]
+    # healthy nights after calibration are all clear
+    for n in sorted(nights):
+        if 'healthy' in n:
+            assert nights[n][0] == 0 and 'all clear' in nights[n][1][0]
+
+
+def test_after_accept_the_degraded_level_is_all_clear():
+    rc, mail = _nights()['night-12-after-accept']
+    assert rc == 0 and 'all clear' in mail[0]
+    accept = open(os.path.join(D, 'news-first-week', 'logs',
+                               'accept.txt')).read()
+    assert 'accepted #1' in accept and 'exit 0' in accept

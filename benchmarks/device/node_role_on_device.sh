@@ -178,11 +178,12 @@ save
   timeout 180 mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_DEBUG=INFO \
     -x NCCL_DEBUG_FILE=$W/nccl-debug.%h.%p.log -x NCCL_NVLS_ENABLE=0 \
     ./wrap.sh -g 1 -b 64M -e 256M -f 2 -n 10 -w 2 > all_reduce.out 2> mpirun.err
-  note "c1 all_reduce over NET/Socket, 2 ranks on GPU 0: exit $?, $(grep -c 'via NET/Socket' nccl-debug.*.log | tr '\n' ' ')"
+  RC=$?
+  note "c1 all_reduce over NET/Socket, 2 ranks on GPU 0: exit $RC, $(grep -c 'via NET/Socket' nccl-debug.*.log | tr '\n' ' ')"
   explain_as() {  # name, then the files
     local name=$1; shift
     timeout 120 python3 -m ccl_health.explain --json --transport net-socket \
-      --nodes 2 --gpus-per-node 1 "$@" > $K/$name.json 2> $K/$name.err
+      --nodes 2 --gpus-per-node 1 --exit-status $RC "$@" > $K/$name.json 2> $K/$name.err
     local rc=$?
     python3 - $K/$name.json $name $rc <<'PY' 2>&1 | tee -a "$S"
 import json, sys
