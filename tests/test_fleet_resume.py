@@ -5,7 +5,7 @@ test_fleet_slurm.py::test_resume_brings_back_only_what_ccl_health_drained)."""
 
 import pytest
 
-from ccl_health.fleet import resume
+from ccl_health.fleet import resume, resumestate
 from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Raw, Step
 
@@ -92,6 +92,9 @@ def test_resume_counts_passes_and_failures(tmp_path):
              'n04|drain|admin: fan\n'
              'n08|drain|ccl-health: isolate: crash GPU 1\n')
     cfg = FleetConfig(resume_passes=2)
+    # n01 passed its last check (a fleet run): the partner
+    resumestate.update_state(str(tmp_path), lambda st: resumestate.last_check(
+        st, 'n01', 'pass', 'fleet run'))
     runs = []
     for _ in range(2):
         sl = FakeSlurm(sinfo)
@@ -117,7 +120,7 @@ def test_resume_counts_passes_and_failures(tmp_path):
         assert not any('n04' in ' '.join(c) for c in sl.calls
                        if c[:2] == ['scontrol', 'create'])
         assert any(c[:2] == ['scontrol', 'delete'] for c in sl.calls)
-    state = resume.load_state(str(tmp_path))
+    state = resumestate.load_state(str(tmp_path))
     assert [e['event'] for e in state['n02']['events']] == \
         ['drain', 'pass', 'pass', 'resume']
     assert state['n08']['fails'] == 2 and 'n04' not in state
