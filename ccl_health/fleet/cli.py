@@ -54,10 +54,13 @@ def parser(prog='scripts/fleet'):
                    'one switch) or the drains exceed fleet.max_drain')
     p.add_argument('--resume', action='store_true', help='back to service: '
                    're-check only the nodes drained with a reason starting '
-                   '"ccl-health:" (node check, then a pair with a healthy '
-                   'partner) and resume a node after fleet.resume_passes '
-                   'consecutive passing checks; a node that fails again '
-                   'stays drained with the count in its reason')
+                   '"ccl-health:" (node check, then a pair with an idle '
+                   'partner that passed its last check) and resume a node '
+                   'after fleet.resume_passes consecutive passing checks; a '
+                   'node that fails again stays drained with the count in '
+                   'its reason; a stop drains the nodes under check again '
+                   '(exit 128 + the signal); a second resume of the '
+                   'partition is skipped (exit 3)')
     p.add_argument('--site', help='a site name (site/<name>.yaml) or a site '
                    'file; its fleet: block sets the commands and limits')
     p.add_argument('--system', help='the system name (default: the site\'s)')
@@ -422,8 +425,7 @@ def run_resume(args, site, cfg, run_id):
             if args.json:
                 with open(args.json, 'w') as fp:
                     json.dump(summary, fp, indent=1)
-            print(f'fleet --resume: skipped: {summary["skipped"]}',
-                  flush=True)
+            print(resume.summary_text(summary), flush=True)
             return resume.exit_code(summary)
         report.write_resume(summary, run_dir)
         _keep(summary, args, cfg)

@@ -481,6 +481,8 @@ def exit_code(summary) -> int:
 
 def summary_text(summary, path=None) -> str:
     s = summary
+    if s.get('skipped'):
+        return f'fleet --resume: skipped: {s["skipped"]}'
     lines = [f'fleet --resume: {len(s["candidates"])} node(s) drained by '
              f'ccl-health, {len(s["resumed"])} resumed, {len(s["kept"])} '
              f'kept drained, {len(s["left_alone"])} other drained node(s) '
