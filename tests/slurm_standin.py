@@ -17,8 +17,9 @@ sends its srun SIGTERM; srun passes SIGTERM on to its tasks and waits for
 them.
 
 Pauses, to stop the resume at a phase without timing: ``$PAUSE`` names
-phases, a comma list (``reservation``: after ``create reservation``; ``resume``: after
-the first ``state=resume``; ``drain``: at the first ``state=drain``);
+phases, a comma list (``reservation``: after ``create reservation``;
+``resume``: after the first ``state=resume``; ``drain``: at the first
+``state=drain``);
 the command there writes ``at-<phase>`` and waits for ``go-<phase>``.
 """
 

@@ -146,7 +146,7 @@ def test_fleet_acceptance_resume_dry_run(tmp_path):
     assert run[0].endswith('--json fleet-summary.json --resume')
 
 
-# -- the partner, the state under its lock, the lock ---------------------------
+# -- the partner, the state under its lock, the lock -------------------------
 
 def _passed(tmp_path, *nodes):
     def change(st):
@@ -209,7 +209,8 @@ def test_without_a_partner_the_pair_is_skipped_and_the_node_kept(tmp_path):
     create = [c for c in sl.calls if c[:2] == ['scontrol', 'create']]
     assert 'Nodes=n02' in create[0]
     assert s['resumed'] == [] and resume.exit_code(s) == 2
-    assert sl.drains == {'n02': f'ccl-health: isolate: x ({resume.NO_PARTNER})'}
+    assert sl.drains == {
+        'n02': f'ccl-health: isolate: x ({resume.NO_PARTNER})'}
     assert 'no idle node passed its last check' in s['could_not_check']['n02']
     # the node check ran; its next reason replaces the note, never stacks it
     assert [r['kind'] for r in s['rounds']] == ['node']

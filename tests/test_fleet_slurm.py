@@ -354,8 +354,8 @@ def test_resume_stopped_by_sigterm_drains_its_nodes_again(cluster,
             cluster.run('scontrol', 'update', f'nodename={n}', 'state=drain',
                         f'reason={r}', timeout=20)
         # n08's node check hangs: the stop comes while it runs
-        argv, env = fleet_command(cluster, tmp_path,
-                                  {'busbw': 40.0, 'bad_nodes': {'n08': 'hang'}},
+        plan = {'busbw': 40.0, 'bad_nodes': {'n08': 'hang'}}
+        argv, env = fleet_command(cluster, tmp_path, plan,
                                   options=('--resume',))
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,

@@ -279,6 +279,12 @@ class Resume:
                 self._run(summary, stops)
             except Stopped as s:
                 summary['stopped'] = s.name
+            except CclHealthError as err:
+                if not stops:
+                    raise
+                # a Slurm command that the stop reached too: the stop
+                # was cleaned up after all the same
+                summary['error'] = str(err)
             if stops and 'stopped' not in summary:
                 summary['stopped'] = Stopped(stops.first).name
         summary['seconds'] = round(time.monotonic() - t0, 3)
@@ -420,6 +426,9 @@ class Resume:
                 summary['kept'][n] = ours[n]
         if keep:
             drained, errors = self.slurm.drain(sorted(keep), keep)
+            if errors:                  # once more: each is in service now
+                again, errors = self.slurm.drain(sorted(errors), keep)
+                drained += again
             summary['kept'].update({n: keep[n] for n in drained})
             if errors:
                 summary['drain_errors'] = errors

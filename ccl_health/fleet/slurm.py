@@ -45,9 +45,12 @@ def clean_environ(environ=None):
 
 
 def _run(cmd, timeout=60):
+    """One Slurm command's output.  It runs in a session of its own: a
+    stop sent to this process group (Ctrl-C) is this process's to act on,
+    and never cuts the ``scontrol`` of its cleanup."""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, start_new_session=True)
     except FileNotFoundError:
         raise CclHealthError(f'{cmd[0]}: not found (is Slurm installed and on '
                              f'PATH?)') from None
