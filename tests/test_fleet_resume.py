@@ -3,9 +3,11 @@ reason it writes back, the state it keeps, and FleetAcceptance's
 ``resume`` variable in a ReFrame dry run (the real loop: tests/
 test_fleet_slurm.py::test_resume_brings_back_only_what_ccl_health_drained)."""
 
+import os
+
 import pytest
 
-from ccl_health.fleet import resume
+from ccl_health.fleet import resume, resumestate
 from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Raw, Step
 
@@ -92,6 +94,9 @@ def test_resume_counts_passes_and_failures(tmp_path):
              'n04|drain|admin: fan\n'
              'n08|drain|ccl-health: isolate: crash GPU 1\n')
     cfg = FleetConfig(resume_passes=2)
+    # n01 passed its last check (a fleet run): the partner
+    resumestate.update_state(str(tmp_path), lambda st: resumestate.last_check(
+        st, 'n01', 'pass', 'fleet run'))
     runs = []
     for _ in range(2):
         sl = FakeSlurm(sinfo)
@@ -117,7 +122,7 @@ def test_resume_counts_passes_and_failures(tmp_path):
         assert not any('n04' in ' '.join(c) for c in sl.calls
                        if c[:2] == ['scontrol', 'create'])
         assert any(c[:2] == ['scontrol', 'delete'] for c in sl.calls)
-    state = resume.load_state(str(tmp_path))
+    state = resumestate.load_state(str(tmp_path))
     assert [e['event'] for e in state['n02']['events']] == \
         ['drain', 'pass', 'pass', 'resume']
     assert state['n08']['fails'] == 2 and 'n04' not in state
@@ -139,3 +144,138 @@ def test_fleet_acceptance_resume_dry_run(tmp_path):
     assert '#SBATCH --ntasks=1\n' in script
     run = [ln for ln in script.splitlines() if 'ccl_health.fleet' in ln]
     assert run[0].endswith('--json fleet-summary.json --resume')
+
+
+# -- the partner, the state under its lock, the lock -------------------------
+
+def _passed(tmp_path, *nodes):
+    def change(st):
+        for n in nodes:
+            resumestate.last_check(st, n, 'pass', 'fleet run')
+    resumestate.update_state(str(tmp_path), change)
+
+
+def test_the_partner_is_an_idle_node_that_passed_its_last_check(tmp_path):
+    states = resume.parse_states('n01 alloc\nn02 drain\nn03 mix\nn04 comp\n'
+                                 'n05 down\nn06 idle*\nn07 drng\nn08 maint\n'
+                                 'n09 idle\nn10 idle\n')
+    _passed(tmp_path, *[f'n{i:02d}' for i in range(1, 10)])
+    state = resumestate.load_state(str(tmp_path))
+    assert resume.choose_partner(states, state, {'n02': 'x'}) == ('n09', '')
+    # n10 is idle but has no passing check on record; n09 is a candidate
+    partner, why = resume.choose_partner(states, state, {'n09': 'x'})
+    assert partner is None and 'no idle node passed its last check' in why
+    resumestate.update_state(str(tmp_path), lambda st: resumestate.
+                             last_check(st, 'n09', 'fail', 'crash'))
+    state = resumestate.load_state(str(tmp_path))
+    assert resume.choose_partner(states, state, {'n02': 'x'})[0] is None
+
+
+class PartnerSlurm(FakeSlurm):
+    """n01 runs a user's job, n09 is idle; n02 is drained by ccl-health."""
+
+    def _run(self, cmd, timeout=60):
+        self.calls.append(cmd)
+        if cmd[:1] == ['sinfo'] and '%N|%t|%E' in cmd:
+            return self.sinfo
+        if cmd[:1] == ['sinfo']:
+            return 'n01 alloc\nn02 maint\nn09 idle\n'
+        return ''
+
+
+def _resume(tmp_path, sl, sched=None, cfg=None):
+    return resume.Resume(cfg or FleetConfig(resume_passes=1), str(tmp_path),
+                         'batch', slurm=sl,
+                         make_scheduler=lambda resv: sched or FakeSched(),
+                         log=lambda _: None).run()
+
+
+def test_a_users_job_is_never_the_partner(tmp_path):
+    _passed(tmp_path, 'n01', 'n09')
+    sl = PartnerSlurm('n01|alloc|none\nn02|drain|ccl-health: isolate: x\n'
+                      'n09|idle|none\n')
+    s = _resume(tmp_path, sl)
+    create = [c for c in sl.calls if c[:2] == ['scontrol', 'create']]
+    assert 'Nodes=n02,n09' in create[0] and 'Flags=MAINT' in create[0]
+    assert s['resumed'] == ['n02'] and resume.exit_code(s) == 0
+    assert 'pair with n09 passed' in s['timeline']['n02'][-2]['reason']
+
+
+def test_without_a_partner_the_pair_is_skipped_and_the_node_kept(tmp_path):
+    _passed(tmp_path, 'n01')             # busy with a user's job
+    sl = PartnerSlurm('n01|alloc|none\nn02|drain|ccl-health: isolate: x\n'
+                      'n09|idle|none\n')
+    s = _resume(tmp_path, sl)
+    create = [c for c in sl.calls if c[:2] == ['scontrol', 'create']]
+    assert 'Nodes=n02' in create[0]
+    assert s['resumed'] == [] and resume.exit_code(s) == 2
+    assert sl.drains == {
+        'n02': f'ccl-health: isolate: x ({resume.NO_PARTNER})'}
+    assert 'no idle node passed its last check' in s['could_not_check']['n02']
+    # the node check ran; its next reason replaces the note, never stacks it
+    assert [r['kind'] for r in s['rounds']] == ['node']
+    assert resume.base_reason(sl.drains['n02']) == 'ccl-health: isolate: x'
+
+
+def test_a_partner_that_took_a_job_meanwhile_is_left_out(tmp_path):
+    _passed(tmp_path, 'n09')
+
+    class Busy(PartnerSlurm):
+        def _run(self, cmd, timeout=60):
+            if cmd[:2] == ['scontrol', 'create'] and \
+                    any(c.startswith('Nodes=') and 'n09' in c for c in cmd):
+                self.calls.append(cmd)
+                raise resume.CclHealthError('Requested nodes are busy')
+            return super()._run(cmd, timeout)
+    sl = Busy('n02|drain|ccl-health: isolate: x\nn09|idle|none\n')
+    s = _resume(tmp_path, sl)
+    creates = [c for c in sl.calls if c[:2] == ['scontrol', 'create']]
+    assert len(creates) == 2 and 'Nodes=n02' in creates[1]
+    assert 'n09 took a job' in s['could_not_check']['n02']
+    assert 'n02' in sl.drains
+
+
+def test_events_written_meanwhile_by_another_run_are_kept(tmp_path):
+    """A fleet run drains n07 while the resume checks n02: both kept."""
+    _passed(tmp_path, 'n09')
+
+    class Meanwhile(FakeSched):
+        def run(self, steps):
+            if steps[0].kind == 'node':
+                resumestate.note_drains(str(tmp_path), {
+                    'n07': 'ccl-health: isolate: UNHEALTHY: crash'})
+            return super().run(steps)
+    sl = PartnerSlurm('n02|drain|ccl-health: isolate: x\nn09|idle|none\n')
+    s = _resume(tmp_path, sl, Meanwhile())
+    state = resumestate.load_state(str(tmp_path))
+    assert [e['event'] for e in state['n07']['events']] == ['drain']
+    assert [e['event'] for e in state['n02']['events']] == \
+        ['drain', 'pass', 'resume']
+    assert s['resumed'] == ['n02']
+
+
+def test_a_lock_file_that_is_a_link_is_never_followed(tmp_path):
+    target = tmp_path / 'precious'
+    target.write_text('keep me\n')
+    (tmp_path / 'fleet').mkdir()
+    os.symlink(target, resumestate.lock_path(str(tmp_path), 'batch'))
+    sl = PartnerSlurm('n02|drain|ccl-health: isolate: x\n')
+    with pytest.raises(resume.CclHealthError, match='lock'):
+        _resume(tmp_path, sl)
+    assert target.read_text() == 'keep me\n' and sl.calls == []
+    # nor the state's lock
+    os.symlink(target, resumestate.state_path(str(tmp_path)) + '.lock')
+    with pytest.raises(resume.CclHealthError, match='lock'):
+        resumestate.note_drains(str(tmp_path), {'n02': 'ccl-health: x'})
+    assert target.read_text() == 'keep me\n'
+
+
+def test_a_fleet_run_records_each_nodes_last_check(tmp_path):
+    resumestate.note_fleet_checks(str(tmp_path), {
+        'healthy': ['n01', 'n02'], 'stragglers': {'n02': 'slow: 0.85'},
+        'bad': {'n03': 'crash'}, 'could_not_check': {'n04': 'no GPU'}})
+    state = resumestate.load_state(str(tmp_path))
+    assert {n: state[n]['last_check']['outcome'] for n in state} == {
+        'n01': 'pass', 'n02': 'straggler', 'n03': 'fail',
+        'n04': 'could-not-check'}
+    assert resumestate.timeline(state) == {}       # no events, no rows

@@ -21,6 +21,7 @@ made (no root); deselect with ``-m "not slurm"``."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -92,8 +93,9 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def fleet_run(cluster, tmp_path, plan, unchecked=(), options=('--drain',),
-              env_extra=None, **fleet):
+def fleet_command(cluster, tmp_path, plan, unchecked=(),
+                  options=('--drain',), env_extra=None, **fleet):
+    """(argv, env) of ``scripts/fleet`` over the cluster with ``plan``."""
     plan_path = tmp_path / 'plan.json'
     FaultPlan.from_dict(plan).save(str(plan_path))
     site = tmp_path / 'site.yaml'
@@ -104,12 +106,18 @@ def fleet_run(cluster, tmp_path, plan, unchecked=(), options=('--drain',),
     env.update(env_extra or {})
     if (tmp_path / 'summary.json').exists():
         (tmp_path / 'summary.json').unlink()
+    return ([os.path.join(REPO, 'scripts', 'fleet'), '--partition', 'batch',
+             '--site', str(site), *options, '--output', str(tmp_path / 'out'),
+             '--json', str(tmp_path / 'summary.json')], env)
+
+
+def fleet_run(cluster, tmp_path, plan, unchecked=(), options=('--drain',),
+              env_extra=None, **fleet):
+    argv, env = fleet_command(cluster, tmp_path, plan, unchecked, options,
+                              env_extra, **fleet)
     t0 = time.monotonic()
-    p = subprocess.run(
-        [os.path.join(REPO, 'scripts', 'fleet'), '--partition', 'batch',
-         '--site', str(site), *options, '--output', str(tmp_path / 'out'),
-         '--json', str(tmp_path / 'summary.json')],
-        env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    p = subprocess.run(argv, env=env, capture_output=True, text=True,
+                       timeout=240, cwd=tmp_path)
     seconds = time.monotonic() - t0
     summary = None
     if (tmp_path / 'summary.json').exists():
@@ -259,12 +267,19 @@ def test_resume_brings_back_only_what_ccl_health_drained(cluster, tmp_path):
     """The closed loop: n03 drained by ccl-health for a fault that is gone
     (intermittent) is resumed after 2 passing checks; n07, drained by
     ccl-health and still crashing, stays drained with the count; n12,
-    drained by an administrator, is never touched."""
+    drained by an administrator, is never touched.  The partner is a node
+    that passed a fleet run's check (n13 of n13-n16).  Each resume returns
+    only once the jobs of its steps have left the queue: the failing node
+    reads ``drain`` after it, never ``drng`` (which the next resume would
+    leave alone)."""
     intermittent, failing, admin = 'n03', 'n07', 'n12'
     why = {intermittent: 'ccl-health: isolate: UNHEALTHY: crash: GPU 0',
            failing: 'ccl-health: isolate: UNHEALTHY: crash: GPU 1',
            admin: 'admin: replacing a fan (ticket 42)'}
     try:
+        p, s, _ = fleet_run(cluster, tmp_path, {'busbw': 40.0},
+                            options=('--nodelist', 'n[13-16]'), groups=[4])
+        assert p.returncode == 0, p.stdout + p.stderr[-3000:]
         for n, r in why.items():
             cluster.run('scontrol', 'update', f'nodename={n}', 'state=drain',
                         f'reason={r}', timeout=20)
@@ -281,6 +296,8 @@ def test_resume_brings_back_only_what_ccl_health_drained(cluster, tmp_path):
             failing: why[failing] + ' (failed again, 1 of 1 checks)'}
         reasons = drained(cluster)
         assert reasons == {**s['kept'], admin: why[admin]}
+        assert cluster.node_states()[failing] == 'drain'
+        assert 'partner n13' in p.stderr
         p, s, _ = fleet_run(cluster, tmp_path, plan, options=resume)
         seconds = time.monotonic() - t0
         assert p.returncode == 1, p.stdout + p.stderr[-3000:]
@@ -320,6 +337,60 @@ def test_resume_brings_back_only_what_ccl_health_drained(cluster, tmp_path):
         assert_nothing_left_running(cluster)
     finally:
         cluster.resume(list(why))
+
+
+def test_resume_stopped_by_sigterm_drains_its_nodes_again(cluster,
+                                                         tmp_path):
+    """SIGTERM (Slurm's time limit, scancel) during the node checks: exit
+    143, both nodes under check drained again with their reason and the
+    stop, the reservation deleted, no step left, the state file whole."""
+    nodes = {'n04': 'ccl-health: isolate: UNHEALTHY: crash: GPU 2',
+             'n08': 'ccl-health: isolate: UNHEALTHY: crash: GPU 3'}
+    try:
+        p, s, _ = fleet_run(cluster, tmp_path, {'busbw': 40.0},
+                            options=('--nodelist', 'n[13-16]'), groups=[4])
+        assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+        for n, r in nodes.items():
+            cluster.run('scontrol', 'update', f'nodename={n}', 'state=drain',
+                        f'reason={r}', timeout=20)
+        # n08's node check hangs: the stop comes while it runs
+        plan = {'busbw': 40.0, 'bad_nodes': {'n08': 'hang'}}
+        argv, env = fleet_command(cluster, tmp_path, plan,
+                                  options=('--resume',))
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 60
+            while 'n08' not in cluster.run(
+                    'squeue', '-h', '-t', 'R', '-n', 'ccl-health-node', '-o',
+                    '%N', timeout=20).stdout.split():
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, 'no node check seen'
+                time.sleep(0.2)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+            seconds = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, out + err[-3000:]
+        assert 'STOPPED by SIGTERM' in out
+        note = '(resume stopped by SIGTERM before its checks passed)'
+        assert drained(cluster) == {n: f'{r} {note}' for n, r in
+                                    nodes.items()}
+        assert 'No reservations' in cluster.run(
+            'scontrol', 'show', 'reservation', timeout=20).stdout
+        assert_nothing_left_running(cluster)
+        from ccl_health.fleet import resumestate
+        state = resumestate.load_state(str(tmp_path / 'out'))
+        for n in nodes:
+            assert state[n]['events'][-1]['event'] == 'could-not-check'
+            assert state[n]['events'][-1]['reason'] == note[1:-1]
+        print(f'SIGTERM to exit: {seconds:.1f} s')
+    finally:
+        cluster.resume(list(nodes))
 
 
 def test_zz_cluster_stops_and_leaves_nothing(cluster):

@@ -54,10 +54,13 @@ def parser(prog='scripts/fleet'):
                    'one switch) or the drains exceed fleet.max_drain')
     p.add_argument('--resume', action='store_true', help='back to service: '
                    're-check only the nodes drained with a reason starting '
-                   '"ccl-health:" (node check, then a pair with a healthy '
-                   'partner) and resume a node after fleet.resume_passes '
-                   'consecutive passing checks; a node that fails again '
-                   'stays drained with the count in its reason')
+                   '"ccl-health:" (node check, then a pair with an idle '
+                   'partner that passed its last check) and resume a node '
+                   'after fleet.resume_passes consecutive passing checks; a '
+                   'node that fails again stays drained with the count in '
+                   'its reason; a stop drains the nodes under check again '
+                   '(exit 128 + the signal); a second resume of the '
+                   'partition is skipped (exit 3)')
     p.add_argument('--site', help='a site name (site/<name>.yaml) or a site '
                    'file; its fleet: block sets the commands and limits')
     p.add_argument('--system', help='the system name (default: the site\'s)')
@@ -351,8 +354,8 @@ def decide_drains(summary, cfg, sched, force=False, output_dir=None):
     summary['drain_reasons'] = {n: reasons[n] for n in drained}
     summary['drain_errors'] = errors
     if output_dir and drained:
-        from ccl_health.fleet import resume
-        resume.note_drains(output_dir, summary['drain_reasons'])
+        from ccl_health.fleet import resumestate
+        resumestate.note_drains(output_dir, summary['drain_reasons'])
 
 
 def record_to(args):
@@ -387,15 +390,19 @@ def _keep(summary, args, cfg):
 
 def run_resume(args, site, cfg, run_id):
     """``--resume``: re-check the nodes drained by ccl-health
-    (:mod:`ccl_health.fleet.resume`); its own fleet.json and page."""
+    (:mod:`ccl_health.fleet.resume`); its own fleet.json and page.  Stops
+    are held from here on: the run drains what it has under check again
+    and ends with 128 + the signal; a second resume of the partition is
+    skipped with one line, exit 3."""
     from ccl_health.fleet import resume, slurm
+    from ccl_health.stops import held
     out_dir = outputs.output_dir()
     run_dir = os.path.join(out_dir, 'fleet', f'resume-{run_id}')
-    os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
     progs = Programs(cfg, run_dir, site)
     env = step_env(site, cfg)
 
     def make_scheduler(reservation):
+        os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
         sched = slurm.SlurmScheduler(
             run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
             list(cfg.srun) + [f'--reservation={reservation}'],
@@ -406,19 +413,26 @@ def run_resume(args, site, cfg, run_id):
                           if not k.startswith('SLURM_') or k == 'SLURM_CONF'}
         return sched
 
-    r = resume.Resume(cfg, out_dir, args.partition, args.nodelist,
-                      make_scheduler=make_scheduler)
-    summary = r.run()
-    summary['run_id'] = f'resume-{run_id}'
-    summary['system'] = site.system if site else (args.system or '')
-    summary['partition'] = args.partition or ''
-    summary['env_dropped'] = slurm.clean_environ()[1]
-    report.write_resume(summary, run_dir)
-    _keep(summary, args, cfg)
-    print(resume.summary_text(summary, os.path.join(run_dir,
-                                                   report.SUMMARY)),
-          flush=True)
-    return resume.exit_code(summary)
+    with held() as stops:
+        r = resume.Resume(cfg, out_dir, args.partition, args.nodelist,
+                          make_scheduler=make_scheduler, stops=stops)
+        summary = r.run()
+        summary['run_id'] = f'resume-{run_id}'
+        summary['system'] = site.system if site else (args.system or '')
+        summary['partition'] = args.partition or ''
+        summary['env_dropped'] = slurm.clean_environ()[1]
+        if summary.get('skipped'):
+            if args.json:
+                with open(args.json, 'w') as fp:
+                    json.dump(summary, fp, indent=1)
+            print(resume.summary_text(summary), flush=True)
+            return resume.exit_code(summary)
+        report.write_resume(summary, run_dir)
+        _keep(summary, args, cfg)
+        print(resume.summary_text(summary, os.path.join(run_dir,
+                                                       report.SUMMARY)),
+              flush=True)
+        return resume.exit_code(summary)
 
 
 # -- main ---------------------------------------------------------------------
@@ -511,10 +525,12 @@ def _main(argv, prog):
         decide_drains(summary, cfg, sched, args.force,
                       None if args.simulate else outputs.output_dir())
     if not args.simulate:
-        from ccl_health.fleet import resume
-        state = resume.load_state(outputs.output_dir())
-        summary['timeline'] = {n: state[n]['events'] for n in sorted(state)
-                               if n in set(nodes) | set(summary['drained'])}
+        from ccl_health.fleet import resumestate
+        # each node's last check: a later resume's partner passed its own
+        resumestate.note_fleet_checks(outputs.output_dir(), summary)
+        state = resumestate.load_state(outputs.output_dir())
+        summary['timeline'] = resumestate.timeline(
+            state, set(nodes) | set(summary['drained']))
     path = os.path.join(run_dir, 'fleet.json')
     db = record_to(args)
     summary['recorded'] = db or ('nothing: a simulation records only with '

@@ -2,13 +2,37 @@
 
 Only nodes whose Slurm reason starts with ``ccl-health:`` are touched
 (never a node drained by a person or another tool).  Each is re-checked:
-its node check, then a pair step with a healthy partner.  A drained node
-takes no job, so the check runs inside a maintenance reservation of this
-user (``scontrol create reservation ... Flags=MAINT,IGNORE_JOBS``) over the
-nodes and the partner: the nodes are resumed into it (no other job can
+its node check, then a pair step with a partner: an idle node (sinfo
+``idle``, never alloc / mix / comp / drain / down) whose last check
+passed (``last_check`` in the state file: a fleet run's or a resume's).
+With no such node the pair check is skipped and the node stays drained,
+its reason saying so.  A drained node takes no job, so the check runs
+inside a maintenance reservation of this user (``scontrol create
+reservation ... Flags=MAINT``; no IGNORE_JOBS: a partner that took a job
+meanwhile makes it fail, and it is made again without the partner) over
+the nodes and the partner: the nodes are resumed into it (no other job can
 land on them), checked with ``srun --reservation``, and drained again
-unless this was their last required pass; the reservation is deleted at
-the end whatever happens.
+unless this was their last required pass.  Before deciding, the run waits
+for every job of its steps to leave the queue (Slurm's completing
+included: a node drained while its job completes reads ``drng``, and the
+next resume would leave it alone).
+
+A node is back in service only after its checks passed.  A stop
+(SIGTERM, SIGHUP, SIGINT; Slurm's time limit is SIGTERM, then SIGKILL
+after KillWait, so it is acted on at once) drains the nodes under check
+again at once, ``<reason> (resume stopped by SIGTERM before its checks
+passed)``, writes the state, cancels the steps (``scancel
+--reservation``; the sruns are stopped and waited for), waits for them,
+deletes the reservation, and the command exits 128 + the signal.  A second
+stop during that cleanup cuts nothing short.  The sruns get SIGTERM when
+this process dies, even by SIGKILL.
+
+One resume at a time per partition: a lock file ``<output>/fleet/
+resume-<partition>.lock`` (never followed through a link, never another
+user's); a second resume is skipped at once with one line, exit 3 (a
+resume is minutes long and runs from cron or a job: waiting would pile
+them up).  The state file is changed under its own lock, read again and
+added to, so no run's events are lost to another's.
 
 A node is resumed after ``fleet.resume_passes`` consecutive passing
 checks (default 2: one per ``--resume`` run); before that it is drained
@@ -19,36 +43,46 @@ step (drain, check, resume) are kept in ``<output>/fleet/nodes.json``
 (:func:`load_state`); every check is recorded in the database.
 """
 
-import datetime
-import json
+import contextlib
 import os
 import re
+import signal
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from ccl_health import CclHealthError
-from ccl_health.judge.verdicts import Verdict
+from ccl_health.fleet.resumestate import (last_check, load_state, lock_path,
+                                          locked, note, timeline,
+                                          update_state)
+from ccl_health.stops import Stopped, held
 
 PREFIX = 'ccl-health:'
-STATE = 'nodes.json'
-#: the suffix a resume run adds to a reason (taken off before adding it
-#: again)
+#: what a resume run adds to a reason (taken off before adding it again)
 _SUFFIX = re.compile(r'\s*\((passed \d+ of \d+ checks|failed again, \d+ of '
-                     r'\d+ checks?)\)\s*$')
+                     r'\d+ checks?|resume stopped by SIG[A-Z]+ before its '
+                     r'checks passed|pair check skipped: [^()]*)\)\s*$')
+#: the reason's addition for a node whose pair check had no partner
+NO_PARTNER = ('pair check skipped: no idle node that passed its last '
+              'check')
 #: seconds to wait for resumed nodes to answer (sinfo lists a node
 #: ``idle*``, not responding, for about a second after state=resume)
 READY_WAIT = 20.0
-
-
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime(
-        '%Y-%m-%dT%H:%M:%SZ')
+#: a bound on the wait for the jobs of the steps to leave the queue after
+#: their sruns ended or were cancelled (Slurm's completing: the epilog and
+#: KillWait, 30 s by default); what is still there is said
+JOBS_WAIT = 60.0
+#: ``exit_code`` of a resume skipped for another one (as the nightly's)
+EXIT_SKIPPED = 3
 
 
 def base_reason(reason: str) -> str:
     """A ccl-health reason without what an earlier resume run added."""
     return _SUFFIX.sub('', reason or '').strip()
+
+
+def stopped_note(signame: str) -> str:
+    return f'resume stopped by {signame} before its checks passed'
 
 
 def action_of(reason: str) -> str:
@@ -80,76 +114,67 @@ def parse_sinfo_reasons(text: str) -> Tuple[Dict[str, str], Dict[str, str]]:
     return ours, others
 
 
-# -- the state file --------------------------------------------------------------
-
-def state_path(output_dir: str) -> str:
-    return os.path.join(output_dir, 'fleet', STATE)
-
-
-def load_state(output_dir: str) -> dict:
-    """``{node: {'passes', 'checks', 'fails', 'events': [{time, event,
-    reason}]}}`` (events: drain, pass, fail, could-not-check, resume)."""
-    try:
-        with open(state_path(output_dir)) as fp:
-            doc = json.load(fp)
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+def parse_states(text: str) -> Dict[str, str]:
+    """``sinfo -h -N -o '%N %t'`` as ``{node: state}`` (as sinfo writes
+    it, flags included: ``idle*`` is an idle node not responding)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out.setdefault(parts[0], parts[1].lower())
+    return out
 
 
-def save_state(output_dir: str, state: dict):
-    path = state_path(output_dir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as fp:
-        json.dump(state, fp, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+def choose_partner(states: Dict[str, str], state: dict, ours) -> \
+        Tuple[Optional[str], str]:
+    """``(partner, '')`` or ``(None, why)``: the first node (by name) that
+    sinfo lists plain ``idle`` (a user's job is never reserved over; a
+    completing, drained, down or unresponding node never checks another)
+    and whose last check passed."""
+    idle = sorted(n for n, s in states.items() if s == 'idle'
+                  and n not in ours)
+    passed = [n for n in idle
+              if (state.get(n, {}).get('last_check') or {}).get('outcome')
+              == 'pass']
+    if passed:
+        return passed[0], ''
+    if idle:
+        return None, (f'no partner for the pair check: no idle node passed '
+                      f'its last check ({len(idle)} idle, none with a '
+                      f'passing check on record)')
+    return None, 'no partner for the pair check: no other node is idle'
 
 
-def note(state: dict, node: str, event: str, reason: str = '',
-         when: Optional[str] = None):
-    ent = state.setdefault(node, {'passes': 0, 'checks': 0, 'fails': 0,
-                                  'events': []})
-    ent['events'].append({'time': when or _now(), 'event': event,
-                          'reason': reason})
-    return ent
+# -- the run -----------------------------------------------------------------
 
-
-def note_drains(output_dir: str, reasons: Dict[str, str]):
-    """A fleet run drained these nodes: a new drain starts a new count."""
-    state = load_state(output_dir)
-    for n, why in reasons.items():
-        ent = note(state, n, 'drain', why)
-        ent.update(passes=0, checks=0, fails=0)
-    save_state(output_dir, state)
-
-
-# -- the run ---------------------------------------------------------------------
-
-def _outcome(node_j, pair_j):
-    """``(event, why)`` of one node's re-check."""
+def _outcome(node_j, pair_j, no_pair=''):
+    """``(event, why, addition to the reason or None)`` of one node's
+    re-check."""
     if node_j.verdict.failed:
-        return 'fail', f'node check: {node_j.reason}'
+        return 'fail', f'node check: {node_j.reason}', None
     if not node_j.ok:
-        return 'could-not-check', f'node check: {node_j.reason}'
+        return 'could-not-check', f'node check: {node_j.reason}', None
     if pair_j is None:
-        return 'could-not-check', 'no healthy partner for the pair step'
+        return 'could-not-check', no_pair or 'no partner for the pair step', \
+            NO_PARTNER
     if pair_j.verdict.failed:
-        return 'fail', f'pair with {pair_j.step.nodes[1]}: {pair_j.reason}'
+        return 'fail', f'pair with {pair_j.step.nodes[1]}: {pair_j.reason}', \
+            None
     if not pair_j.ok:
         return 'could-not-check', (f'pair with {pair_j.step.nodes[1]}: '
-                                   f'{pair_j.reason}')
+                                   f'{pair_j.reason}'), None
     return 'pass', (f'node check and pair with {pair_j.step.nodes[1]} '
-                    f'passed')
+                    f'passed'), None
 
 
 class Resume:
     """One ``--resume`` run.  ``slurm``: the module (or a stand-in) with
-    ``_run``, ``partition_nodes``, ``drain`` and ``resume``;
-    ``make_scheduler(reservation)`` gives the step scheduler."""
+    ``_run``, ``drain`` and ``resume``; ``make_scheduler(reservation)``
+    gives the step scheduler; ``stops``: a :class:`ccl_health.stops.Held`
+    of the caller (else the run holds the stops itself)."""
 
     def __init__(self, cfg, output_dir, partition=None, nodelist=None,
-                 slurm=None, make_scheduler=None, log=None):
+                 slurm=None, make_scheduler=None, log=None, stops=None):
         if slurm is None:
             from ccl_health.fleet import slurm
         self.slurm = slurm
@@ -159,81 +184,163 @@ class Resume:
         self.nodelist = nodelist
         self.make_scheduler = make_scheduler
         self.log = log or (lambda t: print(t, file=sys.stderr, flush=True))
+        self.stops = stops
+        #: the nodes resumed into the reservation (drained again on a stop)
+        self.under_check = set()
 
-    def candidates(self):
-        cmd = ['sinfo', '-h', '-N', '-o', '%N|%t|%E']
+    def _sinfo(self, fmt):
+        cmd = ['sinfo', '-h', '-N', '-o', fmt]
         if self.partition:
             cmd += ['-p', self.partition]
-        if self.nodelist:
+        if self.nodelist and '%E' in fmt:
             cmd += ['-n', self.nodelist]
-        return parse_sinfo_reasons(self.slurm._run(cmd))
+        return self.slurm._run(cmd)
 
-    def _wait_ready(self, nodes):
+    def candidates(self):
+        return parse_sinfo_reasons(self._sinfo('%N|%t|%E'))
+
+    def _wait_ready(self, nodes, stops):
         deadline = time.monotonic() + READY_WAIT
         while True:
             text = self.slurm._run(['sinfo', '-h', '-N', '-o', '%N %t',
                                     '-n', ','.join(nodes)])
-            states = dict(l.split()[:2] for l in text.splitlines()
-                          if len(l.split()) >= 2)
+            states = parse_states(text)
             ready = [n for n in nodes
                      if states.get(n, '') in ('maint', 'resv', 'idle',
                                               'mix', 'alloc')]
             if len(ready) == len(nodes) or time.monotonic() > deadline:
                 return ready
             time.sleep(0.3)
+            stops.check()
+
+    def _jobs(self, resv):
+        """The job ids in the reservation (running or completing)."""
+        try:
+            text = self.slurm._run(['squeue', '-h', '-R', resv, '-o', '%i'])
+        except CclHealthError as err:
+            self.log(f'fleet --resume: (squeue: {err})')
+            return []
+        return text.split()
+
+    def _wait_jobs(self, resv, stops=None):
+        """Until no job of ours is in the reservation (bounded by
+        :data:`JOBS_WAIT`; a stop ends the wait early when ``stops``)."""
+        deadline = time.monotonic() + JOBS_WAIT
+        while True:
+            jobs = self._jobs(resv)
+            if not jobs:
+                return True
+            if time.monotonic() > deadline:
+                self.log(f'fleet --resume: jobs still in {resv} after '
+                         f'{JOBS_WAIT:.0f} s: {" ".join(jobs)}')
+                return False
+            if stops:
+                return False
+            time.sleep(0.3)
+
+    def _reserve(self, resv, nodes, partner, minutes):
+        """The reservation over ``nodes`` and ``partner``; the partner
+        that is in it (None when a job took it meanwhile: made again
+        without)."""
+        user = os.environ.get('USER') or os.environ.get('LOGNAME') or 'root'
+        for p in ([partner, None] if partner else [None]):
+            names = ','.join(nodes + ([p] if p else []))
+            try:
+                self.slurm._run(['scontrol', 'create', 'reservation',
+                                 f'ReservationName={resv}', 'StartTime=now',
+                                 f'Duration={minutes}', f'Nodes={names}',
+                                 f'Users={user}', 'Flags=MAINT'])
+                return p
+            except CclHealthError as err:
+                if p is None:
+                    raise
+                self.log(f'fleet --resume: partner {p} not reserved ({err}); '
+                         f'without a partner')
+        return None
 
     def run(self) -> dict:
-        from ccl_health.fleet.run import Judged, judge_node, judge_step, Step
-        cfg = self.cfg
-        ours, others = self.candidates()
-        state = load_state(self.output_dir)
-        summary = {'mode': 'resume', 'candidates': dict(sorted(ours.items())),
-                   'left_alone': dict(sorted(others.items())),
+        summary = {'mode': 'resume', 'candidates': {}, 'left_alone': {},
                    'resumed': [], 'kept': {}, 'rounds': [],
-                   'nodes_checked': len(ours), 'healthy': [], 'bad': {},
+                   'nodes_checked': 0, 'healthy': [], 'bad': {},
                    'suspect_links': [], 'suspect_groups': [],
                    'stragglers': {}, 'could_not_check': {},
                    'not_checked': {}, 'drained': [], 'seconds': 0.0}
         t0 = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            stops = self.stops if self.stops is not None else \
+                stack.enter_context(held())
+            path = lock_path(self.output_dir, self.partition)
+            if not stack.enter_context(locked(path, wait=False)):
+                summary['skipped'] = (f'another --resume of '
+                                      f'{self.partition or "all partitions"}'
+                                      f' holds {path}')
+                return summary
+            try:
+                self._run(summary, stops)
+            except Stopped as s:
+                summary['stopped'] = s.name
+            except CclHealthError as err:
+                if not stops:
+                    raise
+                # a Slurm command that the stop reached too: the stop
+                # was cleaned up after all the same
+                summary['error'] = str(err)
+            if stops and 'stopped' not in summary:
+                summary['stopped'] = Stopped(stops.first).name
+        summary['seconds'] = round(time.monotonic() - t0, 3)
+        return summary
+
+    def _run(self, summary, stops):
+        from ccl_health.fleet.run import Judged, judge_node, judge_step, Step
+        cfg = self.cfg
+        stops.check()
+        ours, others = self.candidates()
+        summary.update(candidates=dict(sorted(ours.items())),
+                       left_alone=dict(sorted(others.items())),
+                       nodes_checked=len(ours))
         if not ours:
             self.log('fleet --resume: no node drained by ccl-health')
-            return summary
-        usable, _ = self.slurm.partition_nodes(self.partition, None)
-        partners = [n for n in usable if n not in ours]
-        partner = partners[0] if partners else None
+            return
+        partner, no_pair = choose_partner(parse_states(self._sinfo('%N %t')),
+                                          load_state(self.output_dir), ours)
         nodes = sorted(ours)
         resv = f'ccl-health-resume-{os.getpid()}'
-        user = os.environ.get('USER') or os.environ.get('LOGNAME') or 'root'
         minutes = max(2, int((cfg.node_limit + cfg.round_limit * len(nodes)
                               + 4 * cfg.grace) / 60) + 2)
         self.log(f'fleet --resume: {len(nodes)} node(s) drained by '
                  f'ccl-health: {", ".join(nodes)}; partner '
-                 f'{partner or "none"}; {len(others)} other drained node(s) '
-                 f'left alone')
-        self.slurm._run(['scontrol', 'create', 'reservation',
-                         f'ReservationName={resv}', 'StartTime=now',
-                         f'Duration={minutes}',
-                         f'Nodes={",".join(nodes + ([partner] if partner else []))}',
-                         f'Users={user}', 'Flags=MAINT,IGNORE_JOBS'])
+                 f'{partner or "none (" + no_pair + ")"}; {len(others)} '
+                 f'other drained node(s) left alone')
         results = {}
+        stops.check()
+        reserved = self._reserve(resv, nodes, partner, minutes)
+        if partner and not reserved:
+            no_pair = f'no partner for the pair check: {partner} took a job'
+        partner = reserved
         try:
+            stops.check()
+            self.under_check.update(nodes)
             self.slurm.resume(nodes)
-            ready = self._wait_ready(nodes + ([partner] if partner else []))
+            stops.check()
+            ready = self._wait_ready(nodes + ([partner] if partner else []),
+                                     stops)
             if partner and partner not in ready:
+                no_pair = (f'no partner for the pair check: {partner} did not '
+                           f'answer')
                 partner = None
             sched = self.make_scheduler(resv)
+            sched.check_stop = stops.check
             check = [n for n in nodes if n in ready]
             for n in nodes:
                 if n not in ready:
                     results[n] = ('could-not-check', 'did not answer after '
-                                  'state=resume')
+                                  'state=resume', None)
             node_js = {}
             if check:
                 steps = [Step('node', (n,), cfg.limit('node', 1))
                          for n in check]
-                raws = sched.run(steps)
                 js = []
-                for raw in raws:
+                for raw in sched.run(steps):
                     v, why, bw = judge_node(raw, raw.step.limit)
                     j = Judged(raw.step, v, why, bw, raw.started, raw.seconds)
                     node_js[raw.step.nodes[0]] = j
@@ -241,6 +348,7 @@ class Resume:
                 summary['rounds'].append(self._round('resume-nodes', 'node',
                                                      js))
             for n in check:
+                stops.check()
                 pair_j = None
                 if node_js[n].ok and partner:
                     step = Step('pair', (n, partner), cfg.limit('pair', 2))
@@ -250,19 +358,29 @@ class Resume:
                                     raw.seconds)
                     summary['rounds'].append(self._round(
                         f'resume-pair-{n}', 'pair', [pair_j]))
-                results[n] = _outcome(node_js[n], pair_j)
+                results[n] = _outcome(node_js[n], pair_j, no_pair)
         finally:
-            self._settle(ours, results, state, summary)
+            self._end(ours, results, summary, resv, partner, stops)
+
+    def _end(self, ours, results, summary, resv, partner, stops):
+        """The steps end before anything is decided; on a stop the nodes
+        under check are drained first (Slurm's SIGKILL may follow), then
+        the steps are cancelled and waited for; the reservation goes."""
+        if not stops:
+            self._wait_jobs(resv, stops)
+        self._settle(ours, results, summary, partner, stops)
+        if stops:
             try:
-                self.slurm._run(['scontrol', 'delete',
-                                 f'ReservationName={resv}'])
+                self.slurm._run(['scancel', '-R', resv])
             except CclHealthError as err:
-                self.log(f'fleet --resume: (reservation {resv} not deleted: '
-                         f'{err})')
-            save_state(self.output_dir, state)
-        summary['seconds'] = round(time.monotonic() - t0, 3)
-        summary['timeline'] = {n: state[n]['events'] for n in sorted(state)}
-        return summary
+                self.log(f'fleet --resume: ({err})')
+        self._wait_jobs(resv)
+        try:
+            self.slurm._run(['scontrol', 'delete', f'ReservationName={resv}'])
+        except CclHealthError as err:
+            self.log(f'fleet --resume: (reservation {resv} not deleted: '
+                     f'{err})')
+            summary['reservation_left'] = f'{resv}: {err}'
 
     @staticmethod
     def _round(name, kind, js):
@@ -271,65 +389,120 @@ class Resume:
                     [j.seconds for j in js] or [0.0]), 3),
                 'results': [j.to_dict() for j in js]}
 
-    def _settle(self, ours, results, state, summary):
+    def _settle(self, ours, results, summary, partner, stops):
         """Resume the nodes at their last required pass; drain the others
-        again with the count (a node never checked keeps its reason)."""
-        need = int(self.cfg.resume_passes)
+        again with the count (a node never checked keeps its reason; one
+        under check when a stop came says so).  The state is changed under
+        its lock, read again (another run's events are kept)."""
+        if stops:
+            why = stopped_note(Stopped(stops.first).name)
+            missing = ('could-not-check', why, why)
+        else:
+            missing = ('could-not-check', 'the run stopped before its check',
+                       None)
+        decided = {}
+
+        def change(state):
+            decided.update(self._decide(ours, results, state, missing))
+            if partner and any(r[0] == 'pass' for r in results.values()):
+                last_check(state, partner, 'pass', 'partner of a passing '
+                           'pair check')
+        update_state(self.output_dir, change)
         keep = {}
+        for n, (kind, why) in decided.items():
+            if kind == 'resume':
+                summary['resumed'].append(n)
+                summary['healthy'].append(n)
+                continue
+            if kind == 'pass':
+                summary['healthy'].append(n)
+            elif kind == 'fail':
+                summary['bad'][n] = results[n][1]
+            else:
+                summary['could_not_check'][n] = results.get(n, missing)[1]
+            if n in self.under_check:
+                keep[n] = why
+            else:                       # never resumed: drained as it was
+                summary['kept'][n] = ours[n]
+        if keep:
+            drained, errors = self.slurm.drain(sorted(keep), keep)
+            if errors:                  # once more: each is in service now
+                again, errors = self.slurm.drain(sorted(errors), keep)
+                drained += again
+            summary['kept'].update({n: keep[n] for n in drained})
+            if errors:
+                summary['drain_errors'] = errors
+                self.log(f'fleet --resume: could not drain again: {errors}')
+        summary['timeline'] = timeline(load_state(self.output_dir))
+
+    def _decide(self, ours, results, state, missing):
+        """``{node: (kind, reason now)}``: kind resume, pass (one pass
+        nearer), fail or could-not-check; the events into ``state``."""
+        need = int(self.cfg.resume_passes)
+        out = {}
         for n in sorted(ours):
             base = base_reason(ours[n])
-            event, why = results.get(n, ('could-not-check',
-                                         'the run stopped before its check'))
+            event, why, addition = results.get(n, missing)
             ent = note(state, n, event, why)
             if not any(e['event'] == 'drain' for e in ent['events']):
                 ent['events'].insert(0, {'time': '', 'event': 'drain',
                                          'reason': ours[n]})
+            if n in self.under_check:
+                last_check(state, n, event, why)
             if event == 'pass':
                 ent['passes'] += 1
                 ent['checks'] += 1
                 if ent['passes'] >= need:
                     note(state, n, 'resume', f'{ent["passes"]} of {need} '
                          f'consecutive checks passed')
-                    summary['resumed'].append(n)
-                    summary['healthy'].append(n)
                     ent.update(passes=0, checks=0, fails=0)
+                    out[n] = ('resume', '')
                     continue
-                keep[n] = f'{base} (passed {ent["passes"]} of {need} checks)'
-                summary['healthy'].append(n)
+                out[n] = ('pass',
+                          f'{base} (passed {ent["passes"]} of {need} checks)')
             elif event == 'fail':
                 ent['passes'] = 0
                 ent['checks'] += 1
                 ent['fails'] += 1
-                keep[n] = (f'{base} (failed again, {ent["fails"]} of '
-                           f'{ent["checks"]} checks)')
-                summary['bad'][n] = why
+                out[n] = ('fail', f'{base} (failed again, {ent["fails"]} of '
+                                  f'{ent["checks"]} checks)')
             else:
-                keep[n] = ours[n]
-                summary['could_not_check'][n] = why
-        if keep:
-            drained, errors = self.slurm.drain(sorted(keep), keep)
-            summary['kept'] = {n: keep[n] for n in drained}
-            if errors:
-                summary['drain_errors'] = errors
-                self.log(f'fleet --resume: could not drain again: {errors}')
+                out[n] = ('could-not-check',
+                          f'{base} ({addition})' if addition else ours[n])
+        return out
 
 
 def exit_code(summary) -> int:
-    """0: every node checked passed (resumed or one pass nearer); 1: a
-    node failed again; 2: a node could not be checked."""
+    """128 + the signal: the run was stopped (the nodes under check drained
+    again); 3: skipped, another resume runs; 1: a node failed again; 2: a
+    node could not be checked, or could not be drained again."""
+    if summary.get('stopped'):
+        return 128 + int(signal.Signals[summary['stopped']])
+    if summary.get('skipped'):
+        return EXIT_SKIPPED
     if summary['bad']:
         return 1
-    if summary['could_not_check']:
+    if summary['could_not_check'] or summary.get('drain_errors') or \
+            summary.get('reservation_left'):
         return 2
     return 0
 
 
 def summary_text(summary, path=None) -> str:
     s = summary
+    if s.get('skipped'):
+        return f'fleet --resume: skipped: {s["skipped"]}'
     lines = [f'fleet --resume: {len(s["candidates"])} node(s) drained by '
              f'ccl-health, {len(s["resumed"])} resumed, {len(s["kept"])} '
              f'kept drained, {len(s["left_alone"])} other drained node(s) '
              f'left alone']
+    if s.get('stopped'):
+        lines.append(f'  STOPPED by {s["stopped"]}: every node under check '
+                     f'that had not passed is drained again')
+    for n, err in (s.get('drain_errors') or {}).items():
+        lines.append(f'  NOT DRAINED AGAIN {n}: {err}')
+    if s.get('reservation_left'):
+        lines.append(f'  RESERVATION LEFT {s["reservation_left"]}')
     for n in s['resumed']:
         lines.append(f'  RESUMED {n}')
     for n, why in s['kept'].items():

@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccl_health import CclHealthError
 from ccl_health.fleet.run import Raw, Step
+from ccl_health.stops import dies_with_parent
 
 #: sinfo's short states of a node that can take a step (a trailing ``*``,
 #: ``~``, ``#``, ``!``, ``%``, ``$``, ``@``, ``^``, ``-`` is a flag:
@@ -44,9 +45,12 @@ def clean_environ(environ=None):
 
 
 def _run(cmd, timeout=60):
+    """One Slurm command's output.  It runs in a session of its own: a
+    stop sent to this process group (Ctrl-C) is this process's to act on,
+    and never cuts the ``scontrol`` of its cleanup."""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, start_new_session=True)
     except FileNotFoundError:
         raise CclHealthError(f'{cmd[0]}: not found (is Slurm installed and on '
                              f'PATH?)') from None
@@ -167,6 +171,9 @@ class SlurmScheduler:
         self.poll = poll
         self.count = 0
         self.t0 = time.monotonic()
+        #: called between polls (``Held.check`` of :mod:`ccl_health.stops`):
+        #: what it raises stops the running steps (waited for) and goes on
+        self.check_stop = None
 
     def now(self):
         return time.monotonic() - self.t0
@@ -194,9 +201,12 @@ class SlurmScheduler:
         err = open(base + '.err', 'w')
         started = self.now()
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+            # its own session (a stop is passed on here, by us), and
+            # SIGTERM (srun cancels its step) if this process dies first
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,
+                preexec_fn=dies_with_parent(signal.SIGTERM))
         except OSError as e:
             out.close()
             err.close()
@@ -249,6 +259,8 @@ class SlurmScheduler:
                 while queue and len(running) < self.max_parallel:
                     running.append(self._launch(queue.pop(0)))
                 time.sleep(self.poll)
+                if self.check_stop:
+                    self.check_stop()
                 now = self.now()
                 for run in list(running):
                     if self._poll(run, now):
@@ -259,13 +271,19 @@ class SlurmScheduler:
         return [done[id(s)] for s in steps]
 
     def _stop(self, running):
-        for run in running:       # interrupted: leave nothing behind
+        """Interrupted: SIGTERM to every srun (it cancels its step),
+        SIGKILL after :data:`TERM_WAIT`, each one waited for."""
+        for run in running:
             self._signal(run['proc'], signal.SIGTERM)
+        deadline = time.monotonic() + TERM_WAIT
         for run in running:
             try:
-                run['proc'].wait(TERM_WAIT)
+                run['proc'].wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self._signal(run['proc'], signal.SIGKILL)
+                run['proc'].wait()
+            run['out'].close()
+            run['err'].close()
 
     def run_nodes(self, steps: List[Step]) -> List[Raw]:
         """The node check of every node of ``steps`` as ONE srun step (one
@@ -286,6 +304,8 @@ class SlurmScheduler:
         try:
             while not self._poll(run, self.now()):
                 time.sleep(self.poll)
+                if self.check_stop:
+                    self.check_stop()
         finally:
             if run['proc'].poll() is None:
                 self._stop([run])
