@@ -337,12 +337,13 @@ def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
         st.add_case(store.CaseRecord(
             run_id='night-1', case_name='AllReduce intra', verdict='crash',
             system='local', partition='gpu', reason='a real crash'))
-        # a simulated series of busbw values ending in a collapse, and a
+        # a simulated series of busbw values ending in a collapse (of a
+        # kind that has a history: fleet steps have none, issue 33), and a
         # simulated crash
         for i in range(8):
             st.add_case(store.CaseRecord(
-                run_id=f'{store.SIMULATED}fleet-{i}', case_name='fleet-pair '
-                'pairs-1 n1-n2', verdict='pass', system='local',
+                run_id=f'{store.SIMULATED}fleet-{i}', case_name='AllReduceSweep'
+                ' %transport=net-socket', verdict='pass', system='local',
                 partition='gpu', nodes=2, ranks=2, collective='all_reduce',
                 transport='net-socket', time=f'2026-01-0{i + 1}T00:00:00',
                 sizes=[store.SizeRecord(1 << 30, 20.0 if i < 7 else 1.0)]))
