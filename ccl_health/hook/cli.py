@@ -9,6 +9,7 @@ import sys
 import time
 
 from ccl_health.hook import run
+from ccl_health.oneline import clean
 from ccl_health.hook.settings import COULD_NOT_CHECK, RECORD_BOUND
 
 #: the signals that stop the hook with one line (NHC's watchdog sends
@@ -95,7 +96,7 @@ def _stopped(sig, t0, settings):
 
 def _plain(why, t0, found=('', '')):
     from ccl_health.hook.judging import HookResult
-    why = ' '.join(str(why).split()) or 'unknown error'
+    why = clean(why, None) or 'unknown error'
     return HookResult(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {why}', [],
                       time.monotonic() - t0, 1, 'could-not-check', *found)
 
@@ -104,9 +105,14 @@ _PRINTED = []
 
 
 def _emit(res):
+    """Print the one line: what NHC and Slurm's HealthCheckProgram hand
+    to ``scontrol`` (the drain reason) and ``logger``, so clean and capped
+    (:func:`ccl_health.oneline.clean`); ``--json`` and the database keep
+    the whole line."""
     if not _PRINTED:
-        print(res.line, flush=True)
-        _PRINTED.append(res.line)
+        line = clean(res.line)
+        print(line, flush=True)
+        _PRINTED.append(line)
     return res.code
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import time
 
 from ccl_health.hook.settings import COULD_NOT_CHECK, PREFIX, UNHEALTHY
+from ccl_health.oneline import clean
 
 
 @dataclasses.dataclass
@@ -41,13 +42,13 @@ def result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
     """The hook's result for a verdict and its one-line reason."""
     from ccl_health.judge.verdicts import exit_code
     code = exit_code([verdict])
-    why = ' '.join(str(why).split())
+    why = clean(why, None)
     return HookResult(code, f'{PREFIX[code]}: {why}', list(probes), seconds,
                       attempts, str(verdict), system, partition)
 
 
 def unjudged(why, t0, found=('', '')):
-    why = ' '.join(str(why).split()) or 'unknown error'
+    why = clean(why, None) or 'unknown error'
     return HookResult(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {why}', [],
                       time.monotonic() - t0, 1, 'could-not-check',
                       *(found or ('', '')))
@@ -176,7 +177,7 @@ def not_started_attempt(what, limit=None):
 def line_reason(reason, where=''):
     """The judge's reason as the hook's line says it: the GPUs first
     where the reason does not name them; no doubled "could not check"."""
-    why = ' '.join(str(reason).split())
+    why = clean(reason, None)
     if why.startswith('could not check: '):
         why = why[len('could not check: '):]
     if where and where not in why:
