@@ -9,7 +9,8 @@ symbolic link, and creates or checks a folder under a shared directory.
   (``.index.html.tmp``) is never written through: no fixed temporary name
   is used.  ``os.replace`` replaces a link at the target itself, never
   the link's target.
-* :func:`open_append`: ``O_NOFOLLOW``; only a regular file.
+* :func:`open_append`: ``O_NOFOLLOW``; only a regular file; the same for
+  a lock file (:func:`locked`).
 * :func:`symlink_atomic`: the link made under a random name, then renamed
   over the old one.
 * :func:`private_dir`: a folder with a stable name (the same one every run)
@@ -20,7 +21,9 @@ symbolic link, and creates or checks a folder under a shared directory.
   :func:`tempfile.mkdtemp` is the rule.
 """
 
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import stat
@@ -184,3 +187,25 @@ def child_dirs(root, names, what='folder'):
     for name in names:
         out.append(private_dir(os.path.join(root, name), what))
     return out
+
+
+@contextlib.contextmanager
+def locked(path, blocking=True):
+    """Hold ``flock`` on the lock file ``path`` (made when missing, never
+    through a symbolic link: :func:`open_append`).  Yields True while held;
+    with ``blocking=False`` yields False at once when another process
+    holds it."""
+    fp = open_append(path)
+    try:
+        try:
+            fcntl.flock(fp.fileno(), fcntl.LOCK_EX |
+                        (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fp.fileno(), fcntl.LOCK_UN)
+    finally:
+        fp.close()

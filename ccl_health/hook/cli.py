@@ -9,6 +9,7 @@ import sys
 import time
 
 from ccl_health.hook import run
+from ccl_health import safefile
 from ccl_health.oneline import clean
 from ccl_health.hook.settings import COULD_NOT_CHECK, RECORD_BOUND
 
@@ -155,17 +156,13 @@ def _finish(res, settings, t0):
 
 
 def _write_json(path, doc):
-    tmp = f'{path}.tmp{os.getpid()}'
     try:
-        with open(tmp, 'w') as fp:
-            json.dump(doc, fp, indent=1)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        with open(path, 'w') as fp:      # a folder we may not write in
+        safefile.write_json(path, doc)
+    except PermissionError:
+        # a folder we may not write in: the file itself, never through a
+        # link
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+        with os.fdopen(fd, 'w') as fp:
             json.dump(doc, fp, indent=1)
 
 
