@@ -180,15 +180,6 @@ def private_dir(path, what='folder'):
     return path
 
 
-def child_dirs(root, names, what='folder'):
-    """``root/<name>`` for each of ``names``, each a real folder of ours
-    (made 0700 when missing; a link or another owner's is one line)."""
-    out = []
-    for name in names:
-        out.append(private_dir(os.path.join(root, name), what))
-    return out
-
-
 @contextlib.contextmanager
 def locked(path, blocking=True):
     """Hold ``flock`` on the lock file ``path`` (made when missing, never
