@@ -35,6 +35,9 @@ class HookResult:
     action: object = None
     #: the cause named first (:data:`ccl_health.judge.actions.CAUSES`)
     cause: object = None
+    #: the folder keeping the probes' outputs and logs of a failing check
+    #: (:mod:`ccl_health.hook.keep`), or why they were not kept
+    evidence: str = ''
 
 
 def result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
