@@ -34,6 +34,7 @@ import time
 
 from ccl_health import CclHealthError, safefile
 from ccl_health.hook import run
+from ccl_health.oneline import clean
 
 #: the name of a kept check's folder starts with this
 PREFIX = 'check-'
@@ -66,6 +67,17 @@ def settle(res, work, not_kept, settings):
         res.evidence = work
         prune(os.path.dirname(work), settings.evidence_keep,
               settings.evidence_bytes, spare=work)
+        # the printed line is capped (:func:`ccl_health.oneline.clean`): a
+        # path it names is whole, else the kept folder instead of a file
+        # deep in it, else no path (the --json document and the record
+        # still name the folder)
+        line = res.line
+        for cand in (line, re.sub(_paths(work), work, line)):
+            if _whole_in_printed(cand, work):
+                res.line = cand
+                break
+        else:
+            res.line = unpath(line, work)
         return res
     run.remove_folder(work)
     res.evidence = not_kept if res.code != 0 else ''
@@ -76,6 +88,20 @@ def settle(res, work, not_kept, settings):
         if getattr(p, 'why', None):
             p.why = unpath(p.why, work)
     return res
+
+
+def _whole_in_printed(line, work):
+    """Whether every path under ``work`` in ``line`` is whole in the
+    printed (capped) line."""
+    printed = clean(line)
+    return all(m.group(0) in printed for m in
+               re.finditer(_paths(work) + '?', line))
+
+
+def _paths(work):
+    """A pattern of the paths under ``work``."""
+    return re.escape(work.rstrip(os.sep)) + r'(?:/\S*)'
+
 
 
 def unpath(text, folder):

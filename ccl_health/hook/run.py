@@ -145,6 +145,9 @@ def remove_folder(path):
 
 def keep_folder(path):
     """Keep a folder of :func:`temporary_folder` (a failing check's
-    evidence, :mod:`ccl_health.hook.keep`): no longer removed."""
+    evidence, :mod:`ccl_health.hook.keep`) and the folders made in it:
+    no longer removed."""
+    inside = path.rstrip(os.sep) + os.sep
     with _LOCK:
-        _FOLDERS.discard(path)
+        for f in [f for f in _FOLDERS if f == path or f.startswith(inside)]:
+            _FOLDERS.discard(f)
