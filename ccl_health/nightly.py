@@ -430,7 +430,7 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                               labels=killed)
             # the mail: one clean line each (an NCCL WARN's text may carry
             # escape sequences)
-            lines = [clean(x, None) for x in told.lines]
+            lines = [clean(x, None, squeeze=False) for x in told.lines]
             for line in lines:
                 print(line)
             sys.stdout.flush()

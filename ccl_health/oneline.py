@@ -15,7 +15,8 @@ second NHC line.  :func:`clean` removes them:
 * every other C0 control character (U+0000-U+001F), DEL (U+007F) and the
   C1 controls (U+0080-U+009F); tab, newline, CR, vertical tab and form
   feed become a space;
-* runs of spaces become one; the result is stripped;
+* runs of spaces become one; the result is stripped (``squeeze=False``:
+  the spaces are kept, for a mail line's indent);
 * capped at ``limit`` characters, the cut marked with ``...``.
 
 The cap of a line that can become a Slurm drain reason or a syslog message
@@ -45,14 +46,19 @@ _SPACES = re.compile(r'[\t\n\v\f\r ]+')
 _CONTROLS = re.compile(r'[\x00-\x08\x0e-\x1f\x7f-\x9f]')
 
 
-def clean(text, limit=REASON_MAX):
+def clean(text, limit=REASON_MAX, squeeze=True):
     """``text`` (any object: ``str()`` of it) as one line of printable
-    characters, at most ``limit`` characters long (``None``: no cap)."""
+    characters, at most ``limit`` characters long (``None``: no cap).
+    ``squeeze=False`` keeps the spaces as they are (a mail line's indent)
+    and only turns the other white space into spaces."""
     s = text if isinstance(text, str) else str(text)
     s = _ESCAPES.sub('', s)
-    s = _SPACES.sub(' ', s)
-    s = _CONTROLS.sub('', s)
-    s = _SPACES.sub(' ', s).strip()
+    if squeeze:
+        s = _SPACES.sub(' ', s)
+        s = _CONTROLS.sub('', s)
+        s = _SPACES.sub(' ', s).strip()
+    else:
+        s = _CONTROLS.sub('', re.sub(r'[\t\n\v\f\r]', ' ', s)).rstrip()
     if limit is not None and len(s) > limit:
         s = s[:max(0, limit - len(ELLIPSIS))].rstrip() + ELLIPSIS
     return s

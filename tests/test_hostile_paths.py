@@ -471,3 +471,8 @@ def test_the_wrappers_own_line_is_clean_and_capped(tmp_path):
     assert '\n' not in line and line.startswith('COULD-NOT-CHECK: ')
     assert_clean(line)
     assert 'boom' in line and 'CCC' in line
+
+
+def test_a_mail_line_keeps_its_indent():
+    assert clean('  CRASH \x1b[31mx\x1b[0m:  a\tb\r', None, squeeze=False) \
+        == '  CRASH x:  a b'
