@@ -32,7 +32,7 @@ packages bake ``--prefix`` unquoted into compiler flags (libfabric's
   folder (``build-logs/``);
 * a cache folder that is not space-free is reached through a space-free
   symbolic link ``$TMPDIR/ccl-health-<uid>-cache-<hash>`` (made atomically,
-  checked to point at the cache): the steps see ``$PREFIX`` and ``$CACHE``
+  checked to point at the cache and to be this user's own link): the steps see ``$PREFIX`` and ``$CACHE``
   through it and install into the real cache folder.  Paths compiled into
   the products (libfabric's sysconfdir and DSO provider folder, libtool's
   ``.la`` files) name that link; a site that needs them on other nodes uses
@@ -206,8 +206,13 @@ def build_script(recipe, cache_dir, mirror=None, jobs=8):
         f'  CACHE="$SAFE_ROOT/{alias}"',
         '  ln -sfn "$INSTALL_CACHE" "$CACHE.$$" && mv -Tf "$CACHE.$$" '
         '"$CACHE" || true',
-        '  [ "$(readlink "$CACHE")" = "$INSTALL_CACHE" ] || fail ": no '
-        'space-free link $CACHE to the cache folder $INSTALL_CACHE"',
+        # ours, not only pointing at the cache: another user's link there
+        # (made first, to the right place) could be turned elsewhere
+        # mid-build; a link of ours in a sticky /tmp cannot be
+        '  [ "$(readlink "$CACHE")" = "$INSTALL_CACHE" ] && '
+        '[ "$(stat -c %u -- "$CACHE")" = "$(id -u)" ] || fail ": no '
+        'space-free link $CACHE of this user to the cache folder '
+        '$INSTALL_CACHE"',
         'fi',
         f'PREFIX="$CACHE"/{q(os.path.basename(prefix))}',
         'WORK=$PWD',

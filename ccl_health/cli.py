@@ -9,12 +9,15 @@
 import argparse
 import datetime
 import glob
+import hashlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 
-from ccl_health import CclHealthError, helptext, outputs, resources
+from ccl_health import (CclHealthError, helptext, outputs, resources,
+                        safefile)
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
 from ccl_health.db import cli as dbcli
@@ -45,14 +48,25 @@ def _job_folders(out):
     ReFrame runs each job from its stage folder and cannot launch one whose
     path has whitespace (it splits the path), so for such an ``out`` they go
     to a space-free folder of their own under the temporary folder; the
-    reports, the databases and the perflogs stay in ``out``."""
+    reports, the databases and the perflogs stay in ``out``.
+
+    That folder keeps one name for ``out`` from run to run (ReFrame then
+    replaces a case's old stage folder instead of leaving one more), so
+    its name can be guessed: it is made mode 0700, and one that is there
+    already is used only when it, ``stage`` and ``output`` are real
+    folders of this user that no one else can write in
+    (:func:`ccl_health.safefile.private_dir`); else one line, exit 2.
+    Another local user who made it first would otherwise receive the job
+    scripts (run as this user) and the results."""
     if not any(c.isspace() for c in out):
         return os.path.join(out, 'stage'), os.path.join(out, 'output')
-    import hashlib
-    import tempfile
-    root = os.path.join(tempfile.gettempdir(), 'ccl-health-%d-%s' % (
-        os.getuid(), hashlib.sha256(out.encode()).hexdigest()[:12]))
-    return os.path.join(root, 'stage'), os.path.join(root, 'output')
+    root = safefile.private_dir(os.path.join(
+        tempfile.gettempdir(), 'ccl-health-%d-%s' % (
+            os.getuid(), hashlib.sha256(out.encode()).hexdigest()[:12])),
+        'space-free stage folder')
+    return tuple(safefile.private_dir(os.path.join(root, name),
+                                      'space-free stage folder')
+                 for name in ('stage', 'output'))
 
 
 RUN_HELP = """\

@@ -51,6 +51,8 @@ from ccl_health.judge import history
 from ccl_health.db import queries
 from ccl_health.db import store
 from ccl_health.judge import verdicts as V
+from ccl_health.oneline import clean
+from ccl_health import safefile
 
 EXIT_NOTHING_NEW = news.EXIT_NOTHING_NEW
 EXIT_NEW = news.EXIT_NEW
@@ -211,18 +213,13 @@ def write_index(publish):
             '<h1>ccl-health nights</h1>' + latest + '<table><tr><th>night'
             '</th><th>status</th><th>where</th><th>mail</th></tr>' +
             ''.join(rows) + '</table></body></html>')
-    tmp = os.path.join(publish, '.index.html.tmp')
-    with open(tmp, 'w') as fp:
-        fp.write(page)
-    os.replace(tmp, os.path.join(publish, 'index.html'))
+    # no fixed temporary name, nothing written through a link
+    # (:mod:`ccl_health.safefile`)
+    safefile.write_atomic(os.path.join(publish, 'index.html'), page)
     if not paged:
         return None
-    link = os.path.join(publish, 'latest')
-    tmp = link + '.tmp'
-    if os.path.lexists(tmp):
-        os.remove(tmp)
-    os.symlink(os.path.join('nights', paged[0]['folder']), tmp)
-    os.replace(tmp, link)
+    safefile.symlink_atomic(os.path.join('nights', paged[0]['folder']),
+                            os.path.join(publish, 'latest'))
     return paged[0]['folder']
 
 
@@ -287,19 +284,15 @@ def run_command(args, out, run_id):
 
 
 def night(args):
-    import fasteners
     publish = os.path.abspath(args.publish)
     os.makedirs(publish, exist_ok=True)
     lock_path = args.lock or os.path.join(publish, '.nightly.lock')
-    lock = fasteners.InterProcessLock(lock_path)
-    if not lock.acquire(blocking=False):
-        print(f'ccl-health nightly: skipped: another nightly holds '
-              f'{lock_path}')
-        return EXIT_SKIPPED
-    try:
+    with safefile.locked(lock_path, blocking=False) as held:
+        if not held:
+            print(f'ccl-health nightly: skipped: another nightly holds '
+                  f'{lock_path}')
+            return EXIT_SKIPPED
         return _night_locked(args, publish)
-    finally:
-        lock.release()
 
 
 def _night_locked(args, publish):
@@ -437,7 +430,9 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                               cause='' if cases else _cause(rc, env,
                                                             log_path),
                               labels=killed)
-            lines = list(told.lines)
+            # the mail: one clean line each (an NCCL WARN's text may carry
+            # escape sequences)
+            lines = [clean(x, None, squeeze=False) for x in told.lines]
             for line in lines:
                 print(line)
             sys.stdout.flush()
@@ -447,14 +442,14 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                 news.tell(db, told, run_id)
             except DB_ERRORS as err:
                 line = (f'could not record what was told: '
-                        f'{" ".join(str(err).split())}; the next night '
+                        f'{clean(err, None)}; the next night '
                         f'tells it again')
                 print(line, flush=True)
                 lines.append(line)
                 return told.status, told.code or EXIT_COULD_NOT_RUN, lines
             return told.status, told.code, lines
     except DB_ERRORS as err:
-        line = (f'{head}: COULD NOT RUN: {" ".join(str(err).split())}; see '
+        line = (f'{head}: COULD NOT RUN: {clean(err, None)}; see '
                 f'{log_path}')
         print(line, flush=True)
         return 'could-not-run', EXIT_COULD_NOT_RUN, lines + [line]
@@ -462,10 +457,7 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
 
 def _write_meta(folder, meta):
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, NIGHT_FILE + '.tmp')
-    with open(tmp, 'w') as fp:
-        json.dump(meta, fp, indent=1)
-    os.replace(tmp, os.path.join(folder, NIGHT_FILE))
+    safefile.write_json(os.path.join(folder, NIGHT_FILE), meta)
 
 
 def _run_child(cmd, env, log_path):
@@ -479,7 +471,7 @@ def _run_child(cmd, env, log_path):
     None)."""
     from ccl_health.stops import passed_on, dies_with_parent
     got = []
-    with open(log_path, 'ab') as log:
+    with safefile.open_append(log_path, binary=True) as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log,
                                 stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,

@@ -40,6 +40,16 @@ def output_dir(base=None):
     return os.path.abspath(os.path.join(base or launch_dir(), path))
 
 
+def state_dir():
+    """This user's state folder of the suite (what is kept between runs
+    on a node: the time of the last XID check, a failing health check's
+    evidence): ``$XDG_STATE_HOME/ccl-health``, else
+    ``~/.local/state/ccl-health``."""
+    base = os.environ.get('XDG_STATE_HOME') or os.path.join(
+        os.path.expanduser('~'), '.local', 'state')
+    return os.path.join(base, 'ccl-health')
+
+
 def database(base=None):
     """The performance database: ``$CCL_HEALTH_DB``, else
     ``<output>/ccl-health.db``."""

@@ -20,3 +20,12 @@ def capture():
     """Outputs captured from bare nccl-tests runs on 2x H200
     (benchmarks/device/capture_raw.sh)."""
     return lambda case, name: read(CAPTURE, case, name)
+
+
+@pytest.fixture(autouse=True, scope='session')
+def _evidence_dir(tmp_path_factory):
+    """A failing health check keeps its evidence (ccl_health.hook.keep):
+    in the tests, under their own temporary folder, not the user's
+    ~/.local/state."""
+    os.environ.setdefault('CCL_HEALTH_EVIDENCE_DIR',
+                          str(tmp_path_factory.mktemp('evidence')))

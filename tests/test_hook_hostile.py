@@ -325,8 +325,15 @@ def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
                                                           cmd):
     tmp = tmp_path / 'tmp'
     tmp.mkdir()
+    kept = tmp_path / 'evidence'        # where the probes' folder is made
     env = environ(tmp_path, {'CCL_HEALTH_REPLAY_STALL': '60',
-                             'TMPDIR': str(tmp)})
+                             'TMPDIR': str(tmp),
+                             'CCL_HEALTH_EVIDENCE_DIR': str(kept)})
+
+    def work_folders():
+        return [d / f for d in (tmp, kept) if d.is_dir()
+                for f in os.listdir(d) if f.startswith(('ccl-health-',
+                                                        'check-'))]
     p = subprocess.Popen((HOOK if cmd == 'hook' else [WRAPPER]) + STD +
                          ['--limit', '50'], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
@@ -334,9 +341,9 @@ def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
     # wait until the probe runs (its debug-log folder exists)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not [
-            f for f in os.listdir(tmp) if f.startswith('ccl-health-') and
-            os.listdir(tmp / f)]:
+            f for f in work_folders() if os.listdir(f)]:
         time.sleep(0.1)
+    assert work_folders(), 'the probe never started'
     time.sleep(0.5)
     if cmd == 'wrapper' and sig == 'SIGALRM':
         os.killpg(p.pid, signal.SIGALRM)    # NHC's watchdog: the group
@@ -347,8 +354,7 @@ def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
     assert out == f'COULD-NOT-CHECK: stopped by {sig} before the check ' \
         f'finished\n', (out, err)
     assert _no_process_left(str(tmp_path)), 'a probe outlived the hook'
-    left = [f for f in os.listdir(tmp) if f.startswith('ccl-health-')]
-    assert left == [], left
+    assert work_folders() == []
 
 
 def test_sigterm_right_after_start_is_one_line(tmp_path):

@@ -21,7 +21,8 @@ import subprocess
 import sys
 from typing import Dict, List
 
-from ccl_health import CclHealthError, outputs, read_text, resources, shell
+from ccl_health import (CclHealthError, outputs, read_text, resources,
+                        safefile, shell)
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.fleet.config import FleetConfig
@@ -290,11 +291,9 @@ def allocate(args, argv, cfg, run_id, run_dir):
                              f'{f" ({seen})" if seen else ""}')
     os.makedirs(run_dir, exist_ok=True)
     nodefile = os.path.join(run_dir, 'nodes.txt')
-    with open(nodefile, 'w') as fp:
-        fp.write('\n'.join(nodes) + '\n')
+    safefile.write_atomic(nodefile, '\n'.join(nodes) + '\n')
     other_file = os.path.join(run_dir, 'not-checked.json')
-    with open(other_file, 'w') as fp:
-        json.dump(other, fp)
+    safefile.write_json(other_file, other)
     minutes = max(1, math.ceil(bound_seconds(cfg, len(nodes)) / 60))
     cmd = ['salloc', '--exclusive', f'--nodes={len(nodes)}',
            f'--nodefile={nodefile}', f'--time={minutes}',
@@ -376,8 +375,7 @@ def _keep(summary, args, cfg):
     :func:`record_to` (a database that cannot take it is said, never an
     error: the run's verdict stands)."""
     if args.json:
-        with open(args.json, 'w') as fp:
-            json.dump(summary, fp, indent=1)
+        safefile.write_json(args.json, summary)
     db = record_to(args)
     if db is None:
         return

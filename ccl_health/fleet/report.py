@@ -11,6 +11,7 @@ import json
 import os
 from typing import List
 
+from ccl_health import safefile
 from ccl_health.judge.verdicts import Verdict
 
 PAGE = 'fleet.html'
@@ -285,11 +286,9 @@ def write_resume(summary, run_dir):
         page = env.from_string(_RESUME).render(
             s=s, timeline_nodes=Markup(node_timeline_html(
                 s.get('timeline'))))
-        with open(os.path.join(run_dir, PAGE), 'w') as fp:
-            fp.write(page)
+        safefile.write_atomic(os.path.join(run_dir, PAGE), page)
         summary['page'] = os.path.join(run_dir, PAGE)
-    with open(os.path.join(run_dir, SUMMARY), 'w') as fp:
-        json.dump(summary, fp, indent=1)
+    safefile.write_json(os.path.join(run_dir, SUMMARY), summary)
 
 
 def write(summary, run_dir):
@@ -301,11 +300,9 @@ def write(summary, run_dir):
     except ImportError as err:
         summary['page'] = f'not written: {err}'
     else:
-        with open(os.path.join(run_dir, PAGE), 'w') as fp:
-            fp.write(page)
+        safefile.write_atomic(os.path.join(run_dir, PAGE), page)
         summary['page'] = os.path.join(run_dir, PAGE)
-    with open(os.path.join(run_dir, SUMMARY), 'w') as fp:
-        json.dump(summary, fp, indent=1)
+    safefile.write_json(os.path.join(run_dir, SUMMARY), summary)
 
 
 def cases(summary, cfg) -> List:

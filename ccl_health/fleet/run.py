@@ -16,6 +16,7 @@ import math
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ccl_health import safefile
 from ccl_health.units import format_size
 from ccl_health.judge import node as node_judge
 from ccl_health.judge.judge import judge
@@ -677,5 +678,4 @@ def summary_text(summary, path=None):
 
 
 def dump(summary, path):
-    with open(path, 'w') as fp:
-        json.dump(summary, fp, indent=1)
+    safefile.write_json(path, summary)

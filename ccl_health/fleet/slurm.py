@@ -14,6 +14,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccl_health import CclHealthError
+from ccl_health.oneline import clean
 from ccl_health.fleet.run import Raw, Step
 from ccl_health.stops import dies_with_parent
 
@@ -332,15 +333,17 @@ class SlurmScheduler:
 
 def drain(nodes: Sequence[str], reasons: Dict[str, str]):
     """``scontrol update nodename=N state=drain reason="ccl-health: ..."``
-    (a reason without the prefix gets it); ``(drained, {node: error})``."""
+    (a reason without the prefix gets it), the reason one clean line of
+    at most :data:`ccl_health.oneline.REASON_MAX` characters;
+    ``(drained, {node: error})``."""
     drained, errors = [], {}
     for n in nodes:
-        why = ' '.join(str(reasons.get(n, 'bad')).split())
+        why = clean(reasons.get(n, 'bad'), None)
         if not why.startswith('ccl-health:'):
             why = f'ccl-health: {why}'
         try:
             _run(['scontrol', 'update', f'nodename={n}', 'state=drain',
-                  f'reason={why[:200]}'])
+                  f'reason={clean(why)}'])
             drained.append(n)
         except CclHealthError as err:
             errors[n] = str(err)

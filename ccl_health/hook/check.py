@@ -56,7 +56,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ccl_health import resources
-from ccl_health.hook import judging as judging_words, run
+from ccl_health.hook import judging as judging_words, keep, run
 from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
     IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
     judged_probe, node_without_gpus, output_attempt, probe_evidence,
@@ -126,15 +126,17 @@ def check(settings, environ=None):
              # until Slurm said otherwise, a job may run on the GPUs
              'job': 'the node may run a job: its resource manager was not '
                     'asked', 'role': {}}
+    work, not_kept = keep.workdir(settings)
     try:
-        res = _check(settings, environ, before, found)
+        res = _check(settings, environ, before, found, work)
     except CouldNotCheck as err:
         res = unjudged(str(err), settings.t0,
                        (found['system'], found['partition']))
         res = with_node_state(res, before, None, found['site'],
                               found['expected'], found['job'])
     res.role = found['role']
-    return with_action(res, found['site']), found['settings']
+    res = with_action(res, found['site'])
+    return keep.settle(res, work, not_kept, settings), found['settings']
 
 
 def resource_manager(settings, environ, found):
@@ -154,7 +156,7 @@ def resource_manager(settings, environ, found):
     return reading
 
 
-def _check(settings, environ, before, found):
+def _check(settings, environ, before, found, work):
     from ccl_health import CclHealthError
     from ccl_health.evidence import node, programs
     from ccl_health.judge import node as node_judge
@@ -301,31 +303,30 @@ def _check(settings, environ, before, found):
 
     env['CCL_HEALTH_RUN_ID'] = settings.run_id   # the probes' ranks are ours
     tries = []
-    with run.workdir() as work:
-        for attempt in range(1, settings.repeats + 1):
-            probes = [] if links_only else [one(probe(visible, entry,
-                                                      attempt),
-                                                settings.iters)]
-            if links_tool is not None and all(q.ok for q in probes):
-                lp = run_links(
-                    links_tool, visible, [token[g] for g in visible],
-                    probe_env(env, gpus, vis, probe(visible, None, attempt)),
-                    deadline, peer_copy, settings.limit)
-                lp.attempt = attempt
-                probes.append(lp)
-            elif probes and probes[0].ok and n > 2 and not settings.no_pairs:
-                for rnd in pair_rounds(visible):
-                    procs = [probe(pair, pair_entry, attempt) for pair in rnd]
-                    with ThreadPoolExecutor(len(procs)) as pool:
-                        list(pool.map(lambda q: one(
-                            q, max(1, settings.iters // 2)), procs))
-                    probes += procs
-                    if any(not q.ok for q in procs):
-                        break
-            tries.append(probes)
-            if attempt_over(probes) != 'retry' or \
-                    time.monotonic() > deadline - 2:
-                break
+    for attempt in range(1, settings.repeats + 1):
+        probes = [] if links_only else [one(probe(visible, entry,
+                                                  attempt),
+                                            settings.iters)]
+        if links_tool is not None and all(q.ok for q in probes):
+            lp = run_links(
+                links_tool, visible, [token[g] for g in visible],
+                probe_env(env, gpus, vis, probe(visible, None, attempt)),
+                deadline, peer_copy, settings.limit)
+            lp.attempt = attempt
+            probes.append(lp)
+        elif probes and probes[0].ok and n > 2 and not settings.no_pairs:
+            for rnd in pair_rounds(visible):
+                procs = [probe(pair, pair_entry, attempt) for pair in rnd]
+                with ThreadPoolExecutor(len(procs)) as pool:
+                    list(pool.map(lambda q: one(
+                        q, max(1, settings.iters // 2)), procs))
+                probes += procs
+                if any(not q.ok for q in procs):
+                    break
+        tries.append(probes)
+        if attempt_over(probes) != 'retry' or \
+                time.monotonic() > deadline - 2:
+            break
     after = read_node_state(settings)
     cases = {g: evidence(g, atts) for g, atts in attempts.items()}
     return with_node_state(judge_attempts(

@@ -9,6 +9,8 @@ import sys
 import time
 
 from ccl_health.hook import run
+from ccl_health import safefile
+from ccl_health.oneline import clean
 from ccl_health.hook.settings import COULD_NOT_CHECK, RECORD_BOUND
 
 #: the signals that stop the hook with one line (NHC's watchdog sends
@@ -95,7 +97,7 @@ def _stopped(sig, t0, settings):
 
 def _plain(why, t0, found=('', '')):
     from ccl_health.hook.judging import HookResult
-    why = ' '.join(str(why).split()) or 'unknown error'
+    why = clean(why, None) or 'unknown error'
     return HookResult(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {why}', [],
                       time.monotonic() - t0, 1, 'could-not-check', *found)
 
@@ -104,9 +106,14 @@ _PRINTED = []
 
 
 def _emit(res):
+    """Print the one line: what NHC and Slurm's HealthCheckProgram hand
+    to ``scontrol`` (the drain reason) and ``logger``, so clean and capped
+    (:func:`ccl_health.oneline.clean`); ``--json`` and the database keep
+    the whole line."""
     if not _PRINTED:
-        print(res.line, flush=True)
-        _PRINTED.append(res.line)
+        line = clean(res.line)
+        print(line, flush=True)
+        _PRINTED.append(line)
     return res.code
 
 
@@ -149,17 +156,13 @@ def _finish(res, settings, t0):
 
 
 def _write_json(path, doc):
-    tmp = f'{path}.tmp{os.getpid()}'
     try:
-        with open(tmp, 'w') as fp:
-            json.dump(doc, fp, indent=1)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        with open(path, 'w') as fp:      # a folder we may not write in
+        safefile.write_json(path, doc)
+    except PermissionError:
+        # a folder we may not write in: the file itself, never through a
+        # link
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+        with os.fdopen(fd, 'w') as fp:
             json.dump(doc, fp, indent=1)
 
 

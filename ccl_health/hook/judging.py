@@ -12,6 +12,7 @@ import dataclasses
 import time
 
 from ccl_health.hook.settings import COULD_NOT_CHECK, PREFIX, UNHEALTHY
+from ccl_health.oneline import clean
 
 
 @dataclasses.dataclass
@@ -37,6 +38,9 @@ class HookResult:
     #: what the resource manager said of the node (:class:`ccl_health.
     #: evidence.nodestate.slurm.Reading`'s dict), and the PCI bus's GPUs
     role: dict = dataclasses.field(default_factory=dict)
+    #: the folder keeping the probes' outputs and logs of a failing check
+    #: (:mod:`ccl_health.hook.keep`), or why they were not kept
+    evidence: str = ''
 
 
 #: the line's word for a node that is not for this check (not a GPU node)
@@ -49,13 +53,13 @@ def result(verdict, why, probes=(), seconds=0.0, attempts=1, system='',
     (``prefix``: the line's first word, default the exit code's)."""
     from ccl_health.judge.verdicts import exit_code
     code = exit_code([verdict])
-    why = ' '.join(str(why).split())
+    why = clean(why, None)
     return HookResult(code, f'{prefix or PREFIX[code]}: {why}', list(probes),
                       seconds, attempts, str(verdict), system, partition)
 
 
 def unjudged(why, t0, found=('', '')):
-    why = ' '.join(str(why).split()) or 'unknown error'
+    why = clean(why, None) or 'unknown error'
     return HookResult(COULD_NOT_CHECK, f'COULD-NOT-CHECK: {why}', [],
                       time.monotonic() - t0, 1, 'could-not-check',
                       *(found or ('', '')))
@@ -184,7 +188,7 @@ def not_started_attempt(what, limit=None):
 def line_reason(reason, where=''):
     """The judge's reason as the hook's line says it: the GPUs first
     where the reason does not name them; no doubled "could not check"."""
-    why = ' '.join(str(reason).split())
+    why = clean(reason, None)
     if why.startswith('could not check: '):
         why = why[len('could not check: '):]
     if where and where not in why:

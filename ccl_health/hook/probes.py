@@ -151,11 +151,23 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
         json_file=None)
     got = run.bounded(cmd, penv, remaining, started=STARTED)
     probe.seconds = got.seconds
+    _keep_output(logdir, cmd, got)
     att = judging.probe_attempt(
         got, launcher, what, limit, program,
         logs=debuglog.debug_log_files(logdir),
         benign=judging.benign_of(site))
     return judge_probe(probe, att, judging.launcher_words(got.output)), att
+
+
+def _keep_output(logdir, cmd, got):
+    """The probe's command and output beside its debug logs (kept with them
+    when the check fails, :mod:`ccl_health.hook.keep`)."""
+    try:
+        with open(os.path.join(logdir, 'output.txt'), 'x',
+                  errors='replace') as fp:
+            fp.write(f'$ {" ".join(cmd)}\n{got.output or ""}')
+    except OSError:
+        pass
 
 
 def pair_rounds(gpus):

@@ -37,6 +37,7 @@ def record(args, res, environ=None, timeout=None):
         env=recorder.run_environment(environ=environ),
         detail={'action': getattr(res, 'action', None),
                 'cause': getattr(res, 'cause', None),
+                'evidence': getattr(res, 'evidence', '') or None,
                 'probes': [dataclasses.asdict(p) for p in res.probes],
                 **({'node_state': res.node_state}
                    if res.node_state else {}),
@@ -83,6 +84,7 @@ def json_document(res, settings=None, recorded=None):
     doc = {'code': res.code, 'verdict': res.verdict,
            'action': getattr(res, 'action', None),
            'cause': getattr(res, 'cause', None), 'line': res.line,
+           'evidence': getattr(res, 'evidence', '') or None,
            'seconds': res.seconds, 'attempts': res.attempts,
            'system': res.system, 'partition': res.partition,
            'probes': [dataclasses.asdict(p) for p in res.probes],

@@ -12,9 +12,9 @@ with the same rules:
   a start-up the limit left no time for;
 * a registry of what runs, so that a signal to the hook stops every probe
   (:func:`stop_all`), and of the temporary folders, removed at the end
-  (:func:`temporary_folder`, :func:`remove_folders`)."""
+  (:func:`temporary_folder`, :func:`remove_folders`) unless kept
+  (:func:`keep_folder`)."""
 
-import contextlib
 import ctypes
 import dataclasses
 import os
@@ -136,13 +136,18 @@ def remove_folders():
         shutil.rmtree(path, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def workdir():
-    """A temporary folder for one check, removed however it ends."""
-    path = temporary_folder()
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-        with _LOCK:
-            _FOLDERS.discard(path)
+def remove_folder(path):
+    """Remove one folder of :func:`temporary_folder` now."""
+    shutil.rmtree(path, ignore_errors=True)
+    with _LOCK:
+        _FOLDERS.discard(path)
+
+
+def keep_folder(path):
+    """Keep a folder of :func:`temporary_folder` (a failing check's
+    evidence, :mod:`ccl_health.hook.keep`) and the folders made in it:
+    no longer removed."""
+    inside = path.rstrip(os.sep) + os.sep
+    with _LOCK:
+        for f in [f for f in _FOLDERS if f == path or f.startswith(inside)]:
+            _FOLDERS.discard(f)

@@ -17,6 +17,7 @@ import time
 from typing import Optional, Tuple
 
 from ccl_health import resources
+from ccl_health.outputs import state_dir
 
 HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
 PREFIX = {HEALTHY: 'HEALTHY', UNHEALTHY: 'UNHEALTHY',
@@ -35,6 +36,14 @@ MAX_GPUS = 1024
 MAX_SIZE = 64 << 30
 #: the longest the hook waits on its performance database (s)
 RECORD_BOUND = 2.0
+#: a failing check's evidence (its probes' outputs and NCCL debug logs,
+#: which its line names) is kept in a folder of its own under the
+#: evidence folder (:mod:`ccl_health.hook.keep`): at most this many such
+#: folders and this many MiB in all, the oldest removed first (the newest
+#: is kept whatever its size); $CCL_HEALTH_EVIDENCE_KEEP and
+#: $CCL_HEALTH_EVIDENCE_MB change them
+EVIDENCE_KEEP = 20
+EVIDENCE_MB = 200
 
 
 def default_launcher(scheduler=None):
@@ -158,6 +167,14 @@ def parser(description=''):
     ap.add_argument('--json', help='write the full detail here too (the '
                     'environment variables dropped from the probes '
                     'included)')
+    ap.add_argument('--evidence-dir', help='where a failing check keeps '
+                    'its probes\' outputs and debug logs, which its line '
+                    'names (default $CCL_HEALTH_EVIDENCE_DIR, else '
+                    '$XDG_STATE_HOME/ccl-health/evidence, else '
+                    '~/.local/state/ccl-health/evidence); at most '
+                    f'{EVIDENCE_KEEP} checks\' and {EVIDENCE_MB} MiB '
+                    '($CCL_HEALTH_EVIDENCE_KEEP, $CCL_HEALTH_EVIDENCE_MB), '
+                    'the oldest removed first')
     return ap
 
 
@@ -186,6 +203,10 @@ class Settings:
     #: marks the probes' processes as ours (ccl_health.evidence.nodestate)
     run_id: str
     xid_state: Optional[str]
+    #: where a failing check's evidence is kept, and the bounds
+    evidence_dir: str = ''
+    evidence_keep: int = EVIDENCE_KEEP
+    evidence_bytes: int = EVIDENCE_MB << 20
     #: monotonic time the hook started: the limit counts from here
     t0: float = 0.0
     #: where the database name came from ('' where none is named)
@@ -268,7 +289,29 @@ def parse(argv, env=None, t0=None, description=''):
         hostname=env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname(),
         run_id=f'health-{os.getpid()}-{int(time.time())}',
         xid_state=env.get('CCL_HEALTH_XID_STATE') or None,
+        **_evidence(args, env),
         t0=time.monotonic() if t0 is None else t0)
+
+
+def _evidence(args, env):
+    """Where a failing check keeps its evidence, and the bounds."""
+    folder = args.evidence_dir or env.get('CCL_HEALTH_EVIDENCE_DIR') or \
+        os.path.join(state_dir(), 'evidence')
+    bounds = {}
+    for key, var, default in (('evidence_keep', 'CCL_HEALTH_EVIDENCE_KEEP',
+                               EVIDENCE_KEEP),
+                              ('evidence_bytes', 'CCL_HEALTH_EVIDENCE_MB',
+                               EVIDENCE_MB)):
+        raw = (env.get(var) or '').strip()
+        try:
+            val = int(raw) if raw else default
+        except ValueError:
+            val = -1
+        if val < 1:
+            raise CouldNotCheck(f'{var} {raw!r}: must be a whole number, at '
+                                f'least 1')
+        bounds[key] = val << 20 if key == 'evidence_bytes' else val
+    return dict(evidence_dir=os.path.abspath(folder), **bounds)
 
 
 def resolve(settings, site, environ):

@@ -10,9 +10,8 @@ import datetime
 import difflib
 import io
 import os
-import tempfile
 
-from ccl_health import TRANSPORTS
+from ccl_health import TRANSPORTS, safefile
 from ccl_health.judge.reference import ReferenceError, parse
 from ccl_health.units import format_size, parse_size
 
@@ -372,48 +371,8 @@ def _merge(old, entry, tolerance, source):
             + f'; tolerance {tol:g}')
 
 
-def write_atomic(path, text):
-    """Replace the file at ``path`` with ``text`` atomically: a temporary
-    file in the same folder, flushed to disk, renamed over it (the old
-    file's permissions kept).  A reader sees the old file or the new one,
-    never a part."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix='.tmp',
-                               prefix=f'.{os.path.basename(path)}.')
-    try:
-        with os.fdopen(fd, 'w') as fp:
-            fp.write(text)
-            fp.flush()
-            os.fsync(fp.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+#: the one atomic writer (:mod:`ccl_health.safefile`)
+write_atomic = safefile.write_atomic
 
 
 def lock_path(path):
@@ -436,27 +395,15 @@ def locked(path):
         raise ReferenceError(f'{os.path.dirname(lock)}: cannot create the '
                              f'folder: {err.strerror}') from None
     try:
-        import fasteners
-    except ImportError:                # without ReFrame: the same flock
-        fasteners = None
-    try:
-        if fasteners is not None:
-            ipl = fasteners.InterProcessLock(lock)
-            ipl.acquire()
-        else:
-            import fcntl
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        held = safefile.locked(lock)
+        held.__enter__()
     except OSError as err:
-        raise ReferenceError(f'{lock}: cannot lock: {err.strerror}') \
+        raise ReferenceError(f'{lock}: cannot lock: {err.strerror or err}') \
             from None
     try:
         yield
     finally:
-        if fasteners is not None:
-            ipl.release()
-        else:
-            os.close(fd)
+        held.__exit__(None, None, None)
 
 
 def upsert(path, system, partition, entry, gdr=None):

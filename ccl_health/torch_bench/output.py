@@ -90,13 +90,8 @@ def write_json(path, doc):
     """Write ``doc`` to ``path`` atomically (a crash leaves no half file)."""
     if not path:
         return
-    tmp = f'{path}.tmp'
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    with open(tmp, 'w') as fp:
-        json.dump(doc, fp, indent=1)
-        fp.write('\n')
-    os.replace(tmp, path)
+    from ccl_health import safefile
+    safefile.write_json(path, doc)
 
 
 def as_sweep(doc, collective):

@@ -26,6 +26,8 @@ import os
 import time
 from typing import Dict, List, Optional
 
+from ccl_health.outputs import state_dir
+
 #: the environment variable that marks the processes of one run
 RUN_ID_VAR = 'CCL_HEALTH_RUN_ID'
 GIB = 1024 ** 3
@@ -202,6 +204,4 @@ def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
 def default_xid_state():
     """Where the time of the last XID check is kept (one small file per
     user, beside the output folder's database)."""
-    base = os.environ.get('XDG_STATE_HOME') or os.path.join(
-        os.path.expanduser('~'), '.local', 'state')
-    return os.path.join(base, 'ccl-health', 'xid-last-check')
+    return os.path.join(state_dir(), 'xid-last-check')

@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 
+from ccl_health import safefile
 from ccl_health.evidence.nodestate import NodeState, read
 from ccl_health.evidence.nodestate.diagnose import diagnose
 
@@ -84,8 +85,7 @@ def main(argv=None):
                                 'seconds': state.seconds,
                                 'calls': api.calls,
                                 'state': state.to_dict()})
-        with open(args.record, 'w') as fp:
-            json.dump(doc, fp, indent=1)
+        safefile.write_json(args.record, doc)
     if args.causes:
         for c in diagnose(state):
             print(('DRAIN ' if c.drain else '') + c.text)
@@ -131,7 +131,7 @@ def watch(path, run_id, ours, interval):
     t0 = time.time()
     parent = os.getppid()
     ours = set(ours) | {parent}
-    with open(path, 'a') as fp:
+    with safefile.open_append(path) as fp:
         def write(phase, state):
             fp.write(json.dumps({'phase': phase,
                                  'state': state.to_dict()}) + '\n')

@@ -13,6 +13,8 @@ import re
 import subprocess
 import time
 
+from ccl_health import safefile
+
 FIRST_LOOK_BACK = 3600.0
 XID_LINE = re.compile(r'NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+)(?:, '
                       r'(?P<text>.*))?')
@@ -121,9 +123,7 @@ def since_last(state_file, now=None):
     events, why = events_since(since)
     if why is None:
         try:
-            os.makedirs(os.path.dirname(state_file) or '.', exist_ok=True)
-            with open(state_file, 'w') as fp:
-                fp.write(f'{now:.3f}\n')
+            safefile.write_atomic(state_file, f'{now:.3f}\n')
         except OSError:
             pass          # next time looks back from the same point
     return events, why
