@@ -295,7 +295,7 @@ def test_a_warn_with_escape_sequences_reaches_scontrol_and_logger_clean(
     evidence = tmp_path / 'evidence'
     got = slurm_wrapper(tmp_path, dict(evil_replay(tmp_path),
                                        CCL_HEALTH_EVIDENCE_DIR=str(evidence)))
-    drains = [c for c in got if c[0] == 'scontrol']
+    drains = [c for c in got if c[:2] == ['scontrol', 'update']]
     logs = [c for c in got if c[0] == 'logger']
     assert len(drains) == 1 and len(logs) == 1, got
     reason = [a for a in drains[0] if a.startswith('reason=')][0]
@@ -320,7 +320,7 @@ def test_a_warn_with_escape_sequences_reaches_scontrol_and_logger_clean(
 def test_a_5kb_reason_with_escapes_reaches_logger_capped(tmp_path):
     launcher = '/nonexistent/\x1b[31mlaunch' + 'A' * 5000
     got = slurm_wrapper(tmp_path, {'CCL_HEALTH_CHECK_LAUNCHER': launcher})
-    assert not [c for c in got if c[0] == 'scontrol'], got   # not a fault
+    assert not [c for c in got if c[:2] == ['scontrol', 'update']], got   # not a fault
     line = [c for c in got if c[0] == 'logger'][0][-1]
     assert line.startswith('COULD-NOT-CHECK: ') and 'AAAA' in line, line
     assert_clean(line)
