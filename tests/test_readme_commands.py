@@ -135,6 +135,15 @@ def as_run_here(cmd, work):
                 acc.mkdir()
                 shutil.copy(os.path.join(HIST, 'hist.db'),
                             acc / 'ccl-health.db')
+                # accept takes only a run whose cases passed (issue 28): in
+                # this copy the degraded run is a new level that still
+                # passed its reference (as after an upgrade within the
+                # tolerance); the history sees it as a drop
+                from ccl_health.db import store
+                with store.open_store(str(acc / 'ccl-health.db')) as db:
+                    with db.transaction():
+                        db.execute("UPDATE cases SET verdict = 'pass' WHERE "
+                                   "run_id = 'degraded-proto-ll'")
             env['CCL_HEALTH_OUTPUT'] = str(acc)
             words = [w.replace('<run-id>', 'degraded-proto-ll')
                      for w in words]

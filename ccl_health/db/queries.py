@@ -11,7 +11,8 @@ from typing import Dict, List
 
 from ccl_health import CclHealthError
 from ccl_health.db.store import simulated
-from ccl_health.judge.history import attribute, detect_in, where_text
+from ccl_health.judge.changes import attribute
+from ccl_health.judge.history import detect_in, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict

@@ -3,7 +3,7 @@
 on a real GPU node, so the whole ReFrame path (launch, sanity, transport
 proof, performance against references, report) runs without a GPU: the
 nightly's rehearsal (:mod:`ccl_health.rehearsal`, ``scripts/nightly
---rehearse``) and the test suite (``tests/replay/bin`` links here).  It
+--rehearse``) and the test suite (its replay folder links here).  It
 imports nothing but the standard library: it runs as a program.
 
 The captures: ``CCL_HEALTH_REPLAY_DIR``, else the folder ``captures``

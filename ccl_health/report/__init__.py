@@ -12,7 +12,7 @@ region too), with the reference band (reference down to reference x
 (1 - tolerance)); and busbw over time at the chosen sizes, with dates, the
 band, and each drop labelled with its run.  The page also lists every
 failure (reasons, fallbacks, hangs, build failures, aborted, unjudged) and
-every drop against history with what changed (:func:`history.attribute`).
+every drop against history with what changed (:func:`ccl_health.judge.changes.attribute`).
 The health probes are plotted as the machine's distribution over nodes per
 day (:mod:`ccl_health.db.health_days`, computed in the database), never as
 one series of every node; a node's own drops are findings naming it.  The
@@ -31,8 +31,9 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.judge.history import (HEALTHY, KEY, attribute, detect_in,
-                                   kind_of, standing, where_text)
+from ccl_health.judge.changes import attribute
+from ccl_health.judge.history import (HEALTHY, KEY, detect_in, kind_of,
+                                      standing, where_text)
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
 
