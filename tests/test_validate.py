@@ -112,7 +112,7 @@ def test_site_partition_not_in_the_config(tree):
     edit(tree / 'site' / 'local.yaml', '  partition: gpu\n',
          '  partition: gpus\n')
     line = one_error(tree, 'site/local.yaml', 'health.partition:')
-    assert "'gpus' is not a partition of system 'local'" in line
+    assert "no partition 'gpus' in system 'local' of" in line
     assert 'config/systems/local.py' in line
 
 

@@ -183,7 +183,8 @@ def _check(settings, environ, before, found):
     checked = validate.check(
         [system], settings.config_dir, settings.site_dir,
         settings.reference_dir, missing_ok=True,
-        loaded={fname: conf} if conf is not None else None)
+        loaded={system: (config_system_path(settings.config_dir, fname),
+                         conf)} if conf is not None else None)
     if checked.errors:
         raise CouldNotCheck(checked.one_line(
             f'scripts/validate --system {system}'))

@@ -95,8 +95,11 @@ def reframe_schema():
         return None
     path = os.path.join(list(spec.submodule_search_locations)[0], 'schemas',
                         'config.json')
-    with open(path) as fp:
-        doc = json.load(fp)
+    try:
+        with open(path) as fp:
+            doc = json.load(fp)
+    except (OSError, ValueError):
+        return None         # not a ReFrame that ships its schema
     jsonschema = schemas._jsonschema()
     cls = jsonschema.validators.validator_for(doc)
     defs = copy.deepcopy(doc.get('defs', {}))
@@ -213,7 +216,7 @@ def _assumed_gpus():
     return node.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': ASSUMED_GPUS})
 
 
-def check_config(path, name, system=None, environments=None):
+def check_config(path, system=None, environments=None):
     """``(system dict or None, error lines)`` of one system file; the file
     is loaded unless its ``system`` (and ``environments``) are given."""
     if system is None:
@@ -246,10 +249,6 @@ def check_config(path, name, system=None, environments=None):
             errors += reframe_errors(
                 path, env, 'environment', rfm[1]['environment'],
                 prefix=f'environments[{_label(env, i)}]')
-    if isinstance(system.get('name'), str) and system['name'] != name:
-        errors.append(f'{path}: name: {system["name"]!r} is not the file\'s '
-                      f'name {name!r} (site/<name>.yaml, '
-                      f'reference/<name>.yaml and --system go by it)')
     for i, patt in enumerate(system.get('hostnames') or []):
         try:
             re.compile(patt)
@@ -325,9 +324,9 @@ def check_across(name, cpath, system, site, ref):
     has = ', '.join(str(p) for p in parts or []) or 'none'
     if site is not None and site.health is not None and parts is not None \
             and site.health.partition not in parts:
-        errors.append(f'{site.path}: health.partition: '
-                      f'{site.health.partition!r} is not a partition of '
-                      f'system {name!r} in {cpath} (has: {has})')
+        errors.append(f'{site.path}: health.partition: no partition '
+                      f'{site.health.partition!r} in system {name!r} of '
+                      f'{cpath} (has: {has})')
     if ref is not None and parts is not None:
         for pname in ref.partitions:
             if pname not in parts:
@@ -363,9 +362,10 @@ def check(systems=None, config_dir=None, site_dir=None, reference_dir=None,
     site or reference file) in the folders given (default: those in use,
     :mod:`ccl_health.resources`).  ``every_config``: also every other
     system file (ReFrame loads them all into one configuration).
-    ``missing_ok``: a named system without a site file is a note, not an
-    error (every system without a reference is: calibration records one).
-    ``loaded``: ``{name: system dict}`` loaded already (the hook's)."""
+    ``missing_ok``: a named system without a site file (or without any
+    file) is a note, not an error (every system without a reference is:
+    calibration records one).  ``loaded``: ``{name: (path, system dict)}``
+    of system files loaded already (the hook's: the file that matched)."""
     config_dir = config_dir or resources.config_dir()
     site_dir = site_dir or resources.site_dir()
     reference_dir = reference_dir or resources.reference_dir()
@@ -378,37 +378,38 @@ def check(systems=None, config_dir=None, site_dir=None, reference_dir=None,
     if not os.path.isdir(os.path.join(config_dir, sysconfig.SYSTEMS)):
         out.errors.append(f'{os.path.join(config_dir, sysconfig.SYSTEMS)}: '
                           f'no such folder (the ReFrame system files)')
+    loaded = loaded or {}
     configs = set(in_config) if every_config else \
         set(in_config) & set(systems)
-    for name in sorted(configs):
-        path = config_path(config_dir, name)
-        given = (loaded or {}).get(name)
-        system, errors = check_config(path, name, given, [] if given
-                                      else None)
+    for name in sorted(configs | set(loaded)):
+        path, given = loaded.get(name, (config_path(config_dir, name), None))
+        system, errors = check_config(path, given, [] if given else None)
         out.errors += errors
         if system is not None:
             out.configs[name] = system
+    paths = {name: path for name, (path, _) in loaded.items()}
     for name in systems:
-        out.errors += _check_system(name, out, config_dir, site_dir,
+        out.errors += _check_system(name, out, paths.get(name) or
+                                    config_path(config_dir, name), site_dir,
                                     reference_dir, in_config,
                                     missing_ok or everything)
     return out
 
 
-def _check_system(name, out, config_dir, site_dir, reference_dir, in_config,
+def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
                   missing_ok):
-    cpath = config_path(config_dir, name)
     spath = os.path.join(site_dir, f'{name}.yaml')
     rpath = os.path.join(reference_dir, f'{name}.yaml')
     errors = []
     if not os.path.exists(spath) and not os.path.exists(rpath) and \
-            name not in in_config:
+            name not in out.configs:
+        if missing_ok:
+            return []       # the caller names it
         return [f'{cpath}: no system {name!r}: no system file, site file '
                 f'({spath}) or reference file ({rpath}) (systems: '
                 f'{", ".join(in_config) or "none"})']
-    if name not in in_config:
-        out.notes.append(f'{name} has no system file in '
-                         f'{os.path.join(config_dir, sysconfig.SYSTEMS)}')
+    if name not in out.configs and name not in in_config:
+        out.notes.append(f'{name} has no system file ({cpath})')
     site = ref = None
     if os.path.exists(spath):
         site, found = check_site(spath, name)
@@ -449,8 +450,11 @@ def for_run(system=None, config_dir=None, site_dir=None,
                                     lambda it: it[1])
     if mine is None:
         return out           # ReFrame says that no system matches
-    return check([mine[0]], config_dir, site_dir, reference_dir,
-                 loaded=out.configs, every_config=False)
+    fname, conf = mine
+    name = conf.get('name') or fname
+    return check([name], config_dir, site_dir, reference_dir, loaded={
+        name: (config_path(config_dir or resources.config_dir(), fname),
+               conf)})
 
 
 def before_run(system=None):
