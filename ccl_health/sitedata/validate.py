@@ -314,7 +314,7 @@ def _line(err):
     return ' '.join(str(err).split())
 
 
-# -- across the files ----------------------------------------------------------
+# -- across the files --------------------------------------------------------
 
 def check_across(name, cpath, system, site, ref):
     """Lines for what one file says of another."""
@@ -470,7 +470,7 @@ def before_run(system=None):
     return found
 
 
-# -- scripts/validate -----------------------------------------------------------
+# -- scripts/validate ---------------------------------------------------------
 
 HELP = """\
 Check the configuration a site writes before anything runs: for one system
