@@ -127,6 +127,8 @@ def _selection(args):
 
 
 def cmd_run(args):
+    from ccl_health.sitedata import validate
+    validate.before_run(_system_asked(args.reframe_args))
     out = os.path.abspath(args.output)
     stage, outputdir = _job_folders(out)
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,

@@ -548,6 +548,13 @@ def main(argv=None):
               'CCL_HEALTH_PUBLISH)', file=sys.stderr)
         return EXIT_COULD_NOT_RUN
     try:
+        from ccl_health.sitedata import validate
+        validate.before_run(args.system + (f':{args.partition}'
+                                           if args.partition else ''))
+    except CclHealthError as err:
+        print(f'ccl-health nightly: COULD NOT RUN: {err}', file=sys.stderr)
+        return EXIT_COULD_NOT_RUN
+    try:
         return night(args)
     except (CclHealthError, OSError) as err:
         print(f'ccl-health nightly: COULD NOT RUN: {err}', file=sys.stderr)

@@ -202,6 +202,7 @@ COMMANDS = {
     'ccl_health.torch_bench.cli': 'usage:',
     'ccl_health.evidence.nodestate': 'usage:',
     'ccl_health.rehearsal.standin': 'usage:',
+    'ccl_health.sitedata.validate': 'usage: scripts/validate',
 }
 
 

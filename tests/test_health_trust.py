@@ -325,7 +325,8 @@ def _config(tmp_path, systems, system_name=None):
     for name, (hosts, parts) in systems.items():
         (cfg / 'systems' / f'{name}.py').write_text('system = %r\n' % {
             'name': system_name or name, 'hostnames': hosts, 'partitions': [
-                {'name': p, 'devices': [{'type': 'gpu', 'num_devices': n}]
+                {'name': p, 'scheduler': 'local', 'launcher': 'local',
+                 'devices': [{'type': 'gpu', 'num_devices': n}]
                  if n else []} for p, n in parts.items()]})
     return str(cfg)
 

@@ -185,6 +185,8 @@ def as_run_here(cmd, work):
         return words, env, {2}, r'^ccl-health nightly frontier:batch \S+: ' \
             r'NOTHING MEASURED: no GPUs found \(.*\): scripts/run made a ' \
             r'dry run'
+    if exe == 'scripts/validate':
+        return words, env, {0}, r'^OK: \d+ system\(s\) \(.*local'
     if exe == 'scripts/calibrate':
         return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
     if exe == 'scripts/ccl-health-check':

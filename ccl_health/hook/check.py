@@ -164,6 +164,7 @@ def _check(settings, environ, before, found, work):
     from ccl_health.judge.judge import judge
     from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
+    from ccl_health.sitedata import validate
     from ccl_health.evidence.nodestate import pci
     t0 = settings.t0
     rm = resource_manager(settings, environ, found)
@@ -179,8 +180,19 @@ def _check(settings, environ, before, found, work):
                            prefix=judging_words.SKIPPED)
     system, conf, fname = find_system(settings, gpus)
     found['system'] = system
+    # the checks of scripts/validate first (a missing file is the loaders'
+    # to name, below)
+    checked = validate.check(
+        [system], settings.config_dir, settings.site_dir,
+        settings.reference_dir, missing_ok=True,
+        loaded={system: (config_system_path(settings.config_dir, fname),
+                         conf)} if conf is not None else None)
+    if checked.errors:
+        raise CouldNotCheck(checked.one_line(
+            f'scripts/validate --system {system}'))
     try:
-        site = site_data.load(settings.site_dir, system)
+        site = checked.sites.get(system) or \
+            site_data.load(settings.site_dir, system)
     except CclHealthError as err:
         if conf is None:
             raise CouldNotCheck(
@@ -227,7 +239,8 @@ def _check(settings, environ, before, found, work):
             before, no_probe)), before, None, site, expected_gpus, no_probe)
     env = dict(settings.env)
     try:
-        ref = reference.load_for_system(settings.reference_dir, system)
+        ref = checked.references.get(system) or \
+            reference.load_for_system(settings.reference_dir, system)
         overrides.check_ceilings(site, ref)
     except CclHealthError as err:
         raise CouldNotCheck(str(err)) from None

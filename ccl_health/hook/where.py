@@ -34,13 +34,11 @@ def load_config_system(config_dir, name, gpus):
     """The ``system`` dict of ``config/systems/<name>.py`` (loaded as
     ReFrame's configuration loads it, without ReFrame; the GPUs it detects
     are ``gpus``, detected once)."""
-    from ccl_health.evidence import node
     from ccl_health.sitedata import sysconfig
     path = config_system_path(config_dir, name)
-    detect = node.detect_gpus
-    node.detect_gpus = lambda env=None, whole_node=False: gpus
     try:
-        system = sysconfig.load_file(path, 'ccl_health_hook_config').system
+        system = sysconfig.load_system_file(path, gpus,
+                                            'ccl_health_hook_config').system
         if not isinstance(system, dict) or not isinstance(
                 system.get('hostnames'), list):
             raise TypeError('no system dict with a hostnames list')
@@ -48,8 +46,6 @@ def load_config_system(config_dir, name, gpus):
         raise CouldNotCheck(f'{path}: cannot load the system '
                             f'configuration: {type(err).__name__}: '
                             f'{err}') from None
-    finally:
-        node.detect_gpus = detect
     return system
 
 

@@ -290,7 +290,12 @@ def parse(text, path='<reference>'):
     """A :class:`SystemReference` from the text of a reference file,
     validated against ``ccl_health/sitedata/schemas/reference.schema.json``; every
     error names the file and the key."""
-    doc = schemas.load_yaml(text, path, ReferenceError)
+    return from_doc(schemas.load_yaml(text, path, ReferenceError), path)
+
+
+def from_doc(doc, path='<reference>'):
+    """A :class:`SystemReference` from the YAML document of a reference
+    file (:func:`parse`)."""
     _need(doc is not None, path, 'top level', 'empty file')
     schemas.validate(doc, 'reference', path, ReferenceError)
     out = {}

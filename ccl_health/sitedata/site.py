@@ -173,7 +173,11 @@ def load(site_dir, system):
 
 def parse(text, path='<site>', system=None):
     """A :class:`Site` from the text of a site file."""
-    doc = schemas.load_yaml(text, path)
+    return from_doc(schemas.load_yaml(text, path), path, system)
+
+
+def from_doc(doc, path='<site>', system=None):
+    """A :class:`Site` from the YAML document of a site file."""
     if doc is None:
         raise CclHealthError(f'{path}: empty site file (needs a '
                              f'"transports" mapping)')

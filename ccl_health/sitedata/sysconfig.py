@@ -38,6 +38,20 @@ def load_file(path, prefix='ccl_health_config'):
     return mod
 
 
+def load_system_file(path, gpus, prefix='ccl_health_config'):
+    """The module of ``config/systems/<name>.py`` loaded with ``gpus`` (a
+    :class:`ccl_health.evidence.node.Gpus`) as the GPUs it detects: a
+    system file that counts the GPUs of the host (``local``) counts these,
+    detected once by the caller (or assumed, to check its shape)."""
+    from ccl_health.evidence import node
+    detect = node.detect_gpus
+    node.detect_gpus = lambda env=None, whole_node=False: gpus
+    try:
+        return load_file(path, prefix)
+    finally:
+        node.detect_gpus = detect
+
+
 def matches_any_host(system):
     """Whether one of the system's ``hostnames`` patterns matches every
     host name (it matches the empty name: ``.*``)."""
@@ -55,6 +69,17 @@ def in_reframe_order(items, system_of=lambda s: s):
     (by file name), those matching any host last.  ``system_of`` gives an
     item's system dict."""
     return sorted(items, key=lambda s: matches_any_host(system_of(s)))
+
+
+def system_of_host(items, hostname, system_of=lambda s: s):
+    """The first of ``items`` (in :func:`in_reframe_order`) whose system's
+    ``hostnames`` pattern ``re.match``-es ``hostname``, as ReFrame picks
+    it; None when none does.  A bad pattern raises :class:`re.error`."""
+    for item in in_reframe_order(items, system_of):
+        for patt in system_of(item).get('hostnames') or []:
+            if re.match(patt, hostname):
+                return item
+    return None
 
 
 def vendor_of(arch):

@@ -1,0 +1,264 @@
+"""scripts/validate (ccl_health/sitedata/validate.py): one line per error
+naming the file and the key, never a traceback; the shipped files pass;
+scripts/run, the health hook and the nightly stop on the same lines
+before anything runs (issue 29, item 8).
+
+Each case copies the shipped config/, site/ and reference/ and breaks one
+thing, as a site would."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ccl_health.sitedata import validate
+from conftest import REPO
+
+PY = sys.executable
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the shipped configuration, site data and references."""
+    for d in ('config', 'site', 'reference'):
+        shutil.copytree(os.path.join(REPO, d), tmp_path / d,
+                        ignore=shutil.ignore_patterns('__pycache__'))
+    return tmp_path
+
+
+def edit(path, old, new, count=1):
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, count))
+
+
+def run_validate(tree, *args):
+    p = subprocess.run(
+        [PY, '-m', 'ccl_health.sitedata.validate', '--config-dir',
+         str(tree / 'config'), '--site-dir', str(tree / 'site'),
+         '--reference-dir', str(tree / 'reference'), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert 'Traceback' not in p.stdout + p.stderr, p.stderr
+    return p
+
+
+def one_error(tree, file, key, *args):
+    """The one line scripts/validate prints: it names ``file`` (under
+    ``tree``) and ``key``; exit 1."""
+    p = run_validate(tree, *args)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f'{tree / file}: {key}'), lines[0]
+    return lines[0]
+
+
+# -- one case per class of error ----------------------------------------------
+
+def test_schema_error_in_a_site_file(tree):
+    edit(tree / 'site' / 'local.yaml', 'max_size: 1G  ', 'max_size: [1G]')
+    line = one_error(tree, 'site/local.yaml',
+                     'transports.net-socket.max_size:')
+    assert "['1G'] is not of type" in line
+
+
+def test_schema_error_in_a_reference_file(tree):
+    edit(tree / 'reference' / 'local.yaml', 'gpus_per_node: 2',
+         'gpus_per_node: two')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[0].gpus_per_node:')
+    assert "'two'" in line
+
+
+def test_unknown_key_in_a_system_dict(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py', "'modules_system':",
+         "'module_system':")
+    line = one_error(tree, 'config/systems/perlmutter.py', 'module_system:',
+                     '--system', 'perlmutter')
+    assert 'unknown key of a ReFrame system' in line
+    assert "did you mean 'modules_system'" in line
+
+
+def test_unknown_key_in_a_partition_dict(tree):
+    edit(tree / 'config' / 'systems' / 'local.py', "'max_jobs': 1,",
+         "'max_job': 1,")
+    line = one_error(tree, 'config/systems/local.py',
+                     'partitions[gpu].max_job:', '--system', 'local')
+    assert 'unknown key of a ReFrame partition' in line
+
+
+def test_num_device_typo_in_devices(tree):
+    """ReFrame's own schema lets it pass (its device dict is open) and the
+    jobs become 1 GPU per node: here it is an error."""
+    edit(tree / 'config' / 'systems' / 'perlmutter.py', "'num_devices': 4",
+         "'num_device': 4")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].devices[0].num_device:')
+    assert "did you mean 'num_devices'" in line
+
+
+def test_num_device_typo_in_a_system_that_counts_the_gpus(tree):
+    """`local` writes its devices only where it finds GPUs: checked with
+    GPUs assumed, also on a machine without any."""
+    edit(tree / 'config' / 'systems' / 'local.py',
+         "'num_devices': _gpus.count", "'num_device': _gpus.count")
+    one_error(tree, 'config/systems/local.py',
+              'partitions[gpu].devices[0].num_device:', '--system', 'local')
+
+
+def test_site_partition_not_in_the_config(tree):
+    edit(tree / 'site' / 'local.yaml', '  partition: gpu\n',
+         '  partition: gpus\n')
+    line = one_error(tree, 'site/local.yaml', 'health.partition:')
+    assert "no partition 'gpus' in system 'local' of" in line
+    assert 'config/systems/local.py' in line
+
+
+def test_reference_partition_not_in_the_config(tree):
+    edit(tree / 'reference' / 'lumi.yaml', '\n  gpu:',
+         '\n  gpus:')
+    one_error(tree, 'reference/lumi.yaml', 'partitions.gpus:')
+
+
+def test_reference_with_an_unknown_transport(tree):
+    edit(tree / 'reference' / 'local.yaml', 'transport: intra',
+         'transport: nvlink')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[0].transport:')
+    assert "'nvlink'" in line and 'net-socket' in line
+
+
+def test_ceiling_below_a_reference(tree):
+    edit(tree / 'site' / 'local.yaml', '  intra:\n    env: {}\n',
+         '  intra:\n    env: {}\n    ceiling: {links: 1, link_gbps: 50}\n')
+    line = one_error(tree, 'site/local.yaml', 'transports.intra.ceiling:')
+    assert f'{tree}/reference/local.yaml: partitions.gpu.entries' in line
+
+
+def test_a_system_file_that_does_not_load(tree):
+    edit(tree / 'config' / 'systems' / 'lumi.py', "system = {",
+         "system = {{")
+    line = one_error(tree, 'config/systems/lumi.py', 'cannot load:')
+    assert 'SyntaxError' in line
+
+
+def test_every_error_is_a_line_of_its_own(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py', "'num_devices': 4",
+         "'num_device': 4")
+    edit(tree / 'site' / 'frontier.yaml', 'partition: batch',
+         'partition: btach')
+    p = run_validate(tree)
+    assert p.returncode == 1
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert any('perlmutter.py: partitions[gpu].devices[0].num_device' in x
+               for x in lines)
+    assert any('frontier.yaml: health.partition' in x for x in lines)
+
+
+# -- what is shipped ---------------------------------------------------------
+
+def test_the_shipped_files_validate():
+    p = subprocess.run([PY, '-m', 'ccl_health.sitedata.validate'], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith('OK: 4 system(s)'), lines
+    found = validate.check(
+        None, os.path.join(REPO, 'config'), os.path.join(REPO, 'site'),
+        os.path.join(REPO, 'reference'))
+    assert found.errors == []
+    assert sorted(found.configs) == sorted(found.sites) == \
+        sorted(found.references) == ['frontier', 'local', 'lumi',
+                                     'perlmutter']
+
+
+def reframe_validates(tree):
+    """Whether ReFrame's own loader accepts the configuration of ``tree``
+    (``config/settings.py``, every system file): ``(ok, its error)``."""
+    code = ('import sys; from reframe.core.config import load_config\n'
+            'c = load_config(sys.argv[1])\n'
+            'try:\n    c.validate()\n'
+            'except Exception as e:\n    print(e); sys.exit(1)')
+    p = subprocess.run([PY, '-c', code,
+                        str(tree / 'config' / 'settings.py')], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode == 0, p.stdout + p.stderr
+
+
+def test_the_schema_is_reframes_own(tree):
+    """The shipped configuration passes ReFrame's own validation; a
+    partition key ReFrame refuses is one validate refuses; ``num_device``,
+    which ReFrame lets pass, validate refuses too."""
+    path, _ = validate.reframe_schema()
+    assert path.endswith(os.path.join('reframe', 'schemas', 'config.json'))
+    assert reframe_validates(tree) == (True, '')
+    part = tree / 'config' / 'systems' / 'perlmutter.py'
+    edit(part, "'max_jobs': 8,", "'max_job': 8,")
+    ok, why = reframe_validates(tree)
+    assert not ok and 'could not validate' in why
+    one_error(tree, 'config/systems/perlmutter.py',
+              'partitions[gpu].max_job:')
+    edit(part, "'max_job': 8,", "'max_jobs': 8,")
+    edit(part, "'num_devices': 4", "'num_device': 4")
+    assert reframe_validates(tree) == (True, '')
+    one_error(tree, 'config/systems/perlmutter.py',
+              'partitions[gpu].devices[0].num_device:')
+
+
+# -- the doors run it first --------------------------------------------------
+
+def broken_site(tree):
+    edit(tree / 'site' / 'local.yaml', 'max_size: 1G  ', 'max_size: [1G]')
+    return f'{tree}/site/local.yaml: transports.net-socket.max_size:'
+
+
+def test_scripts_run_stops_before_reframe(tree):
+    want = broken_site(tree)
+    out = tree / 'out'
+    env = dict(os.environ, CCL_HEALTH_SITE_DIR=str(tree / 'site'),
+               CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    p = subprocess.run([PY, '-m', 'ccl_health.cli', '--prog', 'scripts/run',
+                        'run', '--output', str(out), '--', '--system',
+                        'local'], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)
+    text = p.stdout + p.stderr
+    assert p.returncode == 2, text
+    lines = text.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(want)
+    assert lines[1].startswith('ccl-health: error: 1 error(s) in the '
+                               'configuration above')
+    assert 'Traceback' not in text and 'FAILURE' not in text
+    # ReFrame never started: no output folder, no report, no log
+    assert not out.exists()
+
+
+def test_the_hook_says_the_line(tree):
+    want = broken_site(tree)
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    p = subprocess.run([PY, '-m', 'ccl_health.hook', '--system', 'local',
+                        '--site-dir', str(tree / 'site'), '--no-record'],
+                       cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stdout.splitlines() == [p.stdout.strip()]
+    assert p.stdout.startswith(f'COULD-NOT-CHECK: {want}'), p.stdout
+
+
+def test_the_nightly_says_the_lines(tree):
+    want = broken_site(tree)
+    env = dict(os.environ, CCL_HEALTH_SITE_DIR=str(tree / 'site'))
+    p = subprocess.run([PY, '-m', 'ccl_health.nightly', '--system', 'local',
+                        '--publish', str(tree / 'www'), '--output',
+                        str(tree / 'out')], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0].startswith(want), lines
+    assert lines[1].startswith('ccl-health nightly: COULD NOT RUN: 1 '
+                               'error(s)'), lines
+    assert len(lines) == 2 and not p.stdout
+    assert not (tree / 'out').exists()
