@@ -83,7 +83,7 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     prove; bandwidth is not judged (could-not-check)."""
     ev = transport.read_evidence([p for p, _ in logs])
     hosts = list(ev.hosts)
-    nodes = nodes or (len(hosts) if hosts else 1)
+    nodes = nodes or len(hosts) or ev.nnodes_seen or 1
     proof = _prove(transport_asked, ev, nodes)
     said = (f'proven {proof.proven}' if proof.ok else
             f'{"fallback to " + proof.proven if proof.proven else "not proven"}')
@@ -165,7 +165,9 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         transport.feed_lines(ev, stdout.splitlines(),
                              source=outputs[0][0])
     hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
-    nodes = nodes or (len(hosts) if hosts else None)
+    # host names where the lines carry them (NCCL's nNodes counts host
+    # hashes: NCCL_HOSTID splits one host), else the log's own node count
+    nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
     from_log = None if transport_asked else transport.asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
@@ -199,6 +201,16 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     except CclHealthError:
         pass
     ranks = res.nranks
+    if ranks is None and coll and res.rows:
+        # only some rank lines (or none): the busbw / algbw factor of the
+        # collective, else unknown (null), never one rank by default
+        try:
+            ranks = res.nranks = collectives.ranks_of_factor(
+                coll, [(m.algbw, m.busbw) for r in res.rows
+                       for m in (r.out_of_place, r.in_place) if m])
+        except CclHealthError:
+            ranks = None
+    ranks = ranks or ev.nranks_seen
     per_host = res.ranks_per_host
     if len(set(per_host.values())) > 1:
         # hosts holding different numbers of ranks: no one GPUs per node
@@ -298,7 +310,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     return {
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': res.format, 'source': res.source,
-        'collective': res.collective, 'nranks': res.nranks, 'hosts': hosts,
+        'collective': res.collective, 'nranks': ranks, 'hosts': hosts,
         'complete': res.complete, 'out_of_bounds': res.out_of_bounds,
         'avg_busbw': _num(res.avg_busbw), 'errors': res.errors,
         'json_error': res.json_error, 'notes': notes,

@@ -45,10 +45,6 @@ LOGS_ALONE = [
      'net-socket', True, ('NET/Socket x16',)),
     ('rccl-debug_rdma-plugin-ucx_gdrdma_2node_rccl-issue-1261.log',
      'net-plugin-gdr', True, ('NCCL RDMA Plugin',)),
-    # the plugin was named by the environment (Plugin name set by env),
-    # loaded, and NCCL's builtin IB carried every channel: a fallback
-    ('nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log',
-     'net-ib', False, ('instead of the plugin', 'libnccl-net.so')),
     # the same plugin named on a one-node run that kept P2P/SHM on: intra
     ('nccl-debug_shm-intra_plugin-loaded_g6e-1node-4proc.log',
      'intra', True, ('SHM/direct x28', 'no network was needed')),
@@ -178,6 +174,12 @@ LOGS_THAT_FAILED = [
      'crash', 'net-ib', True, ("NCCL's builtin NET/IB, without GPUDirect "
                                "RDMA on any path (NET/IB x2)",),
      ('class internal', 'Call to ibv_create_cq failed')),
+    # the plugin was named by the environment (Plugin name set by env),
+    # loaded, and NCCL's builtin IB carried every channel: a fallback the
+    # log alone proves, failed whatever the bandwidth (issue 31.2)
+    ('nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log',
+     'fallback', 'net-ib', False, ('instead of the plugin', 'libnccl-net.so'),
+     ('fallback: fell back to', 'no output of the run')),
     # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
     # (retry exceeded, vendor err 129) from one peer; no channel line kept
     ('nccl-debug_ib-plugin_completion-status-12_nccl-issue-1405.log',
@@ -261,12 +263,14 @@ def test_a_training_log_that_lost_its_peer_over_efa_is_a_crash():
     assert 'remote process exited or there was a network error' in \
         doc['reason']
     assert 'fatal: connection' in doc['reason']
-    # the channels went over the plugin with GPUDirect RDMA, but the lines
-    # that loaded it are not in this part of the log: not proven whole
+    # the channels went over the plugin with GPUDirect RDMA; the lines
+    # that loaded it are not in this part of the log, the channel lines
+    # name it (issue 31.5): proven, and no fallback said
     t = doc['transport']
-    assert (t['proven'], t['ok']) == ('net-plugin-gdr', False), t
+    assert (t['proven'], t['ok']) == ('net-plugin-gdr', True), t
     assert 'NET/Libfabric/GDRDMA x4' in t['reason']
-    assert 'no "Loaded net plugin" line' in t['reason']
+    assert 'named by its channel lines' in t['reason']
+    assert 'fallback' not in doc['reason'] + t['reason']
     assert doc['versions']['nccl_version'] == '2.27.3'
 
 
