@@ -94,12 +94,15 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     # and so does an error the job printed into its log ("NCCL error in:
     # ... remote process exited"), judged as the run's reported error
     warn_list, rank_versions = warns.read_logs([p for p, _ in logs])
-    errors = [e for _, t in logs for e in nccltests.parse_text(t).errors
+    parsed = [nccltests.parse_text(t) for _, t in logs]
+    errors = [e for r in parsed for e in r.errors
               if not nccltests._NCCL_LOG.search(e)]
     said_res = None
     if errors:
         said_res = nccltests.SweepResult(source='text', closed=None)
         said_res.errors = errors
+        # an operation that timed out (PyTorch's watchdog) is a hang
+        said_res.timed_out = any(r.timed_out for r in parsed)
     judged = judge_mod.judge(CaseEvidence(
         what='the run', transport=proof.asked, nodes=nodes,
         attempts=[Attempt(said_res, None, None, proof, ev, warn_list,

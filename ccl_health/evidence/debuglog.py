@@ -513,7 +513,33 @@ def _feed_plugin(ev, text, pm, source):
         rank.failures_since_load.append(m.group(1))
 
 
+def _merged_hosts(ev):
+    """The host names of the logger prefixes that are no host: the start of
+    one host's line and the rest of another's, written at once by
+    concurrent writers (``x3006c0s19b1`` + ``x3006c0s1b0n0``, or ``x`` +
+    ``n0``): a name made of the start of a host's name and the end of a
+    host's name, whose pids are all other hosts' too."""
+    hosts = list(ev.hosts)
+    pids = {}
+    for rank in ev.ranks.values():
+        host = rank.key.rsplit(':', 1)[0]
+        pids.setdefault(host, set()).add(rank.pid)
+    out = set()
+    for h in hosts:
+        others = [o for o in hosts if o != h]
+        if not pids.get(h) or not pids[h] <= set().union(
+                *[pids.get(o, set()) for o in others]):
+            continue
+        if any(h[:i] == o[:i] and any(x.endswith(h[i:]) for x in others)
+               for o in others for i in range(1, min(len(h), len(o)))):
+            out.add(h)
+    return out
+
+
 def _aggregate(ev):
+    merged = _merged_hosts(ev)
+    if merged:
+        ev.hosts[:] = [h for h in ev.hosts if h not in merged]
     ranks = list(ev.ranks.values())
     ev.plugin_loaded = next((r.plugin_loaded for r in ranks
                              if r.plugin_loaded), None)

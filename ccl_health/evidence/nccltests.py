@@ -86,7 +86,11 @@ _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
 _REDUCED = re.compile(r'^#\s*Reducing maxBytes to (\d+)')
 _LAST_ERROR = re.compile(r'^#\s*error:\s*(.*)$')
-_TIMEOUT = re.compile(r'Test timeout \((\d+)s\)')
+#: the program's own timeout (nccl-tests -T), and PyTorch's
+#: ProcessGroupNCCL watchdog ("Watchdog caught collective operation
+#: timeout: WorkNCCL(...)"): an operation that never completed, a hang
+_TIMEOUT = re.compile(r'Test timeout \((\d+)s\)|Watchdog caught collective '
+                      r'operation timeout')
 # what nccl-tests, rccl-tests, NCCL/RCCL, the HIP/CUDA runtime and MPI
 # print when the program failed (a launcher's own messages are not: the
 # exit status tells those)
