@@ -87,8 +87,9 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     proof = _prove(transport_asked, ev, nodes)
     said = (f'proven {proof.proven}' if proof.ok else
             f'{"fallback to " + proof.proven if proof.proven else "not proven"}')
+    why = proof.reason.replace('the transport is not proven: ', '', 1)
     reason = (f'could not check: debug log only: transport {said}: '
-              f'{proof.reason}; bandwidth not judged (no nccl-tests / '
+              f'{why}; bandwidth not judged (no nccl-tests / '
               f'rccl-tests output among the files)')
     # the judge's verdict of a case with no output: a fatal WARN fails it,
     # and so does an error the job printed into its log ("NCCL error in:
@@ -111,7 +112,7 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     if judged.verdict.failed:
         verdict = judged.verdict
         reason = (f'{judged.reason}; debug log only: transport {said}: '
-                  f'{proof.reason}; bandwidth not judged')
+                  f'{why}; bandwidth not judged')
     else:
         reason += judge_mod._warn_note(judged.warns)
     return {

@@ -41,7 +41,8 @@ _NUM = r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)'
 # prefixes that launchers and log collectors put before every line
 _PREFIXES = (
     # Open MPI's --tag-output: "[1,0]<stdout>:"
-    re.compile(r'^\[\d+,\d+\]<std(?:out|err)>:\s?'),
+    # (indented where a Kubernetes job's log is quoted)
+    re.compile(r'^\s*\[\d+,\d+\]<std(?:out|err)>:\s?'),
     # timestamps: "2024-05-01T12:00:00.123Z ", "[2024-05-01 12:00:00] "
     re.compile(r'^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?'
                r'(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+'),
