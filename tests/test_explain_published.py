@@ -500,7 +500,7 @@ def test_a_window_of_one_rank_of_a_two_node_run_is_not_intra_node(asked):
     doc = doc_of(name, transport_asked=asked)
     t = doc['transport']
     assert t['proven'] is None and not t['ok'], t
-    assert '2-node run but no network channel line' in t['reason']
+    assert '2-node run but no network channel understood' in t['reason']
     assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
 
 

@@ -160,11 +160,7 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
     if asked is None:
         asked = ev.proven()
         if asked == 'intra' and _nodes(ev, nodes) > 1:
-            return Proof(None, None, False,
-                         f'{_nodes(ev, nodes)}-node run but no network '
-                         f'channel line in '
-                         f'the log ({_describe(ev.via)}): the network '
-                         f'transport is not proven')
+            return Proof(None, None, False, _no_net_lines(ev, nodes))
         if asked is None:
             said = sorted({n for r in ev.ranks.values() for n in r.networks})
             shown = (f' (they name {", ".join(said)}, but no connection '
@@ -195,6 +191,12 @@ def _nodes(ev, nodes):
     a run of several nodes whatever channel lines the log happens to show,
     never intra-node by their absence."""
     return max(nodes, getattr(ev, 'nnodes_seen', None) or 1)
+
+
+def _no_net_lines(ev, nodes):
+    return (f'{_nodes(ev, nodes)}-node run but no network channel understood '
+            f'in the log ({_describe(ev.via)}): the network transport is not '
+            f'proven')
 
 
 def _every_rank(proof, ev, expected_ranks):
@@ -240,10 +242,7 @@ def _prove(t, ev, nodes):
                      'debug log): the run stopped before NCCL set up its '
                      'transports')
     if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
-        return Proof(asked, None, False,
-                     f'{_nodes(ev, nodes)}-node run but no network channel '
-                     f'line in the '
-                     f'log ({seen}): the network transport is not proven')
+        return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
         return Proof(asked, None, False,
                      f'{nodes}-node run but debug logs from only '
