@@ -83,23 +83,27 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     prove; bandwidth is not judged (could-not-check)."""
     ev = transport.read_evidence([p for p, _ in logs])
     hosts = list(ev.hosts)
-    nodes = nodes or (len(hosts) if hosts else 1)
+    nodes = nodes or len(hosts) or ev.nnodes_seen or 1
     proof = _prove(transport_asked, ev, nodes)
     said = (f'proven {proof.proven}' if proof.ok else
             f'{"fallback to " + proof.proven if proof.proven else "not proven"}')
+    why = proof.reason.replace('the transport is not proven: ', '', 1)
     reason = (f'could not check: debug log only: transport {said}: '
-              f'{proof.reason}; bandwidth not judged (no nccl-tests / '
+              f'{why}; bandwidth not judged (no nccl-tests / '
               f'rccl-tests output among the files)')
     # the judge's verdict of a case with no output: a fatal WARN fails it,
     # and so does an error the job printed into its log ("NCCL error in:
     # ... remote process exited"), judged as the run's reported error
     warn_list, rank_versions = warns.read_logs([p for p, _ in logs])
-    errors = [e for _, t in logs for e in nccltests.parse_text(t).errors
+    parsed = [nccltests.parse_text(t) for _, t in logs]
+    errors = [e for r in parsed for e in r.errors
               if not nccltests._NCCL_LOG.search(e)]
     said_res = None
     if errors:
         said_res = nccltests.SweepResult(source='text', closed=None)
         said_res.errors = errors
+        # an operation that timed out (PyTorch's watchdog) is a hang
+        said_res.timed_out = any(r.timed_out for r in parsed)
     judged = judge_mod.judge(CaseEvidence(
         what='the run', transport=proof.asked, nodes=nodes,
         attempts=[Attempt(said_res, None, None, proof, ev, warn_list,
@@ -108,7 +112,7 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
     if judged.verdict.failed:
         verdict = judged.verdict
         reason = (f'{judged.reason}; debug log only: transport {said}: '
-                  f'{proof.reason}; bandwidth not judged')
+                  f'{why}; bandwidth not judged')
     else:
         reason += judge_mod._warn_note(judged.warns)
     return {
@@ -165,7 +169,9 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         transport.feed_lines(ev, stdout.splitlines(),
                              source=outputs[0][0])
     hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
-    nodes = nodes or (len(hosts) if hosts else None)
+    # host names where the lines carry them (NCCL's nNodes counts host
+    # hashes: NCCL_HOSTID splits one host), else the log's own node count
+    nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
     from_log = None if transport_asked else transport.asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
@@ -199,6 +205,16 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     except CclHealthError:
         pass
     ranks = res.nranks
+    if ranks is None and coll and res.rows:
+        # only some rank lines (or none): the busbw / algbw factor of the
+        # collective, else unknown (null), never one rank by default
+        try:
+            ranks = res.nranks = collectives.ranks_of_factor(
+                coll, [(m.algbw, m.busbw) for r in res.rows
+                       for m in (r.out_of_place, r.in_place) if m])
+        except CclHealthError:
+            ranks = None
+    ranks = ranks or ev.nranks_seen
     per_host = res.ranks_per_host
     if len(set(per_host.values())) > 1:
         # hosts holding different numbers of ranks: no one GPUs per node
@@ -298,7 +314,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     return {
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': res.format, 'source': res.source,
-        'collective': res.collective, 'nranks': res.nranks, 'hosts': hosts,
+        'collective': res.collective, 'nranks': ranks, 'hosts': hosts,
         'complete': res.complete, 'out_of_bounds': res.out_of_bounds,
         'avg_busbw': _num(res.avg_busbw), 'errors': res.errors,
         'json_error': res.json_error, 'notes': notes,

@@ -130,10 +130,61 @@ def test_fallback_without_channel_lines_per_rank():
     # every rank fell back: a plain fallback
     proof = D.prove('net-plugin', ev_of(lines[:2]))
     assert proof.proven == 'net-socket' and 'fell back' in proof.reason
-    # IB found: the fallback is to IB
+    # IB found and named as the communicator's network: the fallback is
+    # to IB
     lines = [info('h', 1, 0, 'NET/OFI aws-ofi-nccl initialization failed'),
-             info('h', 1, 0, 'NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:1<0>')]
+             info('h', 1, 0, 'NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:1<0>'),
+             info('h', 1, 0, 'Using network IB')]
     assert D.prove('net-plugin', ev_of(lines)).proven == 'net-ib'
+    # the plugin failed and no line says what NCCL used then: unknown,
+    # never a network named by default (issue 31.3)
+    for cut in (1, 2):
+        ev = ev_of(lines[:cut])
+        assert ev.ranks['h:1'].networks == set()
+        proof = D.prove('net-plugin', ev)
+        assert proof.proven is None and not proof.ok, proof
+        assert 'Socket' not in proof.reason and 'IB' not in proof.reason
+
+
+def test_a_plugin_failure_on_one_of_two_ranks_names_no_socket_for_it():
+    # rank 0's plugin failed to start and its log stops there; rank 1
+    # connected over the plugin: no socket is named for rank 0
+    lines = [info('h', 1, 0, 'NET/OFI aws-ofi-nccl initialization failed',
+                  kind='WARN'),
+             info('h', 2, 1, 'NET/Plugin: Loaded net plugin Libfabric (v10)'),
+             info('h', 2, 1, 'Channel 00/0 : 0[0] -> 1[1] [receive] via '
+                             'NET/Libfabric/0/GDRDMA')]
+    ev = ev_of(lines)
+    proof = D.prove('net-plugin-gdr', ev, nodes=2, expected_ranks=2)
+    assert 'Socket' not in proof.reason and proof.proven is None, proof
+
+
+def test_a_one_rank_run_names_no_fallback():
+    # "rank 0 nranks 1" and "Using network Socket" with a plugin asked: one
+    # rank connects nothing, its network is no fallback
+    lines = [info('h', 1, 0, 'NET/Plugin: No plugin found '
+                             '(libnccl-net-ofi.so)'),
+             info('h', 1, 0, 'Using network Socket'),
+             info('h', 1, 0, 'comm 0x1 rank 0 nranks 1 cudaDev 0 nvmlDev 0 '
+                             'busId 1000 commId 0x2 - Init COMPLETE')]
+    proof = D.prove(None, ev_of(lines))
+    assert proof.asked == 'net-plugin' and proof.proven is None
+    assert 'fell back' not in proof.reason
+
+
+def test_a_node_count_above_one_without_net_channels_is_not_intra():
+    # prefix-stripped lines (no host:pid), rank 0's init line says 4 nodes
+    # and only its intra-node channel lines are kept (issue 31.3)
+    lines = ['[0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 4 localRanks 4 '
+             'localRank 0 MNNVL 0',
+             '[0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read',
+             '[0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read']
+    ev = ev_of(lines)
+    assert ev.nnodes_seen == 4 and ev.nranks_seen == 16
+    for asked in ('net-plugin-gdr', 'net-socket', None):
+        proof = D.prove(asked, ev)
+        assert proof.proven is None and not proof.ok, (asked, proof)
+    assert 'not proven' in D.prove('net-plugin-gdr', ev).reason
 
 
 # -- the forms users paste ---------------------------------------------------

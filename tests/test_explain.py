@@ -211,11 +211,15 @@ def test_debug_logs_alone_prove_the_transport_and_do_not_judge_bandwidth():
         assert doc['transport']['proven'] == proven and doc['transport']['ok']
         assert 'debug log only' in doc['reason']
         assert 'bandwidth not judged' in doc['reason'] and not doc['rows']
-    # the fallback run's logs alone: sockets where the plugin was missing
+    # the fallback run's logs alone: sockets where the plugin was missing;
+    # the logs prove the fallback: failed, whatever the bandwidth (issue
+    # 31.2)
     rc, doc = doc_of(*files(*FALLBACK)[2:], '--transport', 'net-plugin')
-    assert rc == 2 and doc['transport']['proven'] == 'net-socket'
+    assert rc == 1 and doc['verdict'] == 'fallback'
+    assert doc['transport']['proven'] == 'net-socket'
     assert not doc['transport']['ok'] and 'fallback to net-socket' in \
         doc['reason']
+    assert doc['reason'].startswith('fallback: ')
 
 
 def test_the_script_wrapper():

@@ -45,10 +45,6 @@ LOGS_ALONE = [
      'net-socket', True, ('NET/Socket x16',)),
     ('rccl-debug_rdma-plugin-ucx_gdrdma_2node_rccl-issue-1261.log',
      'net-plugin-gdr', True, ('NCCL RDMA Plugin',)),
-    # the plugin was named by the environment (Plugin name set by env),
-    # loaded, and NCCL's builtin IB carried every channel: a fallback
-    ('nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log',
-     'net-ib', False, ('instead of the plugin', 'libnccl-net.so')),
     # the same plugin named on a one-node run that kept P2P/SHM on: intra
     ('nccl-debug_shm-intra_plugin-loaded_g6e-1node-4proc.log',
      'intra', True, ('SHM/direct x28', 'no network was needed')),
@@ -178,6 +174,12 @@ LOGS_THAT_FAILED = [
      'crash', 'net-ib', True, ("NCCL's builtin NET/IB, without GPUDirect "
                                "RDMA on any path (NET/IB x2)",),
      ('class internal', 'Call to ibv_create_cq failed')),
+    # the plugin was named by the environment (Plugin name set by env),
+    # loaded, and NCCL's builtin IB carried every channel: a fallback the
+    # log alone proves, failed whatever the bandwidth (issue 31.2)
+    ('nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log',
+     'fallback', 'net-ib', False, ('instead of the plugin', 'libnccl-net.so'),
+     ('fallback: fell back to', 'no output of the run')),
     # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
     # (retry exceeded, vendor err 129) from one peer; no channel line kept
     ('nccl-debug_ib-plugin_completion-status-12_nccl-issue-1405.log',
@@ -261,12 +263,14 @@ def test_a_training_log_that_lost_its_peer_over_efa_is_a_crash():
     assert 'remote process exited or there was a network error' in \
         doc['reason']
     assert 'fatal: connection' in doc['reason']
-    # the channels went over the plugin with GPUDirect RDMA, but the lines
-    # that loaded it are not in this part of the log: not proven whole
+    # the channels went over the plugin with GPUDirect RDMA; the lines
+    # that loaded it are not in this part of the log, the channel lines
+    # name it (issue 31.5): proven, and no fallback said
     t = doc['transport']
-    assert (t['proven'], t['ok']) == ('net-plugin-gdr', False), t
+    assert (t['proven'], t['ok']) == ('net-plugin-gdr', True), t
     assert 'NET/Libfabric/GDRDMA x4' in t['reason']
-    assert 'no "Loaded net plugin" line' in t['reason']
+    assert 'named by its channel lines' in t['reason']
+    assert 'fallback' not in doc['reason'] + t['reason']
     assert doc['versions']['nccl_version'] == '2.27.3'
 
 
@@ -412,3 +416,185 @@ def test_ib_with_gpudirect_rdma_on_some_paths_only_says_how_many():
     proof = debuglog.prove('net-ib', ev)
     assert proof.ok and 'GPUDirect RDMA on 1 of 2 network channel lines' \
         in proof.reason
+
+
+# -- issue 31: the world's logs, read as a person would ----------------------
+
+SIRIUS = ('nccl-debug_aws-libfabric-cxi_gdrdma-no-loaded-line_watchdog-'
+          'timeout_sirius-2node.log')
+POLARIS_LOG = 'nccl-debug_aws-libfabric-cxi_gdrdma_plugin-loaded_polaris-2node.log'
+POLARIS_SOCKET = 'nccl-debug_socket_default-no-plugin_polaris-2node.log'
+
+
+@pytest.mark.parametrize('name,hosts,words', [
+    # Perlmutter (Slingshot 11): AWS Libfabric with GPUDirect RDMA and the
+    # shared connections of alltoall on every network channel, no "Loaded
+    # net plugin" line in the excerpt (issue 31.5)
+    ('nccl-debug_aws-libfabric-cxi_gdrdma-shared-no-loaded-line_perlmutter_'
+     'nccl-tests-issue-139.log', 5, ('NET/AWS Libfabric/GDRDMA x9',)),
+    # srun's "[0] " before NCCL's own prefix: HPC-X's IBext_v8 with GDR
+    ('nccl-debug_srun-label-bracket_ibext-v8-gdrdma_h100_nccl-issue-1453.log',
+     1, ('plugin IBext_v8', 'NET/IBext_v8/GDRDMA x12')),
+    # a plugin whose name has spaces, "(0)" proxy ranks and /Shared
+    ('nccl-debug_rdma-plugin-v6_gdrdma-shared-no-loaded-line_2host_nccl-'
+     'tests-issue-321.log', 2, ('plugin NCCL RDMA Plugin v6',)),
+])
+def test_plugin_gdr_named_by_its_channels_is_proven_not_a_fallback(
+        name, hosts, words):
+    doc = doc_of(name)
+    t = doc['transport']
+    assert (t['asked'], t['proven'], t['ok']) == (
+        'net-plugin-gdr', 'net-plugin-gdr', True), t
+    assert 'named by its channel lines' in t['reason']
+    for w in words:
+        assert w in t['reason'], (w, t['reason'])
+    assert 'fallback' not in doc['reason'] and 'fell back' not in \
+        doc['reason']
+    assert len(doc['hosts']) == hosts and doc['verdict'] == 'could-not-check'
+    # only some ranks' lines: the rank count is unknown, not one rank
+    assert doc['nranks'] is None
+
+
+def test_the_polaris_cxi_logs_prove_the_plugin_with_gdr_and_sockets():
+    # Polaris (HPE Slingshot 11, cxi), 2 nodes x 4 A100: aws-ofi-nccl 1.6.0
+    # loaded, GDRDMA on every network channel; lines of two writers merged
+    # into one make no host of their own
+    doc = doc_of(POLARIS_LOG)
+    t = doc['transport']
+    assert (t['proven'], t['ok']) == ('net-plugin-gdr', True), t
+    assert doc['hosts'] == ['x3006c0s19b1n0', 'x3006c0s1b0n0']
+    assert doc['nranks'] == 8 and doc['verdict'] == 'could-not-check'
+    assert doc['versions']['provider'] == 'cxi'
+    assert doc['versions']['plugin_version'] == '1.6.0'
+    # the same job without the plugin: NCCL's sockets, proven as such
+    doc = doc_of(POLARIS_SOCKET)
+    assert (doc['transport']['proven'], doc['transport']['ok']) == (
+        'net-socket', True)
+    assert doc['verdict'] == 'could-not-check' and doc['nranks'] == 8
+    # asked for the plugin, the log alone proves the fallback: failed
+    doc = doc_of(POLARIS_SOCKET, transport_asked='net-plugin-gdr')
+    assert doc['verdict'] == 'fallback' and doc['exit_code'] == 1
+    assert doc['transport']['proven'] == 'net-socket'
+
+
+def test_a_watchdog_timeout_after_a_proven_transport_is_a_hang():
+    # ALCF Sirius (Slingshot, cxi), aws-ofi-nccl 1.9.1-aws with NCCL 2.20.5
+    # (no "Loaded net plugin" line), GDRDMA on every network channel; then
+    # PyTorch's watchdog: a collective that never completed
+    doc = doc_of(SIRIUS)
+    assert doc['verdict'] == 'hang' and doc['exit_code'] == 1
+    assert 'Watchdog caught collective operation timeout' in doc['reason']
+    t = doc['transport']
+    assert (t['proven'], t['ok']) == ('net-plugin-gdr', True), t
+    assert 'fallback' not in doc['reason']
+    assert doc['nranks'] == 8 and len(doc['hosts']) == 2
+    assert doc['versions']['plugin_version'] == '1.9.1-aws'
+
+
+@pytest.mark.parametrize('asked', [None, 'net-plugin-gdr', 'net-socket'])
+def test_a_window_of_one_rank_of_a_two_node_run_is_not_intra_node(asked):
+    # rank 6's lines of the Sirius job: "nRanks 8 nNodes 2" and its
+    # intra-node channels only: the network transport is not proven, never
+    # intra-node, never a fallback (issue 31.3)
+    name = 'nccl-debug_one-rank-window_nnodes2-p2p-only_sirius.log'
+    doc = doc_of(name, transport_asked=asked)
+    t = doc['transport']
+    assert t['proven'] is None and not t['ok'], t
+    assert '2-node run but no network channel understood' in t['reason']
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+
+
+@pytest.mark.parametrize('asked', [None, 'net-plugin-gdr'])
+def test_prefix_less_cxi_lines_of_two_nodes_before_any_channel(asked):
+    # "[0] NCCL INFO" lines of aws-ofi-nccl 1.6.0 over cxi, "nRanks 2 nNodes
+    # 2", no channel line: not proven, no socket named, no fallback
+    name = ('nccl-debug_prefix-less_cxi-aws-ofi-nccl_nnodes2-no-channels_aws-'
+            'ofi-nccl-issue-801.log')
+    doc = doc_of(name, transport_asked=asked)
+    assert doc['verdict'] == 'could-not-check'
+    assert doc['transport']['proven'] is None
+    assert 'Socket' not in doc['transport']['reason']
+    assert doc['nranks'] == 2 and doc['hosts'] == []
+    assert doc['versions']['provider'] == 'cxi'
+
+
+def test_an_indented_kubernetes_mpijob_log_over_sockets():
+    name = 'nccl-debug_k8s-indent-tag-output_socket_2pod_aws-k8s-tester-pr-464.log'
+    doc = doc_of(name)
+    assert (doc['transport']['proven'], doc['transport']['ok']) == (
+        'net-socket', True)
+    assert doc['hosts'] == ['multi-node-nccl-test-worker-0',
+                            'multi-node-nccl-test-worker-1']
+    assert doc['nranks'] == 2
+
+
+def test_indented_tag_output_rows_without_a_header_are_read():
+    name = 'nccl-tests_k8s-indent-tag-output_rows-only_p5_aws-k8s-tester-pr-585.txt'
+    doc = doc_of(name, exit_status=0)
+    assert doc['files'][0]['kind'] == 'output'
+    assert [r['size'] for r in doc['rows']] == [8, 16, 32, 64, 128]
+    assert doc['verdict'] == 'incomplete' and doc['nranks'] is None
+
+
+POLARIS = 'nccl-tests_all_reduce_polaris-8node-32rank_nccl-net-aws-libfabric-cxi.txt'
+POLARIS_DEFAULT = 'nccl-tests_all_reduce_polaris-8node-32rank_default-env.txt'
+
+
+def test_the_polaris_tables_read_whole():
+    for name, ranks, hosts in ((POLARIS, 32, 8), (POLARIS_DEFAULT, 32, 8), (
+            'nccl-tests_all_reduce_polaris-128node-512rank.txt', 512, 128)):
+        doc = doc_of(name, exit_status=0)
+        assert doc['complete'] and doc['nranks'] == ranks, name
+        assert len(doc['hosts']) == hosts and len(doc['rows']) == 29
+        assert doc['out_of_bounds'] == 0
+        # no debug log: never a pass
+        assert doc['verdict'] == 'could-not-check'
+
+
+def test_a_run_far_below_its_reference_fails_without_a_proof(tmp_path):
+    # the reference of the key: Polaris' 8 x 4 A100 all_reduce with the
+    # plugin (its own run); the default environment's run (sockets on
+    # Slingshot, 4x slower at 1 GiB) given as that key: a measured
+    # shortfall, whatever the (missing) proof says (issue 31.1)
+    import yaml
+    res = nccltests.parse_text(open(pub(POLARIS)).read())
+    ref = {'system': 'polaris', 'partitions': {'gpu': {'entries': [{
+        'transport': 'net-plugin-gdr', 'collective': 'all_reduce',
+        'nodes': 8, 'gpus_per_node': 4, 'tolerance': 0.2,
+        'source': 'test: the NCCL_NET="AWS Libfabric" run',
+        'busbw': {r.size: r.busbw for r in res.rows
+                  if r.size >= 1 << 24}}]}}}
+    path = tmp_path / 'polaris.yaml'
+    path.write_text(yaml.safe_dump(ref))
+    doc = doc_of(POLARIS_DEFAULT, reference_file=str(path),
+                 transport_asked='net-plugin-gdr', exit_status=0,
+                 collective='all_reduce')
+    assert doc['verdict'] == 'below-reference' and doc['exit_code'] == 1
+    assert 'transport not proven: ' in doc['reason']
+    assert 'fallback' not in doc['reason']
+    # the plugin run itself against its own numbers: no failure, no pass
+    doc = doc_of(POLARIS, reference_file=str(path),
+                 transport_asked='net-plugin-gdr', exit_status=0,
+                 collective='all_reduce')
+    assert doc['verdict'] == 'could-not-check'
+
+
+def test_a_two_node_a100_run_that_failed_before_its_table_is_a_crash():
+    # ALCF Sophia (DGX A100), 2 nodes x 8 under Open MPI's prterun: the
+    # rank lines, then "Test NCCL failure ... unhandled system error"
+    doc = doc_of('nccl-tests_all_reduce_sophia-dgx-a100-2node-16rank.txt')
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert doc['nranks'] == 16 and doc['hosts'] == ['sophia-gpu-04',
+                                                    'sophia-gpu-09']
+    assert "Test NCCL failure common.cu:1012" in doc['reason']
+
+
+def test_the_gb200_excerpt_counts_its_ranks_by_the_factor():
+    # only "Rank 71" is printed: not one rank; the all_reduce factor
+    # 2(n-1)/n of its busbw / algbw says 72 (issue 31.4)
+    name = ('nccl-tests_all_reduce_gb200-nvl72-1rack-72rank_excerpt_coreweave-'
+            'nccl-tests.txt')
+    assert nccltests.parse_text(open(pub(name)).read()).nranks is None
+    assert doc_of(name, exit_status=0)['nranks'] is None
+    assert doc_of(name, exit_status=0, collective='all_reduce')[
+        'nranks'] == 72

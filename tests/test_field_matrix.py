@@ -58,6 +58,13 @@ HEALTHY_PUBLISHED = [
     'nccl-tests_all_reduce_h200-8gpu-1node_476gbps_azure-h200-debian-doc.txt',
     'rccl-tests_all_reduce_mi300x_aac10_2node.txt',
     'rccl-tests_all_reduce_mi300x_aac8_1node.txt',
+    # issue 31: ALCF Polaris (HPE Slingshot 11, cxi), 8 nodes x 4 A100
+    # with NCCL_NET="AWS Libfabric" and with the default environment, and
+    # 128 nodes x 4 A100 (512 ranks)
+    'nccl-tests_all_reduce_polaris-8node-32rank_nccl-net-aws-libfabric-'
+    'cxi.txt',
+    'nccl-tests_all_reduce_polaris-8node-32rank_default-env.txt',
+    'nccl-tests_all_reduce_polaris-128node-512rank.txt',
 ]
 #: the project's own healthy device captures (one H200 node, 2 GPUs)
 HEALTHY_CAPTURES = ['intra', 'net-socket', 'net-plugin', 'coll-all_gather',

@@ -44,12 +44,14 @@ def test_real_pair_step_output_is_judged_a_pass(name, size):
     assert v is Verdict.PASS and busbw == pytest.approx(1.86)
     # with its NCCL lines (its debug log, where it has channel lines):
     # these runs were two ranks of one VM ('vm', NCCL_HOSTID per rank), so
-    # a two-node step cannot call the other node proven
+    # a two-node step cannot call the other node proven: not proven, and
+    # no fallback either (what the log does not show is unknown, issue 31.3)
     text = read(name)
     for cfg in (FleetConfig(), FleetConfig(transport='net-socket')):
         v, why, _ = judge_step(Raw(step, 0, text), size, 120, cfg)
         if ' via NET/' in text:
-            assert v is Verdict.FALLBACK and 'only 1 host(s) (vm)' in why
+            assert v is Verdict.COULD_NOT_CHECK and \
+                'only 1 host(s) (vm)' in why
         else:
             assert v is Verdict.PASS, why
     # a fleet that asks for proof: a table without a debug log is not one

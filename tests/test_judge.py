@@ -339,3 +339,85 @@ def test_ib_faults_on_a_net_probe_fail():
     j = judge(net_case(['NET/IB : Unable to open device mlx5_4',
                         'NET/IB : Unable to query port_num 2']))
     assert j.verdict is Verdict.PASS, j.reason
+
+
+# -- issue 31: failures named whatever the proof --------------------------
+
+def _scaled(text, by):
+    """The capture with every busbw / algbw divided by ``by`` (a run far
+    below its reference at every size)."""
+    out = []
+    for line in text.splitlines(True):
+        toks = line.split()
+        if len(toks) >= 13 and toks[0].isdigit() and toks[1].isdigit():
+            for i in (6, 7, 10, 11):
+                toks[i] = f'{float(toks[i]) / by:.2f}'
+            line = '  '.join(toks) + '\n'
+        out.append(line)
+    return ''.join(out)
+
+
+def _unproven(c, proof=None):
+    for a in c.attempts:
+        a.proof = proof
+    return c
+
+
+def test_a_measured_shortfall_is_below_reference_whatever_the_proof():
+    # 23x below the reference at every size: only a pass needs the proof
+    slow = _scaled(_intra(), 23)
+    for proof in (None, debuglog.Proof('intra', None, False,
+                                       'no channel lines in the logs')):
+        j = judge(_unproven(case(slow), proof))
+        assert j.verdict is Verdict.BELOW_REFERENCE, j.reason
+        assert 'transport not proven: ' in j.reason
+    j = judge(_unproven(case(slow)))
+    assert 'transport not proven: no debug log' in j.reason
+    # the healthy numbers without a proof: still no pass
+    j = judge(_unproven(case()))
+    assert j.verdict is Verdict.COULD_NOT_CHECK
+    # a proven fallback says more than the shortfall
+    fb = debuglog.Proof('net-plugin', 'net-socket', False, 'fell back')
+    assert judge(_unproven(case(slow), fb)).verdict is Verdict.FALLBACK
+
+
+def test_a_log_alone_that_proves_a_fallback_is_a_fallback():
+    c = case()
+    c.attempts[0].result = None
+    c.attempts[0].proof = debuglog.Proof(
+        'net-plugin', 'net-socket', False, 'fell back to NET/Socket instead '
+        'of the plugin (NET/Socket x4)')
+    j = judge(c)
+    assert j.verdict is Verdict.FALLBACK and 'no output of' in j.reason
+    # a log alone that proves nothing: not judged
+    c.attempts[0].proof = debuglog.Proof('net-plugin', None, False, 'none')
+    assert judge(c).verdict is Verdict.COULD_NOT_CHECK
+
+
+WARN_CONNECTION = ('h:1:2 [0] misc/socket.cc:58 NCCL WARN socketProgress: '
+                   'Connection closed by remote peer h2<44312>')
+
+
+def test_an_output_that_stops_after_a_fatal_warn_is_a_crash_or_a_hang():
+    lines = _intra().splitlines(True)
+    first = next(i for i, ln in enumerate(lines)
+                 if ln.split() and ln.split()[0].isdigit())
+    # the header, then the WARN, no row: the run failed (crash)
+    text = ''.join(lines[:first]) + WARN_CONNECTION + '\n'
+    for rc in (None, 0):
+        j = judge(case(text, rc=rc))
+        assert j.verdict is Verdict.CRASH, j.reason
+        assert 'before any result row' in j.reason
+    # rows, then the WARN and nothing more: it started, then stopped (hang)
+    text = ''.join(lines[:first + 5]) + WARN_CONNECTION + '\n'
+    j = judge(case(text, rc=None))
+    assert j.verdict is Verdict.HANG and 'stopped after 5 size(s)' in \
+        j.reason
+    # an error line or an exit status says it ended: a crash
+    assert judge(case(text, rc=1)).verdict is Verdict.CRASH
+    # "Error: network AWS Libfabric not found." (NCCL_NET names a network
+    # that is not there: ncclInvalidUsage) is a plugin's init failure
+    text = ''.join(lines[:first]) + ('h:1:2 [0] net.cc:285 NCCL WARN Error: '
+                                      'network AWS Libfabric not found.\n')
+    j = judge(case(text, rc=None))
+    assert j.verdict is Verdict.FALLBACK and 'plugin-init' in j.reason

@@ -550,3 +550,84 @@ def test_json_devices_give_each_ranks_process():
                         'cap', 'net-socket', 'result.json')
     res = nccltests_json.parse_json(open(path).read(), path)
     assert res.rank_pids == [25615, 25616]
+
+
+# -- issue 31.4: tables as people paste them ---------------------------------
+
+_HEAD = ('# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup '
+         'iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n'
+         '#\n# Using devices\n'
+         '#  Rank  0 Group  0 Pid   1001 on      node1 device  0 [0x07] X\n'
+         '#  Rank  1 Group  0 Pid   1002 on      node1 device  1 [0x0b] X\n'
+         '#\n'
+         '#       size         count      type   redop    root     time   '
+         'algbw   busbw #wrong     time   algbw   busbw #wrong\n'
+         '#        (B)    (elements)                               (us)  '
+         '(GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n')
+_ROWS = ('           8             2     float     sum      -1    12.90    '
+         '0.00    0.00      0    12.87    0.00    0.00      0\n'
+         '          16             4     float     sum      -1    12.88    '
+         '0.00    0.00      0    12.83    0.00    0.00      0\n')
+_TAIL = '# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n#\n'
+
+
+def _read(text):
+    return nccltests.parse_text(text)
+
+
+def test_data_rows_behind_a_hash_are_rows():
+    text = _HEAD + ''.join('#' + ln[1:] for ln in _ROWS.splitlines(True)) + \
+        _TAIL
+    res = _read(text)
+    assert [r.size for r in res.rows] == [8, 16] and res.complete
+
+
+@pytest.mark.parametrize('prefix', ['0: ', '  0: ', '[0] ', '[1,0]<stdout>:',
+                                    '        [1,0]<stdout>:',
+                                    '2024-05-01T12:00:00.123456789Z ',
+                                    '[pod/nccl-tests-launcher-x2k/mpi] ',
+                                    '2024-05-01T12:00:00.123456789Z 0: '])
+def test_launcher_and_collector_prefixes(prefix):
+    text = ''.join(prefix + ln for ln in (_HEAD + _ROWS + _TAIL)
+                   .splitlines(True))
+    res = _read(text)
+    assert [r.size for r in res.rows] == [8, 16], prefix
+    assert res.complete and res.nranks == 2 and res.hosts == ['node1']
+
+
+def test_a_row_cut_by_an_interleaved_debug_line_is_joined():
+    first, second = _ROWS.splitlines(True)
+    cut = first.index('   12.90')
+    text = (_HEAD + first[:cut] + '\n'
+            'node1:1001:1010 [0] NCCL INFO Connected all rings\n' +
+            first[cut:] + second + _TAIL)
+    res = _read(text)
+    assert [r.size for r in res.rows] == [8, 16] and res.complete
+    assert res.rows[0].out_of_place.time_us == 12.90
+
+
+def test_some_rank_lines_do_not_count_the_ranks():
+    # "Rank  1" alone (a pasted excerpt): not one rank; NCCL's own lines
+    # in the text name the communicator's size
+    lines = _HEAD.splitlines(True)
+    text = ''.join(ln for ln in lines if 'Rank  0' not in ln) + _ROWS + _TAIL
+    res = _read(text)
+    assert res.nranks is None and res.ranks_per_host == {}
+    res = _read(text + 'node1:1002:1010 [1] NCCL INFO comm 0x1 rank 1 nranks '
+                       '16 cudaDev 1 busId 1000 - Init COMPLETE\n')
+    assert res.nranks == 16
+    # the first ranks' lines only, and NCCL says more: its count
+    res = _read(_HEAD + _ROWS + 'node1:1002:1010 [1] NCCL INFO comm 0x1 rank 1 '
+                'nRanks 16 nNodes 2 localRanks 8 localRank 1 MNNVL 0\n' + _TAIL)
+    assert res.nranks == 16 and res.ranks_per_host == {}
+
+
+def test_the_rank_count_of_the_busbw_factor():
+    from ccl_health.evidence import collectives as C
+    # all_reduce: busbw = algbw x 2(n-1)/n, printed with two decimals
+    assert C.ranks_of_factor('all_reduce', [(100.0, 175.0)]) == 8
+    assert C.ranks_of_factor('all_gather', [(80.0, 70.0)]) == 8
+    # a factor that does not depend on n, or too little to tell: unknown
+    assert C.ranks_of_factor('broadcast', [(10.0, 10.0)]) is None
+    assert C.ranks_of_factor('all_reduce', [(0.5, 0.9)]) is None
+    assert C.ranks_of_factor('all_reduce', [(2.0, 3.98)]) is None

@@ -180,11 +180,17 @@ def test_published_rccl_ucx_log_half_gdr_without_plugin_line():
     ev = published('rccl-debug_ucx-plugin_mixed-gdr_2node_rccl-issue-502.log')
     assert ev.via == {'NET/UCX/GDRDMA': 4, 'NET/UCX': 4}
     assert ev.proven() == 'net-plugin'         # send side without GDR
-    assert ev.plugin_name is None               # the excerpt names none
-    for asked in ('net-plugin', 'net-plugin-gdr'):
-        proof = transport.prove(asked, ev, nodes=2)
-        assert not proof.ok
-        assert 'no "Loaded net plugin" line' in proof.reason
+    # no "Loaded net plugin" line in the excerpt: the channels name the
+    # plugin's network (only a plugin prints a name NCCL does not build in)
+    assert ev.plugin_loaded is None and ev.plugin_name == 'UCX'
+    proof = transport.prove('net-plugin', ev, nodes=2)
+    assert proof.ok and proof.proven == 'net-plugin', proof
+    assert 'named by its channel lines' in proof.reason
+    assert 'fallback' not in proof.reason and 'fell back' not in proof.reason
+    # GPUDirect RDMA on the receive side only: not the plugin with GDR
+    proof = transport.prove('net-plugin-gdr', ev, nodes=2)
+    assert not proof.ok and proof.proven == 'net-plugin'
+    assert 'without GPUDirect RDMA on 4 of 8' in proof.reason
 
 
 def test_published_libfabric_v10_without_gdr():

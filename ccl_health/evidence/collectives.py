@@ -116,6 +116,40 @@ def busbw_factor(collective, nranks):
     return COLLECTIVES[canonical(collective)].factor(nranks)
 
 
+def ranks_of_factor(collective, pairs, half_unit=0.005, most=1 << 20):
+    """The rank count whose busbw / algbw factor of ``collective`` every
+    ``(algbw, busbw)`` of ``pairs`` shows, as nccl-tests prints them
+    (``%.2f``: each within ``half_unit``), or None when the numbers allow
+    no single count (a factor that does not depend on it, values too small
+    or too close to tell counts apart)."""
+    factor = COLLECTIVES[canonical(collective)].factor
+    if factor(2) == factor(most):
+        return None
+    lo, hi = 1, most
+    for a, b in pairs:
+        if a is None or b is None or not a >= 1.0 or not b >= 0:
+            continue
+        f_lo = (b - half_unit) / (a + half_unit)
+        f_hi = (b + half_unit) / (a - half_unit)
+        lo = max(lo, _first(factor, lambda f: f >= f_lo, lo, most))
+        hi = min(hi, _first(factor, lambda f: f > f_hi, lo, most + 1) - 1)
+        if lo > hi:
+            return None
+    return lo if lo == hi else None
+
+
+def _first(factor, ok, lo, hi):
+    """The smallest n in lo..hi with ``ok(factor(n))`` (``factor`` grows
+    with n), else hi."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(factor(mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def busbw(algbw, collective, nranks):
     """Bus bandwidth from algorithm bandwidth (same unit)."""
     return algbw * busbw_factor(collective, nranks)

@@ -103,6 +103,9 @@ _CHANNEL_RANKS = re.compile(r' : (\d+)\[[^\]]*\] -> (\d+)\[[^\]]*\]'
 #: "comm 0x.. rank 0 nranks 16 cudaDev 0 ... Init COMPLETE",
 #: "ncclCommInitRank comm 0x.. rank 0 nranks 16", "rank 0 nRanks 16 nNodes 2"
 _RANK_OF = re.compile(r'\brank (\d+) nranks (\d+)', re.IGNORECASE)
+#: "comm %p rank %d nRanks %d nNodes %d localRanks %d" (src/init.cc, NCCL
+#: 2.12 and later; RCCL alike): the nodes of the communicator
+_NNODES = re.compile(r'\bnRanks (\d+) nNodes (\d+)')
 #: the environment NCCL echoes: "NCCL_NET set by environment to IB"
 _ENV_ECHO = re.compile(r'\b((?:NCCL|RCCL)_\w+) set by environment to (.*?)\s*$')
 #: the plugin named by the environment (NCCL 2.2x: "NET/Plugin: Plugin name
@@ -113,8 +116,8 @@ _PLUGIN_ENV = re.compile(r'Plugin name set by env to (\S+)')
 #: for TUNER, PROFILER, ENV, ...): not the net plugin
 _OTHER_PLUGIN = re.compile(r'\b(?:TUNER|PROFILER|ENV|GIN)/Plugin\b')
 #: a plugin looked for and not found, by the name NCCL tried
-_PLUGIN_NOT_FOUND = re.compile(r'(?:No plugin found \(|Could not find:? ?)'
-                               r'([^\s()]+)')
+_PLUGIN_NOT_FOUND = re.compile(r'(?:No plugin found \(|Could not find:? ?|'
+                               r'Plugin load \(|when loading )([^\s()]+)')
 #: the names NCCL/RCCL try when nobody asked for a plugin
 _DEFAULT_PLUGIN_NAMES = ('libnccl-net.so', 'librccl-net.so', 'nccl-net.so',
                          'libnccl-net-none.so')
@@ -186,17 +189,16 @@ class RankEvidence:
     def networks(self):
         """The networks this rank used: the names on its ``via NET/`` lines,
         or (a rank without network channels) its "Using network", else
-        what its plugin lines say: a plugin that failed to start leaves
-        NCCL's builtin IB (when it found devices) or sockets; a rank seen
-        only through its ``NET/OFI`` lines used the plugin."""
+        what its plugin lines say: a rank seen only through its ``NET/OFI``
+        lines used the plugin.  A plugin that failed to start names no
+        network by itself: what NCCL used then is unknown until a line says
+        it (never sockets by default)."""
         names = {k.split('/')[1] for k in self.net_paths}
         if not names and self.using_network:
             names = {self.using_network}
-        if not names and not self.via:
-            if self.fell_back_line:
-                names = {'IB' if self.ib_seen else 'Socket'}
-            elif self.ofi_seen or self.plugin_loaded:
-                names = {self.plugin_loaded or 'OFI plugin'}
+        if not names and not self.via and not self.fell_back_line and \
+                (self.ofi_seen or self.plugin_loaded):
+            names = {self.plugin_loaded or 'OFI plugin'}
         return names
 
 
@@ -245,6 +247,9 @@ class Evidence:
     plugin_asked: Optional[str] = None
     #: the rank count the lines name ("rank 0 nranks 16")
     nranks_seen: Optional[int] = None
+    #: the node count the lines name ("rank 0 nRanks 16 nNodes 4"): a run
+    #: of several nodes whatever channel lines the log happens to show
+    nnodes_seen: Optional[int] = None
 
     @property
     def versions_by_rank(self):
@@ -263,7 +268,9 @@ class Evidence:
     def plugin_name(self):
         """The plugin NCCL loaded: its "Loaded net plugin" line, or (NCCL
         before 2.12, and the newest plugin API of 2.18-2.23, printed none)
-        a "Using network" that is not built in."""
+        a "Using network" that is not built in, else the network of its
+        channel lines (``via NET/<name>/...`` with a name that is not
+        built in: only a plugin prints one)."""
         if self.plugin_loaded:
             return self.plugin_loaded
         for rank in self.ranks.values():
@@ -271,7 +278,14 @@ class Evidence:
                 return rank.using_network
         if self.using_network and self.using_network not in BUILTIN_NETS:
             return self.using_network
-        return None
+        return self.plugin_of_channels
+
+    @property
+    def plugin_of_channels(self):
+        """The one non-builtin network name of the channel lines, else
+        None."""
+        names = {k.split('/')[1] for k in self.net_paths} - set(BUILTIN_NETS)
+        return names.pop() if len(names) == 1 else None
 
     @property
     def net_paths(self):
@@ -437,6 +451,9 @@ def _feed_asked(ev, text, pm, source):
         if pm or source:
             _rank(ev, pm, source).ids.add(int(m.group(1)))
         ev.nranks_seen = max(ev.nranks_seen or 0, int(m.group(2)))
+    m = _NNODES.search(text)
+    if m:
+        ev.nnodes_seen = max(ev.nnodes_seen or 0, int(m.group(2)))
     m = _ENV_ECHO.search(text)
     if m:
         ev.env.setdefault(m.group(1), m.group(2).rstrip('.'))
@@ -496,7 +513,33 @@ def _feed_plugin(ev, text, pm, source):
         rank.failures_since_load.append(m.group(1))
 
 
+def _merged_hosts(ev):
+    """The host names of the logger prefixes that are no host: the start of
+    one host's line and the rest of another's, written at once by
+    concurrent writers (``x3006c0s19b1`` + ``x3006c0s1b0n0``, or ``x`` +
+    ``n0``): a name made of the start of a host's name and the end of a
+    host's name, whose pids are all other hosts' too."""
+    hosts = list(ev.hosts)
+    pids = {}
+    for rank in ev.ranks.values():
+        host = rank.key.rsplit(':', 1)[0]
+        pids.setdefault(host, set()).add(rank.pid)
+    out = set()
+    for h in hosts:
+        others = [o for o in hosts if o != h]
+        if not pids.get(h) or not pids[h] <= set().union(
+                *[pids.get(o, set()) for o in others]):
+            continue
+        if any(h[:i] == o[:i] and any(x.endswith(h[i:]) for x in others)
+               for o in others for i in range(1, min(len(h), len(o)))):
+            out.add(h)
+    return out
+
+
 def _aggregate(ev):
+    merged = _merged_hosts(ev)
+    if merged:
+        ev.hosts[:] = [h for h in ev.hosts if h not in merged]
     ranks = list(ev.ranks.values())
     ev.plugin_loaded = next((r.plugin_loaded for r in ranks
                              if r.plugin_loaded), None)

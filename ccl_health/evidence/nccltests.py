@@ -41,12 +41,17 @@ _NUM = r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)'
 # prefixes that launchers and log collectors put before every line
 _PREFIXES = (
     # Open MPI's --tag-output: "[1,0]<stdout>:"
-    re.compile(r'^\[\d+,\d+\]<std(?:out|err)>:\s?'),
+    # (indented where a Kubernetes job's log is quoted)
+    re.compile(r'^\s*\[\d+,\d+\]<std(?:out|err)>:\s?'),
     # timestamps: "2024-05-01T12:00:00.123Z ", "[2024-05-01 12:00:00] "
     re.compile(r'^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?'
                r'(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+'),
-    # srun --label: "0: ", "12: "
+    # srun --label: "0: ", "12: ", "  0: "; MPICH / srun tags "[0] " (a
+    # "[0] NCCL INFO" line stays one of NCCL's: _NCCL_LOG reads it bare)
     re.compile(r'^\s*\d+:\s'),
+    re.compile(r'^\s*\[\d+\]\s(?!\s*[NR]CCL )'),
+    # kubectl logs --prefix: "[pod/nccl-worker-0/mpi] "
+    re.compile(r'^\[(?:pod|job|deployment)/[^\]\s]+\]\s'),
 )
 # pdsh / kubectl / a collector: "host: " before what the program prints
 _HOST_PREFIX = re.compile(r'^[A-Za-z][\w.-]*:\s+')
@@ -82,7 +87,11 @@ _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
 _REDUCED = re.compile(r'^#\s*Reducing maxBytes to (\d+)')
 _LAST_ERROR = re.compile(r'^#\s*error:\s*(.*)$')
-_TIMEOUT = re.compile(r'Test timeout \((\d+)s\)')
+#: the program's own timeout (nccl-tests -T), and PyTorch's
+#: ProcessGroupNCCL watchdog ("Watchdog caught collective operation
+#: timeout: WorkNCCL(...)"): an operation that never completed, a hang
+_TIMEOUT = re.compile(r'Test timeout \((\d+)s\)|Watchdog caught collective '
+                      r'operation timeout')
 # what nccl-tests, rccl-tests, NCCL/RCCL, the HIP/CUDA runtime and MPI
 # print when the program failed (a launcher's own messages are not: the
 # exit status tells those)
@@ -100,6 +109,8 @@ TEST_ERROR = re.compile(
     r'\bTest (?:NCCL|CUDA|HIP) failure\b|\bTest failure\b|'
     r'\bNCCL failure \S+\.cu:\d+|Test timeout|#wrong=')
 _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
+#: the start of a data row: size, count, type
+_ROW_START = re.compile(r'^\d+\s+\d+\s+[A-Za-z]\w*\b')
 _TIME = re.compile(r'^\d{2}:\d{2}:\d{2}$')
 _COUNT = re.compile(r'^-?\d+$')
 
@@ -224,10 +235,16 @@ def _parse_row(line, delta_col=False, per_iter=False):
     return Row(size, count, dtype, redop, root, ms[0], ms[1])
 
 
-def _strip_nccl_log(lines, warn_lines=None):
+#: the communicator's size on NCCL's own lines ("rank 0 nranks 16",
+#: "rank 0 nRanks 16 nNodes 2"): src/init.cc
+_LOG_NRANKS = re.compile(r'\brank \d+ nranks (\d+)', re.I)
+
+
+def _strip_nccl_log(lines, warn_lines=None, sizes=None):
     """Yield the lines of ``lines`` without prefixes and with NCCL's own
     log lines removed, joining a table row that a log line cut in two.
-    NCCL WARN lines go to ``warn_lines``."""
+    NCCL WARN lines go to ``warn_lines``; the communicator sizes NCCL's
+    lines name go to ``sizes``."""
     pending = ''
     for line in lines:
         line = strip_prefixes(line)
@@ -235,6 +252,9 @@ def _strip_nccl_log(lines, warn_lines=None):
         if m:
             if m.group(1) in ('WARN', 'ERROR') and warn_lines is not None:
                 warn_lines.append(line[m.start():].strip())
+            n = _LOG_NRANKS.search(line)
+            if n and sizes is not None:
+                sizes.append(int(n.group(1)))
             head = line[:m.start()]
             if not _BARE_HOST.match(head):     # a row cut by the log line
                 pending += head
@@ -245,14 +265,36 @@ def _strip_nccl_log(lines, warn_lines=None):
         yield pending
 
 
-def _finish(res):
+def _rank_count(res, logged):
+    """The communicator's size: the rank lines where they cover ranks 0 ..
+    n-1 (a rank printed twice is two processes that each ran alone: the
+    distinct ranks); else, where only some were pasted, the size NCCL's own
+    lines name (``logged``), the busbw / algbw factor of the collective
+    (:func:`ccl_health.evidence.collectives.ranks_of_factor`), or None:
+    unknown, never one rank by default."""
+    ids = set(res.rank_ids)
+    if res.devices and (res.repeated_ranks or not res.rank_ids or
+                        ids == set(range(len(ids)))):
+        if not (logged and max(logged) > len(ids) and not res.repeated_ranks):
+            return len(ids) if res.repeated_ranks else len(res.devices)
+    res.rank_lines_partial = bool(res.devices)
+    if logged:
+        return max(logged)
+    if res.collective and res.rows:
+        from ccl_health.evidence import collectives
+        pairs = [(m.algbw, m.busbw) for r in res.rows
+                 for m in (r.out_of_place, r.in_place) if m is not None]
+        try:
+            return collectives.ranks_of_factor(res.collective, pairs)
+        except CclHealthError:
+            return None
+    return None
+
+
+def _finish(res, logged=()):
     """What can be known only once everything is read: rank count, the
     wrong-ness of ``error`` columns, the format."""
-    if res.devices:
-        # a rank printed twice is two processes that each ran alone: the
-        # communicator held the distinct ranks only
-        res.nranks = (len(set(res.rank_ids)) if res.repeated_ranks
-                      else len(res.devices))
+    res.nranks = _rank_count(res, list(logged))
     for row in res.rows:
         for m in (row.out_of_place, row.in_place):
             if m is None or m.max_delta is None:
@@ -280,14 +322,29 @@ def _run_header(res, m):
 def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
     res = SweepResult(source='text', closed=False)
-    warns = []
+    warns, logged = [], []
     saw_avg = per_iter = False
-    for line in _strip_nccl_log(text.splitlines(), warns):
+    head = ''            # the start of a row that a line break cut
+    for line in _strip_nccl_log(text.splitlines(), warns, logged):
         s = line.strip()
         if not s:
             continue
+        if head:
+            row = _parse_row(head + ' ' + s, res.check_column == 'error',
+                             per_iter)
+            head = ''
+            if row:
+                res.rows.append(row)
+                continue
         if _HASHLESS.match(s):
             s = '# ' + s
+        if s.startswith('#') and _ROW_START.match(s.lstrip('#').strip()):
+            # a data row pasted behind a '#' (a commented or typeset table)
+            row = _parse_row(s.lstrip('#').strip(),
+                             res.check_column == 'error', per_iter)
+            if row:
+                res.rows.append(row)
+                continue
         if s.startswith('#'):
             m = _RUN_HEADER.match(s)
             if m:
@@ -360,12 +417,14 @@ def parse_text(text):
             res.rows.append(row)
         elif _ERROR.search(s):
             res.errors.append(s)
+        elif _ROW_START.match(s) and res.check_column is not None:
+            head = s          # joined with the rest of the row that follows
     res.errors.extend(w for w in warns if _ERROR.search(w))
     if saw_avg and text and not text.endswith(('\n', '\r')) and \
             _AVG.match(strip_prefixes(text.splitlines()[-1]).strip()):
         saw_avg = False            # the output was cut inside that line
     res.closed = res.out_of_bounds is not None and saw_avg
-    return _finish(res)
+    return _finish(res, logged)
 
 
 def parse(stdout_text, json_text=None, origin='<output>'):

@@ -98,6 +98,8 @@ def _no_channel_fallback(asked, t, ev):
     """A proof from ranks that connected no channel but show where NCCL
     went (a plugin that failed to start, ``Using network Socket``,
     ``NET/OFI`` lines only), or None when none shows anything."""
+    if ev.nranks_seen == 1:
+        return None        # one rank connects nothing: it needs no network
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
     if ev.plugin_asked:
         # the plugin asked for was not found: NCCL's own network instead
@@ -157,6 +159,8 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
         asked = from_log = asked_from_log(ev)
     if asked is None:
         asked = ev.proven()
+        if asked == 'intra' and _nodes(ev, nodes) > 1:
+            return Proof(None, None, False, _no_net_lines(ev, nodes))
         if asked is None:
             said = sorted({n for r in ev.ranks.values() for n in r.networks})
             shown = (f' (they name {", ".join(said)}, but no connection '
@@ -179,6 +183,20 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
     if from_log:
         proof.reason += f' (asked {from_log}: {_asked_why(ev, from_log)})'
     return _every_rank(proof, ev, expected_ranks)
+
+
+def _nodes(ev, nodes):
+    """The nodes of the run: those given, or more where the log's own
+    init lines say so ("nRanks 16 nNodes 4", NCCL's count of host hashes):
+    a run of several nodes whatever channel lines the log happens to show,
+    never intra-node by their absence."""
+    return max(nodes, getattr(ev, 'nnodes_seen', None) or 1)
+
+
+def _no_net_lines(ev, nodes):
+    return (f'{_nodes(ev, nodes)}-node run but no network channel understood '
+            f'in the log ({_describe(ev.via)}): the network transport is not '
+            f'proven')
 
 
 def _every_rank(proof, ev, expected_ranks):
@@ -223,12 +241,10 @@ def _prove(t, ev, nodes):
                      'no channel was connected (no "via" lines in the NCCL '
                      'debug log): the run stopped before NCCL set up its '
                      'transports')
-    if nodes > 1 and not ev.net_paths:
-        return Proof(asked, None, False,
-                     f'{nodes}-node run but no network channel understood '
-                     f'in the log ({seen})')
+    if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
+        return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
-        return Proof(asked, proven, False,
+        return Proof(asked, None, False,
                      f'{nodes}-node run but debug logs from only '
                      f'{len(ev.hosts)} host(s) ({", ".join(ev.hosts[:4])}): '
                      f'the other nodes\' ranks are not proven')
@@ -306,9 +322,13 @@ def _prove_plugin(t, p, ev, seen):
         return Proof(t.name, p.name, False,
                      f'network {seen} used but no "Loaded net plugin" line '
                      f'in the log')
+    said = {r.using_network for r in ev.ranks.values()} | {ev.using_network}
+    named = ('' if ev.plugin_loaded or said - {None, *BUILTIN_NETS} else
+             '; the plugin is named by its channel lines (no "Loaded net '
+             'plugin" line in this part of the log)')
     if not t.needs_gdr or p.needs_gdr:
         return Proof(t.name, p.name, True,
-                     f'{t.passed.format(plugin=plugin)} ({seen})')
+                     f'{t.passed.format(plugin=plugin)} ({seen}){named}')
     nets = ev.net_paths
     off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
     why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''

@@ -129,10 +129,17 @@ class SweepResult:
     def by_size(self):
         return {r.size: r for r in self.rows}
 
+    #: only some of the ranks' lines were read (a pasted excerpt): they
+    #: count neither the ranks nor the ranks per host
+    rank_lines_partial: bool = False
+
     @property
     def ranks_per_host(self):
         """{host: ranks} from the rank lines (hosts may hold different
-        numbers of ranks: GPUs per node is not ranks / hosts)."""
+        numbers of ranks: GPUs per node is not ranks / hosts); empty where
+        only some rank lines were read."""
+        if self.rank_lines_partial:
+            return {}
         counts = {}
         for host in self.rank_hosts:
             counts[host] = counts.get(host, 0) + 1

@@ -157,7 +157,7 @@ FATAL = (
         r'create NCCL OFI topology|requires at least libfabric version|'
         r'Failed to find CUDA Runtime library|couldn.t be configured on an'
         r' endpoint|Failed to set FI_OPT_CUDA_API_PERMITTED|Error: network'
-        r' \S+ not found|NET/Plugin\s*:.*(\bfail|\berror\b)', re.I)),
+        r' .+? not found|NET/Plugin\s*:.*(\bfail|\berror\b)', re.I)),
 )
 
 

@@ -39,13 +39,18 @@ non-finite value, a busbw above the case's bound of an impossible value
 a fatal ``NCCL WARN`` (:mod:`ccl_health.evidence.warns`) is a ``crash``
 (``fallback`` when it is a plugin's initialisation failure, ``node-fault``
 for a link that went down), except a WARN of the network code on a case
-whose asked and proven transport is ``intra``: named, not fatal; no rows, no
+whose asked and proven transport is ``intra``: named, not fatal; an output
+that stopped after a fatal WARN is that WARN's verdict (a ``hang`` where
+it had measured sizes and then printed nothing more); no rows, no
 closing summary, a rank printed by two processes (separate runs), a size
 printed twice, a size asked (or in the header's
 ``minBytes..maxBytes``) that is missing is ``incomplete``; unchecked
 results or an unknown exit status are ``could-not-check``; ranks with
 different NCCL versions are ``node-fault`` naming the mismatch; then
-the transport proof (``fallback`` / ``could-not-check``), the reference
+the transport proof (``fallback`` / ``could-not-check``; only a pass
+needs the transport proven: a size below the reference found for the key
+is ``below-reference`` whatever the proof, naming the transport unknown;
+a log alone that proves a fallback is ``fallback``), the reference
 (``no-reference``, also when none of the measured sizes is in it), and
 each size against it (``below-reference``).  Every WARN is named in the
 reason; the node's state (another process on the GPUs) makes it
@@ -413,10 +418,14 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
                                          f'{att.launch_error}'), []
     warns = _possible(ev, att)
     if res is None:
-        # no output, but a log saying an operation failed: that failure
+        # no output, but a log saying an operation failed: that failure;
+        # or a log proving another transport than asked: a fallback
         warn = _warn_failure(warns)
         if warn:
             return warn[0], f'{warn[1]} (no output of {ev.what})', []
+        verdict, why = _proven(ev, att)
+        if verdict is Verdict.FALLBACK:
+            return verdict, f'{why} (no output of {ev.what})', []
         return Verdict.COULD_NOT_CHECK, (f'could not check: no output of '
                                          f'{ev.what}'), []
     exact = _exact(ev, res)
@@ -427,6 +436,10 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if bad and bad[0] in (Verdict.HANG, Verdict.WRONG_RESULTS):
         return bad[0], bad[1], found
     warn = _warn_failure(warns)
+    if warn and bad is not None and bad[0] is Verdict.INCOMPLETE and \
+            not getattr(res, 'closed', False):
+        # the output stopped after a fatal WARN: the run failed there
+        return _stopped_after(warn, res, att, ev.what) + (found,)
     if warn and (bad is None or not bad[0].failed or
                  bad[0] is Verdict.BELOW_REFERENCE):
         return warn[0], warn[1], found
@@ -438,15 +451,19 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if bad is not None:
         v, reason = bad
         if v is Verdict.COULD_NOT_CHECK and att.exit_status is None and \
-                'exit status' in reason and ev.reference is not None:
+                'exit status' in reason:
             # the numbers were measured whatever the unknown exit status
-            short = [f for f in found if f.below]
-            if short and _proven(ev, att)[0] is None:
-                return Verdict.BELOW_REFERENCE, below_reason(
-                    [(f.size, f.busbw, f.ref, f.tolerance)
-                     for f in short]), found
+            short = _measured_short(ev, att, found)
+            if short:
+                return Verdict.BELOW_REFERENCE, short, found
         return v, reason, found
     verdict, why = _proven(ev, att)
+    if verdict is Verdict.COULD_NOT_CHECK:
+        # only a pass needs the transport proven: a measured shortfall
+        # against the reference of the key is a failure whatever the proof
+        short = _measured_short(ev, att, found)
+        if short:
+            return Verdict.BELOW_REFERENCE, short, found
     if verdict is not None:
         return verdict, why, found
     proof_reason = why
@@ -470,6 +487,58 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     return Verdict.PASS, (
         f'{n} sizes within reference; {big.busbw:.1f} GB/s at '
         f'{format_size(big.size)}; {proof_reason}'), found
+
+
+def _measured_short(ev, att, found):
+    """The reason of a measured shortfall (sizes below the reference
+    found for the case's key), naming the transport as unknown where the
+    proof does not prove it; None without a shortfall, or where the proof
+    shows a fallback (that verdict says more)."""
+    if not ev.judge_bandwidth or ev.reference is None:
+        return None
+    short = [f for f in found if f.below]
+    if not short:
+        return None
+    verdict, why = _proven(ev, att)
+    if verdict is Verdict.FALLBACK:
+        return None
+    reason = below_reason([(f.size, f.busbw, f.ref, f.tolerance)
+                           for f in short])
+    if verdict is not None:
+        reason += f'; transport not proven: {_unproven_why(att, why)}'
+    return reason
+
+
+def _unproven_why(att, why):
+    """Why the transport is unknown, without the verdict's words."""
+    if att.proof is None:
+        return 'no debug log'
+    text = str(why if getattr(att.proof, 'ok', False) else
+               getattr(att.proof, 'reason', '') or why)
+    for head in ('could not check: ', 'the transport is not proven: ',
+                 'the transport was not proven '):
+        if text.startswith(head):
+            text = text[len(head):]
+    return text
+
+
+def _stopped_after(warn, res, att, what):
+    """``(verdict, reason)`` of an output that stopped, without its
+    closing summary, after a fatal WARN: a ``hang`` where the program had
+    started measuring and then printed nothing more (no error line, no exit
+    status), else the WARN's verdict (a crash: the run failed before or
+    while measuring)."""
+    rows = list(getattr(res, 'rows', None) or [])
+    if rows and att.exit_status is None and \
+            not getattr(res, 'errors', None) and \
+            warn[0] is Verdict.CRASH:
+        return Verdict.HANG, (
+            f'hang: {what} stopped after {len(rows)} size(s), after a fatal '
+            f'WARN, without its closing summary: '
+            f'{warn[1].split(": ", 1)[1]}')
+    done = (f'after {len(rows)} size(s)' if rows else 'before any result '
+            'row')
+    return warn[0], f'{warn[1]} ({what} stopped {done})'
 
 
 def _key(ev):
