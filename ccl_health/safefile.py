@@ -77,14 +77,28 @@ def write_atomic(path, data, mode=None):
             fp.flush()
             os.fsync(fp.fileno())
             os.fchmod(fp.fileno(), mode)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    _replace(tmp, path)
+    _fsync_dir(folder)
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _replace(tmp, path):
+    """Rename ``tmp`` over ``path`` (one rename: atomic); ``tmp`` is
+    removed when it cannot be."""
+    try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
-    _fsync_dir(folder)
 
 
 def write_json(path, doc, indent=1):
@@ -130,14 +144,7 @@ def symlink_atomic(target, link):
             continue
     else:
         raise OSError(f'{folder}: cannot make a temporary link')
-    try:
-        os.replace(tmp, link)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    _replace(tmp, link)
 
 
 def unsafe_reason(path, st=None):

@@ -15,30 +15,20 @@ with the same rules:
   (:func:`temporary_folder`, :func:`remove_folders`) unless kept
   (:func:`keep_folder`)."""
 
-import ctypes
 import dataclasses
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
+from ccl_health import stops
+
 _RUNNING = set()
 _FOLDERS = set()
 _LOCK = threading.Lock()
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    """In the child, before exec: SIGKILL when the hook dies (Linux)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:          # no prctl: the process group still holds
-        pass
 
 
 @dataclasses.dataclass
@@ -65,8 +55,7 @@ def bounded(cmd, env, timeout, started=None):
             list(cmd), env=dict(env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
             errors='replace', start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith('linux')
-            else None)
+            preexec_fn=stops.dies_with_parent(signal.SIGKILL))
     except OSError as err:
         return Outcome(not_started=str(err.strerror or err),
                        seconds=time.monotonic() - t0)
