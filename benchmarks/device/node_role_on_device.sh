@@ -183,7 +183,8 @@ save
   explain_as() {  # name, then the files
     local name=$1; shift
     timeout 120 python3 -m ccl_health.explain --json --transport net-socket \
-      --nodes 2 --gpus-per-node 1 --exit-status $RC "$@" > $K/$name.json 2> $K/$name.err
+      --nodes 2 --gpus-per-node 1 --exit-status $RC --reference $W/ref.yaml \
+      --partition gpu "$@" > $K/$name.json 2> $K/$name.err
     local rc=$?
     python3 - $K/$name.json $name $rc <<'PY' 2>&1 | tee -a "$S"
 import json, sys
@@ -199,6 +200,23 @@ for w in ws[:6]:
 PY
   }
   cp -r $W $K/c1-run
+  # a reference of this run's own key: half of what it measured (a healthy
+  # run passes; what decides below is the WARN lines alone)
+  timeout 120 python3 -m ccl_health.explain --json --transport net-socket \
+    --nodes 2 --gpus-per-node 1 --exit-status $RC all_reduce.out nccl-debug.*.log > $K/c1-measured.json 2>/dev/null
+  python3 - $K/c1-measured.json $W/ref.yaml > $L/mkref-c1.log 2>&1 <<'PY' || note "reference for c1: not made (logs/mkref-c1.log)"
+import json, sys
+import yaml
+d = json.load(open(sys.argv[1]))
+bw = {r['size']: round(r['busbw'] / 2, 3) for r in d['rows'] if r['busbw']}
+yaml.safe_dump({'system': 'device', 'partitions': {'gpu': {'entries': [{
+    'transport': 'net-socket', 'collective': 'all_reduce', 'nodes': 2,
+    'gpus_per_node': 1, 'tolerance': 0.1,
+    'source': 'half of this run (node_role_on_device.sh c1)',
+    'busbw': bw}]}}}, open(sys.argv[2], 'w'), sort_keys=False)
+print(bw)
+PY
+  cp $W/ref.yaml $K/c1-reference.yaml 2>/dev/null
   explain_as c1-as-run all_reduce.out nccl-debug.*.log
   for f in nccl-debug.*.log; do
     h=$(head -1 $f | cut -d' ' -f1)
