@@ -183,7 +183,7 @@ save
   explain_as() {  # name, then the files
     local name=$1; shift
     timeout 120 python3 -m ccl_health.explain --json --transport net-socket \
-      --nodes 2 --gpus-per-node 1 --exit-status $RC --reference $W/ref.yaml \
+      --nodes 1 --gpus-per-node 2 --exit-status $RC --reference $W/ref.yaml \
       --partition gpu "$@" > $K/$name.json 2> $K/$name.err
     local rc=$?
     python3 - $K/$name.json $name $rc <<'PY' 2>&1 | tee -a "$S"
@@ -203,15 +203,15 @@ PY
   # a reference of this run's own key: half of what it measured (a healthy
   # run passes; what decides below is the WARN lines alone)
   timeout 120 python3 -m ccl_health.explain --json --transport net-socket \
-    --nodes 2 --gpus-per-node 1 --exit-status $RC all_reduce.out nccl-debug.*.log > $K/c1-measured.json 2>/dev/null
+    --nodes 1 --gpus-per-node 2 --exit-status $RC all_reduce.out nccl-debug.*.log > $K/c1-measured.json 2>/dev/null
   python3 - $K/c1-measured.json $W/ref.yaml > $L/mkref-c1.log 2>&1 <<'PY' || note "reference for c1: not made (logs/mkref-c1.log)"
 import json, sys
 import yaml
 d = json.load(open(sys.argv[1]))
 bw = {r['size']: round(r['busbw'] / 2, 3) for r in d['rows'] if r['busbw']}
 yaml.safe_dump({'system': 'device', 'partitions': {'gpu': {'entries': [{
-    'transport': 'net-socket', 'collective': 'all_reduce', 'nodes': 2,
-    'gpus_per_node': 1, 'tolerance': 0.1,
+    'transport': 'net-socket', 'collective': 'all_reduce', 'nodes': 1,
+    'gpus_per_node': 2, 'tolerance': 0.1,
     'source': 'half of this run (node_role_on_device.sh c1)',
     'busbw': bw}]}}}, open(sys.argv[2], 'w'), sort_keys=False)
 print(bw)
@@ -229,7 +229,7 @@ PY
   f=$(ls nccl-debug.*.log | head -1); h=$(head -1 $f | cut -d' ' -f1)
   echo "$h [0] NCCL WARN Cuda failure 'an illegal memory access was encountered'" >> $f
   explain_as c1-fatal-warn all_reduce.out nccl-debug.*.log
-  cp nccl-debug.*.log $K/c1-run/ 2>/dev/null
+  mkdir -p $K/c1-run/with-warns && cp nccl-debug.*.log $K/c1-run/with-warns/ 2>/dev/null
 )
 save
 cp "$S" $K/ && save
