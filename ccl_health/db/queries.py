@@ -151,6 +151,29 @@ def window_start(hours, now=None):
     return now - datetime.timedelta(hours=hours)
 
 
+def _nothing_in_window(store, since_hours, now=None):
+    """Why ``failed`` has nothing to say for the window: how many older
+    runs there are, and the command that shows them."""
+    import math
+    older = [r for r in runs(store) if not simulated(r.run_id)]
+    sims = simulated_runs(store, since_hours, now)
+    line = f'{store.where}: nothing recorded in the last {since_hours:g} h'
+    if sims:
+        line += (f' but {sum(sims.values())} case(s) of simulated run(s) '
+                 f'{", ".join(sorted(sims))}')
+    if not older:
+        return line + (' (the database holds no measured runs)' if sims
+                       else ' (the database holds no runs)')
+    newest = older[0]
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    hours = max(1, math.ceil((now - when(newest.last_time)).total_seconds()
+                             / 3600) + 1)
+    return (f'{line}; {len(older)} older run(s), the newest {newest.run_id} '
+            f'at {newest.last_time}: see them with '
+            f'scripts/report failed --hours {hours} (or scripts/report '
+            f'runs)')
+
+
 def failures(store, since_hours=24, now=None):
     """What failed or could not be judged in the last ``since_hours`` (last
     night): ``[(Verdict, line)]``, broken cases first, then drops against
@@ -161,15 +184,7 @@ def failures(store, since_hours=24, now=None):
     window = [c for c in store.cases() if when(c['time']) >= since and
               not simulated(c)]
     if not window:
-        newest = [r for r in runs(store) if not simulated(r.run_id)][:1]
-        sims = simulated_runs(store, since_hours, now)
-        raise CclHealthError(
-            f'{store.where}: nothing recorded in the last {since_hours:g} h'
-            + (f' but {sum(sims.values())} case(s) of simulated run(s) '
-               f'{", ".join(sorted(sims))}' if sims else '')
-            + (f' (newest run: {newest[0].run_id} at {newest[0].last_time})'
-               if newest else ' (the database holds no measured runs)'
-               if sims else ' (the database holds no runs)'))
+        raise CclHealthError(_nothing_in_window(store, since_hours, now))
     out = []
     for c in window:
         if _bad(c['verdict']):
