@@ -8,7 +8,6 @@
 
 import argparse
 import datetime
-import glob
 import os
 import signal
 import subprocess
@@ -106,6 +105,22 @@ def rendered(report):
     return [f'{n} x {k}' for k, n in shapes.items()]
 
 
+def job_scripts(report):
+    """The job scripts this run rendered, from its run report: one per
+    test case that was neither a build nor skipped (a reused output
+    folder keeps the scripts of earlier runs and other systems beside
+    them: never counted)."""
+    out = []
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            if tc.get('fixture') or tc.get('result') == 'skip':
+                continue
+            path = os.path.join(tc.get('stagedir') or '', 'rfm_job.sh')
+            if tc.get('stagedir') and os.path.exists(path):
+                out.append(path)
+    return sorted(set(out))
+
+
 def _selection(args):
     if args.checks or user_selects(args.reframe_args):
         return []
@@ -164,12 +179,15 @@ def cmd_run(args):
               f'{out}/reframe.log', file=sys.stderr)
         return rc or 1
     if dry:
-        scripts = sorted(glob.glob(os.path.join(
-            glob.escape(stage), '**', 'rfm_job.sh'), recursive=True))
-        shapes = rendered(summary.load_report(report))
+        data = summary.load_report(report)
+        scripts = job_scripts(data)
+        shapes = rendered(data)
         print(f'ccl-health: dry run rendered {len(scripts)} job scripts'
               + (f': {"; ".join(shapes)}' if shapes else '')
-              + f', e.g. {scripts[0] if scripts else "(none)"}')
+              + f', e.g. {scripts[0] if scripts else "(none)"}.  Nothing '
+              f'was run or measured (ReFrame\'s PASSED above means the '
+              f'scripts were rendered); on a node with GPUs scripts/run '
+              f'runs them')
         return 0 if rc == 0 else rc
     data = summary.load_report(report)
     verdicts = summary.case_verdicts(data)

@@ -411,8 +411,8 @@ def _cause(rc, env, log_path):
     from ccl_health.evidence import node
     gpus = node.detect_gpus(env)
     if gpus.count == 0:
-        return (f'no GPUs found ({gpus.why_none}): scripts/run made a dry '
-                f'run (job scripts rendered, nothing run); see {log_path}')
+        return (f'{gpus.why_none}: scripts/run made a dry run (job '
+                f'scripts rendered, nothing run); see {log_path}')
     return f'scripts/run exited {rc} and recorded nothing; see {log_path}'
 
 

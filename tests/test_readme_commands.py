@@ -174,7 +174,7 @@ def as_run_here(cmd, work):
         env['CCL_HEALTH_MODULES_SYSTEM'] = 'nomod'
         env.pop('CCL_HEALTH_ASSUME_GPUS')
         return words, env, {2}, r'^ccl-health nightly frontier:batch \S+: ' \
-            r'NOTHING MEASURED: no GPUs found \(.*\): scripts/run made a ' \
+            r'NOTHING MEASURED: no GPU found \(.*\): scripts/run made a ' \
             r'dry run'
     if exe == 'scripts/calibrate':
         return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
