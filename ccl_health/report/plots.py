@@ -244,10 +244,6 @@ def health_days_figure(rows):
         ax.plot(df['when'], df[col].astype(float), style, color=colour,
                 ms=4 if len(df) > 30 else 7, label=label)
     ax.set_ylim(bottom=0)
-    levels = max([_labels(ax, pts, color) for pts, color in pending] or [0])
-    if pending:
-        # room above the highest point for its label's lines
-        ax.set_ylim(top=ax.get_ylim()[1] * (1.1 + 0.12 * levels))
     ax.set_ylabel('busbw (GB/s)')
     ax.set_xlabel('day (UTC)')
     nodes = ax.twinx()
