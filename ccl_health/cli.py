@@ -127,7 +127,20 @@ def _selection(args):
     return ['--tag=nightly']         # the scale runs are asked for by name
 
 
+def _check_config_dir():
+    """A ``CCL_HEALTH_CONFIG_DIR`` without system files: one line before
+    ReFrame would print its traceback."""
+    from ccl_health.sitedata import sysconfig
+    mine = os.environ.get('CCL_HEALTH_CONFIG_DIR')
+    if mine and not sysconfig.system_files(mine):
+        raise CclHealthError(
+            f'CCL_HEALTH_CONFIG_DIR={mine}: no system file in '
+            f'{os.path.join(mine, sysconfig.SYSTEMS)} (it names the folder '
+            f'that holds systems/: scripts/init-site DIR makes DIR/config)')
+
+
 def cmd_run(args):
+    _check_config_dir()
     out = os.path.abspath(args.output)
     stage, outputdir = _job_folders(out)
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
@@ -363,42 +376,6 @@ def cmd_calibrate(args):
     return calibrate.command(args)
 
 
-def cmd_init_site(args):
-    """Copy ``site/`` and ``reference/`` as shipped into ``args.dir``."""
-    from ccl_health import shell
-    import shutil
-    dest = os.path.abspath(args.dir)
-    pairs = [(resources.shipped_site_dir(), os.path.join(dest, 'site')),
-             (resources.shipped_reference_dir(),
-              os.path.join(dest, 'reference'))]
-    clash = [os.path.join(d, os.path.relpath(os.path.join(top, f), src))
-             for src, d in pairs for top, _, files in os.walk(src)
-             for f in files
-             if os.path.exists(os.path.join(
-                 d, os.path.relpath(os.path.join(top, f), src)))]
-    if clash and not args.force:
-        raise CclHealthError(
-            f'{dest}: {len(clash)} file(s) there already (e.g. {clash[0]}); '
-            f'nothing copied (--force overwrites them)')
-    n = 0
-    for src, d in pairs:
-        for top, _, files in os.walk(src):
-            rel = os.path.relpath(top, src)
-            os.makedirs(os.path.join(d, rel), exist_ok=True)
-            for f in files:
-                if f.endswith(('.pyc', '.pyo')):
-                    continue
-                shutil.copy2(os.path.join(top, f), os.path.join(d, rel, f))
-                n += 1
-    site, ref = pairs[0][1], pairs[1][1]
-    print(f'ccl-health: copied {n} file(s): the site data to {site}, the '
-          f'references to {ref}.\nEdit them, then point the suite at them '
-          f'(every command, the health hook and ReFrame runs read these):\n'
-          f'  export CCL_HEALTH_SITE_DIR={shell.quote(site)}\n'
-          f'  export CCL_HEALTH_REFERENCE_DIR={shell.quote(ref)}')
-    return 0
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     # the scripts name themselves (``--prog scripts/report db ...``): the
@@ -448,14 +425,14 @@ def main(argv=None):
               'detection, report')
     dbcli.add_arguments(p)
     p.set_defaults(func=dbcli.cmd_db)
-    p = sub.add_parser('init-site', help='copy the shipped site data and '
-                       'references into DIR to edit them, and say how to '
-                       'point the suite at it')
-    p.add_argument('dir', help='a new or empty folder (site/ and reference/ '
-                   'go under it)')
-    p.add_argument('--force', action='store_true', help='overwrite files '
-                   'that are there already')
-    p.set_defaults(func=cmd_init_site)
+    from ccl_health import initsite
+    p = named('init-site', help='copy the shipped site data, references '
+              'and ReFrame systems into DIR to edit them, and say how to '
+              'point the suite at the copy',
+              description=initsite.__doc__.split('\n\n')[0].replace(
+                  '``', ''))
+    initsite.add_arguments(p)
+    p.set_defaults(func=initsite.command)
     helptext.apply(ap)
     args = ap.parse_args(argv)
     if getattr(args, 'output', '') is None:

@@ -235,7 +235,8 @@ def test_lmod_missing_gives_the_hint(tmp_path):
 # -- 8. help -----------------------------------------------------------------------
 HELPS = {'run': 'scripts/run', 'report': 'scripts/report',
          'calibrate': 'scripts/calibrate',
-         'ccl-health-check': 'ccl-health-check', 'explain': 'scripts/explain'}
+         'ccl-health-check': 'ccl-health-check', 'explain': 'scripts/explain',
+         'init-site': 'scripts/init-site'}
 
 
 def _options(text):

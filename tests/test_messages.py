@@ -130,7 +130,8 @@ def test_python_m_ccl_health_report_is_scripts_report():
 
 
 @pytest.mark.parametrize('script', ['run', 'report', 'calibrate', 'explain',
-                                    'fleet', 'nightly', 'ccl-health-check'])
+                                    'fleet', 'nightly', 'ccl-health-check',
+                                    'init-site'])
 def test_help_is_plain_text_and_exits_0(script):
     p = subprocess.run([os.path.join(SCRIPTS, script), '--help'],
                        capture_output=True, text=True, timeout=120)
