@@ -145,6 +145,12 @@ def cmd_run(args):
     stage, outputdir = _job_folders(out)
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
                CCL_HEALTH_RUN_ID=recorder.default_run_id())
+    # ReFrame runs from the checkout: a site copy named relative to where
+    # the command was started is made absolute
+    for var in ('CCL_HEALTH_SITE_DIR', 'CCL_HEALTH_REFERENCE_DIR',
+                'CCL_HEALTH_CONFIG_DIR'):
+        if env.get(var):
+            env[var] = os.path.abspath(env[var])
     if not sys.stdout.isatty():
         env.setdefault('RFM_COLORIZE', 'n')      # cron mail: no ANSI codes
     mirror = resolve_mirror(args.mirror)

@@ -513,7 +513,15 @@ def main(argv=None, prog='scripts/fleet'):
     try:
         return _main(argv, prog)
     except CclHealthError as err:
-        print(f'fleet: error: {" ".join(str(err).split())}', file=sys.stderr)
+        text = ' '.join(str(err).split())
+        if re.match(r'(sinfo|salloc|scontrol|squeue)\b', text) and re.search(
+                r'not found|configuration source|Unable to contact', text):
+            plan = os.path.join(resources.shipped_site_dir(),
+                                'fleet-faults.example.json')
+            text += (f' (no Slurm cluster answered; to rehearse without one: '
+                     f'{prog} --simulate {plan} --nodelist "n[1-16]"'
+                     f'{" --resume" if "--resume" in argv else ""})')
+        print(f'fleet: error: {text}', file=sys.stderr)
         return EXIT_ERROR
     except OSError as err:            # a path given: one line, exit 2
         print(f'fleet: error: {err.filename or ""}'
