@@ -264,7 +264,7 @@ def _system_asked(reframe_args):
 #: machine has none, and what helps
 LMOD_HINT = ('ccl-health: hint: this system\'s configuration loads its '
              'modules with Lmod, which this machine lacks; to render its job '
-             'scripts here set CCL_HEALTH_MODULES_SYSTEM=nomod (README: '
+             'scripts here set CCL_HEALTH_MODULES_SYSTEM=nomod (docs/sites.md: '
              '"Sites from a laptop")')
 
 #: seconds between two looks at the stage folders for progress
