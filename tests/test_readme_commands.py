@@ -158,15 +158,23 @@ def as_run_here(cmd, work):
             words = [w.replace('net-plugin', 'intra') for w in words]
             return words, env, {1}, r'intra: bad since'
         if sub == 'accept':
-            # its own copy of the database: the other questions keep theirs
+            # its own copy of the database: the other questions keep
+            # theirs; only a healthy run becomes a level, so the copy
+            # ends with healthy-20 (the two degradations taken out)
             acc = work / 'accept-output'
             if not acc.exists():
                 acc.mkdir()
                 shutil.copy(os.path.join(HIST, 'hist.db'),
                             acc / 'ccl-health.db')
+                import sqlite3
+                with sqlite3.connect(acc / 'ccl-health.db') as con:
+                    con.execute("DELETE FROM measurements WHERE case_id IN "
+                                "(SELECT id FROM cases WHERE run_id LIKE "
+                                "'degraded-%')")
+                    con.execute("DELETE FROM cases WHERE run_id LIKE "
+                                "'degraded-%'")
             env['CCL_HEALTH_OUTPUT'] = str(acc)
-            words = [w.replace('<run-id>', 'degraded-proto-ll')
-                     for w in words]
+            words = [w.replace('<run-id>', 'healthy-20') for w in words]
             if '--undo' in words:
                 from ccl_health.db import store
                 with store.open_store(str(acc / 'ccl-health.db')) as db:
