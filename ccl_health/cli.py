@@ -36,7 +36,11 @@ def _reframe():
     exe = os.path.join(os.path.dirname(sys.executable), 'reframe')
     if os.path.exists(exe):
         return [exe]
-    return [sys.executable, '-m', 'reframe']
+    # installed in a parent environment that .venv sees (scripts/_venv.sh):
+    # no console script here, and the package has no __main__; its entry
+    # point, as the console script calls it
+    return [sys.executable, '-c', 'import sys; from reframe.frontend.cli '
+            'import main; sys.argv[0] = "reframe"; sys.exit(main())']
 
 
 def _job_folders(out):
