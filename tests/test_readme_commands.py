@@ -198,7 +198,10 @@ def as_run_here(cmd, work):
     if exe == 'scripts/nightly' and '--rehearse' in words:
         # a real night on the rehearsal's captures, in a folder of its own
         scenario = words[words.index('--rehearse') + 1]
-        env['CCL_HEALTH_OUTPUT'] = str(work / f'rehearse-{scenario}')
+        # (a folder of its own each time: the README and docs/nightly.md
+        # both rehearse, and a second night in one folder tells nothing new)
+        n = len(list(work.glob(f'rehearse-{scenario}-*')))
+        env['CCL_HEALTH_OUTPUT'] = str(work / f'rehearse-{scenario}-{n}')
         head = rf'^ccl-health nightly local:gpu \(rehearsal: {scenario}\) \S+: '
         return words, env, {0} if scenario == 'healthy' else {1}, \
             head + ('all clear' if scenario == 'healthy' else
