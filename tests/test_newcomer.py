@@ -132,3 +132,29 @@ def test_vendor_lines_are_caught():
         'AMD GPU driver loaded): nothing can be swept here.')
     assert not _vendor_lines('ccl-health: no GPU found (nvidia-smi: no '
                              'NVIDIA driver answered): nothing')
+
+
+def test_every_link_of_the_pages_leads_somewhere():
+    """The README's and docs' relative links name a file that exists,
+    and their #anchors a heading of it (GitHub's anchors)."""
+    def anchors(path):
+        heads = re.findall(r'^#+ (.*)$', open(path).read(), re.M)
+        return {re.sub(r'[^\w\- ]', '', h).strip().lower().replace(' ', '-')
+                for h in heads}
+    pages = [os.path.join(REPO, 'README.md')] + [
+        os.path.join(REPO, 'docs', f)
+        for f in sorted(os.listdir(os.path.join(REPO, 'docs')))]
+    seen = 0
+    for page in pages:
+        text = open(page).read()
+        for target in re.findall(r'\]\(([^)\s]+)\)', text):
+            if re.match(r'[a-z]+://', target):
+                continue
+            path, _, anchor = target.partition('#')
+            full = os.path.normpath(os.path.join(os.path.dirname(page),
+                                                 path)) if path else page
+            assert os.path.exists(full), (page, target)
+            if anchor:
+                assert anchor in anchors(full), (page, target)
+            seen += 1
+    assert seen > 20
