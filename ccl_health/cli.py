@@ -8,7 +8,6 @@
 
 import argparse
 import datetime
-import glob
 import hashlib
 import os
 import signal
@@ -40,7 +39,11 @@ def _reframe():
     exe = os.path.join(os.path.dirname(sys.executable), 'reframe')
     if os.path.exists(exe):
         return [exe]
-    return [sys.executable, '-m', 'reframe']
+    # installed in a parent environment that .venv sees (scripts/_venv.sh):
+    # no console script here, and the package has no __main__; its entry
+    # point, as the console script calls it
+    return [sys.executable, '-c', 'import sys; from reframe.frontend.cli '
+            'import main; sys.argv[0] = "reframe"; sys.exit(main())']
 
 
 def _job_folders(out):
@@ -120,19 +123,54 @@ def rendered(report):
     return [f'{n} x {k}' for k, n in shapes.items()]
 
 
+def job_scripts(report):
+    """The job scripts this run rendered, from its run report: one per
+    test case that was neither a build nor skipped (a reused output
+    folder keeps the scripts of earlier runs and other systems beside
+    them: never counted)."""
+    out = []
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            if tc.get('fixture') or tc.get('result') == 'skip':
+                continue
+            path = os.path.join(tc.get('stagedir') or '', 'rfm_job.sh')
+            if tc.get('stagedir') and os.path.exists(path):
+                out.append(path)
+    return sorted(set(out))
+
+
 def _selection(args):
     if args.checks or user_selects(args.reframe_args):
         return []
     return ['--tag=nightly']         # the scale runs are asked for by name
 
 
+def _check_config_dir():
+    """A ``CCL_HEALTH_CONFIG_DIR`` without system files: one line before
+    ReFrame would print its traceback."""
+    from ccl_health.sitedata import sysconfig
+    mine = os.environ.get('CCL_HEALTH_CONFIG_DIR')
+    if mine and not sysconfig.system_files(mine):
+        raise CclHealthError(
+            f'CCL_HEALTH_CONFIG_DIR={mine}: no system file in '
+            f'{os.path.join(mine, sysconfig.SYSTEMS)} (it names the folder '
+            f'that holds systems/: scripts/init-site DIR makes DIR/config)')
+
+
 def cmd_run(args):
+    _check_config_dir()
     from ccl_health.sitedata import validate
     validate.before_run(_system_asked(args.reframe_args))
     out = os.path.abspath(args.output)
     stage, outputdir = _job_folders(out)
     env = dict(os.environ, CCL_HEALTH_OUTPUT=out,
                CCL_HEALTH_RUN_ID=recorder.default_run_id())
+    # ReFrame runs from the checkout: a site copy named relative to where
+    # the command was started is made absolute
+    for var in ('CCL_HEALTH_SITE_DIR', 'CCL_HEALTH_REFERENCE_DIR',
+                'CCL_HEALTH_CONFIG_DIR'):
+        if env.get(var):
+            env[var] = os.path.abspath(env[var])
     if not sys.stdout.isatty():
         env.setdefault('RFM_COLORIZE', 'n')      # cron mail: no ANSI codes
     mirror = resolve_mirror(args.mirror)
@@ -180,12 +218,15 @@ def cmd_run(args):
               f'{out}/reframe.log', file=sys.stderr)
         return rc or 1
     if dry:
-        scripts = sorted(glob.glob(os.path.join(
-            glob.escape(stage), '**', 'rfm_job.sh'), recursive=True))
-        shapes = rendered(summary.load_report(report))
+        data = summary.load_report(report)
+        scripts = job_scripts(data)
+        shapes = rendered(data)
         print(f'ccl-health: dry run rendered {len(scripts)} job scripts'
               + (f': {"; ".join(shapes)}' if shapes else '')
-              + f', e.g. {scripts[0] if scripts else "(none)"}')
+              + f', e.g. {scripts[0] if scripts else "(none)"}.  Nothing '
+              f'was run or measured (ReFrame\'s PASSED above means the '
+              f'scripts were rendered); on a node with GPUs scripts/run '
+              f'runs them')
         return 0 if rc == 0 else rc
     data = summary.load_report(report)
     verdicts = summary.case_verdicts(data)
@@ -243,7 +284,7 @@ def _system_asked(reframe_args):
 #: machine has none, and what helps
 LMOD_HINT = ('ccl-health: hint: this system\'s configuration loads its '
              'modules with Lmod, which this machine lacks; to render its job '
-             'scripts here set CCL_HEALTH_MODULES_SYSTEM=nomod (README: '
+             'scripts here set CCL_HEALTH_MODULES_SYSTEM=nomod (docs/sites.md: '
              '"Sites from a laptop")')
 
 #: seconds between two looks at the stage folders for progress
@@ -361,42 +402,6 @@ def cmd_calibrate(args):
     return calibrate.command(args)
 
 
-def cmd_init_site(args):
-    """Copy ``site/`` and ``reference/`` as shipped into ``args.dir``."""
-    from ccl_health import shell
-    import shutil
-    dest = os.path.abspath(args.dir)
-    pairs = [(resources.shipped_site_dir(), os.path.join(dest, 'site')),
-             (resources.shipped_reference_dir(),
-              os.path.join(dest, 'reference'))]
-    clash = [os.path.join(d, os.path.relpath(os.path.join(top, f), src))
-             for src, d in pairs for top, _, files in os.walk(src)
-             for f in files
-             if os.path.exists(os.path.join(
-                 d, os.path.relpath(os.path.join(top, f), src)))]
-    if clash and not args.force:
-        raise CclHealthError(
-            f'{dest}: {len(clash)} file(s) there already (e.g. {clash[0]}); '
-            f'nothing copied (--force overwrites them)')
-    n = 0
-    for src, d in pairs:
-        for top, _, files in os.walk(src):
-            rel = os.path.relpath(top, src)
-            os.makedirs(os.path.join(d, rel), exist_ok=True)
-            for f in files:
-                if f.endswith(('.pyc', '.pyo')):
-                    continue
-                shutil.copy2(os.path.join(top, f), os.path.join(d, rel, f))
-                n += 1
-    site, ref = pairs[0][1], pairs[1][1]
-    print(f'ccl-health: copied {n} file(s): the site data to {site}, the '
-          f'references to {ref}.\nEdit them, then point the suite at them '
-          f'(every command, the health hook and ReFrame runs read these):\n'
-          f'  export CCL_HEALTH_SITE_DIR={shell.quote(site)}\n'
-          f'  export CCL_HEALTH_REFERENCE_DIR={shell.quote(ref)}')
-    return 0
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     # the scripts name themselves (``--prog scripts/report db ...``): the
@@ -446,14 +451,14 @@ def main(argv=None):
               'detection, report')
     dbcli.add_arguments(p)
     p.set_defaults(func=dbcli.cmd_db)
-    p = sub.add_parser('init-site', help='copy the shipped site data and '
-                       'references into DIR to edit them, and say how to '
-                       'point the suite at it')
-    p.add_argument('dir', help='a new or empty folder (site/ and reference/ '
-                   'go under it)')
-    p.add_argument('--force', action='store_true', help='overwrite files '
-                   'that are there already')
-    p.set_defaults(func=cmd_init_site)
+    from ccl_health import initsite
+    p = named('init-site', help='copy the shipped site data, references '
+              'and ReFrame systems into DIR to edit them, and say how to '
+              'point the suite at the copy',
+              description=initsite.__doc__.split('\n\n')[0].replace(
+                  '``', ''))
+    initsite.add_arguments(p)
+    p.set_defaults(func=initsite.command)
     helptext.apply(ap)
     args = ap.parse_args(argv)
     if getattr(args, 'output', '') is None:

@@ -30,9 +30,9 @@ def calibrate(argv=None):
     return _cli(['calibrate'], argv)
 
 
-def report(argv=None):
+def report(argv=None, prog=None):
     """As ``scripts/report``: no question (after an optional ``--db``) is
-    the report."""
+    the report (``python -m ccl_health.report`` too)."""
     args = list(sys.argv[1:] if argv is None else argv)
     pre = []
     if args and args[0] == '--db':
@@ -41,7 +41,7 @@ def report(argv=None):
         pre, args = args[:1], args[1:]
     if not args or args[0] == '--out' or args[0].startswith('--out='):
         args = ['report'] + args
-    return _cli(['db'] + pre, args)
+    return _cli((['--prog', prog] if prog else []) + ['db'] + pre, args)
 
 
 def check(argv=None):

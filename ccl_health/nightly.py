@@ -404,8 +404,8 @@ def _cause(rc, env, log_path):
     from ccl_health.evidence import node
     gpus = node.detect_gpus(env)
     if gpus.count == 0:
-        return (f'no GPUs found ({gpus.why_none}): scripts/run made a dry '
-                f'run (job scripts rendered, nothing run); see {log_path}')
+        return (f'{gpus.why_none}: scripts/run made a dry run (job '
+                f'scripts rendered, nothing run); see {log_path}')
     return f'scripts/run exited {rc} and recorded nothing; see {log_path}'
 
 
@@ -486,7 +486,34 @@ def _run_child(cmd, env, log_path):
     return rc, (got[0] if got else None)
 
 
-HELP = __doc__
+#: ``scripts/nightly --help``: plain text in the user's words
+HELP = """\
+The nightly validation, as a site runs it from cron or scrontab:
+
+    scripts/nightly --system SYSTEM --partition PART --account ACCT \\
+        --publish /srv/www/ccl-health
+
+One night: take a lock (two nightlies never overlap), run the sweeps
+(scripts/run -- --mode nightly --system SYSTEM:PART), record every case in
+the site database (--db, else $CCL_HEALTH_DB, else the site file's
+database:, else <output>/ccl-health.db), look for drops and drifts against
+earlier nights, write the report page to <publish>/nights/<night>/index.html
+(with an index of the nights and a 'latest' link) and print a mail short
+enough for cron: one all-clear line when nothing is new, else one line per
+new failure or finding, with what changed.
+
+Each change (a new failure, a worsening, a new drop or drift, a recovery)
+is told once.  A night that was killed or could not publish loses nothing:
+the next night tells what was never told.
+
+Before wiring cron, rehearse a night on this host without GPUs or Slurm:
+
+    scripts/nightly --rehearse healthy
+
+Exit status: 0 nothing new (or still failing as told before); 1 something
+new needs a person; 2 nothing measured, fewer cases than the last complete
+night, or the nightly could not run; 3 skipped: another nightly holds the
+lock; 4 aborted: the night's jobs were cancelled.  More: docs/nightly.md."""
 
 
 def main(argv=None):

@@ -1,6 +1,8 @@
 """ReFrame configuration of ccl-health: the common settings
-(``config/common.py``) plus one file per system, ``config/systems/*.py``,
-each defining ``system`` and ``environments``: a new site is a new file.
+(``config/common.py``) plus one file per system, ``config/systems/*.py``
+(or ``$CCL_HEALTH_CONFIG_DIR/systems/*.py``: a site's own copy, made by
+``scripts/init-site``), each defining ``system`` and ``environments``: a
+new site is a new file.
 ReFrame tries the systems in file-name order, a system matching any host
 (``local``) last (:mod:`ccl_health.sitedata.sysconfig`).  Output locations follow
 ``CCL_HEALTH_OUTPUT`` (default ``./ccl-health-output`` in the directory
@@ -18,8 +20,13 @@ if _REPO not in sys.path:
 from ccl_health.sitedata import sysconfig  # noqa: E402
 
 _common = sysconfig.load_file(os.path.join(_HERE, 'common.py'))
-_systems = [sysconfig.load_file(path)
-            for _, path in sysconfig.system_files(_HERE)]
+_SYSTEMS_IN = os.environ.get('CCL_HEALTH_CONFIG_DIR') or _HERE
+_files = sysconfig.system_files(_SYSTEMS_IN)
+if not _files:
+    raise ValueError(f'CCL_HEALTH_CONFIG_DIR={_SYSTEMS_IN}: no system file '
+                     f'in {os.path.join(_SYSTEMS_IN, sysconfig.SYSTEMS)} '
+                     f'(scripts/init-site DIR makes DIR/config/systems/)')
+_systems = [sysconfig.load_file(path) for _, path in _files]
 _systems = sysconfig.in_reframe_order(_systems, lambda s: s.system)
 
 for _s in _systems:

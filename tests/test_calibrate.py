@@ -347,3 +347,22 @@ def test_a_first_run_without_reference_is_calibrated_from_the_store(
                         *sizes, env=env)
     assert p.returncode == 0, p.stdout[-2000:]
     assert 'PASS' in verdict_lines(p.stdout)['intra']
+
+
+@pytest.mark.parametrize('noise,said', [
+    (0.1, 'kept curated tolerance(s): 1MiB 0.3'),
+    (0.45, 'widened curated tolerance(s) to the measured noise: '
+           '1MiB 0.3 -> 0.45')])
+def test_the_change_line_says_what_became_of_a_curated_tolerance(
+        tmp_path, noise, said):
+    """Issue 32: a curated per-size tolerance that the measured noise
+    widened is said to be widened, never "kept"."""
+    path = refdir(tmp_path, CURATED)
+    ed = reference_file.Editor(str(path), 'local')
+    ed.put('gpu', reference.Entry(
+        'intra', 'all_reduce', 1, 2, 0.1, 'test', {1 << 20: 51.0},
+        size_tolerance={1 << 20: noise}))
+    line = ed.changes[-1]
+    assert said in line, line
+    assert ('kept curated' in line) == (noise < 0.3), line
+    assert f'1MiB: [51.0, {max(noise, 0.3):g}]' in ed.render()

@@ -272,11 +272,12 @@ def test_hook(tmp_path, name):
                                    'to clear it): missing GPU: '), lines[0]
         assert d['action'] == 'reset' and \
             d['cause'] == 'driver-not-answering', d
-        assert 'NVIDIA-SMI has failed' in lines[0] and \
-            'local:gpu has 2 GPUs' in lines[0], lines[0]
+        # the driver's failure in the user's words, not nvidia-smi's
+        assert 'no GPU found (nvidia-smi: no NVIDIA driver answered)' in \
+            lines[0] and 'local:gpu has 2 GPUs' in lines[0], lines[0]
     elif name == 'dead-driver-unknown-count':
-        assert lines[0].startswith('COULD-NOT-CHECK: nvidia-smi found no '
-                                   'GPU'), lines[0]
+        assert lines[0].startswith('COULD-NOT-CHECK: no GPU found '
+                                   '(nvidia-smi: '), lines[0]
     elif name == 'wrong-first-attempt':
         assert lines[0].startswith('UNHEALTHY: isolate: '), lines[0]
         assert 'wrong-results' in lines[0] and d['action'] == 'isolate'

@@ -326,7 +326,8 @@ def test_gpus_slurm_or_the_bus_has_and_the_driver_does_not_are_missing(
     # Slurm's GRES says 4 GPUs, none answers: missing-gpu (as before)
     rc, line, _ = hook(tmp_path / 'a', cpu_node(_mk(tmp_path / 'a'),
                                                 slurm_gres='gpu:a100:4'))
-    assert rc == 1 and 'missing GPU: rocminfo found no GPU' in line and \
+    assert rc == 1 and 'missing GPU: no GPU found (nvidia-smi: not ' \
+        'installed; rocminfo: ' in line and \
         'perlmutter:gpu has 4 GPUs' in line, line
     # no GRES, but a GPU on the PCI bus the driver does not answer for
     env = cpu_node(_mk(tmp_path / 'b'))

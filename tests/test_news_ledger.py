@@ -434,9 +434,9 @@ def test_nothing_measured_names_why_and_links_no_page(world, capsys,
     assert world('n2', [], str(world.www.parent / 'never.db')) == 2
     out = _out(capsys)
     assert out == [
-        'ccl-health nightly local:gpu n2: NOTHING MEASURED: no GPUs found '
-        '(no GPU on this machine (neither nvidia-smi nor rocm-smi/rocminfo '
-        'is installed)): scripts/run made a dry run (job scripts rendered, '
+        'ccl-health nightly local:gpu n2: NOTHING MEASURED: no GPU found '
+        '(nvidia-smi: not installed; rocminfo: not installed): scripts/run '
+        'made a dry run (job scripts rendered, '
         f'nothing run); see {world.www}/nights/n2/run.log (0 cases; '
         'nothing told before)']
     assert not (world.www.parent / 'never.db').exists()

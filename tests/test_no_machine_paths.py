@@ -11,7 +11,8 @@ import yaml
 from conftest import REPO
 
 PRODUCT = ('ccl_health', 'reference', 'site', 'benchmarks', 'config',
-           'checks', 'builders', 'scripts', 'README.md', 'pyproject.toml')
+           'checks', 'builders', 'scripts', 'README.md', 'docs',
+           'pyproject.toml')
 MACHINE = re.compile(r'(?<![\w.])/work/|\.\./shared\b|(?<![\w/])shared/'
                      r'(?:anchors|DEVICE|DESIGN|mirror)')
 

@@ -1,5 +1,5 @@
-"""Every command README.md shows runs here, so the README cannot drift from
-the code: the ```bash blocks are read, each `scripts/...` / `reframe ...`
+"""Every command README.md and the pages of docs/ show runs here, so they
+cannot drift from the code: the ```bash blocks are read, each `scripts/...` / `reframe ...`
 command is run in its dry-run form (no GPU: `--dry-run` and
 CCL_HEALTH_ASSUME_GPUS; a database: the fixture databases captured on
 GPUs), and its exit status and what it selected or answered are checked.
@@ -30,10 +30,17 @@ NOT_HERE = {
 }
 
 
+def pages():
+    """README.md and every page of docs/."""
+    docs = os.path.join(REPO, 'docs')
+    return [os.path.join(REPO, 'README.md')] + sorted(
+        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith('.md'))
+
+
 def readme_commands():
-    """The commands of README.md's ```bash blocks: comments dropped,
-    continuation lines joined."""
-    text = open(os.path.join(REPO, 'README.md')).read()
+    """The commands of the ```bash blocks of README.md and docs/*.md:
+    comments dropped, continuation lines joined."""
+    text = '\n'.join(open(p).read() for p in pages())
     cmds = []
     for block in re.findall(r'```bash\n(.*?)```', text, re.S):
         block = block.replace('\\\n', ' ')
@@ -79,12 +86,34 @@ def work(tmp_path_factory):
     return d
 
 
+def _home(work, cmd):
+    """``~`` is a home of the test's own; ``scripts/init-site ~/mysite`` a
+    new folder each time (the pages copy into one twice), and a command
+    that reads ``~/mysite`` finds the copy made."""
+    home = work / 'home'
+    home.mkdir(exist_ok=True)
+    if cmd.startswith('scripts/init-site '):
+        n = len(list(home.glob('init-*')))
+        cmd = cmd.replace('~/mysite', str(home / f'init-{n}'))
+    elif '~/mysite' in cmd and not (home / 'mysite').exists():
+        subprocess.run([os.path.join(REPO, 'scripts', 'init-site'),
+                        str(home / 'mysite')], check=True,
+                       capture_output=True)
+    return re.sub(r'(?<![\w/])~/', str(home) + '/', cmd), home
+
+
 def as_run_here(cmd, work):
     """(argv, env, expected exit statuses, what the output must show) of a
     README command in its dry-run form."""
     env = dict(os.environ, CCL_HEALTH_OUTPUT=str(work / 'ccl-health-output'),
                CCL_HEALTH_ASSUME_GPUS='2:sm_90', RFM_COLORIZE='n')
     env.pop('CCL_HEALTH_DB', None)
+    cmd, env['HOME'] = _home(work, cmd)
+    if cmd.startswith('source .venv/bin/activate'):
+        # the venv scripts/run made: reframe is on PATH after it
+        return (['bash', '-c', f'source {REPO}/.venv/bin/activate && '
+                 f'command -v reframe'], env, {0},
+                re.escape(os.path.join(REPO, '.venv', 'bin', 'reframe')))
     cron = re.match(r'^(\S+\s+){5}(cd \S+ && )?', cmd)
     if cron and cmd.split()[0][0].isdigit():
         # a crontab / scrontab line: the command after the schedule, from
@@ -129,24 +158,23 @@ def as_run_here(cmd, work):
             words = [w.replace('net-plugin', 'intra') for w in words]
             return words, env, {1}, r'intra: bad since'
         if sub == 'accept':
-            # its own copy of the database: the other questions keep theirs
+            # its own copy of the database: the other questions keep
+            # theirs; only a healthy run becomes a level, so the copy
+            # ends with healthy-20 (the two degradations taken out)
             acc = work / 'accept-output'
             if not acc.exists():
                 acc.mkdir()
                 shutil.copy(os.path.join(HIST, 'hist.db'),
                             acc / 'ccl-health.db')
-                # accept takes only a run whose cases passed (issue 28): in
-                # this copy the degraded run is a new level that still
-                # passed its reference (as after an upgrade within the
-                # tolerance); the history sees it as a drop
-                from ccl_health.db import store
-                with store.open_store(str(acc / 'ccl-health.db')) as db:
-                    with db.transaction():
-                        db.execute("UPDATE cases SET verdict = 'pass' WHERE "
-                                   "run_id = 'degraded-proto-ll'")
+                import sqlite3
+                with sqlite3.connect(acc / 'ccl-health.db') as con:
+                    con.execute("DELETE FROM measurements WHERE case_id IN "
+                                "(SELECT id FROM cases WHERE run_id LIKE "
+                                "'degraded-%')")
+                    con.execute("DELETE FROM cases WHERE run_id LIKE "
+                                "'degraded-%'")
             env['CCL_HEALTH_OUTPUT'] = str(acc)
-            words = [w.replace('<run-id>', 'degraded-proto-ll')
-                     for w in words]
+            words = [w.replace('<run-id>', 'healthy-20') for w in words]
             if '--undo' in words:
                 from ccl_health.db import store
                 with store.open_store(str(acc / 'ccl-health.db')) as db:
@@ -170,7 +198,10 @@ def as_run_here(cmd, work):
     if exe == 'scripts/nightly' and '--rehearse' in words:
         # a real night on the rehearsal's captures, in a folder of its own
         scenario = words[words.index('--rehearse') + 1]
-        env['CCL_HEALTH_OUTPUT'] = str(work / f'rehearse-{scenario}')
+        # (a folder of its own each time: the README and docs/nightly.md
+        # both rehearse, and a second night in one folder tells nothing new)
+        n = len(list(work.glob(f'rehearse-{scenario}-*')))
+        env['CCL_HEALTH_OUTPUT'] = str(work / f'rehearse-{scenario}-{n}')
         head = rf'^ccl-health nightly local:gpu \(rehearsal: {scenario}\) \S+: '
         return words, env, {0} if scenario == 'healthy' else {1}, \
             head + ('all clear' if scenario == 'healthy' else
@@ -182,8 +213,10 @@ def as_run_here(cmd, work):
         # replay stand-ins)
         env['CCL_HEALTH_MODULES_SYSTEM'] = 'nomod'
         env.pop('CCL_HEALTH_ASSUME_GPUS')
-        return words, env, {2}, r'^ccl-health nightly frontier:batch \S+: ' \
-            r'NOTHING MEASURED: no GPUs found \(.*\): scripts/run made a ' \
+        where = f'{words[words.index("--system") + 1]}:' \
+            f'{words[words.index("--partition") + 1]}'
+        return words, env, {2}, rf'^ccl-health nightly {where} \S+: ' \
+            r'NOTHING MEASURED: no GPU found \(.*\): scripts/run made a ' \
             r'dry run'
     if exe == 'scripts/validate':
         return words, env, {0}, r'^OK: \d+ system\(s\) \(.*local'
@@ -193,14 +226,19 @@ def as_run_here(cmd, work):
         # no GPU here: the hook says so, exit 2, never a reason to drain
         env.pop('CCL_HEALTH_ASSUME_GPUS')
         return words, env, {0, 1, 2}, r'^(HEALTHY|SKIPPED|UNHEALTHY|COULD-NOT-CHECK): '
+    if exe == 'scripts/init-site':
+        return words, env, {0}, r'^  export CCL_HEALTH_CONFIG_DIR=\S+$'
     if exe == 'scripts/fleet':
         if '--simulate' in words:
-            plan = work / 'faults.json'
-            plan.write_text('{"bad_nodes": {"n3": "crash"}, "bad_links": '
-                            '[["n5", "n9"]], "stragglers": {"n7": 0.85}}')
-            words[words.index('faults.json')] = str(plan)
-            return words, env, {1}, r'(?s)fleet: 16 nodes checked.*BAD n3:' \
-                r'.*SUSPECT LINK n5 - n9.*STRAGGLER n7'
+            # the example plan that ships, named from the checkout's root
+            at = words.index('--simulate') + 1
+            words[at] = os.path.join(REPO, words[at])
+            if '--resume' in words:
+                return words, env, {1}, r'^fleet --resume \(SIMULATED: no ' \
+                    r'Slurm asked or touched\): 3 node\(s\) drained by ' \
+                    r'ccl-health'
+            return words, env, {1}, r'(?s)fleet: 16 nodes checked.*BAD n12:' \
+                r'.*BAD n3:.*SUSPECT LINK n5 - n9.*STRAGGLER n7.*  next: '
         # no Slurm cluster here: one line, exit 2, nothing drained
         env['PATH'] = '/usr/bin:/bin'
         return words, env, {2}, r'^fleet: error: (sinfo|salloc|scontrol)'
@@ -224,7 +262,8 @@ def test_every_readme_command_is_covered():
         if re.match(r'^(\S+\s+){5}', cmd) and cmd[0].isdigit():
             cmd = re.sub(r'^(\S+\s+){5}(cd \S+ && )?', '', cmd).replace(
                 '/opt/ccl-health/', '')
-        assert cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_')) or \
+        assert cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_',
+                               'source .venv/bin/activate')) or \
             any(cmd.startswith(k) for k in NOT_HERE), \
             f'README command neither run by this test nor in NOT_HERE: {cmd}'
 

@@ -8,6 +8,7 @@ Everything goes through the real command line (scripts/report)."""
 import datetime
 import glob
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -184,7 +185,12 @@ def test_failed_all_clear_only_with_cases(db, tmp_path):
     # the window holds no run at all: not "nothing failed"
     rc, out, err = report(path, 'failed', '--hours', '0.5')
     assert rc == 2 and 'nothing failed' not in out
-    assert 'nothing recorded in the last 0.5 h (newest run: r at' in err
+    assert 'nothing recorded in the last 0.5 h; 1 older run(s), the ' \
+        'newest r at' in err
+    # the command it names shows that run (issue 32.3)
+    hours = re.search(r'scripts/report failed --hours (\d+)', err).group(1)
+    rc, out, err = report(path, 'failed', '--hours', hours)
+    assert rc == 0 and '2 case(s) in 1 run(s)' in out, (out, err)
 
 
 def test_failed_window_with_times_in_other_zones(tmp_path):

@@ -315,3 +315,64 @@ def test_page_in_chromium(path, tmp_path, chromium):
         os.makedirs(keep, exist_ok=True)
         small.save(os.path.join(keep, _short(path).replace('.db', '') +
                                 '.png'), optimize=True)
+
+
+# -- the page and the terminal say the same (issue 32.5) --------------------
+HIST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'history-health',
+                    'keep', 'hist.db')
+
+
+def _page_reasons(dom):
+    """The reasons of the page's failures table, as the browser has it."""
+    import html
+    import re
+    part = dom[dom.index('id="failures"'):]
+    part = part[:part.index('<h3>skipped') if '<h3>skipped' in part
+                else part.index('<h2', 10)]
+    return [html.unescape(re.sub(r'<[^>]+>', '', r)).strip() for r in
+            re.findall(r'<td class="reason">(.*?)</td>', part, re.S)]
+
+
+def test_page_in_chromium_gives_the_reasons_of_report_failed(tmp_path,
+                                                             chromium):
+    import re
+    db = tmp_path / 'hist.db'
+    shutil.copy(HIST, db)
+    rc, text, err = cli(db, 'failed', '--hours', '1e7')
+    assert rc == 1, err
+    said = [re.match(r'^\S+  \S+  .*?: [A-Z-]+: (.*)$', ln).group(1)
+            for ln in text.splitlines()
+            if re.match(r'^\d{4}-\d\d-\d\dT', ln)]
+    assert len(said) == 3
+    rc, _, err = cli(db, 'report', '--out', str(tmp_path / 'rep'))
+    assert rc == 0, err
+    dom = _browser(chromium, '--dump-dom',
+                   (tmp_path / 'rep' / 'index.html').as_uri())
+    shown = _page_reasons(dom)
+    assert sorted(shown) == sorted(said)
+    for reason in shown:
+        # every case's sizes, numbers rounded for people: never ReFrame's
+        # bare "performance error: " nor its l=63.818999999999996
+        assert reason.startswith('below reference at '), reason
+        assert not re.search(r'\d\.\d{3,}|l=|performance error', reason)
+
+
+def test_trend_labels_never_overlap():
+    """Two drops 6 s apart (degraded-nchannels4, degraded-proto-ll) and
+    three drops of healthy runs: each label its own place."""
+    with _open(HIST) as s:
+        cases = report._cases_frame(s)
+        df = report._frame(s, cases)
+        from ccl_health.judge.history import detect_in
+        findings = detect_in(s)
+    key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
+    for size in (1 << 20, 1 << 30):
+        fig = plots.trend_figure(df, cases, key, size, findings)
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        boxes = [(t.get_text(), t.get_window_extent(r)) for t in ax.texts]
+        assert len(boxes) >= 2, [t for t, _ in boxes]
+        for i, (a, ba) in enumerate(boxes):
+            for b, bb in boxes[i + 1:]:
+                assert not ba.overlaps(bb), (size, a, b)

@@ -12,10 +12,20 @@ from ccl_health.db import recorder, store
 def add_arguments(p):
     """The options and subcommands of ``ccl-health db`` (``scripts/report``)
     on the parser ``p``."""
+    import argparse
     from ccl_health.report import DEFAULT_TREND_SIZES
-    p.add_argument('--db', help='SQLite file or postgresql:// URL (default '
-                   '$CCL_HEALTH_DB, else <output>/ccl-health.db)')
+    db_help = ('SQLite file or postgresql:// URL (default $CCL_HEALTH_DB, '
+               'else <output>/ccl-health.db); before or after the question')
+    p.add_argument('--db', help=db_help)
     dsub = p.add_subparsers(dest='db_cmd', required=True)
+    add_parser = dsub.add_parser
+
+    def question(name, **kw):
+        """A question: it takes ``--db`` after its name too."""
+        q = add_parser(name, **kw)
+        q.add_argument('--db', default=argparse.SUPPRESS, help=db_help)
+        return q
+    dsub.add_parser = question
     q = dsub.add_parser('ingest', help='record finished ReFrame run reports '
                         '(creates the database)')
     q.add_argument('reports', nargs='+', help='run report files '

@@ -7,6 +7,7 @@ as an all-clear."""
 
 import dataclasses
 import datetime
+import re
 from typing import Dict, List
 
 from ccl_health import CclHealthError
@@ -152,6 +153,29 @@ def window_start(hours, now=None):
     return now - datetime.timedelta(hours=hours)
 
 
+def _nothing_in_window(store, since_hours, now=None):
+    """Why ``failed`` has nothing to say for the window: how many older
+    runs there are, and the command that shows them."""
+    import math
+    older = [r for r in runs(store) if not simulated(r.run_id)]
+    sims = simulated_runs(store, since_hours, now)
+    line = f'{store.where}: nothing recorded in the last {since_hours:g} h'
+    if sims:
+        line += (f' but {sum(sims.values())} case(s) of simulated run(s) '
+                 f'{", ".join(sorted(sims))}')
+    if not older:
+        return line + (' (the database holds no measured runs)' if sims
+                       else ' (the database holds no runs)')
+    newest = older[0]
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    hours = max(1, math.ceil((now - when(newest.last_time)).total_seconds()
+                             / 3600) + 1)
+    return (f'{line}; {len(older)} older run(s), the newest {newest.run_id} '
+            f'at {newest.last_time}: see them with '
+            f'scripts/report failed --hours {hours} (or scripts/report '
+            f'runs)')
+
+
 def failures(store, since_hours=24, now=None):
     """What failed or could not be judged in the last ``since_hours`` (last
     night): ``[(Verdict, line)]``, broken cases first, then drops against
@@ -162,15 +186,7 @@ def failures(store, since_hours=24, now=None):
     window = [c for c in store.cases() if when(c['time']) >= since and
               not simulated(c)]
     if not window:
-        newest = [r for r in runs(store) if not simulated(r.run_id)][:1]
-        sims = simulated_runs(store, since_hours, now)
-        raise CclHealthError(
-            f'{store.where}: nothing recorded in the last {since_hours:g} h'
-            + (f' but {sum(sims.values())} case(s) of simulated run(s) '
-               f'{", ".join(sorted(sims))}' if sims else '')
-            + (f' (newest run: {newest[0].run_id} at {newest[0].last_time})'
-               if newest else ' (the database holds no measured runs)'
-               if sims else ' (the database holds no runs)'))
+        raise CclHealthError(_nothing_in_window(store, since_hours, now))
     out = []
     for c in window:
         if _bad(c['verdict']):
@@ -200,16 +216,19 @@ def simulated_runs(store, since_hours=24, now=None):
     return out
 
 
-def shown_reason(store, case, prefix):
-    """The case's reason for a one-line listing: never the verdict's name
-    twice (``COULD-NOT-CHECK: COULD-NOT-CHECK: ...``), never empty: a
-    below-reference case recorded with ReFrame's bare ``performance
-    error:`` gets its sizes from its records."""
+def shown_reason(store, case, prefix=None):
+    """The reason of a case as people read it, the same in ``scripts/report
+    failed`` and on the report page: never the verdict's name twice
+    (``COULD-NOT-CHECK: COULD-NOT-CHECK: ...``), never empty, numbers
+    rounded.  A below-reference case recorded with ReFrame's ``performance
+    error: ...`` gets its sizes from its records (else from ReFrame's
+    message, rounded)."""
+    prefix = prefix or str(case['verdict']).upper()
     reason = (case['reason'] or '').strip()
     while reason.startswith(prefix + ':'):
         reason = reason[len(prefix) + 1:].strip()
-    bare = reason.rstrip(':').strip().lower() in ('', 'performance error')
-    if bare and case['verdict'] == Verdict.BELOW_REFERENCE.value:
+    perf = reason.lower().startswith('performance error')
+    if perf and case['verdict'] == Verdict.BELOW_REFERENCE.value:
         below = [r for r in store.records(
             'WHERE run_id = ? AND case_name = ?',
             (case['run_id'], case['case_name']))
@@ -219,9 +238,57 @@ def shown_reason(store, case, prefix):
             return 'below reference at ' + judge.shortfall_sizes(
                 (r['size'], r['busbw'], r['ref'], r['tolerance'])
                 for r in sorted(below, key=lambda r: r['size']))
+        said = reframe_perf_error(reason)
+        if said:
+            return said
         return 'below reference (no size recorded as below: see the ' \
             'run report\'s perflog)'
-    return reason or '(no reason recorded)'
+    return round_numbers(reason) or '(no reason recorded)'
+
+
+#: one value of ReFrame's performance error (``_fmtperf`` of
+#: reframe/core/pipeline.py 4.x: ``{tag}={val} {unit}, expected {ref}
+#: (l={lower}, u={upper})``)
+_RFM_PERF = re.compile(r'(\w+)=(\S+) (\S+), expected (\S+) '
+                       r'\(l=([^,]+), u=([^)]+)\)')
+
+
+def reframe_perf_error(text):
+    """ReFrame's ``performance error: failed to meet reference(s): ...``
+    in people's words (``below reference at 1MiB 63.27 vs 70.91 GB/s
+    (-11%)``), or '' when it holds none of its values."""
+    short, other = [], []
+    for tag, val, unit, ref, low, _ in _RFM_PERF.findall(text or ''):
+        try:
+            val, ref, low = float(val), float(ref), float(low)
+        except ValueError:
+            continue
+        m = re.fullmatch(r'busbw_(\w+)', tag)
+        size = None
+        if m and unit == 'GB/s' and ref > 0:
+            try:
+                size = parse_size(m.group(1))
+            except (ValueError, CclHealthError):
+                size = None
+        if size is not None:
+            short.append((size, val, ref, 1 - low / ref))
+        else:
+            other.append(f'{tag} {val:.4g} {unit}, expected {ref:.4g} '
+                         f'(at least {low:.4g})')
+    if not short and not other:
+        return ''
+    return '; '.join(([f'below reference at '
+                       f'{judge.shortfall_sizes(sorted(short))}']
+                      if short else []) + other)
+
+
+def round_numbers(text):
+    """Long decimals (``63.818999999999996``) rounded for people: 4
+    significant digits, never fewer decimals than two."""
+    def one(m):
+        v = float(m.group(0))
+        return f'{v:.2f}' if abs(v) >= 100 else f'{v:.4g}'
+    return re.sub(r'(?<![\w.])\d+\.\d{5,}(?![\d.])', one, text or '')
 
 
 def drop_lines(findings, cases):

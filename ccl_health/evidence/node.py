@@ -18,12 +18,18 @@ class Gpus:
     arch: str = ''                     # 'sm_90', 'gfx90a'
     driver: str = ''
     why_none: str = ''                 # one line when count == 0
+    #: the vendor tool that is installed and listed no GPU ('' when none
+    #: is installed): its driver does not answer
+    tool: str = ''
     #: the UUID of each GPU, by index (nvidia-smi ``GPU-<uuid>``, rocminfo
     #: ``GPU-<hex>``); empty where unknown
     uuids: List[str] = dataclasses.field(default_factory=list)
 
 
-def _run(cmd, timeout=20, env=None):
+def _run(cmd, timeout=20, env=None, keep_stdout=False):
+    """``(stdout, stderr)`` of ``cmd``; on failure ``(None, 'exit N:
+    what it said')`` (``keep_stdout``: its stdout instead of None, where
+    the tool says why on stdout and its stderr is noise)."""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=timeout, env=env)
@@ -31,6 +37,8 @@ def _run(cmd, timeout=20, env=None):
         return None, str(err)
     if p.returncode == 0:
         return p.stdout, p.stderr.strip()
+    if keep_stdout:
+        return p.stdout, f'exit {p.returncode}: {p.stderr.strip()}'.strip()
     # nvidia-smi says why it failed on stdout ("NVIDIA-SMI has failed
     # because it couldn't communicate with the NVIDIA driver ...")
     said = ' '.join((p.stderr.strip() or p.stdout.strip()).split())
@@ -68,20 +76,64 @@ def detect_gpus(env=None, whole_node=False):
                 arch = 'sm_' + cap.replace('.', '') if cap else ''
                 return Gpus('nvidia', len(rows), name, arch, drv,
                             uuids=[r[1] for r in rows])
-        why = f'nvidia-smi found no GPU ({(err or "no output")[:120]})'
+        tool, said = 'nvidia-smi', tool_answer('nvidia-smi', out, err)
     elif shutil.which('rocm-smi') or shutil.which('rocminfo'):
         out, err = _run(['rocminfo'], env={
             k: v for k, v in os.environ.items()
-            if k != 'ROCR_VISIBLE_DEVICES'} if whole_node else None)
+            if k != 'ROCR_VISIBLE_DEVICES'} if whole_node else None,
+            keep_stdout=True)
         agents = parse_rocminfo(out or '')
         if agents:
             arch = agents[0][0]
             return Gpus('amd', len(agents), arch, arch,
                         uuids=[u for _, u in agents])
-        why = f'rocminfo found no GPU ({(err or "no output")[:120]})'
+        tool, said = 'rocminfo', tool_answer('rocminfo', out, err)
     else:
-        why = 'no GPU on this machine (neither nvidia-smi nor rocm-smi/rocminfo is installed)'
-    return Gpus(why_none=why)
+        tool, said = '', ''
+    why = no_gpu_line(tool, said)
+    return Gpus(why_none=why, tool=tool)
+
+
+#: lines of a vendor tool's answer that say nothing about the GPUs (the
+#: kernel-module library's complaints where /proc/modules is missing)
+_NOISE = re.compile(r'^(libkmod: |Error: could not get list of modules)')
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
+
+
+def _short(text, limit=100):
+    """``text`` cut at a word boundary within ``limit`` characters."""
+    text = ' '.join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(' ', 1)[0].rstrip(',;:') + ' ...'
+
+
+def tool_answer(tool, out, err):
+    """What a vendor tool that listed no GPU said, in a few whole words:
+    the driver not loaded in the user's words, else its first line that
+    is not noise (``err``: :func:`_run`'s ``exit N: ...``)."""
+    code = re.match(r'exit (\d+):?\s*', err or '')
+    err = (err or '')[code.end():] if code else err
+    text = _ANSI.sub('', '\n'.join(x for x in (out, err) if x))
+    if re.search(r"ROCk module is NOT loaded|couldn't communicate with the "
+                 r"NVIDIA driver|No devices were found", text):
+        return ('no AMD GPU driver loaded' if tool == 'rocminfo' else
+                'no NVIDIA driver answered' if 'communicate' in text else
+                'no GPU listed')
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip() and not _NOISE.match(ln.strip())]
+    said = _short(lines[0]) if lines else 'no output'
+    return f'exit {code.group(1)}, {said}' if code else said
+
+
+def no_gpu_line(tool, said):
+    """The one line of a machine where no GPU was found: each vendor
+    tool, and what it said (never its noise)."""
+    if tool == 'nvidia-smi':
+        return f'no GPU found (nvidia-smi: {said})'
+    if tool == 'rocminfo':
+        return f'no GPU found (nvidia-smi: not installed; rocminfo: {said})'
+    return 'no GPU found (nvidia-smi: not installed; rocminfo: not installed)'
 
 
 def parse_nvidia_smi_csv(text):

@@ -82,10 +82,17 @@ def parser(prog='scripts/fleet'):
                    'without it, and its rows are marked simulated)')
     p.add_argument('--no-record', action='store_true',
                    help='record nothing in the performance database')
-    p.add_argument('--simulate', metavar='PLAN', help='no Slurm: run the '
-                   'rounds on the simulated scheduler with this fault plan '
-                   '(JSON, ccl_health/fleet/faults.py); --nodelist names the '
-                   'nodes')
+    from ccl_health.fleet.faults import NODE_FAULTS
+    p.add_argument('--simulate', metavar='PLAN', help='rehearse without '
+                   'Slurm: the same rounds on a simulated cluster of the '
+                   '--nodelist nodes with this fault plan, a JSON file: '
+                   '"bad_nodes": {NODE: ' + '|'.join(NODE_FAULTS) + '}, '
+                   '"bad_links": [[NODE, NODE]], "stragglers": {NODE: '
+                   'busbw factor}, "drained": [NODE] (drained earlier, for '
+                   '--resume); an example ships as '
+                   'site/fleet-faults.example.json.  With --resume: a '
+                   'rehearsal of back to service, its state kept under '
+                   '<output>/simulated (run it again for the next check)')
     p.add_argument('--inside', action='store_true',
                    help=argparse.SUPPRESS)
     p.add_argument('--run-id', help=argparse.SUPPRESS)
@@ -395,11 +402,14 @@ def run_resume(args, site, cfg, run_id):
     from ccl_health.fleet import resume, slurm
     from ccl_health.stops import held
     out_dir = outputs.output_dir()
+    sim = None
+    if args.simulate:
+        out_dir, sim, make_scheduler = _rehearsal(args, cfg, out_dir)
     run_dir = os.path.join(out_dir, 'fleet', f'resume-{run_id}')
     progs = Programs(cfg, run_dir, site)
-    env = step_env(site, cfg)
+    env = step_env(site, cfg) if sim is None else {}
 
-    def make_scheduler(reservation):
+    def make_slurm_scheduler(reservation):
         os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
         sched = slurm.SlurmScheduler(
             run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
@@ -411,11 +421,15 @@ def run_resume(args, site, cfg, run_id):
                           if not k.startswith('SLURM_') or k == 'SLURM_CONF'}
         return sched
 
+    if sim is None:
+        make_scheduler = make_slurm_scheduler
     with held() as stops:
         r = resume.Resume(cfg, out_dir, args.partition, args.nodelist,
-                          make_scheduler=make_scheduler, stops=stops)
+                          slurm=sim, make_scheduler=make_scheduler,
+                          stops=stops)
         summary = r.run()
         summary['run_id'] = f'resume-{run_id}'
+        summary['simulated'] = sim is not None
         summary['system'] = site.system if site else (args.system or '')
         summary['partition'] = args.partition or ''
         summary['env_dropped'] = slurm.clean_environ()[1]
@@ -427,13 +441,65 @@ def run_resume(args, site, cfg, run_id):
             return resume.exit_code(summary)
         report.write_resume(summary, run_dir)
         _keep(summary, args, cfg)
-        print(resume.summary_text(summary, os.path.join(run_dir,
-                                                       report.SUMMARY)),
-              flush=True)
+        text = resume.summary_text(summary, os.path.join(run_dir,
+                                                        report.SUMMARY))
+        if sim is not None:
+            text = text.replace('fleet --resume:', 'fleet --resume '
+                                '(SIMULATED: no Slurm asked or touched):', 1)
+            text += (f'\n  rehearsal state: {out_dir} (the same command '
+                     f'again runs the next check; remove the folder to '
+                     f'start over)')
+        print(text, flush=True)
         return resume.exit_code(summary)
 
 
+def _rehearsal(args, cfg, out_dir):
+    """``--resume --simulate PLAN``: the folder of the rehearsal (its
+    state, never the real one's), its simulated Slurm and the simulated
+    scheduler of its checks."""
+    from ccl_health.fleet.faults import FaultPlan
+    from ccl_health.fleet.simslurm import FOLDER, SimSlurm
+    from ccl_health.fleet.simulate import SimScheduler
+    try:
+        fplan = FaultPlan.load(args.simulate)
+    except (OSError, ValueError) as err:
+        raise CclHealthError(f'--simulate: {err}') from None
+    folder = os.path.join(out_dir, FOLDER)
+    try:
+        sim = SimSlurm(fplan, expand_hostlist(args.nodelist), folder)
+    except ValueError as err:
+        raise CclHealthError(str(err)) from None
+
+    def make_scheduler(reservation):
+        return SimScheduler(fplan, size=cfg.size_bytes,
+                            tasks_per_node=cfg.tasks_per_node,
+                            max_parallel=cfg.max_parallel, grace=cfg.grace)
+    return folder, sim, make_scheduler
+
+
 # -- main ---------------------------------------------------------------------
+
+def next_step(s):
+    """What to do after a fleet run, in one line."""
+    part = f'--partition {s["partition"]}' if s.get('partition') else \
+        '--partition PART'
+    if s.get('simulated'):
+        return (f'the same on the cluster: scripts/fleet {part} (add --drain '
+                f'to drain the bad nodes)')
+    found = s['bad'] or s['suspect_links'] or s.get('suspect_groups') or \
+        s['stragglers']
+    if s['drained']:
+        return (f'repair the drained nodes, then scripts/fleet --resume '
+                f'{part} checks them and brings them back')
+    if s['bad'] and not s.get('drain_held'):
+        return (f'drain the bad nodes (scripts/fleet {part} --drain, or by '
+                f'hand); links, groups and stragglers are in fleet.html')
+    if found or s.get('drain_held'):
+        return 'look at the findings above and in fleet.html'
+    if s['could_not_check']:
+        return 'fix what the COULD-NOT-CHECK lines name, then run it again'
+    return 'nothing: every node is healthy'
+
 
 def new_run_id():
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -445,7 +511,15 @@ def main(argv=None, prog='scripts/fleet'):
     try:
         return _main(argv, prog)
     except CclHealthError as err:
-        print(f'fleet: error: {" ".join(str(err).split())}', file=sys.stderr)
+        text = ' '.join(str(err).split())
+        if re.match(r'(sinfo|salloc|scontrol|squeue)\b', text) and re.search(
+                r'not found|configuration source|Unable to contact', text):
+            plan = os.path.join(resources.shipped_site_dir(),
+                                'fleet-faults.example.json')
+            text += (f' (no Slurm cluster answered; to rehearse without one: '
+                     f'{prog} --simulate {plan} --nodelist "n[1-16]"'
+                     f'{" --resume" if "--resume" in argv else ""})')
+        print(f'fleet: error: {text}', file=sys.stderr)
         return EXIT_ERROR
     except OSError as err:            # a path given: one line, exit 2
         print(f'fleet: error: {err.filename or ""}'
@@ -467,8 +541,11 @@ def _main(argv, prog):
     site, cfg = load_site(args)
     run_id = args.run_id or new_run_id()
     if args.resume:
-        if args.simulate or args.drain:
-            raise CclHealthError('--resume: not with --simulate or --drain')
+        if args.drain:
+            raise CclHealthError('--resume: not with --drain (a resume '
+                                 'drains again what fails by itself)')
+        if args.simulate and not args.nodelist:
+            raise CclHealthError('--simulate needs --nodelist (the nodes)')
         return run_resume(args, site, cfg, run_id)
     run_dir = os.path.join(outputs.output_dir(), 'fleet', run_id)
     sched = None
@@ -535,7 +612,8 @@ def _main(argv, prog):
                                  '--db' if args.simulate else 'nothing')
     report.write(summary, run_dir)
     _keep(summary, args, cfg)
-    print(summary_text(summary, path), flush=True)
+    print(summary_text(summary, path) + f'\n  next: {next_step(summary)}',
+          flush=True)
     return exit_code(summary)
 
 

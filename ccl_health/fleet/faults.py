@@ -12,7 +12,8 @@ of nccl-tests.  A plan is a JSON file::
      "all_nodes": "crash",                # every node, the same way
      "switches": {"s1": ["n1", "n2"]},    # leaf switches ...
      "down_switches": ["s1"],             # ... whose uplinks are down
-     "broken_fabric": 0.8}                # share of broken node pairs
+     "broken_fabric": 0.8,                # share of broken node pairs
+     "drained": ["n11"]}                  # drained earlier (--resume)
 
 Systemic faults (issue 20, class 5): ``all_nodes`` makes every node
 check fail the same way (a shared cause: a broken driver or library
@@ -21,6 +22,12 @@ installed everywhere); a switch of ``down_switches`` has its uplinks down
 ``broken_fabric`` breaks that share of node pairs (chosen by a hash of the
 two names: the same pairs every time), a step holding a broken pair
 crashes.
+
+``drained`` names nodes that Slurm lists as drained by ccl-health when a
+``--resume`` rehearsal starts (:mod:`ccl_health.fleet.simslurm`; the bad
+nodes are drained too): a drained node the plan leaves healthy passes its
+checks again.  ``site/fleet-faults.example.json`` is a plan to start
+from.
 
 ``outcome(nodes)`` says what one step over ``nodes`` (one node: the node
 check; two: a pair; more: a group) shows: the worst fault among its
@@ -58,6 +65,7 @@ class FaultPlan:
     switches: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     down_switches: List[str] = dataclasses.field(default_factory=list)
     broken_fabric: float = 0.0
+    drained: List[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         if self.all_nodes and self.all_nodes not in NODE_FAULTS:
@@ -81,6 +89,10 @@ class FaultPlan:
                                  % sorted(link))
             links.append(link)
         self.bad_links = links
+        if not isinstance(self.drained, list) or not all(
+                isinstance(n, str) for n in self.drained):
+            raise ValueError('drained: %r is not a list of node names'
+                             % (self.drained,))
         for node, factor in self.stragglers.items():
             if not 0 < float(factor) <= 1:
                 raise ValueError('stragglers.%s: %r is not in (0, 1]'
@@ -113,6 +125,8 @@ class FaultPlan:
             out['down_switches'] = list(self.down_switches)
         if self.broken_fabric:
             out['broken_fabric'] = self.broken_fabric
+        if self.drained:
+            out['drained'] = list(self.drained)
         return out
 
     def pair_broken(self, a, b) -> bool:

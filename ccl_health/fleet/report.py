@@ -257,7 +257,7 @@ def render(summary):
         timeline_nodes=Markup(node_timeline_html(s.get('timeline'))))
 
 
-_RESUME = _HEAD + """<h1>Back to service {{ s.run_id }}</h1>
+_RESUME = _HEAD + """<h1>{{ 'SIMULATED ' if s.get('simulated') else '' }}Back to service {{ s.run_id }}</h1>
 <p class="note">scripts/fleet --resume: only nodes drained with a reason
 starting "ccl-health:" are re-checked (node check, then a pair with a
 healthy partner); {{ s.system }} {{ s.partition }}, {{ '%.0f' % s.seconds }} s.</p>

@@ -216,7 +216,7 @@ class Fleet:
             'results': [j.to_dict() for j in out]})
         self.log(f'fleet: round {len(self.rounds)} {name}: '
                  f'{"1 step on " if one else ""}{len(steps)} '
-                 f'{"nodes" if one else "steps"}, {ok} passed, '
+                 f'{"nodes" if one else "steps"}, {ok} ran without error, '
                  f'{len(out) - ok - unj} failed'
                  f'{f" ({hung} hung)" if hung else ""}'
                  f'{f", {unj} could not check" if unj else ""}, '
@@ -314,8 +314,9 @@ class Fleet:
         return False, ''
 
     def _log_slow(self, out, base):
-        """The progress line counts verdicts; say which of the passed
-        steps were then judged too slow (a failure all the same)."""
+        """The progress line counts verdicts; say how many of the steps
+        that ran without error were then judged too slow (a failure all
+        the same)."""
         obs = {(o.a, o.b): o for o in self.pair_obs()} if any(
             j.step.kind == 'pair' for j in out) else {}
         slow = sum(1 for j in out if j.ok and (
@@ -323,8 +324,9 @@ class Fleet:
             not obs.get(j.step.nodes[:2], plan.PairObs('', '', True)).ok))
         if slow:
             self.log(f'fleet: round {len(self.rounds)} '
-                     f'{self.rounds[-1]["name"]}: {slow} of the passed '
-                     f'step(s) below the baseline (slow): failed')
+                     f'{self.rounds[-1]["name"]}: {slow} of the steps '
+                     f'that ran without error were slower than the '
+                     f'baseline of the run: judged slow (a failure)')
 
     def _pair_failed(self, j):
         """``(failed, reason)`` of a pair step, the pairs' slow rule

@@ -215,9 +215,11 @@ def _check(settings, environ, before, found, work):
         rm.node.gpus if rm.node is not None else 0)
     found['expected'] = expected_gpus or None
     if gpus.count == 0:
+        # a vendor tool is installed and lists none: its driver does not
+        # answer (a fault where the partition has GPUs); no tool at all
+        # is the environment
         fault = node_without_gpus(gpus, expected_gpus, system, partition) \
-            if gpus.why_none.startswith(('nvidia-smi found no GPU',
-                                         'rocminfo found no GPU')) else None
+            if gpus.tool else None
         if fault is None:
             raise CouldNotCheck(gpus.why_none)
         res = result_of(*fault)

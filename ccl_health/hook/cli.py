@@ -69,8 +69,8 @@ def main(argv=None):
         except ImportError as err:
             res = _plain(f'a Python module is missing ({sys.executable}): '
                          f'{type(err).__name__}: {err}', t0)
-        except SystemExit:        # --help (argparse printed it): no check
-            return COULD_NOT_CHECK
+        except SystemExit as end:  # --help (argparse printed it): no check
+            return 0 if end.code in (0, None) else COULD_NOT_CHECK
         except Exception as err:   # our own bug must never drain a node
             res = _plain(f'internal error {type(err).__name__}: {err}', t0)
         finally:

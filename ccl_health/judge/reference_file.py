@@ -325,7 +325,7 @@ def _merge(old, entry, tolerance, source):
     if busbw.fa.flow_style() and len(busbw) + len(entry.busbw) > 8:
         busbw.fa.set_block_style()      # one size a line: a readable diff
     by_size = {parse_size(k): k for k in busbw}
-    kept_tol, added = [], []
+    kept_tol, widened, added = [], [], []
     for size, val in sorted(entry.busbw.items()):
         val = round(val, 2)
         k = by_size.get(size)
@@ -347,8 +347,10 @@ def _merge(old, entry, tolerance, source):
             busbw[k] = val
         elif isinstance(busbw[k], list):
             busbw[k][0], busbw[k][1] = val, own
-            if curated is not None:
+            if curated is not None and own == curated:
                 kept_tol.append(f'{k} {own:g}')
+            elif curated is not None:
+                widened.append(f'{k} {curated:g} -> {own:g}')
         else:
             busbw[k] = _pair(val, own)
     if source is not None:
@@ -366,6 +368,8 @@ def _merge(old, entry, tolerance, source):
             + (f', new: {" ".join(added)}' if added else '')
             + (f'; kept curated tolerance(s): {", ".join(kept_tol)}'
                if kept_tol else '')
+            + (f'; widened curated tolerance(s) to the measured noise: '
+               f'{", ".join(widened)}' if widened else '')
             + (f'; kept unmeasured: '
                f'{" ".join(format_size(s) for s in kept)}' if kept else '')
             + f'; tolerance {tol:g}')

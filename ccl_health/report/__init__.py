@@ -212,10 +212,12 @@ class Section:
     figures: List[Figure]
 
 
-def failure_rows(cases, verdicts=None):
+def failure_rows(cases, verdicts=None, reason=None):
     """Every case that is not good (failures and unjudged; or whose verdict
     is in ``verdicts``), grouped by kind then collective, newest first
-    within a group."""
+    within a group; ``reason(case)`` says each one's reason (the page
+    passes :func:`ccl_health.db.queries.shown_reason`, as ``scripts/report
+    failed`` says it)."""
     if cases.empty:
         return []
     bad = cases[cases['verdict'].isin(verdicts) if verdicts else
@@ -227,7 +229,8 @@ def failure_rows(cases, verdicts=None):
              'transport': r['transport'] or '-', 'time': r['time'],
              'run': r['run_id'], 'where': f'{r["system"]}:{r["partition"]}',
              'case': r['case_name'], 'verdict': r['verdict'],
-             'reason': r['reason'] or '(no reason recorded)'}
+             'reason': (reason(r) if reason else r['reason']) or
+             '(no reason recorded)'}
             for r in bad.to_dict('records')]
 
 
@@ -356,7 +359,11 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         for fig in sec.figures:
             with open(os.path.join(outdir, fig.name), 'wb') as fp:
                 fp.write(fig.png)
-    fails = failure_rows(cases)
+    from ccl_health.db import queries
+
+    def shown(case):
+        return queries.shown_reason(store, case)
+    fails = failure_rows(cases, reason=shown)
     frows = finding_rows(findings, cases_list)
     page = os.path.join(outdir, 'index.html')
     html = render_page(
@@ -366,7 +373,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         summary=table.to_dict('records') if not table.empty else [],
         summary_columns=list(table.columns),
         failure_counts=failure_counts(cases), failures=fails,
-        skipped=failure_rows(cases, ('skipped',)),
+        skipped=failure_rows(cases, ('skipped',), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
         health=health,
         accepted=acceptance_rows(store.acceptances()),

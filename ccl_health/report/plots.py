@@ -155,13 +155,12 @@ def trend_figure(grp, cases, key, size, findings):
         ax.plot(below['when'], below['busbw'], 's', mfc='none',
                 color='tab:orange', ms=8, label='below reference')
     d = sub[sub['run_id'].isin(drops)]
+    pending = []
     if not d.empty:
         ax.plot(d['when'], d['busbw'], 'x', color='tab:red', ms=10, mew=2,
                 label='drop against history')
-        for w, v, run in zip(d['when'], d['busbw'], d['run_id']):
-            ax.annotate(run, (w, v), textcoords='offset points',
-                        xytext=(6, 6), fontsize=7, color='tab:red',
-                        rotation=15)
+        pending.append((list(zip(d['when'], d['busbw'], d['run_id'])),
+                        'tab:red'))
     from ccl_health.report import BROKEN
     mine = cases
     for col in SERIES:
@@ -171,10 +170,14 @@ def trend_figure(grp, cases, key, size, findings):
         when = pd.to_datetime(broken['time'], utc=True, format='ISO8601')
         ax.plot(when, [0] * len(when), 'v', color='black', ms=8,
                 label='failed or not judged (no value)')
-        for w, v in zip(when, broken['verdict']):
-            ax.annotate(v, (w, 0), textcoords='offset points',
-                        xytext=(0, 7), fontsize=7, ha='center')
+        pending.append(([(w, 0, v) for w, v in zip(when,
+                                                   broken['verdict'])],
+                        'black'))
     ax.set_ylim(bottom=0)
+    levels = max([_labels(ax, pts, color) for pts, color in pending] or [0])
+    if pending:
+        # room above the highest point for its label's lines
+        ax.set_ylim(top=ax.get_ylim()[1] * (1.1 + 0.12 * levels))
     ax.set_ylabel('busbw (GB/s)')
     ax.set_xlabel('run time (UTC)')
     loc = mdates.AutoDateLocator(tz='UTC')
@@ -185,6 +188,36 @@ def trend_figure(grp, cases, key, size, findings):
     ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
+
+
+def _labels(ax, points, color):
+    """Label each ``(when, value, text)`` of ``points`` above its point;
+    labels whose points lie closer on the time axis than a label is wide
+    are stacked one line higher each, with a leader line, so that no two
+    labels overlap.  Returns the highest level used (0: one line)."""
+    import matplotlib.dates as mdates
+    lo, hi = ax.get_xlim()
+    span = max(hi - lo, 1e-9)
+    # the axes hold about 110 characters of 7 pt text across (11 in wide
+    # figure, the legend beside it); a label is taken a little wider
+    placed, top = [], 0
+    for x, (w, v, text) in sorted(
+            ((mdates.date2num(p[0]), p) for p in points), key=lambda p: p[0]):
+        width = (len(str(text)) + 3) / 110 * span
+        level = 0
+        while any(lv == level and abs(x - px) < (width + pw) / 2
+                  for px, pw, lv in placed):
+            level += 1
+        placed.append((x, width, level))
+        top = max(top, level)
+        ax.annotate(text, (w, v), textcoords='offset points',
+                    xytext=(0, 8 + 10 * level), fontsize=7, color=color,
+                    ha='center', va='bottom',
+                    bbox=dict(boxstyle='round,pad=0.15', fc='white',
+                              ec='none', alpha=0.85),
+                    arrowprops=dict(arrowstyle='-', color=color, lw=0.5,
+                                    alpha=0.6) if level else None)
+    return top
 
 
 def health_days(rows):

@@ -12,7 +12,7 @@ system = {
     'descr': 'OLCF Frontier (MI250X, Slingshot 11)',
     'hostnames': [r'login\d+\.frontier', r'frontier\d+'],
     # CCL_HEALTH_MODULES_SYSTEM=nomod renders job scripts where Lmod is
-    # missing (a laptop, CI: README "Sites from a laptop"); on the system
+    # missing (a laptop, CI: docs/sites.md "Sites from a laptop"); on the system
     # itself Lmod is used.
     'modules_system': os.environ.get('CCL_HEALTH_MODULES_SYSTEM', 'lmod'),
     'partitions': [{
