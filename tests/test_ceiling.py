@@ -14,7 +14,7 @@ import pytest
 import mutations
 from conftest import REPO
 
-from ccl_health import TRANSPORTS
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health import explain as X
 from ccl_health.evidence import nccltests
 from ccl_health.evidence.nodestate import GpuState, Link, NodeState

@@ -17,7 +17,8 @@ import math
 import os
 import statistics
 
-from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health import CclHealthError
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health.judge import history
 from ccl_health.judge import reference_file
 from ccl_health.judge.reference import Entry, busbw_perfvalues
