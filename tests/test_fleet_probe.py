@@ -13,7 +13,8 @@ import pytest
 from ccl_health.hook import check as health
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import SLOW_FACTOR, FaultPlan
-from ccl_health.judge.verdicts import Verdict, judge_output
+from ccl_health.judge.judge import judge_output
+from ccl_health.judge.verdicts import Verdict
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'replay',
                      'fleet', 'probe')
