@@ -129,7 +129,7 @@ def trend_figure(grp, cases, key, size, findings):
     import matplotlib.dates as mdates
     import pandas as pd
     plt = _plt()
-    from ccl_health.report import SERIES
+    from ccl_health.report.series import SERIES
     k = dict(zip(SERIES, key))
     sub = grp[grp['size'] == size].sort_values('when')
     fig, ax = plt.subplots(figsize=(11, 3.0))
@@ -162,7 +162,7 @@ def trend_figure(grp, cases, key, size, findings):
             ax.annotate(run, (w, v), textcoords='offset points',
                         xytext=(6, 6), fontsize=7, color='tab:red',
                         rotation=15)
-    from ccl_health.report import BROKEN
+    from ccl_health.report.series import BROKEN
     mine = cases
     for col in SERIES:
         mine = mine[mine[col] == k[col]]
