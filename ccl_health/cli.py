@@ -210,10 +210,10 @@ def cmd_run(args):
 def _history_lines(db_url, run_id):
     """Print the history findings (drop, drift, recovery, intermittent)
     of the keys this run measured; True when one is new since the last
-    complete run and needs a person (:mod:`ccl_health.nightly`)."""
-    from ccl_health import nightly
+    complete run and needs a person (:mod:`ccl_health.findings`)."""
+    from ccl_health import findings, nightly
     with store.open_store(db_url, readonly=True) as db:
-        found, new, prev = nightly.run_findings(db, run_id)
+        found, new, prev = findings.run_findings(db, run_id)
         if not found:
             print(f'history: no drop, drift or recovery against earlier runs'
                   f' ({"compared with run " + prev if prev else "no earlier complete run"})')
@@ -223,7 +223,7 @@ def _history_lines(db_url, run_id):
               f'{"run " + prev if prev else "no earlier complete run"}:')
         cases = db.cases()
         for f in found:
-            for line in nightly.finding_lines([f], cases):
+            for line in findings.finding_lines([f], cases):
                 print(('NEW ' if id(f) in fresh and not line.startswith(' ')
                        else '') + line)
         return nightly.needs_a_person(new)
