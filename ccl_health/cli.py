@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from ccl_health import (CclHealthError, helptext, outputs, resources,
+from ccl_health import (CclHealthError, entry, helptext, outputs, resources,
                         safefile)
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
@@ -437,9 +437,7 @@ def main(argv=None):
                    '(<output>/reports/run-<time>.json)')
     p.set_defaults(func=cmd_summary)
     p = named('calibrate', help='record a reference from runs',
-              description='Record a reference from a run: checks every '
-              'input before it touches reference/<system>.yaml, keeps what '
-              'it does not change, writes atomically.')
+              description=calibrate.DESCRIPTION)
     calibrate.add_arguments(p, resources.reference_dir())
     p.set_defaults(func=cmd_calibrate)
     p = named('db', help='the performance database: ingest, queries, '
@@ -458,24 +456,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if getattr(args, 'output', '') is None:
         args.output = outputs.output_dir()
-    try:
-        return args.func(args)
-    except CclHealthError as err:
-        print(f'ccl-health: error: {err}', file=sys.stderr)
-        return 2
-    except OSError as err:          # a path the user gave: one line, exit 2
-        print(f'ccl-health: error: {err.filename or ""}'
-              f'{": " if err.filename else ""}{err.strerror or err}',
-              file=sys.stderr)
-        return 2
-    except ImportError as err:      # an extra that is not installed
-        line = resources.missing_extra(err)
-        if line is None:
-            raise
-        print(line, file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return entry.run(args.func, args)
 
 
 if __name__ == '__main__':
