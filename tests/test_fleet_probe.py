@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from ccl_health.hook import check as health
+from ccl_health.hook import cli as hook_cli
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import SLOW_FACTOR, FaultPlan
 from ccl_health.judge.judge import judge_output
@@ -43,8 +44,8 @@ def run(env, *args, timeout=30, **extra):
 def hook_keys(tmp_path):
     """The keys of the real hook's --json document."""
     path = str(tmp_path / 'hook.json')
-    health.main(['--json', path, '--system', 'no-such-system',
-                 '--no-record'])
+    hook_cli.main(['--json', path, '--system', 'no-such-system',
+                   '--no-record'])
     with open(path) as fp:
         return set(json.load(fp))
 

@@ -34,7 +34,7 @@ from ccl_health.fleet.run import Fleet
 from ccl_health.fleet.simulate import SimScheduler
 from ccl_health.hook import record as hook_record
 from ccl_health.hook.judging import HookResult
-from ccl_health.hook.probes import Probe
+from ccl_health.hook.probe import Probe
 from ccl_health.judge import history
 from conftest import CAPTURE, read
 

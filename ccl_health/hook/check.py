@@ -59,14 +59,14 @@ from ccl_health import resources
 from ccl_health.hook import judging as judging_words, keep, run
 from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
     IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
-    judged_probe, node_without_gpus, output_attempt, probe_evidence,
-    result as _result, unjudged, with_action, with_node_state)
+    judged_probe, links_summary, node_without_gpus, output_attempt,
+    probe_evidence, result as _result, unjudged, with_action,
+    with_node_state)
+from ccl_health.hook.probe import LinksProbe, Probe  # noqa: F401
 from ccl_health.hook.probes import (  # noqa: F401
-    LINKS_DEFAULT_SIZE, LinksProbe, Probe, find_links_tool,
-    find_tests_prefix, links_summary, pair_rounds, probe_env, run_links,
-    run_probe)
+    LINKS_DEFAULT_SIZE, find_links_tool, find_tests_prefix, pair_rounds,
+    probe_env, run_links, run_probe)
 from ccl_health.hook.record import json_document, record  # noqa: F401
-from ccl_health.hook.cli import main  # noqa: F401,E402
 from ccl_health.hook.settings import (  # noqa: F401
     COULD_NOT_CHECK, DEFAULT_LAUNCHER, DEFAULT_LIMIT, DEFAULT_SIZE, HEALTHY,
     PREFIX, UNHEALTHY, CouldNotCheck, Interrupted, RECORD_BOUND, resolve)
