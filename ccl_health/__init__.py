@@ -31,8 +31,4 @@ def read_text(path, what, error=CclHealthError, missing=None):
                     f'file?)') from None
 
 
-#: The transports the suite knows, in the order they are reported: the
-#: names of the records of :mod:`ccl_health.sitedata.transports`.
-from ccl_health.sitedata.transports import NAMES as TRANSPORTS  # noqa: E402
-
-__all__ = ['CclHealthError', 'TRANSPORTS', '__version__', 'read_text']
+__all__ = ['CclHealthError', '__version__', 'read_text']

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from ccl_health import (CclHealthError, helptext, outputs, resources,
+from ccl_health import (CclHealthError, entry, helptext, outputs, resources,
                         safefile)
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
@@ -251,10 +251,10 @@ def cmd_run(args):
 def _history_lines(db_url, run_id):
     """Print the history findings (drop, drift, recovery, intermittent)
     of the keys this run measured; True when one is new since the last
-    complete run and needs a person (:mod:`ccl_health.nightly`)."""
-    from ccl_health import nightly
+    complete run and needs a person (:mod:`ccl_health.findings`)."""
+    from ccl_health import findings, nightly
     with store.open_store(db_url, readonly=True) as db:
-        found, new, prev = nightly.run_findings(db, run_id)
+        found, new, prev = findings.run_findings(db, run_id)
         if not found:
             print(f'history: no drop, drift or recovery against earlier runs'
                   f' ({"compared with run " + prev if prev else "no earlier complete run"})')
@@ -264,7 +264,7 @@ def _history_lines(db_url, run_id):
               f'{"run " + prev if prev else "no earlier complete run"}:')
         cases = db.cases()
         for f in found:
-            for line in nightly.finding_lines([f], cases):
+            for line in findings.finding_lines([f], cases):
                 print(('NEW ' if id(f) in fresh and not line.startswith(' ')
                        else '') + line)
         return nightly.needs_a_person(new)
@@ -442,9 +442,7 @@ def main(argv=None):
                    '(<output>/reports/run-<time>.json)')
     p.set_defaults(func=cmd_summary)
     p = named('calibrate', help='record a reference from runs',
-              description='Record a reference from a run: checks every '
-              'input before it touches reference/<system>.yaml, keeps what '
-              'it does not change, writes atomically.')
+              description=calibrate.DESCRIPTION)
     calibrate.add_arguments(p, resources.reference_dir())
     p.set_defaults(func=cmd_calibrate)
     p = named('db', help='the performance database: ingest, queries, '
@@ -463,24 +461,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if getattr(args, 'output', '') is None:
         args.output = outputs.output_dir()
-    try:
-        return args.func(args)
-    except CclHealthError as err:
-        print(f'ccl-health: error: {err}', file=sys.stderr)
-        return 2
-    except OSError as err:          # a path the user gave: one line, exit 2
-        print(f'ccl-health: error: {err.filename or ""}'
-              f'{": " if err.filename else ""}{err.strerror or err}',
-              file=sys.stderr)
-        return 2
-    except ImportError as err:      # an extra that is not installed
-        line = resources.missing_extra(err)
-        if line is None:
-            raise
-        print(line, file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return entry.run(args.func, args)
 
 
 if __name__ == '__main__':

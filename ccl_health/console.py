@@ -49,7 +49,8 @@ def check(argv=None):
     2 COULD-NOT-CHECK.  The hook itself never raises; this keeps the
     contract when it cannot even be imported (never a reason to drain)."""
     try:
-        from ccl_health.hook.check import main
+        import ccl_health.hook.check  # noqa: F401 (the whole hook imports)
+        from ccl_health.hook.cli import main
     except BaseException as err:      # noqa: B902 (the contract first)
         print(f'COULD-NOT-CHECK: {sys.executable} cannot import '
               f'ccl_health.hook.check: {type(err).__name__}: {err}')

@@ -17,7 +17,8 @@ import argparse
 import json
 import sys
 
-from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health import CclHealthError
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health import resources
 from ccl_health.evidence import collectives
 from ccl_health.evidence import nccltests

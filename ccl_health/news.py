@@ -161,7 +161,7 @@ class Changes:
 def run_changes(db, run_id, told, all_cases=None):
     """The :class:`Changes` of the run ``run_id`` against ``told``
     (:func:`told_state`), which is updated as if they were told."""
-    from ccl_health.nightly import run_findings, finding_lines
+    from ccl_health.findings import run_findings, finding_lines
     all_cases = db.cases() if all_cases is None else all_cases
     cases = [c for c in all_cases if c['run_id'] == run_id]
     records = db.records('WHERE run_id = ?', (run_id,))

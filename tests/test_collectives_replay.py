@@ -122,7 +122,7 @@ def test_nightly_runs_all_reduce_and_the_collectives_mode_the_others():
     docstring): the nightly run sweeps all_reduce over every transport; the
     other collectives run in the 'collectives' mode (after a software
     change), every one over every transport."""
-    from ccl_health import TRANSPORTS
+    from ccl_health.sitedata.transports import NAMES as TRANSPORTS
     from ccl_health.rfm.base import PLUGIN_TRANSPORTS
     nightly = _listed('nightly')
     assert nightly == {

@@ -13,6 +13,7 @@ import pytest
 from ccl_health import CclHealthError
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import cli, slurm
+from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Fleet, Step, exit_code
 
@@ -140,9 +141,9 @@ def test_site_fleet_block_is_checked_naming_file_and_key(tmp_path):
 
 
 def test_hostlist_expansion():
-    assert cli.expand_hostlist('n[1-3,7],m[08-10]') == [
+    assert expand_hostlist('n[1-3,7],m[08-10]') == [
         'n1', 'n2', 'n3', 'n7', 'm08', 'm09', 'm10']
-    assert cli.expand_hostlist('a,b') == ['a', 'b']
+    assert expand_hostlist('a,b') == ['a', 'b']
 
 
 def test_sinfo_states():

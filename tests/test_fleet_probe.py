@@ -11,9 +11,11 @@ import sys
 import pytest
 
 from ccl_health.hook import check as health
+from ccl_health.hook import cli as hook_cli
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import SLOW_FACTOR, FaultPlan
-from ccl_health.judge.verdicts import Verdict, judge_output
+from ccl_health.judge.judge import judge_output
+from ccl_health.judge.verdicts import Verdict
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'replay',
                      'fleet', 'probe')
@@ -42,8 +44,8 @@ def run(env, *args, timeout=30, **extra):
 def hook_keys(tmp_path):
     """The keys of the real hook's --json document."""
     path = str(tmp_path / 'hook.json')
-    health.main(['--json', path, '--system', 'no-such-system',
-                 '--no-record'])
+    hook_cli.main(['--json', path, '--system', 'no-such-system',
+                   '--no-record'])
     with open(path) as fp:
         return set(json.load(fp))
 

@@ -23,7 +23,7 @@ import statistics
 
 import pytest
 
-from ccl_health import nightly
+from ccl_health import findings
 from ccl_health.db import recorder, store
 from ccl_health.db.health_days import GROUP, health_days
 from ccl_health.evidence import nccltests
@@ -34,7 +34,7 @@ from ccl_health.fleet.run import Fleet
 from ccl_health.fleet.simulate import SimScheduler
 from ccl_health.hook import record as hook_record
 from ccl_health.hook.judging import HookResult
-from ccl_health.hook.probes import Probe
+from ccl_health.hook.probe import Probe
 from ccl_health.judge import history
 from conftest import CAPTURE, read
 
@@ -78,7 +78,7 @@ def fleet_cases(when, busbw, nodes=64):
 
 
 def _findings(db, run_id):
-    found, new, prev = nightly.run_findings(db, run_id)
+    found, new, prev = findings.run_findings(db, run_id)
     ids = lambda fs: sorted((f.kind, f.key, f.size, round(f.value, 6))
                             for f in fs)
     return ids(found), ids(new), prev

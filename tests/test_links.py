@@ -10,7 +10,8 @@ import pytest
 
 from ccl_health.evidence import links
 from ccl_health.judge import reference
-from ccl_health.judge.verdicts import Verdict, judge_links
+from ccl_health.judge.links import judge_links
+from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
 
 

@@ -14,8 +14,9 @@ import pytest
 from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import recorder
-from ccl_health.evidence.nodestate import (GIB, GpuState, Link, NodeState, Process,
-                                  amd, nvml, xid)
+from ccl_health.evidence.nodestate import amd, nvml, xid
+from ccl_health.evidence.nodestate.state import (GIB, GpuState, Link, NodeState, Process,
+                                                 not_checked)
 from ccl_health.evidence.nodestate.diagnose import (Cause, contention, diagnose,
                                            MEMORY_HELD_FRACTION)
 
@@ -149,7 +150,7 @@ def test_xids_model_count_lost():
 
 
 def test_not_checked_states_give_no_cause():
-    nc = nodestate.not_checked('NVML not checked: no library', 'nvml')
+    nc = not_checked('NVML not checked: no library', 'nvml')
     assert diagnose(nc, nc, expected_count=8) == []
     assert diagnose(None, None) == []
     assert contention([nc, None]) is None
@@ -406,7 +407,7 @@ def test_hook_names_the_cause_first():
                         'GiB; leftover process on an idle node: drain) (also '
                         'could not check: no reference)')
     # no NVML: the verdict unchanged, "not checked" in the detail
-    nc = nodestate.not_checked('NVML not checked: no library', 'nvml')
+    nc = not_checked('NVML not checked: no library', 'nvml')
     res = health.with_node_state(hook_result(
         0, 'HEALTHY: x', 'pass'), nc, nc)
     assert (res.code, res.line) == (0, 'HEALTHY: x')

@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from ccl_health import TRANSPORTS
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from conftest import REPO
 
 pytest.importorskip('reframe')

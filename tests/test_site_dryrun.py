@@ -259,7 +259,7 @@ def lumi(tmp_path_factory):
 
 
 def test_lumi_renders_every_check_and_transport(lumi):
-    from ccl_health import TRANSPORTS
+    from ccl_health.sitedata.transports import NAMES as TRANSPORTS
     by_check = {}
     for name, (script, build, tc) in lumi.items():
         # a job script for every test; a build script for every build but

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health import CclHealthError
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health.sitedata import schemas
 from ccl_health.sitedata import site
 from ccl_health.sitedata import transports

@@ -17,7 +17,8 @@ import math
 import os
 import statistics
 
-from ccl_health import TRANSPORTS, CclHealthError
+from ccl_health import CclHealthError
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health.judge import history
 from ccl_health.judge import reference_file
 from ccl_health.judge.reference import Entry, busbw_perfvalues
@@ -163,6 +164,12 @@ def _finite(x):
 
 
 # -- the command ----------------------------------------------------------
+
+#: what ``ccl-health calibrate --help`` says first
+DESCRIPTION = ('Record a reference from a run: checks every input before it '
+               'touches reference/<system>.yaml, keeps what it does not '
+               'change, writes atomically.')
+
 
 def add_arguments(p, reference_dir):
     """The options of ``ccl-health calibrate`` on the argparse parser
@@ -412,6 +419,11 @@ def _calibrate(args, groups, tol, measured=()):
 
 
 if __name__ == '__main__':       # python -m ccl_health.db.calibrate ...
+    import argparse
     import sys
-    from ccl_health import cli
-    sys.exit(cli.main(['calibrate'] + sys.argv[1:]))
+    from ccl_health import entry, helptext, resources
+    parser = argparse.ArgumentParser(prog='ccl-health calibrate',
+                                     description=DESCRIPTION)
+    add_arguments(parser, resources.reference_dir())
+    helptext.apply(parser)
+    sys.exit(entry.run(command, parser.parse_args()))

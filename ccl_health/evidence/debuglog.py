@@ -297,7 +297,7 @@ class Evidence:
 
     def proven(self):
         """The transport these logs prove (a name of
-        :data:`ccl_health.TRANSPORTS`), or None when no channel was
+        :data:`ccl_health.sitedata.transports.NAMES`), or None when no channel was
         connected."""
         return _proven(self.via)
 

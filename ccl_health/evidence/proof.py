@@ -61,7 +61,7 @@ _GDR_NOT_ASKED = ('', '0', 'LOC')
 
 def asked_from_log(ev):
     """The transport the log says was asked for (a name of
-    :data:`ccl_health.TRANSPORTS`), or None when it does not say: the
+    :data:`ccl_health.sitedata.transports.NAMES`), or None when it does not say: the
     ``NCCL_NET`` echo (``Socket``, ``IB``, else a plugin's network), a
     plugin named (``NCCL_NET_PLUGIN set by environment to``, ``Plugin name
     set by env to``), looked for by a name that is not the default
@@ -144,7 +144,7 @@ def _missing_ranks(ev, expected):
 
 def prove(asked, ev, nodes=1, expected_ranks=None):
     """Compare the transport ``asked`` for (a name of
-    :data:`ccl_health.TRANSPORTS`, or its record; None: what the log says
+    :data:`ccl_health.sitedata.transports.NAMES`, or its record; None: what the log says
     was asked, :func:`asked_from_log`, else what it proves) on a run of
     ``nodes`` nodes with what the evidence shows, by the rule of its record
     in :mod:`ccl_health.sitedata.transports`.  ``expected_ranks`` (a count,

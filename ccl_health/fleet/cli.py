@@ -16,16 +16,16 @@ import datetime
 import json
 import math
 import os
-import re
 import subprocess
 import sys
-from typing import Dict, List
+from typing import Dict
 
 from ccl_health import (CclHealthError, outputs, read_text, resources,
                         safefile, shell)
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.fleet.run import Fleet, exit_code, summary_text
 
 EXIT_ERROR = 2
@@ -98,40 +98,6 @@ def parser(prog='scripts/fleet'):
     p.add_argument('--run-id', help=argparse.SUPPRESS)
     p.add_argument('--not-checked', help=argparse.SUPPRESS)
     return p
-
-
-# -- node lists without Slurm (the simulated scheduler) -----------------------
-
-def expand_hostlist(text: str) -> List[str]:
-    """``n[1-3,7],m[01-02]`` as names, as Slurm writes them (for
-    ``--simulate``; with Slurm, ``scontrol show hostnames`` does it)."""
-    out, depth, cur = [], 0, ''
-    parts = []
-    for ch in text:
-        if ch == ',' and depth == 0:
-            parts.append(cur)
-            cur = ''
-            continue
-        depth += ch == '['
-        depth -= ch == ']'
-        cur += ch
-    parts.append(cur)
-    for part in (p.strip() for p in parts):
-        if not part:
-            continue
-        m = re.fullmatch(r'([^\[]*)\[([^\]]+)\](.*)', part)
-        if not m:
-            out.append(part)
-            continue
-        pre, body, post = m.groups()
-        for rng in body.split(','):
-            lo, _, hi = rng.partition('-')
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise CclHealthError(f'node list {text!r}: bad range {rng!r}')
-            for i in range(int(lo), int(hi or lo) + 1):
-                for tail in expand_hostlist(post) if post else ['']:
-                    out.append(f'{pre}{str(i).zfill(len(lo))}{tail}')
-    return out
 
 
 # -- site ---------------------------------------------------------------------

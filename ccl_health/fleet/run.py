@@ -23,6 +23,7 @@ from ccl_health.judge.judge import judge
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
 from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.stepevidence import srun_failure, step_evidence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,24 +77,6 @@ def _last_line(text):
     return lines[-1] if lines else ''
 
 
-#: srun's own failures: the step never ran its program (no evidence
-#: about the nodes: could-not-check, never a fault of theirs)
-SRUN_FAILURES = ('srun: error: Unable to create step',
-                 'srun: error: Unable to allocate resources',
-                 'srun: error: Unable to confirm allocation',
-                 'srun: error: Invalid job id',
-                 'srun: error: Slurm job',
-                 'srun: error: Unable to resolve',
-                 'srun: error: Unable to create job step')
-
-
-def srun_failure(raw: Raw):
-    for line in (raw.stderr or '').splitlines():
-        if line.strip().startswith(SRUN_FAILURES):
-            return line.strip()
-    return None
-
-
 def judge_node(raw: Raw, limit: float):
     """``(verdict, reason, busbw)`` of one node check.  Healthy only on
     exit 0 with the hook's JSON saying so too; bad only on exit 1 with the
@@ -142,7 +125,6 @@ def judge_step(raw: Raw, size: int, limit: float,
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     if raw.killed:
         return (*node_judge.killed(f'{what} did not finish', limit), None)
-    from ccl_health.fleet.stepevidence import step_evidence
     j = judge(step_evidence(raw, size, cfg or FleetConfig(), what))
     if j.verdict is not Verdict.PASS:
         return j.verdict, j.reason, None

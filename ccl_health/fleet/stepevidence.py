@@ -11,6 +11,26 @@ from ccl_health.fleet.config import FleetConfig
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 
 
+#: srun's own failures: the step never ran its program (no evidence
+#: about the nodes: could-not-check, never a fault of theirs)
+SRUN_FAILURES = ('srun: error: Unable to create step',
+                 'srun: error: Unable to allocate resources',
+                 'srun: error: Unable to confirm allocation',
+                 'srun: error: Invalid job id',
+                 'srun: error: Slurm job',
+                 'srun: error: Unable to resolve',
+                 'srun: error: Unable to create job step')
+
+
+def srun_failure(raw):
+    """The line of srun's own failure in a step's stderr (``raw``: a
+    :class:`ccl_health.fleet.run.Raw`), or None."""
+    for line in (raw.stderr or '').splitlines():
+        if line.strip().startswith(SRUN_FAILURES):
+            return line.strip()
+    return None
+
+
 #: reference files read by the fleet, by path
 _REFERENCES: Dict[str, Any] = {}
 
@@ -66,13 +86,8 @@ def step_evidence(raw, size: int, cfg: FleetConfig, what: str):
         nodes=len(raw.step.nodes), gpus_per_node=cfg.tasks_per_node,
         expected_sizes=[size],
         attempts=[Attempt(result, raw.code, None, proof, ev, warn_list,
-                          _srun_failure(raw), rank_versions=versions)],
+                          srun_failure(raw), rank_versions=versions)],
         proof_required=bool(cfg.prove_transport),
         judge_bandwidth=bool(cfg.reference), reference=entry,
         missing_reference=missing, ceiling_gbps=ceiling,
         ceiling_source=where)
-
-
-def _srun_failure(raw):
-    from ccl_health.fleet.run import srun_failure
-    return srun_failure(raw)

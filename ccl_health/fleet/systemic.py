@@ -20,6 +20,7 @@ import re
 from typing import Dict, List, Optional, Sequence
 
 from ccl_health import CclHealthError
+from ccl_health.fleet.hostlist import expand_hostlist
 
 _NUMBER = re.compile(r'\d+(\.\d+)?')
 #: a word that may be a node name (names hold letters, digits, - _ .)
@@ -63,7 +64,6 @@ def parse_topology_conf(text: str) -> Dict[str, List[str]]:
 def switches(cfg) -> Dict[str, List[str]]:
     """``{switch: [node names]}`` from the fleet block's ``topology`` and
     ``topology_conf`` (node lists expanded without Slurm)."""
-    from ccl_health.fleet.cli import expand_hostlist
     raw = {k: list(v) for k, v in (cfg.topology or {}).items()}
     if cfg.topology_conf:
         try:

@@ -59,14 +59,14 @@ from ccl_health import resources
 from ccl_health.hook import judging as judging_words, keep, run
 from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
     IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
-    judged_probe, node_without_gpus, output_attempt, probe_evidence,
-    result as _result, unjudged, with_action, with_node_state)
+    judged_probe, links_summary, node_without_gpus, output_attempt,
+    probe_evidence, result as _result, unjudged, with_action,
+    with_node_state)
+from ccl_health.hook.probe import LinksProbe, Probe  # noqa: F401
 from ccl_health.hook.probes import (  # noqa: F401
-    LINKS_DEFAULT_SIZE, LinksProbe, Probe, find_links_tool,
-    find_tests_prefix, links_summary, pair_rounds, probe_env, run_links,
-    run_probe)
+    LINKS_DEFAULT_SIZE, find_links_tool, find_tests_prefix, pair_rounds,
+    probe_env, run_links, run_probe)
 from ccl_health.hook.record import json_document, record  # noqa: F401
-from ccl_health.hook.cli import main  # noqa: F401,E402
 from ccl_health.hook.settings import (  # noqa: F401
     COULD_NOT_CHECK, DEFAULT_LAUNCHER, DEFAULT_LIMIT, DEFAULT_SIZE, HEALTHY,
     PREFIX, UNHEALTHY, CouldNotCheck, Interrupted, RECORD_BOUND, resolve)
@@ -82,12 +82,13 @@ def read_node_state(settings):
     """The node's state now (NVML / amdsmi); a library that cannot be
     loaded is a "not checked" fact in it, never an error of the hook."""
     from ccl_health.evidence import nodestate
+    from ccl_health.evidence.nodestate.state import not_checked
     try:
         return nodestate.read(run_id=settings.run_id, xid_state=getattr(
             settings, 'xid_state', None) or nodestate.default_xid_state())
     except Exception as err:         # our bug must not cost the verdict
-        return nodestate.not_checked(f'node state not read: '
-                                     f'{type(err).__name__}: {err}', 'error')
+        return not_checked(f'node state not read: '
+                           f'{type(err).__name__}: {err}', 'error')
 
 
 def _no_reference(ref, system, partition, n, size=None, entry=None):

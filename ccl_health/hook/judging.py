@@ -11,6 +11,7 @@ and the action (:func:`with_action`: isolate / reset / monitor)."""
 import dataclasses
 import time
 
+from ccl_health.hook.probe import LinksProbe
 from ccl_health.hook.settings import COULD_NOT_CHECK, PREFIX, UNHEALTHY
 from ccl_health.oneline import clean
 
@@ -312,7 +313,6 @@ def judge_attempts(tries, repeats, result_of, pair_entry, size, n, system,
         j = judge(ev)
         found.append((j.verdict, line_reason(
             j.reason, f'GPUs {gpus_text(gpus)}'), j))
-    from ccl_health.hook.probes import LinksProbe
     lps = [q for q in probes if isinstance(q, LinksProbe)]
     if lps:
         firm = [q for q in lps if q.verdict and q.verdict not in
@@ -354,7 +354,6 @@ def _pass_line(probes, pair_entry, size, n, system, partition, t0):
 
 def _links_pass_line(probes, links_only, system, partition, n, size, t0):
     """The HEALTHY line where the copy matrix checked the links."""
-    from ccl_health.hook.probes import links_summary
     from ccl_health.units import format_size
     where = f'{system}:{partition}'
     links_txt = links_summary(probes[-1], where)
@@ -462,3 +461,38 @@ def node_without_gpus(gpus, expected, system, partition):
     check)."""
     from ccl_health.judge import node
     return node.missing_gpus(gpus.why_none, expected, f'{system}:{partition}')
+
+
+def links_summary(probe, where):
+    """What a passed copy matrix says in the HEALTHY line: its directions
+    by kind with their range, and whether they were judged."""
+    from ccl_health.units import format_size
+    kinds = {}
+    for ln in probe.links:
+        kinds.setdefault(_kind_label(ln), []).append(ln)
+    parts = []
+    for label_, lns in kinds.items():
+        vals = [ln['gbps'] for ln in lns]
+        refs = sorted({ln['ref'] for ln in lns if ln['ref'] is not None})
+        rng = (f'{min(vals):.1f}' if min(vals) == max(vals) or len(vals) == 1
+               else f'{min(vals):.1f}-{max(vals):.1f}')
+        parts.append(f'{len(lns)} {label_} {rng} GB/s' + (
+            f' (reference {", ".join(f"{r:.1f}" for r in refs)})' if refs
+            else ''))
+    txt = f'{probe.tool} {format_size(probe.size)}: ' + ', '.join(parts)
+    if probe.no_peer:
+        txt += '; ' + ', '.join(f'GPU {a}->{b} cannot peer'
+                                for a, b in probe.no_peer)
+    if not probe.judged:
+        txt += f' (not judged: no peer_copy reference for {where})'
+    elif any(ln['ref'] is None for ln in probe.links):
+        txt += ' (the others not judged: no reference for their kind)'
+    return txt
+
+
+def _kind_label(ln):
+    if ln['src'] == 'host':
+        return 'host->GPU'
+    if ln['dst'] == 'host':
+        return 'GPU->host'
+    return 'in-GPU' if ln['src'] == ln['dst'] else 'GPU->GPU'

@@ -9,7 +9,6 @@
 Each runs through :func:`ccl_health.hook.run.bounded`, in the clean
 environment of :func:`ccl_health.hook.settings.clean_environment`."""
 
-import dataclasses
 import glob
 import itertools
 import os
@@ -17,65 +16,12 @@ import re
 import time
 
 from ccl_health.hook import judging, run
+from ccl_health.hook.probe import LinksProbe
 from ccl_health.hook.settings import CouldNotCheck
-
-
-@dataclasses.dataclass
-class Probe:
-    """One all_reduce on a set of GPUs."""
-    gpus: tuple               # node GPU indices (nvidia-smi / rocminfo)
-    size: int
-    busbw: float = 0.0
-    expected: float = 0.0     # the lower bound the judge allowed
-    ref: float = 0.0
-    proven: str = ''
-    paths: str = ''
-    ok: bool = False
-    why: str = ''
-    seconds: float = 0.0
-    versions: dict = dataclasses.field(default_factory=dict)
-    #: the verdict name (ccl_health.judge.verdicts.Verdict) of this probe
-    verdict: str = ''
-    #: what the probe's ``*_VISIBLE_DEVICES`` names these GPUs by
-    tokens: tuple = ()
-    exit_status: object = None
-    #: the try (1, 2, ...) this probe belongs to
-    attempt: int = 1
 
 
 #: the copy size where no ``peer_copy`` reference gives one
 LINKS_DEFAULT_SIZE = 256 << 20
-
-
-@dataclasses.dataclass
-class LinksProbe:
-    """The copy matrix of every GPU pair (``ccl-health-links`` or
-    nvbandwidth, :mod:`ccl_health.evidence.links`); it stands in for the
-    NCCL pair rounds where the program is installed."""
-    gpus: tuple               # node GPU indices, in the program's order
-    tool: str = ''
-    path: str = ''
-    size: int = 0
-    tokens: tuple = ()
-    ok: bool = False
-    why: str = ''
-    verdict: str = ''
-    seconds: float = 0.0
-    init_s: object = None
-    copy_s: object = None
-    exit_status: object = None
-    #: every measured direction: name, src, dst, GB/s, reference, lower
-    #: bound (None: not judged), ok
-    links: list = dataclasses.field(default_factory=list)
-    #: directed pairs that cannot peer, by node GPU index
-    no_peer: list = dataclasses.field(default_factory=list)
-    judged: bool = False
-    # what the hook's record reads of its probes (no bandwidth of NCCL's)
-    busbw: float = 0.0
-    ref: float = 0.0
-    proven: str = ''
-    versions: dict = dataclasses.field(default_factory=dict)
-    attempt: int = 1
 
 
 def find_tests_prefix(explicit=None, site=None, program=None):
@@ -235,38 +181,3 @@ def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy, limit=None):
         res = links.parse_links(got.output) if name == links.PROGRAM else \
             links.parse_nvbandwidth(got.output, nbytes=size)
     return judging.judge_copy_matrix(probe, got, res, peer_copy, limit)
-
-
-def links_summary(probe, where):
-    """What a passed copy matrix says in the HEALTHY line: its directions
-    by kind with their range, and whether they were judged."""
-    from ccl_health.units import format_size
-    kinds = {}
-    for ln in probe.links:
-        kinds.setdefault(_kind_label(ln), []).append(ln)
-    parts = []
-    for label_, lns in kinds.items():
-        vals = [ln['gbps'] for ln in lns]
-        refs = sorted({ln['ref'] for ln in lns if ln['ref'] is not None})
-        rng = (f'{min(vals):.1f}' if min(vals) == max(vals) or len(vals) == 1
-               else f'{min(vals):.1f}-{max(vals):.1f}')
-        parts.append(f'{len(lns)} {label_} {rng} GB/s' + (
-            f' (reference {", ".join(f"{r:.1f}" for r in refs)})' if refs
-            else ''))
-    txt = f'{probe.tool} {format_size(probe.size)}: ' + ', '.join(parts)
-    if probe.no_peer:
-        txt += '; ' + ', '.join(f'GPU {a}->{b} cannot peer'
-                                for a, b in probe.no_peer)
-    if not probe.judged:
-        txt += f' (not judged: no peer_copy reference for {where})'
-    elif any(ln['ref'] is None for ln in probe.links):
-        txt += ' (the others not judged: no reference for their kind)'
-    return txt
-
-
-def _kind_label(ln):
-    if ln['src'] == 'host':
-        return 'host->GPU'
-    if ln['dst'] == 'host':
-        return 'GPU->host'
-    return 'in-GPU' if ln['src'] == ln['dst'] else 'GPU->GPU'

@@ -11,7 +11,8 @@ import difflib
 import io
 import os
 
-from ccl_health import TRANSPORTS, safefile
+from ccl_health import safefile
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health.judge.reference import ReferenceError, parse
 from ccl_health.units import format_size, parse_size
 

@@ -104,25 +104,6 @@ def finite(x):
         math.isfinite(x)
 
 
-def judge_output(result, exit_status, expected_sizes=None, what='the run',
-                 **kw):
-    """:func:`ccl_health.judge.judge.judge_output` (the judge owns it)."""
-    from ccl_health.judge import judge
-    return judge.judge_output(result, exit_status, expected_sizes, what, **kw)
-
-
-def below_reference(value, ref, tolerance):
-    """:func:`ccl_health.judge.judge.below_reference`."""
-    from ccl_health.judge import judge
-    return judge.below_reference(value, ref, tolerance)
-
-
-def shortfalls(result, ref_entry):
-    """:func:`ccl_health.judge.judge.shortfalls`."""
-    from ccl_health.judge import judge
-    return judge.shortfalls(result, ref_entry)
-
-
 def worst(verdicts) -> Optional[Verdict]:
     """The verdict that speaks for a set: a failure over unjudged over
     good."""
@@ -134,12 +115,3 @@ def worst(verdicts) -> Optional[Verdict]:
         if v.unjudged:
             return v
     return vs[0] if vs else None
-
-
-def judge_links(result, exit_status, peer_copy=None, label=str,
-                expect_gpus=None):
-    """:func:`ccl_health.judge.links.judge_links` (the judge of the GPU
-    links)."""
-    from ccl_health.judge import links
-    return links.judge_links(result, exit_status, peer_copy, label,
-                             expect_gpus)

@@ -32,14 +32,12 @@ from typing import List
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
 from ccl_health.judge.changes import attribute
-from ccl_health.judge.history import (HEALTHY, KEY, detect_in, kind_of,
-                                      standing, where_text)
+from ccl_health.judge.history import (KEY, detect_in, kind_of, standing,
+                                      where_text)
 from ccl_health.units import format_size, parse_size
-from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
+from ccl_health.judge.verdicts import Verdict
+from ccl_health.report.series import SERIES
 
-#: verdicts marked on the trend plots: every failure or unjudged case that is
-#: not a measured value (those are plotted as values)
-BROKEN = tuple(v for v in FAILING + UNJUDGED if v not in HEALTHY + ('drop',))
 #: the verdicts that are not failures (summary table)
 GOOD = tuple(v.value for v in Verdict if v.good)
 
@@ -52,9 +50,6 @@ NOT_PLOTTED = ('health probe', 'fleet')
 #: days of the health probes' distribution listed per group (newest
 #: first; the figure has every day)
 HEALTH_DAYS_LISTED = 31
-#: the key of a series (plots, summary rows)
-SERIES = ('system', 'partition', 'kind', 'collective', 'transport', 'nodes',
-          'ranks', 'algo')
 #: trend sizes when none are asked for: the smallest measured (latency),
 #: those nearest 1 MiB, 64 MiB and 1 GiB, and the largest
 DEFAULT_TREND_SIZES = ('min', '1MiB', '64MiB', '1GiB', 'max')

@@ -129,7 +129,7 @@ def trend_figure(grp, cases, key, size, findings):
     import matplotlib.dates as mdates
     import pandas as pd
     plt = _plt()
-    from ccl_health.report import SERIES
+    from ccl_health.report.series import SERIES
     k = dict(zip(SERIES, key))
     sub = grp[grp['size'] == size].sort_values('when')
     fig, ax = plt.subplots(figsize=(11, 3.0))
@@ -161,7 +161,7 @@ def trend_figure(grp, cases, key, size, findings):
                 label='drop against history')
         pending.append((list(zip(d['when'], d['busbw'], d['run_id'])),
                         'tab:red'))
-    from ccl_health.report import BROKEN
+    from ccl_health.report.series import BROKEN
     mine = cases
     for col in SERIES:
         mine = mine[mine[col] == k[col]]

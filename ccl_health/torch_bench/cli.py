@@ -4,7 +4,8 @@ subcommand per benchmark (bandwidth, first-call, replay, train)."""
 import argparse
 import sys
 
-from ccl_health import CclHealthError, TRANSPORTS
+from ccl_health import CclHealthError
+from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 
 from ccl_health.torch_bench.bandwidth import DEFAULT_COLLECTIVES, cmd_bandwidth
 from ccl_health.torch_bench.first_call import cmd_first_call

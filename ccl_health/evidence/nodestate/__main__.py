@@ -15,7 +15,8 @@ import sys
 import time
 
 from ccl_health import safefile
-from ccl_health.evidence.nodestate import NodeState, read
+from ccl_health.evidence.nodestate import read
+from ccl_health.evidence.nodestate.state import NodeState
 from ccl_health.evidence.nodestate.diagnose import diagnose
 
 

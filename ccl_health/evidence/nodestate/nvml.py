@@ -19,8 +19,8 @@ of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
 import json
 import os
 
-from ccl_health.evidence.nodestate import (GpuState, Link, NodeState, Process, RUN_ID_VAR, not_checked,
-               process_name)
+from ccl_health.evidence.nodestate.state import (GpuState, Link, NodeState, Process, RUN_ID_VAR,
+                                                 not_checked, process_name)
 
 # NVML return codes (nvml.h)
 UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION = 1, 2, 3, 4

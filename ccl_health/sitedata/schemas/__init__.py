@@ -162,7 +162,7 @@ def validate(doc, name, path, error=CclHealthError):
 
 def transports_in(name):
     """The transport names schema ``name`` knows (kept equal to
-    :data:`ccl_health.TRANSPORTS`; a test holds them together)."""
+    :data:`ccl_health.sitedata.transports.NAMES`; a test holds them together)."""
     doc = schema(name)
     if name == 'site':
         return tuple(doc['properties']['transports']['propertyNames']['enum'])
