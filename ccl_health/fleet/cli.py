@@ -16,6 +16,7 @@ import datetime
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from typing import Dict

@@ -66,7 +66,7 @@ class SimSlurm:
 
     def _run(self, cmd, timeout=60):
         if cmd[:1] == ['sinfo']:
-            from ccl_health.fleet.cli import expand_hostlist
+            from ccl_health.fleet.hostlist import expand_hostlist
             only = expand_hostlist(cmd[cmd.index('-n') + 1]) if '-n' in cmd \
                 else sorted(self.nodes)
             fmt = cmd[cmd.index('-o') + 1]
