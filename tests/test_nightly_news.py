@@ -417,3 +417,176 @@ def test_a_soak_of_recorded_nights(db_url, tmp_path, capsys):
         statuses = [x['status'] for x in s.told_nights('local', 'gpu')]
     assert len(statuses) == 62 and statuses.count('late') == 1
     assert statuses.count('partial') == 4 and statuses.count('nothing') == 2
+
+
+# -- the nights end to end -------------------------------------------------
+
+def _procs(marker):
+    """Pids of the processes whose command line holds ``marker`` (this
+    test's folders: nothing of another test)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as fp:
+                if marker.encode() in fp.read():
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def _wait(cond, what, timeout=120):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f'waited {timeout} s for {what}'
+        time.sleep(0.05)
+
+
+class SmallDisk:
+    """The published folder on a small tmpfs of its own (``fill`` makes
+    it full, ``free`` frees it); where this host cannot mount one, a
+    folder made read-only (not as root: root writes anyway)."""
+
+    def __init__(self, path):
+        self.path = path
+        path.mkdir()
+        r = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=32m',
+                            'tmpfs', str(path)], capture_output=True)
+        self.tmpfs = r.returncode == 0
+        if not self.tmpfs and os.geteuid() == 0:
+            pytest.skip(f'no tmpfs mounted here ({r.stderr.decode()!r}) and '
+                        f'root writes into a read-only folder')
+
+    def fill(self):
+        if not self.tmpfs:
+            for d, _, _ in os.walk(self.path):
+                os.chmod(d, 0o555)
+            return 'Permission denied'
+        with open(self.path / 'filler', 'wb', buffering=0) as fp:
+            for chunk in (1 << 20, 4096, 1):
+                try:
+                    while True:
+                        fp.write(b'\0' * chunk)
+                except OSError:
+                    pass
+        return 'No space left on device'
+
+    def free(self):
+        if not self.tmpfs:
+            for d, _, _ in os.walk(self.path):
+                os.chmod(d, 0o755)
+        elif (self.path / 'filler').exists():
+            (self.path / 'filler').unlink()
+
+    def close(self):
+        self.free()
+        if self.tmpfs:
+            subprocess.run(['umount', '-l', str(self.path)],
+                           capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    disk = SmallDisk(tmp_path / 'www')
+    yield disk
+    disk.close()
+
+
+def test_nights_end_to_end(db_url, tmp_path, small_disk):
+    """Real ``scripts/nightly --rehearse`` nights on one database and one
+    published folder (a small tmpfs): each change told once; the killed
+    night told by the next; the full disk: news printed, exit 1, not
+    told again; the lost GPU: exit 2 with why."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('CCL_HEALTH_')}
+    env.update(CCL_HEALTH_OUTPUT=str(tmp_path / 'out'))
+    root = tmp_path / 'out' / 'rehearsal'
+    www = small_disk.path
+    script, mails, walls = {}, {}, {}
+    postgres = db_url.startswith('postgresql://')
+
+    def night(n, scenario, expect=(), code=0, text='', kill=False,
+              **extra):
+        cmd = [NIGHTLY, '--rehearse', scenario, '--db', db_url, '--publish',
+               str(www), '--night', f'n{n:02d}']
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=dict(env, **extra), cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        if kill:
+            # kill -9 to the nightly while its job runs (the stand-in
+            # playing the night's capture)
+            _wait(lambda: any(
+                'all_reduce_perf' in open(f'/proc/{pid}/cmdline').read()
+                for pid in _procs(str(root / 'world'))
+                if os.path.exists(f'/proc/{pid}/cmdline')),
+                'the night\'s job')
+            p.send_signal(signal.SIGKILL)
+        out, err = p.communicate(timeout=300)
+        # its main command dies with it and records its case aborted
+        _wait(lambda: not _procs(str(root)), 'the night\'s processes')
+        walls[n] = f'{scenario} {time.monotonic() - t0:.1f} s'
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        print(f'night {n} ({scenario}): exit {p.returncode}\n' +
+              '\n'.join(lines))
+        assert 'Traceback' not in out + err, out + err
+        if kill:
+            assert p.returncode == -signal.SIGKILL and lines == []
+            return lines
+        assert p.returncode == code, out + err
+        assert re.match(rf'ccl-health nightly local:gpu \(rehearsal: '
+                        rf'{scenario}\) n{n:02d}: ', lines[0]), lines
+        assert text in lines[0], lines
+        script[n], mails[n] = set(expect), lines
+        return lines
+
+    night(1, 'healthy', text='all clear, nothing new (1 cases: 1 pass; '
+          'nothing told before)')
+    # -5 % once: inside the reference's tolerance, not yet a change
+    night(2, 'drift', text='all clear, nothing new')
+    night(3, 'collapse', {('failing', 'below-reference', A)}, code=1,
+          text='NEW: 1 new failure(s), 0 new finding(s)')
+    night(4, 'crash', {('failing', 'crash', A)}, code=1,
+          text='NEW: 1 new failure(s)')
+    # night 5: killed with kill -9 while its job runs: no mail at all;
+    # night 6 tells it (nothing measured: its case aborted), once
+    night(5, 'hang', kill=True)
+    lines = night(6, 'healthy', {('lost night', 'night n05 killed'),
+                                 ('recovered', A)},
+                  text='all clear, 1 recovered')
+    assert re.match(r'never told, from run nightly-\S+ \(night n05 killed\): '
+                    r'nothing measured \(1 aborted: stopped by SIGTERM ',
+                    lines[1]), lines
+    with open(www / 'nights' / 'n05' / 'night.json') as fp:
+        assert '"status": "killed"' in fp.read()
+    # a GPU lost: every case skipped, exit 2 with why, never all clear
+    lines = night(7, 'healthy', {('not measured', A)}, code=2,
+                  text='NOTHING MEASURED: every case skipped',
+                  CCL_HEALTH_ASSUME_GPUS='1:sm_90')
+    assert lines[1].startswith('not measured (skipped: ') and \
+        lines[1].endswith(f'): {A}'), lines
+    # the disk of the published folder full: the news printed all the
+    # same, exit 1, one line says what could not be published; the next
+    # night (the disk freed) does not tell it again
+    why = small_disk.fill()
+    lines = night(8, 'collapse', {('failing', 'below-reference', A)},
+                  code=1, text='NEW: 1 new failure(s)')
+    small_disk.free()
+    assert lines[-1].startswith('could not publish: ') and \
+        why in lines[-1], lines
+    assert not any(ln.startswith('page: ') for ln in lines)
+    # the next night: the collapse is not told again; what is new is new:
+    # the history has its 5 runs now (no calibration here): the drop
+    # first shows tonight; and the rehearsal's -90 % sits on the edge of
+    # the worst band: tonight's capture crosses it at 128 MiB (-89.7 %
+    # then -90.3 %), told once as worse
+    lines = night(9, 'collapse', {('worse', A, '128MiB'),
+                                  ('drop', WHERE[A], '64MiB..256MiB')},
+                  code=1, text='NEW: 0 new failure(s), 3 new finding(s), '
+                  '1 worse')
+    assert not any(ln.startswith('BELOW-REFERENCE') for ln in lines)
+    if not postgres:          # the job's time limit ends it (~20 s)
+        night(10, 'hang', {('failing', 'hang', A)}, code=1,
+              text='NEW: 1 new failure(s)')
+    check_script(script, mails)
+    print('end-to-end nights:', walls)
