@@ -61,7 +61,7 @@ LOST = 'intra needs at least 2 GPUs; this partition has 1 per node x 1'
 NIGHTLY = os.path.join(REPO, 'scripts', 'nightly')
 
 
-# -- reading a mail back -------------------------------------------------------
+# -- reading a mail back ------------------------------------------------------
 
 _SIZE = r'(\d+[KMG]?i?B)'
 _PARSE = (
@@ -134,7 +134,7 @@ def recovered_finding(kind, key, *sizes):
     return {('recovered', kind, WHERE[key], s) for s in sizes or SIZES}
 
 
-# -- the backends --------------------------------------------------------------
+# -- the backends -------------------------------------------------------------
 
 @pytest.fixture(scope='module')
 def pg_server():
@@ -421,17 +421,18 @@ def test_a_soak_of_recorded_nights(db_url, tmp_path, capsys):
 
 # -- the nights end to end -------------------------------------------------
 
-def _procs(marker):
-    """Pids of the processes whose command line holds ``marker`` (this
-    test's folders: nothing of another test)."""
+def _procs(*markers):
+    """Pids of the processes whose command line holds every one of
+    ``markers`` (this test's folders: nothing of another test)."""
     out = []
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
             with open(f'/proc/{pid}/cmdline', 'rb') as fp:
-                if marker.encode() in fp.read():
-                    out.append(int(pid))
-        except OSError:
-            pass
+                cmdline = fp.read()
+        except OSError:         # gone meanwhile
+            continue
+        if all(m.encode() in cmdline for m in markers):
+            out.append(int(pid))
     return out
 
 
@@ -516,11 +517,8 @@ def test_nights_end_to_end(db_url, tmp_path, small_disk):
         if kill:
             # kill -9 to the nightly while its job runs (the stand-in
             # playing the night's capture)
-            _wait(lambda: any(
-                'all_reduce_perf' in open(f'/proc/{pid}/cmdline').read()
-                for pid in _procs(str(root / 'world'))
-                if os.path.exists(f'/proc/{pid}/cmdline')),
-                'the night\'s job')
+            _wait(lambda: _procs(str(root / 'world'), 'all_reduce_perf'),
+                  'the night\'s job')
             p.send_signal(signal.SIGKILL)
         out, err = p.communicate(timeout=300)
         # its main command dies with it and records its case aborted
