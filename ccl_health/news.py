@@ -25,7 +25,9 @@ the ledger says was told, never the last night's verdicts:
 
 Nightly runs (run ids ``nightly-...``) whose news was never told (a night
 killed with ``kill -9``, a crash of the nightly, an aborted night) are told
-first, in order, by the next night (:func:`untold_runs`).  The caller
+first, in order, by the next night (:func:`untold_runs`); a killed night
+that measured nothing (its cases aborted with it, or none recorded) is
+said once (``nothing measured``), never lost silently.  The caller
 prints the lines and only then records them as told (:func:`tell`): a mail
 that was never printed is told again.
 
@@ -375,13 +377,28 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
                       for c in all_cases if c['run_id'] == rid)
         what = labels.get(rid) or ('aborted' if aborted else
                                    'ended before its mail')
+        theirs = [c for c in all_cases if c['run_id'] == rid]
         if ch.lines:
             lines.append(f'never told, from run {rid} ({what}):')
             lines += ['  ' + ln for ln in ch.lines]
+        elif (rid in labels or not aborted) and not any(
+                c['verdict'] not in NOT_MEASURED for c in theirs):
+            # a night that measured nothing and never mailed (killed: its
+            # cases aborted with it): said once, never silently lost
+            lines.append(f'never told, from run {rid} ({what}): nothing '
+                         f'measured ({_why_not(theirs)})')
         _add(total, ch)
         rows += ch.rows
         nights.append(dict(zip(('system', 'partition'), sp), run_id=rid,
                            status='aborted' if aborted else 'late'))
+    told_ids = {n['run_id'] for n in (db.told_nights(system, partition or '')
+                                      if db else [])}
+    for rid, what in labels.items():
+        if rid != run_id and rid not in told_ids and not any(
+                c['run_id'] == rid for c in all_cases):
+            # killed before its run recorded a case
+            lines.append(f'never told, from run {rid} ({what}): nothing '
+                         f'recorded')
     mine = [c for c in all_cases if c['run_id'] == run_id]
     ch = run_changes(db, run_id, told, all_cases) if mine else Changes()
     _add(total, ch)
@@ -447,6 +464,18 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
         status, code = 'clear', EXIT_NOTHING_NEW
     return Night([f'{head}: {text} ({tally}; {vs})'] + lines, status, code,
                  rows, nights)
+
+
+def _why_not(cases):
+    """``N aborted: reason`` of cases that measured nothing."""
+    why = {}
+    for c in cases:
+        reason = ' '.join((c['reason'] or '').split())
+        if reason.startswith(c['verdict'] + ': '):
+            reason = reason[len(c['verdict']) + 2:]
+        k = f'{c["verdict"]}: {reason}' if reason else c['verdict']
+        why[k] = why.get(k, 0) + 1
+    return '; '.join(f'{n} {k}' for k, n in sorted(why.items()))
 
 
 def _still(total):

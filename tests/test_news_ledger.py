@@ -212,6 +212,31 @@ def test_a_killed_night_is_told_by_the_next_once(db):
         ['complete', 'late', 'complete', 'complete']
 
 
+def test_a_killed_night_that_measured_nothing_is_told_once(db):
+    """Night 2 killed with ``kill -9`` while its job ran (its case recorded
+    aborted as its main command died with it), night 3 killed before
+    anything was recorded, night 4 aborted by maintenance (it mailed its
+    own ABORTED line): night 5 says the two killed nights measured
+    nothing, not the aborted one; night 6 says nothing of them."""
+    record(db, 'nightly-001', 1)
+    mail(db, 1)
+    record(db, 'nightly-002', 2, 'aborted', reason='aborted: stopped by '
+           'SIGTERM after 0 of 3 size(s); nothing was judged')
+    record(db, 'nightly-004', 4, 'aborted', reason='aborted: scancel')
+    record(db, 'nightly-005', 5)
+    m5 = news.night(db, 'nightly-005', 'local', 'gpu', 'night 5', labels={
+        'nightly-002': 'night 2 killed', 'nightly-003': 'night 3 killed'})
+    news.tell(db, m5, 'nightly-005')
+    assert m5.code == 0 and m5.lines[1:] == [
+        'never told, from run nightly-002 (night 2 killed): nothing '
+        'measured (1 aborted: stopped by SIGTERM after 0 of 3 size(s); '
+        'nothing was judged)',
+        'never told, from run nightly-003 (night 3 killed): nothing '
+        'recorded']
+    record(db, 'nightly-006', 6)
+    assert mail(db, 6).lines[1:] == []
+
+
 def test_news_not_recorded_as_told_is_told_again(db):
     """A mail never printed (the nightly crashed before): nothing recorded
     as told, the next night tells it."""
