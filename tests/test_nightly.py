@@ -384,13 +384,10 @@ def test_three_nights_through_slurm_postgres_and_the_page(
     assert p.returncode == 0, p.stdout + p.stderr
     assert f'vs run {night3})' in mail[0] and 'all clear' in mail[0]
     # the lock: a nightly while another holds it is skipped in one line
-    import fasteners
-    lock = fasteners.InterProcessLock(str(www / '.nightly.lock'))
-    assert lock.acquire(blocking=False)
-    try:
+    from ccl_health import safefile
+    with safefile.locked(str(www / '.nightly.lock'), blocking=False) as held:
+        assert held
         p = nightly(base, '--night', 'night-6', timeout=60)
-    finally:
-        lock.release()
     assert p.returncode == 3 and _mail(p) == [
         f'ccl-health nightly: skipped: another nightly holds '
         f'{www / ".nightly.lock"}']

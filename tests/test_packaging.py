@@ -41,7 +41,7 @@ def _names(reqs):
 
 def test_extras():
     base = _names(_deps.requirements([]))
-    assert base == {'pyyaml', 'jsonschema', 'ruamel.yaml', 'fasteners'}
+    assert base == {'pyyaml', 'jsonschema', 'ruamel.yaml'}
     assert 'nvidia-ml-py' in _names(_deps.requirements(['nvidia']))
     test = _names(_deps.requirements(['test']))
     # the suite's own imports: ReFrame, the report, PostgreSQL, hypothesis
