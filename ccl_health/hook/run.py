@@ -28,7 +28,9 @@ from ccl_health import stops
 
 _RUNNING = set()
 _FOLDERS = set()
-_LOCK = threading.Lock()
+#: re-entrant: a stop signal's handler (:func:`stop_all`) runs in the main
+#: thread, which may hold it at that moment
+_LOCK = threading.RLock()
 
 
 @dataclasses.dataclass
