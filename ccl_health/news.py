@@ -43,6 +43,7 @@ import dataclasses
 import json
 
 from ccl_health.db import queries
+from ccl_health.db import reads
 from ccl_health.judge import history
 from ccl_health.judge import verdicts as V
 from ccl_health.units import format_size
@@ -162,8 +163,10 @@ def run_changes(db, run_id, told, all_cases=None):
     """The :class:`Changes` of the run ``run_id`` against ``told``
     (:func:`told_state`), which is updated as if they were told."""
     from ccl_health.nightly import run_findings, finding_lines
-    all_cases = db.cases() if all_cases is None else all_cases
-    cases = [c for c in all_cases if c['run_id'] == run_id]
+    if all_cases is None:       # the run's cases; "changed:" read per line
+        cases, all_cases = reads.run_cases(db, run_id), db
+    else:
+        cases = [c for c in all_cases if c['run_id'] == run_id]
     records = db.records('WHERE run_id = ?', (run_id,))
     ch = Changes()
     for c in cases:
@@ -291,6 +294,11 @@ def _starts(db, system, partition):
     sql = ('SELECT run_id, min(time) AS start FROM cases WHERE run_id LIKE ?'
            ' AND system = ?')
     params = [RUN_PREFIX + '%', system]
+    if db.kind == 'sqlite':
+        # the prefix as a range of the run_id index (SQLite's LIKE ignores
+        # case, so it uses no index; PostgreSQL's text_pattern_ops does)
+        sql += ' AND run_id >= ? AND run_id < ?'
+        params += [RUN_PREFIX, RUN_PREFIX[:-1] + chr(ord(RUN_PREFIX[-1]) + 1)]
     if partition:
         sql += ' AND partition = ?'
         params.append(partition)
@@ -365,14 +373,16 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     the run may have recorded nothing (no GPUs, its exit code)."""
     labels = labels or {}
     told = told_state(db, system) if db is not None else {}
-    all_cases = db.cases() if db is not None else []
+
+    def cases_of(rid):
+        return reads.run_cases(db, rid) if db is not None and rid else []
     lines, rows, nights, total = [], [], [], Changes()
     sp = (system, partition or '')
     earlier = untold_runs(db, system, partition, run_id) if db else []
     for rid in earlier:
-        ch = run_changes(db, rid, told, all_cases)
+        ch = run_changes(db, rid, told)
         aborted = any(c['verdict'] == V.Verdict.ABORTED.value
-                      for c in all_cases if c['run_id'] == rid)
+                      for c in cases_of(rid))
         what = labels.get(rid) or ('aborted' if aborted else
                                    'ended before its mail')
         if ch.lines:
@@ -382,8 +392,8 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
         rows += ch.rows
         nights.append(dict(zip(('system', 'partition'), sp), run_id=rid,
                            status='aborted' if aborted else 'late'))
-    mine = [c for c in all_cases if c['run_id'] == run_id]
-    ch = run_changes(db, run_id, told, all_cases) if mine else Changes()
+    mine = cases_of(run_id)
+    ch = run_changes(db, run_id, told) if mine else Changes()
     _add(total, ch)
     # still failing: tonight's, not an earlier night's
     total.still_failing, total.still_findings = \
@@ -392,7 +402,7 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     rows += ch.rows
     measured = [c for c in mine if c['verdict'] not in NOT_MEASURED]
     prev = last_complete(db, system, partition) if db else None
-    missing = _missing(mine, [c for c in all_cases if c['run_id'] == prev])
+    missing = _missing(mine, cases_of(prev))
     skipped = {}
     for c in mine:
         if c['verdict'] in NOT_MEASURED and not any(

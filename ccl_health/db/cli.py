@@ -46,7 +46,12 @@ def add_arguments(p):
     q.add_argument('run_b', help='run id compared with run_a')
     q = dsub.add_parser('detect', help='drops, recoveries, intermittent '
                         'collapses against history, with what changed')
-    q.add_argument('--run', help='judge only this run (default: all)')
+    q.add_argument('--run', help='judge only this run (default: the runs '
+                   'of the last --days recorded)')
+    q.add_argument('--days', type=float, default=30,
+                   help='judge the runs of the last DAYS days before the '
+                   'newest record (default: %(default)s); each key from its '
+                   'recent history')
     q = dsub.add_parser('accept', help='accept a new level after a '
                         'legitimate change: the history baseline restarts '
                         'at a run (kept with who, why, when; undo with '
@@ -103,10 +108,7 @@ def cmd_db(args):
                 print('\n'.join([line for _, line in found] +
                                  ([note] if note else [])))
                 return verdict.exit_code(v for v, _ in found)
-            window = [r for r in queries.runs(db)
-                      if queries.when(r.last_time) >=
-                      queries.window_start(args.hours) and
-                      not store.simulated(r.run_id)]
+            window = queries.window_runs(db, args.hours)
             print(f'nothing failed in the last {args.hours:g} h ('
                   f'{sum(r.cases for r in window)} case(s) in {len(window)} '
                   f'run(s), all pass or skipped)' + (f' {note}' if note
@@ -152,19 +154,20 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from ccl_health.judge.history import detect_in, standing
+            from ccl_health.judge.history import detect
+            from ccl_health.judge.standing import standing
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
-            cases = db.cases()
-            records = db.records()
-            found = detect_in(db, args.run, records)
+            records, runs, scope = _detect_scope(db, args)
+            found = detect(records, runs=runs, accepted=db.acceptances(),
+                           baselines=db.baselines())
             # the drops of one run and configuration on one line each
-            for line in queries.drop_lines(found, cases):
+            for line in queries.drop_lines(found, db):
                 print(line)
             if not found:
-                print(f'no drops against history in '
-                      f'{f"run {args.run}" if args.run else "any run"} '
-                      f'({len({c["run_id"] for c in cases})} run(s) recorded)')
+                print(f'no drops against history in {scope} ('
+                      f'{len({r["run_id"] for r in records})} run(s) of its '
+                      f'keys read)')
             # how each key is judged: against a baseline, on its history,
             # or not yet (and why)
             for line in standing(records, db.acceptances(),
@@ -176,6 +179,27 @@ def cmd_db(args):
             print(text)
             print(f'report: {page}')
     return 0
+
+
+def _detect_scope(db, args):
+    """(records, runs judged, what that is) of ``report detect``: one
+    run, else the runs of the last ``--days`` before the newest record,
+    each key read from its recent history (:mod:`ccl_health.db.reads`)."""
+    import datetime
+    from ccl_health.db import queries, reads
+    if args.run:
+        return reads.run_history(db, args.run), {args.run}, \
+            f'run {args.run}'
+    newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
+    try:
+        since = queries.when(newest) - datetime.timedelta(days=args.days)
+    except OverflowError:
+        since = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    cases = reads.window_cases(db, since)
+    runs = {c['run_id'] for c in cases}
+    return (reads.history_records(db, reads.history_keys(cases), since),
+            runs, f'the {len(runs)} run(s) of the {args.days:g} days to '
+            f'{newest}')
 
 
 #: ``system/partition/transport collective Nn/Rr`` (history.where_text)
@@ -229,7 +253,10 @@ def cmd_accept(db, args):
     elif m:
         want = (m.group(1), m.group(2), m.group(3), m.group(4),
                 int(m.group(5)), int(m.group(6)), m.group(7) or 'sweep')
-        recs = [r for r in db.records()
+        recs = [r for r in db.records(
+                    'WHERE system = ? AND partition = ? AND transport = ? '
+                    'AND collective = ? AND nodes = ? AND ranks = ?',
+                    want[:6])
                 if (*history.series_key(r)[:6],
                     history.series_key(r)[7]) == want]
         if recs:       # at the key's newest run

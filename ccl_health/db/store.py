@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 from ccl_health import CclHealthError
 from ccl_health.judge.verdicts import NAMES, Verdict
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -120,7 +120,51 @@ _MIGRATIONS = {
             runs TEXT NOT NULL, run_id TEXT NOT NULL, run_time TEXT NOT NULL,
             source TEXT NOT NULL, created TEXT NOT NULL)""",
     ],
+    # reads bounded by key and time window (issue 30): each case's history
+    # series (its kind and, for a health probe, its node:
+    # ccl_health.judge.history.series_key) in columns of their own, filled
+    # for the cases already recorded; indexes on the time, on the series
+    # and time, on the kind and time, on the failures' time; the
+    # never-used cases_key goes (a write pays for every index)
+    6: [
+        'ALTER TABLE cases ADD COLUMN kind TEXT',
+        'ALTER TABLE cases ADD COLUMN node TEXT',
+        lambda store: store._fill_series(),
+        'DROP INDEX IF EXISTS cases_key',
+        'CREATE INDEX IF NOT EXISTS cases_time ON cases (time)',
+        'CREATE INDEX IF NOT EXISTS cases_series ON cases (system, '
+        'partition, kind, transport, collective, nodes, ranks, algo, node, '
+        'time)',
+        'CREATE INDEX IF NOT EXISTS cases_kind ON cases (kind, time)',
+        'CREATE INDEX IF NOT EXISTS cases_bad ON cases (time) WHERE '
+        "verdict NOT IN ('pass', 'skipped')",
+        # a run id's prefix (nightly-...) searched with LIKE: PostgreSQL
+        # uses an index for it only in the C order of text_pattern_ops
+        # (SQLite searches the prefix as a range of the run_id index)
+        ('postgresql', 'CREATE INDEX IF NOT EXISTS cases_run_prefix ON '
+         'cases (run_id text_pattern_ops)'),
+    ],
 }
+
+#: the columns a schema-6 case has beside :data:`CASE_COLUMNS`: its
+#: history series' kind and node (:func:`series_columns`)
+SERIES_COLUMNS = ('kind', 'node')
+#: the verdicts of the partial index ``cases_bad`` (the cases that are not
+#: good: :attr:`Verdict.good`); a query names them in this order to use it
+GOOD_SQL = "('pass', 'skipped')"
+
+
+def series_columns(row):
+    """``(kind, node)`` of a case row or :class:`CaseRecord`: the kind
+    of case and the node of a health probe
+    (:func:`ccl_health.judge.history.kind_of` / ``node_of``), as stored in
+    :data:`SERIES_COLUMNS`."""
+    from ccl_health.judge.history import kind_of, node_of
+    if not isinstance(row, dict):
+        row = {'source': row.source, 'case_name': row.case_name,
+               'collective': row.collective, 'nodelist': row.nodelist}
+    kind = kind_of(row)
+    return kind, node_of(row, kind)
 
 #: the run id of every case a simulation wrote starts with this
 #: (``scripts/fleet --simulate PLAN --db DB``): a rehearsal, never a
@@ -266,6 +310,11 @@ class Store:
         self.close()
 
     def _migrate(self):
+        """Bring the schema to :data:`SCHEMA_VERSION`.  A database already
+        there is only read (no write transaction: every hook opens the
+        store, and a second write lock each would double the waits)."""
+        if self._current():
+            return
         pk = ('BIGSERIAL PRIMARY KEY' if self.kind == 'postgresql'
               else 'INTEGER PRIMARY KEY AUTOINCREMENT')
         with self.transaction():
@@ -280,10 +329,46 @@ class Store:
                     f'ccl-health ({SCHEMA_VERSION}); upgrade ccl-health')
             for version in range(have + 1, SCHEMA_VERSION + 1):
                 for stmt in _MIGRATIONS[version]:
+                    if callable(stmt):
+                        stmt(self)
+                        continue
+                    if isinstance(stmt, tuple):
+                        if stmt[0] != self.kind:
+                            continue
+                        stmt = stmt[1]
                     self.execute(stmt.replace('{pk}', pk))
                 self.execute("DELETE FROM meta WHERE key = 'schema_version'")
                 self.execute("INSERT INTO meta (key, value) VALUES "
                              "('schema_version', ?)", (str(version),))
+
+    def _current(self):
+        """Is the schema :data:`SCHEMA_VERSION` already?  (Read outside
+        any transaction; a newer one is refused.)"""
+        try:
+            rows = self.query("SELECT value FROM meta WHERE key = "
+                              "'schema_version'")
+        except driver_errors():
+            if self.kind == 'postgresql':
+                self.conn.rollback()
+            return False
+        have = int(rows[0]['value']) if rows else 0
+        if self.kind == 'postgresql':
+            self.conn.rollback()     # end the read's implicit transaction
+        if have > SCHEMA_VERSION:
+            raise CclHealthError(
+                f'{self.where}: schema version {have} is newer than this '
+                f'ccl-health ({SCHEMA_VERSION}); upgrade ccl-health')
+        return have == SCHEMA_VERSION
+
+    def _fill_series(self):
+        """Schema 6: the kind and node (:func:`series_columns`) of the
+        cases recorded before it."""
+        rows = self.query('SELECT id, source, case_name, collective, '
+                          'nodelist FROM cases')
+        cur = self.conn.cursor()
+        cur.executemany(self._sql('UPDATE cases SET kind = ?, node = ? '
+                                  'WHERE id = ?'),
+                        [series_columns(r) + (r['id'],) for r in rows])
 
     def _check(self):
         """A store opened read-only: it must hold a ccl-health schema that
@@ -340,31 +425,52 @@ class Store:
         Values already stored and not given again are kept (the check
         writes the per-size detail; the run report adds the verdicts)."""
         check_verdicts(case)
-        cols = ', '.join(CASE_COLUMNS)
-        marks = ', '.join('?' * len(CASE_COLUMNS))
+        with self.transaction():
+            return self._write_case(case)
+
+    def add_cases(self, cases):
+        """:meth:`add_case` for many cases in one transaction (a fleet
+        run's steps, an import): all recorded, or none.  Returns their
+        ids."""
+        cases = list(cases)
+        for case in cases:
+            check_verdicts(case)
+        with self.transaction():
+            return [self._write_case(case) for case in cases]
+
+    def _write_case(self, case):
+        cols = ', '.join(CASE_COLUMNS + SERIES_COLUMNS)
+        marks = ', '.join('?' * (len(CASE_COLUMNS) + len(SERIES_COLUMNS)))
         keep = {'run_id', 'case_name', 'time', 'source'}
         numeric = {'nodes', 'ranks'}
         updates = ', '.join(
             f'{c} = COALESCE(excluded.{c}, cases.{c})' if c in numeric else
             f'{c} = COALESCE(NULLIF(excluded.{c}, \'\'), cases.{c})'
             for c in CASE_COLUMNS if c not in keep)
-        with self.transaction():
-            case = self._keep_env(case)
-            self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
-                         f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
-                         f'{updates}', case.row())
-            case_id = self.query('SELECT id FROM cases WHERE run_id = ? AND '
-                                 'case_name = ?', (case.run_id,
-                                                   case.case_name))[0]['id']
-            scols = ', '.join(('case_id',) + SIZE_COLUMNS)
-            smarks = ', '.join('?' * (len(SIZE_COLUMNS) + 1))
-            supd = ', '.join(f'{c} = COALESCE(excluded.{c}, measurements.{c})'
-                             for c in SIZE_COLUMNS if c != 'size')
-            for s in case.sizes:
-                self.execute(
-                    f'INSERT INTO measurements ({scols}) VALUES ({smarks}) '
-                    f'ON CONFLICT (case_id, size) DO UPDATE SET {supd}',
-                    (case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS))
+        case = self._keep_env(case)
+        self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
+                     f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
+                     f'{updates}', case.row() + series_columns(case))
+        row = self.query('SELECT id, source, case_name, collective, '
+                         'nodelist, kind, node FROM cases WHERE run_id = ? '
+                         'AND case_name = ?', (case.run_id,
+                                               case.case_name))[0]
+        case_id = row['id']
+        series = series_columns(row)
+        if series != (row['kind'], row['node']):      # an update moved it
+            self.execute('UPDATE cases SET kind = ?, node = ? WHERE id = ?',
+                         series + (case_id,))
+        scols = ', '.join(('case_id',) + SIZE_COLUMNS)
+        smarks = ', '.join('?' * (len(SIZE_COLUMNS) + 1))
+        supd = ', '.join(f'{c} = COALESCE(excluded.{c}, measurements.{c})'
+                         for c in SIZE_COLUMNS if c != 'size')
+        if case.sizes:
+            self.conn.cursor().executemany(
+                self._sql(f'INSERT INTO measurements ({scols}) VALUES '
+                          f'({smarks}) ON CONFLICT (case_id, size) DO '
+                          f'UPDATE SET {supd}'),
+                [(case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS)
+                 for s in case.sizes])
         return case_id
 
     def _keep_env(self, case):

@@ -14,7 +14,8 @@ is judged against the level (:func:`seeded`: its median and noise, joined
 by the healthy values since), until its own history is long enough
 (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
 drift).  A key with no level is judged on its history alone, and not before
-``min_history`` healthy values exist (:func:`standing` says which).
+``min_history`` healthy values exist
+(:func:`ccl_health.judge.standing.standing` says which).
 
 This is the one noise rule of the suite: ``calibrate`` gives a size whose
 runs are noisier than the entry's tolerance the same ``allowed_drop`` as its
@@ -36,13 +37,12 @@ thousands of pair steps never join the nightly's series.  Only healthy verdicts 
 and not broken) feed a baseline: a ``contended``, ``aborted``,
 ``could-not-check`` or any other case never does."""
 
+import collections
 import dataclasses
-import json
 import math
 import statistics
 from typing import Optional
 
-from ccl_health.db.recorder import NODE_STATE_KEY
 
 KEY = ('system', 'partition', 'transport', 'collective', 'nodes', 'ranks',
        'algo')
@@ -210,20 +210,49 @@ class Baseline:
 
 def baseline(values):
     """The :class:`Baseline` of ``values`` (None ignored), or None when
-    there is none."""
+    there is none.  (One sort: ``statistics.median`` and ``quantiles``'
+    exclusive method on it, their numbers exactly.)"""
     values = [v for v in values if v is not None]
     if not values:
         return None
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
+    ordered = sorted(values)
+    med = _median_sorted(ordered)
+    mad = _median_sorted(sorted([abs(v - med) for v in values]))
     noise = 1.4826 * mad
     near = [v for v in values if abs(v - med) <= 4 * noise]
-    spread = statistics.pstdev(near) if len(near) > 1 else noise
+    spread = _pstdev(near) if len(near) > 1 else noise
     iqr = 0.0
-    if len(values) >= 4:
-        q = statistics.quantiles(values, n=4)
-        iqr = (q[2] - q[0]) / 1.349
-    return Baseline(med, noise, len(values), spread, iqr)
+    n = len(ordered)
+    if n >= 4:
+        q = []
+        for i in (1, 3):                # statistics.quantiles, exclusive
+            j = min(max(i * (n + 1) // 4, 1), n - 1)
+            delta = i * (n + 1) - j * 4
+            q.append((ordered[j - 1] * (4 - delta) + ordered[j] * delta) / 4)
+        iqr = (q[1] - q[0]) / 1.349
+    return Baseline(med, noise, n, spread, iqr)
+
+
+def _median_sorted(ordered):
+    n = len(ordered)
+    i = n // 2
+    return ordered[i] if n % 2 else (ordered[i - 1] + ordered[i]) / 2
+
+
+def _pstdev(values):
+    """``statistics.pstdev`` in floats (it sums exact fractions: the hot
+    spot of a long history, issue 30)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) /
+                     len(values))
+
+
+def _centre(values):
+    """The median and MAD noise of ``values`` (a :class:`Baseline` without
+    the drift detector's spreads): all a drop is judged with."""
+    med = _median_sorted(sorted(values))
+    mad = _median_sorted(sorted([abs(v - med) for v in values]))
+    return Baseline(med, 1.4826 * mad, len(values))
 
 
 @dataclasses.dataclass
@@ -455,11 +484,17 @@ def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
     :func:`seeded` by it)?  Returns a Finding or None."""
     healthy = [r['busbw'] for r in history
                if r['case_verdict'] in HEALTHY and not r.get('_drop')]
-    healthy = healthy[-window:]
+    return judge_recent(healthy[-window:], current, tolerance, k,
+                        min_history, level)
+
+
+def judge_recent(healthy, current, tolerance=0.05, k=3.0, min_history=5,
+                 level=None):
+    """:func:`judge` from the key's last ``window`` healthy values."""
     if len(healthy) >= min_history:
-        base = baseline(healthy)
+        base = _centre(healthy)
     elif level is not None and level.median is not None:
-        base = seeded(level, healthy)
+        base = seeded(level, list(healthy))
     else:
         return None
     tol = current.get('tolerance') or tolerance
@@ -550,10 +585,11 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
 
 
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
-           accepted=(), baselines=(), **kw):
+           accepted=(), baselines=(), runs=None, **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
-    against the runs before it).  Also: a recovery (a key back above its
-    threshold right after a drop), an intermittent pattern (at least two
+    against the runs before it; ``runs``: only those runs).  Also: a
+    recovery (a key back above its threshold right after a drop), an
+    intermittent pattern (at least two
     drops among the last ``window`` values of a key, healthy ones between)
     and a drift (a sustained drop of a few percent, :func:`sustained_drops`)
     at sizes of at least ``drift_min_size`` (None: no drift judged); a run
@@ -561,37 +597,52 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     acceptance rows (:meth:`ccl_health.db.store.Store.acceptances`),
     ``baselines``: the recorded baselines
     (:meth:`ccl_health.db.store.Store.baselines`): a key's history restarts
-    at each, judged against it from its first run (:func:`parts`)."""
+    at each, judged against it from its first run (:func:`parts`).  Each
+    value is judged once, from the key's last ``window`` healthy values
+    (and its level): the time is linear in the records given."""
     findings = []
     window = kw.get('window', 30)
+    if run_id is not None:
+        runs = {run_id} if runs is None else set(runs) & {run_id}
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
-            _detect_series(findings, key, size, series, run_id,
+            _detect_series(findings, key, size, series, runs,
                            drift_min_size, kw, level)
     return findings
 
 
 def detect_in(store, run_id=None, records=None, **kw):
     """:func:`detect` over a store's records (or ``records``, some of
-    them) with its acceptances and baselines."""
+    them) with its acceptances and baselines.  The records of one run
+    (``run_id``) are judged from the recent history of the keys it
+    measured only (:func:`ccl_health.db.reads.run_history`), never the
+    whole table."""
+    if records is None and run_id is not None:
+        from ccl_health.db import reads
+        records = reads.run_history(store, run_id)
     return detect(store.records() if records is None else records,
                   run_id=run_id, accepted=store.acceptances(),
                   baselines=store.baselines(), **kw)
 
 
-def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
+def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
                    level=None):
     window = kw.get('window', 30)
-    drops = []
+    judge_kw = {k: v for k, v in kw.items() if k != 'window'}
+    drops, dropped = [], set()
+    recent = collections.deque(maxlen=window)    # the last healthy values
     for i, rec in enumerate(series):
         if rec['case_verdict'] not in HEALTHY:
             continue
-        f = judge(series[:i], rec, level=level, **kw)
+        f = judge_recent(recent, rec, level=level, **judge_kw)
         if f:
             rec['_drop'] = True
             drops.append(i)
-        if run_id is not None and rec['run_id'] != run_id:
+            dropped.add(i)
+        if not rec.get('_drop'):
+            recent.append(rec['busbw'])
+        if runs is not None and rec['run_id'] not in runs:
             continue
         if f:
             findings.append(f)
@@ -601,26 +652,24 @@ def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
                 rec['busbw'], None, None,
                 f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
                 f'{series[i - 1]["run_id"]}'))
-    recent = [d for d in drops if d >= len(series) - window]
-    if len(recent) >= 2 and (run_id is None or
-                             series[-1]['run_id'] == run_id):
+    last = [d for d in drops if d >= len(series) - window]
+    if len(last) >= 2 and (runs is None or series[-1]['run_id'] in runs):
         healthy_between = any(
-            j not in drops for j in range(recent[0], recent[-1]))
+            j not in dropped for j in range(last[0], last[-1]))
         if healthy_between:
             findings.append(Finding(
                 'intermittent', series[-1]['run_id'], series[-1]['time'],
                 key, size, series[-1]['busbw'], None, None,
-                f'{len(recent)} drops among the last '
+                f'{len(last)} drops among the last '
                 f'{min(window, len(series))} runs, healthy runs between'))
     if drift_min_size is None or size < drift_min_size:
         return
     shifts = sustained_drops(
         [r['busbw'] if r['case_verdict'] in HEALTHY else None
-         for r in series], exclude=drops, window=window, level=level)
+         for r in series], exclude=dropped, window=window, level=level)
     for i, sh in shifts.items():
         rec = series[i]
-        if i in drops or (run_id is not None and
-                          rec['run_id'] != run_id):
+        if i in dropped or (runs is not None and rec['run_id'] not in runs):
             continue
         first = series[sh.start]
         findings.append(Finding(
@@ -632,116 +681,6 @@ def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
             noise=sh.noise))
 
 
-def standing(records, accepted=(), baselines=(), min_history=5):
-    """``{key: line}``: how each history key is judged now (its newest
-    part, :func:`parts`): against a level (``judged against the
-    calibration of ...``), on its own history, or not yet and why."""
-    per = {}
-    for (key, size), whole in _series(records).items():
-        for level, part in parts(whole, key, size, accepted, baselines):
-            pass
-        if level is not None and level.median is None:
-            level = None        # an accepted run that measured nothing here
-        per.setdefault(key, []).append((size, level, len(_healthy(part))))
-    out = {}
-    for key, sizes in per.items():
-        where = where_text(key)
-        known = [(s, lv, n) for s, lv, n in sizes if lv is not None]
-        if known:
-            _, lv, n = max(known, key=lambda t: t[0])
-            out[key] = (f'{where}: judged against {lv.text()}, {n} healthy '
-                        f'run{"s" if n != 1 else ""} since')
-            continue
-        n = max(n for _, _, n in sizes)
-        if n >= min_history:
-            out[key] = (f'{where}: judged on its history ({n} healthy '
-                        f'runs' + (f'; a drift from {DRIFT_MIN_HISTORY}'
-                                   if n < DRIFT_MIN_HISTORY else '') + ')')
-        else:
-            out[key] = (f'{where}: not judged yet: {n} healthy '
-                        f'run{"s" if n != 1 else ""} and no baseline '
-                        f'recorded (judged from {min_history} healthy runs, '
-                        f'or from a calibration: scripts/calibrate --db)')
-    return out
-
-
-#: what a change of names in a "changed:" line (case column -> label)
-ATTRIBUTION_FIELDS = {
-    'nccl_version': 'nccl', 'plugin_version': 'plugin',
-    'libfabric_version': 'libfabric', 'provider': 'provider',
-    'cuda_driver': 'cuda', 'driver': 'driver', 'tests_version': 'nccl-tests',
-    'suite_revision': 'suite', 'nodelist': 'nodes'}
-#: recorded environment variables that differ from job to job by design
-#: (which GPUs, where the debug log goes, the run's id, the sweep's
-#: node-state readings: :data:`ccl_health.db.recorder.NODE_STATE_KEY`): never
-#: a cause
-NOT_ATTRIBUTED = ('NCCL_DEBUG_FILE', 'CUDA_VISIBLE_DEVICES',
-                  'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',
-                  'GPU_DEVICE_ORDINAL', 'NCCL_HOSTID', 'CCL_HEALTH_RUN_ID',
-                  NODE_STATE_KEY)
-#: a changed value is cut to this many characters
-CHANGE_WIDTH = 60
-UNSET = '(unset)'
-
-
-def _cut(value, width=CHANGE_WIDTH):
-    if value is None or value == '':
-        return UNSET
-    value = ' '.join(str(value).split())
-    return value if len(value) <= width else value[:width - 3] + '...'
-
-
-def _env(case):
-    """The recorded environment of a case row (a flat dict of strings);
-    the health hook's probe detail that older versions stored there is
-    not environment."""
-    try:
-        env = json.loads(case.get('env_json') or '{}')
-    except ValueError:
-        return {}
-    if not isinstance(env, dict):
-        return {}
-    return {k: v for k, v in env.items() if k != 'probes'}
-
-
-def changes(good, bad):
-    """One short line per recorded fact that differs between the case
-    rows ``good`` and ``bad``: versions and node list
-    (:data:`ATTRIBUTION_FIELDS`), then each environment variable
-    (``NCCL_P2P_LEVEL: (unset) -> LOC``), values cut to
-    :data:`CHANGE_WIDTH` characters."""
-    out = [f'{label}: {_cut(good.get(f))} -> {_cut(bad.get(f))}'
-           for f, label in ATTRIBUTION_FIELDS.items()
-           if (good.get(f) or '') != (bad.get(f) or '')]
-    genv, benv = _env(good), _env(bad)
-    for var in sorted(set(genv) | set(benv)):
-        if var in NOT_ATTRIBUTED:
-            continue
-        if genv.get(var) != benv.get(var):
-            out.append(f'{var}: {_cut(genv.get(var))} -> '
-                       f'{_cut(benv.get(var))}')
-    return out
-
-
-def attribute(cases, finding):
-    """What changed between the last passing run of the finding's key
-    before the finding (for a drift: before the shift began) and the
-    flagged run: versions, node list, environment, one short line each.
-    ``cases``: the store's case rows."""
-    same = [c for c in cases if series_key(c) == finding.key]
-    bad = next((c for c in same if c['run_id'] == finding.run_id), None)
-    if bad is None:
-        return []
-    before = bad['time']
-    if finding.since_run:
-        first = next((c for c in same if c['run_id'] == finding.since_run),
-                     None)
-        before = first['time'] if first else finding.since_time or before
-    good = [c for c in same if c['time'] < before and
-            c['verdict'] == 'pass']
-    if not good:
-        return ['no earlier passing run of this configuration']
-    good = good[-1]
-    return changes(good, bad) or [
-        f'nothing recorded changed since run {good["run_id"]} '
-        f'({good["time"]})']
+# what changed ("changed:" lines): ccl_health.judge.attribution
+from ccl_health.judge.attribution import (  # noqa: E402,F401
+    ATTRIBUTION_FIELDS, NOT_ATTRIBUTED, attribute, changes)
