@@ -112,8 +112,24 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
 
 def run_cases(store, run_id, columns=CASE_LIGHT):
     """The cases of the run ``run_id``, oldest first."""
-    return store.query(f'SELECT {_cols(columns)} FROM cases c WHERE '
-                       f'c.run_id = ? ORDER BY c.time, c.id', (run_id,))
+    return _docs(store, store.query(
+        f'SELECT {_cols(_with_refs(store, columns))} FROM cases c WHERE '
+        f'c.run_id = ? ORDER BY c.time, c.id', (run_id,)))
+
+
+def _with_refs(store, columns):
+    """``columns`` and the references of the documents among them
+    (schema 7: :mod:`ccl_health.db.docs`)."""
+    from ccl_health.db import docs
+    if not any(c in columns for c, _ in docs.DOCS) or \
+            not docs.has_blobs(store):
+        return columns
+    return tuple(columns) + tuple(r for c, r in docs.DOCS if c in columns)
+
+
+def _docs(store, rows):
+    from ccl_health.db import docs
+    return docs.resolve(store, rows)
 
 
 def newest_runs(store, n, keep=None):
@@ -164,10 +180,12 @@ def key_cases_before(store, key, t, lookback, columns=('id',),
     if verdict is not None:
         where += ' AND c.verdict = ?'
         params.append(verdict)
+    columns = _with_refs(store, columns)
     sql = (f'SELECT {_cols(columns)} FROM cases c WHERE {where} AND '
            f'c.time < ? ORDER BY c.time DESC, c.id DESC')
     if exact:
-        return store.query(sql + ' LIMIT ?', tuple(params) + (t, lookback))
+        return _docs(store, store.query(sql + ' LIMIT ?',
+                                        tuple(params) + (t, lookback)))
     # an older schema: the key's kind and node sorted out here
     extra = [c for c in ('source', 'case_name', 'collective', 'nodelist',
                          'system', 'partition', 'transport', 'nodes',
@@ -184,7 +202,7 @@ def key_cases_before(store, key, t, lookback, columns=('id',),
             if len(out) == lookback:
                 break
     cur.close()
-    return out
+    return _docs(store, out)
 
 
 def key_history(store, key, since, until=None, lookback=LOOKBACK):
@@ -297,16 +315,3 @@ def changed(source, finding):
     if hasattr(source, 'query'):
         source = attribution_cases(source, finding)
     return attribute(source, finding)
-
-
-def detail(row):
-    """The detail document of a case row (its ``detail_json``), ``{}``
-    where none was recorded."""
-    import json
-    text = row.get('detail_json')
-    if not text:
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError:
-        return {}

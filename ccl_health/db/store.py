@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 from ccl_health import CclHealthError
 from ccl_health.judge.verdicts import NAMES, Verdict
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -143,6 +143,27 @@ _MIGRATIONS = {
         # (SQLite searches the prefix as a range of the run_id index)
         ('postgresql', 'CREATE INDEX IF NOT EXISTS cases_run_prefix ON '
          'cases (run_id text_pattern_ops)'),
+    ],
+    # a record's size (issue 30): its long JSON documents (environment,
+    # versions, detail) stored once, compressed, and referenced
+    # (ccl_health.db.docs); the daily aggregates of the healthy health
+    # checks rolled up by scripts/report prune (ccl_health.db.retention)
+    7: [
+        """CREATE TABLE IF NOT EXISTS blobs (
+            id {pk}, digest TEXT NOT NULL UNIQUE, body {blob} NOT NULL)""",
+        'ALTER TABLE cases ADD COLUMN env_ref BIGINT',
+        'ALTER TABLE cases ADD COLUMN versions_ref BIGINT',
+        'ALTER TABLE cases ADD COLUMN detail_ref BIGINT',
+        """CREATE TABLE IF NOT EXISTS health_daily (
+            id {pk}, day TEXT NOT NULL,
+            system TEXT, partition TEXT, transport TEXT, collective TEXT,
+            nodes INTEGER, ranks INTEGER, algo TEXT, node TEXT,
+            size BIGINT, verdict TEXT NOT NULL, checks INTEGER NOT NULL,
+            busbw_min DOUBLE PRECISION, busbw_median DOUBLE PRECISION,
+            busbw_max DOUBLE PRECISION, first_time TEXT NOT NULL,
+            last_time TEXT NOT NULL, created TEXT NOT NULL)""",
+        'CREATE INDEX IF NOT EXISTS health_daily_day ON health_daily '
+        '(day, system, partition)',
     ],
 }
 
@@ -317,6 +338,7 @@ class Store:
             return
         pk = ('BIGSERIAL PRIMARY KEY' if self.kind == 'postgresql'
               else 'INTEGER PRIMARY KEY AUTOINCREMENT')
+        blob = 'BYTEA' if self.kind == 'postgresql' else 'BLOB'
         with self.transaction():
             self.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY '
                          'KEY, value TEXT)')
@@ -336,7 +358,8 @@ class Store:
                         if stmt[0] != self.kind:
                             continue
                         stmt = stmt[1]
-                    self.execute(stmt.replace('{pk}', pk))
+                    self.execute(stmt.replace('{pk}', pk)
+                                 .replace('{blob}', blob))
                 self.execute("DELETE FROM meta WHERE key = 'schema_version'")
                 self.execute("INSERT INTO meta (key, value) VALUES "
                              "('schema_version', ?)", (str(version),))
@@ -417,6 +440,8 @@ class Store:
                     store.conn.commit()
                 else:
                     store.conn.rollback()
+                    # blob ids of this transaction are gone with it
+                    store.__dict__.pop('_blob_ids', None)
         return _Tx()
 
     # -- writing --------------------------------------------------------
@@ -439,18 +464,31 @@ class Store:
             return [self._write_case(case) for case in cases]
 
     def _write_case(self, case):
-        cols = ', '.join(CASE_COLUMNS + SERIES_COLUMNS)
-        marks = ', '.join('?' * (len(CASE_COLUMNS) + len(SERIES_COLUMNS)))
+        from ccl_health.db import docs
+        names = CASE_COLUMNS + SERIES_COLUMNS + tuple(r for _, r in docs.DOCS)
+        cols = ', '.join(names)
+        marks = ', '.join('?' * len(names))
         keep = {'run_id', 'case_name', 'time', 'source'}
         numeric = {'nodes', 'ranks'}
         updates = ', '.join(
             f'{c} = COALESCE(excluded.{c}, cases.{c})' if c in numeric else
             f'{c} = COALESCE(NULLIF(excluded.{c}, \'\'), cases.{c})'
-            for c in CASE_COLUMNS if c not in keep)
+            for c in CASE_COLUMNS if c not in keep and
+            c not in dict(docs.DOCS))
+        for col, ref in docs.DOCS:     # a document given replaces both
+            absent = f'excluded.{col} IS NULL AND excluded.{ref} IS NULL'
+            updates += ''.join(f', {c} = CASE WHEN {absent} THEN cases.{c} '
+                               f'ELSE excluded.{c} END' for c in (col, ref))
         case = self._keep_env(case)
+        row = dict(zip(CASE_COLUMNS, case.row()))
+        refs = []
+        for col, _ in docs.DOCS:
+            row[col], ref = docs.put(self, col, row[col])
+            refs.append(ref)
         self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
                      f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
-                     f'{updates}', case.row() + series_columns(case))
+                     f'{updates}', tuple(row[c] for c in CASE_COLUMNS) +
+                     series_columns(case) + tuple(refs))
         row = self.query('SELECT id, source, case_name, collective, '
                          'nodelist, kind, node FROM cases WHERE run_id = ? '
                          'AND case_name = ?', (case.run_id,
@@ -479,8 +517,10 @@ class Store:
         later update of the case has only the job's variables)."""
         if not case.env:
             return case
-        old = self.query('SELECT env_json FROM cases WHERE run_id = ? AND '
-                         'case_name = ?', (case.run_id, case.case_name))
+        from ccl_health.db import docs
+        old = docs.resolve(self, self.query(
+            'SELECT env_json, env_ref FROM cases WHERE run_id = ? AND '
+            'case_name = ?', (case.run_id, case.case_name)))
         if not old or not old[0]['env_json']:
             return case
         try:
@@ -606,8 +646,12 @@ class Store:
         return self.query(f'SELECT * FROM records {where}', params)
 
     def cases(self, where='', params=()):
-        return self.query(f'SELECT * FROM cases {where} ORDER BY time, id',
-                          params)
+        """Every column of the cases (``where``), their documents as text
+        (:func:`ccl_health.db.docs.resolve`): for small databases and
+        tests; the commands read bounded (:mod:`ccl_health.db.reads`)."""
+        from ccl_health.db import docs
+        return docs.resolve(self, self.query(
+            f'SELECT * FROM cases {where} ORDER BY time, id', params))
 
 
 def driver_errors():
