@@ -69,6 +69,19 @@ def add_arguments(p):
                    help='take back the acceptance ID (--list shows them)')
     q.add_argument('--list', action='store_true',
                    help='list the acceptances, undone ones too')
+    q = dsub.add_parser('prune', help='roll the healthy health checks '
+                        'older than DAYS up into daily rows per node and '
+                        'key (never a failure or a finding)')
+    q.add_argument('--older-than', type=float, default=90, metavar='DAYS',
+                   help='the age the site keeps every check for (default: '
+                   '%(default)s)')
+    q.add_argument('--dry-run', action='store_true',
+                   help='say what would be rolled up, change nothing')
+    q = dsub.add_parser('migrate', help='move this SQLite database into '
+                        'PostgreSQL (an empty database: every table, row for '
+                        'row)')
+    q.add_argument('--to', required=True, metavar='URL',
+                   help='postgresql://user@host:port/database')
     q = dsub.add_parser('report', help='HTML page with plots + summary')
     q.add_argument('--out', default='ccl-health-report',
                    help='folder for index.html and the PNGs (default: '
@@ -86,9 +99,20 @@ def cmd_db(args):
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
     with store.open_store(args.db, readonly=args.db_cmd not in (
-            'ingest', 'accept')) as db:
+            'ingest', 'accept', 'prune')) as db:
         if args.db_cmd == 'accept':
             return cmd_accept(db, args)
+        if args.db_cmd == 'prune':
+            from ccl_health.db import retention
+            plan = retention.prune(db, args.older_than, args.dry_run)
+            print('\n'.join(plan.lines(args.dry_run)))
+            return 0
+        if args.db_cmd == 'migrate':
+            from ccl_health.db import migrate
+            counts = migrate.migrate(db, args.to)
+            print(f'moved {db.where} into {args.to}: ' + ', '.join(
+                f'{n} {t}' for t, n in counts.items()))
+            return 0
         if args.db_cmd == 'ingest':
             n = 0
             for path in args.reports:

@@ -36,6 +36,18 @@ SIZE_COLUMNS = (
     'size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
     'time_oop_us', 'time_ip_us', 'ref', 'tolerance', 'verdict')
 
+#: one row per case and size (schema 1)
+_RECORDS_VIEW = """CREATE VIEW records AS
+           SELECT c.run_id, c.case_name, c.time, c.system, c.partition,
+                  c.nodelist, c.nodes, c.ranks, c.collective, c.transport,
+                  c.proven, c.algo, c.verdict AS case_verdict, c.reason,
+                  c.nccl_version, c.plugin_version, c.libfabric_version,
+                  c.provider, c.cuda_driver, c.driver, c.tests_version,
+                  c.suite_revision, m.size, m.busbw, m.busbw_oop, m.busbw_ip,
+                  m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
+                  m.ref, m.tolerance, m.verdict AS size_verdict
+           FROM cases c LEFT JOIN measurements m ON m.case_id = c.id"""
+
 _MIGRATIONS = {
     1: [
         """CREATE TABLE IF NOT EXISTS cases (
@@ -57,16 +69,7 @@ _MIGRATIONS = {
             UNIQUE (case_id, size))""",
         'CREATE INDEX IF NOT EXISTS cases_key ON cases (system, partition, '
         'transport, collective, nodes, ranks, algo, time)',
-        """CREATE VIEW records AS
-           SELECT c.run_id, c.case_name, c.time, c.system, c.partition,
-                  c.nodelist, c.nodes, c.ranks, c.collective, c.transport,
-                  c.proven, c.algo, c.verdict AS case_verdict, c.reason,
-                  c.nccl_version, c.plugin_version, c.libfabric_version,
-                  c.provider, c.cuda_driver, c.driver, c.tests_version,
-                  c.suite_revision, m.size, m.busbw, m.busbw_oop, m.busbw_ip,
-                  m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
-                  m.ref, m.tolerance, m.verdict AS size_verdict
-           FROM cases c LEFT JOIN measurements m ON m.case_id = c.id""",
+        _RECORDS_VIEW,
     ],
     # the health hook's probe detail moves out of the environment into its
     # own column: env_json holds only environment variables (issue 13)
@@ -164,6 +167,14 @@ _MIGRATIONS = {
             last_time TEXT NOT NULL, created TEXT NOT NULL)""",
         'CREATE INDEX IF NOT EXISTS health_daily_day ON health_daily '
         '(day, system, partition)',
+        # PostgreSQL's REAL is 4 bytes (SQLite's 8): the numbers as
+        # measured, in 8 (the view that reads them is made again)
+        ('postgresql', 'DROP VIEW IF EXISTS records'),
+        ('postgresql', 'ALTER TABLE measurements ' + ', '.join(
+            f'ALTER COLUMN {c} TYPE DOUBLE PRECISION' for c in (
+                'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
+                'time_oop_us', 'time_ip_us', 'ref', 'tolerance'))),
+        ('postgresql', _RECORDS_VIEW),
     ],
 }
 
