@@ -133,14 +133,11 @@ def run_findings(db, run_id):
         since = min([since] + [queries.when(c['time'])
                                for c in reads.run_cases(db, prev)])
     records = reads.history_records(db, reads.history_keys(mine), since)
-    found = history.detect([dict(r) for r in records], run_id=run_id,
-                           accepted=db.acceptances(),
-                           baselines=db.baselines())
-    before = set()
-    if prev:
-        before = {_finding_id(f) for f in history.detect(
-            [dict(r) for r in records], run_id=prev,
-            accepted=db.acceptances(), baselines=db.baselines())}
+    both = history.detect(records, runs={run_id, prev},
+                          accepted=db.acceptances(),
+                          baselines=db.baselines())
+    found = [f for f in both if f.run_id == run_id]
+    before = {_finding_id(f) for f in both if f.run_id == prev}
     new = [f for f in found if _finding_id(f) not in before]
     return found, new, prev
 
