@@ -11,7 +11,7 @@ Sets (each one run of at most ~10 minutes on 2 cores):
   perlmutter  30 nights and 30 days of Perlmutter's checks (1,800 nodes x
               10 a day: 540,000); --nodes/--days scale it down
   frontier    Frontier's checks (9,408 nodes x 10 a day) for --days days
-              (default 10: every node's 90 checks of history and its last
+              (default 10: every node's 60 checks of history and its last
               day: what any read of a longer database reads)
   writers     64 (and 8) hooks recording at once, SQLite and PostgreSQL:
               the latency of each write (open, migration check, the case)
@@ -187,13 +187,13 @@ def plans(url):
             'the window (report failed)': (
                 'SELECT c.id, c.run_id, c.time, c.verdict FROM cases c '
                 'WHERE c.time >= ? ORDER BY c.time, c.id', (since,))}
-        for what, row in (('a node\'s history (its last 90 checks)', probe),
+        for what, row in (('a node\'s history (its last 60 checks)', probe),
                           ('a sweep key\'s history', sweep)):
             if row:
                 where, params, _ = reads.key_where(db, series_key(row[0]))
                 queries[what] = (
                     f'SELECT c.id FROM cases c WHERE {where} AND c.time < ? '
-                    f'ORDER BY c.time DESC, c.id DESC LIMIT 90',
+                    f'ORDER BY c.time DESC, c.id DESC LIMIT 60',
                     tuple(params) + (since,))
         queries['the failures of a window (the page)'] = (
             "SELECT c.id FROM cases c WHERE c.time >= ? AND c.verdict NOT "
@@ -438,7 +438,7 @@ def render(data):
         n = e['checks']
         out += ['## A year of Frontier (extrapolated)', '',
                 f'Measured: {fr[-1]} ({n:,} checks of {e["nodes"]:,} nodes: '
-                f'each node\'s last {e["days"]} days, more than the 90 '
+                f'each node\'s last {e["days"]} days, more than the 60 '
                 f'checks of history any read takes of a node).  '
                 f'Extrapolated, not measured, to {FRONTIER_YEAR:,} checks:',
                 '']
@@ -451,7 +451,7 @@ def render(data):
                        f'before: ~570 GB); the reads as measured at '
                        f'{fr[-1]} plus the growth of an index search '
                        f'(log n: 2 more B-tree levels at most), since each '
-                       f'reads its window and each key\'s last 90 cases: '
+                       f'reads its window and each key\'s last 60 cases: '
                        + ', '.join(f'{x} {e[be]["reads"][x]["s"]:.1f} s'
                                    for x in READS if x in e[be]['reads']) +
                        '.')

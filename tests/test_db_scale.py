@@ -6,10 +6,10 @@ about the same time.
 The databases: 30 nodes checked 10 times a day by the hook (its own
 record, benchmarks/db_gen.py) for 40 and 400 days, and a nightly sweep
 (15 cases x 31 sizes) for 100 and 1,000 nights (each longer than every
-window read: 30 days, and each key's 90 cases before it): the larger
+window read: 30 days, and each key's 60 cases before it): the larger
 holds 135,000 cases and 585,000 size rows and takes ~40 s to write here
 (more would pass a minute on 2 shared cores).  The reads: ``report failed`` (24 h),
-``report detect`` (its 30 days), the nightly's comparison and news of the
+``report detect`` (30 days), the nightly's comparison and news of the
 last night, ``report runs --last 5`` and the report page's data (its
 30 days)."""
 
@@ -28,7 +28,7 @@ import db_gen  # noqa: E402
 
 NODES, PER_DAY = 30, 10
 #: (days of checks, nights): longer than every window read (30 days, and
-#: each key's 90 cases before it)
+#: each key's 60 cases before it)
 SMALL, LARGE = (40, 100), (400, 1000)
 #: the larger database may take this much longer per read (it holds 10x)
 TIME_RATIO = 3.0
@@ -59,11 +59,9 @@ def _failed(db):
 
 def _detect(db):
     from ccl_health.db.cli import _detect_scope
-    from ccl_health.judge.history import detect
     args = type('Args', (), {'run': None, 'days': 30})()
-    records, runs, _ = _detect_scope(db, args)
-    return detect(records, runs=runs, accepted=db.acceptances(),
-                  baselines=db.baselines())
+    keys, since, runs, _ = _detect_scope(db, args)
+    return reads.judge_keys(db, keys, since, runs, standing={})
 
 
 def _nightly(db):
@@ -140,7 +138,7 @@ def test_the_plans_use_the_indexes(dbs):
             'window': ('SELECT id FROM cases c WHERE c.time >= ? ORDER BY '
                        'c.time', (reads.sql_time(since),)),
             'key': (f'SELECT id FROM cases c WHERE {where} AND c.time < ? '
-                    f'ORDER BY c.time DESC LIMIT 90',
+                    f'ORDER BY c.time DESC LIMIT 60',
                     tuple(params) + (reads.sql_time(since),)),
             'failing': ("SELECT id FROM cases c WHERE c.time >= ? AND "
                         "c.verdict NOT IN ('pass', 'skipped')",

@@ -122,6 +122,6 @@ def test_prune_needs_the_current_schema(tmp_path):
         s.execute("UPDATE meta SET value = '6' WHERE key = "
                   "'schema_version'")
         s.conn.commit()
-        s.__dict__.pop('_schema_seen', None)
+        s.__dict__.pop('_version', None)     # read it again
         with pytest.raises(CclHealthError, match='open it for writing'):
             retention.prune(s, 30)

@@ -48,7 +48,7 @@ def add_arguments(p):
                         'collapses against history, with what changed')
     q.add_argument('--run', help='judge only this run (default: the runs '
                    'of the last --days recorded)')
-    q.add_argument('--days', type=float, default=30,
+    q.add_argument('--days', type=float, default=7,
                    help='judge the runs of the last DAYS days before the '
                    'newest record (default: %(default)s); each key from its '
                    'recent history')
@@ -178,24 +178,23 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from ccl_health.judge.history import detect
-            from ccl_health.judge.standing import standing
+            from ccl_health.db import reads
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
-            records, runs, scope = _detect_scope(db, args)
-            found = detect(records, runs=runs, accepted=db.acceptances(),
-                           baselines=db.baselines())
+            keys, since, runs, scope = _detect_scope(db, args)
+            # each key judged from its recent history, one at a time
+            how, read = {}, set()
+            found = reads.judge_keys(db, keys, since, runs, standing=how,
+                                     read=read)
             # the drops of one run and configuration on one line each
             for line in queries.drop_lines(found, db):
                 print(line)
             if not found:
-                print(f'no drops against history in {scope} ('
-                      f'{len({r["run_id"] for r in records})} run(s) of its '
-                      f'keys read)')
+                print(f'no drops against history in {scope} ({len(read)} '
+                      f'run(s) of its keys read)')
             # how each key is judged: against a baseline, on its history,
             # or not yet (and why)
-            for line in standing(records, db.acceptances(),
-                                 db.baselines()).values():
+            for line in how.values():
                 print(line)
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':
@@ -206,24 +205,25 @@ def cmd_db(args):
 
 
 def _detect_scope(db, args):
-    """(records, runs judged, what that is) of ``report detect``: one
-    run, else the runs of the last ``--days`` before the newest record,
-    each key read from its recent history (:mod:`ccl_health.db.reads`)."""
+    """(history keys, from when, the runs judged, what that is) of
+    ``report detect``: one run, else the runs of the last ``--days``
+    before the newest record (:mod:`ccl_health.db.reads`)."""
     import datetime
     from ccl_health.db import queries, reads
     if args.run:
-        return reads.run_history(db, args.run), {args.run}, \
+        cases = reads.run_cases(db, args.run)
+        since = min(queries.when(c['time']) for c in cases)
+        return reads.history_keys(cases), since, {args.run}, \
             f'run {args.run}'
     newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
     try:
         since = queries.when(newest) - datetime.timedelta(days=args.days)
     except OverflowError:
         since = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    cases = reads.window_cases(db, since)
-    runs = {c['run_id'] for c in cases}
-    return (reads.history_records(db, reads.history_keys(cases), since),
-            runs, f'the {len(runs)} run(s) of the {args.days:g} days to '
-            f'{newest}')
+    # the records of the window: by their time (a window of the hook's
+    # checks holds as many runs)
+    return (reads.window_keys(db, since), since, None,
+            f'the {args.days:g} days to {newest}')
 
 
 #: ``system/partition/transport collective Nn/Rr`` (history.where_text)

@@ -54,6 +54,30 @@ def put(store, column, text):
     return None, found[0]['id']
 
 
+def put_all(store, row):
+    """Store the documents of the case row ``row`` (a dict of its
+    columns: each document's text is replaced by what stays inline);
+    returns ``{column: reference}``.  The shared documents known already
+    are looked up in one query."""
+    texts = {c: row[c] for c, _ in DOCS if row.get(c) is not None}
+    digests = {c: hashlib.sha256(t.encode('utf-8')).hexdigest()
+               for c, t in texts.items() if c in SHARED}
+    seen = store.__dict__.setdefault('_blob_ids', {})
+    ask = sorted(set(digests.values()) - set(seen))
+    if ask and has_blobs(store):
+        for r in store.query(f'SELECT id, digest FROM blobs WHERE digest IN '
+                             f'({", ".join("?" * len(ask))})', tuple(ask)):
+            if len(seen) < 10000:
+                seen[r['digest']] = r['id']
+    refs = {}
+    for col, _ in DOCS:
+        if col in digests and digests[col] in seen:
+            row[col], refs[col] = None, seen[digests[col]]
+        else:
+            row[col], refs[col] = put(store, col, row.get(col))
+    return refs
+
+
 def text_of(body):
     """The text of a stored blob body (bytes, or a memoryview from
     PostgreSQL)."""

@@ -22,13 +22,13 @@ and the rows are then kept by their real time
 import datetime
 
 #: cases of a key read before the first judged one: the baseline's
-#: ``window`` (30) of healthy values, the 30 before them (whose drops are
-#: marked, so that they stay out of the baseline) and the drift
-#: detector's history (15) and excursion; a key's judgement uses no more
-#: (:func:`ccl_health.judge.history.detect`: each value from the last 30
-#: healthy values before it).  A drift flagged longer ago than this is
-#: the key's level by then.
-LOOKBACK = 90
+#: ``window`` (30) of healthy values and the 30 before them (judged
+#: again, so that their drops stay out of the baseline; the drift
+#: detector's history of 15 is among them).  A key's judgement needs no
+#: more (:func:`ccl_health.judge.history.detect`: each value from the last
+#: 30 healthy values before it); a drift flagged more than ~45 cases
+#: before the window is the key's level by then.
+LOOKBACK = 60
 #: the SQL time bounds are this much wider than the window (UTC offsets)
 MARGIN = datetime.timedelta(days=1)
 
@@ -42,18 +42,22 @@ CASE_LIGHT = ('id', 'run_id', 'case_name', 'time', 'system', 'partition',
 #: and what attribution reads besides (``changed:`` lines)
 CASE_ATTRIBUTED = CASE_LIGHT + ('env_json',)
 
-#: one row per case and size, as the ``records`` view, with the case's id
-#: and source (the kind of case: :func:`ccl_health.judge.history.kind_of`)
+#: one row per case and size, the columns of the ``records`` view that
+#: history judging reads, with the case's id and source (the kind of
+#: case: :func:`ccl_health.judge.history.kind_of`)
 _RECORDS = (
     'SELECT c.id AS case_id, c.run_id, c.case_name, c.time, c.system, '
     'c.partition, c.nodelist, c.nodes, c.ranks, c.collective, c.transport, '
-    'c.proven, c.algo, c.verdict AS case_verdict, c.reason, c.nccl_version, '
-    'c.plugin_version, c.libfabric_version, c.provider, c.cuda_driver, '
-    'c.driver, c.tests_version, c.suite_revision, c.source, m.size, '
-    'm.busbw, m.busbw_oop, m.busbw_ip, m.algbw_oop, m.algbw_ip, '
-    'm.time_oop_us, m.time_ip_us, m.ref, m.tolerance, '
-    'm.verdict AS size_verdict '
+    'c.algo, c.verdict AS case_verdict, c.source, m.size, m.busbw, m.ref, '
+    'm.tolerance, m.verdict AS size_verdict '
     'FROM cases c LEFT JOIN measurements m ON m.case_id = c.id')
+#: and every column of the ``records`` view (the page's plots)
+_RECORDS_FULL = _RECORDS.replace(
+    'c.algo, ', 'c.algo, c.proven, c.reason, c.nccl_version, '
+    'c.plugin_version, c.libfabric_version, c.provider, c.cuda_driver, '
+    'c.driver, c.tests_version, c.suite_revision, ').replace(
+    'm.busbw, ', 'm.busbw, m.busbw_oop, m.busbw_ip, m.algbw_oop, '
+    'm.algbw_ip, m.time_oop_us, m.time_ip_us, ')
 
 
 def _when(text):
@@ -63,10 +67,7 @@ def _when(text):
 
 def indexed(store):
     """Does the store have the schema-6 series columns and indexes?"""
-    v = getattr(store, '_schema_seen', None)
-    if v is None:
-        v = store._schema_seen = store.schema_version()
-    return v >= 6
+    return store.schema_version() >= 6
 
 
 def sql_time(t, later=False):
@@ -92,7 +93,7 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
     whose verdict is not good (the partial index ``cases_bad``)."""
     from ccl_health.db.store import GOOD_SQL
     from ccl_health.judge.history import kind_of
-    sql = (f'{_RECORDS} WHERE' if records else
+    sql = (f'{_RECORDS_FULL} WHERE' if records else
            f'SELECT {_cols(columns)} FROM cases c WHERE')
     sql += ' c.time >= ?'
     params = [sql_time(since)]
@@ -209,20 +210,25 @@ def key_history(store, key, since, until=None, lookback=LOOKBACK):
     """The records (one per case and size, as the ``records`` view, with
     ``source`` and ``case_id``) of the series ``key``: its last
     ``lookback`` cases before ``since`` and every case from ``since`` on
-    (before ``until``), in time order."""
+    (before ``until``), in time order: one query (schema 6)."""
     where, params, exact = key_where(store, key)
-    ids = [r['id'] for r in key_cases_before(store, key, sql_time(since),
-                                             lookback)]
-    rows = _by_ids(store, ids)
-    sql = f'{_RECORDS} WHERE {where} AND c.time >= ?'
-    params = list(params) + [sql_time(since)]
+    t0 = sql_time(since)
+    later, args = f'{where} AND c.time >= ?', list(params) + [t0]
     if until is not None:
-        sql += ' AND c.time < ?'
-        params.append(sql_time(until, later=True))
-    later = store.query(sql, tuple(params))
-    if not exact:
-        later = [r for r in later if _of_key(key)(r)]
-    return rows + later
+        later += ' AND c.time < ?'
+        args.append(sql_time(until, later=True))
+    if exact:
+        before = _RECORDS.replace(
+            'FROM cases c ', f'FROM (SELECT c.id FROM cases c WHERE {where} '
+            f'AND c.time < ? ORDER BY c.time DESC, c.id DESC LIMIT ?) b '
+            f'JOIN cases c ON c.id = b.id ', 1)
+        rows = store.query(f'{before} UNION ALL {_RECORDS} WHERE {later}',
+                           tuple(params) + (t0, lookback) + tuple(args))
+        return sorted(rows, key=lambda r: (r['time'], r['case_id']))
+    ids = [r['id'] for r in key_cases_before(store, key, t0, lookback)]
+    return _by_ids(store, ids) + [
+        r for r in store.query(f'{_RECORDS} WHERE {later}', tuple(args))
+        if _of_key(key)(r)]
 
 
 def _by_ids(store, ids):
@@ -234,23 +240,28 @@ def _by_ids(store, ids):
     return out
 
 
-def history_records(store, keys, since, until=None, lookback=LOOKBACK):
-    """:func:`key_history` of every key of ``keys``, and the records of
-    the runs accepted as a level of one of them (``scripts/report
-    accept``: the level's value, however old)."""
+def each_key(store, keys, since, until=None, lookback=LOOKBACK):
+    """``(key, records)`` of each key of ``keys`` in turn: its
+    :func:`key_history` and the records of the runs accepted as a level of
+    it (``scripts/report accept``: the level's value, however old).  One
+    key's records in memory at a time."""
     from ccl_health.judge.history import series_key
-    keys = set(keys)
-    out = []
-    for key in sorted(keys, key=lambda k: tuple(map(str, k))):
-        out += key_history(store, key, since, until, lookback)
-    have = {(r['case_id'], r['size']) for r in out}
+    accepted = []
     for run_id in sorted({a['run_id'] for a in
                           store.acceptances(active=True)}):
-        out += [r for r in store.query(f'{_RECORDS} WHERE c.run_id = ?',
-                                       (run_id,))
-                if series_key(r) in keys and
-                (r['case_id'], r['size']) not in have]
-    return out
+        accepted += store.query(f'{_RECORDS} WHERE c.run_id = ?', (run_id,))
+    for key in sorted(set(keys), key=lambda k: tuple(map(str, k))):
+        records = key_history(store, key, since, until, lookback)
+        have = {(r['case_id'], r['size']) for r in records}
+        records += [r for r in accepted if series_key(r) == key and
+                    (r['case_id'], r['size']) not in have]
+        yield key, records
+
+
+def history_records(store, keys, since, until=None, lookback=LOOKBACK):
+    """The records of :func:`each_key`, every key's together."""
+    return [r for _, records in each_key(store, keys, since, until,
+                                         lookback) for r in records]
 
 
 def history_keys(cases):
@@ -260,15 +271,50 @@ def history_keys(cases):
     return {k for k in map(series_key, cases) if has_history(k)}
 
 
+def judge_keys(store, keys, since, runs=None, until=None, standing=None,
+               read=None, **kw):
+    """The history findings of the runs ``runs`` (default: of the records
+    from ``since`` on) of the keys ``keys``, each key judged from its
+    recent history (:func:`each_key`), one at a time; ``standing``: a dict
+    given the lines of how each key is judged
+    (:func:`ccl_health.judge.standing.standing`); ``read``: a set given
+    the run ids read."""
+    from ccl_health.judge.history import detect
+    from ccl_health.judge.standing import standing as standing_of
+    acc, base = store.acceptances(), store.baselines()
+    out = []
+    runs = set(runs) if runs is not None else \
+        (lambda rec: _when(rec['time']) >= since)
+    for _, records in each_key(store, keys, since, until):
+        out += detect(records, runs=runs, accepted=acc, baselines=base,
+                      **kw)
+        if standing is not None:
+            standing.update(standing_of(records, acc, base))
+        if read is not None:
+            read.update(r['run_id'] for r in records)
+    return out
+
+
+def window_keys(store, since):
+    """The history keys measured from ``since`` on: counted in the
+    database (schema 6), else from the window's cases."""
+    from ccl_health.judge.history import KEY, has_history
+    if not indexed(store):
+        return history_keys(window_cases(store, since))
+    cols = ', '.join(KEY + ('kind', 'node'))
+    return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
+                        for r in store.query(
+                            f'SELECT DISTINCT {cols} FROM cases WHERE time '
+                            f'>= ?', (sql_time(since),)))
+            if has_history(k)}
+
+
 def window_findings(store, cases, since, runs=None, **kw):
     """The history findings of the runs ``runs`` (default: those of
     ``cases``, the cases of a window starting at ``since``), each key
-    judged from its recent history only (:func:`history_records`)."""
-    from ccl_health.judge.history import detect
+    judged from its recent history only (:func:`judge_keys`)."""
     runs = {c['run_id'] for c in cases} if runs is None else set(runs)
-    records = history_records(store, history_keys(cases), since)
-    return detect(records, runs=runs, accepted=store.acceptances(),
-                  baselines=store.baselines(), **kw)
+    return judge_keys(store, history_keys(cases), since, runs, **kw)
 
 
 def run_history(store, run_id, since=None):

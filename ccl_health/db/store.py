@@ -231,6 +231,7 @@ class Store:
                 self.execute("DELETE FROM meta WHERE key = 'schema_version'")
                 self.execute("INSERT INTO meta (key, value) VALUES "
                              "('schema_version', ?)", (str(version),))
+                self._version = version
 
     def _current(self):
         """Is the schema :data:`SCHEMA_VERSION` already?  (Read outside
@@ -245,6 +246,7 @@ class Store:
         have = int(rows[0]['value']) if rows else 0
         if self.kind == 'postgresql':
             self.conn.rollback()     # end the read's implicit transaction
+        self._version = have
         if have > SCHEMA_VERSION:
             raise CclHealthError(
                 f'{self.where}: schema version {have} is newer than this '
@@ -349,18 +351,20 @@ class Store:
                                f'ELSE excluded.{c} END' for c in (col, ref))
         case = self._keep_env(case)
         row = dict(zip(CASE_COLUMNS, case.row()))
-        refs = []
-        for col, _ in docs.DOCS:
-            row[col], ref = docs.put(self, col, row[col])
-            refs.append(ref)
-        self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
-                     f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
-                     f'{updates}', tuple(row[c] for c in CASE_COLUMNS) +
-                     series_columns(case) + tuple(refs))
-        row = self.query('SELECT id, source, case_name, collective, '
-                         'nodelist, kind, node FROM cases WHERE run_id = ? '
-                         'AND case_name = ?', (case.run_id,
-                                               case.case_name))[0]
+        refs = docs.put_all(self, row)
+        sql = (f'INSERT INTO cases ({cols}) VALUES ({marks}) ON CONFLICT '
+               f'(run_id, case_name) DO UPDATE SET {updates}')
+        values = tuple(row[c] for c in CASE_COLUMNS) + \
+            series_columns(case) + tuple(refs[c] for c, _ in docs.DOCS)
+        back = 'id, source, case_name, collective, nodelist, kind, node'
+        if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
+                3, 35):             # one round trip (a hook's write)
+            row = self.query(f'{sql} RETURNING {back}', values)[0]
+        else:
+            self.execute(sql, values)
+            row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
+                             f'AND case_name = ?', (case.run_id,
+                                                    case.case_name))[0]
         case_id = row['id']
         series = series_columns(row)
         if series != (row['kind'], row['node']):      # an update moved it
@@ -401,9 +405,13 @@ class Store:
 
     # -- acceptances (scripts/report accept) ------------------------------
     def schema_version(self):
-        rows = self.query("SELECT value FROM meta WHERE key = "
-                          "'schema_version'")
-        return int(rows[0]['value']) if rows else 0
+        """The schema version (read once: only :meth:`_migrate` changes
+        it, and says so)."""
+        if self.__dict__.get('_version') is None:
+            rows = self.query("SELECT value FROM meta WHERE key = "
+                              "'schema_version'")
+            self._version = int(rows[0]['value']) if rows else 0
+        return self._version
 
     def acceptances(self, active=False):
         """The acceptances of new levels, oldest first (``active``: those

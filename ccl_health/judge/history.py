@@ -587,7 +587,8 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
            accepted=(), baselines=(), runs=None, **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
-    against the runs before it; ``runs``: only those runs).  Also: a
+    against the runs before it; ``runs``: only those runs, or the records
+    a function of a record says yes to).  Also: a
     recovery (a key back above its threshold right after a drop), an
     intermittent pattern (at least two
     drops among the last ``window`` values of a key, healthy ones between)
@@ -603,7 +604,9 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     findings = []
     window = kw.get('window', 30)
     if run_id is not None:
-        runs = {run_id} if runs is None else set(runs) & {run_id}
+        runs = {run_id} if runs is None or run_id in runs else set()
+    if runs is not None and not callable(runs):
+        runs = (lambda rs: lambda rec: rec['run_id'] in rs)(set(runs))
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
@@ -642,7 +645,7 @@ def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
             dropped.add(i)
         if not rec.get('_drop'):
             recent.append(rec['busbw'])
-        if runs is not None and rec['run_id'] not in runs:
+        if runs is not None and not runs(rec):
             continue
         if f:
             findings.append(f)
@@ -653,7 +656,7 @@ def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
                 f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
                 f'{series[i - 1]["run_id"]}'))
     last = [d for d in drops if d >= len(series) - window]
-    if len(last) >= 2 and (runs is None or series[-1]['run_id'] in runs):
+    if len(last) >= 2 and (runs is None or runs(series[-1])):
         healthy_between = any(
             j not in dropped for j in range(last[0], last[-1]))
         if healthy_between:
@@ -669,7 +672,7 @@ def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
          for r in series], exclude=dropped, window=window, level=level)
     for i, sh in shifts.items():
         rec = series[i]
-        if i in dropped or (runs is not None and rec['run_id'] not in runs):
+        if i in dropped or (runs is not None and not runs(rec)):
             continue
         first = series[sh.start]
         findings.append(Finding(

@@ -32,9 +32,7 @@ from typing import List
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
 from ccl_health.db import reads
-from ccl_health.judge.history import (HEALTHY, KEY, detect, kind_of,
-                                      where_text)
-from ccl_health.judge.standing import standing
+from ccl_health.judge.history import HEALTHY, KEY, kind_of, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import FAILING, UNJUDGED, Verdict
 
@@ -424,13 +422,12 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         hours=PROBE_FINDING_HOURS)
     probe_rows = reads.window_cases(store, max(since, recent),
                                     kinds=('health probe',))
-    records = reads.history_records(
-        store, reads.history_keys(case_rows + probe_rows),
-        min([since] + [max(since, recent)]))
-    findings = detect(records, runs={c['run_id'] for c in case_rows +
-                                     probe_rows},
-                      accepted=store.acceptances(),
-                      baselines=store.baselines())
+    how = {}
+    findings = reads.judge_keys(
+        store, reads.history_keys(case_rows), since,
+        {c['run_id'] for c in case_rows}, standing=how) + reads.judge_keys(
+        store, reads.history_keys(probe_rows), max(since, recent),
+        {c['run_id'] for c in probe_rows}, standing=how)
     failing = _cases_frame(store, reads.window_cases(
         store, since, kinds=('health probe',), failing=True))
     everything = pd.concat([x for x in (cases, failing) if not x.empty]) \
@@ -483,8 +480,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         findings=frows, n_findings=len(findings), sections=sections,
         health=health,
         accepted=acceptance_rows(store.acceptances()),
-        standing=list(standing(records, store.acceptances(),
-                               store.baselines()).values()),
+        standing=list(how.values()),
         runs=(int(cases['run_id'].nunique()) if not cases.empty else 0) +
         sum(p['runs'] for p in probes),
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
