@@ -294,13 +294,14 @@ def _starts(db, system, partition):
     sql = ('SELECT run_id, min(time) AS start FROM cases WHERE run_id LIKE ?'
            ' AND system = ?')
     params = [RUN_PREFIX + '%', system]
-    if db.kind == 'sqlite':
-        # the prefix as a range of the run_id index (SQLite's LIKE ignores
-        # case, so it uses no index; PostgreSQL's text_pattern_ops does)
-        sql += ' AND run_id >= ? AND run_id < ?'
-        params += [RUN_PREFIX, RUN_PREFIX[:-1] + chr(ord(RUN_PREFIX[-1]) + 1)]
+    if db.schema_version() >= 6:
+        # the nightly's cases only, searched by the index of the kind and
+        # time (never every health check of the system: `system || ''`
+        # keeps the planners off the series index)
+        sql = sql.replace('system = ?', "system || '' = ?") + \
+            " AND kind IN ('sweep', 'framework', 'other')"
     if partition:
-        sql += ' AND partition = ?'
+        sql += " AND partition || '' = ?"
         params.append(partition)
     return {r['run_id']: r['start'] for r in
             db.query(sql + ' GROUP BY run_id', tuple(params))}

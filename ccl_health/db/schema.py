@@ -114,11 +114,6 @@ _MIGRATIONS = {
         'CREATE INDEX IF NOT EXISTS cases_kind ON cases (kind, time)',
         'CREATE INDEX IF NOT EXISTS cases_bad ON cases (time) WHERE '
         "verdict NOT IN ('pass', 'skipped')",
-        # a run id's prefix (nightly-...) searched with LIKE: PostgreSQL
-        # uses an index for it only in the C order of text_pattern_ops
-        # (SQLite searches the prefix as a range of the run_id index)
-        ('postgresql', 'CREATE INDEX IF NOT EXISTS cases_run_prefix ON '
-         'cases (run_id text_pattern_ops)'),
     ],
     # a record's size (issue 30): its long JSON documents (environment,
     # versions, detail) stored once, compressed, and referenced
