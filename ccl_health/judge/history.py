@@ -606,7 +606,8 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     if run_id is not None:
         runs = {run_id} if runs is None or run_id in runs else set()
     if runs is not None and not callable(runs):
-        runs = (lambda rs: lambda rec: rec['run_id'] in rs)(set(runs))
+        runs = (lambda rs: lambda rec: rec['run_id'] in rs)(
+            runs if isinstance(runs, (set, frozenset)) else set(runs))
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
