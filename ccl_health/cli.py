@@ -262,9 +262,8 @@ def _history_lines(db_url, run_id):
         fresh = {id(f) for f in new}
         print(f'history: {len(found)} finding(s), {len(new)} new since '
               f'{"run " + prev if prev else "no earlier complete run"}:')
-        cases = db.cases()
         for f in found:
-            for line in findings.finding_lines([f], cases):
+            for line in findings.finding_lines([f], db):
                 print(('NEW ' if id(f) in fresh and not line.startswith(' ')
                        else '') + line)
         return nightly.needs_a_person(new)

@@ -1,9 +1,9 @@
 """The history findings of one run (what ``scripts/run`` ends with, what the
-nightly's news tells): the findings of :func:`ccl_health.judge.history.detect_in`
+nightly's news tells): the findings of :func:`ccl_health.db.reads.detect_in`
 over the keys the run measured, and which of them are new against the last
 complete run before it."""
 
-from ccl_health.db import queries
+from ccl_health.db import queries, reads
 from ccl_health.judge import history
 from ccl_health.judge import verdicts as V
 
@@ -47,21 +47,50 @@ def run_findings(db, run_id):
     """(findings of ``run_id``, the new ones among them, the run they were
     compared with): the history findings of the keys ``run_id`` measured;
     new = not found for the same kind, key and size in the last complete
-    run before it."""
-    cases = db.cases()
-    keys = run_keys(cases, run_id)
-    records = [r for r in db.records() if history.series_key(r) in keys]
-    found = history.detect_in(db, run_id, [dict(r) for r in records])
-    prev = previous_complete_run(cases, run_id)
-    before = set()
+    run before it.  Each key is read from its recent history only
+    (:mod:`ccl_health.db.reads`), never the whole database."""
+    mine = reads.run_cases(db, run_id)
+    if not mine:
+        return [], [], None
+    keys = run_keys(mine, run_id)
+    start = min(queries.when(c['time']) for c in mine)
+    prev = previous_complete_run(
+        _cases_before(db, keys, reads.sql_time(start, later=True)) + mine,
+        run_id)
+    since = start
     if prev:
-        before = {_finding_id(f) for f in history.detect_in(
-            db, prev, [dict(r) for r in records])}
+        since = min([since] + [queries.when(c['time'])
+                               for c in reads.run_cases(db, prev)])
+    records = reads.history_records(db, reads.history_keys(mine), since)
+    both = history.detect(records, runs={run_id, prev},
+                          accepted=db.acceptances(),
+                          baselines=db.baselines())
+    found = [f for f in both if f.run_id == run_id]
+    before = {_finding_id(f) for f in both if f.run_id == prev}
     new = [f for f in found if _finding_id(f) not in before]
     return found, new, prev
 
 
+def _cases_before(db, keys, t):
+    """The newest cases of ``keys`` recorded before the text time ``t``
+    (:data:`reads.LOOKBACK` of each), and the aborted cases of their
+    runs (a run aborted anywhere is not complete)."""
+    out = []
+    for key in keys:
+        out += reads.key_cases_before(db, key, t, reads.LOOKBACK,
+                                      reads.CASE_LIGHT)
+    runs = sorted({c['run_id'] for c in out})
+    for i in range(0, len(runs), 500):
+        part = runs[i:i + 500]
+        out += db.query(
+            f'SELECT run_id, verdict, time FROM cases WHERE verdict = ? AND '
+            f'run_id IN ({", ".join("?" * len(part))})',
+            (str(V.Verdict.ABORTED),) + tuple(part))
+    return out
+
+
 def finding_lines(findings, cases):
     """Short lines: one per finding (drifts, drops of a configuration
-    grouped), each followed by its ``changed:`` lines."""
+    grouped), each followed by its ``changed:`` lines (``cases``: the
+    store, or case rows)."""
     return queries.drop_lines(findings, cases)

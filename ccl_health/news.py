@@ -45,6 +45,7 @@ import dataclasses
 import json
 
 from ccl_health.db import queries
+from ccl_health.db import reads
 from ccl_health.judge import history
 from ccl_health.judge import verdicts as V
 from ccl_health.units import format_size
@@ -164,8 +165,10 @@ def run_changes(db, run_id, told, all_cases=None):
     """The :class:`Changes` of the run ``run_id`` against ``told``
     (:func:`told_state`), which is updated as if they were told."""
     from ccl_health.findings import run_findings, finding_lines
-    all_cases = db.cases() if all_cases is None else all_cases
-    cases = [c for c in all_cases if c['run_id'] == run_id]
+    if all_cases is None:       # the run's cases; "changed:" read per line
+        cases, all_cases = reads.run_cases(db, run_id), db
+    else:
+        cases = [c for c in all_cases if c['run_id'] == run_id]
     records = db.records('WHERE run_id = ?', (run_id,))
     ch = Changes()
     for c in cases:
@@ -293,8 +296,14 @@ def _starts(db, system, partition):
     sql = ('SELECT run_id, min(time) AS start FROM cases WHERE run_id LIKE ?'
            ' AND system = ?')
     params = [RUN_PREFIX + '%', system]
+    if db.schema_version() >= 6:
+        # the nightly's cases only, searched by the index of the kind and
+        # time (never every health check of the system: `system || ''`
+        # keeps the planners off the series index)
+        sql = sql.replace('system = ?', "system || '' = ?") + \
+            " AND kind IN ('sweep', 'framework', 'other')"
     if partition:
-        sql += ' AND partition = ?'
+        sql += " AND partition || '' = ?"
         params.append(partition)
     return {r['run_id']: r['start'] for r in
             db.query(sql + ' GROUP BY run_id', tuple(params))}
@@ -367,17 +376,19 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     the run may have recorded nothing (no GPUs, its exit code)."""
     labels = labels or {}
     told = told_state(db, system) if db is not None else {}
-    all_cases = db.cases() if db is not None else []
+
+    def cases_of(rid):
+        return reads.run_cases(db, rid) if db is not None and rid else []
     lines, rows, nights, total = [], [], [], Changes()
     sp = (system, partition or '')
     earlier = untold_runs(db, system, partition, run_id) if db else []
     for rid in earlier:
-        ch = run_changes(db, rid, told, all_cases)
+        ch = run_changes(db, rid, told)
         aborted = any(c['verdict'] == V.Verdict.ABORTED.value
-                      for c in all_cases if c['run_id'] == rid)
+                      for c in cases_of(rid))
         what = labels.get(rid) or ('aborted' if aborted else
                                    'ended before its mail')
-        theirs = [c for c in all_cases if c['run_id'] == rid]
+        theirs = cases_of(rid)
         if ch.lines:
             lines.append(f'never told, from run {rid} ({what}):')
             lines += ['  ' + ln for ln in ch.lines]
@@ -394,13 +405,12 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     told_ids = {n['run_id'] for n in (db.told_nights(system, partition or '')
                                       if db else [])}
     for rid, what in labels.items():
-        if rid != run_id and rid not in told_ids and not any(
-                c['run_id'] == rid for c in all_cases):
+        if rid != run_id and rid not in told_ids and not cases_of(rid):
             # killed before its run recorded a case
             lines.append(f'never told, from run {rid} ({what}): nothing '
                          f'recorded')
-    mine = [c for c in all_cases if c['run_id'] == run_id]
-    ch = run_changes(db, run_id, told, all_cases) if mine else Changes()
+    mine = cases_of(run_id)
+    ch = run_changes(db, run_id, told) if mine else Changes()
     _add(total, ch)
     # still failing: tonight's, not an earlier night's
     total.still_failing, total.still_findings = \
@@ -409,7 +419,7 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     rows += ch.rows
     measured = [c for c in mine if c['verdict'] not in NOT_MEASURED]
     prev = last_complete(db, system, partition) if db else None
-    missing = _missing(mine, [c for c in all_cases if c['run_id'] == prev])
+    missing = _missing(mine, cases_of(prev))
     skipped = {}
     for c in mine:
         if c['verdict'] in NOT_MEASURED and not any(

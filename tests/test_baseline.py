@@ -20,6 +20,7 @@ import pytest
 
 from ccl_health import cli
 from ccl_health.db import queries, store
+from ccl_health.db import reads
 from ccl_health.judge import history
 from test_drift import DRIFT, GRADED, device_runs
 
@@ -59,7 +60,7 @@ def report(db, *args):
 
 def findings(db, run):
     with store.open_store(db, readonly=True) as s:
-        return [f for f in history.detect_in(s, run_id=run)
+        return [f for f in reads.detect_in(s, run_id=run)
                 if f.kind in ('drop', 'drift')]
 
 
@@ -168,7 +169,7 @@ def test_no_false_alarm_on_the_recorded_healthy_series(tmp_path, folder,
     assert calibrate(db, tmp_path) == 0
     with store.open_store(db) as s:
         _recorded(s, healthy[calibrated_from:], calibrated_from)
-        assert [f.line() for f in history.detect_in(s)
+        assert [f.line() for f in reads.detect_in(s)
                 if f.kind != 'recovery'] == []
 
 

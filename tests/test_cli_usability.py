@@ -290,7 +290,7 @@ def test_defaults_are_shown():
 
 def test_report_subcommands_have_help():
     for sub in ('ingest', 'failed', 'runs', 'since', 'history', 'compare',
-                'detect', 'report'):
+                'detect', 'report', 'prune', 'migrate'):
         p = subprocess.run([os.path.join(SCRIPTS, 'report'), sub, '--help'],
                            capture_output=True, text=True)
         assert p.returncode == 0 and p.stdout.startswith(

@@ -14,7 +14,7 @@ import sqlite3
 import pytest
 
 from ccl_health.hook import check as health
-from ccl_health.judge import changes, history
+from ccl_health.judge import attribution, history
 from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder
@@ -251,7 +251,7 @@ def test_changes_one_short_line_per_changed_key():
                                    'CUDA_VISIBLE_DEVICES': '2,3',
                                    'NCCL_P2P_LEVEL': 'LOC',
                                    'NCCL_NET_PLUGIN': '/very/long/' * 20})}
-    lines = changes.changes(good, bad)
+    lines = attribution.changes(good, bad)
     assert lines[:2] == ['nccl: 2.27.3 -> 2.28.1',
                          'NCCL_NET_PLUGIN: /a/b -> /very/long//very/long//very/'
                          'long//very/long//very/long//v...']
@@ -326,7 +326,7 @@ def test_old_databases_migrate_the_probe_detail_out_of_the_environment(
     with store.open_store(path, readonly=True) as s:    # read as it is
         assert {c['run_id'] for c in s.cases()} == {'h1', 's1'}
         # the old probe detail is no environment for attribution
-        assert changes.changes(*[c for c in s.cases()
+        assert attribution.changes(*[c for c in s.cases()
                                  if c['run_id'] == 'h1'] * 2) == []
     with store.open_store(path) as s:
         by = {c['run_id']: c for c in s.cases()}

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from ccl_health.judge import changes, history
+from ccl_health.judge import attribution, history
 from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder
@@ -164,7 +164,7 @@ def test_intermittent_collapses():
 
 def test_attribution_names_what_changed(db):
     f = next(f for f in history.detect(db.records()) if f.kind == 'drop')
-    changed = changes.attribute(db.cases(), f)
+    changed = attribution.attribute(db.cases(), f)
     # one short line per recorded fact that changed, and only those
     assert changed == ['nccl: 2.28.3 -> 2.28.4', 'nodes: vm -> vm2',
                        'NCCL_MAX_NCHANNELS: (unset) -> 1']
@@ -276,7 +276,7 @@ def test_device_record_attribution(device_records, tmp_path):
         found = [f for f in history.detect(s.records())
                  if f.kind == 'drop' and f.run_id == 'degraded-nchannels4']
     assert found
-    assert changes.attribute(cases, found[0]) == [
+    assert attribution.attribute(cases, found[0]) == [
         'NCCL_MAX_NCHANNELS: (unset) -> 4']
 
 

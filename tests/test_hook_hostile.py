@@ -550,10 +550,12 @@ def test_site_health_env_is_the_only_source_of_transport_settings(tmp_path):
     d = json.loads((tmp_path / 'd.json').read_text())
     assert d['dropped_env'] == {'CUDA_DEVICE_MAX_CONNECTIONS': '1',
                                 'FI_PROVIDER': 'efa', 'NCCL_ALGO': 'Tree'}
-    with sqlite3.connect(env['CCL_HEALTH_DB']) as db:
-        detail = json.loads(db.execute(
-            'select detail_json from cases').fetchone()[0])
-    assert detail['dropped_env'] == d['dropped_env']
+    # read through the store: a long detail is stored compressed
+    from ccl_health.db import store
+    with store.open_store(env['CCL_HEALTH_DB'], readonly=True) as db:
+        [case] = db.cases()
+    assert json.loads(case['detail_json'])['dropped_env'] == \
+        d['dropped_env']
 
 
 # -- WARN lines whose upstream code goes on (issue 27, item 2) ---------------

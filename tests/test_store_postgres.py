@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from ccl_health.db import reads
 from ccl_health.judge import history
 from ccl_health.db import recorder
 from ccl_health.db import store
@@ -138,16 +139,16 @@ def test_accept_and_undo_on_postgresql(pg_url):
             db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
         for i in range(12, 15):
             db.add_case(_case(f'run-{i:02d}', 0.5))
-        assert history.detect_in(db, run_id='run-14')
+        assert reads.detect_in(db, run_id='run-14')
         [row] = [r for r in db.records("WHERE run_id = 'run-12'")][:1]
         key = history.series_key(row)
         [acc] = db.accept([{'run_id': 'run-12', 'run_time': row['time'],
                             **dict(zip(store.ACCEPT_KEY, key)),
                             'size': None}], 'alice', 'new NCCL')
-        assert not history.detect_in(db, run_id='run-14')
+        assert not reads.detect_in(db, run_id='run-14')
         assert db.acceptances()[0]['who'] == 'alice'
         db.undo_acceptance(acc, 'bob')
-        assert history.detect_in(db, run_id='run-14')
+        assert reads.detect_in(db, run_id='run-14')
         assert db.acceptances(active=True) == []
 
 
@@ -175,8 +176,90 @@ def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
                             for r in rows)
         for i in (3, 4, 5):
             db.add_case(_case(f'run-{i:02d}', 0.97))
-        assert not history.detect_in(db, run_id='run-04')
-        found = history.detect_in(db, run_id='run-05')
+        assert not reads.detect_in(db, run_id='run-04')
+        found = reads.detect_in(db, run_id='run-05')
         assert found and {f.kind for f in found} == {'drift'}
         assert {f.size for f in found} == {r['size'] for r in rows
                                             if r['size'] >= 64 << 20}
+
+
+# -- issue 30: migrate, bounded reads, concurrent writers --------------------
+
+def _fresh(pg_url, name):
+    """A new, empty database of the test's server: its URL."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS {name}')
+        conn.execute(f'CREATE DATABASE {name}')
+    return pg_url.rsplit('/', 1)[0] + '/' + name
+
+
+def _everything(url):
+    from ccl_health.db import queries
+    with store.open_store(url, readonly=True) as db:
+        cases = [{k: v for k, v in c.items() if not k.endswith('_ref')}
+                 for c in db.cases()]
+        records = sorted(db.records(), key=lambda r: (r['run_id'],
+                                                      r['case_name'],
+                                                      r['size'] or 0))
+        found = sorted((f.kind, f.run_id, f.key, f.size) for f in
+                       reads.detect_in(db))
+        return cases, records, found, queries.failed(db, 1e6)
+
+
+def test_migrate_a_sqlite_database_into_postgresql(pg_url, tmp_path):
+    """scripts/report migrate --to: every case, size and document moved
+    with its id; the questions answer alike; a second migration into a
+    database that holds cases is refused; writing goes on after it."""
+    import datetime
+    import sys
+    from conftest import REPO
+    sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+    import db_gen
+    end = datetime.datetime.now(datetime.timezone.utc)
+    src = str(tmp_path / 'm.db')
+    with store.open_store(src) as db:
+        db_gen.write_nights(db, 'perlmutter', 3, end)
+        db_gen.write_checks(db, 'perlmutter', 6, 2, 10, end, fail=0.05)
+    url = _fresh(pg_url, 'migrated')
+    cmd = [os.path.join(REPO, 'scripts', 'report'), '--db', src, 'migrate',
+           '--to', url]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f'moved {src} into {url}: 165 cases, '), \
+        p.stdout
+    before, after = _everything(src), _everything(url)
+    assert after[0] == before[0] and len(after[0]) == 45 + 120
+    assert after[1:] == before[1:]
+    assert any(json_env(c) for c in after[0])       # documents resolved
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and 'already holds cases' in p.stderr
+    with store.open_store(url) as db:           # the ids go on after it
+        new = db.add_case(_case('run-30', 1.0))
+        assert new > max(c['id'] for c in after[0])
+
+
+def json_env(case):
+    import json
+    return json.loads(case['env_json'] or '{}').get('NCCL_DEBUG') == 'WARN'
+
+
+def test_migrate_an_older_schema_fills_the_series(pg_url, tmp_path):
+    """A schema-5 database (a recorded device run) moves with each case's
+    kind and node filled in: the same findings, read bounded."""
+    src = os.path.join(os.path.dirname(CAPTURE), 'news-first-week',
+                       'news.db')
+    copy = tmp_path / 'news.db'
+    for ext in ('', '-wal', '-shm'):
+        if os.path.exists(src + ext):
+            shutil.copy(src + ext, str(copy) + ext)
+    url = _fresh(pg_url, 'older')
+    from ccl_health.db import migrate
+    with store.open_store(str(copy), readonly=True) as db:
+        assert db.schema_version() == 5
+        counts = migrate.migrate(db, url)
+    assert counts['cases'] == 12 and counts['measurements'] == 36 and \
+        counts['baselines'] == 3
+    assert _everything(url)[1:] == _everything(str(copy))[1:]
+    with store.open_store(url, readonly=True) as db:
+        assert {r['kind'] for r in db.query('SELECT kind FROM cases')} == \
+            {'sweep'}

@@ -56,7 +56,12 @@ def add_arguments(p):
     q.add_argument('run_b', help='run id compared with run_a')
     q = dsub.add_parser('detect', help='drops, recoveries, intermittent '
                         'collapses against history, with what changed')
-    q.add_argument('--run', help='judge only this run (default: all)')
+    q.add_argument('--run', help='judge only this run (default: the runs '
+                   'of the last --days recorded)')
+    q.add_argument('--days', type=float, default=7,
+                   help='judge the runs of the last DAYS days before the '
+                   'newest record (default: %(default)s); each key from its '
+                   'recent history')
     q = dsub.add_parser('accept', help='accept a new level after a '
                         'legitimate change: the history baseline restarts '
                         'at a run (kept with who, why, when; undo with '
@@ -74,6 +79,19 @@ def add_arguments(p):
                    help='take back the acceptance ID (--list shows them)')
     q.add_argument('--list', action='store_true',
                    help='list the acceptances, undone ones too')
+    q = dsub.add_parser('prune', help='roll the healthy health checks '
+                        'older than DAYS up into daily rows per node and '
+                        'key (never a failure or a finding)')
+    q.add_argument('--older-than', type=float, default=90, metavar='DAYS',
+                   help='the age the site keeps every check for (default: '
+                   '%(default)s)')
+    q.add_argument('--dry-run', action='store_true',
+                   help='say what would be rolled up, change nothing')
+    q = dsub.add_parser('migrate', help='move this SQLite database into '
+                        'PostgreSQL (an empty database: every table, row for '
+                        'row)')
+    q.add_argument('--to', required=True, metavar='URL',
+                   help='postgresql://user@host:port/database')
     q = dsub.add_parser('report', help='HTML page with plots + summary')
     q.add_argument('--out', default='ccl-health-report',
                    help='folder for index.html and the PNGs (default: '
@@ -91,9 +109,20 @@ def cmd_db(args):
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
     with store.open_store(args.db, readonly=args.db_cmd not in (
-            'ingest', 'accept')) as db:
+            'ingest', 'accept', 'prune')) as db:
         if args.db_cmd == 'accept':
             return cmd_accept(db, args)
+        if args.db_cmd == 'prune':
+            from ccl_health.db import retention
+            plan = retention.prune(db, args.older_than, args.dry_run)
+            print('\n'.join(plan.lines(args.dry_run)))
+            return 0
+        if args.db_cmd == 'migrate':
+            from ccl_health.db import migrate
+            counts = migrate.migrate(db, args.to)
+            print(f'moved {db.where} into {args.to}: ' + ', '.join(
+                f'{n} {t}' for t, n in counts.items()))
+            return 0
         if args.db_cmd == 'ingest':
             n = 0
             for path in args.reports:
@@ -113,10 +142,7 @@ def cmd_db(args):
                 print('\n'.join([line for _, line in found] +
                                  ([note] if note else [])))
                 return verdict.exit_code(v for v, _ in found)
-            window = [r for r in queries.runs(db)
-                      if queries.when(r.last_time) >=
-                      queries.window_start(args.hours) and
-                      not store.simulated(r.run_id)]
+            window = queries.window_runs(db, args.hours)
             print(f'nothing failed in the last {args.hours:g} h ('
                   f'{sum(r.cases for r in window)} case(s) in {len(window)} '
                   f'run(s), all pass or skipped)' + (f' {note}' if note
@@ -162,23 +188,23 @@ def cmd_db(args):
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
         elif args.db_cmd == 'detect':
-            from ccl_health.judge.history import detect_in, standing
+            from ccl_health.db import reads
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
-            cases = db.cases()
-            records = db.records()
-            found = detect_in(db, args.run, records)
+            keys, since, runs, scope = _detect_scope(db, args)
+            # each key judged from its recent history, one at a time
+            how, read = {}, set()
+            found = reads.judge_keys(db, keys, since, runs, standing=how,
+                                     read=read)
             # the drops of one run and configuration on one line each
-            for line in queries.drop_lines(found, cases):
+            for line in queries.drop_lines(found, db):
                 print(line)
             if not found:
-                print(f'no drops against history in '
-                      f'{f"run {args.run}" if args.run else "any run"} '
-                      f'({len({c["run_id"] for c in cases})} run(s) recorded)')
+                print(f'no drops against history in {scope} ({len(read)} '
+                      f'run(s) of its keys read)')
             # how each key is judged: against a baseline, on its history,
             # or not yet (and why)
-            for line in standing(records, db.acceptances(),
-                                 db.baselines()).values():
+            for line in how.values():
                 print(line)
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':
@@ -186,6 +212,28 @@ def cmd_db(args):
             print(text)
             print(f'report: {page}')
     return 0
+
+
+def _detect_scope(db, args):
+    """(history keys, from when, the runs judged, what that is) of
+    ``report detect``: one run, else the runs of the last ``--days``
+    before the newest record (:mod:`ccl_health.db.reads`)."""
+    import datetime
+    from ccl_health.db import queries, reads
+    if args.run:
+        cases = reads.run_cases(db, args.run)
+        since = min(queries.when(c['time']) for c in cases)
+        return reads.history_keys(cases), since, {args.run}, \
+            f'run {args.run}'
+    newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
+    try:
+        since = queries.when(newest) - datetime.timedelta(days=args.days)
+    except OverflowError:
+        since = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    # the records of the window: by their time (a window of the hook's
+    # checks holds as many runs)
+    return (reads.window_keys(db, since), since, None,
+            f'the {args.days:g} days to {newest}')
 
 
 #: ``system/partition/transport collective Nn/Rr`` (history.where_text)
@@ -239,7 +287,10 @@ def cmd_accept(db, args):
     elif m:
         want = (m.group(1), m.group(2), m.group(3), m.group(4),
                 int(m.group(5)), int(m.group(6)), m.group(7) or 'sweep')
-        recs = [r for r in db.records()
+        recs = [r for r in db.records(
+                    'WHERE system = ? AND partition = ? AND transport = ? '
+                    'AND collective = ? AND nodes = ? AND ranks = ?',
+                    want[:6])
                 if (*history.series_key(r)[:6],
                     history.series_key(r)[7]) == want]
         if recs:       # at the key's newest run

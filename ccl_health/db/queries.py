@@ -11,9 +11,10 @@ import re
 from typing import Dict, List
 
 from ccl_health import CclHealthError
+from ccl_health.db import reads
+from ccl_health.db.reads import when  # noqa: F401  (queries.when)
 from ccl_health.db.store import simulated
-from ccl_health.judge.changes import attribute
-from ccl_health.judge.history import detect_in, where_text
+from ccl_health.judge.history import where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict
@@ -55,8 +56,24 @@ def check_name(store, what, value, column=None):
 
 def recorded_sizes(store, transport=None, system=None, partition=None):
     """The message sizes measured (for a transport / system), sorted."""
-    return sorted({r['size'] for r in store.records('WHERE size IS NOT NULL')
-                   if _match(r, system, transport, None, partition)})
+    where, params = _scope_sql(system, transport, partition)
+    return sorted(r['size'] for r in store.query(
+        'SELECT DISTINCT m.size FROM cases c JOIN measurements m ON '
+        f'm.case_id = c.id WHERE m.size IS NOT NULL{where}', params))
+
+
+def _scope_sql(system=None, transport=None, partition=None, size=None,
+               alias='c.', sizes='m.'):
+    """`` AND ...`` (and its parameters) of the names given."""
+    where, params = '', ()
+    for col, value in ((f'{alias}system', system),
+                       (f'{alias}transport', transport),
+                       (f'{alias}partition', partition),
+                       (f'{sizes}size', size)):
+        if value is not None:
+            where += f' AND {col} = ?'
+            params += (value,)
+    return where, params
 
 
 def check_size(store, size, transport=None, system=None, partition=None):
@@ -79,11 +96,12 @@ def check_size(store, size, transport=None, system=None, partition=None):
 
 def check_runs(store, *run_ids):
     """Each run id must be recorded: else an error naming the newest."""
-    known = set(recorded(store, 'run_id'))
     for run in run_ids:
-        if run is not None and run not in known:
+        if run is not None and not store.query(
+                'SELECT 1 AS x FROM cases WHERE run_id = ? LIMIT 1', (run,)):
             newest = last_runs(store, 10)
-            more = len(known) - len(newest)
+            more = store.query('SELECT COUNT(DISTINCT run_id) AS n FROM '
+                               'cases')[0]['n'] - len(newest)
             raise CclHealthError(
                 f'unknown run {run!r} (recorded: '
                 f'{", ".join(newest) or "no runs"}'
@@ -98,17 +116,6 @@ def check_not_empty(store):
 
 
 # -- the questions -----------------------------------------------------------
-def when(text):
-    """A recorded time as an aware datetime (ISO 8601, any UTC offset; no
-    offset: UTC), so that times written in different zones compare right;
-    an unreadable one sorts as the newest (never hidden from a window)."""
-    try:
-        t = datetime.datetime.fromisoformat(str(text).replace('Z', '+00:00'))
-    except ValueError:
-        return datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
-    return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
-
-
 def last_runs(store, n=1):
     return [r.run_id for r in runs(store, n)]
 
@@ -129,10 +136,16 @@ class Run:
                 f'{counts}')
 
 
-def runs(store, last=None):
-    """One :class:`Run` per run, newest first (``last``: only that many)."""
+def runs(store, last=None, cases=None):
+    """One :class:`Run` per run, newest first (``last``: only that many,
+    read from the newest case back; ``cases``: of these case rows)."""
     by = {}
-    for c in store.cases():
+    if cases is None and last:
+        # a few more than asked: a run's newest case may be older
+        cases = []
+        for run_id in reads.newest_runs(store, last + 10):
+            cases += reads.run_cases(store, run_id)
+    for c in store.cases() if cases is None else cases:
         by.setdefault(c['run_id'], []).append(c)
     out = []
     for run_id, cs in by.items():
@@ -183,8 +196,8 @@ def failures(store, since_hours=24, now=None):
     all-clear.  The cases of simulated runs (:func:`simulated_runs`) are
     left out: a rehearsal is neither a failure nor an all-clear."""
     since = window_start(since_hours, now)
-    window = [c for c in store.cases() if when(c['time']) >= since and
-              not simulated(c)]
+    window = [c for c in reads.window_cases(store, since)
+              if not simulated(c)]
     if not window:
         raise CclHealthError(_nothing_in_window(store, since_hours, now))
     out = []
@@ -196,12 +209,19 @@ def failures(store, since_hours=24, now=None):
             out.append((v, f'{c["time"]}  {c["system"]}:{c["partition"]}  '
                            f'{c["case_name"]}: {name.upper()}: '
                            f'{shown_reason(store, c, name.upper())}'))
-    recent = {c['run_id'] for c in window}
-    cases = store.cases()
-    found = [f for f in detect_in(store)
-             if f.run_id in recent and f.kind != 'recovery']
-    out += [(Verdict.DROP, line) for line in drop_lines(found, cases)]
+    # each key measured in the window judged from its recent history
+    found = [f for f in reads.window_findings(store, window, since)
+             if f.kind != 'recovery']
+    out += [(Verdict.DROP, line) for line in drop_lines(found, store)]
     return out
+
+
+def window_runs(store, since_hours=24, now=None):
+    """The :class:`Run` s of the cases of the last ``since_hours`` (not
+    simulated), newest first."""
+    since = window_start(since_hours, now)
+    return runs(store, cases=[c for c in reads.window_cases(store, since)
+                              if not simulated(c)])
 
 
 def simulated_runs(store, since_hours=24, now=None):
@@ -210,8 +230,8 @@ def simulated_runs(store, since_hours=24, now=None):
     :func:`failures`, named beside it."""
     since = window_start(since_hours, now)
     out = {}
-    for c in store.cases():
-        if simulated(c) and when(c['time']) >= since:
+    for c in reads.window_cases(store, since, columns=('run_id', 'time')):
+        if simulated(c):
             out[c['run_id']] = out.get(c['run_id'], 0) + 1
     return out
 
@@ -295,7 +315,8 @@ def drop_lines(findings, cases):
     """The lines of history findings, the drops of one run and
     configuration (system, partition, transport, collective, nodes, ranks,
     algo) grouped into one line with the sizes, its worst and what changed
-    (once), in the order the findings came."""
+    (once), in the order the findings came.  ``cases``: the store (what
+    changed read for each finding: :func:`reads.changed`) or case rows."""
     groups = {}
     for f in findings:
         k = (f.kind, f.run_id, f.key) if f.kind in ('drop', 'drift') else \
@@ -320,7 +341,7 @@ def drop_lines(findings, cases):
                 f'{format_size(worst.size)} {worst.value:.2f} GB/s vs '
                 f'baseline {worst.baseline.median:.2f} (-{pct:.0f}%, '
                 f'threshold {worst.threshold:.2f}, n={worst.baseline.n})')
-        lines += [f'    changed: {c}' for c in attribute(cases, fs[0])]
+        lines += [f'    changed: {c}' for c in reads.changed(cases, fs[0])]
     return lines
 
 
@@ -349,8 +370,8 @@ def history(store, transport=None, size=None, system=None, partition=None,
     else:
         _cases_of(store, transport, system, partition)
     size = check_size(store, size, transport, system, partition)
-    recs = [r for r in store.records()
-            if _match(r, system, transport, size, partition)]
+    where, params = _scope_sql(system, transport, partition, size, '', '')
+    recs = store.records('WHERE 1 = 1' + where, params)
     if not recs:
         raise CclHealthError(
             f'no records of {transport or "any transport"}'
@@ -362,14 +383,18 @@ def history(store, transport=None, size=None, system=None, partition=None,
 
 def _cases_of(store, transport, system=None, partition=None):
     _check_scope(store, transport, system, partition)
-    cases = sorted((c for c in store.cases()
-                    if _match(c, system, transport, None, partition)),
-                   key=lambda c: when(c['time']))
+    where, params = _scope_sql(system, transport, partition)
+    cases = sorted(store.query(
+        f'SELECT {", ".join(reads.CASE_LIGHT)} FROM cases c WHERE 1 = 1'
+        f'{where} ORDER BY c.time, c.id', params),
+        key=lambda c: when(c['time']))
     if not cases:
         scope = ' '.join(x for x in (system and f'system {system}', partition
                                      and f'partition {partition}') if x)
-        there = sorted({c['transport'] for c in store.cases()
-                        if _match(c, system, None, None, partition)})
+        where, params = _scope_sql(system, None, partition)
+        there = sorted(r['t'] for r in store.query(
+            f'SELECT DISTINCT c.transport AS t FROM cases c WHERE 1 = 1'
+            f'{where}', params) if r['t'] is not None)
         raise CclHealthError(
             f'no cases of transport {transport!r} on {scope} (recorded '
             f'there: {", ".join(there) or "nothing"})')
@@ -389,13 +414,15 @@ def since_when(store, transport, size=None, system=None, partition=None):
     size = check_size(store, size, transport, system, partition)
     bad_runs = set()
     if size is not None:
-        for f in detect_in(store):
+        where, params = _scope_sql(system, transport, partition, size, '',
+                                   '')
+        recs = store.records('WHERE 1 = 1' + where, params)
+        for f in reads.detect_in(store, records=recs):
             if f.kind in ('drop', 'drift') and f.key[2] == transport and \
                     f.size == size:
                 bad_runs.add(f.run_id)
-        for r in store.records():
-            if r['transport'] == transport and r['size'] == size and \
-                    r['size_verdict'] == 'below-reference':
+        for r in recs:
+            if r['size_verdict'] == 'below-reference':
                 bad_runs.add(r['run_id'])
     streak = []
     for c in reversed(cases):

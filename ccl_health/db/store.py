@@ -19,10 +19,9 @@ from typing import Dict, List, Optional
 from ccl_health import CclHealthError
 from ccl_health.judge.verdicts import NAMES, Verdict
 
-SCHEMA_VERSION = 5
-#: older schema versions this version still reads (opened read-only,
-#: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# the schema's versions and statements (tests read _MIGRATIONS here)
+from ccl_health.db.schema import (  # noqa: F401
+    READABLE_VERSIONS, SCHEMA_VERSION, _MIGRATIONS)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -36,106 +35,27 @@ SIZE_COLUMNS = (
     'size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
     'time_oop_us', 'time_ip_us', 'ref', 'tolerance', 'verdict')
 
-_MIGRATIONS = {
-    1: [
-        """CREATE TABLE IF NOT EXISTS cases (
-            id {pk},
-            run_id TEXT NOT NULL, case_name TEXT NOT NULL, time TEXT NOT NULL,
-            system TEXT, partition TEXT, environ TEXT, nodelist TEXT,
-            nodes INTEGER, ranks INTEGER, collective TEXT, transport TEXT,
-            proven TEXT, algo TEXT, verdict TEXT NOT NULL, reason TEXT,
-            nccl_version TEXT, plugin_version TEXT, libfabric_version TEXT,
-            provider TEXT, cuda_driver TEXT, driver TEXT, tests_version TEXT,
-            suite_revision TEXT, versions_json TEXT, env_json TEXT,
-            source TEXT,
-            UNIQUE (run_id, case_name))""",
-        """CREATE TABLE IF NOT EXISTS measurements (
-            case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
-            size BIGINT NOT NULL, busbw REAL, busbw_oop REAL, busbw_ip REAL,
-            algbw_oop REAL, algbw_ip REAL, time_oop_us REAL,
-            time_ip_us REAL, ref REAL, tolerance REAL, verdict TEXT,
-            UNIQUE (case_id, size))""",
-        'CREATE INDEX IF NOT EXISTS cases_key ON cases (system, partition, '
-        'transport, collective, nodes, ranks, algo, time)',
-        """CREATE VIEW records AS
-           SELECT c.run_id, c.case_name, c.time, c.system, c.partition,
-                  c.nodelist, c.nodes, c.ranks, c.collective, c.transport,
-                  c.proven, c.algo, c.verdict AS case_verdict, c.reason,
-                  c.nccl_version, c.plugin_version, c.libfabric_version,
-                  c.provider, c.cuda_driver, c.driver, c.tests_version,
-                  c.suite_revision, m.size, m.busbw, m.busbw_oop, m.busbw_ip,
-                  m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
-                  m.ref, m.tolerance, m.verdict AS size_verdict
-           FROM cases c LEFT JOIN measurements m ON m.case_id = c.id""",
-    ],
-    # the health hook's probe detail moves out of the environment into its
-    # own column: env_json holds only environment variables (issue 13)
-    2: [
-        'ALTER TABLE cases ADD COLUMN detail_json TEXT',
-        """UPDATE cases SET detail_json = env_json, env_json = NULL
-           WHERE source = 'health' AND
-                 substr(env_json, 1, 10) = '{"probes":'""",
-    ],
-    # an operator's acceptance of a new level (scripts/report accept): the
-    # history baseline of the matching keys restarts at run_id; who, why
-    # and when kept, undone (never deleted) by scripts/report accept --undo
-    3: [
-        """CREATE TABLE IF NOT EXISTS acceptances (
-            id {pk},
-            run_id TEXT NOT NULL, run_time TEXT NOT NULL,
-            system TEXT, partition TEXT, transport TEXT, collective TEXT,
-            nodes INTEGER, ranks INTEGER, algo TEXT, kind TEXT, size BIGINT,
-            who TEXT NOT NULL, reason TEXT NOT NULL, created TEXT NOT NULL,
-            undone_by TEXT, undone_at TEXT)""",
-    ],
-    # the news ledger (ccl_health.news): what each nightly mail told, per
-    # key and size (failing with its verdict and band, a finding, clear),
-    # appended, never rewritten; and the nightly runs whose news was told
-    4: [
-        """CREATE TABLE IF NOT EXISTS news_told (
-            id {pk},
-            system TEXT NOT NULL, partition TEXT NOT NULL, key TEXT NOT NULL,
-            size BIGINT, state TEXT NOT NULL, verdict TEXT, band INTEGER,
-            finding TEXT, run_id TEXT NOT NULL, told_in TEXT NOT NULL,
-            told_at TEXT NOT NULL)""",
-        'CREATE INDEX IF NOT EXISTS news_told_key ON news_told (system, '
-        'partition, key, size, id)',
-        """CREATE TABLE IF NOT EXISTS news_nights (
-            id {pk},
-            system TEXT NOT NULL, partition TEXT NOT NULL,
-            run_id TEXT NOT NULL, status TEXT NOT NULL, measured INTEGER,
-            told_in TEXT NOT NULL, told_at TEXT NOT NULL)""",
-    ],
-    # what a calibration measured (scripts/calibrate --db): per key and size
-    # the median and relative noise of the runs it used, the first baseline
-    # of the history judge (ccl_health.judge.history.Level); rows are only
-    # ever added, a later calibration is a new row
-    5: [
-        """CREATE TABLE IF NOT EXISTS baselines (
-            id {pk},
-            system TEXT, partition TEXT, transport TEXT, collective TEXT,
-            nodes INTEGER, ranks INTEGER, algo TEXT, kind TEXT,
-            size BIGINT NOT NULL, median DOUBLE PRECISION NOT NULL,
-            noise DOUBLE PRECISION NOT NULL, n INTEGER NOT NULL,
-            runs TEXT NOT NULL, run_id TEXT NOT NULL, run_time TEXT NOT NULL,
-            source TEXT NOT NULL, created TEXT NOT NULL)""",
-    ],
-}
-
-#: the run id of every case a simulation wrote starts with this
-#: (``scripts/fleet --simulate PLAN --db DB``): a rehearsal, never a
-#: measurement; ``report failed`` and the history leave it out
-#: (:func:`simulated`)
-SIMULATED = 'simulated-'
+#: the columns a schema-6 case has beside :data:`CASE_COLUMNS`: its
+#: history series' kind and node (:func:`series_columns`)
+SERIES_COLUMNS = ('kind', 'node')
+#: the verdicts of the partial index ``cases_bad`` (the cases that are not
+#: good: :attr:`Verdict.good`); a query names them in this order to use it
+GOOD_SQL = "('pass', 'skipped')"
 
 
-def simulated(row):
-    """Whether a case or record row (a dict with ``run_id``), a
-    :class:`CaseRecord` or a run id is of a simulated run."""
-    run_id = row if isinstance(row, str) else (
-        row.get('run_id') if isinstance(row, dict) else
-        getattr(row, 'run_id', ''))
-    return str(run_id or '').startswith(SIMULATED)
+def series_columns(row):
+    """``(kind, node)`` of a case row or :class:`CaseRecord`: the kind
+    of case and the node of a health probe
+    (:func:`ccl_health.judge.history.kind_of` / ``node_of``), as stored in
+    :data:`SERIES_COLUMNS`."""
+    from ccl_health.judge.series import kind_of, node_of
+    if not isinstance(row, dict):
+        row = {'source': row.source, 'case_name': row.case_name,
+               'collective': row.collective, 'nodelist': row.nodelist}
+    kind = kind_of(row)
+    return kind, node_of(row, kind)
+
+from ccl_health.judge.series import SIMULATED, simulated  # noqa: E402,F401
 
 
 #: the columns of a news ledger row (:meth:`Store.record_told`)
@@ -266,8 +186,14 @@ class Store:
         self.close()
 
     def _migrate(self):
+        """Bring the schema to :data:`SCHEMA_VERSION`.  A database already
+        there is only read (no write transaction: every hook opens the
+        store, and a second write lock each would double the waits)."""
+        if self._current():
+            return
         pk = ('BIGSERIAL PRIMARY KEY' if self.kind == 'postgresql'
               else 'INTEGER PRIMARY KEY AUTOINCREMENT')
+        blob = 'BYTEA' if self.kind == 'postgresql' else 'BLOB'
         with self.transaction():
             self.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY '
                          'KEY, value TEXT)')
@@ -280,10 +206,49 @@ class Store:
                     f'ccl-health ({SCHEMA_VERSION}); upgrade ccl-health')
             for version in range(have + 1, SCHEMA_VERSION + 1):
                 for stmt in _MIGRATIONS[version]:
-                    self.execute(stmt.replace('{pk}', pk))
+                    if callable(stmt):
+                        stmt(self)
+                        continue
+                    if isinstance(stmt, tuple):
+                        if stmt[0] != self.kind:
+                            continue
+                        stmt = stmt[1]
+                    self.execute(stmt.replace('{pk}', pk)
+                                 .replace('{blob}', blob))
                 self.execute("DELETE FROM meta WHERE key = 'schema_version'")
                 self.execute("INSERT INTO meta (key, value) VALUES "
                              "('schema_version', ?)", (str(version),))
+                self._version = version
+
+    def _current(self):
+        """Is the schema :data:`SCHEMA_VERSION` already?  (Read outside
+        any transaction; a newer one is refused.)"""
+        try:
+            rows = self.query("SELECT value FROM meta WHERE key = "
+                              "'schema_version'")
+        except driver_errors():
+            if self.kind == 'postgresql':
+                self.conn.rollback()
+            return False
+        have = int(rows[0]['value']) if rows else 0
+        if self.kind == 'postgresql':
+            self.conn.rollback()     # end the read's implicit transaction
+        self._version = have
+        if have > SCHEMA_VERSION:
+            raise CclHealthError(
+                f'{self.where}: schema version {have} is newer than this '
+                f'ccl-health ({SCHEMA_VERSION}); upgrade ccl-health')
+        return have == SCHEMA_VERSION
+
+    def _fill_series(self):
+        """Schema 6: the kind and node (:func:`series_columns`) of the
+        cases recorded before it."""
+        rows = self.query('SELECT id, source, case_name, collective, '
+                          'nodelist FROM cases')
+        cur = self.conn.cursor()
+        cur.executemany(self._sql('UPDATE cases SET kind = ?, node = ? '
+                                  'WHERE id = ?'),
+                        [series_columns(r) + (r['id'],) for r in rows])
 
     def _check(self):
         """A store opened read-only: it must hold a ccl-health schema that
@@ -332,6 +297,8 @@ class Store:
                     store.conn.commit()
                 else:
                     store.conn.rollback()
+                    # blob ids of this transaction are gone with it
+                    store.__dict__.pop('_blob_ids', None)
         return _Tx()
 
     # -- writing --------------------------------------------------------
@@ -340,31 +307,67 @@ class Store:
         Values already stored and not given again are kept (the check
         writes the per-size detail; the run report adds the verdicts)."""
         check_verdicts(case)
-        cols = ', '.join(CASE_COLUMNS)
-        marks = ', '.join('?' * len(CASE_COLUMNS))
+        with self.transaction():
+            return self._write_case(case)
+
+    def add_cases(self, cases):
+        """:meth:`add_case` for many cases in one transaction (a fleet
+        run's steps, an import): all recorded, or none.  Returns their
+        ids."""
+        cases = list(cases)
+        for case in cases:
+            check_verdicts(case)
+        with self.transaction():
+            return [self._write_case(case) for case in cases]
+
+    def _write_case(self, case):
+        from ccl_health.db import docs
+        names = CASE_COLUMNS + SERIES_COLUMNS + tuple(r for _, r in docs.DOCS)
+        cols = ', '.join(names)
+        marks = ', '.join('?' * len(names))
         keep = {'run_id', 'case_name', 'time', 'source'}
         numeric = {'nodes', 'ranks'}
         updates = ', '.join(
             f'{c} = COALESCE(excluded.{c}, cases.{c})' if c in numeric else
             f'{c} = COALESCE(NULLIF(excluded.{c}, \'\'), cases.{c})'
-            for c in CASE_COLUMNS if c not in keep)
-        with self.transaction():
-            case = self._keep_env(case)
-            self.execute(f'INSERT INTO cases ({cols}) VALUES ({marks}) '
-                         f'ON CONFLICT (run_id, case_name) DO UPDATE SET '
-                         f'{updates}', case.row())
-            case_id = self.query('SELECT id FROM cases WHERE run_id = ? AND '
-                                 'case_name = ?', (case.run_id,
-                                                   case.case_name))[0]['id']
-            scols = ', '.join(('case_id',) + SIZE_COLUMNS)
-            smarks = ', '.join('?' * (len(SIZE_COLUMNS) + 1))
-            supd = ', '.join(f'{c} = COALESCE(excluded.{c}, measurements.{c})'
-                             for c in SIZE_COLUMNS if c != 'size')
-            for s in case.sizes:
-                self.execute(
-                    f'INSERT INTO measurements ({scols}) VALUES ({smarks}) '
-                    f'ON CONFLICT (case_id, size) DO UPDATE SET {supd}',
-                    (case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS))
+            for c in CASE_COLUMNS if c not in keep and
+            c not in dict(docs.DOCS))
+        for col, ref in docs.DOCS:     # a document given replaces both
+            absent = f'excluded.{col} IS NULL AND excluded.{ref} IS NULL'
+            updates += ''.join(f', {c} = CASE WHEN {absent} THEN cases.{c} '
+                               f'ELSE excluded.{c} END' for c in (col, ref))
+        case = self._keep_env(case)
+        row = dict(zip(CASE_COLUMNS, case.row()))
+        refs = docs.put_all(self, row)
+        sql = (f'INSERT INTO cases ({cols}) VALUES ({marks}) ON CONFLICT '
+               f'(run_id, case_name) DO UPDATE SET {updates}')
+        values = tuple(row[c] for c in CASE_COLUMNS) + \
+            series_columns(case) + tuple(refs[c] for c, _ in docs.DOCS)
+        back = 'id, source, case_name, collective, nodelist, kind, node'
+        if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
+                3, 35):             # one round trip (a hook's write)
+            row = self.query(f'{sql} RETURNING {back}', values)[0]
+        else:
+            self.execute(sql, values)
+            row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
+                             f'AND case_name = ?', (case.run_id,
+                                                    case.case_name))[0]
+        case_id = row['id']
+        series = series_columns(row)
+        if series != (row['kind'], row['node']):      # an update moved it
+            self.execute('UPDATE cases SET kind = ?, node = ? WHERE id = ?',
+                         series + (case_id,))
+        scols = ', '.join(('case_id',) + SIZE_COLUMNS)
+        smarks = ', '.join('?' * (len(SIZE_COLUMNS) + 1))
+        supd = ', '.join(f'{c} = COALESCE(excluded.{c}, measurements.{c})'
+                         for c in SIZE_COLUMNS if c != 'size')
+        if case.sizes:
+            self.conn.cursor().executemany(
+                self._sql(f'INSERT INTO measurements ({scols}) VALUES '
+                          f'({smarks}) ON CONFLICT (case_id, size) DO '
+                          f'UPDATE SET {supd}'),
+                [(case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS)
+                 for s in case.sizes])
         return case_id
 
     def _keep_env(self, case):
@@ -373,8 +376,10 @@ class Store:
         later update of the case has only the job's variables)."""
         if not case.env:
             return case
-        old = self.query('SELECT env_json FROM cases WHERE run_id = ? AND '
-                         'case_name = ?', (case.run_id, case.case_name))
+        from ccl_health.db import docs
+        old = docs.resolve(self, self.query(
+            'SELECT env_json, env_ref FROM cases WHERE run_id = ? AND '
+            'case_name = ?', (case.run_id, case.case_name)))
         if not old or not old[0]['env_json']:
             return case
         try:
@@ -387,9 +392,13 @@ class Store:
 
     # -- acceptances (scripts/report accept) ------------------------------
     def schema_version(self):
-        rows = self.query("SELECT value FROM meta WHERE key = "
-                          "'schema_version'")
-        return int(rows[0]['value']) if rows else 0
+        """The schema version (read once: only :meth:`_migrate` changes
+        it, and says so)."""
+        if self.__dict__.get('_version') is None:
+            rows = self.query("SELECT value FROM meta WHERE key = "
+                              "'schema_version'")
+            self._version = int(rows[0]['value']) if rows else 0
+        return self._version
 
     def acceptances(self, active=False):
         """The acceptances of new levels, oldest first (``active``: those
@@ -500,8 +509,12 @@ class Store:
         return self.query(f'SELECT * FROM records {where}', params)
 
     def cases(self, where='', params=()):
-        return self.query(f'SELECT * FROM cases {where} ORDER BY time, id',
-                          params)
+        """Every column of the cases (``where``), their documents as text
+        (:func:`ccl_health.db.docs.resolve`): for small databases and
+        tests; the commands read bounded (:mod:`ccl_health.db.reads`)."""
+        from ccl_health.db import docs
+        return docs.resolve(self, self.query(
+            f'SELECT * FROM cases {where} ORDER BY time, id', params))
 
 
 def driver_errors():

@@ -384,5 +384,4 @@ def resume_cases(summary, run_id):
 def record(summary, db, cfg):
     from ccl_health.db import store
     with store.open_store(db) as st:
-        for case in cases(summary, cfg):
-            st.add_case(case)
+        st.add_cases(cases(summary, cfg))     # one transaction

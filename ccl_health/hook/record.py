@@ -11,11 +11,19 @@ import socket
 import threading
 
 
-def record(args, res, environ=None, timeout=None):
+#: a failure's detail is kept whole up to this many characters of JSON
+#: (stored compressed: :mod:`ccl_health.db.docs`); a longer one keeps its
+#: verdict's own facts and the probes, and says how long it was
+DETAIL_MAX = 256 << 10
+
+
+def case_of(args, res, environ=None):
     """The hook's result as one case of the performance database: the
-    main probe's size, the probes' detail in its own field, the
-    environment the probes ran with (:func:`recorder.run_environment`)
-    and the caller's variables that were dropped from it."""
+    main probe's size, the environment the probes ran with
+    (:func:`recorder.run_environment`) and the probes' detail in its own
+    field: a healthy check's in short (:func:`short_detail`: its record
+    stays under 1 KB, the environment and versions stored once for every
+    check that shares them), a failure's whole (:func:`full_detail`)."""
     from ccl_health.db import recorder
     from ccl_health.db import store
     sizes = []
@@ -26,7 +34,8 @@ def record(args, res, environ=None, timeout=None):
             verdict=main_probe.verdict or None))
     host = getattr(args, 'hostname', None) or socket.gethostname()
     dropped = dict(getattr(args, 'dropped', ()) or ())
-    case = store.CaseRecord(
+    healthy = str(res.verdict) == 'pass'
+    return store.CaseRecord(
         run_id=f'health-{store.now()}-{host}',
         case_name='node-health', verdict=res.verdict, system=res.system,
         partition=res.partition, nodelist=host, nodes=1,
@@ -35,18 +44,60 @@ def record(args, res, environ=None, timeout=None):
         proven=main_probe.proven if main_probe else '',
         reason=res.line, versions=main_probe.versions if main_probe else {},
         env=recorder.run_environment(environ=environ),
-        detail={'action': getattr(res, 'action', None),
-                'cause': getattr(res, 'cause', None),
-                'evidence': getattr(res, 'evidence', '') or None,
-                'probes': [dataclasses.asdict(p) for p in res.probes],
-                **({'node_state': res.node_state}
-                   if res.node_state else {}),
-                **({'role': res.role} if getattr(res, 'role', None)
-                   else {}),
-                **({'attempts': res.attempt_notes}
-                   if getattr(res, 'attempt_notes', None) else {}),
-                **({'dropped_env': dropped} if dropped else {})},
+        detail=(short_detail(res, dropped) if healthy else
+                full_detail(res, dropped)),
         source='health', sizes=sizes)
+
+
+def full_detail(res, dropped):
+    """Everything the hook saw: the probes, the node state, the node's
+    role, the tries, the variables dropped (bounded: :data:`DETAIL_MAX`)."""
+    import json
+    doc = {'action': getattr(res, 'action', None),
+           'cause': getattr(res, 'cause', None),
+           'evidence': getattr(res, 'evidence', '') or None,
+           'probes': [dataclasses.asdict(p) for p in res.probes],
+           **({'node_state': res.node_state} if res.node_state else {}),
+           **({'role': res.role} if getattr(res, 'role', None) else {}),
+           **({'attempts': res.attempt_notes}
+              if getattr(res, 'attempt_notes', None) else {}),
+           **({'dropped_env': dropped} if dropped else {})}
+    size = len(json.dumps(doc, default=str))
+    if size <= DETAIL_MAX:
+        return doc
+    return dict(short_detail(res, dropped), truncated=(
+        f'the detail was {size} characters (over {DETAIL_MAX}): node state '
+        f'and tries left out; the hook\'s --json document has them'))
+
+
+def _short_probe(p):
+    return {'gpus': list(p.gpus), 'size': p.size,
+            'busbw': round(p.busbw, 2) if p.busbw else p.busbw,
+            'verdict': p.verdict}
+
+
+def short_detail(res, dropped):
+    """A healthy check in short: its action and cause, the main probe and
+    the slowest of the others (GPU pairs, links) with how many there were;
+    never the node state or the tries."""
+    doc = {'action': getattr(res, 'action', None),
+           'cause': getattr(res, 'cause', None),
+           'probes': [_short_probe(p) for p in res.probes[:1]]}
+    others = [p for p in res.probes[1:] if p.busbw]
+    if others:
+        doc['probes'].append(_short_probe(min(others,
+                                              key=lambda p: p.busbw)))
+        doc['others'] = len(res.probes) - 1
+    if dropped:
+        doc['dropped_env'] = dropped
+    return doc
+
+
+def record(args, res, environ=None, timeout=None):
+    """Record :func:`case_of` in the database ``args.db`` (``timeout``:
+    its busy timeout)."""
+    from ccl_health.db import store
+    case = case_of(args, res, environ)
     kw = {} if timeout is None else {'timeout': timeout}
     with store.open_store(args.db, **kw) as db:
         db.add_case(case)

@@ -14,7 +14,8 @@ is judged against the level (:func:`seeded`: its median and noise, joined
 by the healthy values since), until its own history is long enough
 (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
 drift).  A key with no level is judged on its history alone, and not before
-``min_history`` healthy values exist (:func:`standing` says which).
+``min_history`` healthy values exist
+(:func:`ccl_health.judge.standing.standing` says which).
 
 This is the one noise rule of the suite: ``calibrate`` gives a size whose
 runs are noisier than the entry's tolerance the same ``allowed_drop`` as its
@@ -36,14 +37,17 @@ thousands of pair steps never join the nightly's series.  Only healthy verdicts 
 and not broken) feed a baseline: a ``contended``, ``aborted``,
 ``could-not-check`` or any other case never does."""
 
+import collections
 import dataclasses
 import math
 import statistics
 from typing import Optional
 
+from ccl_health.judge.series import (  # noqa: F401  (the history's names)
+    FLEET_NAMES, FLEET_SOURCE, HEALTH_NAMES, HEALTH_SOURCE, HISTORY_KINDS,
+    KEY, has_history, kind_of, node_of, series_key, simulated)
 
-KEY = ('system', 'partition', 'transport', 'collective', 'nodes', 'ranks',
-       'algo')
+
 HEALTHY = ('pass', 'below-reference')   # measured, not broken
 
 #: -- the sustained-shift (drift) detector: one-sided CUSUM on robust
@@ -100,65 +104,6 @@ DRIFT_IQR_WEIGHT = 0.75
 DRIFT_MIN_RUNS = 3
 
 
-#: the source and case names of the health hook's probe (the hook's own
-#: record, :mod:`ccl_health.hook.record`; the ReFrame check that runs it)
-HEALTH_SOURCE = 'health'
-HEALTH_NAMES = ('node-health', 'NodeHealth')
-#: the source and case names of a fleet run (:func:`ccl_health.fleet.report
-#: .cases`: ``fleet-node``, ``fleet-pair``, ``fleet-group``,
-#: ``fleet-resume`` steps; the ReFrame check that runs the fleet)
-FLEET_SOURCE = 'fleet'
-FLEET_NAMES = ('fleet-', 'FleetAcceptance')
-#: the kinds of case whose values are judged against their own history
-#: (a ``fleet`` step is judged within its run, never against history)
-HISTORY_KINDS = ('sweep', 'health probe', 'framework', 'other')
-
-
-def kind_of(case):
-    """``sweep``, ``health probe``, ``fleet``, ``framework`` or ``other``
-    for a case or record row (its ``source`` column where there is one,
-    its name and collective: a record row has no ``source``, and rows
-    written before a kind existed are read by their names)."""
-    name = case.get('case_name') or ''
-    coll = case.get('collective') or ''
-    if case.get('source') == FLEET_SOURCE or name.startswith(FLEET_NAMES):
-        return 'fleet'
-    if case.get('source') == HEALTH_SOURCE or name.startswith(HEALTH_NAMES):
-        return 'health probe'
-    if coll.startswith('torch_') or name.startswith('Torch'):
-        return 'framework'
-    if name.startswith(('AllReduce', 'Collective')) or (
-            coll and not coll.endswith('first_call')):
-        return 'sweep'
-    return 'other'
-
-
-def node_of(row, kind=None):
-    """The node a case or record row is a measurement of: a health
-    probe's node (its ``nodelist``: the hook records its host there, the
-    ReFrame check its job's node), else None (a sweep is a measurement of
-    its configuration, whichever nodes ran it).  A probe whose node was
-    not recorded: ''."""
-    if (kind or kind_of(row)) != 'health probe':
-        return None
-    return row.get('nodelist') or ''
-
-
-def series_key(row):
-    """The history key of a case or record row: :data:`KEY`, the kind of
-    case and its node (:func:`node_of`; last, so ``key[:6]`` stays system
-    ... ranks and ``key[7]`` the kind)."""
-    kind = kind_of(row)
-    return tuple(row.get(k) for k in KEY) + (kind, node_of(row, kind))
-
-
-def has_history(key):
-    """Is the series ``key`` judged against its own history?  Not a fleet
-    step (judged within its run), nor a health probe whose node was not
-    recorded (it would join no node's series)."""
-    return key[7] in HISTORY_KINDS and key[8] != ''
-
-
 @dataclasses.dataclass
 class Baseline:
     median: float
@@ -208,20 +153,49 @@ class Baseline:
 
 def baseline(values):
     """The :class:`Baseline` of ``values`` (None ignored), or None when
-    there is none."""
+    there is none.  (One sort: ``statistics.median`` and ``quantiles``'
+    exclusive method on it, their numbers exactly.)"""
     values = [v for v in values if v is not None]
     if not values:
         return None
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
+    ordered = sorted(values)
+    med = _median_sorted(ordered)
+    mad = _median_sorted(sorted([abs(v - med) for v in values]))
     noise = 1.4826 * mad
     near = [v for v in values if abs(v - med) <= 4 * noise]
-    spread = statistics.pstdev(near) if len(near) > 1 else noise
+    spread = _pstdev(near) if len(near) > 1 else noise
     iqr = 0.0
-    if len(values) >= 4:
-        q = statistics.quantiles(values, n=4)
-        iqr = (q[2] - q[0]) / 1.349
-    return Baseline(med, noise, len(values), spread, iqr)
+    n = len(ordered)
+    if n >= 4:
+        q = []
+        for i in (1, 3):                # statistics.quantiles, exclusive
+            j = min(max(i * (n + 1) // 4, 1), n - 1)
+            delta = i * (n + 1) - j * 4
+            q.append((ordered[j - 1] * (4 - delta) + ordered[j] * delta) / 4)
+        iqr = (q[1] - q[0]) / 1.349
+    return Baseline(med, noise, n, spread, iqr)
+
+
+def _median_sorted(ordered):
+    n = len(ordered)
+    i = n // 2
+    return ordered[i] if n % 2 else (ordered[i - 1] + ordered[i]) / 2
+
+
+def _pstdev(values):
+    """``statistics.pstdev`` in floats (it sums exact fractions: the hot
+    spot of a long history, issue 30)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) /
+                     len(values))
+
+
+def _centre(values):
+    """The median and MAD noise of ``values`` (a :class:`Baseline` without
+    the drift detector's spreads): all a drop is judged with."""
+    med = _median_sorted(sorted(values))
+    mad = _median_sorted(sorted([abs(v - med) for v in values]))
+    return Baseline(med, 1.4826 * mad, len(values))
 
 
 @dataclasses.dataclass
@@ -434,7 +408,6 @@ def _series(records):
     """{(key, size): [record, ...]} in time order (key: :func:`series_key`),
     of the keys that have a history (:func:`has_history`); a simulated
     run's numbers are not measurements."""
-    from ccl_health.db.store import simulated
     out = {}
     for r in sorted(records, key=lambda r: (r['time'], r['run_id'])):
         if r.get('size') is None or r.get('busbw') is None or simulated(r):
@@ -453,11 +426,17 @@ def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
     :func:`seeded` by it)?  Returns a Finding or None."""
     healthy = [r['busbw'] for r in history
                if r['case_verdict'] in HEALTHY and not r.get('_drop')]
-    healthy = healthy[-window:]
+    return judge_recent(healthy[-window:], current, tolerance, k,
+                        min_history, level)
+
+
+def judge_recent(healthy, current, tolerance=0.05, k=3.0, min_history=5,
+                 level=None):
+    """:func:`judge` from the key's last ``window`` healthy values."""
     if len(healthy) >= min_history:
-        base = baseline(healthy)
+        base = _centre(healthy)
     elif level is not None and level.median is not None:
-        base = seeded(level, healthy)
+        base = seeded(level, list(healthy))
     else:
         return None
     tol = current.get('tolerance') or tolerance
@@ -548,10 +527,12 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
 
 
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
-           accepted=(), baselines=(), **kw):
+           accepted=(), baselines=(), runs=None, **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
-    against the runs before it).  Also: a recovery (a key back above its
-    threshold right after a drop), an intermittent pattern (at least two
+    against the runs before it; ``runs``: only those runs, or the records
+    a function of a record says yes to).  Also: a
+    recovery (a key back above its threshold right after a drop), an
+    intermittent pattern (at least two
     drops among the last ``window`` values of a key, healthy ones between)
     and a drift (a sustained drop of a few percent, :func:`sustained_drops`)
     at sizes of at least ``drift_min_size`` (None: no drift judged); a run
@@ -559,37 +540,41 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     acceptance rows (:meth:`ccl_health.db.store.Store.acceptances`),
     ``baselines``: the recorded baselines
     (:meth:`ccl_health.db.store.Store.baselines`): a key's history restarts
-    at each, judged against it from its first run (:func:`parts`)."""
+    at each, judged against it from its first run (:func:`parts`).  Each
+    value is judged once, from the key's last ``window`` healthy values
+    (and its level): the time is linear in the records given."""
     findings = []
     window = kw.get('window', 30)
+    if run_id is not None:
+        runs = {run_id} if runs is None or run_id in runs else set()
+    if runs is not None and not callable(runs):
+        runs = (lambda rs: lambda rec: rec['run_id'] in rs)(
+            runs if isinstance(runs, (set, frozenset)) else set(runs))
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
-            _detect_series(findings, key, size, series, run_id,
+            _detect_series(findings, key, size, series, runs,
                            drift_min_size, kw, level)
     return findings
 
 
-def detect_in(store, run_id=None, records=None, **kw):
-    """:func:`detect` over a store's records (or ``records``, some of
-    them) with its acceptances and baselines."""
-    return detect(store.records() if records is None else records,
-                  run_id=run_id, accepted=store.acceptances(),
-                  baselines=store.baselines(), **kw)
-
-
-def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
+def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
                    level=None):
     window = kw.get('window', 30)
-    drops = []
+    judge_kw = {k: v for k, v in kw.items() if k != 'window'}
+    drops, dropped = [], set()
+    recent = collections.deque(maxlen=window)    # the last healthy values
     for i, rec in enumerate(series):
         if rec['case_verdict'] not in HEALTHY:
             continue
-        f = judge(series[:i], rec, level=level, **kw)
+        f = judge_recent(recent, rec, level=level, **judge_kw)
         if f:
             rec['_drop'] = True
             drops.append(i)
-        if run_id is not None and rec['run_id'] != run_id:
+            dropped.add(i)
+        if not rec.get('_drop'):
+            recent.append(rec['busbw'])
+        if runs is not None and not runs(rec):
             continue
         if f:
             findings.append(f)
@@ -599,26 +584,24 @@ def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
                 rec['busbw'], None, None,
                 f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
                 f'{series[i - 1]["run_id"]}'))
-    recent = [d for d in drops if d >= len(series) - window]
-    if len(recent) >= 2 and (run_id is None or
-                             series[-1]['run_id'] == run_id):
+    last = [d for d in drops if d >= len(series) - window]
+    if len(last) >= 2 and (runs is None or runs(series[-1])):
         healthy_between = any(
-            j not in drops for j in range(recent[0], recent[-1]))
+            j not in dropped for j in range(last[0], last[-1]))
         if healthy_between:
             findings.append(Finding(
                 'intermittent', series[-1]['run_id'], series[-1]['time'],
                 key, size, series[-1]['busbw'], None, None,
-                f'{len(recent)} drops among the last '
+                f'{len(last)} drops among the last '
                 f'{min(window, len(series))} runs, healthy runs between'))
     if drift_min_size is None or size < drift_min_size:
         return
     shifts = sustained_drops(
         [r['busbw'] if r['case_verdict'] in HEALTHY else None
-         for r in series], exclude=drops, window=window, level=level)
+         for r in series], exclude=dropped, window=window, level=level)
     for i, sh in shifts.items():
         rec = series[i]
-        if i in drops or (run_id is not None and
-                          rec['run_id'] != run_id):
+        if i in dropped or (runs is not None and not runs(rec)):
             continue
         first = series[sh.start]
         findings.append(Finding(
@@ -630,34 +613,3 @@ def _detect_series(findings, key, size, series, run_id, drift_min_size, kw,
             noise=sh.noise))
 
 
-def standing(records, accepted=(), baselines=(), min_history=5):
-    """``{key: line}``: how each history key is judged now (its newest
-    part, :func:`parts`): against a level (``judged against the
-    calibration of ...``), on its own history, or not yet and why."""
-    per = {}
-    for (key, size), whole in _series(records).items():
-        for level, part in parts(whole, key, size, accepted, baselines):
-            pass
-        if level is not None and level.median is None:
-            level = None        # an accepted run that measured nothing here
-        per.setdefault(key, []).append((size, level, len(_healthy(part))))
-    out = {}
-    for key, sizes in per.items():
-        where = where_text(key)
-        known = [(s, lv, n) for s, lv, n in sizes if lv is not None]
-        if known:
-            _, lv, n = max(known, key=lambda t: t[0])
-            out[key] = (f'{where}: judged against {lv.text()}, {n} healthy '
-                        f'run{"s" if n != 1 else ""} since')
-            continue
-        n = max(n for _, _, n in sizes)
-        if n >= min_history:
-            out[key] = (f'{where}: judged on its history ({n} healthy '
-                        f'runs' + (f'; a drift from {DRIFT_MIN_HISTORY}'
-                                   if n < DRIFT_MIN_HISTORY else '') + ')')
-        else:
-            out[key] = (f'{where}: not judged yet: {n} healthy '
-                        f'run{"s" if n != 1 else ""} and no baseline '
-                        f'recorded (judged from {min_history} healthy runs, '
-                        f'or from a calibration: scripts/calibrate --db)')
-    return out

@@ -12,7 +12,7 @@ region too), with the reference band (reference down to reference x
 (1 - tolerance)); and busbw over time at the chosen sizes, with dates, the
 band, and each drop labelled with its run.  The page also lists every
 failure (reasons, fallbacks, hangs, build failures, aborted, unjudged) and
-every drop against history with what changed (:func:`ccl_health.judge.changes.attribute`).
+every drop against history with what changed (:func:`ccl_health.judge.attribution.attribute`).
 The health probes are plotted as the machine's distribution over nodes per
 day (:mod:`ccl_health.db.health_days`, computed in the database), never as
 one series of every node; a node's own drops are findings naming it.  The
@@ -31,9 +31,8 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
-from ccl_health.judge.changes import attribute
-from ccl_health.judge.history import (KEY, detect_in, kind_of, standing,
-                                      where_text)
+from ccl_health.db import reads
+from ccl_health.judge.history import HEALTHY, KEY, kind_of, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.report.series import SERIES
@@ -61,9 +60,23 @@ _NUMERIC = ('size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop',
             'nodes', 'ranks')
 
 
-def _cases_frame(store):
+#: days of records the page shows, up to the newest record: its summary,
+#: failures, findings against history, plots and the health probes' days
+PAGE_DAYS = 30
+#: the health probes' findings against their node's history are those of
+#: the last hours of the window (a node's state now, as ``report failed``);
+#: each node's history is read for them (:mod:`ccl_health.db.reads`)
+PROBE_FINDING_HOURS = 24
+#: failing cases listed on the page (newest first; all are counted)
+FAILURES_LISTED = 500
+#: the kinds read case by case for the page: the health probes are counted
+#: in the database (:func:`probe_summary`, :func:`health_sections`)
+CASE_KINDS = tuple(k for k in KINDS if k != 'health probe')
+
+
+def _cases_frame(store, rows=None):
     import pandas as pd
-    cases = pd.DataFrame(store.cases())
+    cases = pd.DataFrame(store.cases() if rows is None else rows)
     if cases.empty:
         return cases
     cases['kind'] = [kind_of(c) for c in cases.to_dict('records')]
@@ -76,11 +89,11 @@ def _cases_frame(store):
     return cases
 
 
-def _frame(store, cases=None):
+def _frame(store, cases=None, rows=None):
     """One row per case and size, numbers as floats (NULL: NaN), with the
     case's kind and time."""
     import pandas as pd
-    df = pd.DataFrame(store.records())
+    df = pd.DataFrame(store.records() if rows is None else rows)
     if df.empty:
         return df
     for c in _NUMERIC:
@@ -113,17 +126,21 @@ def _slug(text):
     return re.sub(r'[^A-Za-z0-9._-]+', '_', text).strip('_')
 
 
-def summary_table(store, now=None):
+def summary_table(store, now=None, cases=None, recs=None, probes=()):
     """One row per series (system, partition, kind, collective, transport,
     nodes, ranks, algo): last verdict, last value vs reference at the
-    largest referenced size, runs, failures, days since the last failure."""
+    largest referenced size, runs, failures, days since the last failure
+    (of ``cases`` and their records ``recs``, default every case; and the
+    rows of ``probes``: :func:`probe_summary`)."""
     import pandas as pd
-    cases = _cases_frame(store)
-    if cases.empty:
+    cases = _cases_frame(store) if cases is None else cases
+    if cases.empty and not probes:
         return cases
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    recs = _frame(store, cases)
-    rows = []
+    recs = _frame(store, cases) if recs is None else recs
+    rows = [dict(p) for p in probes]
+    if cases.empty:
+        cases = pd.DataFrame(columns=list(SERIES) + ['when'])
     for key, grp in cases.groupby(list(SERIES), sort=True):
         k = dict(zip(SERIES, key))
         grp = grp.sort_values('when')
@@ -258,7 +275,8 @@ def finding_rows(findings, cases_list):
     """Findings against history, newest first, one row per kind, run and
     configuration (a drop usually hits many sizes at once: one row saying
     which sizes and how far, every size's line beneath it), drops with what
-    changed since the last passing run."""
+    changed since the last passing run (``cases_list``: the store, or case
+    rows)."""
     groups = {}
     for f in findings:
         groups.setdefault((f.kind, f.run_id, f.key), []).append(f)
@@ -287,17 +305,88 @@ def finding_rows(findings, cases_list):
                      'run': run, 'head': head,
                      'lines': [f.line() for f in fs],
                      'changed': [_short(c) for c in
-                                 attribute(cases_list, fs[0])]
+                                 reads.changed(cases_list, fs[0])]
                      if kind in ('drop', 'drift') else []})
     rows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
     return rows
 
 
-def build(store, outdir, title='ccl-health report', sizes=None, now=None):
+def newest_time(text):
+    from ccl_health.db.queries import when
+    return when(text) if text else \
+        datetime.datetime.now(datetime.timezone.utc)
+
+
+def page_window(store, days=PAGE_DAYS):
+    """(the first time shown, the newest recorded time as text or None):
+    the page shows the last ``days`` days up to the newest record."""
+    newest = store.query('SELECT max(time) AS t FROM cases')[0]['t']
+    try:
+        return newest_time(newest) - datetime.timedelta(days=days), newest
+    except OverflowError:
+        return datetime.datetime.min.replace(
+            tzinfo=datetime.timezone.utc), newest
+
+
+def probe_summary(store, since, now=None):
+    """The summary rows of the health probes since ``since``, one per
+    system, partition, collective, transport, nodes, ranks and algo over
+    every node, counted in the database (never read probe by probe)."""
+    from ccl_health.db.health_days import _is_probe
+    from ccl_health.db.store import GOOD_SQL
+    probe, params = _is_probe()
+    g = ('system', 'partition', 'collective', 'transport', 'nodes',
+         'ranks', 'algo')
+    cols = ', '.join(f'c.{k}' for k in g)
+    rows = store.query(
+        f"""SELECT {cols}, COUNT(*) AS checks, MAX(c.time) AS last,
+                   SUM(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN 1 ELSE 0
+                       END) AS failures,
+                   MAX(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN c.time
+                       END) AS last_failure
+            FROM cases c WHERE c.time >= ? AND {probe}
+            GROUP BY {cols}""", (reads.sql_time(since),) + params)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    out = []
+    for r in rows:
+        last = store.query(
+            f'SELECT c.id, c.verdict FROM cases c WHERE c.time = ? AND '
+            f'{probe} AND ' + ' AND '.join(
+                f'c.{k} IS NULL' if r[k] is None else f'c.{k} = ?'
+                for k in g) + ' ORDER BY c.id DESC LIMIT 1',
+            (r['last'],) + params + tuple(r[k] for k in g
+                                          if r[k] is not None))[0]
+        m = store.query('SELECT size, busbw, ref FROM measurements WHERE '
+                        'case_id = ? AND ref IS NOT NULL AND busbw IS NOT '
+                        'NULL ORDER BY size DESC LIMIT 1', (last['id'],))
+        failed = newest_time(r['last_failure']) if r['last_failure'] \
+            else None
+        out.append({
+            'system': r['system'] or '', 'partition': r['partition'] or '',
+            'kind': 'health probe', 'collective': r['collective'] or '',
+            'transport': r['transport'] or '',
+            'nodes x ranks': f'{r["nodes"] or "?"} x {r["ranks"] or "?"}',
+            'algo': r['algo'] or '',
+            'last run': str(r['last'])[:16].replace('T', ' '),
+            'last verdict': last['verdict'],
+            'last vs reference': (f'{m[0]["busbw"]:.2f} / '
+                                  f'{m[0]["ref"]:.2f} GB/s at '
+                                  f'{format_size(int(m[0]["size"]))}'
+                                  if m else ''),
+            'runs': int(r['checks']), 'failures': int(r['failures'] or 0),
+            'days since failure': ((now - failed).days if failed else
+                                   'never failed')})
+    return out
+
+
+def build(store, outdir, title='ccl-health report', sizes=None, now=None,
+          days=PAGE_DAYS):
     """Write ``outdir/index.html`` (PNG images inline) and the PNG files;
     return (path of the page, terminal summary text).  ``sizes``: the trend
     sizes (``--sizes`` text, e.g. ``8,1M,1G`` or ``min,max``; default
-    :data:`DEFAULT_TREND_SIZES`)."""
+    :data:`DEFAULT_TREND_SIZES`).  The page is of the last ``days`` days
+    recorded (:func:`page_window`), read bounded
+    (:mod:`ccl_health.db.reads`)."""
     from ccl_health.report import plots
     wanted = parse_trend_sizes(sizes)
     try:
@@ -307,8 +396,13 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
                              f'{err.strerror or err}') from None
     if not os.access(outdir, os.W_OK | os.X_OK):
         raise CclHealthError(f'--out {outdir}: cannot write in the folder')
-    cases = _cases_frame(store)
-    df = _frame(store, cases)
+    import pandas as pd
+    since, newest = page_window(store, days)
+    case_rows = reads.window_cases(store, since, kinds=CASE_KINDS)
+    cases = _cases_frame(store, case_rows)
+    df = _frame(store, cases, reads.window_cases(store, since,
+                                                 kinds=CASE_KINDS,
+                                                 records=True))
     if sizes and not df.empty:
         measured = set(int(s) for s in df['size'].dropna())
         missing = [w for w in wanted if w not in ('min', 'max')
@@ -318,10 +412,24 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
                 f'trend size(s) {", ".join(map(format_size, missing))} never '
                 f'recorded (recorded: '
                 f'{", ".join(map(format_size, sorted(measured))) or "none"})')
-    table = summary_table(store, now=now)
-    records = store.records()
-    findings = detect_in(store, records=records)
-    cases_list = store.cases()
+    probes = probe_summary(store, since, now)
+    table = summary_table(store, now=now, cases=cases, recs=df,
+                          probes=probes)
+    # the probes' findings: each node's of the last hours
+    recent = newest_time(newest) - datetime.timedelta(
+        hours=PROBE_FINDING_HOURS)
+    probe_rows = reads.window_cases(store, max(since, recent),
+                                    kinds=('health probe',))
+    how = {}
+    findings = reads.judge_keys(
+        store, reads.history_keys(case_rows), since,
+        {c['run_id'] for c in case_rows}, standing=how) + reads.judge_keys(
+        store, reads.history_keys(probe_rows), max(since, recent),
+        {c['run_id'] for c in probe_rows}, standing=how)
+    failing = _cases_frame(store, reads.window_cases(
+        store, since, kinds=('health probe',), failing=True))
+    everything = pd.concat([x for x in (cases, failing) if not x.empty]) \
+        if not (cases.empty and failing.empty) else cases
     sections = []
     if not df.empty:
         measured = df[df['busbw'].notna() & ~df['kind'].isin(NOT_PLOTTED)]
@@ -349,7 +457,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
         sections.sort(key=lambda s: (s.key[0], s.key[1], order[s.key[2]],
                                      s.key[3], transports.order(s.key[4]),
                                      s.key[5:]))
-    health = health_sections(store)
+    health = health_sections(store, since)
     for sec in sections + health:
         for fig in sec.figures:
             with open(os.path.join(outdir, fig.name), 'wb') as fp:
@@ -358,23 +466,25 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None):
 
     def shown(case):
         return queries.shown_reason(store, case)
-    fails = failure_rows(cases, reason=shown)
-    frows = finding_rows(findings, cases_list)
+    fails = failure_rows(everything, reason=shown)
+    frows = finding_rows(findings, store)
     page = os.path.join(outdir, 'index.html')
     html = render_page(
         title=title, where=str(store.where),
         generated=(now or datetime.datetime.now(datetime.timezone.utc))
         .isoformat(timespec='seconds'),
+        window=f'the {days:g} days to {newest}' if newest else 'nothing',
         summary=table.to_dict('records') if not table.empty else [],
         summary_columns=list(table.columns),
-        failure_counts=failure_counts(cases), failures=fails,
+        failure_counts=failure_counts(everything),
+        failures=fails[:FAILURES_LISTED], n_failures=len(fails),
         skipped=failure_rows(cases, ('skipped',), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
         health=health,
         accepted=acceptance_rows(store.acceptances()),
-        standing=list(standing(records, store.acceptances(),
-                               store.baselines()).values()),
-        runs=int(cases['run_id'].nunique()) if not cases.empty else 0,
+        standing=list(how.values()),
+        runs=(int(cases['run_id'].nunique()) if not cases.empty else 0) +
+        sum(p['runs'] for p in probes),
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
     try:
@@ -397,15 +507,16 @@ class HealthSection:
     figures: List[Figure]
 
 
-def health_sections(store):
+def health_sections(store, since=None):
     """The machine-wide view of the health probes: per group, the
     distribution of the nodes' busbw per day
-    (:func:`ccl_health.db.health_days.health_days`) as a table and a
-    figure."""
+    (:func:`ccl_health.db.health_days.health_days`, from the day of
+    ``since``) as a table and a figure."""
     from ccl_health.db.health_days import GROUP, health_days
     from ccl_health.report import plots
     groups = {}
-    for r in health_days(store):
+    for r in health_days(store, since.date().isoformat() if since
+                         else None):
         groups.setdefault(tuple(r[k] for k in GROUP), []).append(r)
     out = []
     for key, rows in sorted(groups.items(),

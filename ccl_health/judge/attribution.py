@@ -1,11 +1,12 @@
-"""What changed between a key's last passing run and a flagged one: the
-``changed:`` lines of a history finding (versions, node list, environment),
-for the nightly's mail, ``scripts/report detect`` and the report page."""
+"""What changed between the last passing run of a history key and a
+flagged one (a drop, a drift): versions, node list, environment, one
+short line each (the ``changed:`` lines of ``scripts/report detect``, the
+nightly's mail and the report page)."""
 
 import json
 
 from ccl_health.db.recorder import NODE_STATE_KEY
-from ccl_health.judge.history import series_key
+from ccl_health.judge.series import series_key
 
 
 #: what a change of names in a "changed:" line (case column -> label)

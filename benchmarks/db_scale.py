@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""The performance database at machine scale (issue 30), measured with the
+project's own recorder (benchmarks/db_gen.py: the hook's ``case_of``,
+sweeps through ``Store.add_cases``) on SQLite and on PostgreSQL (the
+tests' server, tests/test_store_postgres.py ``postgres_server``, loaded
+with ``scripts/report migrate``).
+
+Sets (each one run of at most ~10 minutes on 2 cores):
+
+  nights      1 and 365 nights of sweeps (15 cases x 31 sizes a night)
+  perlmutter  30 nights and 30 days of Perlmutter's checks (1,800 nodes x
+              10 a day: 540,000); --nodes/--days scale it down
+  frontier    Frontier's checks (9,408 nodes x 10 a day) for --days days
+              (default 10: every node's 60 checks of history and its last
+              day: what any read of a longer database reads)
+  writers     64 (and 8) hooks recording at once, SQLite and PostgreSQL:
+              the latency of each write (open, migration check, the case)
+
+Every read command is timed as a person runs it (a process: wall seconds
+and peak memory): ``report failed``, ``report detect``, ``report runs
+--last 5``, the report page, the nightly's comparison and news of its last
+night.  File and table sizes; the query plans of the main queries.
+Results: --json (a set's numbers, merged into one file) and --out (the
+page, from every set recorded).
+
+    python benchmarks/db_scale.py --set nights [--set perlmutter ...]
+        [--json benchmarks/results/db_scale.json]
+        [--out benchmarks/results/db_scale.md] [--work DIR] [--no-pg]
+"""
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+sys.path.insert(0, os.path.join(REPO, 'tests'))
+
+import db_gen  # noqa: E402
+from ccl_health.db import store  # noqa: E402
+
+REPORT = os.path.join(REPO, 'scripts', 'report')
+PY = sys.executable
+READS = ('failed', 'detect', 'runs', 'nightly', 'page')
+
+
+# -- the PostgreSQL server of the tests ---------------------------------------
+
+class Postgres:
+    def __init__(self):
+        import test_store_postgres as t
+        pgbin = t._bin()
+        if pgbin is None:
+            raise SystemExit('PostgreSQL is not installed (apt-get install '
+                             'postgresql), or run with --no-pg')
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+        self._gen = t.postgres_server(pgbin, '127.0.0.1', port)
+        self.url = next(self._gen)
+
+    def database(self, name):
+        import psycopg
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS {name}')
+            conn.execute(f'CREATE DATABASE {name}')
+        return self.url.rsplit('/', 1)[0] + '/' + name
+
+    def stop(self):
+        for _ in self._gen:
+            pass
+
+
+# -- timing a command ----------------------------------------------------------
+
+def timed(cmd, env=None):
+    """(wall seconds, peak RSS MiB, exit code, last line) of ``cmd``."""
+    t = time.perf_counter()
+    p = subprocess.run(['/usr/bin/time', '-f', '%M'] + cmd,
+                       capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    err = p.stderr.strip().splitlines()
+    rss = int(err[-1]) / 1024 if err and err[-1].isdigit() else None
+    out = (p.stdout.strip().splitlines() or [''])
+    return wall, rss, p.returncode, out[0][:160]
+
+
+def read_cmd(name, url, work):
+    if name == 'failed':
+        return [REPORT, '--db', url, 'failed']
+    if name == 'detect':
+        return [REPORT, '--db', url, 'detect']
+    if name == 'runs':
+        return [REPORT, '--db', url, 'runs', '--last', '5']
+    if name == 'page':
+        out = os.path.join(work, 'page')
+        shutil.rmtree(out, ignore_errors=True)
+        return [REPORT, '--db', url, 'report', '--out', out]
+    return [PY, os.path.abspath(__file__), '--nightly-read', url]
+
+
+def nightly_read(url):
+    """The nightly's comparison and news of its last night (what
+    scripts/nightly reads after its run)."""
+    from ccl_health import findings, news
+    from ccl_health.db import reads
+    with store.open_store(url) as db:
+        [last] = reads.newest_runs(db, 1, keep=lambda r: r.startswith(
+            'nightly-'))
+        found, new, prev = findings.run_findings(db, last)
+        night = news.night(db, last, 'perlmutter', 'gpu', 'bench')
+        print(f'{len(found)} finding(s), {len(new)} new vs {prev}; '
+              f'{night.lines[0][:80]}')
+
+
+def time_reads(url, work):
+    out = {}
+    for name in READS:
+        wall, rss, rc, line = timed(read_cmd(name, url, work))
+        out[name] = {'s': round(wall, 2), 'rss_mib': rss and round(rss),
+                     'rc': rc, 'line': line}
+        print(f'    {name:8} {wall:7.2f} s {rss or 0:6.0f} MiB rc={rc}  '
+              f'{line[:70]}', flush=True)
+    page = os.path.join(work, 'page')
+    out['page']['mib'] = round(sum(
+        os.path.getsize(os.path.join(page, f)) for f in os.listdir(page)) /
+        2**20, 1) if os.path.isdir(page) else None
+    return out
+
+
+# -- sizes and plans -----------------------------------------------------------
+
+def sqlite_sizes(path):
+    import sqlite3
+    size = os.path.getsize(path) + (os.path.getsize(path + '-wal') if
+                                    os.path.exists(path + '-wal') else 0)
+    conn = sqlite3.connect(path)
+    tables = {}
+    try:
+        for name, n in conn.execute('SELECT name, SUM(pgsize) FROM dbstat '
+                                    'GROUP BY name'):
+            tables[name] = n
+    except sqlite3.Error:
+        pass
+    counts = {t: conn.execute(f'SELECT count(*) FROM {t}').fetchone()[0]
+              for t in ('cases', 'measurements', 'blobs')}
+    conn.close()
+    return {'bytes': size, 'tables': tables, 'rows': counts}
+
+
+def pg_sizes(url):
+    with store.open_store(url, readonly=True) as db:
+        total = db.query('SELECT pg_database_size(current_database()) AS '
+                         'n')[0]['n']
+        tables = {r['t']: r['n'] for r in db.query(
+            "SELECT relname AS t, pg_total_relation_size(oid) AS n FROM "
+            "pg_class WHERE relname IN ('cases', 'measurements', 'blobs', "
+            "'health_daily')")}
+    return {'bytes': total, 'tables': tables}
+
+
+def plans(url):
+    """The plans of the main queries (SQLite EXPLAIN QUERY PLAN,
+    PostgreSQL EXPLAIN)."""
+    from ccl_health.db import reads
+    from ccl_health.judge.history import series_key
+    out = {}
+    with store.open_store(url, readonly=True) as db:
+        newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
+        since = reads.sql_time(datetime.datetime.fromisoformat(newest) -
+                               datetime.timedelta(hours=24))
+        probe = db.query("SELECT * FROM cases WHERE source = 'health' "
+                         "ORDER BY id DESC LIMIT 1")
+        sweep = db.query("SELECT * FROM cases WHERE source = 'sweep' "
+                         "ORDER BY id DESC LIMIT 1")
+        queries = {
+            'the window (report failed)': (
+                'SELECT c.id, c.run_id, c.time, c.verdict FROM cases c '
+                'WHERE c.time >= ? ORDER BY c.time, c.id', (since,))}
+        for what, row in (('a node\'s history (its last 60 checks)', probe),
+                          ('a sweep key\'s history', sweep)):
+            if row:
+                where, params, _ = reads.key_where(db, series_key(row[0]))
+                queries[what] = (
+                    f'SELECT c.id FROM cases c WHERE {where} AND c.time < ? '
+                    f'ORDER BY c.time DESC, c.id DESC LIMIT 60',
+                    tuple(params) + (since,))
+        queries['the failures of a window (the page)'] = (
+            "SELECT c.id FROM cases c WHERE c.time >= ? AND c.verdict NOT "
+            "IN ('pass', 'skipped')", (since,))
+        queries['a run\'s cases'] = (
+            'SELECT c.id FROM cases c WHERE c.run_id = ?',
+            (sweep[0]['run_id'] if sweep else 'x',))
+        queries['the nightly runs (news)'] = (
+            "SELECT run_id, min(time) FROM cases WHERE run_id LIKE ? AND "
+            "system || '' = ? AND kind IN ('sweep', 'framework', 'other') "
+            "GROUP BY run_id", ('nightly-%', 'perlmutter'))
+        for what, (sql, args) in queries.items():
+            if db.kind == 'sqlite':
+                lines = [r[3] for r in db.conn.execute(
+                    'EXPLAIN QUERY PLAN ' + sql, args)]
+            else:
+                lines = [r['QUERY PLAN'] for r in db.query(
+                    'EXPLAIN ' + sql, args)]
+            out[what] = {'sql': ' '.join(sql.split()), 'plan': lines}
+    return out
+
+
+# -- the sets ------------------------------------------------------------------
+
+def measure(name, path, work, pg, result):
+    """Sizes, plans and reads of the SQLite database ``path`` and of its
+    PostgreSQL copy."""
+    print(f'  {name}: SQLite {os.path.getsize(path) / 2**20:.0f} MiB',
+          flush=True)
+    entry = {'sqlite': {'sizes': sqlite_sizes(path), 'plans': plans(path),
+                        'reads': time_reads(path, work)}}
+    if pg:
+        url = pg.database(name.replace('-', '_'))
+        t = time.perf_counter()
+        wall, rss, rc, line = timed([REPORT, '--db', path, 'migrate', '--to',
+                                     url])
+        print(f'  migrate {wall:.1f} s rc={rc} {line[:80]}', flush=True)
+        entry['postgresql'] = {'migrate_s': round(time.perf_counter() - t,
+                                                  1),
+                               'sizes': pg_sizes(url), 'plans': plans(url),
+                               'reads': time_reads(url, work)}
+    result[name] = entry
+
+
+def fresh(path):
+    for ext in ('', '-wal', '-shm'):
+        if os.path.exists(path + ext):
+            os.remove(path + ext)
+    return path
+
+
+def set_nights(args, work, pg, result):
+    end = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    for n in (1, 365):
+        path = fresh(os.path.join(work, f'nights{n}.db'))
+        t = time.perf_counter()
+        with store.open_store(path) as db:
+            db_gen.write_nights(db, 'perlmutter', n, end)
+        gen = time.perf_counter() - t
+        measure(f'nights-{n}', path, work, pg, result)
+        result[f'nights-{n}']['write_s'] = round(gen, 1)
+        result[f'nights-{n}']['cases'] = 15 * n
+
+
+def _checks(args, work, pg, result, machine, name):
+    end = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    nodes = args.nodes or db_gen.MACHINES[machine][1]
+    path = fresh(os.path.join(work, f'{name}.db'))
+    t = time.perf_counter()
+    with store.open_store(path) as db:
+        db_gen.write_nights(db, machine, args.days, end)
+        n = db_gen.write_checks(
+            db, machine, nodes, args.days, 10, end, batch=10000,
+            progress=lambda k: k % 100000 == 0 and print(
+                f'    {k} checks written, {time.perf_counter() - t:.0f} s',
+                flush=True))
+    gen = time.perf_counter() - t
+    print(f'  wrote {n} checks and {args.days} nights in {gen:.0f} s '
+          f'({n / gen:.0f} checks/s)', flush=True)
+    measure(name, path, work, pg, result)
+    result[name].update(write_s=round(gen, 1), checks=n, nodes=nodes,
+                        days=args.days, cases=n + 15 * args.days)
+
+
+def set_perlmutter(args, work, pg, result):
+    _checks(args, work, pg, result, 'perlmutter',
+            f'perlmutter-{args.days}d' + (f'-{args.nodes}n' if args.nodes
+                                          else ''))
+
+
+def set_frontier(args, work, pg, result):
+    _checks(args, work, pg, result, 'frontier',
+            f'frontier-{args.days}d' + (f'-{args.nodes}n' if args.nodes
+                                        else ''))
+
+
+# -- concurrent writers --------------------------------------------------------
+
+def _writer(url, barrier, bursts, i, out):
+    import random
+    from ccl_health.hook import record as hook_record
+    rng = random.Random(i)
+    lat = []
+    for b in range(bursts):
+        when = datetime.datetime.now(datetime.timezone.utc)
+        case = db_gen.hook_case('frontier', f'frontier{i:05d}', when, rng)
+        case.run_id += f'-{b}'
+        barrier.wait()
+        t = time.perf_counter()
+        try:
+            with store.open_store(url, timeout=2) as db:
+                opened = time.perf_counter()
+                db.add_case(case)
+            lat.append((time.perf_counter() - t, opened - t))
+        except Exception as err:           # a write past the hook's bound
+            lat.append(None)
+            print(f'writer {i}: {type(err).__name__}: {err}'[:160],
+                  flush=True)
+    out.put(lat)
+    del hook_record
+
+
+def writers(url, n, bursts=5):
+    """Latencies (s) of ``n`` hooks writing at once, ``bursts`` times."""
+    ctx = multiprocessing.get_context('fork')
+    barrier, out = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, barrier, bursts, i,
+                                                out)) for i in range(n)]
+    for p in procs:
+        p.start()
+    lat = []
+    for _ in procs:
+        lat += out.get()
+    for p in procs:
+        p.join()
+    ok = sorted(x[0] for x in lat if x is not None)
+    opens = sorted(x[1] for x in lat if x is not None)
+
+    def pct(values):
+        return statistics.quantiles(values, n=100, method='inclusive') \
+            if len(values) > 2 else [values[-1]] * 99
+    q, o = pct(ok), pct(opens)
+    return {'writes': len(lat), 'failed': len(lat) - len(ok),
+            'p50_ms': round(1000 * statistics.median(ok), 1),
+            'p90_ms': round(1000 * q[89], 1), 'p99_ms': round(1000 * q[98], 1),
+            'max_ms': round(1000 * ok[-1], 1),
+            'open_p50_ms': round(1000 * statistics.median(opens), 1),
+            'open_p99_ms': round(1000 * o[98], 1)}
+
+
+def set_writers(args, work, pg, result):
+    out = {}
+    for n in (8, 64):
+        path = fresh(os.path.join(work, f'writers{n}.db'))
+        store.open_store(path).close()
+        out[f'sqlite-{n}'] = writers(path, n)
+        print(f'  SQLite {n} writers: {out[f"sqlite-{n}"]}', flush=True)
+        if pg:
+            url = pg.database(f'writers{n}')
+            store.open_store(url).close()
+            out[f'postgresql-{n}'] = writers(url, n)
+            print(f'  PostgreSQL {n} writers: {out[f"postgresql-{n}"]}',
+                  flush=True)
+    result['writers'] = out
+
+
+# -- the page -------------------------------------------------------------------
+
+#: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
+FRONTIER_YEAR = 9408 * 10 * 365
+#: what DB_SCALE.md measured before (project at 3d7b908), SQLite seconds
+BEFORE = {'nights-365': 'failed 16-23, detect 16-24, nightly 31-36, page '
+                        '48-52, 88 MB',
+          'perlmutter-30d': 'failed killed at 900 s (12 GB), nightly '
+                            'MemoryError, page MemoryError, 11.2 GB'}
+
+
+def _mib(n):
+    return f'{n / 2**20:,.0f} MiB' if n < 2**30 else f'{n / 2**30:.2f} GiB'
+
+
+def _cell(r):
+    if not r:
+        return '-'
+    s = f'{r["s"]:.1f}'
+    return s + (f' ({r["rss_mib"]} MiB)' if r.get('rss_mib') else '') + \
+        ('' if r['rc'] in (0, 1) else f' rc={r["rc"]}')
+
+
+def render(data):
+    sets = [k for k in ('nights-1', 'nights-365') if k in data] + sorted(
+        k for k in data if k.startswith('perlmutter')) + sorted(
+        k for k in data if k.startswith('frontier'))
+    out = ['# The performance database at machine scale (issue 30)', '',
+           'Measured by `benchmarks/db_scale.py` (numbers: '
+           '`benchmarks/results/db_scale.json`), with the project\'s own '
+           'recorder (`benchmarks/db_gen.py`: the hook\'s `case_of`, the '
+           'sweeps through `Store.add_cases`), on SQLite and on PostgreSQL '
+           '(the tests\' server on the same machine, loaded with `scripts/'
+           'report migrate`).  Machine: ' + data.get('_machine', '?') +
+           ', shared with other work: the figures are one run each and vary '
+           'by about a third from run to run.  Times are wall seconds of '
+           'the command as a person runs it (a process: start-up included),'
+           ' with its peak memory.', '',
+           '## Reads', '',
+           '| data | cases | SQLite / PostgreSQL size | backend | `failed` | '
+           '`detect` | `runs --last 5` | nightly comparison + news | report '
+           'page |', '|---|---|---|---|---|---|---|---|---|']
+    for k in sets:
+        e = data[k]
+        size = _mib(e['sqlite']['sizes']['bytes']) + (
+            ' / ' + _mib(e['postgresql']['sizes']['bytes'])
+            if 'postgresql' in e else '')
+        for be in ('sqlite', 'postgresql'):
+            if be not in e:
+                continue
+            r = e[be]['reads']
+            out.append(f'| {k} | {e.get("cases", "?"):,} | '
+                       f'{size if be == "sqlite" else ""} | {be} | ' +
+                       ' | '.join(_cell(r.get(x)) for x in (
+                           'failed', 'detect', 'runs', 'nightly', 'page')) +
+                       ' |')
+    out += ['', 'Before (DB_SCALE.md, SQLite): ' + '; '.join(
+        f'{k}: {v}' for k, v in BEFORE.items()) + '.', '']
+    checks = [k for k in sets if data[k].get('checks')]
+    if checks:
+        out += ['## Record size', '',
+                '| data | checks | SQLite bytes a check | PostgreSQL bytes a '
+                'check | write (SQLite, bulk) |', '|---|---|---|---|---|']
+        for k in checks:
+            e = data[k]
+            n = e['checks']
+            night = 15 * e['days'] * 31 * 120
+            sq = (e['sqlite']['sizes']['bytes'] - night) / n
+            pg = ((e['postgresql']['sizes']['bytes'] - 8 * 2**20 - night) / n
+                  if 'postgresql' in e else None)
+            out.append(f'| {k} | {n:,} | {sq:,.0f} | '
+                       f'{f"{pg:,.0f}" if pg else "-"} | {n / e["write_s"]:,.0f}'
+                       f' checks/s |')
+        out += ['', 'A check\'s bytes: the file over its checks, less the '
+                'nights (~120 bytes a size row) and, for PostgreSQL, its '
+                'empty database (8 MiB); indexes included.', '']
+    slope = {}
+    pm = sorted((data[k]['checks'], k) for k in sets
+                if k.startswith('perlmutter') and data[k].get('checks'))
+    if len(pm) >= 2:
+        (n0, k0), (n1, k1) = pm[0], pm[-1]
+        out += ['## The slope of each read with the data', '',
+                f'{k0} ({n0:,} checks) and {k1} ({n1:,}): the same machine '
+                f'and windows, {n1 / n0:.1f}x the history.', '',
+                '| backend | read | ' + k0 + ' s | ' + k1 + ' s | slope, s '
+                'per million checks |', '|---|---|---|---|---|']
+        for be in ('sqlite', 'postgresql'):
+            if be not in data[k0] or be not in data[k1]:
+                continue
+            for x in READS:
+                a0 = data[k0][be]['reads'][x]['s']
+                a1 = data[k1][be]['reads'][x]['s']
+                slope[(be, x)] = max(0.0, (a1 - a0) / (n1 - n0) * 1e6)
+                out.append(f'| {be} | {x} | {a0:.2f} | {a1:.2f} | '
+                           f'{(a1 - a0) / (n1 - n0) * 1e6:+.2f} |')
+        out += ['', 'A slope within the run-to-run noise (a few tenths of a '
+                'second) is none: each read takes its window and each key\'s '
+                'last 60 cases, whatever came before.', '']
+    fr = [k for k in sets if k.startswith('frontier') and
+          data[k].get('checks')]
+    if fr:
+        e = data[fr[-1]]
+        n = e['checks']
+        out += ['## A year of Frontier (extrapolated)', '',
+                f'Measured: {fr[-1]} ({n:,} checks of {e["nodes"]:,} nodes: '
+                f'each node\'s last {e["days"]} days, more than the 60 '
+                f'checks of history any read takes of a node).  '
+                f'Extrapolated, not measured, to {FRONTIER_YEAR:,} checks:',
+                '']
+        for be in ('sqlite', 'postgresql'):
+            if be not in e:
+                continue
+            per = e[be]['sizes']['bytes'] / n
+            more = (FRONTIER_YEAR - n) / 1e6
+            out.append(f'- {be}: {_mib(per * FRONTIER_YEAR)} (the measured '
+                       f'{per:,.0f} bytes a check x {FRONTIER_YEAR:,}; '
+                       f'before: ~570 GB).  The reads, as measured at '
+                       f'{fr[-1]} plus the Perlmutter slope above (floored '
+                       f'at 0) times the {more:,.1f} million checks more: '
+                       + ', '.join(
+                           f'{x} {e[be]["reads"][x]["s"] + more * slope.get((be, x), 0.0):.1f} s'
+                           for x in READS if x in e[be]['reads']) + '.')
+        out.append('')
+    if 'writers' in data:
+        out += ['## Concurrent writers (the hook on every node at once)', '',
+                'Each writer a process (forked after its imports), all '
+                'released together 5 times; a write is the hook\'s: open '
+                'the store (the migration check reads the version only), '
+                'write the case, close.', '',
+                '| backend | writers | writes | p50 ms | p90 ms | p99 ms | '
+                'max ms | of which opening: p50 / p99 ms | failed |',
+                '|---|---|---|---|---|---|---|---|---|']
+        for k, w in sorted(data['writers'].items()):
+            be, n = k.rsplit('-', 1)
+            out.append(f'| {be} | {n} | {w["writes"]} | {w["p50_ms"]} | '
+                       f'{w["p90_ms"]} | {w["p99_ms"]} | {w["max_ms"]} | '
+                       f'{w.get("open_p50_ms", "-")} / '
+                       f'{w.get("open_p99_ms", "-")} | {w["failed"]} |')
+        out.append('')
+    big = sets[-1] if sets else None
+    if big:
+        out += [f'## Query plans ({big})', '']
+        for be in ('sqlite', 'postgresql'):
+            if be not in data[big]:
+                continue
+            out += [f'### {be}', '']
+            for what, p in data[big][be]['plans'].items():
+                out += [f'{what}: `{p["sql"]}`', '', '```'] + p['plan'] + \
+                    ['```', '']
+    return '\n'.join(out) + '\n'
+
+
+SETS = {'nights': set_nights, 'perlmutter': set_perlmutter,
+        'frontier': set_frontier, 'writers': set_writers}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--set', action='append', choices=sorted(SETS),
+                    default=[])
+    ap.add_argument('--days', type=int, default=30)
+    ap.add_argument('--nodes', type=int, help='scale the machine down')
+    ap.add_argument('--work', help='folder for the databases (default: a '
+                    'temporary one, removed)')
+    ap.add_argument('--no-pg', action='store_true')
+    ap.add_argument('--json', default=os.path.join(
+        REPO, 'benchmarks', 'results', 'db_scale.json'))
+    ap.add_argument('--out', default=os.path.join(
+        REPO, 'benchmarks', 'results', 'db_scale.md'))
+    ap.add_argument('--nightly-read', help=argparse.SUPPRESS)
+    ap.add_argument('--render', action='store_true',
+                    help='only write --out from --json')
+    args = ap.parse_args(argv)
+    if args.nightly_read:
+        return nightly_read(args.nightly_read)
+    if args.render:
+        with open(args.json) as fp:
+            data = json.load(fp)
+        with open(args.out, 'w') as fp:
+            fp.write(render(data))
+        return 0
+    work = args.work or tempfile.mkdtemp(prefix='ccl-health-dbscale-')
+    os.makedirs(work, exist_ok=True)
+    pg = None if args.no_pg else Postgres()
+    result = {}
+    try:
+        for name in args.set:
+            print(f'== {name}', flush=True)
+            t = time.perf_counter()
+            SETS[name](args, work, pg, result)
+            print(f'== {name}: {time.perf_counter() - t:.0f} s', flush=True)
+    finally:
+        if pg:
+            pg.stop()
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    old = {}
+    if os.path.exists(args.json):
+        with open(args.json) as fp:
+            old = json.load(fp)
+    old.update(result)
+    old['_machine'] = f'{os.cpu_count()} cores, {time.strftime("%Y-%m-%d")}'
+    with open(args.json, 'w') as fp:
+        json.dump(old, fp, indent=1, sort_keys=True)
+    with open(args.out, 'w') as fp:
+        fp.write(render(old))
+    print(f'numbers: {args.json}; page: {args.out}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""A case's JSON documents (its environment, its versions, its detail):
+inline in the case when short, else stored once, zlib-compressed, in the
+table ``blobs`` (schema 7) and referenced by the case (issue 30).
+
+The environment and versions of the health hook are the same on every
+node of a machine for weeks: by reference they are stored once, not
+34 million times.  A failure's detail (node state, WARN lines, every
+probe) is compressed (about 8x) and referenced by its own case.  Readers
+never see the difference: :func:`resolve` puts the text back under its
+column's name (``env_json``, ``versions_json``, ``detail_json``)."""
+
+import hashlib
+import zlib
+
+#: a detail longer than this (characters) is stored in ``blobs`` (a
+#: healthy hook check's short detail stays inline); an environment and a
+#: versions document always are: they repeat from case to case
+INLINE_MAX = 512
+#: the documents stored by reference whatever their length
+SHARED = ('env_json', 'versions_json')
+#: the document columns of a case and their reference columns
+DOCS = (('env_json', 'env_ref'), ('versions_json', 'versions_ref'),
+        ('detail_json', 'detail_ref'))
+#: zlib's level (6: its default; 9 gains ~2 % on these documents)
+LEVEL = 6
+
+
+def has_blobs(store):
+    return store.schema_version() >= 7
+
+
+def put(store, column, text):
+    """``(inline text, reference)`` of the document ``text`` of the case
+    column ``column`` (either may be None): in ``blobs`` (its id) when it
+    is shared (:data:`SHARED`) or long, else inline.  Blobs are never
+    deleted: the ids this store saw are remembered."""
+    if text is None or not has_blobs(store) or (
+            column not in SHARED and len(text) <= INLINE_MAX):
+        return text, None
+    raw = text.encode('utf-8')
+    digest = hashlib.sha256(raw).hexdigest()
+    seen = store.__dict__.setdefault('_blob_ids', {})
+    if digest in seen:
+        return None, seen[digest]
+    found = store.query('SELECT id FROM blobs WHERE digest = ?', (digest,))
+    if not found:
+        store.execute('INSERT INTO blobs (digest, body) VALUES (?, ?) ON '
+                      'CONFLICT (digest) DO NOTHING',
+                      (digest, zlib.compress(raw, LEVEL)))
+        found = store.query('SELECT id FROM blobs WHERE digest = ?',
+                            (digest,))
+    if len(seen) < 10000:
+        seen[digest] = found[0]['id']
+    return None, found[0]['id']
+
+
+def put_all(store, row):
+    """Store the documents of the case row ``row`` (a dict of its
+    columns: each document's text is replaced by what stays inline);
+    returns ``{column: reference}``.  The shared documents known already
+    are looked up in one query."""
+    texts = {c: row[c] for c, _ in DOCS if row.get(c) is not None}
+    digests = {c: hashlib.sha256(t.encode('utf-8')).hexdigest()
+               for c, t in texts.items() if c in SHARED}
+    seen = store.__dict__.setdefault('_blob_ids', {})
+    ask = sorted(set(digests.values()) - set(seen))
+    if ask and has_blobs(store):
+        for r in store.query(f'SELECT id, digest FROM blobs WHERE digest IN '
+                             f'({", ".join("?" * len(ask))})', tuple(ask)):
+            if len(seen) < 10000:
+                seen[r['digest']] = r['id']
+    refs = {}
+    for col, _ in DOCS:
+        if col in digests and digests[col] in seen:
+            row[col], refs[col] = None, seen[digests[col]]
+        else:
+            row[col], refs[col] = put(store, col, row.get(col))
+    return refs
+
+
+def text_of(body):
+    """The text of a stored blob body (bytes, or a memoryview from
+    PostgreSQL)."""
+    return zlib.decompress(bytes(body)).decode('utf-8')
+
+
+def resolve(store, rows):
+    """Put each row's referenced documents back as text (in place; rows
+    are dicts with a ``*_ref`` column); returns ``rows``."""
+    ids = {r[ref] for r in rows for _, ref in DOCS
+           if r.get(ref) is not None}
+    if not ids:
+        return rows
+    bodies = {}
+    ids = sorted(ids)
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        for b in store.query(f'SELECT id, body FROM blobs WHERE id IN '
+                             f'({", ".join("?" * len(part))})',
+                             tuple(part)):
+            bodies[b['id']] = text_of(b['body'])
+    for r in rows:
+        for col, ref in DOCS:
+            if r.get(ref) is not None:
+                r[col] = bodies.get(r[ref])
+    return rows

@@ -1,0 +1,82 @@
+"""``scripts/report migrate --to postgresql://...`` (issue 30): a SQLite
+performance database moved into PostgreSQL, every table, row for row
+(ids kept, so references stay true), with PostgreSQL's ``COPY``.
+
+The target gets the current schema first (:func:`ccl_health.db.store.
+open_store`) and must hold no case (a migration never merges two
+databases: it would double every run).  A source of an older schema is
+read as it is: what it lacks (a case's kind and node, schema 6) is filled
+on the way (:func:`ccl_health.db.store.series_columns`).  All or nothing:
+one transaction on the target.  The source is only read."""
+
+from ccl_health import CclHealthError
+
+#: the tables moved, parents first
+TABLES = ('cases', 'measurements', 'blobs', 'acceptances', 'news_told',
+          'news_nights', 'baselines', 'health_daily')
+#: rows read from the source at a time
+BATCH = 5000
+
+
+def _columns(store, table):
+    """The columns of ``table`` in ``store`` ([] where it has none)."""
+    if store.kind == 'sqlite':
+        return [r[1] for r in store.conn.execute(
+            f'PRAGMA table_info({table})')]
+    return [r['column_name'] for r in store.query(
+        'SELECT column_name FROM information_schema.columns WHERE '
+        'table_name = ? ORDER BY ordinal_position', (table,))]
+
+
+def migrate(src, url, progress=None):
+    """Copy the store ``src`` into the PostgreSQL database ``url``;
+    returns ``{table: rows}``."""
+    from ccl_health.db.store import open_store, series_columns
+    if not url.startswith(('postgresql://', 'postgres://')):
+        raise CclHealthError(f'migrate --to {url}: a postgresql:// URL '
+                             f'(the SQLite file is the source, --db)')
+    counts = {}
+    with open_store(url) as dst:
+        if dst.query('SELECT 1 AS x FROM cases LIMIT 1'):
+            raise CclHealthError(
+                f'migrate: {url} already holds cases: a migration never '
+                f'merges two databases (give an empty database)')
+        with dst.transaction():
+            for table in TABLES:
+                have = _columns(src, table)
+                if not have:
+                    continue
+                want = _columns(dst, table)
+                cols = [c for c in want if c in have]
+                fill = table == 'cases' and 'kind' not in have
+                if fill:
+                    cols += ['kind', 'node']
+                n = 0
+                cur = src.conn.cursor()
+                cur.execute(f'SELECT {", ".join(c for c in cols if c in have)}'
+                            f' FROM {table} ORDER BY 1')
+                names = [d[0] for d in cur.description]
+                with dst.conn.cursor().copy(
+                        f'COPY {table} ({", ".join(cols)}) FROM STDIN') \
+                        as copy:
+                    while True:
+                        rows = cur.fetchmany(BATCH)
+                        if not rows:
+                            break
+                        for values in rows:
+                            if fill:
+                                values = tuple(values) + series_columns(
+                                    dict(zip(names, values)))
+                            copy.write_row(values)
+                        n += len(rows)
+                        if progress:
+                            progress(table, n)
+                counts[table] = n
+                if 'id' in cols:
+                    dst.execute(
+                        f"SELECT setval(pg_get_serial_sequence('{table}', "
+                        f"'id'), GREATEST((SELECT max(id) FROM {table}), "
+                        f"1))")
+        dst.execute('ANALYZE')
+        dst.conn.commit()
+    return counts

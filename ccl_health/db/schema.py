@@ -1,0 +1,147 @@
+"""The schema of the performance database: each version's statements
+(:func:`ccl_health.db.store.Store._migrate` runs those a database
+lacks, in order).  A statement is SQL (``{pk}``, ``{blob}``: the
+dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
+store."""
+
+SCHEMA_VERSION = 7
+#: older schema versions this version still reads (opened read-only,
+#: nothing migrated): what they lack reads as None
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+
+#: one row per case and size (schema 1)
+_RECORDS_VIEW = """CREATE VIEW records AS
+           SELECT c.run_id, c.case_name, c.time, c.system, c.partition,
+                  c.nodelist, c.nodes, c.ranks, c.collective, c.transport,
+                  c.proven, c.algo, c.verdict AS case_verdict, c.reason,
+                  c.nccl_version, c.plugin_version, c.libfabric_version,
+                  c.provider, c.cuda_driver, c.driver, c.tests_version,
+                  c.suite_revision, m.size, m.busbw, m.busbw_oop, m.busbw_ip,
+                  m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
+                  m.ref, m.tolerance, m.verdict AS size_verdict
+           FROM cases c LEFT JOIN measurements m ON m.case_id = c.id"""
+
+_MIGRATIONS = {
+    1: [
+        """CREATE TABLE IF NOT EXISTS cases (
+            id {pk},
+            run_id TEXT NOT NULL, case_name TEXT NOT NULL, time TEXT NOT NULL,
+            system TEXT, partition TEXT, environ TEXT, nodelist TEXT,
+            nodes INTEGER, ranks INTEGER, collective TEXT, transport TEXT,
+            proven TEXT, algo TEXT, verdict TEXT NOT NULL, reason TEXT,
+            nccl_version TEXT, plugin_version TEXT, libfabric_version TEXT,
+            provider TEXT, cuda_driver TEXT, driver TEXT, tests_version TEXT,
+            suite_revision TEXT, versions_json TEXT, env_json TEXT,
+            source TEXT,
+            UNIQUE (run_id, case_name))""",
+        """CREATE TABLE IF NOT EXISTS measurements (
+            case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+            size BIGINT NOT NULL, busbw REAL, busbw_oop REAL, busbw_ip REAL,
+            algbw_oop REAL, algbw_ip REAL, time_oop_us REAL,
+            time_ip_us REAL, ref REAL, tolerance REAL, verdict TEXT,
+            UNIQUE (case_id, size))""",
+        'CREATE INDEX IF NOT EXISTS cases_key ON cases (system, partition, '
+        'transport, collective, nodes, ranks, algo, time)',
+        _RECORDS_VIEW,
+    ],
+    # the health hook's probe detail moves out of the environment into its
+    # own column: env_json holds only environment variables (issue 13)
+    2: [
+        'ALTER TABLE cases ADD COLUMN detail_json TEXT',
+        """UPDATE cases SET detail_json = env_json, env_json = NULL
+           WHERE source = 'health' AND
+                 substr(env_json, 1, 10) = '{"probes":'""",
+    ],
+    # an operator's acceptance of a new level (scripts/report accept): the
+    # history baseline of the matching keys restarts at run_id; who, why
+    # and when kept, undone (never deleted) by scripts/report accept --undo
+    3: [
+        """CREATE TABLE IF NOT EXISTS acceptances (
+            id {pk},
+            run_id TEXT NOT NULL, run_time TEXT NOT NULL,
+            system TEXT, partition TEXT, transport TEXT, collective TEXT,
+            nodes INTEGER, ranks INTEGER, algo TEXT, kind TEXT, size BIGINT,
+            who TEXT NOT NULL, reason TEXT NOT NULL, created TEXT NOT NULL,
+            undone_by TEXT, undone_at TEXT)""",
+    ],
+    # the news ledger (ccl_health.news): what each nightly mail told, per
+    # key and size (failing with its verdict and band, a finding, clear),
+    # appended, never rewritten; and the nightly runs whose news was told
+    4: [
+        """CREATE TABLE IF NOT EXISTS news_told (
+            id {pk},
+            system TEXT NOT NULL, partition TEXT NOT NULL, key TEXT NOT NULL,
+            size BIGINT, state TEXT NOT NULL, verdict TEXT, band INTEGER,
+            finding TEXT, run_id TEXT NOT NULL, told_in TEXT NOT NULL,
+            told_at TEXT NOT NULL)""",
+        'CREATE INDEX IF NOT EXISTS news_told_key ON news_told (system, '
+        'partition, key, size, id)',
+        """CREATE TABLE IF NOT EXISTS news_nights (
+            id {pk},
+            system TEXT NOT NULL, partition TEXT NOT NULL,
+            run_id TEXT NOT NULL, status TEXT NOT NULL, measured INTEGER,
+            told_in TEXT NOT NULL, told_at TEXT NOT NULL)""",
+    ],
+    # what a calibration measured (scripts/calibrate --db): per key and size
+    # the median and relative noise of the runs it used, the first baseline
+    # of the history judge (ccl_health.judge.history.Level); rows are only
+    # ever added, a later calibration is a new row
+    5: [
+        """CREATE TABLE IF NOT EXISTS baselines (
+            id {pk},
+            system TEXT, partition TEXT, transport TEXT, collective TEXT,
+            nodes INTEGER, ranks INTEGER, algo TEXT, kind TEXT,
+            size BIGINT NOT NULL, median DOUBLE PRECISION NOT NULL,
+            noise DOUBLE PRECISION NOT NULL, n INTEGER NOT NULL,
+            runs TEXT NOT NULL, run_id TEXT NOT NULL, run_time TEXT NOT NULL,
+            source TEXT NOT NULL, created TEXT NOT NULL)""",
+    ],
+    # reads bounded by key and time window (issue 30): each case's history
+    # series (its kind and, for a health probe, its node:
+    # ccl_health.judge.history.series_key) in columns of their own, filled
+    # for the cases already recorded; indexes on the time, on the series
+    # and time, on the kind and time, on the failures' time; the
+    # never-used cases_key goes (a write pays for every index)
+    6: [
+        'ALTER TABLE cases ADD COLUMN kind TEXT',
+        'ALTER TABLE cases ADD COLUMN node TEXT',
+        lambda store: store._fill_series(),
+        'DROP INDEX IF EXISTS cases_key',
+        'CREATE INDEX IF NOT EXISTS cases_time ON cases (time)',
+        'CREATE INDEX IF NOT EXISTS cases_series ON cases (system, '
+        'partition, kind, transport, collective, nodes, ranks, algo, node, '
+        'time)',
+        'CREATE INDEX IF NOT EXISTS cases_kind ON cases (kind, time)',
+        'CREATE INDEX IF NOT EXISTS cases_bad ON cases (time) WHERE '
+        "verdict NOT IN ('pass', 'skipped')",
+    ],
+    # a record's size (issue 30): its long JSON documents (environment,
+    # versions, detail) stored once, compressed, and referenced
+    # (ccl_health.db.docs); the daily aggregates of the healthy health
+    # checks rolled up by scripts/report prune (ccl_health.db.retention)
+    7: [
+        """CREATE TABLE IF NOT EXISTS blobs (
+            id {pk}, digest TEXT NOT NULL UNIQUE, body {blob} NOT NULL)""",
+        'ALTER TABLE cases ADD COLUMN env_ref BIGINT',
+        'ALTER TABLE cases ADD COLUMN versions_ref BIGINT',
+        'ALTER TABLE cases ADD COLUMN detail_ref BIGINT',
+        """CREATE TABLE IF NOT EXISTS health_daily (
+            id {pk}, day TEXT NOT NULL,
+            system TEXT, partition TEXT, transport TEXT, collective TEXT,
+            nodes INTEGER, ranks INTEGER, algo TEXT, node TEXT,
+            size BIGINT, verdict TEXT NOT NULL, checks INTEGER NOT NULL,
+            busbw_min DOUBLE PRECISION, busbw_median DOUBLE PRECISION,
+            busbw_max DOUBLE PRECISION, first_time TEXT NOT NULL,
+            last_time TEXT NOT NULL, created TEXT NOT NULL)""",
+        'CREATE INDEX IF NOT EXISTS health_daily_day ON health_daily '
+        '(day, system, partition)',
+        # PostgreSQL's REAL is 4 bytes (SQLite's 8): the numbers as
+        # measured, in 8 (the view that reads them is made again)
+        ('postgresql', 'DROP VIEW IF EXISTS records'),
+        ('postgresql', 'ALTER TABLE measurements ' + ', '.join(
+            f'ALTER COLUMN {c} TYPE DOUBLE PRECISION' for c in (
+                'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
+                'time_oop_us', 'time_ip_us', 'ref', 'tolerance'))),
+        ('postgresql', _RECORDS_VIEW),
+    ],
+}

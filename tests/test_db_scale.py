@@ -1,0 +1,191 @@
+"""Every read of the performance database is bounded by its window and
+keys, not by what was ever recorded (issue 30): the same reads on a
+database and on one holding 10 times its history read the same rows, in
+about the same time.
+
+The databases: 30 nodes checked 10 times a day by the hook (its own
+record, benchmarks/db_gen.py) for 40 and 400 days, and a nightly sweep
+(15 cases x 31 sizes) for 100 and 1,000 nights (each longer than every
+window read: 30 days, and each key's 60 cases before it): the larger
+holds 135,000 cases and 585,000 size rows and takes ~40 s to write here
+(more would pass a minute on 2 shared cores).  The reads: ``report failed`` (24 h),
+``report detect`` (30 days), the nightly's comparison and news of the
+last night, ``report runs --last 5`` and the report page's data (its
+30 days)."""
+
+import datetime
+import os
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from ccl_health.db import queries, reads, store
+
+sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+import db_gen  # noqa: E402
+
+NODES, PER_DAY = 30, 10
+#: (days of checks, nights): longer than every window read (30 days, and
+#: each key's 60 cases before it)
+SMALL, LARGE = (40, 100), (400, 1000)
+#: the larger database may take this much longer per read (it holds 10x)
+TIME_RATIO = 3.0
+#: and read at most this many more rows
+ROWS_RATIO = 1.2
+
+
+def _write(path, days, end):
+    with store.open_store(path) as db:
+        db_gen.write_nights(db, 'perlmutter', days[1], end)
+        db_gen.write_checks(db, 'perlmutter', NODES, days[0], PER_DAY, end,
+                            batch=10000)
+    return path
+
+
+@pytest.fixture(scope='module')
+def dbs(tmp_path_factory):
+    end = datetime.datetime.now(datetime.timezone.utc).replace(
+        microsecond=0)
+    base = tmp_path_factory.mktemp('scale')
+    return (_write(str(base / 'small.db'), SMALL, end),
+            _write(str(base / 'large.db'), LARGE, end))
+
+
+def _failed(db):
+    return queries.failed(db, 24)
+
+
+def _detect(db):
+    from ccl_health.db.cli import _detect_scope
+    args = type('Args', (), {'run': None, 'days': 30})()
+    keys, since, runs, _ = _detect_scope(db, args)
+    return reads.judge_keys(db, keys, since, runs, standing={})
+
+
+def _nightly(db):
+    from ccl_health import findings, news, nightly
+    [last] = reads.newest_runs(db, 1, keep=lambda r: r.startswith(
+        'nightly-'))
+    found = findings.run_findings(db, last)
+    return found, news.night(db, last, 'perlmutter', 'gpu', 'head').lines
+
+
+def _runs(db):
+    return queries.runs(db, 5)
+
+
+def _page(db):
+    from ccl_health import report
+    since, newest = report.page_window(db)
+    cases = reads.window_cases(db, since, kinds=report.CASE_KINDS)
+    recs = reads.window_cases(db, since, kinds=report.CASE_KINDS,
+                              records=True)
+    return (len(cases), len(recs), report.probe_summary(db, since),
+            len(reads.window_cases(db, since, kinds=('health probe',),
+                                   failing=True)))
+
+
+READS = {'failed': _failed, 'detect': _detect, 'nightly': _nightly,
+         'runs': _runs, 'page': _page}
+
+
+def _measure(path, read, monkeypatch):
+    """(best of 3 seconds, rows read) of ``read`` on ``path``."""
+    rows = []
+    query = store.Store.query
+
+    def counting(self, sql, params=()):
+        out = query(self, sql, params)
+        rows.append(len(out))
+        return out
+    best = None
+    with monkeypatch.context() as m:
+        m.setattr(store.Store, 'query', counting)
+        for _ in range(3):
+            rows.clear()
+            with store.open_store(path, readonly=True) as db:
+                t = time.perf_counter()
+                read(db)
+                dt = time.perf_counter() - t
+            best = dt if best is None else min(best, dt)
+    return best, sum(rows)
+
+
+@pytest.mark.parametrize('name', sorted(READS))
+def test_each_read_is_bounded_by_its_window(dbs, name, monkeypatch):
+    small, large = dbs
+    t_small, r_small = _measure(small, READS[name], monkeypatch)
+    t_large, r_large = _measure(large, READS[name], monkeypatch)
+    assert r_large <= ROWS_RATIO * r_small + 10, (name, r_small, r_large)
+    # a read that scans the history takes ~10x (and 10x the rows above)
+    assert t_large <= TIME_RATIO * t_small + 0.05, (name, t_small, t_large)
+
+
+def test_the_plans_use_the_indexes(dbs):
+    """SQLite's plans of the bounded reads: an index search, never a scan
+    of the cases."""
+    from ccl_health.judge.history import series_key
+    _, large = dbs
+    since = datetime.datetime.now(datetime.timezone.utc) - \
+        datetime.timedelta(hours=24)
+    with store.open_store(large, readonly=True) as db:
+        key = series_key(reads.window_cases(db, since)[-1])
+        where, params, exact = reads.key_where(db, key)
+        assert exact
+        plans = {
+            'window': ('SELECT id FROM cases c WHERE c.time >= ? ORDER BY '
+                       'c.time', (reads.sql_time(since),)),
+            'key': (f'SELECT id FROM cases c WHERE {where} AND c.time < ? '
+                    f'ORDER BY c.time DESC LIMIT 60',
+                    tuple(params) + (reads.sql_time(since),)),
+            'failing': ("SELECT id FROM cases c WHERE c.time >= ? AND "
+                        "c.verdict NOT IN ('pass', 'skipped')",
+                        (reads.sql_time(since),)),
+            'run': ('SELECT id FROM cases c WHERE c.run_id = ?', ('x',)),
+        }
+        for name, (sql, args) in plans.items():
+            plan = ' '.join(r[3] for r in db.conn.execute(
+                'EXPLAIN QUERY PLAN ' + sql, args))
+            assert 'USING' in plan and 'INDEX' in plan, (name, plan)
+            assert not plan.startswith('SCAN c') and 'TEMP B-TREE' not in \
+                plan, (name, plan)
+
+
+def test_a_healthy_check_is_recorded_in_under_1_kb(dbs):
+    """The file grows by under 1 KB per healthy check (the case, its
+    size, the indexes; environment and versions stored once)."""
+    small, large = dbs
+    grow = os.path.getsize(large) + _wal(large) - os.path.getsize(small) - \
+        _wal(small)
+    checks = NODES * PER_DAY * (LARGE[0] - SMALL[0])
+    nights = (LARGE[1] - SMALL[1]) * 15 * 31 * 120  # a size row ~120 bytes
+    assert (grow - nights) / checks < 1024, grow / checks
+
+
+def _wal(path):
+    return os.path.getsize(path + '-wal') if os.path.exists(
+        path + '-wal') else 0
+
+
+def test_opening_a_current_database_takes_no_write_lock(tmp_path):
+    """A writer opening a database whose schema is current reads its
+    version only (DB_SCALE item 7): while another holds the write lock,
+    it opens at once; only its own write waits (and a locked database past
+    the hook's bound is an error, never a hang)."""
+    import sqlite3
+    path = str(tmp_path / 'w.db')
+    store.open_store(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute('BEGIN IMMEDIATE')
+    try:
+        t = time.perf_counter()
+        with store.open_store(path, timeout=0.2) as db:
+            assert time.perf_counter() - t < 0.2
+            assert db.schema_version() == store.SCHEMA_VERSION
+            with pytest.raises(sqlite3.OperationalError, match='locked'):
+                db.add_case(store.CaseRecord('r', 'c', 'pass'))
+    finally:
+        holder.execute('ROLLBACK')
+        holder.close()
