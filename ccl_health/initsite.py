@@ -91,3 +91,14 @@ def add_arguments(p):
                    'default: every shipped system)')
     p.add_argument('--force', action='store_true', help='overwrite files '
                    'that are there already')
+
+
+if __name__ == '__main__':       # python -m ccl_health.initsite DIR ...
+    import argparse
+    import sys
+    from ccl_health import entry
+    parser = argparse.ArgumentParser(
+        prog='scripts/init-site',
+        description=__doc__.split('\n\n')[0].replace('``', ''))
+    add_arguments(parser)
+    sys.exit(entry.run(command, parser.parse_args()))
