@@ -362,6 +362,39 @@ def set_writers(args, work, pg, result):
 
 # -- the page -------------------------------------------------------------------
 
+NOTES = [
+    '- `failed`: the cases of its hours (the index on time) and, for each '
+    'key measured in them, its last 60 cases before and the window (the '
+    'series index), one key at a time; what changed is read for the '
+    'findings shown only.  Its time grows with the keys of a day (the '
+    'nodes checked), not with the history: Frontier\'s 9,408 nodes cost '
+    'about 5x Perlmutter\'s 1,800.',
+    '- `detect`: the runs of its `--days` (7) before the newest record, '
+    'keys counted in the database; `--run` the keys of one run.',
+    '- the nightly\'s comparison and news: tonight\'s keys, the night '
+    'compared with found among their last cases (the nightly runs by the '
+    'kind-and-time index), both judged in one pass.',
+    '- the report page: the last 30 days recorded (the sweeps case by case,'
+    ' the health checks counted in the database per day and group), the '
+    'health checks\' findings of the last 24 hours; most of its time is '
+    'its ~90 figures (matplotlib), whatever the history.',
+    '- `runs --last N`: read from the newest case back.',
+    '- Judging is linear: each value once, from the last 30 healthy values'
+    ' of its key (a deque; the baseline from one sort, the spread in '
+    'floats); about 15 us a value here, most of it the drift detector.',
+    '- Left over the issue\'s goal on this 2-core machine: `failed` and '
+    '`detect` on Frontier (9,408 keys of 70 values each judged: 18 s and '
+    '~30 s on SQLite, more on PostgreSQL sharing the cores), the page '
+    '(~70 s extrapolated at Frontier, ~20 s for the sweeps alone), and '
+    'the 64-writer p99 (the 64 writers, their connections and the server '
+    'share 2 cores; no write failed or passed 2 s on PostgreSQL).  What '
+    'would get there: each key\'s '
+    'judging state kept by its writer (a window would read no history), '
+    'the keys judged on every core of the database host (they are '
+    'independent), a connection pooler in front of PostgreSQL (opening is '
+    'a third of a write).',
+]
+
 #: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
 FRONTIER_YEAR = 9408 * 10 * 365
 #: what DB_SCALE.md measured before (project at 3d7b908), SQLite seconds
@@ -436,52 +469,68 @@ def render(data):
         out += ['', 'A check\'s bytes: the file over its checks, less the '
                 'nights (~120 bytes a size row) and, for PostgreSQL, its '
                 'empty database (8 MiB); indexes included.', '']
+    # the windows: failed 1 day, detect 7, the page 30; each key's 60
+    # cases before (6 days of a node checked 10 times a day)
     slope = {}
     pm = sorted((data[k]['checks'], k) for k in sets
                 if k.startswith('perlmutter') and data[k].get('checks'))
     if len(pm) >= 2:
         (n0, k0), (n1, k1) = pm[0], pm[-1]
-        out += ['## The slope of each read with the data', '',
-                f'{k0} ({n0:,} checks) and {k1} ({n1:,}): the same machine '
-                f'and windows, {n1 / n0:.1f}x the history.', '',
-                '| backend | read | ' + k0 + ' s | ' + k1 + ' s | slope, s '
-                'per million checks |', '|---|---|---|---|---|']
+        d0, d1 = data[k0]['days'], data[k1]['days']
+        out += ['## How each read grows', '',
+                f'{k0} and {k1}: {n1 / n0:.1f}x the checks.  `failed` (its '
+                f'day and 6 days of history), `runs` and the nightly read '
+                f'full windows in both: their difference is the noise.  '
+                f'`detect` (7 days and 6 before) and the page (30 days) were '
+                f'still filling their windows at {d0} days: their growth is '
+                f'the window\'s content (per check in the page\'s window), '
+                f'used for Frontier below.  With full windows, 10x the '
+                f'history reads the same rows (tests/test_db_scale.py).', '',
+                '| backend | read | ' + k0 + ' s | ' + k1 + ' s |',
+                '|---|---|---|---|']
         for be in ('sqlite', 'postgresql'):
             if be not in data[k0] or be not in data[k1]:
                 continue
             for x in READS:
                 a0 = data[k0][be]['reads'][x]['s']
                 a1 = data[k1][be]['reads'][x]['s']
-                slope[(be, x)] = max(0.0, (a1 - a0) / (n1 - n0) * 1e6)
-                out.append(f'| {be} | {x} | {a0:.2f} | {a1:.2f} | '
-                           f'{(a1 - a0) / (n1 - n0) * 1e6:+.2f} |')
-        out += ['', 'A slope within the run-to-run noise (a few tenths of a '
-                'second) is none: each read takes its window and each key\'s '
-                'last 60 cases, whatever came before.', '']
+                out.append(f'| {be} | {x} | {a0:.2f} | {a1:.2f} |')
+            p0, p1 = (data[k]['checks'] * min(30, data[k]['days']) /
+                      data[k]['days'] for k in (k0, k1))
+            slope[be] = max(0.0, (data[k1][be]['reads']['page']['s'] -
+                                  data[k0][be]['reads']['page']['s']) /
+                            (p1 - p0))
+        out.append('')
     fr = [k for k in sets if k.startswith('frontier') and
           data[k].get('checks')]
     if fr:
         e = data[fr[-1]]
-        n = e['checks']
+        n, nodes, days = e['checks'], e['nodes'], e['days']
         out += ['## A year of Frontier (extrapolated)', '',
-                f'Measured: {fr[-1]} ({n:,} checks of {e["nodes"]:,} nodes: '
-                f'each node\'s last {e["days"]} days, more than the 60 '
-                f'checks of history any read takes of a node).  '
-                f'Extrapolated, not measured, to {FRONTIER_YEAR:,} checks:',
-                '']
+                f'Measured: {fr[-1]} ({n:,} checks of {nodes:,} nodes, '
+                f'{days} days).  Extrapolated, not measured, to '
+                f'{FRONTIER_YEAR:,} checks: the sizes by the bytes a check; '
+                f'`failed`, `runs` and the nightly as measured (their '
+                f'windows were full); `detect` plus the judging of the '
+                f'history its window lacked at {days} days (each node\'s '
+                f'{max(0, 60 - 10 * (days - 7))} checks more, at the cost a '
+                f'value of `failed` here); the page plus the checks its 30 '
+                f'days hold more (at the Perlmutter growth above).', '']
         for be in ('sqlite', 'postgresql'):
             if be not in e:
                 continue
+            r = e[be]['reads']
             per = e[be]['sizes']['bytes'] / n
-            more = (FRONTIER_YEAR - n) / 1e6
-            out.append(f'- {be}: {_mib(per * FRONTIER_YEAR)} (the measured '
-                       f'{per:,.0f} bytes a check x {FRONTIER_YEAR:,}; '
-                       f'before: ~570 GB).  The reads, as measured at '
-                       f'{fr[-1]} plus the Perlmutter slope above (floored '
-                       f'at 0) times the {more:,.1f} million checks more: '
-                       + ', '.join(
-                           f'{x} {e[be]["reads"][x]["s"] + more * slope.get((be, x), 0.0):.1f} s'
-                           for x in READS if x in e[be]['reads']) + '.')
+            value = r['failed']['s'] / (nodes * 70)
+            det = r['detect']['s'] + value * nodes * max(
+                0, 60 - 10 * (days - 7))
+            page = r['page']['s'] + slope.get(be, 0.0) * (
+                nodes * 10 * 30 - nodes * 10 * min(30, days))
+            out.append(f'- {be}: {_mib(per * FRONTIER_YEAR)} ({per:,.0f} '
+                       f'bytes a check; before: ~570 GB); failed '
+                       f'{r["failed"]["s"]:.0f} s, detect {det:.0f} s, runs '
+                       f'{r["runs"]["s"]:.1f} s, nightly '
+                       f'{r["nightly"]["s"]:.1f} s, page {page:.0f} s.')
         out.append('')
     if 'writers' in data:
         out += ['## Concurrent writers (the hook on every node at once)', '',
@@ -499,6 +548,7 @@ def render(data):
                        f'{w.get("open_p50_ms", "-")} / '
                        f'{w.get("open_p99_ms", "-")} | {w["failed"]} |')
         out.append('')
+    out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
     big = sets[-1] if sets else None
     if big:
         out += [f'## Query plans ({big})', '']

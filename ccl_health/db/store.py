@@ -336,19 +336,27 @@ class Store:
             absent = f'excluded.{col} IS NULL AND excluded.{ref} IS NULL'
             updates += ''.join(f', {c} = CASE WHEN {absent} THEN cases.{c} '
                                f'ELSE excluded.{c} END' for c in (col, ref))
-        case = self._keep_env(case)
-        row = dict(zip(CASE_COLUMNS, case.row()))
-        refs = docs.put_all(self, row)
-        sql = (f'INSERT INTO cases ({cols}) VALUES ({marks}) ON CONFLICT '
-               f'(run_id, case_name) DO UPDATE SET {updates}')
-        values = tuple(row[c] for c in CASE_COLUMNS) + \
-            series_columns(case) + tuple(refs[c] for c, _ in docs.DOCS)
         back = 'id, source, case_name, collective, nodelist, kind, node'
+        insert = f'INSERT INTO cases ({cols}) VALUES ({marks}) ON CONFLICT ' \
+            f'(run_id, case_name) DO '
+
+        def values(case):
+            row = dict(zip(CASE_COLUMNS, case.row()))
+            refs = docs.put_all(self, row)
+            return tuple(row[c] for c in CASE_COLUMNS) + \
+                series_columns(case) + tuple(refs[c] for c, _ in docs.DOCS)
         if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
-                3, 35):             # one round trip (a hook's write)
-            row = self.query(f'{sql} RETURNING {back}', values)[0]
+                3, 35):
+            # a new case (every hook's) in one round trip; a case written
+            # again (the run report after the check) keeps what it had
+            got = self.query(f'{insert}NOTHING RETURNING {back}',
+                             values(case))
+            row = got[0] if got else self.query(
+                f'{insert}UPDATE SET {updates} RETURNING {back}',
+                values(self._keep_env(case)))[0]
         else:
-            self.execute(sql, values)
+            self.execute(f'{insert}UPDATE SET {updates}',
+                         values(self._keep_env(case)))
             row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
                              f'AND case_name = ?', (case.run_id,
                                                     case.case_name))[0]
