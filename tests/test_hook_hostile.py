@@ -320,6 +320,14 @@ def _no_process_left(marker):
     return not _processes_with(marker)
 
 
+def _stop_signals_deliverable():
+    """In the child: the stop signals at their default, whatever the test
+    runner inherited (under ``nohup`` SIGHUP is ignored, and a shell cannot
+    trap a signal ignored on entry: the wrapper would never see it)."""
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize('sig', ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGALRM'])
 @pytest.mark.parametrize('cmd', ['hook', 'wrapper'])
 def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
@@ -338,7 +346,8 @@ def test_signal_in_a_probe_is_one_line_and_leaves_nothing(tmp_path, sig,
     p = subprocess.Popen((HOOK if cmd == 'hook' else [WRAPPER]) + STD +
                          ['--limit', '50'], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True,
+                         preexec_fn=_stop_signals_deliverable)
     # wait until the probe runs (its debug-log folder exists)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not [
