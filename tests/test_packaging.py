@@ -60,7 +60,7 @@ def test_every_test_import_is_installed_by_the_test_extra():
             'PIL': 'matplotlib'}          # Pillow comes with matplotlib
     local = {'ccl_health', 'conftest', 'mutations', 'slurm_cluster',
              'slurm_harness', 'scrontab_build', 'builders', '_deps',
-             'test_reframe_replay',
+             'test_reframe_replay', 'slurm_standin', 'db_gen',
              'test_site_dryrun', 'test_health_hook', 'test_fleet_cli',
              'test_history', 'test_calibrate', 'torch', 'numpy'}
     found = set()
