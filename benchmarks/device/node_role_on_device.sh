@@ -58,24 +58,8 @@ timeout 300 nvcc -O2 -o $P/bin/ccl-health-links builders/src/ccl_health_links.cu
   note "nvcc: ccl-health-links did not build (see logs/nvcc.log)"
 timeout 60 $P/bin/ccl-health-links > $K/links-capture.txt 2>&1
 rm -rf /tmp/ref && cp -r reference /tmp/ref
-timeout 60 python3 - $K/links-capture.txt /tmp/ref/local.yaml > $L/mkref.log 2>&1 <<'PY' || note "reference: not made (logs/mkref.log)"
-import sys
-import yaml
-from ccl_health.evidence import links
-res = links.parse_links(open(sys.argv[1]).read())
-kinds = {}
-for ln in res.links:
-    kinds.setdefault(ln.kind, []).append(ln.gbps)
-doc = yaml.safe_load(open(sys.argv[2]))
-part = doc['partitions']['gpu']
-part['peer_copy'] = {
-    'size': '256MiB', 'tolerance': 0.2,
-    'source': 'this GPU, half of what ccl-health-links measured just before '
-              '(node_role_on_device.sh)',
-    'gbps': {k: round(min(v) / 2, 1) for k, v in kinds.items()}}
-yaml.safe_dump(doc, open(sys.argv[2], 'w'), sort_keys=False)
-print(part['peer_copy'])
-PY
+timeout 60 python3 benchmarks/device/_links_reference.py $K/links-capture.txt /tmp/ref/local.yaml \
+  node_role_on_device.sh > $L/mkref.log 2>&1 || note "reference: not made (logs/mkref.log)"
 
 hook() {  # name, then env assignments and options after --; runs the hook once, bounded
   local name=$1; shift
