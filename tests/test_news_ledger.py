@@ -493,11 +493,14 @@ def test_the_main_command_gets_sigterm_when_the_nightly_is_killed(tmp_path):
         pid = int(pidfile.read_text())
         p.send_signal(signal.SIGKILL)
         p.wait()
+        got = tmp_path / 'got'
         for _ in range(600):
-            if (tmp_path / 'got').exists():
+            # open() creates the file before write() fills it: wait for it
+            # to be filled, not only to exist
+            if got.exists() and got.read_text():
                 break
             time.sleep(0.05)
-        assert (tmp_path / 'got').read_text() == 'TERM'
+        assert got.read_text() == 'TERM'
     finally:
         if p.poll() is None:
             p.kill()
