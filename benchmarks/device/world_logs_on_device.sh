@@ -17,6 +17,7 @@
 #                            NCCL_DEBUG=INFO on stdout (interleaved with rows)
 #   plugin-rows-only-2procs  healthy plugin run, no debug: the rank count
 #                            from the header (nGpus x processes)
+#   intra-one-proc-g2 / intra-two-procs   where the device has 2 GPUs
 # Usage (repo root on the device, .mirror carried with nccl-tests, libfabric
 # and aws-ofi-nccl):  bash benchmarks/device/world_logs_on_device.sh <out-dir>
 set -u
@@ -56,5 +57,11 @@ run provider-missing 180 $R $(D provider-missing) $PLUG -x FI_PROVIDER=cxi $W/ho
 run provider-missing-forced 120 $R $(D provider-missing-forced) $PLUG -x FI_PROVIDER=cxi -x NCCL_NET=Libfabric $W/hostid $B/all_reduce_perf -g 1 $A
 run plugin-tagged 180 $R --tag-output -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET $PLUG -x FI_PROVIDER="tcp;ofi_rxm" $W/hostid $B/all_reduce_perf -g 1 $A
 run plugin-rows-only-2procs 180 $R $PLUG -x FI_PROVIDER="tcp;ofi_rxm" $W/hostid $B/all_reduce_perf -g 1 $A
+if [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
+  # two GPUs: the same ranks as one process with two GPUs (nGpus 2) and as
+  # two processes (nGpus 1 each): the rank count a pasted part must not lose
+  run intra-one-proc-g2 120 $B/all_reduce_perf -g 2 $A
+  run intra-two-procs 120 $R -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET $B/all_reduce_perf -g 1 $A
+fi
 tar -C /tmp -czf "$OUT1/world-logs.tgz" keep
 cat $L/timings.txt
