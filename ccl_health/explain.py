@@ -10,7 +10,9 @@ versions found and, given a reference (``--system`` / ``--partition`` or
 ``--reference``), the verdict, judged like the suite's own runs
 (:func:`ccl_health.judge.judge.judge`): PASS only with complete positive
 evidence.  Exit status: :func:`ccl_health.judge.verdicts.exit_code` of the
-verdict; 2 for an unreadable or unrecognisable file.
+verdict; 2 for an unreadable file, or when no file holds anything
+recognisable (a file with nothing recognisable beside others, such as a
+job's stderr with only mpirun's words, is listed as not read).
 """
 
 import argparse
@@ -141,13 +143,22 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             collective=None, exit_status=None, refdir=None):
     """The explanation of one run as a dict (what ``--json`` prints)."""
     outputs, jsons, logs, watched = [], [], [], []
-    kinds = {}
+    kinds, unrecognised = {}, []
     for path in files:
         text = _read(path)
-        kind = classify(text, path)
+        try:
+            kind = classify(text, path)
+        except CclHealthError as err:
+            # a job's stderr beside its output (mpirun's or srun's own
+            # words, or nothing): not read, and said so; alone, an error
+            unrecognised.append(err)
+            kinds[path] = 'unrecognised'
+            continue
         kinds[path] = kind
         {'output': outputs, 'json': jsons, 'log': logs,
          'nodestate': watched}[kind].append((path, text))
+    if unrecognised and not (outputs or jsons or logs or watched):
+        raise unrecognised[0]
     if len(outputs) > 1 or len(jsons) > 1:
         raise CclHealthError(
             f'{(outputs + jsons)[-1][0]}: one run at a time (got '
@@ -370,7 +381,9 @@ def _num(x):
 def render(doc):
     """The explanation for a person."""
     out = []
-    files = ', '.join(f'{f["path"]} ({f["kind"]})' for f in doc['files'])
+    files = ', '.join(f'{f["path"]} ('
+                      f'{"nothing recognisable: not read" if f["kind"] == "unrecognised" else f["kind"]})'
+                      for f in doc['files'])
     out.append(f'files      {files}')
     state = 'complete' if doc['complete'] else 'INCOMPLETE'
     if doc['format'] is None:

@@ -56,9 +56,13 @@ def capture(name):
     return text, sorted(glob.glob(os.path.join(d, 'nccl-debug.*.log')))
 
 
-def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None):
+def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None,
+                       clean_text=None):
     """``{door: verdict name}`` of one (damaged) output (``docs``: a dict
-    that receives explain's whole document under ``'explain'``)."""
+    that receives explain's whole document under ``'explain'``;
+    ``clean_text``: the undamaged output whose sizes were asked, by default
+    the capture of ``transport``).  The hook's door only for an intra-node
+    output that reaches the hook's probe size."""
     out = tmp_path / 'all_reduce.out'
     out.write_text(text)
     doc = explain.explain([str(out), *logs], system='local',
@@ -73,7 +77,8 @@ def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None):
     proof = debuglog.prove(transport, ev, nodes=1)
     entry = reference.load_for_system(REFDIR, 'local').lookup(
         'gpu', transport, 'all_reduce', 1, 2)
-    clean = nccltests.parse_text(capture(CAPTURE_OF[transport])[0])
+    clean = nccltests.parse_text(clean_text or
+                                 capture(CAPTURE_OF[transport])[0])
     sizes = size_sweep(clean.min_bytes, clean.max_bytes, clean.step)
     swept = judge(sweep_evidence(
         res, rc, proof, entry, what='all_reduce_perf', transport=transport,
@@ -89,7 +94,8 @@ def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None):
                            debug_logs=logs), clean.max_bytes, 60, cfg)[0]
     got = {'explain': doc['verdict'], 'sweep': str(swept.verdict),
            'ingest': ingested, 'fleet': str(fleet)}
-    if transport == 'intra':        # the hook checks the node's own GPUs
+    if transport == 'intra' and clean.max_bytes >= HOOK_SIZE:
+        # the hook checks the node's own GPUs at its probe size
         got['hook'] = str(hook_judge([(text, rc)], logs).verdict)
     return got
 
