@@ -598,3 +598,92 @@ def test_the_gb200_excerpt_counts_its_ranks_by_the_factor():
     assert doc_of(name, exit_status=0)['nranks'] is None
     assert doc_of(name, exit_status=0, collective='all_reduce')[
         'nranks'] == 72
+
+
+# -- issue 31, the remaining proof: B200, MI300X, MI250X, Alps ----------------
+
+B200 = 'nccl-tests_all_gather_b200-2pod-16rank_gib-roce_dranet-gke.txt'
+B200_CUT = ('nccl-tests_all_gather_b200-4pod-16rank_rows-truncated-by-author_'
+            'dranet-gke.txt')
+H200_GIB = 'nccl-tests_all_gather_h200-2pod-2rank_gib-roce_dranet-demo.txt'
+MI300X_VF = ('rccl-tests_all_reduce_mi300x-vf-8gpu-1proc-ngpus8_azure_rccl-'
+             'issue-1562.txt')
+MI250X_AG = ('rccl-tests_all_gather_mi250x-4node-32rank_srun-label_no-header_'
+             'rccl-issue-1490.txt')
+MI250X_AR = ('rccl-tests_all_reduce_mi250x-4node-32rank_srun-label_no-header_'
+             'rccl-issue-1490.txt')
+ALPS_NOT_FOUND = ('nccl-debug_net-plugin-ofi-not-found_network-aws-libfabric-'
+                  'not-found_alps-cscs-docs.log')
+
+
+@pytest.mark.parametrize('name,ranks,hosts,rows,gpus', [
+    # GKE A4: 2 pods x 8 B200 over RoCE (gIB), all_gather 1 KiB .. 8 GiB
+    (B200, 16, ['nccl-gib-test-0', 'nccl-gib-test-1'], 24, 'NVIDIA B200'),
+    # the same cluster's A3 Ultra demo: 2 pods x 1 H200
+    (H200_GIB, 2, ['nccl-gib-test-0', 'nccl-gib-test-1'], 24, 'NVIDIA H200'),
+    # Azure MI300X VF: one process driving 8 GPUs (-g 8, "nGpus 8")
+    (MI300X_VF, 8, ['c42f4555f685'], 25, 'AMD Instinct MI300X VF'),
+])
+def test_healthy_tables_without_a_log_are_read_whole_and_never_pass(
+        name, ranks, hosts, rows, gpus):
+    res = nccltests.parse_text(open(pub(name)).read())
+    assert all(d.endswith(gpus) for d in res.devices)
+    doc = doc_of(name, exit_status=0)
+    assert doc['complete'] and doc['nranks'] == ranks
+    assert doc['hosts'] == hosts and len(doc['rows']) == rows
+    assert doc['out_of_bounds'] == 0
+    assert not any(r['wrong'] for r in doc['rows'])
+    # no debug log: the transport is not proven, never a pass
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+    assert doc['transport']['proven'] is None
+
+
+def test_a_table_whose_rows_the_author_cut_is_never_a_pass():
+    # "# ... (truncated NCCL output for brevity) ..." between the rank lines
+    # and the summary: 16 ranks on 4 pods, no row to judge
+    doc = doc_of(B200_CUT, exit_status=0)
+    assert doc['nranks'] == 16 and len(doc['hosts']) == 4
+    assert not doc['rows'] and doc['verdict'] == 'incomplete'
+    assert 'no result rows' in doc['reason']
+
+
+def test_one_process_driving_eight_gpus_is_eight_ranks():
+    # "# nThread 1 nGpus 8" and 8 rank lines of one Pid (older rccl-tests:
+    # "#   Rank  0 Pid  56417 on ... [0002:00:00.0]"): 8 ranks, one host
+    res = nccltests.parse_text(open(pub(MI300X_VF)).read())
+    assert (res.threads, res.gpus_per_process) == (1, 8)
+    assert set(res.rank_pids) == {56417} and res.nranks == 8
+    assert res.ranks_per_host == {'c42f4555f685': 8}
+
+
+@pytest.mark.parametrize('name,coll', [(MI250X_AG, 'all_gather'),
+                                       (MI250X_AR, 'all_reduce')])
+def test_srun_labelled_rows_without_a_header_count_ranks_by_the_factor(
+        name, coll):
+    # ROCm/rccl#1490: 4 nodes x 4 MI250X (32 GCDs) over Slingshot with
+    # aws-ofi-rccl, srun --label: only the table of rank 0 (" 0: "), no
+    # header, no rank line. The collective is not printed: the rank count
+    # is unknown; named, the busbw / algbw factor gives 32
+    doc = doc_of(name, exit_status=0)
+    assert doc['complete'] and len(doc['rows']) == 17
+    assert doc['nranks'] is None and doc['hosts'] == []
+    assert doc['verdict'] == 'could-not-check'
+    doc = doc_of(name, exit_status=0, collective=coll)
+    assert doc['nranks'] == 32 and doc['verdict'] == 'could-not-check'
+
+
+@pytest.mark.parametrize('asked', [None, 'net-plugin-gdr'])
+def test_network_not_found_at_alps_is_a_failed_plugin_init(asked):
+    # CSCS docs (Alps): NCCL_NET_PLUGIN="ofi" and NCCL_NET="AWS Libfabric":
+    # "NET/Plugin: Could not find: ofi libnccl-net-ofi.so", then
+    # "net.cc:626 NCCL WARN Error: network AWS Libfabric not found."
+    # (ncclInvalidUsage: the communicator is not created): failed, no
+    # socket named, nothing proven
+    doc = doc_of(ALPS_NOT_FOUND, transport_asked=asked)
+    assert doc['verdict'] == 'fallback' and doc['exit_code'] == 1
+    assert 'plugin-init' in doc['reason']
+    assert 'network AWS Libfabric not found' in doc['reason']
+    t = doc['transport']
+    assert t['proven'] is None and not t['ok']
+    assert 'Socket' not in t['reason']
+    assert doc['hosts'] == ['nid006365']

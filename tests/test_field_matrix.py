@@ -65,6 +65,12 @@ HEALTHY_PUBLISHED = [
     'cxi.txt',
     'nccl-tests_all_reduce_polaris-8node-32rank_default-env.txt',
     'nccl-tests_all_reduce_polaris-128node-512rank.txt',
+    # GKE A4 (2 pods x 8 B200) and A3 Ultra (2 pods x 1 H200) all_gather
+    # over RoCE; Azure MI300X VF, one process driving 8 GPUs
+    'nccl-tests_all_gather_b200-2pod-16rank_gib-roce_dranet-gke.txt',
+    'nccl-tests_all_gather_h200-2pod-2rank_gib-roce_dranet-demo.txt',
+    'rccl-tests_all_reduce_mi300x-vf-8gpu-1proc-ngpus8_azure_rccl-issue-'
+    '1562.txt',
 ]
 #: the project's own healthy device captures (one H200 node, 2 GPUs)
 HEALTHY_CAPTURES = ['intra', 'net-socket', 'net-plugin', 'coll-all_gather',

@@ -427,7 +427,7 @@ def test_per_iteration_in_place_only_row():
 def _oldest(rows, oob=0, ranks=(('node1', 0), ('node1', 1), ('node2', 0))):
     out = ['nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) '
            'warmup iters: %d iters: %d validation: %d ' % (
-               1, 2, 8, 1024, 2, 'factor', 5, 20, 1),
+               1, 1, 8, 1024, 2, 'factor', 5, 20, 1),
            '# Using devices']
     for r, (host, dev) in enumerate(ranks):
         out.append('#   Rank %2d on %10s device %2d [0x%02x] %s' % (
@@ -620,6 +620,48 @@ def test_some_rank_lines_do_not_count_the_ranks():
     res = _read(_HEAD + _ROWS + 'node1:1002:1010 [1] NCCL INFO comm 0x1 rank 1 '
                 'nRanks 16 nNodes 2 localRanks 8 localRank 1 MNNVL 0\n' + _TAIL)
     assert res.nranks == 16 and res.ranks_per_host == {}
+
+
+def _devices_report(n_gpus, procs, shown):
+    """nccl-tests' device report (src/util.cu, writeDeviceReport) of
+    ``procs`` [(host, pid)] each driving ``n_gpus`` GPUs (``-g``), with
+    only the rank lines whose rank is in ``shown``."""
+    out = ['# nThread %d nGpus %d minBytes %ld maxBytes %ld step: %ld(%s) '
+           'warmup iters: %d iters: %d agg iters: %d validation: %d graph: '
+           '%d unalign: %d' % (1, n_gpus, 8, 16, 2, 'factor', 5, 20, 1, 1,
+                               0, 0), '#', '# Using devices']
+    for proc, (host, pid) in enumerate(procs):
+        for i in range(n_gpus):
+            rank = proc * n_gpus + i
+            if rank in shown:
+                out.append('#  Rank %2d Group %2d Pid %6d on %10s device %2d '
+                           '[%04x:%02x:%02x] %s' % (rank, 0, pid, host, i, 0,
+                                                    0x10 + i, 0, 'NVIDIA B200'))
+    return '\n'.join(out) + '\n'
+
+
+def test_a_process_with_fewer_rank_lines_than_its_gpus_is_an_excerpt():
+    # "nGpus 8": each process prints 8 rank lines; ranks 0..3 of one
+    # process are a cut, not 4 ranks (they look like ranks 0 .. n-1)
+    one = [('node1', 4242)]
+    res = _read(_devices_report(8, one, range(4)) + _ROWS + _TAIL)
+    assert res.nranks is None and res.rank_lines_partial
+    assert res.ranks_per_host == {}
+    res = _read(_devices_report(8, one, range(8)) + _ROWS + _TAIL)
+    assert res.nranks == 8 and res.ranks_per_host == {'node1': 8}
+    # two processes of 4 GPUs, all shown: 8 ranks on 2 hosts
+    two = [('node1', 11), ('node2', 11)]
+    res = _read(_devices_report(4, two, range(8)) + _ROWS + _TAIL)
+    assert res.nranks == 8 and res.ranks_per_host == {'node1': 4,
+                                                      'node2': 4}
+    # the second process cut after 2 of its 4 lines: unknown
+    res = _read(_devices_report(4, two, range(6)) + _ROWS + _TAIL)
+    assert res.nranks is None
+    # ... unless NCCL's own lines name the communicator's size
+    res = _read(_devices_report(4, two, range(6)) + _ROWS +
+                'node2:11:12 [1] NCCL INFO comm 0x1 rank 5 nranks 8 cudaDev '
+                '1 busId 1000 - Init COMPLETE\n' + _TAIL)
+    assert res.nranks == 8
 
 
 def test_the_rank_count_of_the_busbw_factor():

@@ -265,6 +265,25 @@ def _strip_nccl_log(lines, warn_lines=None, sizes=None):
         yield pending
 
 
+def _processes_cut(res):
+    """Whether the rank lines leave a process short: nccl-tests' header
+    ``# nThread %d nGpus %d`` gives each process ``nThread x nGpus`` ranks,
+    each printing one ``#  Rank %2d Group %2d Pid %6d on %10s ...`` line
+    (src/util.cu, writeDeviceReport: ``rank = proc*nThreads*nGpus+i``).
+    A process with fewer lines, or fewer lines in all than a whole number
+    of processes, is an excerpt: the lines then give a lower bound only
+    (the number of processes is printed nowhere)."""
+    per_proc = (res.threads or 0) * (res.gpus_per_process or 0)
+    if per_proc <= 1 or not res.rank_ids or res.repeated_ranks:
+        return False
+    if all(p is not None for p in res.rank_pids):
+        procs = {}
+        for host, pid in zip(res.rank_hosts, res.rank_pids):
+            procs[(host, pid)] = procs.get((host, pid), 0) + 1
+        return any(n != per_proc for n in procs.values())
+    return len(set(res.rank_ids)) % per_proc != 0
+
+
 def _rank_count(res, logged):
     """The communicator's size: the rank lines where they cover ranks 0 ..
     n-1 (a rank printed twice is two processes that each ran alone: the
@@ -273,8 +292,9 @@ def _rank_count(res, logged):
     (:func:`ccl_health.evidence.collectives.ranks_of_factor`), or None:
     unknown, never one rank by default."""
     ids = set(res.rank_ids)
-    if res.devices and (res.repeated_ranks or not res.rank_ids or
-                        ids == set(range(len(ids)))):
+    if res.devices and not _processes_cut(res) and (
+            res.repeated_ranks or not res.rank_ids or
+            ids == set(range(len(ids)))):
         if not (logged and max(logged) > len(ids) and not res.repeated_ranks):
             return len(ids) if res.repeated_ranks else len(res.devices)
     res.rank_lines_partial = bool(res.devices)
