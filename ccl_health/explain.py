@@ -508,7 +508,12 @@ def main(argv=None):
     except CclHealthError as err:
         print(f'explain: {err}', file=sys.stderr)
         return V.EXIT_UNJUDGED
-    print(json.dumps(doc, indent=1) if args.json else render(doc))
+    try:
+        print(json.dumps(doc, indent=1) if args.json else render(doc),
+              flush=True)
+    except BrokenPipeError:         # the reader went away (``| head``)
+        from ccl_health.entry import reader_gone
+        return reader_gone()
     return doc['exit_code']
 
 

@@ -133,3 +133,19 @@ def test_a_jobs_stderr_beside_its_output_is_listed_not_fatal():
         d, 'stderr.txt')], capture_output=True, text=True, cwd=REPO)
     assert alone.returncode == 2
     assert 'stderr.txt: not an nccl-tests' in alone.stderr
+
+
+@pytest.mark.parametrize('cmd', [
+    [sys.executable, '-m', 'ccl_health.explain', '--json',
+     os.path.join(CAP, 'intra-two-procs', 'stdout.txt')],
+    [sys.executable, '-c', 'import sys; from ccl_health import entry; '
+     'sys.exit(entry.run(lambda a: [print("row " * 1000) '
+     'for _ in range(1000)], None))']])
+def test_a_reader_that_is_gone_ends_the_command_quietly(cmd):
+    """``scripts/explain ... | head`` and ``scripts/report ... | head``:
+    exit 141 (SIGPIPE's), nothing on stderr, no traceback."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         cwd=REPO)
+    p.stdout.close()                # gone before the command writes
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141 and err == b'', err
