@@ -321,13 +321,13 @@ NOTES = [
     '`detect` on Frontier (9,408 keys of 70 values each judged: 18 s and '
     '~30 s on SQLite, more on PostgreSQL sharing the cores), the page '
     '(~70 s extrapolated at Frontier, ~20 s for the sweeps alone), and '
-    'the 64-writer p99 (the 64 writers, their connections and the server '
-    'share 2 cores; no write failed or passed 2 s on PostgreSQL).  What '
+    'the 64-writer p99 (the writers, the server and the pooler share 2 '
+    'cores: "Concurrent writers" above; no write failed or passed 2 s on '
+    'PostgreSQL).  What '
     'would get there: each key\'s '
     'judging state kept by its writer (a window would read no history), '
     'the keys judged on every core of the database host (they are '
-    'independent), a connection pooler in front of PostgreSQL (opening is '
-    'a third of a write).',
+    'independent).',
 ]
 
 #: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
@@ -468,7 +468,8 @@ def render(data):
                        f'{r["nightly"]["s"]:.1f} s, page {page:.0f} s.')
         out.append('')
     if 'writers' in data:
-        out += db_writers.render(data['writers'])
+        out += db_writers.render(data['writers'],
+                                 data.get('writers_before'))
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
     big = sets[-1] if sets else None
     if big:
