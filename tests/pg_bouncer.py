@@ -1,7 +1,7 @@
 """A PgBouncer of the tests in front of their PostgreSQL server
 (tests/test_store_postgres.py ``postgres_server``), in transaction mode: the
 pooler a site puts in front of its PostgreSQL for the health hook of every
-node (docs/database.md, "A connection pooler").  Used by
+node (docs/database.md, "The hook of every node at once: a pooler").  Used by
 tests/test_store_pgbouncer.py and benchmarks/db_scale.py.
 
 Debian's ``pgbouncer`` is installed when missing (as root, with apt-get);
