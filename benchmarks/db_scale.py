@@ -31,11 +31,9 @@ page, from every set recorded).
 import argparse
 import datetime
 import json
-import multiprocessing
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +45,7 @@ sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 sys.path.insert(0, os.path.join(REPO, 'tests'))
 
 import db_gen  # noqa: E402
+import db_writers  # noqa: E402
 from ccl_health.db import store  # noqa: E402
 
 REPORT = os.path.join(REPO, 'scripts', 'report')
@@ -290,74 +289,10 @@ def set_frontier(args, work, pg, result):
                                         else ''))
 
 
-# -- concurrent writers --------------------------------------------------------
-
-def _writer(url, barrier, bursts, i, out):
-    import random
-    from ccl_health.hook import record as hook_record
-    rng = random.Random(i)
-    lat = []
-    for b in range(bursts):
-        when = datetime.datetime.now(datetime.timezone.utc)
-        case = db_gen.hook_case('frontier', f'frontier{i:05d}', when, rng)
-        case.run_id += f'-{b}'
-        barrier.wait()
-        t = time.perf_counter()
-        try:
-            with store.open_store(url, timeout=2) as db:
-                opened = time.perf_counter()
-                db.add_case(case)
-            lat.append((time.perf_counter() - t, opened - t))
-        except Exception as err:           # a write past the hook's bound
-            lat.append(None)
-            print(f'writer {i}: {type(err).__name__}: {err}'[:160],
-                  flush=True)
-    out.put(lat)
-    del hook_record
-
-
-def writers(url, n, bursts=5):
-    """Latencies (s) of ``n`` hooks writing at once, ``bursts`` times."""
-    ctx = multiprocessing.get_context('fork')
-    barrier, out = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, barrier, bursts, i,
-                                                out)) for i in range(n)]
-    for p in procs:
-        p.start()
-    lat = []
-    for _ in procs:
-        lat += out.get()
-    for p in procs:
-        p.join()
-    ok = sorted(x[0] for x in lat if x is not None)
-    opens = sorted(x[1] for x in lat if x is not None)
-
-    def pct(values):
-        return statistics.quantiles(values, n=100, method='inclusive') \
-            if len(values) > 2 else [values[-1]] * 99
-    q, o = pct(ok), pct(opens)
-    return {'writes': len(lat), 'failed': len(lat) - len(ok),
-            'p50_ms': round(1000 * statistics.median(ok), 1),
-            'p90_ms': round(1000 * q[89], 1), 'p99_ms': round(1000 * q[98], 1),
-            'max_ms': round(1000 * ok[-1], 1),
-            'open_p50_ms': round(1000 * statistics.median(opens), 1),
-            'open_p99_ms': round(1000 * o[98], 1)}
-
+# -- concurrent writers (benchmarks/db_writers.py) -----------------------------
 
 def set_writers(args, work, pg, result):
-    out = {}
-    for n in (8, 64):
-        path = fresh(os.path.join(work, f'writers{n}.db'))
-        store.open_store(path).close()
-        out[f'sqlite-{n}'] = writers(path, n)
-        print(f'  SQLite {n} writers: {out[f"sqlite-{n}"]}', flush=True)
-        if pg:
-            url = pg.database(f'writers{n}')
-            store.open_store(url).close()
-            out[f'postgresql-{n}'] = writers(url, n)
-            print(f'  PostgreSQL {n} writers: {out[f"postgresql-{n}"]}',
-                  flush=True)
-    result['writers'] = out
+    db_writers.set_writers(args, work, pg, result, fresh)
 
 
 # -- the page -------------------------------------------------------------------
@@ -386,13 +321,13 @@ NOTES = [
     '`detect` on Frontier (9,408 keys of 70 values each judged: 18 s and '
     '~30 s on SQLite, more on PostgreSQL sharing the cores), the page '
     '(~70 s extrapolated at Frontier, ~20 s for the sweeps alone), and '
-    'the 64-writer p99 (the 64 writers, their connections and the server '
-    'share 2 cores; no write failed or passed 2 s on PostgreSQL).  What '
+    'the 64-writer p99 (the writers, the server and the pooler share 2 '
+    'cores: "Concurrent writers" above; no write failed or passed 2 s on '
+    'PostgreSQL).  What '
     'would get there: each key\'s '
     'judging state kept by its writer (a window would read no history), '
     'the keys judged on every core of the database host (they are '
-    'independent), a connection pooler in front of PostgreSQL (opening is '
-    'a third of a write).',
+    'independent).',
 ]
 
 #: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
@@ -533,21 +468,8 @@ def render(data):
                        f'{r["nightly"]["s"]:.1f} s, page {page:.0f} s.')
         out.append('')
     if 'writers' in data:
-        out += ['## Concurrent writers (the hook on every node at once)', '',
-                'Each writer a process (forked after its imports), all '
-                'released together 5 times; a write is the hook\'s: open '
-                'the store (the migration check reads the version only), '
-                'write the case, close.', '',
-                '| backend | writers | writes | p50 ms | p90 ms | p99 ms | '
-                'max ms | of which opening: p50 / p99 ms | failed |',
-                '|---|---|---|---|---|---|---|---|---|']
-        for k, w in sorted(data['writers'].items()):
-            be, n = k.rsplit('-', 1)
-            out.append(f'| {be} | {n} | {w["writes"]} | {w["p50_ms"]} | '
-                       f'{w["p90_ms"]} | {w["p99_ms"]} | {w["max_ms"]} | '
-                       f'{w.get("open_p50_ms", "-")} / '
-                       f'{w.get("open_p99_ms", "-")} | {w["failed"]} |')
-        out.append('')
+        out += db_writers.render(data['writers'],
+                                 data.get('writers_before'))
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
     big = sets[-1] if sets else None
     if big:

@@ -29,11 +29,33 @@ def has_blobs(store):
     return store.schema_version() >= 7
 
 
+class ByDigest(str):
+    """The reference of a document whose blob id is not known here: its
+    digest; the case's insert reads the id (:func:`mark`) of the blob that
+    :func:`put` stored just before in the same transaction."""
+
+
+def mark(value):
+    """The SQL placeholder of a value of a case's insert: a
+    :class:`ByDigest` reference is its blob's id, read by the statement
+    itself (no round trip to learn it)."""
+    return '(SELECT id FROM blobs WHERE digest = ?)' \
+        if isinstance(value, ByDigest) else '?'
+
+
+def param(value):
+    """The parameter of ``value`` in a case's insert (of :func:`mark`)."""
+    return str(value) if isinstance(value, ByDigest) else value
+
+
 def put(store, column, text):
     """``(inline text, reference)`` of the document ``text`` of the case
-    column ``column`` (either may be None): in ``blobs`` (its id) when it
-    is shared (:data:`SHARED`) or long, else inline.  Blobs are never
-    deleted: the ids this store saw are remembered."""
+    column ``column`` (either may be None): in ``blobs`` when it is shared
+    (:data:`SHARED`) or long, else inline.  The reference is the blob's
+    id where this store knows it, else a :class:`ByDigest` after the blob
+    is stored (never replaced: the same digest is the same text).  Blobs
+    are never deleted: the ids this store saw are remembered
+    (:func:`stored`)."""
     if text is None or not has_blobs(store) or (
             column not in SHARED and len(text) <= INLINE_MAX):
         return text, None
@@ -42,40 +64,31 @@ def put(store, column, text):
     seen = store.__dict__.setdefault('_blob_ids', {})
     if digest in seen:
         return None, seen[digest]
-    found = store.query('SELECT id FROM blobs WHERE digest = ?', (digest,))
-    if not found:
-        store.execute('INSERT INTO blobs (digest, body) VALUES (?, ?) ON '
-                      'CONFLICT (digest) DO NOTHING',
-                      (digest, zlib.compress(raw, LEVEL)))
-        found = store.query('SELECT id FROM blobs WHERE digest = ?',
-                            (digest,))
-    if len(seen) < 10000:
-        seen[digest] = found[0]['id']
-    return None, found[0]['id']
+    store.execute('INSERT INTO blobs (digest, body) VALUES (?, ?) ON '
+                  'CONFLICT (digest) DO NOTHING',
+                  (digest, zlib.compress(raw, LEVEL)))
+    return None, ByDigest(digest)
 
 
 def put_all(store, row):
     """Store the documents of the case row ``row`` (a dict of its
     columns: each document's text is replaced by what stays inline);
-    returns ``{column: reference}``.  The shared documents known already
-    are looked up in one query."""
-    texts = {c: row[c] for c, _ in DOCS if row.get(c) is not None}
-    digests = {c: hashlib.sha256(t.encode('utf-8')).hexdigest()
-               for c, t in texts.items() if c in SHARED}
-    seen = store.__dict__.setdefault('_blob_ids', {})
-    ask = sorted(set(digests.values()) - set(seen))
-    if ask and has_blobs(store):
-        for r in store.query(f'SELECT id, digest FROM blobs WHERE digest IN '
-                             f'({", ".join("?" * len(ask))})', tuple(ask)):
-            if len(seen) < 10000:
-                seen[r['digest']] = r['id']
+    returns ``{column: reference}``."""
     refs = {}
     for col, _ in DOCS:
-        if col in digests and digests[col] in seen:
-            row[col], refs[col] = None, seen[digests[col]]
-        else:
-            row[col], refs[col] = put(store, col, row.get(col))
+        row[col], refs[col] = put(store, col, row.get(col))
     return refs
+
+
+def stored(store, refs, row):
+    """Remember the blob ids of the :class:`ByDigest` references ``refs``
+    (of :func:`put_all`) that the case row ``row`` (its ``*_ref``
+    columns, as inserted) now holds."""
+    seen = store.__dict__.setdefault('_blob_ids', {})
+    for col, ref in DOCS:
+        if isinstance(refs.get(col), ByDigest) and row.get(ref) is not None \
+                and len(seen) < 10000:
+            seen[str(refs[col])] = row[ref]
 
 
 def text_of(body):

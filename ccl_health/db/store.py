@@ -8,6 +8,7 @@ one transaction, so a run killed midway loses at most the case being written,
 and two runs writing at once wait for each other instead of corrupting the
 file (SQLite WAL + busy timeout)."""
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -173,8 +174,9 @@ class Store:
     def query(self, sql, params=()):
         """Rows as dicts."""
         cur = self.execute(sql, params)
+        rows = cur.fetchall()     # first: in a pipeline it waits for them
         cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
+        return [dict(zip(cols, r)) for r in rows]
 
     def close(self):
         self.conn.close()
@@ -223,16 +225,17 @@ class Store:
     def _current(self):
         """Is the schema :data:`SCHEMA_VERSION` already?  (Read outside
         any transaction; a newer one is refused.)"""
+        if self.kind == 'postgresql':     # one round trip, no transaction
+            self.conn.autocommit = True
         try:
             rows = self.query("SELECT value FROM meta WHERE key = "
                               "'schema_version'")
         except driver_errors():
-            if self.kind == 'postgresql':
-                self.conn.rollback()
             return False
+        finally:
+            if self.kind == 'postgresql':
+                self.conn.autocommit = False
         have = int(rows[0]['value']) if rows else 0
-        if self.kind == 'postgresql':
-            self.conn.rollback()     # end the read's implicit transaction
         self._version = have
         if have > SCHEMA_VERSION:
             raise CclHealthError(
@@ -307,7 +310,7 @@ class Store:
         Values already stored and not given again are kept (the check
         writes the per-size detail; the run report adds the verdicts)."""
         check_verdicts(case)
-        with self.transaction():
+        with self._write_transaction():
             return self._write_case(case)
 
     def add_cases(self, cases):
@@ -317,14 +320,43 @@ class Store:
         cases = list(cases)
         for case in cases:
             check_verdicts(case)
-        with self.transaction():
+        with self._write_transaction():
             return [self._write_case(case) for case in cases]
+
+    @contextlib.contextmanager
+    def _write_transaction(self):
+        """:meth:`transaction` for the cases.  PostgreSQL: its statements
+        sent without waiting, a result waited for where it is read
+        (psycopg's pipeline mode), the BEGIN with the first ones (psycopg
+        would wait for its own) and the COMMIT with the last ones: a new
+        case in 2 round trips (its documents and row; its sizes with the
+        COMMIT), not 5.  (No COPY in a pipeline.)"""
+        if self.kind != 'postgresql':
+            with self.transaction():
+                yield self
+            return
+        from psycopg.pq import TransactionStatus
+        begin = self.conn.info.transaction_status == TransactionStatus.IDLE
+        try:
+            if begin:
+                self.conn.autocommit = True
+            with self.conn.pipeline():
+                if begin:
+                    self.execute('BEGIN')
+                yield self
+                self.execute('COMMIT')
+        except BaseException:
+            self.conn.rollback()
+            self.__dict__.pop('_blob_ids', None)
+            raise
+        finally:
+            if begin and not self.conn.closed:
+                self.conn.autocommit = False
 
     def _write_case(self, case):
         from ccl_health.db import docs
         names = CASE_COLUMNS + SERIES_COLUMNS + tuple(r for _, r in docs.DOCS)
         cols = ', '.join(names)
-        marks = ', '.join('?' * len(names))
         keep = {'run_id', 'case_name', 'time', 'source'}
         numeric = {'nodes', 'ranks'}
         updates = ', '.join(
@@ -336,30 +368,36 @@ class Store:
             absent = f'excluded.{col} IS NULL AND excluded.{ref} IS NULL'
             updates += ''.join(f', {c} = CASE WHEN {absent} THEN cases.{c} '
                                f'ELSE excluded.{c} END' for c in (col, ref))
-        back = 'id, source, case_name, collective, nodelist, kind, node'
-        insert = f'INSERT INTO cases ({cols}) VALUES ({marks}) ON CONFLICT ' \
-            f'(run_id, case_name) DO '
+        back = 'id, source, case_name, collective, nodelist, kind, node, ' \
+            + ', '.join(r for _, r in docs.DOCS)
+        refs = {}
 
-        def values(case):
+        def insert(case, then):
+            # the documents' references by digest where not known: their
+            # blobs are stored just before, in this transaction
             row = dict(zip(CASE_COLUMNS, case.row()))
-            refs = docs.put_all(self, row)
-            return tuple(row[c] for c in CASE_COLUMNS) + \
+            refs.update(docs.put_all(self, row))
+            values = tuple(row[c] for c in CASE_COLUMNS) + \
                 series_columns(case) + tuple(refs[c] for c, _ in docs.DOCS)
+            marks = ', '.join(docs.mark(v) for v in values)
+            return (f'INSERT INTO cases ({cols}) VALUES ({marks}) ON '
+                    f'CONFLICT (run_id, case_name) DO {then}',
+                    tuple(docs.param(v) for v in values))
         if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
                 3, 35):
             # a new case (every hook's) in one round trip; a case written
             # again (the run report after the check) keeps what it had
-            got = self.query(f'{insert}NOTHING RETURNING {back}',
-                             values(case))
-            row = got[0] if got else self.query(
-                f'{insert}UPDATE SET {updates} RETURNING {back}',
-                values(self._keep_env(case)))[0]
+            got = self.query(*insert(case, f'NOTHING RETURNING {back}'))
+            row = got[0] if got else self.query(*insert(
+                self._keep_env(case),
+                f'UPDATE SET {updates} RETURNING {back}'))[0]
         else:
-            self.execute(f'{insert}UPDATE SET {updates}',
-                         values(self._keep_env(case)))
+            self.execute(*insert(self._keep_env(case),
+                                 f'UPDATE SET {updates}'))
             row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
                              f'AND case_name = ?', (case.run_id,
                                                     case.case_name))[0]
+        docs.stored(self, refs, row)
         case_id = row['id']
         series = series_columns(row)
         if series != (row['kind'], row['node']):      # an update moved it
@@ -560,7 +598,12 @@ def open_store(url=None, readonly=False, timeout=60):
                                  f"'postgres' extra: pip install "
                                  f'"ccl-health[postgres]"') from None
         try:
-            conn = psycopg.connect(url, connect_timeout=max(1, int(timeout)))
+            # never a server-side prepared statement: it outlives the
+            # transaction on the server connection, which a pooler in
+            # transaction mode (PgBouncer, docs/database.md) hands to the
+            # next client ("prepared statement _pg3_0 already exists")
+            conn = psycopg.connect(url, connect_timeout=max(1, int(timeout)),
+                                   prepare_threshold=None)
             if readonly:
                 conn.read_only = True
         except psycopg.Error as err:
