@@ -19,13 +19,15 @@ import time
 
 #: server connections per database and user: what the 2 shared cores of
 #: the tests' machine run at once without queueing in the server
-POOL_SIZE = 4
+#: (CCL_HEALTH_PGBOUNCER_POOL: a machine of more cores, e.g. the device)
+POOL_SIZE = int(os.environ.get('CCL_HEALTH_PGBOUNCER_POOL', 4))
 
 
 def pgbouncer_bin(install=True):
     """The path of ``pgbouncer``, installed with apt-get where missing and
     possible (``install``); None when there is none."""
-    found = shutil.which('pgbouncer') or (
+    found = os.environ.get('CCL_HEALTH_PGBOUNCER') or \
+        shutil.which('pgbouncer') or (
         '/usr/sbin/pgbouncer' if os.path.exists('/usr/sbin/pgbouncer')
         else None)
     if found or not install or os.geteuid() != 0 or \

@@ -22,6 +22,10 @@ psycopg = pytest.importorskip('psycopg')
 
 
 def _bin():
+    # CCL_HEALTH_PG_BIN: a PostgreSQL of another layout (the device's,
+    # benchmarks/device/db_writers_on_device.sh)
+    if os.environ.get('CCL_HEALTH_PG_BIN'):
+        return os.environ['CCL_HEALTH_PG_BIN']
     found = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'))
     return os.path.dirname(found[-1]) if found else None
 
