@@ -302,6 +302,9 @@ class Finding:
     since_run: str = ''
     since_time: str = ''
     noise: Optional[float] = None
+    #: the id of the case it was found in, where the record had one (the
+    #: database's: kept with it, :mod:`ccl_health.db.state`)
+    case_id: Optional[int] = dataclasses.field(default=None, compare=False)
 
     def line(self):
         from ccl_health.units import format_size
@@ -494,7 +497,7 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
 
 
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
-           accepted=(), baselines=(), runs=None, **kw):
+           accepted=(), baselines=(), runs=None, judges=None, **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
     against the runs before it; ``runs``: only those runs, or the records
     a function of a record says yes to).  Also: a
@@ -509,7 +512,10 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     (:meth:`ccl_health.db.store.Store.baselines`): a key's history restarts
     at each, judged against it from its first run (:func:`parts`).  Each
     value is judged once, from the key's last ``window`` healthy values
-    (and its level): the time is linear in the records given."""
+    (and its level): the time is linear in the records given.
+    ``judges``: a dict given each key and size's
+    :class:`ccl_health.judge.stream.SeriesJudge` after its last record
+    (the state the database keeps, :mod:`ccl_health.db.state`)."""
     findings = []
     window = kw.get('window', 30)
     if run_id is not None:
@@ -520,8 +526,10 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
-            _detect_series(findings, key, size, series, runs,
-                           drift_min_size, kw, level)
+            judge = _detect_series(findings, key, size, series, runs,
+                                   drift_min_size, kw, level)
+        if judges is not None:
+            judges[(key, size)] = judge
     return findings
 
 

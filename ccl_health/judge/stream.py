@@ -146,7 +146,8 @@ class SeriesJudge:
         i = self.n
         self.n += 1
         prev_run, self.prev_run = self.prev_run, rec['run_id']
-        self.last = (rec['run_id'], rec['time'], rec['busbw'])
+        self.last = (rec['run_id'], rec['time'], rec['busbw'],
+                     rec.get('case_id'))
         if rec['case_verdict'] not in H.HEALTHY:
             return [], []
         found, drifts = [], []
@@ -158,13 +159,14 @@ class SeriesJudge:
             self.recent.append(rec['busbw'])
             self.healthy += 1
         if f:
+            f.case_id = rec.get('case_id')
             found.append(f)
         elif self.drops and self.drops[-1] == i - 1:
             found.append(H.Finding(
                 'recovery', rec['run_id'], rec['time'], self.key, self.size,
                 rec['busbw'], None, None,
                 f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
-                f'{prev_run}'))
+                f'{prev_run}', case_id=rec.get('case_id')))
         if f:
             self.drops.append(i)
         self.drops = [d for d in self.drops if d >= self.n - self.window] \
@@ -183,7 +185,7 @@ class SeriesJudge:
                     self.size, rec['busbw'], sh.baseline, None,
                     shift=sh.shift, runs=self.since,
                     since_run=self.first[0], since_time=self.first[1],
-                    noise=sh.noise))
+                    noise=sh.noise, case_id=rec.get('case_id')))
         return found, drifts
 
     def intermittent(self):
@@ -192,11 +194,12 @@ class SeriesJudge:
         last = [d for d in self.drops if d >= self.n - self.window]
         if len(last) < 2 or last[-1] - last[0] <= len(last) - 1:
             return None
-        run_id, time, busbw = self.last
+        run_id, time, busbw, case_id = self.last
         return H.Finding(
             'intermittent', run_id, time, self.key, self.size, busbw, None,
             None, f'{len(last)} drops among the last '
-            f'{min(self.window, self.n)} runs, healthy runs between')
+            f'{min(self.window, self.n)} runs, healthy runs between',
+            case_id=case_id)
 
     # -- kept as JSON ---------------------------------------------------
     def state(self):
