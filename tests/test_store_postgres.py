@@ -106,7 +106,8 @@ def test_same_code_path_on_postgresql(pg_url):
     with store.open_store(pg_url) as db:
         assert db.kind == 'postgresql'
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta, '
                    'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:
@@ -131,7 +132,8 @@ def test_accept_and_undo_on_postgresql(pg_url):
     history there; undone, the drop is flagged again."""
     with store.open_store(pg_url) as db:
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta, '
                    'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:
@@ -159,7 +161,8 @@ def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
     from ccl_health import cli
     with store.open_store(pg_url) as db:
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta, '
                    'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:

@@ -244,7 +244,7 @@ def findings(store, keys, since=None, runs=None):
     from ccl_health.db.reads import sql_time, when
     rows = []
     if runs is not None:
-        runs = sorted(runs)
+        runs = sorted(r for r in runs if r is not None)
         for i in range(0, len(runs), 500):
             part = runs[i:i + 500]
             rows += store.query(
