@@ -71,8 +71,11 @@ def written(tmp_path_factory):
     written last (a backfill): node 5's checks of its 20th..29th and one
     night; then one night's case written again (the run report after the
     check) and an acceptance of a key."""
+    return _write(str(tmp_path_factory.mktemp('state') / 'db.db'))
+
+
+def _write(path):
     rng = random.Random(7)
-    path = str(tmp_path_factory.mktemp('state') / 'db.db')
     checks, nights = _checks(rng), _nights(rng)
     late = [c for n, k, c in checks if n == 5 and 20 <= k < 30]
     with store.open_store(path) as db:
@@ -96,9 +99,12 @@ def written(tmp_path_factory):
 
 
 def _emptied(path, tmp_path):
-    """A copy of the database at ``path`` without its kept judging."""
-    copy = str(tmp_path / 'emptied.db')
-    shutil.copy(path, copy)
+    """A copy of the database at ``path`` without its kept judging (a
+    PostgreSQL database: itself)."""
+    copy = path
+    if not path.startswith('postgresql://'):
+        copy = str(tmp_path / 'emptied.db')
+        shutil.copy(path, copy)
     with store.open_store(copy) as db:
         with db.transaction():
             db.execute('DELETE FROM key_state')
@@ -120,8 +126,8 @@ def _answers(path):
             found = reads.judge_keys(db, keys, since, runs, standing=how)
             out[f'detect {days}'] = [f.line() for f in found]
             out[f'standing {days}'] = sorted(how.values())
-        run = db.query("SELECT run_id FROM cases WHERE run_id LIKE "
-                       "'nightly-%' ORDER BY time DESC LIMIT 1")[0]['run_id']
+        run = db.query('SELECT run_id FROM cases WHERE run_id LIKE ? ORDER '
+                       'BY time DESC LIMIT 1', ('nightly-%',))[0]['run_id']
         out['run'] = [f.line() for f in reads.detect_in(db, run_id=run)]
     return out
 
@@ -221,3 +227,70 @@ def test_a_state_is_one_keys_few_values(written):
                 assert len(data['cusum']['exc']) <= 30
                 assert len(data['drops']) <= 30
     assert state.EVER.year == 1
+
+
+@pytest.fixture(scope='module')
+def pg_db(tmp_path_factory):
+    """A fresh PostgreSQL database of the tests' server."""
+    pytest.importorskip('psycopg')
+    import test_store_postgres as tsp
+    gen = tsp.pg_url.__wrapped__(tmp_path_factory)
+    url = next(gen)
+    import psycopg
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS state_test')
+        conn.execute('CREATE DATABASE state_test')
+    yield url.rsplit('/', 1)[0] + '/state_test'
+    gen.close()
+
+
+def test_on_postgresql_the_same(pg_db, tmp_path):
+    _write(pg_db)
+    kept = _answers(pg_db)
+    assert any('DRIFT' in line for line in kept['detect 40'])
+    assert kept == _answers(_emptied(pg_db, tmp_path))
+
+
+def test_two_writers_of_one_key_on_postgresql(pg_db, tmp_path):
+    """Two writers of one node's checks at once, their times interleaved
+    (each case older than the other's newest half the time): the key's
+    state and findings are those of its whole history judged again."""
+    import threading
+    rng = random.Random(11)
+    t0 = END + datetime.timedelta(days=1)
+    cases = [db_gen.hook_case('perlmutter', 'nid09999', t0 + STEP * i, rng)
+             for i in range(40)]
+    for c in cases[25:]:
+        c.sizes[0].busbw *= 0.5
+    errors = []
+
+    def write(part):
+        try:
+            with store.open_store(pg_db) as db:
+                for c in part:
+                    db.add_case(c)
+        except Exception as err:          # reported below
+            errors.append(err)
+    threads = [threading.Thread(target=write, args=(cases[i::2],))
+               for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    with store.open_store(pg_db) as db:
+        [row] = db.query('SELECT * FROM key_state WHERE key LIKE ?',
+                         ('%nid09999%',))
+        import json
+        [data] = json.loads(row['state']).values()
+        assert data['n'] == 40 and row['last_run'] == cases[-1].run_id
+        drops = ("SELECT run_id FROM findings WHERE key LIKE ? AND kind = "
+                 "'drop'", ('%nid09999%',))
+        kept = sorted(r['run_id'] for r in db.query(*drops))
+        with db.transaction():
+            state.rebuild(db, tuple(json.loads(row['key'])))
+        again = sorted(r['run_id'] for r in db.query(*drops))
+        assert kept == again and kept[0] == cases[25].run_id
+        [rebuilt] = db.query('SELECT state FROM key_state WHERE key = ?',
+                             (row['key'],))
+        assert json.loads(rebuilt['state']) == json.loads(row['state'])
