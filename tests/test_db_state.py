@@ -262,6 +262,7 @@ def test_two_writers_of_one_key_on_postgresql(pg_db, tmp_path):
              for i in range(40)]
     for c in cases[25:]:
         c.sizes[0].busbw *= 0.5
+    store.open_store(pg_db).close()      # its schema made first
     errors = []
 
     def write(part):
