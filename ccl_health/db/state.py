@@ -40,6 +40,10 @@ def has_state(store):
     return store.schema_version() >= 8
 
 
+def _json(data):
+    return json.dumps(data, separators=(',', ':'))
+
+
 def key_text(key):
     """The ``key`` column of a series key."""
     return json.dumps(list(key))
@@ -175,7 +179,7 @@ def _step(key, row, records, levels):
     last = newest
     stepped = sorted({r['size'] for r in records})
     found += [f for f in (judges[s].intermittent() for s in stepped) if f]
-    return ((key_text(key), last[0], last[1], fp, json.dumps(
+    return ((key_text(key), last[0], last[1], fp, _json(
         {str(s): j.state() for s, j in judges.items()})), found,
         [(key_text(key), s) for s in stepped])
 
@@ -197,8 +201,8 @@ def rebuild(store, key, levels=None):
                       (key_text(key),))
         return
     last = max((r['time'], r['run_id']) for r in mine)
-    state = json.dumps({str(size): j.state()
-                        for (_, size), j in judges.items()})
+    state = _json({str(size): j.state()
+                   for (_, size), j in judges.items()})
     _write(store, [(key_text(key), last[0], last[1],
                     levels.fingerprint(key), state)], found, [])
 
@@ -216,7 +220,7 @@ def _write(store, states, found, stepped):
             'INSERT INTO findings (case_id, key, size, kind, run_id, time, '
             'body) VALUES (?, ?, ?, ?, ?, ?, ?)'),
             [(f.case_id, key_text(f.key), f.size, f.kind, f.run_id, f.time,
-              json.dumps(finding_data(f))) for f in found])
+              _json(finding_data(f))) for f in found])
     if states:
         cur.executemany(store._sql(
             'INSERT INTO key_state (key, last_time, last_run, levels, state) '
@@ -226,6 +230,9 @@ def _write(store, states, found, stepped):
 
 
 # -- reading ---------------------------------------------------------------
+_COLS = 'case_id, key, size, kind, run_id, time, body'
+
+
 def fresh(store, keys, levels):
     """``{key: state}`` of the keys of ``keys`` whose state is theirs
     (made with their levels of now); the others are judged at read."""
@@ -248,14 +255,15 @@ def findings(store, keys, since=None, runs=None):
         for i in range(0, len(runs), 500):
             part = runs[i:i + 500]
             rows += store.query(
-                f'SELECT key, body FROM findings WHERE run_id IN '
+                f'SELECT {_COLS} FROM findings WHERE run_id IN '
                 f'({", ".join("?" * len(part))})', tuple(part))
     else:
-        rows = store.query('SELECT key, body FROM findings WHERE time >= ?',
+        rows = store.query(f'SELECT {_COLS} FROM findings WHERE time >= ?',
                            (sql_time(since),))
     texts = {key_text(k) for k in keys}
-    out = [finding_of(json.loads(r['body'])) for r in rows
-           if r['key'] in texts]
+    out = [finding_of(json.loads(r['body']), r['kind'], r['run_id'],
+                      r['time'], json.loads(r['key']), r['size'],
+                      r['case_id']) for r in rows if r['key'] in texts]
     return [f for f in out if runs is not None or when(f.time) >= since]
 
 

@@ -226,17 +226,25 @@ class SeriesJudge:
         return j
 
 
+#: the fields of a finding kept beside its key, size, kind, run and time
+#: (which the database keeps in columns of their own)
+_BODY = ('value', 'threshold', 'note', 'shift', 'runs', 'since_run',
+         'since_time', 'noise')
+
+
 def finding_data(f):
-    """A :class:`~ccl_health.judge.history.Finding` as JSON data."""
-    data = dataclasses.asdict(f)
-    data['key'] = list(f.key)
-    return data
+    """A :class:`~ccl_health.judge.history.Finding` as JSON data, short:
+    ``[fields of _BODY, baseline fields or None]``."""
+    base = None if f.baseline is None else \
+        list(dataclasses.astuple(f.baseline))
+    return [getattr(f, name) for name in _BODY] + [base]
 
 
-def finding_of(data):
+def finding_of(data, kind, run_id, time, key, size, case_id=None):
     """The :class:`~ccl_health.judge.history.Finding` of
-    :func:`finding_data`."""
-    data = dict(data, key=tuple(data['key']))
-    if data['baseline'] is not None:
-        data['baseline'] = H.Baseline(**data['baseline'])
-    return H.Finding(**data)
+    :func:`finding_data` and its columns."""
+    *fields, base = data
+    return H.Finding(kind=kind, run_id=run_id, time=time, key=tuple(key),
+                     size=size, baseline=None if base is None else
+                     H.Baseline(*base), case_id=case_id,
+                     **dict(zip(_BODY, fields)))
