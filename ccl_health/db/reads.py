@@ -301,7 +301,8 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
     acc, base = store.acceptances(), store.baselines()
     keys = set(keys)
     kept = {} if until is not None or kw else \
-        state.fresh(store, keys, state.Levels(acc, base))
+        state.fresh(store, keys, state.Levels(acc, base),
+                    states=standing is not None)
     out = state.findings(store, set(kept), since, runs) if kept else []
     if kept and standing is not None:
         standing.update(lines_of(state.standing(kept)))

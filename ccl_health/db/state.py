@@ -117,13 +117,15 @@ def _lock(store, keys):
                           (key_text(key),))
 
 
-def _load(store, keys):
-    """``{key: row}`` of the state rows of ``keys``."""
+def _load(store, keys, states=True):
+    """``{key: row}`` of the state rows of ``keys`` (``states``: with
+    their states)."""
     out, texts = {}, [key_text(k) for k in keys]
+    cols = '*' if states else 'key, levels'
     for i in range(0, len(texts), 500):
         part = texts[i:i + 500]
         for row in store.query(
-                f'SELECT * FROM key_state WHERE key IN '
+                f'SELECT {cols} FROM key_state WHERE key IN '
                 f'({", ".join("?" * len(part))})', tuple(part)):
             out[tuple(json.loads(row['key']))] = row
     return out
@@ -233,15 +235,16 @@ def _write(store, states, found, stepped):
 _COLS = 'case_id, key, size, kind, run_id, time, body'
 
 
-def fresh(store, keys, levels):
+def fresh(store, keys, levels, states=True):
     """``{key: state}`` of the keys of ``keys`` whose state is theirs
-    (made with their levels of now); the others are judged at read."""
+    (made with their levels of now); the others are judged at read.
+    ``states``: False: ``{key: None}`` (the states are not read)."""
     if not has_state(store):
         return {}
     out = {}
-    for key, row in _load(store, keys).items():
+    for key, row in _load(store, keys, states).items():
         if row['levels'] == levels.fingerprint(key):
-            out[key] = json.loads(row['state'])
+            out[key] = json.loads(row['state']) if states else None
     return out
 
 
