@@ -403,6 +403,8 @@ BEFORE = {'nights-365': 'failed 16-23, detect 16-24, nightly 31-36, page '
 #: ``failed`` / ``detect`` seconds before each key's judging was kept by
 #: its writer (every key's history judged at read; project at 63c1a24)
 BEFORE_STATE = {
+    ('nights-365', 'sqlite'): (0.4, 0.5),
+    ('nights-365', 'postgresql'): (0.5, 0.6),
     ('perlmutter-10d', 'sqlite'): (3.00, 3.95),
     ('perlmutter-10d', 'postgresql'): (3.61, 5.05),
     ('perlmutter-30d', 'sqlite'): (2.95, 6.13),
@@ -500,10 +502,10 @@ def render(data):
         d0, d1 = data[k0]['days'], data[k1]['days']
         out += ['## How each read grows', '',
                 f'{k0} and {k1}: {n1 / n0:.1f}x the checks.  `failed` (its '
-                f'day and 6 days of history), `runs` and the nightly read '
-                f'full windows in both: their difference is the noise.  '
-                f'`detect` (7 days and 6 before) and the page (30 days) were '
-                f'still filling their windows at {d0} days: their growth is '
+                f'day\'s findings), `detect` (7 days\' findings and each '
+                f'key\'s state), `runs` and the nightly read full windows in '
+                f'both: their difference is the noise.  The page (30 days) '
+                f'was still filling its window at {d0} days: its growth is '
                 f'the window\'s content (per check in the page\'s window), '
                 f'used for Frontier below.  With full windows, 10x the '
                 f'history reads the same rows (tests/test_db_scale.py).', '',
