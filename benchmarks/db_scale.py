@@ -298,36 +298,33 @@ def set_writers(args, work, pg, result):
 # -- the page -------------------------------------------------------------------
 
 NOTES = [
-    '- `failed`: the cases of its hours (the index on time) and, for each '
-    'key measured in them, its last 60 cases before and the window (the '
-    'series index), one key at a time; what changed is read for the '
-    'findings shown only.  Its time grows with the keys of a day (the '
-    'nodes checked), not with the history: Frontier\'s 9,408 nodes cost '
-    'about 5x Perlmutter\'s 1,800.',
-    '- `detect`: the runs of its `--days` (7) before the newest record, '
-    'keys counted in the database; `--run` the keys of one run.',
-    '- the nightly\'s comparison and news: tonight\'s keys, the night '
-    'compared with found among their last cases (the nightly runs by the '
-    'kind-and-time index), both judged in one pass.',
+    '- `failed` and `detect`: the findings each case was judged to have '
+    'when it was written (`ccl_health/db/state.py`: each key\'s judging '
+    'state after its newest case, stepped in the write\'s transaction), '
+    'read by index: of the window\'s runs (`failed`) or time (`detect`); '
+    'and each key\'s state row (one a node and key) for how it is judged. '
+    ' No key\'s history is read or judged, unless its state is missing or '
+    'was made with other levels (an acceptance, a calibration since): '
+    'that key is judged from its whole history at read, the same findings '
+    '(tests/test_db_state.py).  Their time grows with the keys and '
+    'findings of the window, not with the history.',
+    '- the nightly\'s comparison and news: tonight\'s keys and the night '
+    'compared with (the nightly runs by the kind-and-time index), their '
+    'findings kept as above.',
     '- the report page: the last 30 days recorded (the sweeps case by case,'
     ' the health checks counted in the database per day and group), the '
     'health checks\' findings of the last 24 hours; most of its time is '
     'its ~90 figures (matplotlib), whatever the history.',
     '- `runs --last N`: read from the newest case back.',
-    '- Judging is linear: each value once, from the last 30 healthy values'
-    ' of its key (a deque; the baseline from one sort, the spread in '
-    'floats); about 15 us a value here, most of it the drift detector.',
-    '- Left over the issue\'s goal on this 2-core machine: `failed` and '
-    '`detect` on Frontier (9,408 keys of 70 values each judged: 18 s and '
-    '~30 s on SQLite, more on PostgreSQL sharing the cores), the page '
-    '(~70 s extrapolated at Frontier, ~20 s for the sweeps alone), and '
-    'the 64-writer p99 (the writers, the server and the pooler share 2 '
-    'cores: "Concurrent writers" above; no write failed or passed 2 s on '
-    'PostgreSQL).  What '
-    'would get there: each key\'s '
-    'judging state kept by its writer (a window would read no history), '
-    'the keys judged on every core of the database host (they are '
-    'independent).',
+    '- Judging at write: each value once, from its key\'s state (the last '
+    '30 healthy values and the drift detector\'s: a few hundred bytes a '
+    'key and size); the write reads and writes one state row a key.  A '
+    'case older than its key\'s newest (a backfill) judges that key again '
+    'from its history, in the writer\'s transaction.',
+    '- Left over the issue\'s goal on this 2-core machine: the page (its '
+    'figures), and the 64-writer p99 (the writers, the server and the '
+    'pooler share 2 cores: "Concurrent writers" above; no write failed or '
+    'passed 2 s on PostgreSQL).',
 ]
 
 #: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
@@ -337,6 +334,18 @@ BEFORE = {'nights-365': 'failed 16-23, detect 16-24, nightly 31-36, page '
                         '48-52, 88 MB',
           'perlmutter-30d': 'failed killed at 900 s (12 GB), nightly '
                             'MemoryError, page MemoryError, 11.2 GB'}
+#: ``failed`` / ``detect`` seconds before each key's judging was kept by
+#: its writer (every key's history judged at read; project at 63c1a24)
+BEFORE_STATE = {
+    ('nights-365', 'sqlite'): (0.4, 0.5),
+    ('nights-365', 'postgresql'): (0.5, 0.6),
+    ('perlmutter-10d', 'sqlite'): (3.00, 3.95),
+    ('perlmutter-10d', 'postgresql'): (3.61, 5.05),
+    ('perlmutter-30d', 'sqlite'): (2.95, 6.13),
+    ('perlmutter-30d', 'postgresql'): (4.11, 7.55),
+    ('frontier-8d', 'sqlite'): (18.15, 17.39),
+    ('frontier-8d', 'postgresql'): (29.46, 23.95),
+}
 
 
 def _mib(n):
@@ -386,6 +395,19 @@ def render(data):
                        ' |')
     out += ['', 'Before (DB_SCALE.md, SQLite): ' + '; '.join(
         f'{k}: {v}' for k, v in BEFORE.items()) + '.', '']
+    kept = [(k, be) for k in sets for be in ('sqlite', 'postgresql')
+            if (k, be) in BEFORE_STATE and be in data[k]]
+    if kept:
+        out += ['Before each key\'s judging was kept by its writer (every '
+                'key\'s history judged at read), and now:', '',
+                '| data | backend | `failed` before | `failed` now | '
+                '`detect` before | `detect` now |', '|---|---|---|---|---|---|']
+        for k, be in kept:
+            f0, d0 = BEFORE_STATE[(k, be)]
+            r = data[k][be]['reads']
+            out.append(f'| {k} | {be} | {f0:.1f} | {r["failed"]["s"]:.1f} | '
+                       f'{d0:.1f} | {r["detect"]["s"]:.1f} |')
+        out.append('')
     checks = [k for k in sets if data[k].get('checks')]
     if checks:
         out += ['## Record size', '',
@@ -414,10 +436,10 @@ def render(data):
         d0, d1 = data[k0]['days'], data[k1]['days']
         out += ['## How each read grows', '',
                 f'{k0} and {k1}: {n1 / n0:.1f}x the checks.  `failed` (its '
-                f'day and 6 days of history), `runs` and the nightly read '
-                f'full windows in both: their difference is the noise.  '
-                f'`detect` (7 days and 6 before) and the page (30 days) were '
-                f'still filling their windows at {d0} days: their growth is '
+                f'day\'s findings), `detect` (7 days\' findings and each '
+                f'key\'s state), `runs` and the nightly read full windows in '
+                f'both: their difference is the noise.  The page (30 days) '
+                f'was still filling its window at {d0} days: its growth is '
                 f'the window\'s content (per check in the page\'s window), '
                 f'used for Frontier below.  With full windows, 10x the '
                 f'history reads the same rows (tests/test_db_scale.py).', '',
@@ -445,20 +467,17 @@ def render(data):
                 f'Measured: {fr[-1]} ({n:,} checks of {nodes:,} nodes, '
                 f'{days} days).  Extrapolated, not measured, to '
                 f'{FRONTIER_YEAR:,} checks: the sizes by the bytes a check; '
-                f'`failed`, `runs` and the nightly as measured (their '
-                f'windows were full); `detect` plus the judging of the '
-                f'history its window lacked at {days} days (each node\'s '
-                f'{max(0, 60 - 10 * (days - 7))} checks more, at the cost a '
-                f'value of `failed` here); the page plus the checks its 30 '
-                f'days hold more (at the Perlmutter growth above).', '']
+                f'`failed`, `detect`, `runs` and the nightly as measured '
+                f'(their windows were full, and no read judges a key\'s '
+                f'history: each key\'s judging is kept by its writer); the '
+                f'page plus the checks its 30 days hold more (at the '
+                f'Perlmutter growth above).', '']
         for be in ('sqlite', 'postgresql'):
             if be not in e:
                 continue
             r = e[be]['reads']
             per = e[be]['sizes']['bytes'] / n
-            value = r['failed']['s'] / (nodes * 70)
-            det = r['detect']['s'] + value * nodes * max(
-                0, 60 - 10 * (days - 7))
+            det = r['detect']['s']
             page = r['page']['s'] + slope.get(be, 0.0) * (
                 nodes * 10 * 30 - nodes * 10 * min(30, days))
             out.append(f'- {be}: {_mib(per * FRONTIER_YEAR)} ({per:,.0f} '

@@ -47,8 +47,9 @@ def run_findings(db, run_id):
     """(findings of ``run_id``, the new ones among them, the run they were
     compared with): the history findings of the keys ``run_id`` measured;
     new = not found for the same kind, key and size in the last complete
-    run before it.  Each key is read from its recent history only
-    (:mod:`ccl_health.db.reads`), never the whole database."""
+    run before it.  Each key's findings are those kept with its cases, or
+    it is judged from its history (:func:`ccl_health.db.reads.judge_keys`),
+    never the whole database."""
     mine = reads.run_cases(db, run_id)
     if not mine:
         return [], [], None
@@ -61,10 +62,8 @@ def run_findings(db, run_id):
     if prev:
         since = min([since] + [queries.when(c['time'])
                                for c in reads.run_cases(db, prev)])
-    records = reads.history_records(db, reads.history_keys(mine), since)
-    both = history.detect(records, runs={run_id, prev},
-                          accepted=db.acceptances(),
-                          baselines=db.baselines())
+    both = reads.judge_keys(db, reads.history_keys(mine), since,
+                            {run_id, prev})
     found = [f for f in both if f.run_id == run_id]
     before = {_finding_id(f) for f in both if f.run_id == prev}
     new = [f for f in found if _finding_id(f) not in before]

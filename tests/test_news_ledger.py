@@ -522,7 +522,8 @@ def test_the_ledger_on_postgresql(pg_url):
     failure, a worse band, a killed night, a recovery: each told once."""
     with store.open_store(pg_url) as s:
         s.execute('DROP VIEW IF EXISTS records')
-        s.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        s.execute('DROP TABLE IF EXISTS findings, key_state, '
+                  'measurements, cases, meta, '
                   'acceptances, news_told, news_nights')
         s.conn.commit()
     with store.open_store(pg_url) as s:

@@ -281,7 +281,8 @@ def test_three_nights_through_slurm_postgres_and_the_page(
     pg_url = pg_bridge
     with store.open_store(pg_url) as db:       # a fresh database
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta')
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta')
         db.conn.commit()
     site, refdir, caps = make_world(tmp_path)
     base = nightly_env(tmp_path, site, refdir, caps, pg_url,

@@ -110,7 +110,8 @@ def test_same_code_path_on_postgresql(pg_url):
     with store.open_store(pg_url) as db:
         assert db.kind == 'postgresql'
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta, '
                    'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:
@@ -135,7 +136,8 @@ def test_accept_and_undo_on_postgresql(pg_url):
     history there; undone, the drop is flagged again."""
     with store.open_store(pg_url) as db:
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta, '
                    'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:
@@ -163,7 +165,8 @@ def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
     from ccl_health import cli
     with store.open_store(pg_url) as db:
         db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS measurements, cases, meta, '
+        db.execute('DROP TABLE IF EXISTS findings, key_state, '
+                   'measurements, cases, meta, '
                    'acceptances, baselines')
         db.conn.commit()
     with store.open_store(pg_url) as db:

@@ -192,16 +192,16 @@ def cmd_db(args):
             queries.check_not_empty(db)
             queries.check_runs(db, args.run)
             keys, since, runs, scope = _detect_scope(db, args)
-            # each key judged from its recent history, one at a time
-            how, read = {}, set()
-            found = reads.judge_keys(db, keys, since, runs, standing=how,
-                                     read=read)
+            # each key's findings kept with its cases, or the key judged
+            # from its history (reads.judge_keys)
+            how = {}
+            found = reads.judge_keys(db, keys, since, runs, standing=how)
             # the drops of one run and configuration on one line each
             for line in queries.drop_lines(found, db):
                 print(line)
             if not found:
-                print(f'no drops against history in {scope} ({len(read)} '
-                      f'run(s) of its keys read)')
+                print(f'no drops against history in {scope} ({len(how)} '
+                      f'key(s) judged, each as below)')
             # how each key is judged: against a baseline, on its history,
             # or not yet (and why)
             for line in how.values():

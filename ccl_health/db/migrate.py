@@ -6,14 +6,18 @@ The target gets the current schema first (:func:`ccl_health.db.store.
 open_store`) and must hold no case (a migration never merges two
 databases: it would double every run).  A source of an older schema is
 read as it is: what it lacks (a case's kind and node, schema 6) is filled
-on the way (:func:`ccl_health.db.store.series_columns`).  All or nothing:
+on the way (:func:`ccl_health.db.store.series_columns`).  Each key's
+judging state and its cases' findings (schema 8, :mod:`ccl_health.db.
+state`) move with the cases; a source without them leaves its keys to be
+judged from their history until their next case.  All or nothing:
 one transaction on the target.  The source is only read."""
 
 from ccl_health import CclHealthError
 
 #: the tables moved, parents first
 TABLES = ('cases', 'measurements', 'blobs', 'acceptances', 'news_told',
-          'news_nights', 'baselines', 'health_daily')
+          'news_nights', 'baselines', 'health_daily', 'key_state',
+          'findings')
 #: rows read from the source at a time
 BATCH = 5000
 

@@ -286,25 +286,54 @@ def history_keys(cases):
 def judge_keys(store, keys, since, runs=None, until=None, standing=None,
                read=None, **kw):
     """The history findings of the runs ``runs`` (default: of the records
-    from ``since`` on) of the keys ``keys``, each key judged from its
-    recent history (:func:`each_key`), one at a time; ``standing``: a dict
-    given the lines of how each key is judged
+    from ``since`` on) of the keys ``keys``: those each case was judged to
+    have when it was written (:mod:`ccl_health.db.state`: read by index),
+    and the keys without such a state judged from their whole history
+    (:func:`each_key`), one at a time: the same findings either way.
+    ``standing``: a dict given the lines of how each key is judged
     (:func:`ccl_health.judge.standing.standing`); ``read``: a set given
-    the run ids read."""
+    the run ids judged.  ``until`` or other judging arguments (``kw``):
+    every key judged here."""
+    from ccl_health.db import state
     from ccl_health.judge.history import detect
     from ccl_health.judge.standing import standing as standing_of
+    from ccl_health.judge.standing import standing_of as lines_of
     acc, base = store.acceptances(), store.baselines()
-    out = []
-    runs = set(runs) if runs is not None else \
+    keys = set(keys)
+    kept = {} if until is not None or kw else \
+        state.fresh(store, keys, state.Levels(acc, base),
+                    states=standing is not None)
+    out = state.findings(store, set(kept), since, runs) if kept else []
+    if kept and standing is not None:
+        standing.update(lines_of(state.standing(kept)))
+    if kept and read is not None:
+        read.update(runs if runs is not None else (
+            r['run_id'] for r in store.query(
+                'SELECT DISTINCT run_id FROM cases WHERE time >= ?',
+                (sql_time(since),))))
+    judged = set(runs) if runs is not None else \
         (lambda rec: _when(rec['time']) >= since)
-    for _, records in each_key(store, keys, since, until):
-        out += detect(records, runs=runs, accepted=acc, baselines=base,
+    for _, records in each_key(store, keys - set(kept), state.EVER, until):
+        out += detect(records, runs=judged, accepted=acc, baselines=base,
                       **kw)
         if standing is not None:
             standing.update(standing_of(records, acc, base))
         if read is not None:
             read.update(r['run_id'] for r in records)
-    return out
+    return sorted(out, key=finding_order)
+
+
+#: the order of a key's findings at a size: its drops and recoveries, an
+#: intermittent pattern, its drifts (as :func:`ccl_health.judge.history.
+#: detect` gives them)
+_KIND_ORDER = {'drop': 0, 'recovery': 0, 'intermittent': 1, 'drift': 2}
+
+
+def finding_order(f):
+    """A finding's place in :func:`judge_keys`' answer: by key, size,
+    kind (:data:`_KIND_ORDER`) and time."""
+    return (tuple(map(str, f.key)), f.size, _KIND_ORDER.get(f.kind, 3),
+            f.time, f.run_id)
 
 
 def window_keys(store, since):
@@ -377,12 +406,16 @@ def changed(source, finding):
 
 def detect_in(store, run_id=None, records=None, **kw):
     """:func:`ccl_health.judge.history.detect` over a store's records (or ``records``, some of
-    them) with its acceptances and baselines.  The records of one run
-    (``run_id``) are judged from the recent history of the keys it
-    measured only (:func:`run_history`), never the
-    whole table."""
+    them) with its acceptances and baselines.  The findings of one run
+    (``run_id``) are those of the keys it measured (:func:`judge_keys`:
+    kept with each case, or judged from the key's history), never the
+    whole table judged."""
     if records is None and run_id is not None:
-        records = run_history(store, run_id)
+        cases = run_cases(store, run_id)
+        if not cases:
+            return []
+        return judge_keys(store, history_keys(cases), min(
+            _when(c['time']) for c in cases), {run_id}, **kw)
     return history.detect(store.records() if records is None else records,
                   run_id=run_id, accepted=store.acceptances(),
                   baselines=store.baselines(), **kw)

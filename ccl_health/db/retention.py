@@ -10,9 +10,14 @@ Never rolled up, whatever their age:
 * a finding against history (a drop, drift, recovery, intermittent
   collapse of the node's series: :func:`ccl_health.judge.history.detect`)
   and the :data:`ccl_health.db.reads.LOOKBACK` cases of its series before
-  it, so that it is judged the same afterwards;
+  it, so that it is judged the same afterwards, and every case a finding
+  was kept with (:mod:`ccl_health.db.state`);
 * the :data:`~ccl_health.db.reads.LOOKBACK` newest cases of each series
   before the cut, the history the checks after it are judged from.
+
+Each key's judging state (:mod:`ccl_health.db.state`) is kept as it was:
+it is the judging of the whole history, the cases rolled up included (a
+key judged again later, after a backfill, is judged from what is left).
 
 Whole days (UTC) are rolled, oldest first, one transaction a day; a day
 rolled is not rolled again (nothing healthy is left of it).  The file's
@@ -99,7 +104,7 @@ def _days(store, cutoff):
 def _kept(store, days, cutoff):
     """(ids of the cases kept: findings and their history, the history
     before the cut; how many findings)."""
-    from ccl_health.db import reads
+    from ccl_health.db import reads, state
     from ccl_health.judge.history import detect, series_key
     keep, findings = set(), 0
     acc, base = store.acceptances(), store.baselines()
@@ -125,6 +130,10 @@ def _kept(store, days, cutoff):
     for key in keys_seen:        # what the checks after the cut need
         keep.update(r['id'] for r in reads.key_cases_before(
             store, key, cutoff, reads.LOOKBACK))
+    if state.has_state(store):   # the findings kept with their cases
+        keep.update(r['case_id'] for r in store.query(
+            'SELECT DISTINCT case_id FROM findings WHERE time < ?',
+            (_next_day(cutoff),)))
     return keep, findings
 
 

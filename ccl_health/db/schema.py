@@ -4,10 +4,10 @@ lacks, in order).  A statement is SQL (``{pk}``, ``{blob}``: the
 dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
 store."""
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 #: one row per case and size (schema 1)
 _RECORDS_VIEW = """CREATE VIEW records AS
@@ -143,5 +143,25 @@ _MIGRATIONS = {
                 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
                 'time_oop_us', 'time_ip_us', 'ref', 'tolerance'))),
         ('postgresql', _RECORDS_VIEW),
+    ],
+    # history judging kept by the writer (issue 30,
+    # ccl_health.db.state): each series key's judging state after its
+    # newest case, and the findings each case was judged to have, written
+    # with the case; a database migrated to it has neither yet: its keys
+    # are judged from their history at read, each until its next case
+    8: [
+        """CREATE TABLE IF NOT EXISTS key_state (
+            key TEXT PRIMARY KEY, last_time TEXT NOT NULL,
+            last_run TEXT NOT NULL, levels TEXT NOT NULL,
+            state TEXT NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS findings (
+            id {pk},
+            case_id BIGINT NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+            key TEXT NOT NULL, size BIGINT NOT NULL, kind TEXT NOT NULL,
+            run_id TEXT NOT NULL, time TEXT NOT NULL, body TEXT NOT NULL)""",
+        'CREATE INDEX IF NOT EXISTS findings_time ON findings (time)',
+        'CREATE INDEX IF NOT EXISTS findings_run ON findings (run_id)',
+        'CREATE INDEX IF NOT EXISTS findings_key ON findings (key, kind)',
+        'CREATE INDEX IF NOT EXISTS findings_case ON findings (case_id)',
     ],
 }

@@ -310,8 +310,7 @@ class Store:
         Values already stored and not given again are kept (the check
         writes the per-size detail; the run report adds the verdicts)."""
         check_verdicts(case)
-        with self._write_transaction():
-            return self._write_case(case)
+        return self.add_cases([case])[0]
 
     def add_cases(self, cases):
         """:meth:`add_case` for many cases in one transaction (a fleet
@@ -320,8 +319,12 @@ class Store:
         cases = list(cases)
         for case in cases:
             check_verdicts(case)
+        from ccl_health.db import state
         with self._write_transaction():
-            return [self._write_case(case) for case in cases]
+            ids = [self._write_case(case) for case in cases]
+            # each key's history judging after them (issue 30)
+            state.update(self, ids)
+            return ids
 
     @contextlib.contextmanager
     def _write_transaction(self):

@@ -37,7 +37,6 @@ thousands of pair steps never join the nightly's series.  Only healthy verdicts 
 and not broken) feed a baseline: a ``contended``, ``aborted``,
 ``could-not-check`` or any other case never does."""
 
-import collections
 import dataclasses
 import math
 import statistics
@@ -303,6 +302,9 @@ class Finding:
     since_run: str = ''
     since_time: str = ''
     noise: Optional[float] = None
+    #: the id of the case it was found in, where the record had one (the
+    #: database's: kept with it, :mod:`ccl_health.db.state`)
+    case_id: Optional[int] = dataclasses.field(default=None, compare=False)
 
     def line(self):
         from ccl_health.units import format_size
@@ -357,50 +359,18 @@ def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
 
     ``level``: a :class:`Level` the series starts at: until ``min_history``
     healthy values exist the baseline is :func:`seeded` by it (judged from
-    the first run), instead of nothing judged."""
+    the first run), instead of nothing judged.  The steps are
+    :class:`ccl_health.judge.stream.Cusum`'s (one value at a time)."""
+    from ccl_health.judge.stream import Cusum
     exclude = set(exclude)
-    pool, out = [], {}
-    s, start, devs = 0.0, None, []
+    cusum = Cusum(k, h, clip, min_noise, min_shift, min_history, min_runs,
+                  window, level)
+    out = {}
     for i, x in enumerate(values):
-        if x is None:
-            continue
-        if len(pool) >= min_history:
-            base = baseline(pool[-window:])
-        elif level is not None and level.median is not None:
-            base = seeded(level, pool)
-        else:
-            base = None
-        if base is None or base.median <= 0:
-            if i not in exclude:
-                pool.append(x)
-            continue
-        sigma = base.drift_noise(min_noise)
-        z = max((x - base.median) / sigma, -clip)
-        s = max(0.0, s - z - k)
-        if s == 0.0:
-            if start is not None and not any(j in out for j in
-                                             range(start, i)):
-                pool += [values[j] for j in range(start, i)
-                         if values[j] is not None and j not in exclude]
-            start, devs = None, []
-            if i not in exclude:
-                pool.append(x)
-            continue
-        if start is None:
-            start = i
-        elif i - start >= window and not any(j in out for j in
-                                             range(start, i)):
-            # a shift that lasted a whole window unflagged (too small to
-            # matter) is the key's new normal
-            pool += [values[j] for j in range(start, i + 1)
-                     if values[j] is not None and j not in exclude]
-            s, start, devs = 0.0, None, []
-            continue
-        devs.append(x / base.median - 1)
-        shift = statistics.fmean(devs[-min_runs:])
-        if s > h and z < -k and len(devs) >= min_runs and \
-                -shift >= min_shift:
-            out[i] = Shift(i, start, shift, sigma / base.median, base, s)
+        if x is not None:
+            sh = cusum.step(i, x, i in exclude)
+            if sh is not None:
+                out[i] = sh
     return out
 
 
@@ -527,7 +497,7 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
 
 
 def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
-           accepted=(), baselines=(), runs=None, **kw):
+           accepted=(), baselines=(), runs=None, judges=None, **kw):
     """Findings for the run ``run_id`` (default: every run, in order, each
     against the runs before it; ``runs``: only those runs, or the records
     a function of a record says yes to).  Also: a
@@ -542,7 +512,10 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     (:meth:`ccl_health.db.store.Store.baselines`): a key's history restarts
     at each, judged against it from its first run (:func:`parts`).  Each
     value is judged once, from the key's last ``window`` healthy values
-    (and its level): the time is linear in the records given."""
+    (and its level): the time is linear in the records given.
+    ``judges``: a dict given each key and size's
+    :class:`ccl_health.judge.stream.SeriesJudge` after its last record
+    (the state the database keeps, :mod:`ccl_health.db.state`)."""
     findings = []
     window = kw.get('window', 30)
     if run_id is not None:
@@ -553,63 +526,30 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
-            _detect_series(findings, key, size, series, runs,
-                           drift_min_size, kw, level)
+            judge = _detect_series(findings, key, size, series, runs,
+                                   drift_min_size, kw, level)
+        if judges is not None:
+            judges[(key, size)] = judge
     return findings
 
 
 def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
                    level=None):
-    window = kw.get('window', 30)
-    judge_kw = {k: v for k, v in kw.items() if k != 'window'}
-    drops, dropped = [], set()
-    recent = collections.deque(maxlen=window)    # the last healthy values
-    for i, rec in enumerate(series):
-        if rec['case_verdict'] not in HEALTHY:
-            continue
-        f = judge_recent(recent, rec, level=level, **judge_kw)
-        if f:
-            rec['_drop'] = True
-            drops.append(i)
-            dropped.add(i)
-        if not rec.get('_drop'):
-            recent.append(rec['busbw'])
-        if runs is not None and not runs(rec):
-            continue
-        if f:
-            findings.append(f)
-        elif drops and drops[-1] == i - 1:
-            findings.append(Finding(
-                'recovery', rec['run_id'], rec['time'], key, size,
-                rec['busbw'], None, None,
-                f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
-                f'{series[i - 1]["run_id"]}'))
-    last = [d for d in drops if d >= len(series) - window]
-    if len(last) >= 2 and (runs is None or runs(series[-1])):
-        healthy_between = any(
-            j not in dropped for j in range(last[0], last[-1]))
-        if healthy_between:
-            findings.append(Finding(
-                'intermittent', series[-1]['run_id'], series[-1]['time'],
-                key, size, series[-1]['busbw'], None, None,
-                f'{len(last)} drops among the last '
-                f'{min(window, len(series))} runs, healthy runs between'))
-    if drift_min_size is None or size < drift_min_size:
-        return
-    shifts = sustained_drops(
-        [r['busbw'] if r['case_verdict'] in HEALTHY else None
-         for r in series], exclude=dropped, window=window, level=level)
-    for i, sh in shifts.items():
-        rec = series[i]
-        if i in dropped or (runs is not None and not runs(rec)):
-            continue
-        first = series[sh.start]
-        findings.append(Finding(
-            'drift', rec['run_id'], rec['time'], key, size,
-            rec['busbw'], sh.baseline, None, shift=sh.shift,
-            runs=sum(1 for r in series[sh.start:i + 1]
-                     if r['case_verdict'] in HEALTHY),
-            since_run=first['run_id'], since_time=first['time'],
-            noise=sh.noise))
-
-
+    """The findings of one part of a key and size's history, judged record
+    by record (:class:`ccl_health.judge.stream.SeriesJudge`: the same
+    steps as the database's state kept per key); those of the records
+    ``runs`` says yes to appended to ``findings``.  Returns the judge (its
+    state after the last record)."""
+    from ccl_health.judge.stream import SeriesJudge
+    judge = SeriesJudge(key, size, level, drift_min_size, **kw)
+    drifts = []
+    for rec in series:
+        found, drifted = judge.step(rec)
+        if runs is None or runs(rec):
+            findings += found
+            drifts += drifted
+    f = judge.intermittent()
+    if f is not None and (runs is None or runs(series[-1])):
+        findings.append(f)
+    findings += drifts
+    return judge

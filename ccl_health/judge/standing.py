@@ -16,12 +16,20 @@ def standing(records, accepted=(), baselines=(), min_history=5):
         for level, part in history.parts(whole, key, size, accepted,
                                          baselines):
             pass
-        if level is not None and level.median is None:
-            level = None        # an accepted run that measured nothing here
         per.setdefault(key, []).append(
             (size, level, len(history._healthy(part))))
+    return standing_of(per, min_history)
+
+
+def standing_of(per, min_history=5):
+    """:func:`standing` of ``{key: [(size, level of its newest part,
+    healthy values in it)]}`` (what the database's state of a key holds:
+    :func:`ccl_health.db.state.standing`)."""
     out = {}
     for key, sizes in per.items():
+        sizes = [(s, None if lv is not None and lv.median is None else lv,
+                  n) for s, lv, n in sizes]    # an accepted run that
+        #                                       measured nothing here
         where = where_text(key)
         known = [(s, lv, n) for s, lv, n in sizes if lv is not None]
         if known:

@@ -1,0 +1,282 @@
+"""History judging kept by the writer (issue 30): each series key's
+judging state after its newest case (table ``key_state``) and the findings
+each case was judged to have (table ``findings``), written in the
+transaction that writes the case (:meth:`ccl_health.db.store.Store.
+add_cases`).  ``report failed`` and ``report detect`` then read the
+findings of their window by index, never a key's history
+(:func:`ccl_health.db.reads.judge_keys`).
+
+One judge: a key's state is that of :func:`ccl_health.judge.history.
+detect` over the key's whole history (the :class:`ccl_health.judge.stream.
+SeriesJudge` of each size after its last record), and a new case is judged
+by those judges' next step.  A key is judged again from its whole history
+(:func:`rebuild`) where a step would not be that: a case older than (or
+as old as) the newest judged (a backfill, an ingest of old logs, a case
+written again), a size the key had not measured, a level
+(``scripts/report accept``, ``scripts/calibrate --db``) that starts after
+the case or was not there when the state was made (:func:`fingerprint`),
+or no state yet.  A reader takes the state of a key only when its levels
+are those it was made with, and judges any other key from its whole
+history, so a finding never depends on whether a state exists
+(``tests/test_db_state.py``).
+
+Two writers of one key (a sweep and its re-run) are serialised: SQLite's
+write transaction is one at a time; on PostgreSQL each writer takes a
+transaction-scoped advisory lock of each key it judges (in key order),
+then reads the state."""
+
+import datetime
+import json
+
+from ccl_health.judge import history as H
+from ccl_health.judge.stream import SeriesJudge, finding_data, finding_of
+
+#: the whole history (a key judged again, or at read without a state)
+EVER = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+
+
+def has_state(store):
+    """Does the store have the tables (schema 8)?"""
+    return store.schema_version() >= 8
+
+
+def _json(data):
+    return json.dumps(data, separators=(',', ':'))
+
+
+def key_text(key):
+    """The ``key`` column of a series key."""
+    return json.dumps(list(key))
+
+
+class Levels:
+    """The acceptances and baselines of a store, matched to keys."""
+
+    def __init__(self, accepted, baselines):
+        self.accepted, self.baselines = accepted, baselines
+        groups = {}
+        for tag, rows in (('a', [a for a in accepted
+                                 if not a.get('undone_at')]),
+                          ('b', baselines)):
+            for r in rows:
+                fields = tuple(r.get(c) for c in H.KEY + ('kind',))
+                groups.setdefault(fields, []).append((tag, r['id']))
+        self._groups = groups
+
+    def fingerprint(self, key):
+        """The levels of ``key`` (whatever their size) as text: a state
+        made with other levels is not the key's."""
+        ids = []
+        for fields, rows in self._groups.items():
+            if all(want is None or want == have
+                   for want, have in zip(fields, key[:8])):
+                ids += rows
+        return json.dumps(sorted(ids))
+
+    def accepted_runs(self):
+        return {a['run_id'] for a in self.accepted if not a.get('undone_at')}
+
+    def after(self, key, size, rec):
+        """Does a level of ``key`` at ``size`` start after the record
+        ``rec`` (it would cut the history before it)?"""
+        return any(not lv.starts_after(rec) for lv in H.levels(
+            key, size, self.accepted, self.baselines))
+
+
+def levels_of(store):
+    return Levels(store.acceptances(), store.baselines())
+
+
+def _records(store, case_ids):
+    from ccl_health.db.reads import _RECORDS
+    out, ids = [], sorted(set(case_ids))
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        out += store.query(f'{_RECORDS} WHERE c.id IN '
+                           f'({", ".join("?" * len(part))})', tuple(part))
+    return out
+
+
+def _series_records(records):
+    """``{key: records}`` of the records that join a history series."""
+    out = {}
+    for r in records:
+        if r.get('size') is None or r.get('busbw') is None or \
+                H.simulated(r):
+            continue
+        key = H.series_key(r)
+        if H.has_history(key):
+            out.setdefault(key, []).append(r)
+    return out
+
+
+def _lock(store, keys):
+    if store.kind == 'postgresql':
+        for key in keys:
+            store.execute('SELECT pg_advisory_xact_lock(hashtext(?))',
+                          (key_text(key),))
+
+
+def _load(store, keys, states=True):
+    """``{key: row}`` of the state rows of ``keys`` (``states``: with
+    their states)."""
+    out, texts = {}, [key_text(k) for k in keys]
+    cols = '*' if states else 'key, levels'
+    for i in range(0, len(texts), 500):
+        part = texts[i:i + 500]
+        for row in store.query(
+                f'SELECT {cols} FROM key_state WHERE key IN '
+                f'({", ".join("?" * len(part))})', tuple(part)):
+            out[tuple(json.loads(row['key']))] = row
+    return out
+
+
+def update(store, case_ids):
+    """Judge the cases ``case_ids`` just written (in the writer's
+    transaction): each key's state stepped, or the key judged again
+    (:func:`rebuild`)."""
+    if not case_ids or not has_state(store):
+        return
+    by_key = _series_records(_records(store, case_ids))
+    if not by_key:
+        return
+    keys = sorted(by_key, key=key_text)
+    _lock(store, keys)
+    rows, levels = _load(store, keys), levels_of(store)
+    states, found, stepped = [], [], []
+    for key in keys:
+        got = _step(key, rows.get(key), by_key[key], levels)
+        if got is None:
+            rebuild(store, key, levels)
+            continue
+        states.append(got[0])
+        found += got[1]
+        stepped += got[2]
+    _write(store, states, found, stepped)
+
+
+def _step(key, row, records, levels):
+    """(the new state row, the findings, the sizes stepped) of ``key``
+    after ``records`` (its new cases'), or None where the key must be
+    judged again."""
+    fp = levels.fingerprint(key)
+    if row is None or row['levels'] != fp:
+        return None
+    data = json.loads(row['state'])
+    judges = {int(s): SeriesJudge.load(key, d) for s, d in data.items()}
+    last = (row['last_time'], row['last_run'])
+    accepted = levels.accepted_runs()
+    records = sorted(records, key=lambda r: (r['time'], r['run_id'],
+                                             r['case_id'], r['size']))
+    found, newest = [], last
+    for rec in records:
+        judge = judges.get(rec['size'])
+        if (rec['time'], rec['run_id']) <= last or judge is None or \
+                rec['run_id'] in accepted or \
+                levels.after(key, rec['size'], rec):
+            return None
+        drops, drifts = judge.step(rec)
+        found += drops + drifts
+        newest = max(newest, (rec['time'], rec['run_id']))
+    last = newest
+    stepped = sorted({r['size'] for r in records})
+    found += [f for f in (judges[s].intermittent() for s in stepped) if f]
+    return ((key_text(key), last[0], last[1], fp, _json(
+        {str(s): j.state() for s, j in judges.items()})), found,
+        [(key_text(key), s) for s in stepped])
+
+
+def rebuild(store, key, levels=None):
+    """Judge ``key`` from its whole history: its findings and state
+    written anew."""
+    from ccl_health.db.reads import key_history
+    levels = levels or levels_of(store)
+    records = key_history(store, key, EVER)
+    judges = {}
+    found = H.detect(records, accepted=levels.accepted,
+                     baselines=levels.baselines, judges=judges)
+    store.execute('DELETE FROM findings WHERE key = ?', (key_text(key),))
+    mine = [r for r in records if r.get('size') is not None and
+            r.get('busbw') is not None and not H.simulated(r)]
+    if not mine:
+        store.execute('DELETE FROM key_state WHERE key = ?',
+                      (key_text(key),))
+        return
+    last = max((r['time'], r['run_id']) for r in mine)
+    state = _json({str(size): j.state()
+                   for (_, size), j in judges.items()})
+    _write(store, [(key_text(key), last[0], last[1],
+                    levels.fingerprint(key), state)], found, [])
+
+
+def _write(store, states, found, stepped):
+    """Write state rows, findings, and drop the intermittent findings of
+    the (key, size) ``stepped`` (each is of the key's newest case)."""
+    cur = store.conn.cursor()
+    if stepped:
+        cur.executemany(store._sql(
+            "DELETE FROM findings WHERE key = ? AND kind = 'intermittent' "
+            "AND size = ?"), stepped)
+    if found:
+        cur.executemany(store._sql(
+            'INSERT INTO findings (case_id, key, size, kind, run_id, time, '
+            'body) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+            [(f.case_id, key_text(f.key), f.size, f.kind, f.run_id, f.time,
+              _json(finding_data(f))) for f in found])
+    if states:
+        cur.executemany(store._sql(
+            'INSERT INTO key_state (key, last_time, last_run, levels, state) '
+            'VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET '
+            'last_time = excluded.last_time, last_run = excluded.last_run, '
+            'levels = excluded.levels, state = excluded.state'), states)
+
+
+# -- reading ---------------------------------------------------------------
+_COLS = 'case_id, key, size, kind, run_id, time, body'
+
+
+def fresh(store, keys, levels, states=True):
+    """``{key: state}`` of the keys of ``keys`` whose state is theirs
+    (made with their levels of now); the others are judged at read.
+    ``states``: False: ``{key: None}`` (the states are not read)."""
+    if not has_state(store):
+        return {}
+    out = {}
+    for key, row in _load(store, keys, states).items():
+        if row['levels'] == levels.fingerprint(key):
+            out[key] = json.loads(row['state']) if states else None
+    return out
+
+
+def findings(store, keys, since=None, runs=None):
+    """The findings kept of the keys ``keys`` (a set) of the runs ``runs``
+    (a set), else of the records from ``since`` on."""
+    from ccl_health.db.reads import sql_time, when
+    rows = []
+    if runs is not None:
+        runs = sorted(r for r in runs if r is not None)
+        for i in range(0, len(runs), 500):
+            part = runs[i:i + 500]
+            rows += store.query(
+                f'SELECT {_COLS} FROM findings WHERE run_id IN '
+                f'({", ".join("?" * len(part))})', tuple(part))
+    else:
+        rows = store.query(f'SELECT {_COLS} FROM findings WHERE time >= ?',
+                           (sql_time(since),))
+    texts = {key_text(k) for k in keys}
+    out = [finding_of(json.loads(r['body']), r['kind'], r['run_id'],
+                      r['time'], json.loads(r['key']), r['size'],
+                      r['case_id']) for r in rows if r['key'] in texts]
+    return [f for f in out if runs is not None or when(f.time) >= since]
+
+
+def standing(states):
+    """``{key: [(size, level, healthy values)]}`` of the newest part of
+    each size (:func:`ccl_health.judge.standing.standing_of`)."""
+    out = {}
+    for key, data in states.items():
+        for d in data.values():
+            j = SeriesJudge.load(key, d)
+            out.setdefault(tuple(key), []).append((j.size, j.level,
+                                                   j.healthy))
+    return out
