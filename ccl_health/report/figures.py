@@ -119,7 +119,7 @@ class Figures:
             except OSError:
                 pass
         else:
-            _write(cached, draw())
+            write_whole(cached, draw())
             self.drawn += 1
         _place(cached, os.path.join(self.outdir, name))
         fig = Figure(name, caption, cached)
@@ -147,7 +147,7 @@ class Figures:
                     os.remove(os.path.join(self.outdir, old))
                 except OSError:
                     pass
-        _write(listing, ('\n'.join(sorted(names)) + '\n').encode())
+        write_whole(listing, ('\n'.join(sorted(names)) + '\n').encode())
         limit = time.time() - CACHE_DAYS * 86400
         try:
             entries = list(os.scandir(self.cache))
@@ -155,13 +155,14 @@ class Figures:
             entries = []
         for e in entries:
             try:
-                if e.name.endswith('.png') and e.stat().st_mtime < limit:
+                if e.name.endswith(('.png', '.json')) and \
+                        e.stat().st_mtime < limit:
                     os.remove(e.path)
             except OSError:
                 pass
 
 
-def _write(path, data):
+def write_whole(path, data):
     """``data`` into ``path``, whole or not at all (a temporary file
     renamed)."""
     folder = os.path.dirname(path) or '.'

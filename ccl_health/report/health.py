@@ -7,9 +7,12 @@ finding against their own history), listed, never drawn one by one."""
 
 import dataclasses
 import datetime
+import json
+import os
 import re
 from typing import List
 
+from ccl_health import CclHealthError
 from ccl_health.db import reads
 from ccl_health.units import format_size
 
@@ -97,11 +100,11 @@ def health_sections(store, figures, since=None):
     (:func:`ccl_health.db.health_days.health_days`, from the day of
     ``since``) as a table and a figure (drawn into ``figures``, a
     :class:`ccl_health.report.figures.Figures`)."""
-    from ccl_health.db.health_days import GROUP, health_days
+    from ccl_health.db.health_days import GROUP
     from ccl_health.report import plots
     groups = {}
-    for r in health_days(store, since.date().isoformat() if since
-                         else None):
+    for r in days_rows(store, since.date().isoformat() if since else None,
+                       figures.cache):
         groups.setdefault(tuple(r[k] for k in GROUP), []).append(r)
     out = []
     for key, rows in sorted(groups.items(),
@@ -116,6 +119,50 @@ def health_sections(store, figures, since=None):
             list(reversed(rows))[:HEALTH_DAYS_LISTED], len(rows),
             [figures.add(f'nodes_{slug}.png', 'busbw over the nodes per day',
                          lambda: plots.health_days(rows), rows)]))
+    return out
+
+
+def days_rows(store, since, cache):
+    """:func:`ccl_health.db.health_days.health_days` from the day
+    ``since`` (``YYYY-MM-DD``; None: every day), each day's rows kept in
+    the folder ``cache`` under a hash of that day's cases (how many and
+    the newest id, counted from the time index) and of the code: a day is
+    computed again only when a case of it was added or removed, so a
+    nightly page computes its newest day, not the month."""
+    from ccl_health.db import health_days as hd
+    from ccl_health.report.figures import digest, write_whole
+    marks = store.query(
+        'SELECT substr(c.time, 1, 10) AS day, COUNT(*) AS n, MAX(c.id) AS '
+        'last FROM cases c' + (' WHERE c.time >= ?' if since else '') +
+        ' GROUP BY substr(c.time, 1, 10)', (since,) if since else ())
+    with open(hd.__file__, 'rb') as fp:
+        code = fp.read()
+    out = []
+    for m in sorted(marks, key=lambda m: str(m['day'])):
+        day = str(m['day'])
+        try:
+            after = (datetime.date.fromisoformat(day) +
+                     datetime.timedelta(days=1)).isoformat()
+        except ValueError:      # not a date: every day in one query
+            return hd.health_days(store, since)
+        path = os.path.join(cache, f'health-days-{day}-'
+                            f'{digest(code, int(m["n"]), m["last"])}.json')
+        try:
+            with open(path, encoding='utf-8') as fp:
+                out += json.load(fp)
+            os.utime(path)
+            continue
+        except (OSError, ValueError):
+            pass
+        text = json.dumps([dict(r) for r in hd.health_days(store, day,
+                                                             after)],
+                          default=float)
+        rows = json.loads(text)     # as the cache gives them: plain numbers
+        try:
+            write_whole(path, text.encode())
+        except CclHealthError:
+            pass                # no cache: computed again next time
+        out += rows
     return out
 
 
