@@ -22,8 +22,8 @@ from test_report_page import T0, _case
 MiB = 1 << 20
 
 
-def _sweeps(s, nights, drop_night=None, collectives=('all_reduce',
-                                                      'all_gather'),
+def _sweeps(s, nights, drop_night=None,
+            collectives=('all_reduce', 'all_gather'),
             transports=('intra', 'net-socket'), first=0, nccl=None):
     for d in range(first, first + nights):
         for coll in collectives:
@@ -261,3 +261,24 @@ def test_nodes_to_look_at_counted_and_listed(tmp_path):
     nodes = html.split('<h3 id="nodes">')[1].split('</table>')[0]
     assert '<td>n2</td>' in nodes and '1 crash' in nodes
     assert 'crash: rank 3 died' in html       # and in the failures
+
+
+def test_self_contained_on_the_command_line(tmp_path):
+    from test_report_page import cli
+    path = str(tmp_path / 'r.db')
+    with store.open_store(path) as s:
+        for d in range(8):
+            for tr in ('intra', 'net-socket', 'net-plugin',
+                       'net-plugin-gdr'):
+                s.add_case(_case(f'night-{d}', d, transport=tr,
+                                 bw=90.0 if d == 6 else 330.0 + d % 2))
+    rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'a'))
+    assert rc == 0, err
+    assert 'data:image/png' not in (tmp_path / 'a' / 'index.html').read_text()
+    rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'b'),
+                     '--self-contained')
+    assert rc == 0, err
+    html = (tmp_path / 'b' / 'index.html').read_text()
+    imgs = re.findall(r'<img [^>]*src="([^"]+)"', html)
+    assert len(imgs) > figures.INLINE_FIGURES
+    assert all(src.startswith('data:image/png;base64,') for src in imgs)

@@ -154,9 +154,8 @@ def days_rows(store, since, cache):
             continue
         except (OSError, ValueError):
             pass
-        text = json.dumps([dict(r) for r in hd.health_days(store, day,
-                                                             after)],
-                          default=float)
+        got = hd.health_days(store, day, after)
+        text = json.dumps([dict(r) for r in got], default=float)
         rows = json.loads(text)     # as the cache gives them: plain numbers
         try:
             write_whole(path, text.encode())
