@@ -216,15 +216,9 @@ class Section:
     anchor: str
     note: str
     figures: list
-    #: a series with nothing to look at: the (system, partition, kind) of
-    #: the group figure that has its panel
-    healthy: tuple = ()
-
-    @property
-    def healthy_anchor(self):
-        return ('healthy_' + _slug(f'{self.healthy[0]}:{self.healthy[1]} '
-                                   f'{self.healthy[2]}')
-                if self.healthy else '')
+    #: a series with nothing to look at: the anchor of its group's figure
+    #: that has its panel
+    panel: str = ''
 
 
 def failure_rows(cases, verdicts=None, reason=None):
@@ -460,6 +454,12 @@ def needs_look(cases, findings):
     return out
 
 
+def _panel_anchor(group, over):
+    """The anchor (and figure name) of a group's small multiples."""
+    return ('healthy_' if over == 'time' else 'once_') + _slug(
+        f'{group[0]}:{group[1]} {group[2]}')
+
+
 def _panel_size(grp):
     """The size a series is shown at in its group's figure: the largest
     with a reference, else the largest measured."""
@@ -472,9 +472,8 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
     each group's healthy series): a series that needs a look
     (:func:`needs_look`) gets its busbw and time per size and its trends
     at the ``wanted`` sizes; the others are a panel each of their group's
-    (system, partition, kind) small multiples (:func:`plots.healthy`),
-    unless measured by one run only (no trend to summarise: its run's
-    figure)."""
+    (system, partition, kind) small multiples (:func:`plots.healthy`):
+    over time, or per size where one run measured the series."""
     from ccl_health.report import plots
     sections, panels = [], {}
     if df.empty:
@@ -491,15 +490,22 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
         title = series_name(key)
         slug = _slug(title)
         runs = grp['run_id'].nunique()
-        if key not in look and runs >= 2:
-            size = _panel_size(grp)
-            rows = grp.loc[grp['size'] == size,
-                           ['when', 'busbw', 'ref', 'tolerance']]
-            panels.setdefault(key[:3], []).append(
-                (series_name(key, group=False), size, rows))
+        if key not in look:
+            # over time at its largest referenced size; measured once:
+            # its run per size
+            over = 'time' if runs >= 2 else 'size'
+            if over == 'time':
+                size = _panel_size(grp)
+                rows = grp.loc[grp['size'] == size, ['when', 'busbw', 'ref',
+                                                     'tolerance']]
+                name = f'{series_name(key, group=False)} {format_size(size)}'
+            else:
+                rows = grp[['size', 'busbw', 'ref', 'tolerance']]
+                name = series_name(key, group=False)
+            panels.setdefault((key[:3], over), []).append((name, rows))
             sections.append(Section(key, title, slug, (
                 f'{runs} run(s): no finding, failure or change of version '
-                f'in the window'), [], healthy=key[:3]))
+                f'in the window'), [], panel=_panel_anchor(key[:3], over)))
             continue
         data = grp[list(FIGURE_COLUMNS)].sort_values(['when', 'size'])
         figs = [figures.add(f'busbw_{slug}.png',
@@ -529,24 +535,29 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
                 ('' if runs >= 2 else '; one run: no trend yet'))
         sections.append(Section(key, title, slug, note, figs))
     healthy = []
-    for group, items in panels.items():
+    for (group, over), items in sorted(
+            panels.items(), key=lambda kv: (kv[0][0][:2],
+                                            order[kv[0][0][2]], kv[0][1])):
         where = f'{group[0]}:{group[1]} {group[2]}'
-        anchor = 'healthy_' + _slug(where)
+        anchor = _panel_anchor(group, over)
         figs = []
         for i in range(0, len(items), plots.PANELS):
             part = items[i:i + plots.PANELS]
             n = f'_{i // plots.PANELS + 1}' if len(items) > plots.PANELS \
                 else ''
             figs.append(figures.add(
-                f'healthy_{_slug(where)}{n}.png',
-                'busbw over time, one panel per series, at its largest '
-                'referenced size', lambda part=part: plots.healthy(part),
-                [(t, z) for t, z, _ in part], *[r for _, _, r in part]))
-        healthy.append(Section(group, f'{where}: the series with nothing '
-                               f'to look at', anchor,
-                               f'{len(items)} series: no finding, failure '
-                               f'or change of version in the window',
-                               figs))
+                f'{anchor}{n}.png', (
+                    'busbw over time, one panel per series, at its largest '
+                    'referenced size' if over == 'time' else
+                    'busbw per message size of its one run, one panel per '
+                    'series'), lambda part=part, over=over: plots.healthy(
+                        part, over), over, [t for t, _ in part],
+                *[r for _, r in part]))
+        healthy.append(Section(group, (
+            f'{where}: the series with nothing to look at' if over == 'time'
+            else f'{where}: the series measured once, with nothing to look '
+            f'at'), anchor, f'{len(items)} series: no finding, failure or '
+            f'change of version in the window', figs))
     return sections, healthy
 
 

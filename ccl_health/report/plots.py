@@ -300,18 +300,20 @@ PANEL_COLUMNS = 4
 PANELS = 24
 
 
-def healthy(panels):
+def healthy(panels, over='time'):
     """:func:`healthy_figure` as PNG."""
-    return _png(healthy_figure(panels))
+    return _png(healthy_figure(panels, over))
 
 
-def healthy_figure(panels):
+def healthy_figure(panels, over='time'):
     """Small multiples of the series that need no look of their own (no
     finding, failure or change in the window): one panel per series,
-    ``panels`` a list of ``(title, size, rows)`` (at most :data:`PANELS`),
-    ``rows`` the series' values at ``size`` (``when``, ``busbw``, ``ref``,
-    ``tolerance``): busbw over time with the reference band, on one time
-    axis shared by every panel."""
+    ``panels`` a list of ``(title, rows)`` (at most :data:`PANELS`).
+    ``over`` ``'time'``: ``rows`` are a series' values at one size
+    (``when``, ``busbw``, ``ref``, ``tolerance``), busbw over time with
+    the reference band, one time axis shared by every panel; ``'size'``:
+    the one run of a series measured once (``size``, ``busbw``, ``ref``,
+    ``tolerance``), busbw per message size with the reference band."""
     import math
     import matplotlib.dates as mdates
     import matplotlib.ticker as mt
@@ -319,32 +321,47 @@ def healthy_figure(panels):
     nrows = max(1, math.ceil(len(panels) / cols))
     width, height = 0.3 + 2.7 * cols, 0.35 + 1.55 * nrows
     fig = _figure(width, height, left=0.45 / width, right=1 - 0.1 / width,
-                  bottom=0.45 / height, top=1 - 0.3 / height, wspace=0.22,
+                  bottom=0.45 / height, top=1 - 0.3 / height, wspace=0.25,
                   hspace=0.55)
     axes = fig.subplots(nrows, cols, sharex=True, squeeze=False).ravel()
-    for ax, (title, size, rows) in zip(axes, panels):
-        rows = rows.sort_values('when')
-        refs = rows['ref'].ffill()
+    x = 'when' if over == 'time' else 'size'
+    for ax, (title, rows) in zip(axes, panels):
+        rows = rows.sort_values(x)
+        refs = rows['ref'].ffill() if over == 'time' else rows['ref']
         if refs.notna().any():
-            low = refs * (1 - rows['tolerance'].ffill())
-            ax.plot(rows['when'], refs, color='tab:green', lw=0.8,
-                    drawstyle='steps-post')
-            if low.notna().any():
-                ax.fill_between(rows['when'], low, refs, step='post',
-                                **_BAND)
-        ax.plot(rows['when'], rows['busbw'], '.-', ms=2, lw=0.8,
+            low = refs * (1 - (rows['tolerance'].ffill() if over == 'time'
+                               else rows['tolerance']))
+            ax.plot(rows[x], refs, color='tab:green', lw=0.8,
+                    drawstyle='steps-post' if over == 'time' else 'default',
+                    marker='_' if refs.notna().sum() == 1 else None)
+            if low.notna().sum() > 1:
+                ax.fill_between(rows[x], low, refs, step='post' if
+                                over == 'time' else None, **_BAND)
+        ax.plot(rows[x], rows['busbw'], '.-', ms=3, lw=1.2,
                 color='tab:blue')
-        ax.set_ylim(bottom=0)
-        ax.set_title(f'{title} {format_size(size)}', fontsize=7)
+        ax.set_title(title, fontsize=7)
         ax.tick_params(labelsize=6)
-        ax.yaxis.set_major_locator(mt.MaxNLocator(3))
+        pos = rows.loc[rows['busbw'] > 0, 'busbw']
+        if over == 'size' and len(pos) and pos.max() > 20 * pos.min():
+            ax.set_yscale('log')
+            _log_labels(ax.yaxis)
+        else:
+            ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_locator(mt.MaxNLocator(3))
         ax.grid(True, alpha=0.3)
     for ax in axes[len(panels):]:
         ax.axis('off')
     for ax in axes[max(0, len(panels) - cols):len(panels)]:
         ax.xaxis.set_tick_params(labelbottom=True)   # each column's last
-    loc = mdates.AutoDateLocator(tz='UTC', maxticks=4)
-    axes[0].xaxis.set_major_locator(loc)
-    axes[0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(
-        loc, tz='UTC'))
+    if over == 'time':
+        loc = mdates.AutoDateLocator(tz='UTC', maxticks=4)
+        axes[0].xaxis.set_major_locator(loc)
+        axes[0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(
+            loc, tz='UTC'))
+    else:
+        axes[0].set_xscale('log', base=2)
+        axes[0].xaxis.set_major_locator(mt.LogLocator(base=1024))
+        axes[0].xaxis.set_minor_locator(mt.NullLocator())
+        axes[0].xaxis.set_major_formatter(mt.FuncFormatter(
+            lambda v, _: format_size(int(round(v))) if v >= 1 else ''))
     return fig
