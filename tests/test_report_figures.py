@@ -282,3 +282,30 @@ def test_self_contained_on_the_command_line(tmp_path):
     imgs = re.findall(r'<img [^>]*src="([^"]+)"', html)
     assert len(imgs) > figures.INLINE_FIGURES
     assert all(src.startswith('data:image/png;base64,') for src in imgs)
+
+
+def test_the_nodes_findings_are_capped_the_series_never(tmp_path,
+                                                        monkeypatch):
+    path = str(tmp_path / 'r.db')
+    with store.open_store(path) as s:
+        _sweeps(s, 8, drop_night=6, transports=('intra',),
+                collectives=('all_reduce',))
+        for d in range(8):
+            for n in range(3):
+                s.add_case(_case(f'h{d}-{n}', d + 0.2 + n / 100,
+                                 source='health', name='node-health',
+                                 nodelist=f'n{n}', sizes=[(
+                                     1 << 30, 100.0 if d == 7 else
+                                     330.0 + (d + n) % 2)]))
+    monkeypatch.setattr(report, 'NODE_FINDINGS_LISTED', 1)
+    page, _ = _build(path, tmp_path / 'rep')
+    html = open(page).read()
+    part = html.split('id="findings"')[1].split('<h2')[0]
+    assert 'DROP local/gpu/intra all_reduce 1n/2r at' in part     # sweep
+    rows = part.split('<tr><td class="time">')[1:]
+    assert sum('[health probe] on n' in r for r in rows) == 1
+    assert '2 older row(s) of the nodes\' health probes are not listed' in \
+        part
+    nodes = html.split('<h3 id="nodes">')[1].split('</table>')[0]
+    for n in ('n0', 'n1', 'n2'):
+        assert f'<td>{n}</td>' in nodes

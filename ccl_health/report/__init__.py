@@ -72,6 +72,9 @@ PAGE_DAYS = 30
 PROBE_FINDING_HOURS = 24
 #: failing cases listed on the page (newest first; all are counted)
 FAILURES_LISTED = 500
+#: rows of the nodes' findings against their history listed (newest
+#: first; every node with one is among the nodes to look at)
+NODE_FINDINGS_LISTED = 100
 #: the kinds read case by case for the page: the health probes are counted
 #: in the database (:func:`probe_summary`, :func:`health_sections`)
 CASE_KINDS = tuple(k for k in KINDS if k != 'health probe')
@@ -268,12 +271,13 @@ def _short(text, limit=240):
         text[:limit] + ' ... (in full: scripts/report detect)'
 
 
-def finding_rows(findings, cases_list):
+def finding_rows(findings, cases_list, limit=None):
     """Findings against history, newest first, one row per kind, run and
     configuration (a drop usually hits many sizes at once: one row saying
     which sizes and how far, every size's line beneath it), drops with what
     changed since the last passing run (``cases_list``: the store, or case
-    rows)."""
+    rows); the newest ``limit`` rows only (what changed is read for
+    those)."""
     groups = {}
     for f in findings:
         groups.setdefault((f.kind, f.run_id, f.key), []).append(f)
@@ -300,11 +304,13 @@ def finding_rows(findings, cases_list):
             head = f'{kind.upper()} {where} at {sizes}'
         rows.append({'kind': kind, 'time': max(f.time for f in fs),
                      'run': run, 'head': head,
-                     'lines': [f.line() for f in fs],
-                     'changed': [_short(c) for c in
-                                 reads.changed(cases_list, fs[0])]
-                     if kind in ('drop', 'drift') else []})
+                     'lines': [f.line() for f in fs], 'first': fs[0]})
     rows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
+    rows = rows[:limit] if limit is not None else rows
+    for r in rows:
+        first = r.pop('first')
+        r['changed'] = ([_short(c) for c in reads.changed(cases_list, first)]
+                        if r['kind'] in ('drop', 'drift') else [])
     return rows
 
 
@@ -392,7 +398,14 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     def shown(case):
         return queries.shown_reason(store, case)
     fails = failure_rows(everything, reason=shown)
-    frows = finding_rows(findings, store)
+    # every finding of the series; the nodes' newest (every node with one
+    # is in the nodes to look at)
+    frows = finding_rows(
+        [f for f in findings if f.key[7] != 'health probe'], store) + \
+        finding_rows(probe_findings, store, limit=NODE_FINDINGS_LISTED)
+    frows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
+    node_finding_rows = len({(f.kind, f.run_id, f.key)
+                             for f in probe_findings})
     page = os.path.join(outdir, 'index.html')
     html = render_page(
         title=title, where=str(store.where),
@@ -405,6 +418,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         failures=fails[:FAILURES_LISTED], n_failures=len(fails),
         skipped=failure_rows(cases, ('skipped',), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
+        node_findings_left=max(0, node_finding_rows - NODE_FINDINGS_LISTED),
         healthy=healthy, health=health, nodes=nodes[:NODES_LISTED],
         n_nodes=len(nodes), probe_hours=PROBE_FINDING_HOURS,
         accepted=acceptance_rows(store.acceptances()),
