@@ -360,6 +360,39 @@ def _cell(r):
         ('' if r['rc'] in (0, 1) else f' rc={r["rc"]}')
 
 
+def page_table():
+    """The report page before and after its figures were cut to what needs
+    a look and cached (``benchmarks/page_scale.py``'s numbers, if
+    measured)."""
+    path = os.path.join(REPO, 'benchmarks', 'results', 'page_scale.json')
+    try:
+        with open(path) as fp:
+            page = json.load(fp)
+    except (OSError, ValueError):
+        return []
+    out = ['### The report page, before and after (SQLite)', '',
+           'Measured by `benchmarks/page_scale.py` (' +
+           page.get('_machine', '?') + '; detail and where the time goes: '
+           '`benchmarks/results/page_scale.md`): before, the code at ' +
+           page.get('_before', '?') + ' (about 90 figures drawn and inlined '
+           'every time); after, drawn from nothing (cold) and drawn again '
+           'into the same folder (again: the nightly, whose figures and '
+           'days that did not change are not drawn or computed again).  '
+           'frontier-31d holds every case a year\'s page reads (its 30 '
+           'days).', '',
+           '| data | cases | page before | after, cold | after, again |',
+           '|---|---|---|---|---|']
+    first = ('nights-1', 'nights-365', 'perlmutter-30d', 'frontier-8d')
+    for k, e in sorted(page.items(), key=lambda kv: (
+            first.index(kv[0]) if kv[0] in first else len(first), kv[0])):
+        if k.startswith('_'):
+            continue
+        out.append(f'| {k} | {e["cases"]:,} | ' + ' | '.join(
+            f'{e[x]["s"]:.1f} ({e[x]["rss_mib"]} MiB)' if e.get(x) else '-'
+            for x in ('before', 'cold', 'again')) + ' |')
+    return out + ['']
+
+
 def render(data):
     sets = [k for k in ('nights-1', 'nights-365') if k in data] + sorted(
         k for k in data if k.startswith('perlmutter')) + sorted(
@@ -394,7 +427,7 @@ def render(data):
                            'failed', 'detect', 'runs', 'nightly', 'page')) +
                        ' |')
     out += ['', 'Before (DB_SCALE.md, SQLite): ' + '; '.join(
-        f'{k}: {v}' for k, v in BEFORE.items()) + '.', '']
+        f'{k}: {v}' for k, v in BEFORE.items()) + '.', ''] + page_table()
     kept = [(k, be) for k in sets for be in ('sqlite', 'postgresql')
             if (k, be) in BEFORE_STATE and be in data[k]]
     if kept:

@@ -282,7 +282,7 @@ def _night_locked(args, publish):
     if status != 'could-not-run' and _database_exists(db_url):
         page = _publish(unpublished, _page, db_url, folder,
                         f'ccl-health {where}: night '
-                        f'{os.path.basename(folder)}')
+                        f'{os.path.basename(folder)}', publish)
     meta.update(status=status, lines=lines, exit=code,
                 finished=datetime.datetime.now().isoformat(timespec='seconds'))
     _publish(unpublished, _write_meta, folder, meta)
@@ -313,10 +313,14 @@ def _publish(problems, fn, *a):
         return False
 
 
-def _page(db_url, folder, title):
+def _page(db_url, folder, title, publish):
+    """The night's page in ``folder``; its figures cached for every night
+    (``<publish>/.figures``): a night draws only what changed."""
     from ccl_health import report
+    from ccl_health.report.figures import CACHE
     with store.open_store(db_url, readonly=True) as db:
-        return report.build(db, folder, title=title)[0]
+        return report.build(db, folder, title=title,
+                            cache=os.path.join(publish, CACHE))[0]
 
 
 def _database_exists(db_url):

@@ -100,6 +100,10 @@ def add_arguments(p):
                    'comma separated (e.g. 8,1M,1G; min and max name the '
                    'smallest and largest measured); default: the nearest '
                    'measured to ' + ','.join(DEFAULT_TREND_SIZES))
+    q.add_argument('--self-contained', action='store_true',
+                   help='the figures inline in index.html too (a page of '
+                   'few figures has them inline anyway; a bigger one links '
+                   'the PNG files beside it)')
 
 
 def cmd_db(args):
@@ -208,7 +212,9 @@ def cmd_db(args):
                 print(line)
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':
-            page, text = report.build(db, args.out, sizes=args.sizes)
+            page, text = report.build(
+                db, args.out, sizes=args.sizes,
+                inline=True if args.self_contained else None)
             print(text)
             print(f'report: {page}')
     return 0

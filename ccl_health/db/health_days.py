@@ -32,6 +32,11 @@ def _is_probe(alias='c'):
             (HEALTH_SOURCE,) + tuple(f'{n}%' for n in HEALTH_NAMES))
 
 
+#: a window's whole partition (its count from the same sort as its row
+#: numbers: one sort, not two)
+_WHOLE = '{} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING'
+
+
 def _median(col, n='n', rn='rn'):
     """SQL: the median of ``col`` over ranked rows (the middle one, or the
     mean of the two middle ones)."""
@@ -39,20 +44,33 @@ def _median(col, n='n', rn='rn'):
            f'{col} END)'
 
 
-def health_days(store, since=None):
+def _window(since=None, until=None):
+    """SQL and its parameters: the cases of the days ``since`` to before
+    ``until`` (``YYYY-MM-DD``), the recorded time compared as text (the
+    same as comparing its day, its first ten characters, but the time
+    index serves it)."""
+    sql, params = '', ()
+    if since:
+        sql += ' AND c.time >= ?'
+        params += (since,)
+    if until:
+        sql += ' AND c.time < ?'
+        params += (until,)
+    return sql, params
+
+
+def health_days(store, since=None, until=None):
     """One row per (:data:`GROUP`, day) of the health probes that measured
     a busbw: ``nodes`` (checked that day), ``median``, ``p10`` (nearest
     rank: the ceil(n/10)-th slowest node) and ``min`` of the nodes' busbw
     (GB/s), then ``checks`` and ``not_good`` (every probe of the group's
     system, partition, transport and collective that day, and those whose
     verdict is not good: a probe that measured nothing, and so recorded
-    no ranks or size, counts there).  ``since``: the first day (``YYYY-MM-DD``).  Oldest day
-    first."""
+    no ranks or size, counts there).  ``since``: the first day, ``until``:
+    the day after the last (``YYYY-MM-DD``).  Oldest day first."""
     probe, params = _is_probe()
-    window = ''
-    if since:
-        window = ' AND substr(c.time, 1, 10) >= ?'
-        params += (since,)
+    window, more = _window(since, until)
+    params += more
     g = ', '.join(GROUP)
     sql = f"""
         WITH probe AS (
@@ -62,26 +80,24 @@ def health_days(store, since=None):
             FROM cases c JOIN measurements m ON m.case_id = c.id
             WHERE {probe}{window} AND m.busbw IS NOT NULL),
         per_probe AS (
-            SELECT {g}, day, node, busbw,
-                   ROW_NUMBER() OVER (PARTITION BY {g}, day, node
-                                      ORDER BY busbw) AS rn,
-                   COUNT(*) OVER (PARTITION BY {g}, day, node) AS n
-            FROM probe),
+            SELECT {g}, day, node, busbw, ROW_NUMBER() OVER w AS rn,
+                   COUNT(*) OVER ({_WHOLE.format('w')}) AS n
+            FROM probe
+            WINDOW w AS (PARTITION BY {g}, day, node ORDER BY busbw)),
         per_node AS (
             SELECT {g}, day, node, {_median('busbw')} AS busbw
             FROM per_probe GROUP BY {g}, day, node),
         ranked AS (
-            SELECT {g}, day, busbw,
-                   ROW_NUMBER() OVER (PARTITION BY {g}, day
-                                      ORDER BY busbw) AS rn,
-                   COUNT(*) OVER (PARTITION BY {g}, day) AS n
-            FROM per_node)
+            SELECT {g}, day, busbw, ROW_NUMBER() OVER v AS rn,
+                   COUNT(*) OVER ({_WHOLE.format('v')}) AS n
+            FROM per_node
+            WINDOW v AS (PARTITION BY {g}, day ORDER BY busbw))
         SELECT {g}, day, MAX(n) AS nodes, {_median('busbw')} AS median,
                MAX(CASE WHEN rn = (n + 9) / 10 THEN busbw END) AS p10,
                MIN(busbw) AS min
         FROM ranked GROUP BY {g}, day ORDER BY day, {g}"""
     rows = store.query(sql, params)
-    counts = _counts(store, since)
+    counts = _counts(store, since, until)
     for r in rows:
         c = counts.get(tuple(r[k] for k in COUNTED) + (r['day'],), {})
         r['checks'] = c.get('checks', 0)
@@ -89,14 +105,12 @@ def health_days(store, since=None):
     return rows
 
 
-def _counts(store, since=None):
+def _counts(store, since=None, until=None):
     """{(:data:`COUNTED`..., day): {checks, not_good}} of the health
     probes, counted in the database."""
     probe, params = _is_probe()
-    window = ''
-    if since:
-        window = ' AND substr(c.time, 1, 10) >= ?'
-        params += (since,)
+    window, more = _window(since, until)
+    params += more
     marks = ', '.join('?' * len(GOOD))
     g = ', '.join(f'c.{k}' for k in COUNTED)
     rows = store.query(

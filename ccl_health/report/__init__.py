@@ -1,33 +1,35 @@
-"""The report people look at, from the performance database: one
-self-contained HTML page (``index.html``, PNGs inline and beside it) and a
-short terminal summary.
+"""The report people look at, from the performance database: one HTML
+page (``index.html``) of the last :data:`PAGE_DAYS` days recorded, its
+figures beside it as PNG files (inline too on a small page:
+:mod:`ccl_health.report.figures`), and a short terminal summary.
 
 Everything is grouped by what was measured, never mixed: a *series* is one
 (system, partition, kind, collective, transport, nodes, ranks, algo), where
 the kind is a ``sweep`` (nccl-tests / rccl-tests), a ``health probe`` (the
 node health hook), a ``fleet`` step or a ``framework`` benchmark (torch_*).
-Per series: busbw
-and time per message size over every size measured (log axes: the latency
+A series that needs a look (a finding against history, a failure or a
+change of version in the window: :func:`needs_look`) gets its busbw and
+time per message size over every size measured (log axes: the latency
 region too), with the reference band (reference down to reference x
-(1 - tolerance)); and busbw over time at the chosen sizes, with dates, the
-band, and each drop labelled with its run.  The page also lists every
-failure (reasons, fallbacks, hangs, build failures, aborted, unjudged) and
-every drop against history with what changed (:func:`ccl_health.judge.attribution.attribute`).
+(1 - tolerance)), and busbw over time at the chosen sizes, with dates, the
+band, and each drop labelled with its run; the others are one small panel
+each in their group's figure.  The page also lists every failure (reasons,
+fallbacks, hangs, build failures, aborted, unjudged) and every drop against
+history with what changed (:func:`ccl_health.judge.attribution.attribute`).
 The health probes are plotted as the machine's distribution over nodes per
 day (:mod:`ccl_health.db.health_days`, computed in the database), never as
-one series of every node; a node's own drops are findings naming it.  The
-fleet's steps are on the fleet's own page (``fleet.html``), not plotted
-here.
+one series of every node; the nodes that need a look are listed
+(:mod:`ccl_health.report.health`), a node's own drops are findings naming
+it.  The fleet's steps are on the fleet's own page (``fleet.html``), not
+plotted here.
 
 The page is a jinja2 template (``page.html.j2``, autoescaped); terminal
 tables are tabulate."""
 
-import base64
 import dataclasses
 import datetime
 import os
 import re
-from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
@@ -35,7 +37,11 @@ from ccl_health.db import reads
 from ccl_health.judge.history import HEALTHY, KEY, kind_of, where_text
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import Verdict
+from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
 from ccl_health.report.series import SERIES
+from ccl_health.report.health import (  # noqa: F401 (the page's parts)
+    HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
+    node_rows, probe_summary)
 
 #: the verdicts that are not failures (summary table)
 GOOD = tuple(v.value for v in Verdict if v.good)
@@ -46,9 +52,6 @@ KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
 #: distribution per day instead, :func:`health_sections`) and the fleet's
 #: steps (compared within their run, on the fleet's page)
 NOT_PLOTTED = ('health probe', 'fleet')
-#: days of the health probes' distribution listed per group (newest
-#: first; the figure has every day)
-HEALTH_DAYS_LISTED = 31
 #: trend sizes when none are asked for: the smallest measured (latency),
 #: those nearest 1 MiB, 64 MiB and 1 GiB, and the largest
 DEFAULT_TREND_SIZES = ('min', '1MiB', '64MiB', '1GiB', 'max')
@@ -69,6 +72,9 @@ PAGE_DAYS = 30
 PROBE_FINDING_HOURS = 24
 #: failing cases listed on the page (newest first; all are counted)
 FAILURES_LISTED = 500
+#: rows of the nodes' findings against their history listed (newest
+#: first; every node with one is among the nodes to look at)
+NODE_FINDINGS_LISTED = 100
 #: the kinds read case by case for the page: the health probes are counted
 #: in the database (:func:`probe_summary`, :func:`health_sections`)
 CASE_KINDS = tuple(k for k in KINDS if k != 'health probe')
@@ -112,14 +118,16 @@ def _frame(store, cases=None, rows=None):
     return df
 
 
-def series_name(key):
+def series_name(key, group=True):
     """``local:gpu sweep all_reduce intra 1n x 2r`` (+ algo when not the
-    default)."""
+    default); without the group (system, partition, kind) when ``group``
+    is False."""
     k = dict(zip(SERIES, key))
     algo = '' if k['algo'] in ('', 'default') else f' algo={k["algo"]}'
-    return (f'{k["system"]}:{k["partition"]} {k["kind"]} '
-            f'{k["collective"] or "-"} {k["transport"] or "-"} '
+    name = (f'{k["collective"] or "-"} {k["transport"] or "-"} '
             f'{k["nodes"] or "?"}n x {k["ranks"] or "?"}r{algo}')
+    return (f'{k["system"]}:{k["partition"]} {k["kind"]} ' + name
+            if group else name)
 
 
 def _slug(text):
@@ -204,24 +212,16 @@ def parse_trend_sizes(text):
 
 
 @dataclasses.dataclass
-class Figure:
-    name: str             # file name of the PNG
-    caption: str
-    png: bytes
-
-    @property
-    def b64(self):
-        return base64.b64encode(self.png).decode()
-
-
-@dataclasses.dataclass
 class Section:
     """The plots of one series."""
     key: tuple
     title: str
     anchor: str
     note: str
-    figures: List[Figure]
+    figures: list
+    #: a series with nothing to look at: the anchor of its group's figure
+    #: that has its panel
+    panel: str = ''
 
 
 def failure_rows(cases, verdicts=None, reason=None):
@@ -271,12 +271,13 @@ def _short(text, limit=240):
         text[:limit] + ' ... (in full: scripts/report detect)'
 
 
-def finding_rows(findings, cases_list):
+def finding_rows(findings, cases_list, limit=None):
     """Findings against history, newest first, one row per kind, run and
     configuration (a drop usually hits many sizes at once: one row saying
     which sizes and how far, every size's line beneath it), drops with what
     changed since the last passing run (``cases_list``: the store, or case
-    rows)."""
+    rows); the newest ``limit`` rows only (what changed is read for
+    those)."""
     groups = {}
     for f in findings:
         groups.setdefault((f.kind, f.run_id, f.key), []).append(f)
@@ -303,11 +304,13 @@ def finding_rows(findings, cases_list):
             head = f'{kind.upper()} {where} at {sizes}'
         rows.append({'kind': kind, 'time': max(f.time for f in fs),
                      'run': run, 'head': head,
-                     'lines': [f.line() for f in fs],
-                     'changed': [_short(c) for c in
-                                 reads.changed(cases_list, fs[0])]
-                     if kind in ('drop', 'drift') else []})
+                     'lines': [f.line() for f in fs], 'first': fs[0]})
     rows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
+    rows = rows[:limit] if limit is not None else rows
+    for r in rows:
+        first = r.pop('first')
+        r['changed'] = ([_short(c) for c in reads.changed(cases_list, first)]
+                        if r['kind'] in ('drop', 'drift') else [])
     return rows
 
 
@@ -328,66 +331,19 @@ def page_window(store, days=PAGE_DAYS):
             tzinfo=datetime.timezone.utc), newest
 
 
-def probe_summary(store, since, now=None):
-    """The summary rows of the health probes since ``since``, one per
-    system, partition, collective, transport, nodes, ranks and algo over
-    every node, counted in the database (never read probe by probe)."""
-    from ccl_health.db.health_days import _is_probe
-    from ccl_health.db.store import GOOD_SQL
-    probe, params = _is_probe()
-    g = ('system', 'partition', 'collective', 'transport', 'nodes',
-         'ranks', 'algo')
-    cols = ', '.join(f'c.{k}' for k in g)
-    rows = store.query(
-        f"""SELECT {cols}, COUNT(*) AS checks, MAX(c.time) AS last,
-                   SUM(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN 1 ELSE 0
-                       END) AS failures,
-                   MAX(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN c.time
-                       END) AS last_failure
-            FROM cases c WHERE c.time >= ? AND {probe}
-            GROUP BY {cols}""", (reads.sql_time(since),) + params)
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    out = []
-    for r in rows:
-        last = store.query(
-            f'SELECT c.id, c.verdict FROM cases c WHERE c.time = ? AND '
-            f'{probe} AND ' + ' AND '.join(
-                f'c.{k} IS NULL' if r[k] is None else f'c.{k} = ?'
-                for k in g) + ' ORDER BY c.id DESC LIMIT 1',
-            (r['last'],) + params + tuple(r[k] for k in g
-                                          if r[k] is not None))[0]
-        m = store.query('SELECT size, busbw, ref FROM measurements WHERE '
-                        'case_id = ? AND ref IS NOT NULL AND busbw IS NOT '
-                        'NULL ORDER BY size DESC LIMIT 1', (last['id'],))
-        failed = newest_time(r['last_failure']) if r['last_failure'] \
-            else None
-        out.append({
-            'system': r['system'] or '', 'partition': r['partition'] or '',
-            'kind': 'health probe', 'collective': r['collective'] or '',
-            'transport': r['transport'] or '',
-            'nodes x ranks': f'{r["nodes"] or "?"} x {r["ranks"] or "?"}',
-            'algo': r['algo'] or '',
-            'last run': str(r['last'])[:16].replace('T', ' '),
-            'last verdict': last['verdict'],
-            'last vs reference': (f'{m[0]["busbw"]:.2f} / '
-                                  f'{m[0]["ref"]:.2f} GB/s at '
-                                  f'{format_size(int(m[0]["size"]))}'
-                                  if m else ''),
-            'runs': int(r['checks']), 'failures': int(r['failures'] or 0),
-            'days since failure': ((now - failed).days if failed else
-                                   'never failed')})
-    return out
-
-
 def build(store, outdir, title='ccl-health report', sizes=None, now=None,
-          days=PAGE_DAYS):
-    """Write ``outdir/index.html`` (PNG images inline) and the PNG files;
-    return (path of the page, terminal summary text).  ``sizes``: the trend
-    sizes (``--sizes`` text, e.g. ``8,1M,1G`` or ``min,max``; default
-    :data:`DEFAULT_TREND_SIZES`).  The page is of the last ``days`` days
-    recorded (:func:`page_window`), read bounded
-    (:mod:`ccl_health.db.reads`)."""
-    from ccl_health.report import plots
+          days=PAGE_DAYS, cache=None, inline=None):
+    """Write ``outdir/index.html`` and its figures beside it (PNG files,
+    :mod:`ccl_health.report.figures`: drawn only where their data changed
+    since the figure in ``cache``, default ``outdir/.figures``; inline too
+    on a small page, or as ``inline`` says); return (path of the page,
+    terminal summary text).  ``sizes``: the trend sizes (``--sizes`` text,
+    e.g. ``8,1M,1G`` or ``min,max``; default :data:`DEFAULT_TREND_SIZES`).
+    The page is of the last ``days`` days recorded (:func:`page_window`),
+    read bounded (:mod:`ccl_health.db.reads`); a series with a finding, a
+    failure or a change of version in it gets its own figures, the others
+    one panel each in their group's figure (:func:`series_sections`)."""
+    from ccl_health.report import figures as figs_
     wanted = parse_trend_sizes(sizes)
     try:
         os.makedirs(outdir, exist_ok=True)
@@ -415,59 +371,41 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     probes = probe_summary(store, since, now)
     table = summary_table(store, now=now, cases=cases, recs=df,
                           probes=probes)
-    # the probes' findings: each node's of the last hours
-    recent = newest_time(newest) - datetime.timedelta(
-        hours=PROBE_FINDING_HOURS)
-    probe_rows = reads.window_cases(store, max(since, recent),
-                                    kinds=('health probe',))
+    # the probes' findings: each node's of the last hours, its keys
+    # counted in the database (never read probe by probe here)
+    recent = max(since, newest_time(newest) - datetime.timedelta(
+        hours=PROBE_FINDING_HOURS))
     how = {}
     findings = reads.judge_keys(
         store, reads.history_keys(case_rows), since,
-        {c['run_id'] for c in case_rows}, standing=how) + reads.judge_keys(
-        store, reads.history_keys(probe_rows), max(since, recent),
-        {c['run_id'] for c in probe_rows}, standing=how)
+        {c['run_id'] for c in case_rows}, standing=how)
+    probe_findings = reads.judge_keys(
+        store, {k for k in reads.window_keys(store, recent)
+                if k[7] == 'health probe'}, recent)
+    findings += probe_findings
     failing = _cases_frame(store, reads.window_cases(
         store, since, kinds=('health probe',), failing=True))
     everything = pd.concat([x for x in (cases, failing) if not x.empty]) \
         if not (cases.empty and failing.empty) else cases
-    sections = []
-    if not df.empty:
-        measured = df[df['busbw'].notna() & ~df['kind'].isin(NOT_PLOTTED)]
-        for key, grp in measured.groupby(list(SERIES), sort=False):
-            title_ = series_name(key)
-            slug = _slug(title_)
-            figs = [Figure(f'busbw_{slug}.png',
-                           'busbw and time per message size',
-                           plots.busbw_vs_size(grp, cases, key))]
-            runs = grp['run_id'].nunique()
-            ask = wanted if not sizes else [
-                w for w in wanted if w in ('min', 'max') or
-                w in set(grp['size'].astype(int))]
-            chosen = resolve_sizes(ask, grp['size'])
-            if runs >= 2:
-                for size in chosen:
-                    figs.append(Figure(
-                        f'trend_{slug}_{format_size(size)}.png',
-                        f'busbw at {format_size(size)} over time',
-                        plots.trend(grp, cases, key, size, findings)))
-            note = (f'{runs} run(s) measured this series' +
-                    ('' if runs >= 2 else '; one run: no trend yet'))
-            sections.append(Section(key, title_, slug, note, figs))
-        order = {k: i for i, k in enumerate(KINDS)}
-        sections.sort(key=lambda s: (s.key[0], s.key[1], order[s.key[2]],
-                                     s.key[3], transports.order(s.key[4]),
-                                     s.key[5:]))
-    health = health_sections(store, since)
-    for sec in sections + health:
-        for fig in sec.figures:
-            with open(os.path.join(outdir, fig.name), 'wb') as fp:
-                fp.write(fig.png)
+    figures = figs_.Figures(outdir, cache, inline)
+    sections, healthy = series_sections(figures, df, cases, findings,
+                                        wanted, sizes)
+    health = health_sections(store, figures, since)
+    nodes = node_rows(store, since, probe_findings)
+    figures.finish()
     from ccl_health.db import queries
 
     def shown(case):
         return queries.shown_reason(store, case)
     fails = failure_rows(everything, reason=shown)
-    frows = finding_rows(findings, store)
+    # every finding of the series; the nodes' newest (every node with one
+    # is in the nodes to look at)
+    frows = finding_rows(
+        [f for f in findings if f.key[7] != 'health probe'], store) + \
+        finding_rows(probe_findings, store, limit=NODE_FINDINGS_LISTED)
+    frows.sort(key=lambda r: (r['time'], r['run']), reverse=True)
+    node_finding_rows = len({(f.kind, f.run_id, f.key)
+                             for f in probe_findings})
     page = os.path.join(outdir, 'index.html')
     html = render_page(
         title=title, where=str(store.where),
@@ -480,7 +418,9 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         failures=fails[:FAILURES_LISTED], n_failures=len(fails),
         skipped=failure_rows(cases, ('skipped',), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
-        health=health,
+        node_findings_left=max(0, node_finding_rows - NODE_FINDINGS_LISTED),
+        healthy=healthy, health=health, nodes=nodes[:NODES_LISTED],
+        n_nodes=len(nodes), probe_hours=PROBE_FINDING_HOURS,
         accepted=acceptance_rows(store.acceptances()),
         standing=list(how.values()),
         runs=(int(cases['run_id'].nunique()) if not cases.empty else 0) +
@@ -496,42 +436,143 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     return page, terminal_summary(table, fails, findings)
 
 
-@dataclasses.dataclass
-class HealthSection:
-    """The health probes of one group (system, partition, transport,
-    collective, ranks, size) over the nodes, per day."""
-    title: str
-    anchor: str
-    rows: List[dict]          # newest day first, HEALTH_DAYS_LISTED at most
-    days: int
-    figures: List[Figure]
+#: what a series' figures are drawn from (the records' columns)
+FIGURE_COLUMNS = ('run_id', 'time', 'when', 'size', 'busbw', 'ref',
+                  'tolerance', 'case_verdict', 'size_verdict', 'time_oop_us',
+                  'time_ip_us')
+#: the case columns a change of which makes a series need a look: its
+#: versions (those of the "changed:" lines, less the node list, which
+#: changes from job to job)
+CHANGE_COLUMNS = tuple(k for k in ATTRIBUTION_FIELDS if k != 'nodelist')
 
 
-def health_sections(store, since=None):
-    """The machine-wide view of the health probes: per group, the
-    distribution of the nodes' busbw per day
-    (:func:`ccl_health.db.health_days.health_days`, from the day of
-    ``since``) as a table and a figure."""
-    from ccl_health.db.health_days import GROUP, health_days
-    from ccl_health.report import plots
-    groups = {}
-    for r in health_days(store, since.date().isoformat() if since
-                         else None):
-        groups.setdefault(tuple(r[k] for k in GROUP), []).append(r)
-    out = []
-    for key, rows in sorted(groups.items(),
-                            key=lambda kv: tuple(map(str, kv[0]))):
-        k = dict(zip(GROUP, key))
-        title = (f'{k["system"]}:{k["partition"]} health probe '
-                 f'{k["collective"] or "-"} {k["transport"] or "-"} '
-                 f'{k["ranks"] or "?"}r {format_size(int(k["size"]))}')
-        slug = _slug(title)
-        out.append(HealthSection(
-            title, f'nodes_{slug}',
-            list(reversed(rows))[:HEALTH_DAYS_LISTED], len(rows),
-            [Figure(f'nodes_{slug}.png', 'busbw over the nodes per day',
-                    plots.health_days(rows))]))
+def _series_of(finding):
+    """The page's series (:data:`SERIES`) of a finding's history key."""
+    k = finding.key
+    return (k[0] or '', k[1] or '', k[7], k[3] or '', k[2] or '',
+            int(k[4] or 0), int(k[5] or 0), k[6] or '')
+
+
+def needs_look(cases, findings):
+    """The series (:data:`SERIES` keys) of the window that need a look of
+    their own: a finding against history, a case that is not good, or a
+    change of version among its cases."""
+    out = {_series_of(f) for f in findings}
+    if cases.empty:
+        return out
+    for key, grp in cases.groupby(list(SERIES), sort=False):
+        if (~grp['verdict'].isin(GOOD)).any() or any(
+                grp[c].nunique(dropna=False) > 1 for c in CHANGE_COLUMNS
+                if c in grp):
+            out.add(key)
     return out
+
+
+def _panel_anchor(group, over):
+    """The anchor (and figure name) of a group's small multiples."""
+    return ('healthy_' if over == 'time' else 'once_') + _slug(
+        f'{group[0]}:{group[1]} {group[2]}')
+
+
+def _panel_size(grp):
+    """The size a series is shown at in its group's figure: the largest
+    with a reference, else the largest measured."""
+    ref = grp.loc[grp['ref'].notna(), 'size']
+    return int((ref if not ref.empty else grp['size']).max())
+
+
+def series_sections(figures, df, cases, findings, wanted, sizes):
+    """(one :class:`Section` per series measured, the :class:`Section` of
+    each group's healthy series): a series that needs a look
+    (:func:`needs_look`) gets its busbw and time per size and its trends
+    at the ``wanted`` sizes; the others are a panel each of their group's
+    (system, partition, kind) small multiples (:func:`plots.healthy`):
+    over time, or per size where one run measured the series."""
+    from ccl_health.report import plots
+    sections, panels = [], {}
+    if df.empty:
+        return sections, []
+    look = needs_look(cases, findings)
+    measured = df[df['busbw'].notna() & ~df['kind'].isin(NOT_PLOTTED)]
+    order = {k: i for i, k in enumerate(KINDS)}
+
+    def sort_key(key):
+        return (key[0], key[1], order[key[2]], key[3],
+                transports.order(key[4]), key[5:])
+    for key, grp in sorted(measured.groupby(list(SERIES), sort=False),
+                           key=lambda kv: sort_key(kv[0])):
+        title = series_name(key)
+        slug = _slug(title)
+        runs = grp['run_id'].nunique()
+        if key not in look:
+            # over time at its largest referenced size; measured once:
+            # its run per size
+            over = 'time' if runs >= 2 else 'size'
+            if over == 'time':
+                size = _panel_size(grp)
+                rows = grp.loc[grp['size'] == size, ['when', 'busbw', 'ref',
+                                                     'tolerance']]
+                name = f'{series_name(key, group=False)} {format_size(size)}'
+            else:
+                rows = grp[['size', 'busbw', 'ref', 'tolerance']]
+                name = series_name(key, group=False)
+            panels.setdefault((key[:3], over), []).append((name, rows))
+            sections.append(Section(key, title, slug, (
+                f'{runs} run(s): no finding, failure or change of version '
+                f'in the window'), [], panel=_panel_anchor(key[:3], over)))
+            continue
+        data = grp[list(FIGURE_COLUMNS)].sort_values(['when', 'size'])
+        figs = [figures.add(f'busbw_{slug}.png',
+                            'busbw and time per message size',
+                            lambda: plots.busbw_vs_size(data, None, key),
+                            key, data)]
+        ask = wanted if not sizes else [
+            w for w in wanted if w in ('min', 'max') or
+            w in set(grp['size'].astype(int))]
+        if runs >= 2:
+            mine = cases
+            for col, v in zip(SERIES, key):
+                mine = mine[mine[col] == v]
+            mine = mine[list(SERIES) + ['time', 'verdict']]
+            for size in resolve_sizes(ask, grp['size']):
+                sub = data[data['size'] == size]
+                found = [f for f in findings if f.kind == 'drop' and
+                         f.size == size and _series_of(f)[:7] == key[:7]]
+                drops = sorted(f.run_id for f in found)
+                figs.append(figures.add(
+                    f'trend_{slug}_{format_size(size)}.png',
+                    f'busbw at {format_size(size)} over time',
+                    lambda sub=sub, size=size, found=found: plots.trend(
+                        sub, mine, key, size, found),
+                    key, size, sub, mine, drops))
+        note = (f'{runs} run(s) measured this series' +
+                ('' if runs >= 2 else '; one run: no trend yet'))
+        sections.append(Section(key, title, slug, note, figs))
+    healthy = []
+    for (group, over), items in sorted(
+            panels.items(), key=lambda kv: (kv[0][0][:2],
+                                            order[kv[0][0][2]], kv[0][1])):
+        where = f'{group[0]}:{group[1]} {group[2]}'
+        anchor = _panel_anchor(group, over)
+        figs = []
+        for i in range(0, len(items), plots.PANELS):
+            part = items[i:i + plots.PANELS]
+            n = f'_{i // plots.PANELS + 1}' if len(items) > plots.PANELS \
+                else ''
+            figs.append(figures.add(
+                f'{anchor}{n}.png', (
+                    'busbw over time, one panel per series, at its largest '
+                    'referenced size' if over == 'time' else
+                    'busbw per message size of its one run, one panel per '
+                    'series'), lambda part=part, over=over: plots.healthy(
+                        part, over), over, [t for t, _ in part],
+                *[r for _, r in part]))
+        healthy.append(Section(group, (
+            f'{where}: the series with nothing to look at' if over == 'time'
+            else f'{where}: the series measured once, with nothing to look '
+            f'at'), anchor, f'{len(items)} series: no finding, failure or '
+            f'change of version in the window', figs))
+    return sections, healthy
 
 
 def acceptance_rows(rows):

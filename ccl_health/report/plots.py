@@ -1,26 +1,53 @@
 """The report's pictures (matplotlib, Agg), one series at a time: a series
 is one (system, partition, kind, collective, transport, nodes, ranks, algo)
-so that nothing measured differently is mixed into a line or a median."""
+so that nothing measured differently is mixed into a line or a median.
+
+Drawn cheaply, since a page may have many: the Agg canvas without pyplot,
+one figure object per shape reused (cleared) from one picture to the next,
+fixed margins instead of a layout pass, plain-text tick labels (no
+mathtext) and a modest resolution (:data:`DPI`)."""
 
 import io
 
 from ccl_health.units import format_size
 
 _BAND = dict(color='tab:green', alpha=0.18)
+#: resolution of the PNGs (the page shows them about 800 pixels wide)
+DPI = 72
+#: the figures, one per size in inches, reused (:func:`_figure`)
+_FIGURES = {}
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    return plt
+def _figure(width, height, **margins):
+    """An empty figure of ``width`` x ``height`` inches on the Agg canvas,
+    the same object each time for one size (cleared), with fixed margins
+    (``left``, ``right``, ``bottom``, ``top``, ``wspace``, ``hspace``: no
+    layout pass)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = _FIGURES.get((width, height))
+    if fig is None:
+        fig = Figure(figsize=(width, height), dpi=DPI)
+        FigureCanvasAgg(fig)
+        _FIGURES[(width, height)] = fig
+    fig.clear()
+    fig.subplots_adjust(**margins)
+    return fig
 
 
 def _png(fig):
     buf = io.BytesIO()
-    fig.savefig(buf, format='png', dpi=90, bbox_inches='tight')
-    _plt().close(fig)
+    fig.savefig(buf, format='png', dpi=DPI)
     return buf.getvalue()
+
+
+def _log_labels(axis):
+    """Plain-text labels on a log axis (the default ones are mathtext,
+    which costs more than the rest of a figure)."""
+    import matplotlib.ticker as mt
+    axis.set_major_formatter(mt.LogFormatter())
+    axis.set_minor_formatter(mt.LogFormatter(labelOnlyBase=False,
+                                             minor_thresholds=(1, 0.4)))
 
 
 def _size_axis(ax):
@@ -52,13 +79,14 @@ def busbw_figure(grp, cases, key):
     """The latest run of one series over every size it measured: busbw
     (log-log, the latency region included) with the reference band and
     the median of the earlier passing runs, and the time per call."""
-    plt = _plt()
     grp = grp.sort_values(['when', 'size'])
     last_run = grp['run_id'].iloc[-1]
     last = grp[grp['run_id'] == last_run].sort_values('size')
     earlier = grp[(grp['run_id'] != last_run) &
                   (grp['case_verdict'] == 'pass')]
-    fig, (ax, at) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig = _figure(11, 3.8, left=0.07, right=0.98, bottom=0.22, top=0.92,
+                  wspace=0.22)
+    ax, at = fig.subplots(1, 2)
     n_hist = earlier['run_id'].nunique()
     if n_hist:
         med = earlier.groupby('size')['busbw'].median()
@@ -95,6 +123,7 @@ def busbw_figure(grp, cases, key):
     pos = last.loc[last['busbw'] > 0, 'busbw']
     if len(pos) and pos.max() > 20 * pos.min():
         ax.set_yscale('log')     # the latency region's small values too
+        _log_labels(ax.yaxis)
     ax.set_ylabel('busbw (GB/s)')
     ax.set_title('bus bandwidth', fontsize=10)
     ax.legend(fontsize=7, loc='best')
@@ -105,6 +134,7 @@ def busbw_figure(grp, cases, key):
         at.plot(t['size'], t[tcol], 'o-', color='tab:purple', ms=3,
                 label=f'run {last_run}')
         at.set_yscale('log')
+        _log_labels(at.yaxis)
         at.legend(fontsize=7, loc='upper left')
         _size_axis(at)
         at.set_ylabel('time per call (µs)')
@@ -113,7 +143,6 @@ def busbw_figure(grp, cases, key):
         at.axis('off')
         at.text(0.5, 0.5, 'no time per call recorded', ha='center',
                 va='center', transform=at.transAxes, color='0.4')
-    fig.tight_layout()
     return fig
 
 
@@ -128,11 +157,11 @@ def trend_figure(grp, cases, key, size, findings):
     value: hang, crash, build failure, ...) marked on the time axis."""
     import matplotlib.dates as mdates
     import pandas as pd
-    plt = _plt()
     from ccl_health.report.series import SERIES
     k = dict(zip(SERIES, key))
     sub = grp[grp['size'] == size].sort_values('when')
-    fig, ax = plt.subplots(figsize=(11, 3.0))
+    fig = _figure(11, 3.0, left=0.07, right=0.8, bottom=0.2, top=0.9)
+    ax = fig.subplots()
     refs = sub['ref'].ffill()
     if refs.notna().any():
         low = refs * (1 - sub['tolerance'].ffill())
@@ -186,7 +215,6 @@ def trend_figure(grp, cases, key, size, findings):
     ax.set_title(f'busbw at {format_size(size)} over time', fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
     return fig
 
 
@@ -232,10 +260,10 @@ def health_days_figure(rows):
     were checked."""
     import pandas as pd
     import matplotlib.dates as mdates
-    plt = _plt()
     df = pd.DataFrame(rows)
     df['when'] = pd.to_datetime(df['day'], utc=True)
-    fig, ax = plt.subplots(figsize=(11, 3.0))
+    fig = _figure(11, 3.0, left=0.07, right=0.72, bottom=0.2, top=0.9)
+    ax = fig.subplots()
     # the median last: on top where the nodes agree (one node, one day)
     for col, style, colour, label in (
             ('min', 'v:', 'tab:red', 'slowest node'),
@@ -264,5 +292,76 @@ def health_days_figure(rows):
     ax.legend(lines + bars, labels + blabels, fontsize=7, loc='upper left',
               bbox_to_anchor=(1.08, 1))
     ax.set_title('health probe busbw over the nodes, per day', fontsize=10)
-    fig.tight_layout()
+    return fig
+
+
+#: panels a row of :func:`healthy_figure`, and at most per figure
+PANEL_COLUMNS = 4
+PANELS = 24
+
+
+def healthy(panels, over='time'):
+    """:func:`healthy_figure` as PNG."""
+    return _png(healthy_figure(panels, over))
+
+
+def healthy_figure(panels, over='time'):
+    """Small multiples of the series that need no look of their own (no
+    finding, failure or change in the window): one panel per series,
+    ``panels`` a list of ``(title, rows)`` (at most :data:`PANELS`).
+    ``over`` ``'time'``: ``rows`` are a series' values at one size
+    (``when``, ``busbw``, ``ref``, ``tolerance``), busbw over time with
+    the reference band, one time axis shared by every panel; ``'size'``:
+    the one run of a series measured once (``size``, ``busbw``, ``ref``,
+    ``tolerance``), busbw per message size with the reference band."""
+    import math
+    import matplotlib.dates as mdates
+    import matplotlib.ticker as mt
+    cols = max(1, min(PANEL_COLUMNS, len(panels)))
+    nrows = max(1, math.ceil(len(panels) / cols))
+    width, height = 0.3 + 2.7 * cols, 0.35 + 1.55 * nrows
+    fig = _figure(width, height, left=0.45 / width, right=1 - 0.1 / width,
+                  bottom=0.45 / height, top=1 - 0.3 / height, wspace=0.25,
+                  hspace=0.55)
+    axes = fig.subplots(nrows, cols, sharex=True, squeeze=False).ravel()
+    x = 'when' if over == 'time' else 'size'
+    for ax, (title, rows) in zip(axes, panels):
+        rows = rows.sort_values(x)
+        refs = rows['ref'].ffill() if over == 'time' else rows['ref']
+        if refs.notna().any():
+            low = refs * (1 - (rows['tolerance'].ffill() if over == 'time'
+                               else rows['tolerance']))
+            ax.plot(rows[x], refs, color='tab:green', lw=0.8,
+                    drawstyle='steps-post' if over == 'time' else 'default',
+                    marker='_' if refs.notna().sum() == 1 else None)
+            if low.notna().sum() > 1:
+                ax.fill_between(rows[x], low, refs, step='post' if
+                                over == 'time' else None, **_BAND)
+        ax.plot(rows[x], rows['busbw'], '.-', ms=3, lw=1.2,
+                color='tab:blue')
+        ax.set_title(title, fontsize=7)
+        ax.tick_params(labelsize=6)
+        pos = rows.loc[rows['busbw'] > 0, 'busbw']
+        if over == 'size' and len(pos) and pos.max() > 20 * pos.min():
+            ax.set_yscale('log')
+            _log_labels(ax.yaxis)
+        else:
+            ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_locator(mt.MaxNLocator(3))
+        ax.grid(True, alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.axis('off')
+    for ax in axes[max(0, len(panels) - cols):len(panels)]:
+        ax.xaxis.set_tick_params(labelbottom=True)   # each column's last
+    if over == 'time':
+        loc = mdates.AutoDateLocator(tz='UTC', maxticks=4)
+        axes[0].xaxis.set_major_locator(loc)
+        axes[0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(
+            loc, tz='UTC'))
+    else:
+        axes[0].set_xscale('log', base=2)
+        axes[0].xaxis.set_major_locator(mt.LogLocator(base=1024))
+        axes[0].xaxis.set_minor_locator(mt.NullLocator())
+        axes[0].xaxis.set_major_formatter(mt.FuncFormatter(
+            lambda v, _: format_size(int(round(v))) if v >= 1 else ''))
     return fig
