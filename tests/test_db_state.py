@@ -215,6 +215,44 @@ def test_an_old_database_gets_its_state_from_its_next_cases(tmp_path):
         assert data['n'] == 21
 
 
+def test_rejudge_gives_every_stale_key_its_state(written, tmp_path,
+                                                 monkeypatch):
+    """``scripts/report rejudge``: a database whose keys lost their state
+    (an upgrade to schema 8, an accept) gets it back in one command: the
+    same answers, and afterwards no key judged at read."""
+    import subprocess
+    path = _emptied(written, tmp_path)
+    with store.open_store(path, readonly=True) as db:
+        stale = state.stale_keys(db)
+    assert len(stale) == NODES + 15
+    report = os.path.join(REPO, 'scripts', 'report')
+    dry = subprocess.run([report, '--db', path, 'rejudge', '--dry-run'],
+                         capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert f'{NODES + 15} key(s) to judge again' in dry.stdout
+    p = subprocess.run([report, '--db', path, 'rejudge'],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert f'judged {NODES + 15} key(s) again' in p.stdout
+    assert f'rejudge: {NODES + 15}/{NODES + 15} keys' in p.stderr
+    with store.open_store(path, readonly=True) as db:
+        assert state.stale_keys(db) == []
+    want = _answers(written)
+    judged = []
+    each = reads.each_key
+
+    def counting(db, keys, *a, **kw):
+        keys = list(keys)
+        judged.extend(keys)
+        return each(db, keys, *a, **kw)
+    monkeypatch.setattr(reads, 'each_key', counting)
+    assert _answers(path) == want
+    assert judged == []
+    again = subprocess.run([report, '--db', path, 'rejudge'],
+                           capture_output=True, text=True)
+    assert '0 key(s) to judge again' in again.stdout
+
+
 def test_a_state_is_one_keys_few_values(written):
     """Bounded: the last window of healthy values and the detector's, not
     the key's history."""

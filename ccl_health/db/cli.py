@@ -4,6 +4,7 @@ report); :mod:`ccl_health.cli` puts them under its ``db`` subcommand."""
 
 import os
 import re
+import sys
 
 from ccl_health import CclHealthError, summary
 from ccl_health.db import recorder, store
@@ -87,6 +88,13 @@ def add_arguments(p):
                    '%(default)s)')
     q.add_argument('--dry-run', action='store_true',
                    help='say what would be rolled up, change nothing')
+    q = dsub.add_parser('rejudge', help='judge again, from its whole '
+                        'history, each key whose kept judging state is '
+                        'missing or stale (after an upgrade to schema 8, '
+                        'an accept, a calibrate --db): failed and detect '
+                        'then read it by index')
+    q.add_argument('--dry-run', action='store_true',
+                   help='say how many keys would be judged, change nothing')
     q = dsub.add_parser('migrate', help='move this SQLite database into '
                         'PostgreSQL (an empty database: every table, row for '
                         'row)')
@@ -113,7 +121,7 @@ def cmd_db(args):
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
     with store.open_store(args.db, readonly=args.db_cmd not in (
-            'ingest', 'accept', 'prune')) as db:
+            'ingest', 'accept', 'prune', 'rejudge')) as db:
         if args.db_cmd == 'accept':
             return cmd_accept(db, args)
         if args.db_cmd == 'prune':
@@ -121,6 +129,8 @@ def cmd_db(args):
             plan = retention.prune(db, args.older_than, args.dry_run)
             print('\n'.join(plan.lines(args.dry_run)))
             return 0
+        if args.db_cmd == 'rejudge':
+            return cmd_rejudge(db, args)
         if args.db_cmd == 'migrate':
             from ccl_health.db import migrate
             counts = migrate.migrate(db, args.to)
@@ -253,6 +263,34 @@ def _who():
         return os.environ.get('USER') or getpass.getuser()
     except Exception:                  # no user name known
         return f'uid {os.getuid()}'
+
+
+def cmd_rejudge(db, args):
+    """``scripts/report rejudge [--dry-run]``: :func:`ccl_health.db.state.
+    rejudge` of the stale keys, with progress on stderr."""
+    import time
+    from ccl_health.db import state
+    if not state.has_state(db):
+        raise CclHealthError(f'{db.where}: schema {db.schema_version()} '
+                             f'keeps no judging state (open it for writing '
+                             f'once to migrate it)')
+    keys = state.stale_keys(db)
+    if args.dry_run or not keys:
+        print(f'{len(keys)} key(s) to judge again from their history in '
+              f'{db.where}' + ('' if keys else ': every key has its state'))
+        return 0
+    t0, shown = time.monotonic(), [0.0]
+
+    def progress(done, total):
+        now = time.monotonic() - t0
+        if done == total or now - shown[0] >= 5:
+            shown[0] = now
+            print(f'ccl-health: rejudge: {done}/{total} keys '
+                  f'({now:.0f} s)', file=sys.stderr, flush=True)
+    n = state.rejudge(db, keys, progress)
+    print(f'judged {n} key(s) again from their history in {db.where}; '
+          f'each keeps its state')
+    return 0
 
 
 def cmd_accept(db, args):

@@ -231,6 +231,42 @@ def _write(store, states, found, stepped):
             'levels = excluded.levels, state = excluded.state'), states)
 
 
+def recorded_keys(store):
+    """Every history key recorded (the stored series columns: schema 6)."""
+    from ccl_health.db.store import SERIES_COLUMNS
+    from ccl_health.judge.series import KEY, has_history
+    cols = KEY + SERIES_COLUMNS
+    rows = store.query(f'SELECT DISTINCT {", ".join(cols)} FROM cases')
+    return {k for k in (tuple(r[c] for c in cols) for r in rows)
+            if has_history(k)}
+
+
+def stale_keys(store, levels=None):
+    """The recorded keys whose state is missing or was made with other
+    levels (a database older than schema 8, an ``accept``, a
+    ``calibrate --db``): judged from their whole history at every read
+    until :func:`rejudge` or their next case keeps a state again."""
+    levels = levels or levels_of(store)
+    keys = recorded_keys(store)
+    return sorted(keys - set(fresh(store, keys, levels, states=False)),
+                  key=key_text)
+
+
+def rejudge(store, keys, progress=None):
+    """Judge each of ``keys`` from its whole history and keep its state
+    and findings (:func:`rebuild`), one transaction a key (a stop keeps
+    the keys done; a writer of the same key waits for it, or it for the
+    writer).  ``progress(done, total)`` after each key."""
+    levels = levels_of(store)
+    for i, key in enumerate(keys, 1):
+        with store.transaction():
+            _lock(store, [key])
+            rebuild(store, key, levels)
+        if progress:
+            progress(i, len(keys))
+    return len(keys)
+
+
 # -- reading ---------------------------------------------------------------
 _COLS = 'case_id, key, size, kind, run_id, time, body'
 
