@@ -4,7 +4,8 @@ node recording at once (issue 30: 64 writers, p99 <= 50 ms).
 Each writer is a process, forked after its imports; all are released
 together ``BURSTS`` times.  A write is the hook's
 (``ccl_health.hook.record.record``): open the store (the migration check),
-write the case, close.  Measured per write: its wall time, the part of it
+write the case, close; the driver and the write's modules imported before
+(the hook imports them while its probe runs: ``store.preload``).  Measured per write: its wall time, the part of it
 that was opening, and the CPU time of the writer process; per run: the CPU
 time of the PostgreSQL server (the postmaster, its exited backends and its
 live ones) and of the pooler, divided by the writes.  On a machine whose
@@ -66,6 +67,9 @@ def _cpu():
 def _writer(url, barrier, bursts, i, out):
     import random
     from ccl_health.hook import record as hook_record   # the hook's imports
+    # what the hook imports while its probe runs (store.preload): a write
+    # is the database's work, not the driver's import on the node
+    store.preload(url)
     rng = random.Random(i)
     lat = []
     for b in range(bursts):
@@ -165,6 +169,14 @@ def set_writers(args, work, pg, result, fresh):
         print(f'  PgBouncer {n} writers: {out[f"pgbouncer-{n}"]}',
               flush=True)
     result['writers'] = out
+    result['writers_machine'] = machine()
+
+
+def machine():
+    """Where the writers ran: cores, the pooler's server connections."""
+    import pg_bouncer
+    return {'cores': os.cpu_count(), 'pool': pg_bouncer.POOL_SIZE,
+            'date': datetime.date.today().isoformat()}
 
 
 #: the last session's 64- and 8-writer p99 (project at e949451), ms
@@ -195,19 +207,37 @@ def _table(data):
     return out
 
 
-def render(data, before=None):
-    """The page's section of the ``writers`` numbers (``data``; ``before``:
-    the same set run on the store before issue 30's write path)."""
+def render(data, before=None, where=None, device=None):
+    """The page's section of the ``writers`` numbers (``data``, run on
+    ``where``: :func:`machine`; ``before``: the same set run on the store
+    before issue 30's write path; ``device``: ``{'writers': ...,
+    'writers_machine': ...}`` of the same set on the device machine,
+    benchmarks/device/db_writers_on_device.sh)."""
+    where = where or {'cores': 2, 'pool': 4}
     out = ['## Concurrent writers (the hook on every node at once)', '',
            'Each writer a process (forked after its imports), all released '
            f'together {BURSTS} times; a write is the hook\'s: open the store '
-           '(the migration check), write the case, close.  `pgbouncer`: '
+           '(the migration check), write the case, close; the driver and '
+           'the write\'s modules are imported before it, as the hook does '
+           'while its probe runs (`store.preload`).  `pgbouncer`: '
            'the same PostgreSQL through a PgBouncer in transaction mode '
-           '(4 server connections; docs/database.md).  CPU ms a write: the '
+           f'({where["pool"]} server connections; docs/database.md).  CPU '
+           'ms a write: the '
            'writer process\'s, and the server\'s (postmaster, backends) and '
            'the pooler\'s divided by the writes (clock ticks of 10 ms: '
-           '0.03 ms a write at 320 writes, 0.25 ms at 40).', ''] + \
-        _table(data) + ['']
+           '0.03 ms a write at 320 writes, 0.25 ms at 40).', '',
+           f'On this machine ({where["cores"]} cores shared with other '
+           'work):', ''] + _table(data) + ['']
+    if device:
+        dm = device['writers_machine']
+        out += [f'On the device machine ({dm["cores"]} cores, nothing else '
+                f'running, {dm["date"]}; PgBouncer with {dm["pool"]} server '
+                'connections; PostgreSQL 16.2, PgBouncer 1.18; '
+                'benchmarks/device/db_writers_on_device.sh, its files in '
+                'tests/fixtures/device/db-writers/): the writers, the server '
+                'and the pooler still share its cores, where at a site the '
+                'writers run on their own nodes.', ''] + \
+            _table(device['writers']) + ['']
     if before:
         out += ['Before: the store at 63c1a24 (a connection\'s version check '
                 'and its case in two transactions, 10 round trips; psycopg\'s '

@@ -10,6 +10,7 @@ whole; a case written again keeps its environment; a sweep's cases in one
 transaction; a write that fails midway leaves nothing behind and the
 store usable."""
 
+import os
 import hashlib
 import json
 import socket
@@ -18,6 +19,7 @@ import zlib
 import pytest
 
 from ccl_health.db import store
+from conftest import REPO
 from test_store_postgres import _bin, _case, postgres_server
 
 psycopg = pytest.importorskip('psycopg')
@@ -171,3 +173,26 @@ def test_many_hooks_through_one_pooled_connection(servers):
             db.close()
     with store.open_store(direct) as db:
         assert len(db.cases()) == 12
+
+
+@pytest.mark.parametrize('url,driver', [
+    ('postgresql://nobody@127.0.0.1:1/none', 'psycopg'),
+    ('/tmp/never-created.db', None)])
+def test_preload_imports_what_a_write_needs_and_opens_nothing(url, driver):
+    """The hook calls ``store.preload`` while its probe runs, so its
+    bounded write does not import the driver and the judge (~80 ms of CPU
+    for psycopg alone); preloading connects to nothing and creates
+    nothing."""
+    import subprocess
+    import sys
+    code = ('import sys; from ccl_health.db import store; '
+            f'store.preload({url!r}); '
+            'print(sorted(m for m in ("psycopg", "ccl_health.db.state", '
+            '"ccl_health.db.docs") if m in sys.modules))')
+    p = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                       text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    want = ['ccl_health.db.docs', 'ccl_health.db.state'] + (
+        [driver] if driver else [])
+    assert p.stdout.strip() == repr(sorted(want))
+    assert not os.path.exists('/tmp/never-created.db')

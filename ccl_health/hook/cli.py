@@ -60,6 +60,11 @@ def main(argv=None):
             from ccl_health.hook.settings import (CouldNotCheck, parse)
             try:
                 settings = parse(argv, t0=t0, description=_description())
+                if settings.db and not settings.no_record:
+                    # the database's modules imported while the probe runs,
+                    # not inside the bounded write at the end
+                    from ccl_health.db.store import preload_in_background
+                    preload_in_background(settings.db)
                 from ccl_health.hook.check import check
                 res, settings = check(settings)
             except CouldNotCheck as err:
