@@ -84,17 +84,21 @@ class Levels:
 
 
 def levels_of(store):
-    return Levels(store.acceptances(), store.baselines())
+    return Levels(*store.levels())
 
 
-def _records(store, case_ids):
+def _records(store, case_ids, then=None):
+    """The records of the cases ``case_ids``; with ``then``: ``(records,
+    then())``, the queries of ``then`` sent before the records are read
+    (one round trip for both in a pipeline)."""
     from ccl_health.db.reads import _RECORDS
-    out, ids = [], sorted(set(case_ids))
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        out += store.query(f'{_RECORDS} WHERE c.id IN '
-                           f'({", ".join("?" * len(part))})', tuple(part))
-    return out
+    ids = sorted(set(case_ids))
+    curs = [store.execute(f'{_RECORDS} WHERE c.id IN '
+                          f'({", ".join("?" * len(part))})', tuple(part))
+            for part in (ids[i:i + 500] for i in range(0, len(ids), 500))]
+    more = then() if then else None
+    out = [r for cur in curs for r in store.rows(cur)]
+    return (out, more) if then else out
 
 
 def _series_records(records):
@@ -137,12 +141,15 @@ def update(store, case_ids):
     (:func:`rebuild`)."""
     if not case_ids or not has_state(store):
         return
-    by_key = _series_records(_records(store, case_ids))
+    # on PostgreSQL (a pipeline): the records and the levels in one round
+    # trip, the locks and the states in a second
+    got = _records(store, case_ids, then=lambda: levels_of(store))
+    by_key, levels = _series_records(got[0]), got[1]
     if not by_key:
         return
     keys = sorted(by_key, key=key_text)
     _lock(store, keys)
-    rows, levels = _load(store, keys), levels_of(store)
+    rows = _load(store, keys)
     states, found, stepped = [], [], []
     for key in keys:
         got = _step(key, rows.get(key), by_key[key], levels)

@@ -173,7 +173,13 @@ class Store:
 
     def query(self, sql, params=()):
         """Rows as dicts."""
-        cur = self.execute(sql, params)
+        return self.rows(self.execute(sql, params))
+
+    @staticmethod
+    def rows(cur):
+        """The rows of an executed cursor as dicts.  In a PostgreSQL
+        pipeline (a case's write) several cursors executed before the first
+        of them is read come back in one round trip."""
         rows = cur.fetchall()     # first: in a pipeline it waits for them
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in rows]
@@ -455,9 +461,12 @@ class Store:
         read-only, not migrated)."""
         if self.schema_version() < 3:
             return []
-        return self.query('SELECT * FROM acceptances' +
-                          (' WHERE undone_at IS NULL' if active else '') +
-                          ' ORDER BY id')
+        return self.rows(self._acceptances(active))
+
+    def _acceptances(self, active=False):
+        return self.execute('SELECT * FROM acceptances' +
+                            (' WHERE undone_at IS NULL' if active else '') +
+                            ' ORDER BY id')
 
     def accept(self, rows, who, reason):
         """Record acceptances: ``rows`` are dicts with ``run_id``,
@@ -535,10 +544,24 @@ class Store:
         than schema 5 (opened read-only, not migrated)."""
         if self.schema_version() < 5:
             return []
-        rows = self.query('SELECT * FROM baselines ORDER BY id')
+        return self._baseline_rows(self._baselines())
+
+    def _baselines(self):
+        return self.execute('SELECT * FROM baselines ORDER BY id')
+
+    def _baseline_rows(self, cur):
+        rows = self.rows(cur)
         for r in rows:
             r['runs'] = json.loads(r['runs'])
         return rows
+
+    def levels(self):
+        """``(acceptances, baselines)``, the two read in one round trip
+        (schema 5 on: both tables there)."""
+        if self.schema_version() < 5:
+            return self.acceptances(), self.baselines()
+        a, b = self._acceptances(), self._baselines()
+        return self.rows(a), self._baseline_rows(b)
 
     def add_baselines(self, rows):
         """Record baselines (dicts with :data:`BASELINE_COLUMNS` but
