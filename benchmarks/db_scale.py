@@ -520,12 +520,14 @@ def render(data):
                        f'{r["nightly"]["s"]:.1f} s, page {page:.0f} s.')
         out.append('')
     if 'writers' in data:
-        device = os.path.join(REPO, 'tests', 'fixtures', 'device',
-                              'db-writers', 'db_writers.json')
+        import glob
+        device = sorted(glob.glob(os.path.join(
+            REPO, 'tests', 'fixtures', 'device', 'db-writers', '*',
+            'db_writers.json')))
         out += db_writers.render(
             data['writers'], data.get('writers_before'),
             data.get('writers_machine'),
-            json.load(open(device)) if os.path.exists(device) else None)
+            [json.load(open(p)) for p in device])
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
     big = sets[-1] if sets else None
     if big:

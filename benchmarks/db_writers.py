@@ -64,8 +64,30 @@ def _cpu():
     return r.ru_utime + r.ru_stime
 
 
+def cores(name):
+    """The cores of ``$name`` (``0-7,16``), or None: where the writers
+    (``CCL_HEALTH_WRITER_CORES``) and the database server and pooler
+    (``CCL_HEALTH_DB_CORES``) are pinned, to stand for writers on their own
+    nodes and a database host of its own (the device's run)."""
+    text = os.environ.get(name, '').strip()
+    if not text:
+        return None
+    out = set()
+    for part in text.split(','):
+        lo, _, hi = part.partition('-')
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def pin(pid, name):
+    got = cores(name)
+    if got and pid:
+        os.sched_setaffinity(pid, got)
+
+
 def _writer(url, barrier, bursts, i, out):
     import random
+    pin(0, 'CCL_HEALTH_WRITER_CORES')
     from ccl_health.hook import record as hook_record   # the hook's imports
     # what the hook imports while its probe runs (store.preload): a write
     # is the database's work, not the driver's import on the node
@@ -144,6 +166,8 @@ def set_writers(args, work, pg, result, fresh):
         return
     import pg_bouncer
     server = {'server': postmaster_pid(pg.url.rsplit(':', 1)[1].split('/')[0])}
+    # its backends are forked by it: they inherit its cores
+    pin(server['server'], 'CCL_HEALTH_DB_CORES')
     binary = pg_bouncer.pgbouncer_bin()
     for n in (8, 64):
         url = pg.database(f'writers{n}')
@@ -159,6 +183,7 @@ def set_writers(args, work, pg, result, fresh):
         store.open_store(url).close()
         gen = pg_bouncer.pgbouncer_server(binary, url)
         pooled, pid = next(gen)
+        pin(pid, 'CCL_HEALTH_DB_CORES')
         try:
             store.open_store(pooled).close()       # the pool's connections
             out[f'pgbouncer-{n}'] = writers(
@@ -175,8 +200,13 @@ def set_writers(args, work, pg, result, fresh):
 def machine():
     """Where the writers ran: cores, the pooler's server connections."""
     import pg_bouncer
-    return {'cores': os.cpu_count(), 'pool': pg_bouncer.POOL_SIZE,
-            'date': datetime.date.today().isoformat()}
+    out = {'cores': os.cpu_count(), 'pool': pg_bouncer.POOL_SIZE,
+           'date': datetime.date.today().isoformat()}
+    for k, name in (('writer_cores', 'CCL_HEALTH_WRITER_CORES'),
+                    ('db_cores', 'CCL_HEALTH_DB_CORES')):
+        if cores(name):
+            out[k] = os.environ[name]
+    return out
 
 
 #: the last session's 64- and 8-writer p99 (project at e949451), ms
@@ -228,16 +258,20 @@ def render(data, before=None, where=None, device=None):
            '0.03 ms a write at 320 writes, 0.25 ms at 40).', '',
            f'On this machine ({where["cores"]} cores shared with other '
            'work):', ''] + _table(data) + ['']
-    if device:
-        dm = device['writers_machine']
+    for dev in device or ():
+        dm = dev['writers_machine']
+        where = ('the writers, the server and the pooler share its cores '
+                 '(at a site the writers run on their own nodes)'
+                 if 'db_cores' not in dm else
+                 f'the server and the pooler pinned to cores {dm["db_cores"]}'
+                 f' (a database host of its own), the 64 writers to cores '
+                 f'{dm["writer_cores"]} (standing for their own nodes)')
         out += [f'On the device machine ({dm["cores"]} cores, nothing else '
                 f'running, {dm["date"]}; PgBouncer with {dm["pool"]} server '
                 'connections; PostgreSQL 16.2, PgBouncer 1.18; '
                 'benchmarks/device/db_writers_on_device.sh, its files in '
-                'tests/fixtures/device/db-writers/): the writers, the server '
-                'and the pooler still share its cores, where at a site the '
-                'writers run on their own nodes.', ''] + \
-            _table(device['writers']) + ['']
+                f'tests/fixtures/device/db-writers/): {where}.', ''] + \
+            _table(dev['writers']) + ['']
     if before:
         out += ['Before: the store at 63c1a24 (a connection\'s version check '
                 'and its case in two transactions, 10 round trips; psycopg\'s '

@@ -4,8 +4,10 @@
 # transaction mode (benchmarks/db_scale.py --set writers), on a machine whose
 # cores are not shared with other work: the 2-core test machine runs the 64
 # writers, the server and the pooler on the same 2 cores, so its latencies are
-# its own queue.  The writers stand for 64 nodes' hooks; here they share the
-# database host's cores, so the numbers are an upper bound for a site's.
+# its own queue.  The writers stand for 64 nodes' hooks: run once sharing
+# all cores with the server (an upper bound for a site's), once with the
+# server and pooler pinned to a quarter of the cores and the writers to the
+# rest (CCL_HEALTH_DB_CORES / CCL_HEALTH_WRITER_CORES).
 # Carried (.dbwhl, ignored by git): psycopg and psycopg-binary 3.3.9 and the
 # suite's pure-Python needs (jsonschema, ruamel.yaml, ...); the PostgreSQL 16.2
 # server binaries of the pgserver 0.1.4 wheel (no install: unpacked); Debian
@@ -38,9 +40,19 @@ export CCL_HEALTH_PGBOUNCER_POOL=${POOL:-$(( $(nproc) / 2 ))}
 { date -u; nproc; free -g | head -2; $CCL_HEALTH_PG_BIN/postgres --version
   $CCL_HEALTH_PGBOUNCER --version; echo "pool $CCL_HEALTH_PGBOUNCER_POOL"
   $V/bin/python -c 'import psycopg; print("psycopg", psycopg.__version__)'; } > $K/logs/machine.txt 2>&1
-s=$(date +%s)
-$V/bin/python benchmarks/db_scale.py --set writers --work /tmp/dbw \
-  --json $K/db_writers.json --out $K/db_writers.md > $K/logs/db_scale.txt 2>&1
-echo "exit $? after $(( $(date +%s) - s )) s" >> $K/logs/db_scale.txt
+# two runs: everything sharing the cores, then the server and the pooler
+# pinned to a quarter of them (a database host of its own) and the writers
+# to the rest (standing for their own nodes)
+n=$(nproc); q=$(( n / 4 ))
+for run in shared pinned; do
+  mkdir -p $K/$run
+  if [ $run = pinned ]; then
+    export CCL_HEALTH_DB_CORES=0-$(( q - 1 )) CCL_HEALTH_WRITER_CORES=$q-$(( n - 1 ))
+  fi
+  s=$(date +%s)
+  $V/bin/python benchmarks/db_scale.py --set writers --work /tmp/dbw \
+    --json $K/$run/db_writers.json --out $K/$run/db_writers.md > $K/$run/db_scale.txt 2>&1
+  echo "exit $? after $(( $(date +%s) - s )) s" >> $K/$run/db_scale.txt
+done
 tar -C /tmp -czf "$OUT1/db-writers.tgz" keep
-tail -20 $K/logs/db_scale.txt; cat $K/logs/machine.txt
+grep -h "writers:\|exit" $K/*/db_scale.txt; cat $K/logs/machine.txt
