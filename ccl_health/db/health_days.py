@@ -1,6 +1,10 @@
 """The health checks of the whole machine, per day: the distribution of
-the health probe's busbw over the nodes checked that day, computed in the
-database (SQLite and PostgreSQL alike: window functions, GROUP BY day).
+the health probe's busbw over the nodes checked that day.  One query (the
+same on SQLite and PostgreSQL) reads a window's probes through the time
+index, and the nodes' medians and each day's distribution are computed as
+it is read: 0.2 s for Frontier's 94,080 probes of a day, where SQLite's
+window functions took 0.7 s (the page asks one day at a time,
+:func:`ccl_health.report.health.days_rows`).
 
 Each node's own probes are its own history series
 (:func:`ccl_health.judge.history.series_key`); this is the fleet-wide view
@@ -8,6 +12,8 @@ beside them, never a series judged against history.  A node counts once a
 day: its value is the median of its probes that day, so a node checked a
 hundred times weighs as much as one checked once.  The day is the date of
 the recorded time (the hook records UTC)."""
+
+import statistics
 
 from ccl_health.judge.history import HEALTH_NAMES, HEALTH_SOURCE
 from ccl_health.judge.verdicts import Verdict
@@ -30,18 +36,6 @@ def _is_probe(alias='c'):
     return (f"({alias}.source = ? OR {names}) AND {alias}.nodelist IS NOT "
             f"NULL AND {alias}.nodelist <> ''",
             (HEALTH_SOURCE,) + tuple(f'{n}%' for n in HEALTH_NAMES))
-
-
-#: a window's whole partition (its count from the same sort as its row
-#: numbers: one sort, not two)
-_WHOLE = '{} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING'
-
-
-def _median(col, n='n', rn='rn'):
-    """SQL: the median of ``col`` over ranked rows (the middle one, or the
-    mean of the two middle ones)."""
-    return f'AVG(CASE WHEN {rn} IN (({n} + 1) / 2, ({n} + 2) / 2) THEN ' \
-           f'{col} END)'
 
 
 def _window(since=None, until=None):
@@ -70,33 +64,27 @@ def health_days(store, since=None, until=None):
     the day after the last (``YYYY-MM-DD``).  Oldest day first."""
     probe, params = _is_probe()
     window, more = _window(since, until)
-    params += more
-    g = ', '.join(GROUP)
-    sql = f"""
-        WITH probe AS (
-            SELECT c.system, c.partition, c.transport, c.collective,
+    cur = store.execute(
+        f"""SELECT c.system, c.partition, c.transport, c.collective,
                    c.ranks, m.size, substr(c.time, 1, 10) AS day,
-                   c.nodelist AS node, m.busbw
+                   c.nodelist, m.busbw
             FROM cases c JOIN measurements m ON m.case_id = c.id
-            WHERE {probe}{window} AND m.busbw IS NOT NULL),
-        per_probe AS (
-            SELECT {g}, day, node, busbw, ROW_NUMBER() OVER w AS rn,
-                   COUNT(*) OVER ({_WHOLE.format('w')}) AS n
-            FROM probe
-            WINDOW w AS (PARTITION BY {g}, day, node ORDER BY busbw)),
-        per_node AS (
-            SELECT {g}, day, node, {_median('busbw')} AS busbw
-            FROM per_probe GROUP BY {g}, day, node),
-        ranked AS (
-            SELECT {g}, day, busbw, ROW_NUMBER() OVER v AS rn,
-                   COUNT(*) OVER ({_WHOLE.format('v')}) AS n
-            FROM per_node
-            WINDOW v AS (PARTITION BY {g}, day ORDER BY busbw))
-        SELECT {g}, day, MAX(n) AS nodes, {_median('busbw')} AS median,
-               MAX(CASE WHEN rn = (n + 9) / 10 THEN busbw END) AS p10,
-               MIN(busbw) AS min
-        FROM ranked GROUP BY {g}, day ORDER BY day, {g}"""
-    rows = store.query(sql, params)
+            WHERE {probe}{window} AND m.busbw IS NOT NULL""",
+        params + more)
+    # each (group, day): each node's probes' busbw, in one pass
+    days = {}
+    for row in cur:
+        days.setdefault(tuple(row[:7]), {}).setdefault(
+            row[7], []).append(row[8])
+    rows = []
+    for (*group, day), nodes in days.items():
+        values = sorted(statistics.median(v) for v in nodes.values())
+        n = len(values)
+        rows.append(dict(zip(GROUP, group), day=day, nodes=n,
+                         median=statistics.median(values),
+                         p10=values[(n + 9) // 10 - 1], min=values[0]))
+    rows.sort(key=lambda r: (r['day'],) + tuple(
+        (r[k] is None, r[k]) for k in GROUP))
     counts = _counts(store, since, until)
     for r in rows:
         c = counts.get(tuple(r[k] for k in COUNTED) + (r['day'],), {})
