@@ -64,49 +64,37 @@ def health_days(store, since=None, until=None):
     the day after the last (``YYYY-MM-DD``).  Oldest day first."""
     probe, params = _is_probe()
     window, more = _window(since, until)
+    # every probe of the window once per size it measured (once, with no
+    # size, when it measured nothing): its checks counted and its nodes'
+    # busbw gathered in the same pass
     cur = store.execute(
         f"""SELECT c.system, c.partition, c.transport, c.collective,
-                   c.ranks, m.size, substr(c.time, 1, 10) AS day,
-                   c.nodelist, m.busbw
-            FROM cases c JOIN measurements m ON m.case_id = c.id
-            WHERE {probe}{window} AND m.busbw IS NOT NULL""",
-        params + more)
-    # each (group, day): each node's probes' busbw, in one pass
-    days = {}
-    for row in cur:
-        days.setdefault(tuple(row[:7]), {}).setdefault(
-            row[7], []).append(row[8])
+                   substr(c.time, 1, 10) AS day, c.id, c.verdict, c.ranks,
+                   c.nodelist, m.size, m.busbw
+            FROM cases c LEFT JOIN measurements m ON m.case_id = c.id
+            WHERE {probe}{window}""", params + more)
+    days, counts, seen = {}, {}, set()
+    for (system, partition, transport, collective, day, case_id, verdict,
+         ranks, node, size, busbw) in cur:
+        counted = (system, partition, transport, collective, day)
+        if case_id not in seen:
+            seen.add(case_id)
+            c = counts.setdefault(counted, [0, 0])
+            c[0] += 1
+            c[1] += verdict not in GOOD
+        if busbw is not None:
+            days.setdefault((system, partition, transport, collective,
+                             ranks, size, day), {}).setdefault(
+                node, []).append(busbw)
     rows = []
     for (*group, day), nodes in days.items():
         values = sorted(statistics.median(v) for v in nodes.values())
         n = len(values)
+        c = counts.get(tuple(group[:len(COUNTED)]) + (day,), (0, 0))
         rows.append(dict(zip(GROUP, group), day=day, nodes=n,
                          median=statistics.median(values),
-                         p10=values[(n + 9) // 10 - 1], min=values[0]))
+                         p10=values[(n + 9) // 10 - 1], min=values[0],
+                         checks=c[0], not_good=c[1]))
     rows.sort(key=lambda r: (r['day'],) + tuple(
         (r[k] is None, r[k]) for k in GROUP))
-    counts = _counts(store, since, until)
-    for r in rows:
-        c = counts.get(tuple(r[k] for k in COUNTED) + (r['day'],), {})
-        r['checks'] = c.get('checks', 0)
-        r['not_good'] = c.get('not_good', 0)
     return rows
-
-
-def _counts(store, since=None, until=None):
-    """{(:data:`COUNTED`..., day): {checks, not_good}} of the health
-    probes, counted in the database."""
-    probe, params = _is_probe()
-    window, more = _window(since, until)
-    params += more
-    marks = ', '.join('?' * len(GOOD))
-    g = ', '.join(f'c.{k}' for k in COUNTED)
-    rows = store.query(
-        f"""SELECT {g}, substr(c.time, 1, 10) AS day, COUNT(*) AS checks,
-                   SUM(CASE WHEN c.verdict IN ({marks}) THEN 0 ELSE 1 END)
-                   AS not_good
-            FROM cases c WHERE {probe}{window}
-            GROUP BY {g}, substr(c.time, 1, 10)""", GOOD + params)
-    return {tuple(r[k] for k in COUNTED) + (r['day'],):
-            {'checks': int(r['checks']), 'not_good': int(r['not_good'])}
-            for r in rows}
