@@ -321,10 +321,15 @@ NOTES = [
     'key and size); the write reads and writes one state row a key.  A '
     'case older than its key\'s newest (a backfill) judges that key again '
     'from its history, in the writer\'s transaction.',
-    '- Left over the issue\'s goal on this 2-core machine: the page (its '
-    'figures), and the 64-writer p99 (the writers, the server and the '
-    'pooler share 2 cores: "Concurrent writers" above; no write failed or '
-    'passed 2 s on PostgreSQL).',
+    '- The page: bounded (figures only where a person must look, drawn '
+    'again only when their data changed) and measured at frontier-31d '
+    '(what a year\'s page reads) in 22.6 s cold and 11.7 s drawn again '
+    '(benchmarks/results/page_scale.md).',
+    '- Left over the issue\'s goal: the 64-writer p99 of 50 ms (measured '
+    'on 16 cores: 75 ms through PgBouncer with the database on 4 of them, '
+    '94-192 ms with everything sharing them; 8 writers 31-41 ms; '
+    '"Concurrent writers" above).  No write failed or passed 2 s on '
+    'PostgreSQL; SQLite lost writes past 2 s with 64 writers.',
 ]
 
 #: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
