@@ -527,8 +527,8 @@ def render(data):
     if 'writers' in data:
         import glob
         device = sorted(glob.glob(os.path.join(
-            REPO, 'tests', 'fixtures', 'device', 'db-writers', '*',
-            'db_writers.json')))
+            REPO, 'tests', 'fixtures', 'device', 'db-writers', '**',
+            'db_writers.json'), recursive=True))
         out += db_writers.render(
             data['writers'], data.get('writers_before'),
             data.get('writers_machine'),

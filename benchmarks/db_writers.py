@@ -5,7 +5,8 @@ Each writer is a process, forked after its imports; all are released
 together ``BURSTS`` times.  A write is the hook's
 (``ccl_health.hook.record.record``): open the store (the migration check),
 write the case, close; the driver and the write's modules imported before
-(the hook imports them while its probe runs: ``store.preload``).  Measured per write: its wall time, the part of it
+(the hook imports them while its probe runs: ``preload.preload``).
+Measured per write: its wall time, the part of it
 that was opening, and the CPU time of the writer process; per run: the CPU
 time of the PostgreSQL server (the postmaster, its exited backends and its
 live ones) and of the pooler, divided by the writes.  On a machine whose
@@ -20,7 +21,7 @@ import statistics
 import time
 
 import db_gen
-from ccl_health.db import store
+from ccl_health.db import preload, store
 
 BURSTS = 5
 TICK = os.sysconf('SC_CLK_TCK')
@@ -89,9 +90,9 @@ def _writer(url, barrier, bursts, i, out):
     import random
     pin(0, 'CCL_HEALTH_WRITER_CORES')
     from ccl_health.hook import record as hook_record   # the hook's imports
-    # what the hook imports while its probe runs (store.preload): a write
+    # what the hook imports while its probe runs (preload.preload): a write
     # is the database's work, not the driver's import on the node
-    store.preload(url)
+    preload.preload(url)
     rng = random.Random(i)
     lat = []
     for b in range(bursts):
@@ -249,7 +250,7 @@ def render(data, before=None, where=None, device=None):
            f'together {BURSTS} times; a write is the hook\'s: open the store '
            '(the migration check), write the case, close; the driver and '
            'the write\'s modules are imported before it, as the hook does '
-           'while its probe runs (`store.preload`).  `pgbouncer`: '
+           'while its probe runs (`ccl_health.db.preload`).  `pgbouncer`: '
            'the same PostgreSQL through a PgBouncer in transaction mode '
            f'({where["pool"]} server connections; docs/database.md).  CPU '
            'ms a write: the '

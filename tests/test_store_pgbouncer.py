@@ -179,14 +179,14 @@ def test_many_hooks_through_one_pooled_connection(servers):
     ('postgresql://nobody@127.0.0.1:1/none', 'psycopg'),
     ('/tmp/never-created.db', None)])
 def test_preload_imports_what_a_write_needs_and_opens_nothing(url, driver):
-    """The hook calls ``store.preload`` while its probe runs, so its
+    """The hook calls ``preload.preload`` while its probe runs, so its
     bounded write does not import the driver and the judge (~80 ms of CPU
     for psycopg alone); preloading connects to nothing and creates
     nothing."""
     import subprocess
     import sys
-    code = ('import sys; from ccl_health.db import store; '
-            f'store.preload({url!r}); '
+    code = ('import sys; from ccl_health.db import preload; '
+            f'preload.preload({url!r}); '
             'print(sorted(m for m in ("psycopg", "ccl_health.db.state", '
             '"ccl_health.db.docs") if m in sys.modules))')
     p = subprocess.run([sys.executable, '-c', code], capture_output=True,

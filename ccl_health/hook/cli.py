@@ -63,7 +63,7 @@ def main(argv=None):
                 if settings.db and not settings.no_record:
                     # the database's modules imported while the probe runs,
                     # not inside the bounded write at the end
-                    from ccl_health.db.store import preload_in_background
+                    from ccl_health.db.preload import preload_in_background
                     preload_in_background(settings.db)
                 from ccl_health.hook.check import check
                 res, settings = check(settings)
