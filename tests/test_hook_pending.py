@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import REPO
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 from ccl_health.db import store
 from ccl_health.hook import pending
 from test_health_trust import CAP, hook, wrong_1g
@@ -190,6 +190,11 @@ def test_the_hook_drains_oldest_first_and_keeps_a_bad_file(tmp_path):
     with store.open_store(db) as s:
         # no time left: nothing started, nothing removed
         assert pending.drain(s, str(folder), 0.0) == []
+        assert len(pending.files(str(folder))) == 3
+        # another process recording them (a folder many nodes share)
+        with safefile.locked(str(folder / pending.LOCK)) as held:
+            assert held
+            assert pending.drain(s, str(folder), time.monotonic() + 60) == []
         assert len(pending.files(str(folder))) == 3
         done = pending.drain(s, str(folder), time.monotonic() + 60)
     assert done == [first, second]

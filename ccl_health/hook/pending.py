@@ -20,7 +20,8 @@ removed only after its transaction committed.  Writing a case again is
 idempotent (:meth:`ccl_health.db.store.Store.add_case` updates by
 ``(run_id, case_name)``): a write the hook gave up on that commits later
 in its abandoned thread, or two drains of one shared folder at once, leave
-one case.  A pending file is never the only place a verdict exists: the
+one case; one process records a folder's files at a time (:data:`LOCK`).
+A pending file is never the only place a verdict exists: the
 hook's line and ``--json`` document are written as ever."""
 
 import dataclasses
@@ -37,9 +38,13 @@ PREFIX = 'case-'
 SUFFIX = '.json'
 #: what a pending file says it is (its ``format``)
 FORMAT = 'ccl-health-pending/1'
+#: held (``flock``) by the one process recording a folder's files: a
+#: folder that many nodes share (a home on a network filesystem) is
+#: drained by one hook at a time, not by every hook after a reboot
+LOCK = '.drain.lock'
 
 
-# -- one case as a file --------------------------------------------------------
+# -- one case as a file -------------------------------------------------------
 
 def to_doc(case):
     """``case`` (a :class:`ccl_health.db.store.CaseRecord`) whole, as a
@@ -92,7 +97,7 @@ def read(path):
                              f'{why}') from None
 
 
-# -- the folder ----------------------------------------------------------------
+# -- the folder ---------------------------------------------------------------
 
 def files(folder):
     """The pending files of this user in ``folder``, oldest first:
@@ -173,29 +178,40 @@ def _remove(path):
         pass
 
 
-# -- recording them --------------------------------------------------------------
+# -- recording them -----------------------------------------------------------
 
 def drain(db, folder, deadline, recorded=None):
     """Record the pending files of ``folder`` in the open store ``db``,
     oldest first, each in its own transaction and removed once it
     committed (its path appended to ``recorded``); a new one is started
     only while the time left before ``deadline`` (``time.monotonic``) is
-    more than twice the slowest write so far.  A file that cannot be read
+    more than twice the slowest write so far, and none while another
+    process records the folder (:data:`LOCK`).  A file that cannot be read
     or written is left (``ingest`` names it).  Returns ``recorded``."""
     recorded = [] if recorded is None else recorded
+    found = files(folder)
+    if not found:
+        return recorded
     slowest = 0.05
-    for path, _ in files(folder):
-        if deadline - time.monotonic() <= 2 * slowest:
-            break
-        t = time.monotonic()
-        try:
-            db.add_case(read(path))
-        except Exception:                      # noqa: B902 the next one
-            continue
-        finally:
-            slowest = max(slowest, time.monotonic() - t)
-        _remove(path)
-        recorded.append(path)
+    try:
+        with safefile.locked(os.path.join(folder, LOCK),
+                             blocking=False) as held:
+            if not held:           # another check is recording them
+                return recorded
+            for path, _ in found:
+                if deadline - time.monotonic() <= 2 * slowest:
+                    break
+                t = time.monotonic()
+                try:
+                    db.add_case(read(path))
+                except Exception:              # noqa: B902 the next one
+                    continue
+                finally:
+                    slowest = max(slowest, time.monotonic() - t)
+                _remove(path)
+                recorded.append(path)
+    except OSError:                # no lock file there: leave them
+        pass
     return recorded
 
 
@@ -204,19 +220,22 @@ def ingest(db, folder, err=None):
     with progress on ``err`` (stderr); a file that cannot be read is named
     with its path, kept and skipped.  Returns ``(recorded, bad)``."""
     err = err or sys.stderr
-    found = files(folder)
     done, bad = 0, []
-    for i, (path, _) in enumerate(found, 1):
-        try:
-            case = read(path)
-        except CclHealthError as why:
-            bad.append(path)
-            print(f'{why} (kept; skipped)', file=err, flush=True)
-        else:
-            db.add_case(case)
-            _remove(path)
-            done += 1
-        if i % 100 == 0 or i == len(found):
-            print(f'pending: {i} of {len(found)} file(s) read, {done} '
-                  f'recorded', file=err, flush=True)
+    if not files(folder):
+        return done, bad
+    with safefile.locked(os.path.join(folder, LOCK)):
+        found = files(folder)  # what a hook left while we waited for it
+        for i, (path, _) in enumerate(found, 1):
+            try:
+                case = read(path)
+            except CclHealthError as why:
+                bad.append(path)
+                print(f'{why} (kept; skipped)', file=err, flush=True)
+            else:
+                db.add_case(case)
+                _remove(path)
+                done += 1
+            if i % 100 == 0 or i == len(found):
+                print(f'pending: {i} of {len(found)} file(s) read, {done} '
+                      f'recorded', file=err, flush=True)
     return done, bad
