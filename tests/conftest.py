@@ -29,3 +29,13 @@ def _evidence_dir(tmp_path_factory):
     ~/.local/state."""
     os.environ.setdefault('CCL_HEALTH_EVIDENCE_DIR',
                           str(tmp_path_factory.mktemp('evidence')))
+
+
+@pytest.fixture(autouse=True)
+def _pending_dir(tmp_path_factory, monkeypatch):
+    """A check the hook could not record is kept in the pending folder
+    (ccl_health.hook.pending) and recorded by the next check's hook: in
+    the tests, a folder of each test's own, so that a check one test
+    could not record is never drained into another test's database."""
+    monkeypatch.setenv('CCL_HEALTH_PENDING_DIR',
+                       str(tmp_path_factory.mktemp('pending')))

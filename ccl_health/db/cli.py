@@ -28,9 +28,17 @@ def add_arguments(p):
         return q
     dsub.add_parser = question
     q = dsub.add_parser('ingest', help='record finished ReFrame run reports '
-                        '(creates the database)')
-    q.add_argument('reports', nargs='+', help='run report files '
+                        'or the health checks kept pending (creates the '
+                        'database)')
+    q.add_argument('reports', nargs='*', help='run report files '
                    '(<output>/reports/run-<time>.json)')
+    q.add_argument('--pending', nargs='?', const='', metavar='DIR',
+                   help='record the health checks the hook could not record '
+                   'within its bound and kept, oldest first, each file '
+                   'removed once recorded (default DIR: '
+                   '$CCL_HEALTH_PENDING_DIR, else '
+                   '~/.local/state/ccl-health/pending); a file that cannot '
+                   'be read is named, kept, and the exit is 2')
     q = dsub.add_parser('failed', help='what failed (or could not be '
                         'judged) last night; exit 1 failed, 2 unjudged')
     q.add_argument('--hours', type=float, default=24,
@@ -114,10 +122,41 @@ def add_arguments(p):
                    'the PNG files beside it)')
 
 
+def _pending_folder(args):
+    """The folder of ``ingest --pending [DIR]`` (None without it),
+    checked before the database is opened (and created)."""
+    if args.db_cmd != 'ingest':
+        return None
+    if not args.reports and args.pending is None:
+        raise CclHealthError('ingest: name run report files, or --pending '
+                             '[DIR]')
+    if args.pending is None:
+        return None
+    from ccl_health.hook.settings import kept_folder
+    folder = args.pending or kept_folder('pending')
+    if args.pending and not os.path.isdir(folder):
+        raise CclHealthError(f'--pending {folder}: no such folder')
+    return folder
+
+
+def _ingest_pending(db, folder):
+    """``ingest --pending``: record the kept checks of ``folder``, say how
+    many; return the files that could not be read."""
+    if folder is None:
+        return []
+    from ccl_health.hook import pending
+    done, bad = pending.ingest(db, folder)
+    print(f'{done} pending health check(s) recorded from {folder}' +
+          (f'; {len(bad)} could not be read (kept, named above)'
+           if bad else ''))
+    return bad
+
+
 def cmd_db(args):
     from ccl_health import report
     from ccl_health.db import queries
     from ccl_health.judge import verdicts as verdict
+    pending_dir = _pending_folder(args)
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
     with store.open_store(args.db, readonly=args.db_cmd not in (
@@ -144,7 +183,10 @@ def cmd_db(args):
                         summary.load_report(path)):
                     db.add_case(case)
                     n += 1
+            bad = _ingest_pending(db, pending_dir)
             print(f'{n} test case(s) recorded in {db.where}')
+            if bad:
+                return 2
         elif args.db_cmd == 'failed':
             sims = queries.simulated_runs(db, args.hours)
             note = (f'(left out: {sum(sims.values())} case(s) of '

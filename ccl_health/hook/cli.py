@@ -136,7 +136,8 @@ def _emit(res):
 
 
 def _finish(res, settings, t0):
-    """The --json document, the line, then the bounded recording."""
+    """The --json document, the line, then the bounded recording (and
+    the pending checks after it, or this one kept pending)."""
     from ccl_health.hook.record import bounded_record, json_document
     _PRINTED.clear()
     path = getattr(settings, 'json', None)
@@ -160,10 +161,13 @@ def _finish(res, settings, t0):
                     'CCL_HEALTH_DB or the site file\'s health.db)')
         else:
             left = settings.deadline - time.monotonic() - 0.1
-            note = bounded_record(settings, res, dict(settings.env),
-                                  min(RECORD_BOUND, left)) or ''
+            note, drained = bounded_record(settings, res, dict(settings.env),
+                                           min(RECORD_BOUND, left))
             if note:
                 print(f'({note})', file=sys.stderr, flush=True)
+            elif drained:
+                note = (f'recorded, and {drained} pending check(s) from '
+                        f'{settings.pending_dir}')
     if path and note is not None:
         try:
             _write_json(path, json_document(res, settings, recorded=note or

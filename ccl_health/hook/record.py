@@ -4,11 +4,15 @@ is named (``--db``, ``CCL_HEALTH_DB`` or the site file's ``health.db``:
 never a new file in the folder the hook was started in), and waits at most
 :data:`ccl_health.hook.settings.RECORD_BOUND` seconds, within the limit:
 a locked or unreachable database is a note, never a wait past the
-health checker's watchdog."""
+health checker's watchdog, and the check is kept as a pending file
+(:mod:`ccl_health.hook.pending`) that the next check records after its
+own."""
 
 import dataclasses
+import os
 import socket
 import threading
+import time
 
 
 #: a failure's detail is kept whole up to this many characters of JSON
@@ -35,8 +39,11 @@ def case_of(args, res, environ=None):
     host = getattr(args, 'hostname', None) or socket.gethostname()
     dropped = dict(getattr(args, 'dropped', ()) or ())
     healthy = str(res.verdict) == 'pass'
+    # the check's time, not its write's: a case kept pending and recorded
+    # later has the time it was measured
+    when = store.now()
     return store.CaseRecord(
-        run_id=f'health-{store.now()}-{host}',
+        run_id=f'health-{when}-{host}', time=when,
         case_name='node-health', verdict=res.verdict, system=res.system,
         partition=res.partition, nodelist=host, nodes=1,
         ranks=len(main_probe.gpus) if main_probe else None,
@@ -104,29 +111,75 @@ def record(args, res, environ=None, timeout=None):
 
 
 def bounded_record(settings, res, environ, bound):
-    """Record within ``bound`` seconds: ``''`` when recorded, else why not
-    (a note).  The database's own busy timeout is the bound, and the
-    recording runs in a thread the hook does not wait for past it."""
+    """Record within ``bound`` seconds: ``(note, drained)``.  ``note`` is
+    ``''`` when recorded, else why not and where the case is kept
+    (:func:`ccl_health.hook.pending.keep`); ``drained``: how many pending
+    checks were recorded after it.  The database's own busy timeout is the
+    bound, and the recording runs in a thread the hook does not wait for
+    past it."""
+    case = case_of(settings, res, environ)   # one case: the write and the
+    drained = []                             # kept file are the same run
     if bound <= 0.05:
-        return 'not recorded: no time left within --limit'
+        note = 'not recorded: no time left within --limit'
+    else:
+        note = _write(settings, case, bound, drained)
+    if note:
+        note += _keep(settings, case)
+    return note, len(drained)
+
+
+def _write(settings, case, bound, drained):
+    """Write ``case``, then the pending checks while time is left: ``''``
+    when ``case`` is recorded, else why not."""
+    from ccl_health.hook import pending
     box = {}
+    deadline = time.monotonic() + bound
+    folder = getattr(settings, 'pending_dir', '') or ''
 
     def work():
+        from ccl_health.db import store
         try:
-            record(settings, res, environ, timeout=bound)
-            box['ok'] = True
+            with store.open_store(settings.db, timeout=bound) as db:
+                db.add_case(case)
+                box['ok'] = True
+                if folder:
+                    pending.drain(db, folder, deadline, drained)
         except BaseException as err:          # noqa: B902
+            box.setdefault('ok', False)
             box['err'] = f'{type(err).__name__}: {err}'
     t = threading.Thread(target=work, daemon=True)
     t.start()
     t.join(bound + 0.2)
+    if box.get('ok'):
+        return ''
     if t.is_alive():
         return (f'not recorded in the performance database {settings.db}: '
                 f'gave up after {bound:.1f} s')
-    if 'err' in box:
-        return (f'not recorded in the performance database {settings.db}: '
-                f'{box["err"]}')
-    return ''
+    return (f'not recorded in the performance database {settings.db}: '
+            f'{box.get("err", "no answer")}')
+
+
+def _keep(settings, case):
+    """Keep ``case`` in the pending folder: the note's end, saying where
+    (and what older ones were dropped) or why not."""
+    from ccl_health import CclHealthError
+    from ccl_health.hook import pending
+    folder = getattr(settings, 'pending_dir', '') or ''
+    if not folder:
+        return '; not kept: no pending folder'
+    try:
+        path, dropped = pending.keep(case, folder, settings.pending_keep,
+                                     settings.pending_bytes)
+    except CclHealthError as err:
+        return f'; not kept: {err}'
+    note = (f'; kept in {path}, recorded by the next check or '
+            f'scripts/report ingest --pending')
+    if dropped:
+        note += (f' (dropped the {len(dropped)} oldest pending check(s) '
+                 f'over {settings.pending_keep} files / '
+                 f'{settings.pending_bytes >> 20} MiB, the oldest '
+                 f'{os.path.basename(dropped[0])})')
+    return note
 
 
 def json_document(res, settings=None, recorded=None):

@@ -44,6 +44,17 @@ RECORD_BOUND = 2.0
 #: $CCL_HEALTH_EVIDENCE_MB change them
 EVIDENCE_KEEP = 20
 EVIDENCE_MB = 200
+#: a check the hook could not record (its database locked, down or
+#: unreachable within :data:`RECORD_BOUND`) is kept as one file in the
+#: pending folder (:mod:`ccl_health.hook.pending`) until a later check or
+#: ``scripts/report ingest --pending`` records it: at most this many files
+#: and this many MiB, the oldest dropped first ($CCL_HEALTH_PENDING_KEEP,
+#: $CCL_HEALTH_PENDING_MB).  A check every 5 minutes (Slurm's
+#: HealthCheckInterval=300) keeps 3 days of a database's outage; a failing
+#: check's record is at most ~300 KB (its detail capped at
+#: :data:`ccl_health.hook.record.DETAIL_MAX`), a healthy one's a few KB
+PENDING_KEEP = 1000
+PENDING_MB = 100
 
 
 def default_launcher(scheduler=None):
@@ -175,6 +186,15 @@ def parser(description=''):
                     f'{EVIDENCE_KEEP} checks\' and {EVIDENCE_MB} MiB '
                     '($CCL_HEALTH_EVIDENCE_KEEP, $CCL_HEALTH_EVIDENCE_MB), '
                     'the oldest removed first')
+    ap.add_argument('--pending-dir', help='where a check that could not be '
+                    'recorded within its bound is kept until the next '
+                    'check or "scripts/report ingest --pending" records it '
+                    '(default $CCL_HEALTH_PENDING_DIR, else '
+                    '$XDG_STATE_HOME/ccl-health/pending, else '
+                    '~/.local/state/ccl-health/pending); at most '
+                    f'{PENDING_KEEP} files and {PENDING_MB} MiB '
+                    '($CCL_HEALTH_PENDING_KEEP, $CCL_HEALTH_PENDING_MB), the '
+                    'oldest dropped first')
     return ap
 
 
@@ -207,6 +227,10 @@ class Settings:
     evidence_dir: str = ''
     evidence_keep: int = EVIDENCE_KEEP
     evidence_bytes: int = EVIDENCE_MB << 20
+    #: where a check that could not be recorded is kept, and the bounds
+    pending_dir: str = ''
+    pending_keep: int = PENDING_KEEP
+    pending_bytes: int = PENDING_MB << 20
     #: monotonic time the hook started: the limit counts from here
     t0: float = 0.0
     #: where the database name came from ('' where none is named)
@@ -289,29 +313,40 @@ def parse(argv, env=None, t0=None, description=''):
         hostname=env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname(),
         run_id=f'health-{os.getpid()}-{int(time.time())}',
         xid_state=env.get('CCL_HEALTH_XID_STATE') or None,
-        **_evidence(args, env),
+        **_kept(args, env, 'evidence', EVIDENCE_KEEP, EVIDENCE_MB),
+        **_kept(args, env, 'pending', PENDING_KEEP, PENDING_MB),
         t0=time.monotonic() if t0 is None else t0)
 
 
-def _evidence(args, env):
-    """Where a failing check keeps its evidence, and the bounds."""
-    folder = args.evidence_dir or env.get('CCL_HEALTH_EVIDENCE_DIR') or \
-        os.path.join(state_dir(), 'evidence')
+def kept_folder(what, env=None):
+    """The folder the hook keeps ``what`` in where no option names one:
+    ``$CCL_HEALTH_<WHAT>_DIR``, else ``<state>/<what>``
+    (:func:`ccl_health.outputs.state_dir`)."""
+    env = os.environ if env is None else env
+    return os.path.abspath(env.get(f'CCL_HEALTH_{what.upper()}_DIR') or
+                           os.path.join(state_dir(), what))
+
+
+def _kept(args, env, what, keep, mb):
+    """Where the hook keeps ``what`` (``evidence``: a failing check's
+    evidence; ``pending``: a check not recorded): ``--<what>-dir``,
+    ``$CCL_HEALTH_<WHAT>_DIR``, else ``<state>/<what>``; and its bounds
+    (``$CCL_HEALTH_<WHAT>_KEEP`` files, ``$CCL_HEALTH_<WHAT>_MB`` MiB)."""
+    var = f'CCL_HEALTH_{what.upper()}'
+    folder = getattr(args, f'{what}_dir') or kept_folder(what, env)
     bounds = {}
-    for key, var, default in (('evidence_keep', 'CCL_HEALTH_EVIDENCE_KEEP',
-                               EVIDENCE_KEEP),
-                              ('evidence_bytes', 'CCL_HEALTH_EVIDENCE_MB',
-                               EVIDENCE_MB)):
-        raw = (env.get(var) or '').strip()
+    for key, name, default in ((f'{what}_keep', f'{var}_KEEP', keep),
+                               (f'{what}_bytes', f'{var}_MB', mb)):
+        raw = (env.get(name) or '').strip()
         try:
             val = int(raw) if raw else default
         except ValueError:
             val = -1
         if val < 1:
-            raise CouldNotCheck(f'{var} {raw!r}: must be a whole number, at '
+            raise CouldNotCheck(f'{name} {raw!r}: must be a whole number, at '
                                 f'least 1')
-        bounds[key] = val << 20 if key == 'evidence_bytes' else val
-    return dict(evidence_dir=os.path.abspath(folder), **bounds)
+        bounds[key] = val << 20 if key.endswith('_bytes') else val
+    return {f'{what}_dir': os.path.abspath(folder), **bounds}
 
 
 def resolve(settings, site, environ):

@@ -1,0 +1,241 @@
+"""A check the hook could not record, kept until it is (issue 30).
+
+When the hook's bounded write (:func:`ccl_health.hook.record.bounded_record`)
+fails or gives up (a SQLite file locked by 64 hooks at once, a PostgreSQL
+server restarting, a network blip), its case (:func:`record.case_of`, the
+very object it tried to write: same run id, time, sizes, versions,
+environment and detail) is kept as one JSON file ``case-<time>-<host>-
+<pid>-<random>.json`` in the pending folder (``--pending-dir``,
+``$CCL_HEALTH_PENDING_DIR``, else ``<state>/ccl-health/pending``), a
+private folder (:func:`ccl_health.safefile.private_dir`), written
+atomically (:func:`ccl_health.safefile.write_atomic`, mode 0600).  At most
+:data:`~ccl_health.hook.settings.PENDING_KEEP` files and
+:data:`~ccl_health.hook.settings.PENDING_MB` MiB are kept, the oldest
+dropped first (and said so in the hook's note); the one just kept stays.
+
+A kept file is recorded by the next check whose own write succeeds
+(:func:`drain`, oldest first, within what is left of its bound) or by
+``scripts/report ingest --pending [DIR]`` (:func:`ingest`); each file is
+removed only after its transaction committed.  Writing a case again is
+idempotent (:meth:`ccl_health.db.store.Store.add_case` updates by
+``(run_id, case_name)``): a write the hook gave up on that commits later
+in its abandoned thread, or two drains of one shared folder at once, leave
+one case; one process records a folder's files at a time (:data:`LOCK`).
+A pending file is never the only place a verdict exists: the
+hook's line and ``--json`` document are written as ever."""
+
+import dataclasses
+import json
+import os
+import stat
+import sys
+import time
+
+from ccl_health import CclHealthError, safefile
+
+#: a pending file's name starts with this and ends with :data:`SUFFIX`
+PREFIX = 'case-'
+SUFFIX = '.json'
+#: what a pending file says it is (its ``format``)
+FORMAT = 'ccl-health-pending/1'
+#: held (``flock``) by the one process recording a folder's files: a
+#: folder that many nodes share (a home on a network filesystem) is
+#: drained by one hook at a time, not by every hook after a reboot
+LOCK = '.drain.lock'
+
+
+# -- one case as a file -------------------------------------------------------
+
+def to_doc(case):
+    """``case`` (a :class:`ccl_health.db.store.CaseRecord`) whole, as a
+    JSON document."""
+    return {'format': FORMAT, 'case': dataclasses.asdict(case)}
+
+
+def from_doc(doc):
+    """The :class:`CaseRecord` of a pending file's document; a document
+    that is not one is :class:`CclHealthError` saying why."""
+    from ccl_health.db import store
+    if not isinstance(doc, dict) or doc.get('format') != FORMAT:
+        raise CclHealthError(f'not a pending check (its format is not '
+                             f'{FORMAT!r})')
+    raw = doc.get('case')
+    if not isinstance(raw, dict):
+        raise CclHealthError('no case in it')
+    fields = {f.name: f for f in dataclasses.fields(store.CaseRecord)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise CclHealthError(f'unknown field(s) {", ".join(unknown)}')
+    for name in ('run_id', 'case_name', 'verdict', 'time'):
+        if not isinstance(raw.get(name), str) or not raw[name]:
+            raise CclHealthError(f'{name} missing or not text')
+    for name in ('versions', 'env', 'detail'):
+        if not isinstance(raw.get(name, {}), dict):
+            raise CclHealthError(f'{name} is not a mapping')
+    sizes = raw.get('sizes', [])
+    size_fields = {f.name for f in dataclasses.fields(store.SizeRecord)}
+    if not isinstance(sizes, list) or not all(
+            isinstance(s, dict) and isinstance(s.get('size'), int) and
+            set(s) <= size_fields for s in sizes):
+        raise CclHealthError('sizes is not a list of sizes')
+    case = store.CaseRecord(**dict(raw, sizes=[store.SizeRecord(**s)
+                                               for s in sizes]))
+    store.check_verdicts(case)
+    return case
+
+
+def read(path):
+    """The case kept in the file ``path`` (:class:`CclHealthError` naming
+    the file when it cannot be read)."""
+    try:
+        with open(path, encoding='utf-8') as fp:
+            return from_doc(json.load(fp))
+    except (OSError, ValueError, TypeError, CclHealthError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror \
+            else err
+        raise CclHealthError(f'{path}: cannot read the pending check: '
+                             f'{why}') from None
+
+
+# -- the folder ---------------------------------------------------------------
+
+def files(folder):
+    """The pending files of this user in ``folder``, oldest first:
+    ``[(path, size)]`` (a file being written, ``.case-...tmp``, is not
+    one)."""
+    found = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+            found.append((st.st_mtime, name, path, st.st_size))
+    found.sort()
+    return [(path, size) for _, _, path, size in found]
+
+
+def keep(case, folder, most, max_bytes):
+    """Keep ``case`` in a new file of ``folder`` (made private when
+    missing); then drop the oldest others until at most ``most`` files of
+    at most ``max_bytes`` in all are left.  Returns ``(path, dropped)``;
+    :class:`CclHealthError` (one line) where it cannot be kept."""
+    try:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+    except OSError as err:
+        raise CclHealthError(f'{folder}: cannot create the pending folder: '
+                             f'{err.strerror or err}') from None
+    safefile.private_dir(folder, 'pending folder')
+    host = ''.join(c if c.isalnum() or c in '-.' else '_'
+                   for c in (case.nodelist or 'host'))[:64]
+    name = (f'{PREFIX}{time.strftime("%Y%m%dT%H%M%S")}-{host}-{os.getpid()}'
+            f'-{os.urandom(4).hex()}{SUFFIX}')
+    path = os.path.join(folder, name)
+    try:
+        safefile.write_atomic(path, json.dumps(to_doc(case), default=str),
+                              mode=0o600)
+    except (OSError, TypeError, ValueError) as err:
+        raise CclHealthError(f'{path}: cannot keep the check: '
+                             f'{getattr(err, "strerror", None) or err}') \
+            from None
+    return path, prune(folder, most, max_bytes, spare=path)
+
+
+def prune(folder, most, max_bytes, spare=None):
+    """Remove the oldest pending files of ``folder`` until at most
+    ``most`` are left taking at most ``max_bytes`` (``spare`` stays).
+    Returns the removed paths."""
+    found = files(folder)
+    count, total = len(found), sum(size for _, size in found)
+    removed = []
+    for path, size in found:
+        if count <= most and total <= max_bytes:
+            break
+        if path == spare:
+            continue
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        count, total = count - 1, total - size
+        removed.append(path)
+    return removed
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:      # another drain of a shared folder
+        pass
+
+
+# -- recording them -----------------------------------------------------------
+
+def drain(db, folder, deadline, recorded=None):
+    """Record the pending files of ``folder`` in the open store ``db``,
+    oldest first, each in its own transaction and removed once it
+    committed (its path appended to ``recorded``); a new one is started
+    only while the time left before ``deadline`` (``time.monotonic``) is
+    more than twice the slowest write so far, and none while another
+    process records the folder (:data:`LOCK`).  A file that cannot be read
+    or written is left (``ingest`` names it).  Returns ``recorded``."""
+    recorded = [] if recorded is None else recorded
+    found = files(folder)
+    if not found:
+        return recorded
+    slowest = 0.05
+    try:
+        with safefile.locked(os.path.join(folder, LOCK),
+                             blocking=False) as held:
+            if not held:           # another check is recording them
+                return recorded
+            for path, _ in found:
+                if deadline - time.monotonic() <= 2 * slowest:
+                    break
+                t = time.monotonic()
+                try:
+                    db.add_case(read(path))
+                except Exception:              # noqa: B902 the next one
+                    continue
+                finally:
+                    slowest = max(slowest, time.monotonic() - t)
+                _remove(path)
+                recorded.append(path)
+    except OSError:                # no lock file there: leave them
+        pass
+    return recorded
+
+
+def ingest(db, folder, err=None):
+    """Record every pending file of ``folder`` in ``db``, oldest first,
+    with progress on ``err`` (stderr); a file that cannot be read is named
+    with its path, kept and skipped.  Returns ``(recorded, bad)``."""
+    err = err or sys.stderr
+    done, bad = 0, []
+    if not files(folder):
+        return done, bad
+    with safefile.locked(os.path.join(folder, LOCK)):
+        found = files(folder)  # what a hook left while we waited for it
+        for i, (path, _) in enumerate(found, 1):
+            try:
+                case = read(path)
+            except CclHealthError as why:
+                bad.append(path)
+                print(f'{why} (kept; skipped)', file=err, flush=True)
+            else:
+                db.add_case(case)
+                _remove(path)
+                done += 1
+            if i % 100 == 0 or i == len(found):
+                print(f'pending: {i} of {len(found)} file(s) read, {done} '
+                      f'recorded', file=err, flush=True)
+    return done, bad
