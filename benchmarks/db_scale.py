@@ -200,6 +200,17 @@ def plans(url):
         queries['a run\'s cases'] = (
             'SELECT c.id FROM cases c WHERE c.run_id = ?',
             (sweep[0]['run_id'] if sweep else 'x',))
+        queries['the newest cases, a page (report runs)'] = (
+            'SELECT c.run_id FROM cases c WHERE (c.time, c.id) < (?, ?) '
+            'ORDER BY c.time DESC, c.id DESC LIMIT 500', ('99999', 0))
+        queries['a kind\'s newest cases (report runs --kind)'] = (
+            'SELECT c.run_id FROM cases c WHERE c.kind = ? AND (c.time, '
+            'c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC LIMIT 500',
+            ('sweep', '99999', 0))
+        queries['a loose scan of the series (since, history, calibrate)'] = (
+            'SELECT transport AS v FROM cases WHERE system = ? AND '
+            'partition = ? AND kind = ? AND transport > ? ORDER BY '
+            'transport LIMIT 1', ('perlmutter', 'gpu', 'sweep', 'intra'))
         queries['the nightly runs (news)'] = (
             "SELECT run_id, min(time) FROM cases WHERE run_id LIKE ? AND "
             "system || '' = ? AND kind IN ('sweep', 'framework', 'other') "

@@ -10,8 +10,9 @@ window read: 30 days, and each key's 60 cases before it): the larger
 holds 135,000 cases and 585,000 size rows and takes ~40 s to write here
 (more would pass a minute on 2 shared cores).  The reads: ``report failed`` (24 h),
 ``report detect`` (30 days), the nightly's comparison and news of the
-last night, ``report runs --last 5`` and the report page's data (its
-30 days)."""
+last night, ``report runs`` (its newest 20), ``history``, ``since``,
+``scripts/calibrate --db`` 's read and the report page's data (its 30
+days)."""
 
 import datetime
 import os
@@ -73,7 +74,42 @@ def _nightly(db):
 
 
 def _runs(db):
-    return queries.runs(db, 5)
+    """``report runs`` (its default: the newest 20 and whether there are
+    more) and ``runs --kind sweep``."""
+    import itertools
+    from ccl_health.db import runs
+    return [list(itertools.islice(runs.newest_first(db, kinds),
+                                  runs.DEFAULT_LAST + 1))
+            for kinds in (None, runs.KINDS['sweep'])]
+
+
+#: a node of the hook's checks (db_gen: ``nid`` and its number)
+NODE = 'nid00007'
+
+
+def _history(db):
+    """``report history`` of a sweep's transport at a size, of every size,
+    and of a node's health probes."""
+    return (queries.history(db, 'net-plugin', '1G'),
+            queries.history(db, 'intra', last=5),
+            queries.history(db, 'intra', '1G', node=NODE))
+
+
+def _since(db):
+    """``report since`` of a sweep's transport (at a size) and of a node's
+    probes: the streak walked from the newest case back, its findings the
+    kept ones."""
+    return (queries.since_when(db, 'net-plugin', '1G'),
+            queries.latest(db, 'net-plugin'),
+            queries.since_when(db, 'intra', node=NODE),
+            queries.latest(db, 'intra', node=NODE))
+
+
+def _calibrate(db):
+    """``scripts/calibrate --db`` 's read: each configuration's last 20
+    healthy runs."""
+    from ccl_health.db import calibrate
+    return calibrate.runs_from_store(db, 'perlmutter', 'gpu', 20)
 
 
 def _page(db):
@@ -88,7 +124,8 @@ def _page(db):
 
 
 READS = {'failed': _failed, 'detect': _detect, 'nightly': _nightly,
-         'runs': _runs, 'page': _page}
+         'runs': _runs, 'page': _page, 'history': _history,
+         'since': _since, 'calibrate': _calibrate}
 
 
 def _measure(path, read, monkeypatch):
@@ -167,6 +204,21 @@ def test_the_plans_use_the_indexes(dbs):
                         "c.verdict NOT IN ('pass', 'skipped')",
                         (reads.sql_time(since),)),
             'run': ('SELECT id FROM cases c WHERE c.run_id = ?', ('x',)),
+            # report runs: the cases newest first, a page at a time
+            'newest': ('SELECT run_id FROM cases c WHERE (c.time, c.id) < '
+                       '(?, ?) ORDER BY c.time DESC, c.id DESC LIMIT 500',
+                       ('9', 0)),
+            'kind': ('SELECT run_id FROM cases c WHERE c.kind = ? AND '
+                     '(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id '
+                     'DESC LIMIT 500', ('sweep', '9', 0)),
+            # since, history, calibrate: a series' newest cases, and the
+            # series found by a loose scan of the index
+            'series': (f'SELECT id FROM cases c WHERE {where} ORDER BY '
+                       f'c.time DESC, c.id DESC LIMIT 30', tuple(params)),
+            'loose': ('SELECT transport AS v FROM cases c WHERE system = ? '
+                      'AND partition = ? AND kind = ? AND transport > ? '
+                      'ORDER BY transport LIMIT 1',
+                      ('perlmutter', 'gpu', 'sweep', 'intra')),
         }
         for name, (sql, args) in plans.items():
             plan = ' '.join(r[3] for r in db.conn.execute(

@@ -433,7 +433,7 @@ def test_fixture_databases_through_the_cli(tmp_path, name):
     names = _ours(name)
     with store.open_store(str(path), readonly=True) as s:
         cases = s.cases()
-    rc, out, err = report(path, 'runs')
+    rc, out, err = report(path, 'runs', '--all')
     assert rc == 0, err
     assert sum(int(ln.split('  ')[3].split()[0])
                for ln in out.splitlines()) == len(cases)

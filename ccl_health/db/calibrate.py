@@ -79,24 +79,51 @@ def runs_from_store(db, system, partition, last=20):
     """Per configuration ``(transport, collective, nodes, ranks, algo)``,
     its last ``last`` healthy runs in the performance database (cases whose
     verdict is in :data:`FROM_STORE`), newest first: their case rows, each
-    with ``busbw``, ``{size: busbw}``."""
+    with ``busbw``, ``{size: busbw}``.  Read by the ``cases_series`` index
+    (:func:`ccl_health.db.reads.series_keys`): each series' newest healthy
+    cases, never the partition's whole history."""
+    import heapq
+    from ccl_health.db import reads
     groups = {}
-    marks = ', '.join('?' for _ in FROM_STORE)
-    for c in reversed(db.cases(f'WHERE system = ? AND partition = ? AND '
-                               f'verdict IN ({marks})',
-                               (system, partition) +
-                               tuple(v.value for v in FROM_STORE))):
-        key = (c['transport'], c['collective'], c['nodes'], c['ranks'],
-               c['algo'] or 'default')
-        runs = groups.setdefault(key, [])
-        if len(runs) >= last or not c['nodes'] or not c['ranks']:
+    for key in reads.series_keys(db, system=system, partition=partition):
+        if not key[4] or not key[5]:          # no nodes or ranks recorded
             continue
-        busbw = {m['size']: m['busbw'] for m in db.query(
-            'SELECT size, busbw FROM measurements WHERE case_id = ? AND '
-            'busbw IS NOT NULL', (c['id'],))}
-        if busbw:
-            runs.append(dict(c, busbw=busbw))
-    return groups
+        group = (key[2], key[3], key[4], key[5], key[6] or 'default')
+        groups.setdefault(group, []).append(_healthy_newest(db, key, last))
+    merged = {group: list(heapq.merge(*per, key=lambda c: (c['time'],
+                                                           c['id']),
+                                      reverse=True))[:last]
+              for group, per in groups.items()}
+    return {group: runs for group, runs in merged.items() if runs}
+
+
+def _healthy_newest(db, key, last):
+    """The newest ``last`` cases of the series ``key`` whose verdict is in
+    :data:`FROM_STORE` and that measured a busbw, newest first, each with
+    its ``busbw``: read ``last`` at a time from the newest back."""
+    from ccl_health.db import reads
+    where, params, exact = reads.key_where(db, key)
+    marks = ', '.join('?' for _ in FROM_STORE)
+    sql = (f'SELECT {", ".join("c." + c for c in reads.CASE_LIGHT)} FROM '
+           f'cases c WHERE {where} AND c.verdict IN ({marks}) AND '
+           f'(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC '
+           f'LIMIT ?')
+    out, at = [], (reads._LATEST, 0)
+    while len(out) < last:
+        rows = db.query(sql, tuple(params) + tuple(
+            v.value for v in FROM_STORE) + at + (last,))
+        for c in rows:
+            if not exact and history.series_key(c) != key:
+                continue
+            busbw = {m['size']: m['busbw'] for m in db.query(
+                'SELECT size, busbw FROM measurements WHERE case_id = ? AND '
+                'busbw IS NOT NULL', (c['id'],))}
+            if busbw and len(out) < last:
+                out.append(dict(c, busbw=busbw))
+        if len(rows) < last:
+            break
+        at = (rows[-1]['time'], rows[-1]['id'])
+    return out
 
 
 def sweeps_from_store(db, system, partition, last=20):

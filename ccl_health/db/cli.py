@@ -44,14 +44,23 @@ def add_arguments(p):
     q.add_argument('--hours', type=float, default=24,
                    help='how far back to look, in hours')
     q = dsub.add_parser('runs', help='the recorded runs, newest first, with '
-                        'their verdict counts')
-    q.add_argument('--last', type=int, help='only the newest N runs')
+                        'their verdict counts (the newest 20 unless told)')
+    q.add_argument('--last', type=int, help='the newest N runs (default: '
+                   '20)')
+    q.add_argument('--all', action='store_true', help='every run, newest '
+                   'first (a health check is a run of its own: millions on '
+                   'a large machine)')
+    q.add_argument('--kind', choices=('sweep', 'health', 'fleet'),
+                   help='only the sweeps (with the framework checks), the '
+                   'health checks, or the fleet runs')
     q = dsub.add_parser('since', help='when did this start')
     q.add_argument('transport', help='intra, net-socket, net-plugin, ...')
     q.add_argument('--size', help='one message size, e.g. 1G (default: any '
                    'size)')
     q.add_argument('--system', help='default: the only one recorded')
     q.add_argument('--partition', help='default: the only one recorded')
+    q.add_argument('--node', help="this node's health probes (default: the "
+                   'sweeps)')
     q = dsub.add_parser('history', help='history of a transport at a size')
     q.add_argument('transport', help='intra, net-socket, net-plugin, ...')
     q.add_argument('--size', help='one message size, e.g. 1G (default: '
@@ -59,7 +68,9 @@ def add_arguments(p):
     q.add_argument('--system', help='default: the only one recorded')
     q.add_argument('--partition', help='default: the only one recorded')
     q.add_argument('--last', type=int, default=30,
-                   help='the newest N runs')
+                   help='the newest N cases (default: %(default)s)')
+    q.add_argument('--node', help="this node's health probes (default: the "
+                   'sweeps)')
     q = dsub.add_parser('compare', help='compare two runs')
     q.add_argument('run_a', help='run id (scripts/report runs lists them)')
     q.add_argument('run_b', help='run id compared with run_a')
@@ -204,29 +215,38 @@ def cmd_db(args):
                   f'run(s), all pass or skipped)' + (f' {note}' if note
                                                       else ''))
         elif args.db_cmd == 'runs':
-            queries.check_not_empty(db)
-            for r in queries.runs(db, args.last):
-                print(r.line())
+            return cmd_runs(db, args)
         elif args.db_cmd == 'since':
             res = queries.since_when(db, args.transport, args.size,
-                                     args.system, args.partition)
+                                     args.system, args.partition, args.node)
             last = queries.latest(db, args.transport, args.system,
-                                  args.partition)
+                                  args.partition, args.node)
             v = queries.stored_verdict(last['verdict'])
+            # the sweeps unless a node is named: said when its health
+            # probes were left out
+            note = '' if args.node else queries.probes_left_out(
+                db, args.transport, args.system, args.partition)
             if res is None:
                 print(f'{args.transport}: '
                       f'{"healthy" if v is verdict.Verdict.PASS else v} in '
                       f'the last run (run {last["run_id"]} at {last["time"]})'
                       + (f': {last["reason"]}' if v is not verdict.Verdict.PASS
                          and last['reason'] else ''))
+                if note:
+                    print(note)
                 return 0
             print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
                   f'{res[2]} run(s) in a row; last: {last["verdict"]})')
+            if note:
+                print(note)
             return verdict.exit_code([v]) or verdict.EXIT_FAIL
         elif args.db_cmd == 'history':
+            if args.last < 1:
+                raise CclHealthError(f'--last {args.last}: not a positive '
+                                     f'number')
             for r in queries.history(db, args.transport, args.size,
                                      args.system, args.partition,
-                                     last=args.last):
+                                     last=args.last, node=args.node):
                 if r['size'] is None:
                     print(f'{r["time"]}  {r["run_id"]}  {r["case_name"]}: '
                           f'{r["case_verdict"]}')
@@ -237,6 +257,10 @@ def cmd_db(args):
                 print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
                       f'{r["size"]:>12}  {bw} GB/s{ref}  '
                       f'{r["size_verdict"]}  (case {r["case_verdict"]})')
+            note = '' if args.node else queries.probes_left_out(
+                db, args.transport, args.system, args.partition)
+            if note:
+                print(note)
         elif args.db_cmd == 'compare':
             for name, size, a, b, ratio in queries.compare(db, args.run_a,
                                                            args.run_b):
@@ -269,6 +293,36 @@ def cmd_db(args):
                 inline=True if args.self_contained else None)
             print(text)
             print(f'report: {page}')
+    return 0
+
+
+def cmd_runs(db, args):
+    """``scripts/report runs [--last N | --all] [--kind KIND]``: the
+    newest runs (:data:`ccl_health.db.runs.DEFAULT_LAST` unless told),
+    each printed as it is read; past the default, a last line says how to
+    see more."""
+    from ccl_health.db import queries, runs
+    queries.check_not_empty(db)
+    if args.last is not None and args.last < 1:
+        raise CclHealthError(f'--last {args.last}: not a positive number')
+    if args.all and args.last is not None:
+        raise CclHealthError('runs: --last N or --all, not both')
+    last = None if args.all else args.last or runs.DEFAULT_LAST
+    shown, more = 0, False
+    for r in runs.newest_first(db, runs.KINDS.get(args.kind)):
+        if last is not None and shown == last:
+            more = True
+            break
+        print(r.line(), flush=last is None and shown % 100 == 0)
+        shown += 1
+    kind = f' --kind {args.kind}' if args.kind else ''
+    if more and args.last is None:
+        print(f'(the newest {shown} {args.kind + " " if args.kind else ""}'
+              f'runs; older ones: scripts/report runs{kind} --last '
+              f'{2 * shown}, or every run: scripts/report runs{kind} --all)')
+    elif not shown:
+        raise CclHealthError(f'no {args.kind} runs in {db.where} (see them '
+                             f'all: scripts/report runs)')
     return 0
 
 

@@ -5,13 +5,13 @@ transport, system or run id, a size never measured, a window with no runs)
 is an error that lists what was recorded, never an empty answer that reads
 as an all-clear."""
 
-import dataclasses
 import datetime
 import re
-from typing import Dict, List
 
 from ccl_health import CclHealthError
 from ccl_health.db import reads
+from ccl_health.db import runs as runs_of
+from ccl_health.db.runs import Run, of_cases  # noqa: F401  (queries.Run)
 from ccl_health.db.reads import when  # noqa: F401  (queries.when)
 from ccl_health.db.store import simulated
 from ccl_health.judge.history import where_text
@@ -38,6 +38,8 @@ def recorded(store, column):
     if column not in ('transport', 'system', 'partition', 'collective',
                       'run_id', 'verdict'):
         raise ValueError(column)
+    if column in reads.SERIES_INDEX:          # a loose scan of an index
+        return reads.index_distinct(store, column)
     return sorted(r['v'] for r in store.query(
         f'SELECT DISTINCT {column} AS v FROM cases') if r['v'] is not None)
 
@@ -54,14 +56,6 @@ def check_name(store, what, value, column=None):
             f'{", ".join(map(str, values)) or "nothing"})')
 
 
-def recorded_sizes(store, transport=None, system=None, partition=None):
-    """The message sizes measured (for a transport / system), sorted."""
-    where, params = _scope_sql(system, transport, partition)
-    return sorted(r['size'] for r in store.query(
-        'SELECT DISTINCT m.size FROM cases c JOIN measurements m ON '
-        f'm.case_id = c.id WHERE m.size IS NOT NULL{where}', params))
-
-
 def _scope_sql(system=None, transport=None, partition=None, size=None,
                alias='c.', sizes='m.'):
     """`` AND ...`` (and its parameters) of the names given."""
@@ -76,19 +70,40 @@ def _scope_sql(system=None, transport=None, partition=None, size=None,
     return where, params
 
 
-def check_size(store, size, transport=None, system=None, partition=None):
-    """The size in bytes; an error listing the recorded sizes when it was
-    never measured (for that transport / system)."""
+#: the newest cases of each configuration whose sizes a size is checked
+#: against (the sizes of a configuration rarely change)
+SIZE_CASES = 5
+
+
+def check_size(store, size, keys, transport=None, system=None,
+               partition=None):
+    """The size in bytes; an error listing the recorded sizes when the
+    newest :data:`SIZE_CASES` cases of each series of ``keys`` never
+    measured it (all of them: never recorded)."""
     if size is None:
         return None
     nbytes = parse_size(size)
-    sizes = recorded_sizes(store, transport, system, partition)
+    ids, complete = [], True
+    for key in keys:
+        got = reads.key_cases_before(store, key, reads._LATEST, SIZE_CASES)
+        ids += [c['id'] for c in got]
+        complete = complete and len(got) < SIZE_CASES
+    sizes = set()
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        sizes |= {r['size'] for r in store.query(
+            f'SELECT DISTINCT size FROM measurements WHERE case_id IN '
+            f'({", ".join("?" * len(part))})', tuple(part))}
+    sizes = sorted(x for x in sizes if x is not None)
     if nbytes not in sizes:
         scope = ' '.join(x for x in (transport, system and f'on {system}',
                                      partition and f'partition {partition}')
                          if x)
+        said = (' never recorded' if complete else
+                f' not measured by the newest {SIZE_CASES} cases of any '
+                f'configuration')
         raise CclHealthError(
-            f'size {format_size(nbytes)} never recorded'
+            f'size {format_size(nbytes)}{said}'
             f'{" for " + scope if scope else ""} (recorded: '
             f'{", ".join(map(format_size, sizes)) or "no sizes"})')
     return nbytes
@@ -120,44 +135,14 @@ def last_runs(store, n=1):
     return [r.run_id for r in runs(store, n)]
 
 
-@dataclasses.dataclass
-class Run:
-    run_id: str
-    time: str                 # of its first case
-    last_time: str
-    where: List[str]          # system:partition
-    cases: int
-    counts: Dict[str, int]    # verdict name -> cases, in verdict order
-
-    def line(self):
-        counts = ', '.join(f'{n} {v}' for v, n in self.counts.items())
-        return (f'{self.time}  {self.run_id}  {",".join(self.where)}  '
-                f'{self.cases} case{"s" if self.cases != 1 else ""}: '
-                f'{counts}')
-
-
-def runs(store, last=None, cases=None):
+def runs(store, last=None, cases=None, kinds=None):
     """One :class:`Run` per run, newest first (``last``: only that many,
-    read from the newest case back; ``cases``: of these case rows)."""
-    by = {}
-    if cases is None and last:
-        # a few more than asked: a run's newest case may be older
-        cases = []
-        for run_id in reads.newest_runs(store, last + 10):
-            cases += reads.run_cases(store, run_id)
-    for c in store.cases() if cases is None else cases:
-        by.setdefault(c['run_id'], []).append(c)
-    out = []
-    for run_id, cs in by.items():
-        names = [c['verdict'] for c in cs]
-        order = list(NAMES) + sorted(set(names) - set(NAMES))
-        out.append(Run(
-            run_id, min((c['time'] for c in cs), key=when),
-            max((c['time'] for c in cs), key=when),
-            sorted({f'{c["system"]}:{c["partition"]}' for c in cs}), len(cs),
-            {v: names.count(v) for v in order if v in names}))
-    out.sort(key=lambda r: (when(r.last_time), r.run_id), reverse=True)
-    return out[:last] if last else out
+    read from the newest case back; ``cases``: of these case rows;
+    ``kinds``: the runs with a case of these stored kinds)."""
+    import itertools
+    if cases is not None:
+        return of_cases(cases)[:last] if last else of_cases(cases)
+    return list(itertools.islice(runs_of.newest_first(store, kinds), last))
 
 
 def window_start(hours, now=None):
@@ -350,90 +335,154 @@ def failed(store, since_hours=24, now=None):
     return [line for _, line in failures(store, since_hours, now)]
 
 
-def _match(rec, system, transport, size, partition=None):
-    return ((system is None or rec['system'] == system) and
-            (partition is None or rec['partition'] == partition) and
-            (transport is None or rec['transport'] == transport) and
-            (size is None or rec['size'] == size))
-
-
 def _check_scope(store, transport, system, partition):
     check_name(store, 'transport', transport)
     check_name(store, 'system', system)
     check_name(store, 'partition', partition)
 
 
-def history(store, transport=None, size=None, system=None, partition=None,
-            last=30):
+#: the stored kinds of case ``since`` and ``history`` are about unless a
+#: node is named: the sweeps (a node's health probes are its own series)
+SWEEP_KINDS = runs_of.KINDS['sweep']
+PROBE = 'health probe'
+
+
+def scope_keys(store, transport, system=None, partition=None, node=None):
+    """The series keys of the sweeps of ``transport`` (any: None) on
+    ``system`` / ``partition``, or, with ``node``, of that node's health
+    probes: read by the ``cases_series`` index.  None recorded is an error
+    that says what is."""
+    _check_scope(store, transport, system, partition)
+    fixed = {c: v for c, v in (('transport', transport), ('system', system),
+                               ('partition', partition)) if v is not None}
+    keys = reads.series_keys(store, **fixed, **(
+        {'kind': SWEEP_KINDS} if node is None else
+        {'kind': PROBE, 'node': node}))
+    if keys:
+        return keys
+    where = ' '.join(x for x in (system and f'system {system}', partition
+                                 and f'partition {partition}') if x)
+    if node is not None:
+        there = reads.index_distinct(
+            store, 'node', **{'kind': PROBE, **fixed})
+        raise CclHealthError(
+            f'no health probes of {transport or "any transport"} on node '
+            f'{node!r}{" on " + where if where else ""} (recorded: '
+            f'{len(there)} node(s){": " if there else ""}'
+            f'{", ".join(there[:10])}{", ..." if len(there) > 10 else ""})')
+    if reads.series_keys(store, **fixed, kind=PROBE):
+        raise CclHealthError(
+            f'no sweeps of {transport or "any transport"}'
+            f'{" on " + where if where else ""}: only health probes, each '
+            f'node its own series (give --node NODE)')
+    there = reads.index_distinct(store, 'transport', **{
+        k: v for k, v in fixed.items() if k != 'transport'})
     if transport is None:
-        _check_scope(store, transport, system, partition)
-    else:
-        _cases_of(store, transport, system, partition)
-    size = check_size(store, size, transport, system, partition)
-    where, params = _scope_sql(system, transport, partition, size, '', '')
-    recs = store.records('WHERE 1 = 1' + where, params)
+        raise CclHealthError(f'no records{" on " + where if where else ""}')
+    raise CclHealthError(
+        f'no cases of transport {transport!r} on {where} (recorded '
+        f'there: {", ".join(there) or "nothing"})')
+
+
+def probes_left_out(store, transport, system=None, partition=None):
+    """The line that says the health probes of ``transport`` were left out
+    (``since`` and ``history`` without ``--node``), or '' when there are
+    none."""
+    fixed = {c: v for c, v in (('transport', transport), ('system', system),
+                               ('partition', partition)) if v is not None}
+    if not reads.indexed(store) or not reads._walk(
+            store, reads.SERIES_INDEX[:4], {**fixed, 'kind': PROBE}):
+        return ''
+    return (f'(the sweeps of {transport}; its health probes are each '
+            f'node\'s own: --node NODE)')
+
+
+def history(store, transport=None, size=None, system=None, partition=None,
+            last=30, node=None):
+    """The records of the newest ``last`` cases of ``transport`` (its
+    sweeps, or ``node``'s health probes: :func:`scope_keys`), at ``size``
+    or every size, oldest first."""
+    keys = scope_keys(store, transport, system, partition, node)
+    size = check_size(store, size, keys, transport, system, partition)
+    cases, _ = reads.newest_cases(store, keys, last, ('id',))
+    ids = [c['id'] for c in cases]
+    recs = []
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        recs += store.query(
+            f'{reads._RECORDS_FULL} WHERE c.id IN '
+            f'({", ".join("?" * len(part))})' +
+            (' AND m.size = ?' if size is not None else ''),
+            tuple(part) + ((size,) if size is not None else ()))
     if not recs:
         raise CclHealthError(
             f'no records of {transport or "any transport"}'
             f'{f" on {system}" if system else ""}'
             f'{f" partition {partition}" if partition else ""}')
-    recs.sort(key=lambda r: (when(r['time']), r['size'] or 0))
-    return recs[-last:] if size is not None else recs
+    recs.sort(key=lambda r: (when(r['time']), r['size'] or 0,
+                             r['case_id']))
+    return recs
 
 
-def _cases_of(store, transport, system=None, partition=None):
-    _check_scope(store, transport, system, partition)
-    where, params = _scope_sql(system, transport, partition)
-    cases = sorted(store.query(
-        f'SELECT {", ".join(reads.CASE_LIGHT)} FROM cases c WHERE 1 = 1'
-        f'{where} ORDER BY c.time, c.id', params),
-        key=lambda c: when(c['time']))
-    if not cases:
-        scope = ' '.join(x for x in (system and f'system {system}', partition
-                                     and f'partition {partition}') if x)
-        where, params = _scope_sql(system, None, partition)
-        there = sorted(r['t'] for r in store.query(
-            f'SELECT DISTINCT c.transport AS t FROM cases c WHERE 1 = 1'
-            f'{where}', params) if r['t'] is not None)
-        raise CclHealthError(
-            f'no cases of transport {transport!r} on {scope} (recorded '
-            f'there: {", ".join(there) or "nothing"})')
-    return cases
+def latest(store, transport, system=None, partition=None, node=None):
+    """The newest case of a transport (on a system / partition; its
+    sweeps, or ``node``'s health probes)."""
+    keys = scope_keys(store, transport, system, partition, node)
+    return reads.newest_cases(store, keys, 1)[0][0]
 
 
-def latest(store, transport, system=None, partition=None):
-    """The newest case of a transport (on a system / partition)."""
-    return _cases_of(store, transport, system, partition)[-1]
+#: the cases ``since`` reads first (then 4 times as many, until a good one)
+SINCE_PAGE = 64
 
 
-def since_when(store, transport, size=None, system=None, partition=None):
-    """When did the current bad streak of this transport (at this size)
-    start?  Returns (first bad run time, run id, streak length) or None.
-    A bad case is any that is not good: failed or could not be judged."""
-    cases = _cases_of(store, transport, system, partition)
-    size = check_size(store, size, transport, system, partition)
-    bad_runs = set()
-    if size is not None:
-        where, params = _scope_sql(system, transport, partition, size, '',
-                                   '')
-        recs = store.records('WHERE 1 = 1' + where, params)
-        for f in reads.detect_in(store, records=recs):
-            if f.kind in ('drop', 'drift') and f.key[2] == transport and \
-                    f.size == size:
-                bad_runs.add(f.run_id)
-        for r in recs:
-            if r['size_verdict'] == 'below-reference':
-                bad_runs.add(r['run_id'])
-    streak = []
-    for c in reversed(cases):
-        if _bad(c['verdict']) or c['run_id'] in bad_runs:
-            streak.append(c)
-        else:
+def since_when(store, transport, size=None, system=None, partition=None,
+               node=None):
+    """When did the current bad streak of this transport (at this size;
+    its sweeps, or ``node``'s health probes) start?  Returns (first bad run
+    time, run id, streak length) or None.  A bad case is any that is not
+    good: failed or could not be judged, or (at ``size``) below its
+    reference or with a drop or drift there (the findings kept with it:
+    :func:`ccl_health.db.reads.judge_keys`).  Read from the newest case
+    back until a good one."""
+    keys = scope_keys(store, transport, system, partition, node)
+    size = check_size(store, size, keys, transport, system, partition)
+    n = SINCE_PAGE
+    while True:
+        cases, complete = reads.newest_cases(store, keys, n)
+        bad_runs = set() if size is None else \
+            _bad_runs_at(store, cases, transport, size)
+        streak = []
+        for c in cases:
+            if _bad(c['verdict']) or c['run_id'] in bad_runs:
+                streak.append(c)
+            else:
+                break
+        if len(streak) < len(cases) or complete:
             break
+        n *= 4
     if not streak:
         return None
     first = streak[-1]
     return first['time'], first['run_id'], len(streak)
+
+
+def _bad_runs_at(store, cases, transport, size):
+    """The runs of ``cases`` below the reference at ``size``, or with a
+    drop or drift there."""
+    bad = {f.run_id for f in reads.judge_keys(
+        store, reads.history_keys(cases),
+        min(when(c['time']) for c in cases), {c['run_id'] for c in cases})
+        if f.kind in ('drop', 'drift') and f.key[2] == transport and
+        f.size == size}
+    ids = [c['id'] for c in cases]
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        bad |= {r['run_id'] for r in store.query(
+            f'SELECT c.run_id FROM measurements m JOIN cases c ON c.id = '
+            f'm.case_id WHERE m.case_id IN ({", ".join("?" * len(part))}) '
+            f"AND m.size = ? AND m.verdict = 'below-reference'",
+            tuple(part) + (size,))}
+    return bad
 
 
 def compare(store, run_a, run_b):

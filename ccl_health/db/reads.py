@@ -419,3 +419,162 @@ def detect_in(store, run_id=None, records=None, **kw):
     return history.detect(store.records() if records is None else records,
                   run_id=run_id, accepted=store.acceptances(),
                   baselines=store.baselines(), **kw)
+
+
+# -- the newest cases of a scope, by the indexes (issue 30) ------------------
+#: the columns of the ``cases_series`` index, in its order (schema 6)
+SERIES_INDEX = ('system', 'partition', 'kind', 'transport', 'collective',
+                'nodes', 'ranks', 'algo', 'node')
+
+
+def _equal(conds, alias=''):
+    """``[col = ?, ...]`` (``IS NULL`` for None) and their parameters."""
+    where, params = [], []
+    for col, value in conds:
+        where.append(f'{alias}{col} IS NULL' if value is None else
+                     f'{alias}{col} = ?')
+        params += [] if value is None else [value]
+    return where, params
+
+
+def index_values(store, column, conds=()):
+    """The distinct values of ``column`` (a column of :data:`SERIES_INDEX`)
+    among the cases whose columns before it equal ``conds`` ((column,
+    value) pairs), None first: a loose scan of ``cases_series``, one index
+    seek per value, never a read of the cases."""
+    where, params = _equal(conds)
+    pre = ''.join(w + ' AND ' for w in where)
+    out = []
+    if store.query(f'SELECT 1 AS x FROM cases WHERE {pre}{column} IS NULL '
+                   f'LIMIT 1', tuple(params)):
+        out.append(None)
+    sql = (f'SELECT {column} AS v FROM cases WHERE {pre}{column} > ? '
+           f'ORDER BY {column} LIMIT 1')
+    value = store.query(f'SELECT {column} AS v FROM cases WHERE {pre}'
+                        f'{column} IS NOT NULL ORDER BY {column} LIMIT 1',
+                        tuple(params))
+    while value:
+        out.append(value[0]['v'])
+        value = store.query(sql, tuple(params) + (out[-1],))
+    return out
+
+
+def series_keys(store, **fixed):
+    """The series keys (:func:`ccl_health.judge.history.series_key`) of
+    the cases whose columns equal ``fixed`` (a column of
+    :data:`SERIES_INDEX`: a value, or a tuple of the values allowed), by
+    :func:`index_values`; a database older than schema 6 (no series
+    columns) by its distinct columns, read whole."""
+    from ccl_health.judge.history import KEY, series_key
+    if not indexed(store):
+        cols = KEY + ('source', 'case_name', 'nodelist')
+        where, params = _equal((c, v) for c, v in fixed.items()
+                               if c in KEY and not isinstance(v, tuple))
+        keys = {series_key(r) for r in store.query(
+            f'SELECT DISTINCT {", ".join(cols)} FROM cases WHERE 1 = 1' +
+            ''.join(' AND ' + w for w in where), tuple(params))}
+        order = KEY + ('kind', 'node')
+        return sorted((k for k in keys if all(
+            k[order.index(c)] in (v if isinstance(v, tuple) else (v,))
+            for c, v in fixed.items())), key=lambda k: tuple(map(str, k)))
+    at = [SERIES_INDEX.index(c) for c in KEY + ('kind', 'node')]
+    return [tuple(k[i] for i in at) for k in _walk(store, SERIES_INDEX,
+                                                   fixed)]
+
+
+def index_distinct(store, column, **fixed):
+    """The distinct values of ``column`` (of :data:`SERIES_INDEX`) among
+    the cases whose columns equal ``fixed`` (as :func:`series_keys`),
+    sorted: by :func:`index_values` where the store has the index, else
+    read whole (``SELECT DISTINCT``)."""
+    if not indexed(store):
+        where, params = _equal((c, v) for c, v in fixed.items()
+                               if c in SERIES_INDEX)
+        return sorted(r['v'] for r in store.query(
+            f'SELECT DISTINCT {column} AS v FROM cases WHERE 1 = 1' +
+            ''.join(' AND ' + w for w in where), tuple(params))
+            if r['v'] is not None)
+    upto = SERIES_INDEX[:SERIES_INDEX.index(column) + 1]
+    return sorted({k[-1] for k in _walk(store, upto, fixed)
+                   if k[-1] is not None})
+
+
+def _walk(store, columns, fixed):
+    """The distinct tuples of ``columns`` (a start of :data:`SERIES_INDEX`)
+    of the cases whose columns equal ``fixed``, level by level."""
+    found = [()]
+    for col in columns:
+        deeper = []
+        for got in found:
+            conds = list(zip(SERIES_INDEX, got))
+            if col not in fixed:
+                values = index_values(store, col, conds)
+            else:
+                want = fixed[col]
+                values = [v for v in (want if isinstance(want, tuple) else
+                                      (want,))
+                          if _exists(store, conds + [(col, v)])]
+            deeper += [got + (v,) for v in values]
+        found = deeper
+    return found
+
+
+def _exists(store, conds):
+    where, params = _equal(conds)
+    return bool(store.query(f'SELECT 1 AS x FROM cases WHERE '
+                            f'{" AND ".join(where)} LIMIT 1', tuple(params)))
+
+
+def newest_cases(store, keys, n, columns=CASE_LIGHT):
+    """``(cases, complete)``: the newest ``n`` cases of the series
+    ``keys`` together, newest first (by their recorded time, as the
+    database orders it), each key's read through ``cases_series`` with
+    ``LIMIT n``; ``complete``: they are every case of the keys."""
+    import heapq
+    import itertools
+    columns = tuple(columns) + tuple(c for c in ('id', 'time')
+                                     if c not in columns)
+    per = [key_cases_before(store, key, _LATEST, n, columns)
+           for key in keys]
+    out = list(itertools.islice(heapq.merge(
+        *per, key=lambda c: (c['time'], c['id']), reverse=True), n))
+    return out, sum(map(len, per)) <= n and all(len(p) < n for p in per)
+
+
+def newest_case_rows(store, kinds=None, columns=('id', 'time', 'run_id'),
+                     page=500):
+    """Every case (``columns``), newest first (by time, then id): pages of
+    ``page`` read through the ``cases_time`` index (``kinds``: of these
+    kinds only, through ``cases_kind``, one reader a kind merged); never
+    all at once."""
+    import heapq
+    from ccl_health.judge.history import kind_of
+    columns = tuple(columns) + tuple(c for c in ('id', 'time')
+                                     if c not in columns)
+    if kinds is not None and not indexed(store):   # by names, in Python
+        extra = ('source', 'case_name', 'collective')
+        rows = newest_case_rows(store, None, columns + extra, page)
+        return ({c: r[c] for c in columns} for r in rows
+                if kind_of(r) in kinds)
+    if kinds is None:
+        return _pages(store, columns, '', (), page)
+    return heapq.merge(*(_pages(store, columns, 'c.kind = ? AND ', (k,),
+                                page) for k in kinds),
+                       key=lambda c: (c['time'], c['id']), reverse=True)
+
+
+#: later than every recorded time (ISO 8601 text, whatever the collation)
+_LATEST = '99999'
+
+
+def _pages(store, columns, where, params, page):
+    sql = (f'SELECT {_cols(columns)} FROM cases c WHERE {where}'
+           f'(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC '
+           f'LIMIT ?')
+    at = (_LATEST, 0)
+    while True:
+        rows = store.query(sql, tuple(params) + at + (page,))
+        yield from rows
+        if len(rows) < page:
+            return
+        at = (rows[-1]['time'], rows[-1]['id'])
