@@ -39,3 +39,20 @@ def _pending_dir(tmp_path_factory, monkeypatch):
     could not record is never drained into another test's database."""
     monkeypatch.setenv('CCL_HEALTH_PENDING_DIR',
                        str(tmp_path_factory.mktemp('pending')))
+
+
+@pytest.fixture
+def judged_at_read(monkeypatch):
+    """The keys a read judged from their history
+    (:func:`ccl_health.db.reads.each_key`), collected: none where each
+    key's judging was kept by its writer (ccl_health/db/state.py)."""
+    from ccl_health.db import reads
+    judged = []
+    each = reads.each_key
+
+    def counting(db, keys, *a, **kw):
+        keys = list(keys)
+        judged.extend(keys)
+        return each(db, keys, *a, **kw)
+    monkeypatch.setattr(reads, 'each_key', counting)
+    return judged

@@ -164,17 +164,10 @@ def test_each_read_is_bounded_by_its_window(dbs, name, monkeypatch):
     assert t_large <= TIME_RATIO * t_small + 0.05, (name, t_small, t_large)
 
 
-def test_failed_and_detect_read_the_kept_findings(dbs, monkeypatch):
+def test_failed_and_detect_read_the_kept_findings(dbs, judged_at_read):
     """Each key's judging is kept by its writer (ccl_health/db/state.py):
     ``failed`` and ``detect`` judge no key's history at read."""
-    judged = []
-    each = reads.each_key
-
-    def counting(db, keys, *a, **kw):
-        keys = list(keys)
-        judged.extend(keys)
-        return each(db, keys, *a, **kw)
-    monkeypatch.setattr(reads, 'each_key', counting)
+    judged = judged_at_read
     _, large = dbs
     with store.open_store(large, readonly=True) as db:
         assert _failed(db) is not None and _detect(db) is not None

@@ -146,17 +146,10 @@ def test_the_state_and_the_history_judge_the_same(written, tmp_path):
     assert any('DROP' in line for _, line in kept['failed'])
 
 
-def test_reads_take_the_kept_findings(written, monkeypatch):
+def test_reads_take_the_kept_findings(written, judged_at_read):
     """With a state, only the accepted key (its levels changed after its
     state was made) is judged at read."""
-    judged = []
-    each = reads.each_key
-
-    def counting(db, keys, *a, **kw):
-        keys = list(keys)
-        judged.extend(keys)
-        return each(db, keys, *a, **kw)
-    monkeypatch.setattr(reads, 'each_key', counting)
+    judged = judged_at_read
     _answers(written)
     assert judged and {k[7] for k in judged} == {'sweep'}
     assert {(k[2], k[3]) for k in judged} == {('net-socket',
@@ -216,7 +209,7 @@ def test_an_old_database_gets_its_state_from_its_next_cases(tmp_path):
 
 
 def test_rejudge_gives_every_stale_key_its_state(written, tmp_path,
-                                                 monkeypatch):
+                                                 judged_at_read):
     """``scripts/report rejudge``: a database whose keys lost their state
     (an upgrade to schema 8, an accept) gets it back in one command: the
     same answers, and afterwards no key judged at read."""
@@ -238,16 +231,9 @@ def test_rejudge_gives_every_stale_key_its_state(written, tmp_path,
     with store.open_store(path, readonly=True) as db:
         assert state.stale_keys(db) == []
     want = _answers(written)
-    judged = []
-    each = reads.each_key
-
-    def counting(db, keys, *a, **kw):
-        keys = list(keys)
-        judged.extend(keys)
-        return each(db, keys, *a, **kw)
-    monkeypatch.setattr(reads, 'each_key', counting)
+    judged_at_read.clear()
     assert _answers(path) == want
-    assert judged == []
+    assert judged_at_read == []
     again = subprocess.run([report, '--db', path, 'rejudge'],
                            capture_output=True, text=True)
     assert '0 key(s) to judge again' in again.stdout
