@@ -5,12 +5,12 @@
   (:func:`run_cases`), without the heavy columns (``env_json``,
   ``versions_json``, ``detail_json``: read only for the rows shown,
   :func:`attribution_cases`, :func:`detail`);
-* the history of a series key (:func:`key_history`): its last
-  :data:`LOOKBACK` cases before the window and every case from the window
-  on, read through the ``cases_series`` index (schema 6: the key's kind
-  and node are columns); a database older than schema 6 (read-only, not
-  migrated) is read by the key's other columns and its kind and node
-  sorted out here;
+* the history of a series key (:func:`key_history`,
+  :mod:`ccl_health.db.keyreads`): its last :data:`LOOKBACK` cases before
+  the window and every case from the window on, read through the
+  ``cases_series`` index (schema 6: the key's kind and node are columns);
+  a database older than schema 6 (read-only, not migrated) is read by the
+  key's other columns and its kind and node sorted out there;
 * the findings of the runs of a window (:func:`window_findings`) or of one
   run (:func:`run_history`), judged from that history only.
 
@@ -19,20 +19,10 @@ than asked (times recorded with another UTC offset sort by their text),
 and the rows are then kept by their real time
 (:func:`ccl_health.db.queries.when`)."""
 
-import datetime
-
 from ccl_health.judge import history
-
-#: cases of a key read before the first judged one: the baseline's
-#: ``window`` (30) of healthy values and the 30 before them (judged
-#: again, so that their drops stay out of the baseline; the drift
-#: detector's history of 15 is among them).  A key's judgement needs no
-#: more (:func:`ccl_health.judge.history.detect`: each value from the last
-#: 30 healthy values before it); a drift flagged more than ~45 cases
-#: before the window is the key's level by then.
-LOOKBACK = 60
-#: the SQL time bounds are this much wider than the window (UTC offsets)
-MARGIN = datetime.timedelta(days=1)
+from ccl_health.db.keyreads import (  # noqa: F401  (the reads' names)
+    LOOKBACK, MARGIN, RECORDS, indexed, key_cases_before, key_history,
+    key_where, of_key, select_cols, sql_time, when, with_docs, with_refs)
 
 #: the columns of a case a listing or a judgement needs
 CASE_LIGHT = ('id', 'run_id', 'case_name', 'time', 'system', 'partition',
@@ -43,18 +33,8 @@ CASE_LIGHT = ('id', 'run_id', 'case_name', 'time', 'system', 'partition',
               'suite_revision', 'source')
 #: and what attribution reads besides (``changed:`` lines)
 CASE_ATTRIBUTED = CASE_LIGHT + ('env_json',)
-
-#: one row per case and size, the columns of the ``records`` view that
-#: history judging reads, with the case's id and source (the kind of
-#: case: :func:`ccl_health.judge.history.kind_of`)
-_RECORDS = (
-    'SELECT c.id AS case_id, c.run_id, c.case_name, c.time, c.system, '
-    'c.partition, c.nodelist, c.nodes, c.ranks, c.collective, c.transport, '
-    'c.algo, c.verdict AS case_verdict, c.source, m.size, m.busbw, m.ref, '
-    'm.tolerance, m.verdict AS size_verdict '
-    'FROM cases c LEFT JOIN measurements m ON m.case_id = c.id')
 #: and every column of the ``records`` view (the page's plots)
-_RECORDS_FULL = _RECORDS.replace(
+_RECORDS_FULL = RECORDS.replace(
     'c.algo, ', 'c.algo, c.proven, c.reason, c.nccl_version, '
     'c.plugin_version, c.libfabric_version, c.provider, c.cuda_driver, '
     'c.driver, c.tests_version, c.suite_revision, ').replace(
@@ -62,38 +42,8 @@ _RECORDS_FULL = _RECORDS.replace(
     'm.algbw_ip, m.time_oop_us, m.time_ip_us, ')
 
 
-def when(text):
-    """A recorded time as an aware datetime (ISO 8601, any UTC offset; no
-    offset: UTC), so that times written in different zones compare right;
-    an unreadable one sorts as the newest (never hidden from a window)."""
-    try:
-        t = datetime.datetime.fromisoformat(str(text).replace('Z', '+00:00'))
-    except ValueError:
-        return datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
-    return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
-
-
 def _when(text):
     return when(text)
-
-
-def indexed(store):
-    """Does the store have the schema-6 series columns and indexes?"""
-    return store.schema_version() >= 6
-
-
-def sql_time(t, later=False):
-    """The text bound of the time ``t`` (an aware datetime) for SQL,
-    :data:`MARGIN` earlier (``later``: later)."""
-    try:
-        t = t + MARGIN if later else t - MARGIN
-    except OverflowError:
-        return '9999' if later else '0000'
-    return t.astimezone(datetime.timezone.utc).isoformat(timespec='seconds')
-
-
-def _cols(columns, alias='c'):
-    return ', '.join(f'{alias}.{c}' for c in columns)
 
 
 def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
@@ -106,7 +56,7 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
     from ccl_health.db.store import GOOD_SQL
     from ccl_health.judge.history import kind_of
     sql = (f'{_RECORDS_FULL} WHERE' if records else
-           f'SELECT {_cols(columns)} FROM cases c WHERE')
+           f'SELECT {select_cols(columns)} FROM cases c WHERE')
     sql += ' c.time >= ?'
     params = [sql_time(since)]
     if until is not None:
@@ -125,24 +75,9 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
 
 def run_cases(store, run_id, columns=CASE_LIGHT):
     """The cases of the run ``run_id``, oldest first."""
-    return _docs(store, store.query(
-        f'SELECT {_cols(_with_refs(store, columns))} FROM cases c WHERE '
+    return with_docs(store, store.query(
+        f'SELECT {select_cols(with_refs(store, columns))} FROM cases c WHERE '
         f'c.run_id = ? ORDER BY c.time, c.id', (run_id,)))
-
-
-def _with_refs(store, columns):
-    """``columns`` and the references of the documents among them
-    (schema 7: :mod:`ccl_health.db.docs`)."""
-    from ccl_health.db import docs
-    if not any(c in columns for c, _ in docs.DOCS) or \
-            not docs.has_blobs(store):
-        return columns
-    return tuple(columns) + tuple(r for c, r in docs.DOCS if c in columns)
-
-
-def _docs(store, rows):
-    from ccl_health.db import docs
-    return docs.resolve(store, rows)
 
 
 def newest_runs(store, n, keep=None):
@@ -164,94 +99,6 @@ def newest_runs(store, n, keep=None):
     return out
 
 
-def key_where(store, key, alias='c'):
-    """SQL (and its parameters) selecting the cases of the series ``key``
-    (:func:`ccl_health.judge.history.series_key`), and whether it is exact
-    (schema 6) or the kind and node are still to be sorted out."""
-    from ccl_health.judge.history import KEY
-    names = KEY + ('kind', 'node') if indexed(store) else KEY
-    where, params = [], []
-    for name, value in zip(names, key[:7] + key[7:9]):
-        if value is None:
-            where.append(f'{alias}.{name} IS NULL')
-        else:
-            where.append(f'{alias}.{name} = ?')
-            params.append(value)
-    return ' AND '.join(where), params, indexed(store)
-
-
-def _of_key(key):
-    from ccl_health.judge.history import series_key
-    return lambda row: series_key(row) == key
-
-
-def key_cases_before(store, key, t, lookback, columns=('id',),
-                     verdict=None):
-    """The newest ``lookback`` cases of ``key`` recorded before the text
-    time ``t`` (``verdict``: of that verdict only), newest first."""
-    where, params, exact = key_where(store, key)
-    if verdict is not None:
-        where += ' AND c.verdict = ?'
-        params.append(verdict)
-    columns = _with_refs(store, columns)
-    sql = (f'SELECT {_cols(columns)} FROM cases c WHERE {where} AND '
-           f'c.time < ? ORDER BY c.time DESC, c.id DESC')
-    if exact:
-        return _docs(store, store.query(sql + ' LIMIT ?',
-                                        tuple(params) + (t, lookback)))
-    # an older schema: the key's kind and node sorted out here
-    extra = [c for c in ('source', 'case_name', 'collective', 'nodelist',
-                         'system', 'partition', 'transport', 'nodes',
-                         'ranks', 'algo') if c not in columns]
-    cur = store.execute(sql.replace('SELECT ', 'SELECT ' + _cols(extra) +
-                                    ', ', 1) if extra else sql,
-                        tuple(params) + (t,))
-    names = [d[0] for d in cur.description]
-    mine, out = _of_key(key), []
-    for values in cur:
-        row = dict(zip(names, values))
-        if mine(row):
-            out.append({c: row[c] for c in columns})
-            if len(out) == lookback:
-                break
-    cur.close()
-    return _docs(store, out)
-
-
-def key_history(store, key, since, until=None, lookback=LOOKBACK):
-    """The records (one per case and size, as the ``records`` view, with
-    ``source`` and ``case_id``) of the series ``key``: its last
-    ``lookback`` cases before ``since`` and every case from ``since`` on
-    (before ``until``), in time order: one query (schema 6)."""
-    where, params, exact = key_where(store, key)
-    t0 = sql_time(since)
-    later, args = f'{where} AND c.time >= ?', list(params) + [t0]
-    if until is not None:
-        later += ' AND c.time < ?'
-        args.append(sql_time(until, later=True))
-    if exact:
-        before = _RECORDS.replace(
-            'FROM cases c ', f'FROM (SELECT c.id FROM cases c WHERE {where} '
-            f'AND c.time < ? ORDER BY c.time DESC, c.id DESC LIMIT ?) b '
-            f'JOIN cases c ON c.id = b.id ', 1)
-        rows = store.query(f'{before} UNION ALL {_RECORDS} WHERE {later}',
-                           tuple(params) + (t0, lookback) + tuple(args))
-        return sorted(rows, key=lambda r: (r['time'], r['case_id']))
-    ids = [r['id'] for r in key_cases_before(store, key, t0, lookback)]
-    return _by_ids(store, ids) + [
-        r for r in store.query(f'{_RECORDS} WHERE {later}', tuple(args))
-        if _of_key(key)(r)]
-
-
-def _by_ids(store, ids):
-    out = []
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        out += store.query(f'{_RECORDS} WHERE c.id IN '
-                           f'({", ".join("?" * len(part))})', tuple(part))
-    return out
-
-
 def each_key(store, keys, since, until=None, lookback=LOOKBACK):
     """``(key, records)`` of each key of ``keys`` in turn: its
     :func:`key_history` and the records of the runs accepted as a level of
@@ -261,7 +108,7 @@ def each_key(store, keys, since, until=None, lookback=LOOKBACK):
     accepted = []
     for run_id in sorted({a['run_id'] for a in
                           store.acceptances(active=True)}):
-        accepted += store.query(f'{_RECORDS} WHERE c.run_id = ?', (run_id,))
+        accepted += store.query(f'{RECORDS} WHERE c.run_id = ?', (run_id,))
     for key in sorted(set(keys), key=lambda k: tuple(map(str, k))):
         records = key_history(store, key, since, until, lookback)
         have = {(r['case_id'], r['size']) for r in records}
@@ -377,7 +224,7 @@ def attribution_cases(store, finding):
     :func:`ccl_health.judge.attribution.attribute` compares for ``finding``:
     the flagged run's case of its key, the first of a drift's, and the
     key's last passing case before them; oldest first."""
-    mine = _of_key(finding.key)
+    mine = of_key(finding.key)
     out = [c for c in run_cases(store, finding.run_id, CASE_ATTRIBUTED)
            if mine(c)]
     if not out:

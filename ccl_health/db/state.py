@@ -28,6 +28,8 @@ then reads the state."""
 import datetime
 import json
 
+from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
+from ccl_health.db.schema import SERIES_COLUMNS
 from ccl_health.judge import history as H
 from ccl_health.judge.stream import SeriesJudge, finding_data, finding_of
 
@@ -91,9 +93,8 @@ def _records(store, case_ids, then=None):
     """The records of the cases ``case_ids``; with ``then``: ``(records,
     then())``, the queries of ``then`` sent before the records are read
     (one round trip for both in a pipeline)."""
-    from ccl_health.db.reads import _RECORDS
     ids = sorted(set(case_ids))
-    curs = [store.execute(f'{_RECORDS} WHERE c.id IN '
+    curs = [store.execute(f'{RECORDS} WHERE c.id IN '
                           f'({", ".join("?" * len(part))})', tuple(part))
             for part in (ids[i:i + 500] for i in range(0, len(ids), 500))]
     more = then() if then else None
@@ -196,7 +197,6 @@ def _step(key, row, records, levels):
 def rebuild(store, key, levels=None):
     """Judge ``key`` from its whole history: its findings and state
     written anew."""
-    from ccl_health.db.reads import key_history
     levels = levels or levels_of(store)
     records = key_history(store, key, EVER)
     judges = {}
@@ -240,7 +240,6 @@ def _write(store, states, found, stepped):
 
 def recorded_keys(store):
     """Every history key recorded (the stored series columns: schema 6)."""
-    from ccl_health.db.store import SERIES_COLUMNS
     from ccl_health.judge.series import KEY, has_history
     cols = KEY + SERIES_COLUMNS
     rows = store.query(f'SELECT DISTINCT {", ".join(cols)} FROM cases')
@@ -294,7 +293,6 @@ def fresh(store, keys, levels, states=True):
 def findings(store, keys, since=None, runs=None):
     """The findings kept of the keys ``keys`` (a set) of the runs ``runs``
     (a set), else of the records from ``since`` on."""
-    from ccl_health.db.reads import sql_time, when
     rows = []
     if runs is not None:
         runs = sorted(r for r in runs if r is not None)

@@ -22,7 +22,7 @@ from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
 from ccl_health.db.schema import (  # noqa: F401
-    READABLE_VERSIONS, SCHEMA_VERSION, _MIGRATIONS)
+    READABLE_VERSIONS, SCHEMA_VERSION, SERIES_COLUMNS, _MIGRATIONS)
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -36,9 +36,6 @@ SIZE_COLUMNS = (
     'size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
     'time_oop_us', 'time_ip_us', 'ref', 'tolerance', 'verdict')
 
-#: the columns a schema-6 case has beside :data:`CASE_COLUMNS`: its
-#: history series' kind and node (:func:`series_columns`)
-SERIES_COLUMNS = ('kind', 'node')
 #: the verdicts of the partial index ``cases_bad`` (the cases that are not
 #: good: :attr:`Verdict.good`); a query names them in this order to use it
 GOOD_SQL = "('pass', 'skipped')"

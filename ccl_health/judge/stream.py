@@ -5,7 +5,7 @@ and size after its newest value, and the step that judges the next.
 database's state kept per key (:mod:`ccl_health.db.state`: each case judged
 as it is written) run these same steps, so a value is judged the same
 whichever way: the rules are those of :mod:`ccl_health.judge.history`
-(:func:`~ccl_health.judge.history.judge_recent` for a drop,
+(:func:`~ccl_health.judge.finding.judge_recent` for a drop,
 :class:`Cusum` for a drift).  A state is bounded: the last ``window``
 healthy values, the drift detector's baseline pool and the current
 excursion (at most ``window`` values before it is flagged or absorbed),
@@ -16,13 +16,17 @@ import collections
 import dataclasses
 import statistics
 
-from ccl_health.judge import history as H
+from ccl_health.judge.baselines import (
+    DRIFT_CLIP, DRIFT_H, DRIFT_K, DRIFT_MIN_HISTORY, DRIFT_MIN_NOISE,
+    DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, HEALTHY, Baseline, Level,
+    baseline, seeded)
+from ccl_health.judge.finding import Finding, Shift, judge_recent
 
 
 def _level(data):
     if data is None:
         return None
-    return H.Level(**dict(data, runs=tuple(data.get('runs') or ())))
+    return Level(**dict(data, runs=tuple(data.get('runs') or ())))
 
 
 def _level_data(level):
@@ -34,9 +38,9 @@ class Cusum:
     (:func:`ccl_health.judge.history.sustained_drops`, whose rules and
     constants it runs), fed one healthy value at a time (:meth:`step`)."""
 
-    def __init__(self, k=H.DRIFT_K, h=H.DRIFT_H, clip=H.DRIFT_CLIP,
-                 min_noise=H.DRIFT_MIN_NOISE, min_shift=H.DRIFT_MIN_SHIFT,
-                 min_history=H.DRIFT_MIN_HISTORY, min_runs=H.DRIFT_MIN_RUNS,
+    def __init__(self, k=DRIFT_K, h=DRIFT_H, clip=DRIFT_CLIP,
+                 min_noise=DRIFT_MIN_NOISE, min_shift=DRIFT_MIN_SHIFT,
+                 min_history=DRIFT_MIN_HISTORY, min_runs=DRIFT_MIN_RUNS,
                  window=30, level=None):
         self.k, self.h, self.clip, self.min_noise = k, h, clip, min_noise
         self.min_shift, self.min_history = min_shift, min_history
@@ -57,15 +61,15 @@ class Cusum:
 
     def _base(self):
         if len(self.pool) >= self.min_history:
-            return H.baseline(self.pool[-self.window:])
+            return baseline(self.pool[-self.window:])
         if self.level is not None and self.level.median is not None:
-            return H.seeded(self.level, self.pool)
+            return seeded(self.level, self.pool)
         return None
 
     def step(self, i, x, excluded=False):
         """Judge the healthy value ``x`` at index ``i`` of its series
         (``excluded``: a single-run drop, judged, never in the baseline);
-        a :class:`~ccl_health.judge.history.Shift` where it is flagged."""
+        a :class:`~ccl_health.judge.finding.Shift` where it is flagged."""
         base = self._base()
         if base is None or base.median <= 0:
             if not excluded:
@@ -99,7 +103,7 @@ class Cusum:
         if self.s > self.h and z < -self.k and \
                 len(self.devs) >= self.min_runs and -shift >= self.min_shift:
             self.flagged, self.exc = True, []
-            return H.Shift(i, self.start, shift, sigma / base.median, base,
+            return Shift(i, self.start, shift, sigma / base.median, base,
                            self.s)
         return None
 
@@ -124,7 +128,7 @@ class SeriesJudge:
     (:func:`ccl_health.judge.history.detect`) and what each write adds
     (:mod:`ccl_health.db.state`) are these steps."""
 
-    def __init__(self, key, size, level=None, drift_min_size=H.DRIFT_MIN_SIZE,
+    def __init__(self, key, size, level=None, drift_min_size=DRIFT_MIN_SIZE,
                  window=30, **judge_kw):
         self.key, self.size, self.level = tuple(key), size, level
         self.window, self.judge_kw = window, judge_kw
@@ -148,10 +152,10 @@ class SeriesJudge:
         prev_run, self.prev_run = self.prev_run, rec['run_id']
         self.last = (rec['run_id'], rec['time'], rec['busbw'],
                      rec.get('case_id'))
-        if rec['case_verdict'] not in H.HEALTHY:
+        if rec['case_verdict'] not in HEALTHY:
             return [], []
         found, drifts = [], []
-        f = H.judge_recent(self.recent, rec, level=self.level,
+        f = judge_recent(self.recent, rec, level=self.level,
                            **self.judge_kw)
         if f:
             rec['_drop'] = True
@@ -162,7 +166,7 @@ class SeriesJudge:
             f.case_id = rec.get('case_id')
             found.append(f)
         elif self.drops and self.drops[-1] == i - 1:
-            found.append(H.Finding(
+            found.append(Finding(
                 'recovery', rec['run_id'], rec['time'], self.key, self.size,
                 rec['busbw'], None, None,
                 f'back to {rec["busbw"]:.2f} GB/s after a drop in run '
@@ -180,7 +184,7 @@ class SeriesJudge:
                     self.first = (rec['run_id'], rec['time'])
                 self.since += 1
             if sh is not None and not f:
-                drifts.append(H.Finding(
+                drifts.append(Finding(
                     'drift', rec['run_id'], rec['time'], self.key,
                     self.size, rec['busbw'], sh.baseline, None,
                     shift=sh.shift, runs=self.since,
@@ -195,7 +199,7 @@ class SeriesJudge:
         if len(last) < 2 or last[-1] - last[0] <= len(last) - 1:
             return None
         run_id, time, busbw, case_id = self.last
-        return H.Finding(
+        return Finding(
             'intermittent', run_id, time, self.key, self.size, busbw, None,
             None, f'{len(last)} drops among the last '
             f'{min(self.window, self.n)} runs, healthy runs between',
@@ -233,7 +237,7 @@ _BODY = ('value', 'threshold', 'note', 'shift', 'runs', 'since_run',
 
 
 def finding_data(f):
-    """A :class:`~ccl_health.judge.history.Finding` as JSON data, short:
+    """A :class:`~ccl_health.judge.finding.Finding` as JSON data, short:
     ``[fields of _BODY, baseline fields or None]``."""
     base = None if f.baseline is None else \
         list(dataclasses.astuple(f.baseline))
@@ -241,10 +245,10 @@ def finding_data(f):
 
 
 def finding_of(data, kind, run_id, time, key, size, case_id=None):
-    """The :class:`~ccl_health.judge.history.Finding` of
+    """The :class:`~ccl_health.judge.finding.Finding` of
     :func:`finding_data` and its columns."""
     *fields, base = data
-    return H.Finding(kind=kind, run_id=run_id, time=time, key=tuple(key),
+    return Finding(kind=kind, run_id=run_id, time=time, key=tuple(key),
                      size=size, baseline=None if base is None else
-                     H.Baseline(*base), case_id=case_id,
+                     Baseline(*base), case_id=case_id,
                      **dict(zip(_BODY, fields)))
