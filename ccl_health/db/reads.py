@@ -415,7 +415,7 @@ _LATEST = '99999'
 
 
 def _pages(store, columns, where, params, page):
-    sql = (f'SELECT {_cols(columns)} FROM cases c WHERE {where}'
+    sql = (f'SELECT {select_cols(columns)} FROM cases c WHERE {where}'
            f'(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC '
            f'LIMIT ?')
     at = (_LATEST, 0)

@@ -212,10 +212,10 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     for (key, size), whole in _series(records).items():
         for level, series in parts(whole, key, size, accepted, baselines,
                                    window):
-            judge = _detect_series(findings, key, size, series, runs,
-                                   drift_min_size, kw, level)
+            last = _detect_series(findings, key, size, series, runs,
+                                  drift_min_size, kw, level)
         if judges is not None:
-            judges[(key, size)] = judge
+            judges[(key, size)] = last
     return findings
 
 
@@ -226,15 +226,15 @@ def _detect_series(findings, key, size, series, runs, drift_min_size, kw,
     steps as the database's state kept per key); those of the records
     ``runs`` says yes to appended to ``findings``.  Returns the judge (its
     state after the last record)."""
-    judge = SeriesJudge(key, size, level, drift_min_size, **kw)
+    series_judge = SeriesJudge(key, size, level, drift_min_size, **kw)
     drifts = []
     for rec in series:
-        found, drifted = judge.step(rec)
+        found, drifted = series_judge.step(rec)
         if runs is None or runs(rec):
             findings += found
             drifts += drifted
-    f = judge.intermittent()
+    f = series_judge.intermittent()
     if f is not None and (runs is None or runs(series[-1])):
         findings.append(f)
     findings += drifts
-    return judge
+    return series_judge
