@@ -42,6 +42,12 @@ def _proc_cpu(pid, reaped=True):
     return ticks / TICK + sum(_proc_cpu(k) for k in kids)
 
 
+def _cpu_of(pids):
+    """CPU seconds of a process or a list of them (the poolers)."""
+    return sum(_proc_cpu(p) for p in (pids if isinstance(pids, list)
+                                      else [pids]))
+
+
 def postmaster_pid(port):
     """The pid of the PostgreSQL server listening on ``port`` (its command
     line names the port: tests/test_store_postgres.py starts it so)."""
@@ -123,7 +129,7 @@ def writers(url, n, bursts=BURSTS, servers=None):
     procs = [ctx.Process(target=_writer, args=(url, barrier, bursts, i,
                                                 out)) for i in range(n)]
     servers = servers or {}
-    before = {k: _proc_cpu(p) for k, p in servers.items()}
+    before = {k: _cpu_of(p) for k, p in servers.items()}
     for p in procs:
         p.start()
     lat = []
@@ -131,7 +137,7 @@ def writers(url, n, bursts=BURSTS, servers=None):
         lat += out.get()
     for p in procs:
         p.join()
-    used = {k: _proc_cpu(p) - before[k] for k, p in servers.items()}
+    used = {k: _cpu_of(p) - before[k] for k, p in servers.items()}
     done = [x for x in lat if x is not None]
     ok = sorted(x[0] for x in done)
     opens = sorted(x[1] for x in done)
@@ -183,12 +189,13 @@ def set_writers(args, work, pg, result, fresh):
         url = pg.database(f'pooled{n}')
         store.open_store(url).close()
         gen = pg_bouncer.pgbouncer_server(binary, url)
-        pooled, pid = next(gen)
-        pin(pid, 'CCL_HEALTH_DB_CORES')
+        pooled, pids = next(gen)
+        for pid in pids:
+            pin(pid, 'CCL_HEALTH_DB_CORES')
         try:
             store.open_store(pooled).close()       # the pool's connections
             out[f'pgbouncer-{n}'] = writers(
-                pooled, n, servers={**server, 'pooler': pid})
+                pooled, n, servers={**server, 'pooler': pids})
         finally:
             for _ in gen:
                 pass
@@ -202,6 +209,7 @@ def machine():
     """Where the writers ran: cores, the pooler's server connections."""
     import pg_bouncer
     out = {'cores': os.cpu_count(), 'pool': pg_bouncer.POOL_SIZE,
+           'poolers': pg_bouncer.PROCS,
            'date': datetime.date.today().isoformat()}
     for k, name in (('writer_cores', 'CCL_HEALTH_WRITER_CORES'),
                     ('db_cores', 'CCL_HEALTH_DB_CORES')):
@@ -267,8 +275,12 @@ def render(data, before=None, where=None, device=None):
                  f'the server and the pooler pinned to cores {dm["db_cores"]}'
                  f' (a database host of its own), the 64 writers to cores '
                  f'{dm["writer_cores"]} (standing for their own nodes)')
+        poolers = dm.get('poolers', 1)
         out += [f'On the device machine ({dm["cores"]} cores, nothing else '
-                f'running, {dm["date"]}; PgBouncer with {dm["pool"]} server '
+                f'running, {dm["date"]}; '
+                + (f'{poolers} PgBouncer processes on one port '
+                   f'(so_reuseport), each' if poolers > 1 else 'PgBouncer')
+                + f' with {dm["pool"]} server '
                 'connections; PostgreSQL 16.2, PgBouncer 1.18; '
                 'benchmarks/device/db_writers_on_device.sh, its files in '
                 f'tests/fixtures/device/db-writers/): {where}.', ''] + \

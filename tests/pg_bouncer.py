@@ -21,6 +21,8 @@ import time
 #: the tests' machine run at once without queueing in the server
 #: (CCL_HEALTH_PGBOUNCER_POOL: a machine of more cores, e.g. the device)
 POOL_SIZE = int(os.environ.get('CCL_HEALTH_PGBOUNCER_POOL', 4))
+#: PgBouncer processes on one port (so_reuseport; CCL_HEALTH_PGBOUNCER_PROCS)
+PROCS = int(os.environ.get('CCL_HEALTH_PGBOUNCER_PROCS', 1))
 
 
 def pgbouncer_bin(install=True):
@@ -46,12 +48,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def pgbouncer_server(binary, pg_url, pool_size=POOL_SIZE):
+def pgbouncer_server(binary, pg_url, pool_size=POOL_SIZE, procs=PROCS):
     """A PgBouncer in transaction mode in front of the PostgreSQL server of
     ``pg_url`` (``postgresql://user@host:port/db``, trust authentication),
-    every database of it by the same name.  A generator: yields
-    ``(url of the same database through the pooler, pid)`` once it
-    answers; ends it and removes its folder when resumed."""
+    every database of it by the same name: ``procs`` processes on the same
+    port (``so_reuseport``: PgBouncer is one thread, so a site runs one a
+    core it gives it), each with ``pool_size`` server connections.  A
+    generator: yields ``(url of the same database through the pooler,
+    pids)`` once it answers; ends them and removes its folder when
+    resumed."""
     import psycopg
     rest = pg_url.split('://', 1)[1]
     user, rest = rest.split('@', 1)
@@ -60,56 +65,62 @@ def pgbouncer_server(binary, pg_url, pool_size=POOL_SIZE):
     base = tempfile.mkdtemp(prefix='ccl-health-pgbouncer-')
     os.chmod(base, 0o777)
     listen = free_port()
-    ini = os.path.join(base, 'pgbouncer.ini')
     with open(os.path.join(base, 'users.txt'), 'w') as fp:
         fp.write(f'"{user}" ""\n')
-    with open(ini, 'w') as fp:
-        fp.write(f"""[databases]
+    running, logs = [], []
+    url = f'postgresql://{user}@127.0.0.1:{listen}/{db}'
+    try:
+        for i in range(procs):
+            ini = os.path.join(base, f'pgbouncer{i}.ini')
+            with open(ini, 'w') as fp:
+                fp.write(f"""[databases]
 * = host={host} port={port}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {listen}
 unix_socket_dir =
+so_reuseport = {1 if procs > 1 else 0}
 auth_type = trust
 auth_file = {base}/users.txt
 pool_mode = transaction
 default_pool_size = {pool_size}
 max_client_conn = 1000
-logfile = {base}/pgbouncer.log
+logfile = {base}/pgbouncer{i}.log
 """)
-    cmd = [binary, ini]
-    if os.geteuid() == 0:
-        cmd = ['runuser', '-u', 'postgres', '--'] + cmd
-    log = open(os.path.join(base, 'stderr'), 'w')
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f'postgresql://{user}@127.0.0.1:{listen}/{db}'
-    try:
+            cmd = [binary, ini]
+            if os.geteuid() == 0:
+                cmd = ['runuser', '-u', 'postgres', '--'] + cmd
+            log = open(os.path.join(base, f'stderr{i}'), 'w')
+            logs.append(log)
+            running.append(subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True))
         for _ in range(100):
             try:
                 psycopg.connect(url, connect_timeout=2).close()
                 break
             except psycopg.Error:
-                if proc.poll() is not None:
+                if any(p.poll() is not None for p in running):
                     break
                 time.sleep(0.1)
-        else:
-            proc.poll()
-        if proc.returncode is not None:
-            with open(os.path.join(base, 'stderr')) as fp:
-                raise RuntimeError(f'pgbouncer exited {proc.returncode}: '
-                                   f'{fp.read()[-500:]}')
-        yield url, pgbouncer_pid(proc)
+        for i, proc in enumerate(running):
+            if proc.poll() is not None:
+                with open(os.path.join(base, f'stderr{i}')) as fp:
+                    raise RuntimeError(f'pgbouncer exited {proc.returncode}:'
+                                       f' {fp.read()[-500:]}')
+        yield url, [pgbouncer_pid(p) for p in running]
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
+        for proc in running:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        for log in logs:
+            log.close()
         shutil.rmtree(base, ignore_errors=True)
 
 

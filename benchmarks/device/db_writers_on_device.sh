@@ -37,8 +37,9 @@ export CCL_HEALTH_PG_BIN=/tmp/pg/pgserver/pginstall/bin
 export CCL_HEALTH_PGBOUNCER=/tmp/pgb/usr/sbin/pgbouncer
 export LD_LIBRARY_PATH=/tmp/pgb/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CCL_HEALTH_PGBOUNCER_POOL=${POOL:-$(( $(nproc) / 2 ))}
+export CCL_HEALTH_PGBOUNCER_PROCS=${POOLERS:-1}
 { date -u; nproc; free -g | head -2; $CCL_HEALTH_PG_BIN/postgres --version
-  $CCL_HEALTH_PGBOUNCER --version; echo "pool $CCL_HEALTH_PGBOUNCER_POOL"
+  $CCL_HEALTH_PGBOUNCER --version; echo "pool $CCL_HEALTH_PGBOUNCER_POOL, $CCL_HEALTH_PGBOUNCER_PROCS pooler(s)"
   $V/bin/python -c 'import psycopg; print("psycopg", psycopg.__version__)'; } > $K/logs/machine.txt 2>&1
 # two runs: everything sharing the cores, then the server and the pooler
 # pinned to a quarter of them (a database host of its own) and the writers
