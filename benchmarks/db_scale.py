@@ -336,11 +336,13 @@ NOTES = [
     'again only when their data changed) and measured at frontier-31d '
     '(what a year\'s page reads) in 22.6 s cold and 11.7 s drawn again '
     '(benchmarks/results/page_scale.md).',
-    '- Left over the issue\'s goal: the 64-writer p99 of 50 ms (measured '
-    'on 16 cores: 75 ms through PgBouncer with the database on 4 of them, '
-    '94-192 ms with everything sharing them; 8 writers 31-41 ms; '
-    '"Concurrent writers" above).  No write failed or passed 2 s on '
-    'PostgreSQL; SQLite lost writes past 2 s with 64 writers.',
+    '- The 64-writer p99: 44.3 and 44.7 ms with the database on 8 cores '
+    'of its own behind 4 PgBouncer processes (one port, so_reuseport); '
+    'not under 50 ms with one PgBouncer (66.7 ms), directly (54-60 ms) or '
+    'with the writers sharing the database\'s cores ("Concurrent writers" '
+    'above).  No write failed or passed 2 s on PostgreSQL; SQLite gave up '
+    'writes at 2 s with 64 writers (the hook keeps them as pending '
+    'records).',
 ]
 
 #: a year of Frontier (the issue's goal): 9,408 nodes x 10 checks a day
