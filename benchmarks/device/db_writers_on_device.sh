@@ -12,6 +12,14 @@
 # suite's pure-Python needs (jsonschema, ruamel.yaml, ...); the PostgreSQL 16.2
 # server binaries of the pgserver 0.1.4 wheel (no install: unpacked); Debian
 # 12's pgbouncer 1.18 with its libevent and c-ares (dpkg-deb -x).
+# Making .dbwhl here (Python 3.12 wheels for the device; Debian 12 packages):
+#   P="--no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+#      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .dbwhl"
+#   pip download $P psycopg==3.3.9 psycopg-binary==3.3.9 pgserver==0.1.4 \
+#     typing_extensions pytest pluggy iniconfig packaging pygments pyyaml \
+#     jinja2 markupsafe attrs jsonschema jsonschema-specifications referencing \
+#     rpds-py ruamel.yaml ruamel.yaml.clib nvidia-ml-py
+#   (cd .dbwhl && apt-get download pgbouncer libevent-2.1-7 libc-ares2)
 # Usage (repo root on the device):
 #   bash benchmarks/device/db_writers_on_device.sh <out-dir>
 set -u
