@@ -63,6 +63,9 @@ def test_every_test_import_is_installed_by_the_test_extra():
              'test_reframe_replay', 'slurm_standin', 'db_gen',
              'test_site_dryrun', 'test_health_hook', 'test_fleet_cli',
              'test_history', 'test_calibrate', 'torch', 'numpy'}
+    # the tests' own helper modules and the benchmarks' they import
+    local |= {f[:-3] for d in ('tests', 'benchmarks')
+              for f in os.listdir(os.path.join(REPO, d)) if f.endswith('.py')}
     found = set()
     for f in os.listdir(os.path.join(REPO, 'tests')):
         if f.endswith('.py'):
