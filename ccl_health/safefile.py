@@ -207,3 +207,44 @@ def locked(path, blocking=True):
             fcntl.flock(fp.fileno(), fcntl.LOCK_UN)
     finally:
         fp.close()
+
+
+def owned_oldest_first(folder, wanted, kind):
+    """``[(path, stat)]`` of the entries of ``folder`` that this user owns,
+    whose name ``wanted(name)`` accepts and whose ``lstat`` is of
+    ``kind`` (``stat.S_ISREG``, ``stat.S_ISDIR``; a link never is), oldest
+    first (by time, then name); none where the folder cannot be read."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not wanted(name):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if kind(st.st_mode) and st.st_uid == os.getuid():
+            found.append((st.st_mtime, name, path, st))
+    found.sort(key=lambda f: f[:2])
+    return [(path, st) for _, _, path, st in found]
+
+
+def prune_oldest(found, most, max_bytes, remove, spare=None):
+    """Remove entries of ``found`` (``[(path, size)]``, oldest first) from
+    the oldest until at most ``most`` are left taking at most
+    ``max_bytes``; ``spare`` is never removed, nor one that ``remove(path)``
+    says (False) it could not remove.  Returns the removed paths."""
+    count, total = len(found), sum(size for _, size in found)
+    removed = []
+    for path, size in found:
+        if count <= most and total <= max_bytes:
+            break
+        if path == spare or not remove(path):
+            continue
+        count, total = count - 1, total - size
+        removed.append(path)
+    return removed

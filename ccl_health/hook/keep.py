@@ -132,31 +132,10 @@ def prune(root, keep, max_bytes, spare=None):
     """Remove ``check-*`` folders of this user under ``root``, the oldest
     first, until at most ``keep`` are left taking at most ``max_bytes``;
     ``spare`` is never removed.  Returns the removed paths."""
-    found = []
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    for name in names:
-        if not name.startswith(PREFIX):
-            continue
-        path = os.path.join(root, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            continue
-        found.append((st.st_mtime, name, path, _size(path)))
-    found.sort()
-    count, total = len(found), sum(f[3] for f in found)
-    removed = []
-    for _, _, path, size in found:
-        if count <= keep and total <= max_bytes:
-            break
-        if path == spare:
-            continue
+    found = [(path, _size(path)) for path, _ in safefile.owned_oldest_first(
+        root, lambda name: name.startswith(PREFIX), stat.S_ISDIR)]
+
+    def remove(path):
         shutil.rmtree(path, ignore_errors=True)
-        count, total = count - 1, total - size
-        removed.append(path)
-    return removed
+        return True
+    return safefile.prune_oldest(found, keep, max_bytes, remove, spare)

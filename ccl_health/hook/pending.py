@@ -103,23 +103,9 @@ def files(folder):
     """The pending files of this user in ``folder``, oldest first:
     ``[(path, size)]`` (a file being written, ``.case-...tmp``, is not
     one)."""
-    found = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    for name in names:
-        if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
-            continue
-        path = os.path.join(folder, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
-            found.append((st.st_mtime, name, path, st.st_size))
-    found.sort()
-    return [(path, size) for _, _, path, size in found]
+    return [(path, st.st_size) for path, st in safefile.owned_oldest_first(
+        folder, lambda name: name.startswith(PREFIX) and
+        name.endswith(SUFFIX), stat.S_ISREG)]
 
 
 def keep(case, folder, most, max_bytes):
@@ -152,23 +138,16 @@ def prune(folder, most, max_bytes, spare=None):
     """Remove the oldest pending files of ``folder`` until at most
     ``most`` are left taking at most ``max_bytes`` (``spare`` stays).
     Returns the removed paths."""
-    found = files(folder)
-    count, total = len(found), sum(size for _, size in found)
-    removed = []
-    for path, size in found:
-        if count <= most and total <= max_bytes:
-            break
-        if path == spare:
-            continue
+    def remove(path):
         try:
             os.unlink(path)
-        except FileNotFoundError:
+        except FileNotFoundError:      # gone already: counted as removed
             pass
         except OSError:
-            continue
-        count, total = count - 1, total - size
-        removed.append(path)
-    return removed
+            return False
+        return True
+    return safefile.prune_oldest(files(folder), most, max_bytes, remove,
+                                 spare)
 
 
 def _remove(path):
