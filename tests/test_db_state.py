@@ -175,11 +175,19 @@ def test_a_backfilled_case_is_judged_in_its_place(written, tmp_path):
         db.add_case(old)
         assert db.query("SELECT last_time FROM key_state WHERE key LIKE "
                         "'%nid00006%'")[0]['last_time'] == before
+    judged_in_place(path, tmp_path, 'nid00006', old.run_id)
+
+
+def judged_in_place(path, tmp_path, node, run_id):
+    """The backfilled case ``run_id`` of ``node`` (older than the node's
+    newest) is its node's one kept drop, ``detect`` names it, and the
+    answers are those of the history judged at read."""
+    with store.open_store(path, readonly=True) as db:
         assert [r['run_id'] for r in db.query(
-            "SELECT run_id FROM findings WHERE kind = 'drop' AND key LIKE "
-            "'%nid00006%'")] == [old.run_id]
+            "SELECT run_id FROM findings WHERE kind = 'drop' AND key LIKE ?",
+            (f'%{node}%',))] == [run_id]
     kept = _answers(path)
-    assert any(old.run_id in line for line in kept['detect 3'])
+    assert any(run_id in line for line in kept['detect 3'])
     assert kept == _answers(_emptied(path, tmp_path))
 
 

@@ -52,6 +52,17 @@ def _count_draws(monkeypatch):
     return calls
 
 
+def _every_series_dropped_once(path):
+    """8 nights of the four transports, each dropped on night 6: every
+    series has its own figures."""
+    with store.open_store(path) as s:
+        for d in range(8):
+            for tr in ('intra', 'net-socket', 'net-plugin',
+                       'net-plugin-gdr'):
+                s.add_case(_case(f'night-{d}', d, transport=tr,
+                                 bw=90.0 if d == 6 else 330.0 + d % 2))
+
+
 def _build(path, out, **kw):
     with store.open_store(path, readonly=True) as s:
         return report.build(s, str(out), **kw)
@@ -163,13 +174,7 @@ def test_a_figure_is_drawn_again_only_when_its_data_changed(tmp_path,
 
 def test_a_big_page_links_its_figures_a_small_one_carries_them(tmp_path):
     path = str(tmp_path / 'r.db')
-    with store.open_store(path) as s:
-        # every series dropped once: each has its own figures
-        for d in range(8):
-            for tr in ('intra', 'net-socket', 'net-plugin',
-                       'net-plugin-gdr'):
-                s.add_case(_case(f'night-{d}', d, transport=tr,
-                                 bw=90.0 if d == 6 else 330.0 + d % 2))
+    _every_series_dropped_once(path)
     page, _ = _build(path, tmp_path / 'big')
     html = open(page).read()
     imgs = re.findall(r'<img [^>]*src="([^"]+)"', html)
@@ -266,12 +271,7 @@ def test_nodes_to_look_at_counted_and_listed(tmp_path):
 def test_self_contained_on_the_command_line(tmp_path):
     from test_report_page import cli
     path = str(tmp_path / 'r.db')
-    with store.open_store(path) as s:
-        for d in range(8):
-            for tr in ('intra', 'net-socket', 'net-plugin',
-                       'net-plugin-gdr'):
-                s.add_case(_case(f'night-{d}', d, transport=tr,
-                                 bw=90.0 if d == 6 else 330.0 + d % 2))
+    _every_series_dropped_once(path)
     rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'a'))
     assert rc == 0, err
     assert 'data:image/png' not in (tmp_path / 'a' / 'index.html').read_text()
