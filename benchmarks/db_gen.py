@@ -166,10 +166,14 @@ def write_nights(db, machine, nights, end, seed=1):
 
 
 def write_checks(db, machine, nodes, days, per_day, end, seed=2,
-                 batch=5000, fail=0.01, progress=None):
+                 batch=5000, fail=0.01, progress=None, ordered=True):
     """``per_day`` checks a day of each of ``nodes`` nodes over ``days``
     days up to ``end``; ``fail``: the share that fails.  Returns how many
-    were written."""
+    were written.  A round's checks (each node's, spread over an hour)
+    are written in the order of their time, as a database receives them
+    (each recorded as it ends); ``ordered=False``: in the order of the
+    nodes (runs of falling times: the worst case of a B-tree's fill, the
+    order of the measurements before 2026-11-28)."""
     rng = random.Random(seed)
     prefix = MACHINES[machine][0]
     names = [f'{prefix}{i:05d}' for i in range(1, nodes + 1)]
@@ -178,10 +182,14 @@ def write_checks(db, machine, nodes, days, per_day, end, seed=2,
     done, pending = 0, []
     for k in range(days * per_day):
         base = start + step * (k + 1)
-        for i, node in enumerate(names):
-            when = base - datetime.timedelta(seconds=(i * 7) % 3600)
-            pending.append(hook_case(machine, node, when, rng,
-                                     healthy=rng.random() >= fail))
+        when = [base - datetime.timedelta(seconds=(i * 7) % 3600)
+                for i in range(len(names))]
+        healthy = [rng.random() >= fail for _ in names]
+        order = sorted(range(len(names)), key=lambda i: (when[i], i)) \
+            if ordered else range(len(names))
+        for i in order:
+            pending.append(hook_case(machine, names[i], when[i], rng,
+                                     healthy=healthy[i]))
             if len(pending) >= batch:
                 db.add_cases(pending)
                 done += len(pending)

@@ -48,6 +48,7 @@ from ccl_health.db import queries
 from ccl_health.db import reads
 from ccl_health.judge import history
 from ccl_health.judge import verdicts as V
+from ccl_health.judge.series import PROBE_KIND
 from ccl_health.units import format_size
 
 EXIT_NOTHING_NEW = 0
@@ -301,7 +302,8 @@ def _starts(db, system, partition):
         # time (never every health check of the system: `system || ''`
         # keeps the planners off the series index)
         sql = sql.replace('system = ?', "system || '' = ?") + \
-            " AND kind IN ('sweep', 'framework', 'other')"
+            " AND kind IN ('sweep', 'framework', 'other')" \
+            f" AND kind <> '{PROBE_KIND}'"
     if partition:
         sql += " AND partition || '' = ?"
         params.append(partition)

@@ -1,8 +1,8 @@
 """The reads of one history series key, bounded by time (issue 30), and
 the time bounds every bounded read of the database uses: the history of
 a key (:func:`key_history`: its last :data:`LOOKBACK` cases before a time
-and every case from it on, read through the ``cases_series`` index of
-schema 6; a database older than schema 6 is read by the key's other
+and every case from it on, read through the series index: ``cases_series``
+of schema 6, ``cases_by_series`` of schema 9; a database older than schema 6 is read by the key's other
 columns and its kind and node sorted out here) and its cases before a time
 (:func:`key_cases_before`).  Below both the window's reads
 (:mod:`ccl_health.db.reads`) and the state kept per key
@@ -81,8 +81,13 @@ def with_docs(store, rows):
 def key_where(store, key, alias='c'):
     """SQL (and its parameters) selecting the cases of the series ``key``
     (:func:`ccl_health.judge.history.series_key`), and whether it is exact
-    (schema 6) or the kind and node are still to be sorted out."""
+    (schema 6) or the kind and node are still to be sorted out.  Schema
+    9: by the key's series id (:mod:`ccl_health.db.series`)."""
     from ccl_health.judge.series import KEY
+    from ccl_health.db import series
+    if series.ided(store):
+        sql, params = series.where(key, alias)
+        return sql, params, True
     names = KEY + ('kind', 'node') if indexed(store) else KEY
     where, params = [], []
     for name, value in zip(names, key[:7] + key[7:9]):

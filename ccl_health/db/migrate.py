@@ -6,7 +6,9 @@ The target gets the current schema first (:func:`ccl_health.db.store.
 open_store`) and must hold no case (a migration never merges two
 databases: it would double every run).  A source of an older schema is
 read as it is: what it lacks (a case's kind and node, schema 6) is filled
-on the way (:func:`ccl_health.db.store.series_columns`).  Each key's
+on the way (:func:`ccl_health.db.store.series_columns`), and so are its
+series and each case's series id (schema 9, :mod:`ccl_health.db.
+series`: numbered here, written after the cases).  Each key's
 judging state and its cases' findings (schema 8, :mod:`ccl_health.db.
 state`) move with the cases; a source without them leaves its keys to be
 judged from their history until their next case.  All or nothing:
@@ -15,14 +17,14 @@ one transaction on the target.  The source is only read."""
 from ccl_health import CclHealthError
 
 #: the tables moved, parents first
-TABLES = ('cases', 'measurements', 'blobs', 'acceptances', 'news_told',
-          'news_nights', 'baselines', 'health_daily', 'key_state',
-          'findings')
+TABLES = ('cases', 'series', 'measurements', 'blobs', 'acceptances',
+          'news_told', 'news_nights', 'baselines', 'health_daily',
+          'key_state', 'findings')
 #: rows read from the source at a time
 BATCH = 5000
 
 
-def _columns(store, table):
+def columns(store, table):
     """The columns of ``table`` in ``store`` ([] where it has none)."""
     if store.kind == 'sqlite':
         return [r[1] for r in store.conn.execute(
@@ -35,7 +37,9 @@ def _columns(store, table):
 def migrate(src, url, progress=None):
     """Copy the store ``src`` into the PostgreSQL database ``url``;
     returns ``{table: rows}``."""
+    from ccl_health.db import series as series_of
     from ccl_health.db.store import open_store, series_columns
+    from ccl_health.judge.series import series_key
     if not url.startswith(('postgresql://', 'postgres://')):
         raise CclHealthError(f'migrate --to {url}: a postgresql:// URL '
                              f'(the SQLite file is the source, --db)')
@@ -47,14 +51,18 @@ def migrate(src, url, progress=None):
                 f'merges two databases (give an empty database)')
         with dst.transaction():
             for table in TABLES:
-                have = _columns(src, table)
+                have = columns(src, table)
                 if not have:
                     continue
-                want = _columns(dst, table)
+                want = columns(dst, table)
                 cols = [c for c in want if c in have]
                 fill = table == 'cases' and 'kind' not in have
                 if fill:
                     cols += ['kind', 'node']
+                number = table == 'cases' and 'series_id' not in have
+                if number:
+                    cols += ['series_id']
+                    made = {}       # key text: (id, series key)
                 n = 0
                 cur = src.conn.cursor()
                 cur.execute(f'SELECT {", ".join(c for c in cols if c in have)}'
@@ -71,16 +79,45 @@ def migrate(src, url, progress=None):
                             if fill:
                                 values = tuple(values) + series_columns(
                                     dict(zip(names, values)))
+                            if number:
+                                row = dict(zip(cols, values))
+                                key = series_key(row)[:7] + (row['kind'],
+                                                             row['node'])
+                                text = series_of.key_text(key)
+                                made.setdefault(text, (len(made) + 1, key))
+                                values = tuple(values) + (made[text][0],)
                             copy.write_row(values)
                         n += len(rows)
                         if progress:
                             progress(table, n)
                 counts[table] = n
+                if number:
+                    counts['series'] = _write_series(dst, made)
                 if 'id' in cols:
-                    dst.execute(
-                        f"SELECT setval(pg_get_serial_sequence('{table}', "
-                        f"'id'), GREATEST((SELECT max(id) FROM {table}), "
-                        f"1))")
+                    _sequence(dst, table)
         dst.execute('ANALYZE')
         dst.conn.commit()
     return counts
+
+
+def _sequence(dst, table):
+    """``table``'s id sequence after its highest id."""
+    dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                f"GREATEST((SELECT max(id) FROM {table}), 1))")
+
+
+def _write_series(dst, made):
+    """The series numbered while the cases of a source older than schema
+    9 were copied (``{key text: (id, series key)}``); returns how many."""
+    from ccl_health.db import series
+    from ccl_health.judge.series import KEY
+    names = KEY + ('kind', 'node')
+    with dst.conn.cursor().copy(
+            f'COPY series (id, {", ".join(series.COLUMNS)}, key) FROM '
+            f'STDIN') as copy:
+        for text, (sid, key) in made.items():
+            by = dict(zip(names, series.normal(key)))
+            copy.write_row((sid,) + tuple(by[c] for c in series.COLUMNS) +
+                           (text,))
+    _sequence(dst, 'series')
+    return len(made)

@@ -15,6 +15,7 @@ from ccl_health.db.runs import Run, of_cases  # noqa: F401  (queries.Run)
 from ccl_health.db.reads import when  # noqa: F401  (queries.when)
 from ccl_health.db.store import simulated
 from ccl_health.judge.history import where_text
+from ccl_health.judge.series import PROBE_KIND
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict
@@ -350,7 +351,7 @@ def _check_scope(store, transport, system, partition):
 #: the stored kinds of case ``since`` and ``history`` are about unless a
 #: node is named: the sweeps (a node's health probes are its own series)
 SWEEP_KINDS = runs_of.KINDS['sweep']
-PROBE = 'health probe'
+PROBE = PROBE_KIND
 
 
 def scope_keys(store, transport, system=None, partition=None, node=None):

@@ -29,6 +29,7 @@ import datetime
 import statistics
 
 from ccl_health import CclHealthError
+from ccl_health.db import series
 
 #: the verdicts of a healthy check (rolled up)
 HEALTHY = ('pass', 'skipped')
@@ -220,10 +221,16 @@ def prune(store, older_than, dry_run=False, now=None):
             for i in range(0, len(ids), 500):
                 part = ids[i:i + 500]
                 marks_ = ', '.join('?' * len(part))
+                held = [r['s'] for r in store.query(
+                    f'SELECT DISTINCT series_id AS s FROM cases WHERE id IN '
+                    f'({marks_})', tuple(part))] if series.ided(store) \
+                    else []
                 store.execute(f'DELETE FROM measurements WHERE case_id IN '
                               f'({marks_})', tuple(part))
                 store.execute(f'DELETE FROM cases WHERE id IN ({marks_})',
                               tuple(part))
+                # a series no case holds any more (a node gone)
+                series.drop_orphans(store, held)
     return plan
 
 

@@ -4,10 +4,12 @@ lacks, in order).  A statement is SQL (``{pk}``, ``{blob}``: the
 dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
 store."""
 
-SCHEMA_VERSION = 8
+from ccl_health.judge.series import PROBE_KIND
+
+SCHEMA_VERSION = 9
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 #: the columns a schema-6 case has beside
 #: :data:`ccl_health.db.store.CASE_COLUMNS`: its history series' kind and
@@ -168,5 +170,26 @@ _MIGRATIONS = {
         'CREATE INDEX IF NOT EXISTS findings_run ON findings (run_id)',
         'CREATE INDEX IF NOT EXISTS findings_key ON findings (key, kind)',
         'CREATE INDEX IF NOT EXISTS findings_case ON findings (case_id)',
+    ],
+    # a healthy check in under 1 KB on PostgreSQL too (issue 30): each
+    # history series once, in the table ``series`` (its columns and its
+    # key text, ccl_health.db.series), a case's series by its integer id;
+    # the series index on (series_id, time) instead of ten text columns
+    # (its entries were 185 bytes a check on PostgreSQL, now ~50), and the
+    # kind index without the health probes (they are nearly every case:
+    # their window is the time index's), a literal the queries repeat
+    9: [
+        """CREATE TABLE IF NOT EXISTS series (
+            id {pk},
+            system TEXT, partition TEXT, kind TEXT, transport TEXT,
+            collective TEXT, nodes INTEGER, ranks INTEGER, algo TEXT,
+            node TEXT, key TEXT NOT NULL UNIQUE)""",
+        lambda store: store._fill_series_ids(),
+        'DROP INDEX IF EXISTS cases_series',
+        'CREATE INDEX IF NOT EXISTS cases_by_series ON cases (series_id, '
+        'time)',
+        'DROP INDEX IF EXISTS cases_kind',
+        'CREATE INDEX IF NOT EXISTS cases_kind ON cases (kind, time) WHERE '
+        f"kind <> '{PROBE_KIND}'",
     ],
 }

@@ -132,8 +132,9 @@ class CaseRecord:
                 json.dumps(v, sort_keys=True) if v else None,
                 json.dumps(self.env, sort_keys=True) if self.env else None,
                 self.source,
-                json.dumps(self.detail, sort_keys=True) if self.detail
-                else None)
+                # compact: inline in every health check (issue 30)
+                json.dumps(self.detail, sort_keys=True,
+                           separators=(',', ':')) if self.detail else None)
 
 
 def check_verdicts(case):
@@ -256,6 +257,12 @@ class Store:
                                   'WHERE id = ?'),
                         [series_columns(r) + (r['id'],) for r in rows])
 
+    def _fill_series_ids(self):
+        """Schema 9: the series of the cases recorded before it
+        (:func:`ccl_health.db.series.fill`)."""
+        from ccl_health.db import series
+        series.fill(self)
+
     def _check(self):
         """A store opened read-only: it must hold a ccl-health schema that
         this version reads (nothing is migrated)."""
@@ -360,8 +367,11 @@ class Store:
                 self.conn.autocommit = False
 
     def _write_case(self, case):
-        from ccl_health.db import docs
-        names = CASE_COLUMNS + SERIES_COLUMNS + tuple(r for _, r in docs.DOCS)
+        from ccl_health.db import docs, series
+        from ccl_health.judge.series import series_key
+        ided = series.ided(self)
+        names = CASE_COLUMNS + SERIES_COLUMNS + tuple(
+            r for _, r in docs.DOCS) + (('series_id',) if ided else ())
         cols = ', '.join(names)
         keep = {'run_id', 'case_name', 'time', 'source'}
         numeric = {'nodes', 'ranks'}
@@ -375,29 +385,37 @@ class Store:
             updates += ''.join(f', {c} = CASE WHEN {absent} THEN cases.{c} '
                                f'ELSE excluded.{c} END' for c in (col, ref))
         back = 'id, source, case_name, collective, nodelist, kind, node, ' \
-            + ', '.join(r for _, r in docs.DOCS)
+            'system, partition, transport, nodes, ranks, algo, ' + \
+            ', '.join(r for _, r in docs.DOCS) + (', series_id' if ided else '')
         refs = {}
 
         def insert(case, then):
             # the documents' references by digest where not known: their
-            # blobs are stored just before, in this transaction
+            # blobs are stored just before, in this transaction; so is
+            # the case's series, its id read by the insert (schema 9)
             row = dict(zip(CASE_COLUMNS, case.row()))
             refs.update(docs.put_all(self, row))
             values = tuple(row[c] for c in CASE_COLUMNS) + \
                 series_columns(case) + tuple(refs[c] for c, _ in docs.DOCS)
-            marks = ', '.join(docs.mark(v) for v in values)
-            return (f'INSERT INTO cases ({cols}) VALUES ({marks}) ON '
-                    f'CONFLICT (run_id, case_name) DO {then}',
-                    tuple(docs.param(v) for v in values))
+            marks = [docs.mark(v) for v in values]
+            params = [docs.param(v) for v in values]
+            if ided:
+                marks.append(series.MARK)
+                params.append(series.put(self, series_key(row)))
+            return (f'INSERT INTO cases ({cols}) VALUES ({", ".join(marks)})'
+                    f' ON CONFLICT (run_id, case_name) DO {then}',
+                    tuple(params))
         if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
                 3, 35):
             # a new case (every hook's) in one round trip; a case written
             # again (the run report after the check) keeps what it had
             got = self.query(*insert(case, f'NOTHING RETURNING {back}'))
+            updated = not got
             row = got[0] if got else self.query(*insert(
                 self._keep_env(case),
                 f'UPDATE SET {updates} RETURNING {back}'))[0]
         else:
+            updated = True
             self.execute(*insert(self._keep_env(case),
                                  f'UPDATE SET {updates}'))
             row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
@@ -405,10 +423,17 @@ class Store:
                                                     case.case_name))[0]
         docs.stored(self, refs, row)
         case_id = row['id']
-        series = series_columns(row)
-        if series != (row['kind'], row['node']):      # an update moved it
+        kind_node = series_columns(row)
+        if ided and updated:
+            # a case written again keeps the columns it is not given:
+            # its series is the stored row's, which it may have left
+            self.execute(f'UPDATE cases SET kind = ?, node = ?, series_id = '
+                         f'{series.MARK} WHERE id = ?', kind_node + (
+                             series.put(self, series_key(row)), case_id))
+            series.drop_orphans(self, [row['series_id']])
+        elif kind_node != (row['kind'], row['node']):   # an update moved it
             self.execute('UPDATE cases SET kind = ?, node = ? WHERE id = ?',
-                         series + (case_id,))
+                         kind_node + (case_id,))
         scols = ', '.join(('case_id',) + SIZE_COLUMNS)
         smarks = ', '.join('?' * (len(SIZE_COLUMNS) + 1))
         supd = ', '.join(f'{c} = COALESCE(excluded.{c}, measurements.{c})'

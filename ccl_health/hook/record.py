@@ -84,12 +84,14 @@ def _short_probe(p):
 
 
 def short_detail(res, dropped):
-    """A healthy check in short: its action and cause, the main probe and
-    the slowest of the others (GPU pairs, links) with how many there were;
-    never the node state or the tries."""
-    doc = {'action': getattr(res, 'action', None),
-           'cause': getattr(res, 'cause', None),
-           'probes': [_short_probe(p) for p in res.probes[:1]]}
+    """A healthy check in short: its action and cause where it has one
+    (a healthy check has neither: left out, 28 bytes of every record),
+    the main probe and the slowest of the others (GPU pairs, links) with
+    how many there were; never the node state or the tries."""
+    doc = {k: v for k, v in (('action', getattr(res, 'action', None)),
+                             ('cause', getattr(res, 'cause', None)))
+           if v is not None}
+    doc['probes'] = [_short_probe(p) for p in res.probes[:1]]
     others = [p for p in res.probes[1:] if p.busbw]
     if others:
         doc['probes'].append(_short_probe(min(others,

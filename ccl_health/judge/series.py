@@ -35,6 +35,9 @@ FLEET_NAMES = ('fleet-', 'FleetAcceptance')
 #: the kinds of case whose values are judged against their own history
 #: (a ``fleet`` step is judged within its run, never against history)
 HISTORY_KINDS = ('sweep', 'health probe', 'framework', 'other')
+#: the kind of the health hook's probes: each node its own series, and
+#: nearly every case of a database (the kind index leaves them out)
+PROBE_KIND = 'health probe'
 
 
 def kind_of(case):
@@ -47,7 +50,7 @@ def kind_of(case):
     if case.get('source') == FLEET_SOURCE or name.startswith(FLEET_NAMES):
         return 'fleet'
     if case.get('source') == HEALTH_SOURCE or name.startswith(HEALTH_NAMES):
-        return 'health probe'
+        return PROBE_KIND
     if coll.startswith('torch_') or name.startswith('Torch'):
         return 'framework'
     if name.startswith(('AllReduce', 'Collective')) or (
@@ -62,7 +65,7 @@ def node_of(row, kind=None):
     ReFrame check its job's node), else None (a sweep is a measurement of
     its configuration, whichever nodes ran it).  A probe whose node was
     not recorded: ''."""
-    if (kind or kind_of(row)) != 'health probe':
+    if (kind or kind_of(row)) != PROBE_KIND:
         return None
     return row.get('nodelist') or ''
 

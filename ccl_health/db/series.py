@@ -1,0 +1,150 @@
+"""Each history series once (schema 9, issue 30): the table ``series``
+holds a series' columns and its key text, a case its series' integer id
+(``cases.series_id``), and the index ``cases_by_series`` is on
+``(series_id, time)``.  Before, the series index held the ten text
+columns of the key in every entry: 185 bytes a health check on
+PostgreSQL, of its 1,250.
+
+A series is a history key (:func:`ccl_health.judge.series.series_key`:
+system, partition, transport, collective, nodes, ranks, algo, kind,
+node).  Its key text (:func:`key_text`) is what the writer stores and a
+reader looks up: the same key, the same text, whether its numbers came
+from a record (``'2'``) or from the database (``2``).
+
+* the writer (:meth:`ccl_health.db.store.Store._write_case`) stores the
+  series with the case, in its transaction, and the case's ``series_id``
+  is read by the insert itself (:data:`MARK`: no round trip);
+* a reader selects a key's cases by ``series_id`` (:func:`where`) and
+  finds the series of a scope in this small table (:func:`distinct`: a
+  row a node and key, never a scan of the cases);
+* ``scripts/report prune`` removes the series left without a case
+  (:func:`drop_orphans`)."""
+
+import json
+
+#: the columns of a series, in the order of the old ``cases_series``
+#: index (the loose scans of a schema 6-8 database walk them in it)
+COLUMNS = ('system', 'partition', 'kind', 'transport', 'collective',
+           'nodes', 'ranks', 'algo', 'node')
+#: the placeholder of a case's ``series_id`` in its insert: the id of the
+#: series stored just before it in the same transaction (:func:`put`)
+MARK = '(SELECT id FROM series WHERE key = ?)'
+
+
+def ided(store):
+    """Does the store have the table ``series`` and the cases' ids of it
+    (schema 9)?"""
+    return store.schema_version() >= 9
+
+
+def _number(value):
+    """A node or rank count as the database holds it (an INTEGER column):
+    ``'2'`` and ``2.0`` are 2."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip('-').isdigit():
+        return int(value)
+    return value
+
+
+def normal(key):
+    """The series key ``key`` (:func:`ccl_health.judge.series.series_key`
+    order) with its counts as numbers."""
+    key = tuple(key)
+    return key[:4] + (_number(key[4]), _number(key[5])) + key[6:]
+
+
+def key_text(key):
+    """The ``key`` column of the series ``key``."""
+    return json.dumps(list(normal(key)))
+
+
+def _by_column(key):
+    """``{column: value}`` of a series key."""
+    from ccl_health.judge.series import KEY
+    return dict(zip(KEY + ('kind', 'node'), normal(key)))
+
+
+def put(store, key):
+    """Store the series ``key`` unless it is stored (in the caller's
+    transaction; sent without waiting on PostgreSQL's pipeline); returns
+    its key text, the parameter of :data:`MARK`."""
+    text = key_text(key)
+    values = _by_column(key)
+    cols = ', '.join(COLUMNS + ('key',))
+    marks = ', '.join('?' * (len(COLUMNS) + 1))
+    verb = 'INSERT OR IGNORE' if store.kind == 'sqlite' else 'INSERT'
+    tail = '' if store.kind == 'sqlite' else ' ON CONFLICT (key) DO NOTHING'
+    store.execute(f'{verb} INTO series ({cols}) VALUES ({marks}){tail}',
+                  tuple(values[c] for c in COLUMNS) + (text,))
+    return text
+
+
+def where(key, alias='c'):
+    """SQL and its parameters selecting the cases of the series ``key``
+    (by the index ``cases_by_series``)."""
+    return f'{alias}.series_id = {MARK}', [key_text(key)]
+
+
+def distinct(store, columns, fixed):
+    """The distinct tuples of ``columns`` (of :data:`COLUMNS`) of the
+    series whose columns equal ``fixed`` (a value, or a tuple of the
+    values allowed; None: IS NULL), sorted column by column, None
+    first."""
+    conds, params = [], []
+    for col, want in fixed.items():
+        if col not in COLUMNS:
+            continue
+        values = want if isinstance(want, tuple) else (want,)
+        known = [v for v in values if v is not None]
+        alts = ([f'{col} IN ({", ".join("?" * len(known))})']
+                if known else []) + \
+            ([f'{col} IS NULL'] if None in values else [])
+        conds.append('(' + ' OR '.join(alts or ['1 = 0']) + ')')
+        params += [_number(v) if col in ('nodes', 'ranks') else v
+                   for v in known]
+    rows = store.query(
+        f'SELECT DISTINCT {", ".join(columns)} FROM series' +
+        (' WHERE ' + ' AND '.join(conds) if conds else ''), tuple(params))
+    return sorted((tuple(r[c] for c in columns) for r in rows),
+                  key=lambda t: tuple((v is not None, v if v is not None
+                                       else 0) for v in t))
+
+
+def fill(store):
+    """Schema 9: the column ``series_id``, the series of the cases
+    recorded before it, and each case's id of its series (one update a
+    series, by the schema-6 series index that is still there)."""
+    from ccl_health.judge.series import KEY
+    from ccl_health.db.migrate import columns
+    if 'series_id' not in columns(store, 'cases'):
+        store.execute('ALTER TABLE cases ADD COLUMN series_id INTEGER')
+    names = KEY + ('kind', 'node')
+    keys = store.query(f'SELECT DISTINCT {", ".join(names)} FROM cases')
+    for row in keys:
+        key = tuple(row[c] for c in names)
+        text = put(store, key)
+        conds, params = [], []
+        for col, value in zip(names, key):
+            conds.append(f'{col} IS NULL' if value is None else f'{col} = ?')
+            params += [] if value is None else [value]
+        store.execute(f'UPDATE cases SET series_id = {MARK} WHERE '
+                      f'{" AND ".join(conds)}', (text,) + tuple(params))
+
+
+def drop_orphans(store, ids=None):
+    """Remove the series (of the ids ``ids``; None: any) that no case
+    holds any more; returns how many."""
+    sql = ('DELETE FROM series WHERE NOT EXISTS (SELECT 1 FROM cases c '
+           'WHERE c.series_id = series.id)')
+    params = ()
+    if ids is not None:
+        ids = sorted({i for i in ids if i is not None})
+        if not ids:
+            return 0
+        sql += f' AND id IN ({", ".join("?" * len(ids))})'
+        params = tuple(ids)
+    cur = store.execute(sql, params)
+    return max(cur.rowcount or 0, 0)
