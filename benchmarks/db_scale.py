@@ -245,6 +245,7 @@ def measure(name, path, work, pg, result):
                                                   1),
                                'sizes': pg_sizes(url), 'plans': plans(url),
                                'reads': time_reads(url, work)}
+    entry['schema'] = store.SCHEMA_VERSION
     result[name] = entry
 
 
@@ -462,8 +463,9 @@ def render(data):
     checks = [k for k in sets if data[k].get('checks')]
     if checks:
         out += ['## Record size', '',
-                '| data | checks | SQLite bytes a check | PostgreSQL bytes a '
-                'check | write (SQLite, bulk) |', '|---|---|---|---|---|']
+                '| data | schema | checks | SQLite bytes a check | PostgreSQL '
+                'bytes a check | write (SQLite, bulk) |',
+                '|---|---|---|---|---|---|']
         for k in checks:
             e = data[k]
             n = e['checks']
@@ -471,12 +473,21 @@ def render(data):
             sq = (e['sqlite']['sizes']['bytes'] - night) / n
             pg = ((e['postgresql']['sizes']['bytes'] - 8 * 2**20 - night) / n
                   if 'postgresql' in e else None)
-            out.append(f'| {k} | {n:,} | {sq:,.0f} | '
+            out.append(f'| {k} | {e.get("schema", 8)} | {n:,} | '
+                       f'{sq:,.0f} | '
                        f'{f"{pg:,.0f}" if pg else "-"} | {n / e["write_s"]:,.0f}'
                        f' checks/s |')
         out += ['', 'A check\'s bytes: the file over its checks, less the '
                 'nights (~120 bytes a size row) and, for PostgreSQL, its '
-                'empty database (8 MiB); indexes included.', '']
+                'empty database (8 MiB); indexes included.  Schema 8: the '
+                'series index of ten text columns, the kind index of every '
+                'case, the checks written in the order of the nodes (runs '
+                'of falling times, the worst fill of every time index); '
+                'schema 9: each series once and its id in the case '
+                '(ccl_health/db/series.py), the kind index without the '
+                'health probes, a healthy check\'s detail compact, the '
+                'checks written in the order of their time (as a database '
+                'receives them).', '']
     # the windows: failed 1 day, detect 7, the page 30; each key's 60
     # cases before (6 days of a node checked 10 times a day)
     slope = {}

@@ -24,16 +24,6 @@ TABLES = ('cases', 'series', 'measurements', 'blobs', 'acceptances',
 BATCH = 5000
 
 
-def columns(store, table):
-    """The columns of ``table`` in ``store`` ([] where it has none)."""
-    if store.kind == 'sqlite':
-        return [r[1] for r in store.conn.execute(
-            f'PRAGMA table_info({table})')]
-    return [r['column_name'] for r in store.query(
-        'SELECT column_name FROM information_schema.columns WHERE '
-        'table_name = ? ORDER BY ordinal_position', (table,))]
-
-
 def migrate(src, url, progress=None):
     """Copy the store ``src`` into the PostgreSQL database ``url``;
     returns ``{table: rows}``."""
@@ -51,10 +41,10 @@ def migrate(src, url, progress=None):
                 f'merges two databases (give an empty database)')
         with dst.transaction():
             for table in TABLES:
-                have = columns(src, table)
+                have = src.columns(table)
                 if not have:
                     continue
-                want = columns(dst, table)
+                want = dst.columns(table)
                 cols = [c for c in want if c in have]
                 fill = table == 'cases' and 'kind' not in have
                 if fill:

@@ -4,6 +4,7 @@ lacks, in order).  A statement is SQL (``{pk}``, ``{blob}``: the
 dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
 store."""
 
+from ccl_health.db import series
 from ccl_health.judge.series import PROBE_KIND
 
 SCHEMA_VERSION = 9
@@ -112,7 +113,7 @@ _MIGRATIONS = {
     6: [
         'ALTER TABLE cases ADD COLUMN kind TEXT',
         'ALTER TABLE cases ADD COLUMN node TEXT',
-        lambda store: store._fill_series(),
+        series.fill_kinds,
         'DROP INDEX IF EXISTS cases_key',
         'CREATE INDEX IF NOT EXISTS cases_time ON cases (time)',
         'CREATE INDEX IF NOT EXISTS cases_series ON cases (system, '
@@ -184,7 +185,7 @@ _MIGRATIONS = {
             system TEXT, partition TEXT, kind TEXT, transport TEXT,
             collective TEXT, nodes INTEGER, ranks INTEGER, algo TEXT,
             node TEXT, key TEXT NOT NULL UNIQUE)""",
-        lambda store: store._fill_series_ids(),
+        series.fill,
         'DROP INDEX IF EXISTS cases_series',
         'CREATE INDEX IF NOT EXISTS cases_by_series ON cases (series_id, '
         'time)',
@@ -193,3 +194,4 @@ _MIGRATIONS = {
         f"kind <> '{PROBE_KIND}'",
     ],
 }
+

@@ -118,8 +118,7 @@ def fill(store):
     recorded before it, and each case's id of its series (one update a
     series, by the schema-6 series index that is still there)."""
     from ccl_health.judge.series import KEY
-    from ccl_health.db.migrate import columns
-    if 'series_id' not in columns(store, 'cases'):
+    if 'series_id' not in store.columns('cases'):
         store.execute('ALTER TABLE cases ADD COLUMN series_id INTEGER')
     names = KEY + ('kind', 'node')
     keys = store.query(f'SELECT DISTINCT {", ".join(names)} FROM cases')
@@ -132,6 +131,30 @@ def fill(store):
             params += [] if value is None else [value]
         store.execute(f'UPDATE cases SET series_id = {MARK} WHERE '
                       f'{" AND ".join(conds)}', (text,) + tuple(params))
+
+
+def fill_kinds(store):
+    """Schema 6: the kind and node (:func:`ccl_health.db.store.
+    series_columns`) of the cases recorded before it."""
+    from ccl_health.judge.series import series_key
+    rows = store.query('SELECT id, source, case_name, collective, '
+                       'nodelist FROM cases')
+    cur = store.conn.cursor()
+    cur.executemany(store._sql('UPDATE cases SET kind = ?, node = ? WHERE '
+                               'id = ?'),
+                    [series_key(r)[7:] + (r['id'],) for r in rows])
+
+
+def moved(store, row):
+    """The case ``row`` (its stored columns, ``id`` and ``series_id``),
+    written again, into its series: a case written again keeps the
+    columns it is not given, and its series is the stored row's, which it
+    may have left (then dropped if no case holds it)."""
+    from ccl_health.judge.series import series_key
+    key = series_key(row)
+    store.execute(f'UPDATE cases SET kind = ?, node = ?, series_id = {MARK} '
+                  f'WHERE id = ?', key[7:] + (put(store, key), row['id']))
+    drop_orphans(store, [row['series_id']])
 
 
 def drop_orphans(store, ids=None):

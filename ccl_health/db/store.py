@@ -247,21 +247,14 @@ class Store:
                 f'ccl-health ({SCHEMA_VERSION}); upgrade ccl-health')
         return have == SCHEMA_VERSION
 
-    def _fill_series(self):
-        """Schema 6: the kind and node (:func:`series_columns`) of the
-        cases recorded before it."""
-        rows = self.query('SELECT id, source, case_name, collective, '
-                          'nodelist FROM cases')
-        cur = self.conn.cursor()
-        cur.executemany(self._sql('UPDATE cases SET kind = ?, node = ? '
-                                  'WHERE id = ?'),
-                        [series_columns(r) + (r['id'],) for r in rows])
-
-    def _fill_series_ids(self):
-        """Schema 9: the series of the cases recorded before it
-        (:func:`ccl_health.db.series.fill`)."""
-        from ccl_health.db import series
-        series.fill(self)
+    def columns(self, table):
+        """The columns of ``table`` ([] where it has none)."""
+        if self.kind == 'sqlite':
+            return [r[1] for r in self.conn.execute(
+                f'PRAGMA table_info({table})')]
+        return [r['column_name'] for r in self.query(
+            'SELECT column_name FROM information_schema.columns WHERE '
+            'table_name = ? ORDER BY ordinal_position', (table,))]
 
     def _check(self):
         """A store opened read-only: it must hold a ccl-health schema that
@@ -425,12 +418,7 @@ class Store:
         case_id = row['id']
         kind_node = series_columns(row)
         if ided and updated:
-            # a case written again keeps the columns it is not given:
-            # its series is the stored row's, which it may have left
-            self.execute(f'UPDATE cases SET kind = ?, node = ?, series_id = '
-                         f'{series.MARK} WHERE id = ?', kind_node + (
-                             series.put(self, series_key(row)), case_id))
-            series.drop_orphans(self, [row['series_id']])
+            series.moved(self, row)
         elif kind_node != (row['kind'], row['node']):   # an update moved it
             self.execute('UPDATE cases SET kind = ?, node = ? WHERE id = ?',
                          kind_node + (case_id,))
