@@ -467,7 +467,10 @@ class Store:
 
     def accept(self, rows, who, reason):
         """Record acceptances: ``rows`` are dicts with ``run_id``,
-        ``run_time`` and :data:`ACCEPT_KEY` fields; returns their ids."""
+        ``run_time`` and :data:`ACCEPT_KEY` fields; returns their ids.
+        The keys they name are judged again in the same transaction
+        (:func:`ccl_health.db.state.relevel`)."""
+        from ccl_health.db import state
         ids = []
         with self.transaction():
             for row in rows:
@@ -480,10 +483,14 @@ class Store:
                              f'VALUES ({", ".join("?" * len(cols))})', vals)
                 ids.append(self.query(
                     'SELECT max(id) AS id FROM acceptances')[0]['id'])
+            state.relevel(self, rows)
         return ids
 
     def undo_acceptance(self, acc_id, who):
-        """Mark the acceptance ``acc_id`` undone; returns its row."""
+        """Mark the acceptance ``acc_id`` undone (the keys it named judged
+        again in the same transaction: :func:`ccl_health.db.state.
+        relevel`); returns its row."""
+        from ccl_health.db import state
         with self.transaction():
             rows = self.query('SELECT * FROM acceptances WHERE id = ?',
                               (acc_id,))
@@ -496,6 +503,7 @@ class Store:
                     f'{rows[0]["undone_by"]} at {rows[0]["undone_at"]}')
             self.execute('UPDATE acceptances SET undone_by = ?, '
                          'undone_at = ? WHERE id = ?', (who, now(), acc_id))
+            state.relevel(self, rows)
         return rows[0]
 
     # -- the news ledger (ccl_health.news) -------------------------------
@@ -562,7 +570,10 @@ class Store:
 
     def add_baselines(self, rows):
         """Record baselines (dicts with :data:`BASELINE_COLUMNS` but
-        ``created``), in one transaction; old rows are never changed."""
+        ``created``), in one transaction with the keys they name judged
+        again (:func:`ccl_health.db.state.relevel`); old rows are never
+        changed."""
+        from ccl_health.db import state
         cols = BASELINE_COLUMNS
         created = now()
         with self.transaction():
@@ -571,6 +582,7 @@ class Store:
                         created if c == 'created' else row[c] for c in cols]
                 self.execute(f'INSERT INTO baselines ({", ".join(cols)}) '
                              f'VALUES ({", ".join("?" * len(cols))})', vals)
+            state.relevel(self, rows)
         return len(rows)
 
     # -- reading --------------------------------------------------------
