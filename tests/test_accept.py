@@ -56,8 +56,8 @@ def flagged(db, run):
                 if f.kind != 'recovery']
 
 
-def test_accept_restarts_the_baseline_and_undo_brings_it_back(db, capsys,
-                                                              monkeypatch):
+def test_accept_restarts_the_baseline_and_undo_brings_it_back(
+        db, capsys, monkeypatch, judged_at_read):
     rng = random.Random(5)
     assert flagged(db, 'night-18'), 'the drift is flagged before accept'
     assert report(db, 'detect', '--run', 'night-18') == 1
@@ -67,6 +67,9 @@ def test_accept_restarts_the_baseline_and_undo_brings_it_back(db, capsys,
     out = capsys.readouterr().out
     assert 'accepted #1: local/gpu/intra all_reduce 1n/2r from run ' \
         'night-18' in out
+    # its key judged again with it (ccl_health.db.state.relevel): read by
+    # its kept findings, none at read
+    assert not flagged(db, 'night-18') and judged_at_read == []
     # the next nights at the new level: not flagged, judged against it
     with store.open_store(db) as s:
         for n in range(19, 27):
@@ -91,6 +94,7 @@ def test_accept_restarts_the_baseline_and_undo_brings_it_back(db, capsys,
     monkeypatch.setenv('USER', 'bob')
     assert report(db, 'accept', '--undo', '1') == 0
     assert flagged(db, 'night-26')
+    assert judged_at_read == []
     assert report(db, 'detect', '--run', 'night-26') == 1
     capsys.readouterr()
     assert report(db, 'accept', '--list') == 0

@@ -147,15 +147,203 @@ def test_the_state_and_the_history_judge_the_same(written, tmp_path):
 
 
 def test_reads_take_the_kept_findings(written, judged_at_read):
-    """With a state, only the accepted key (its levels changed after its
-    state was made) is judged at read."""
-    judged = judged_at_read
+    """With a state, no key is judged at read: the acceptance written last
+    judged the keys it names again (state.relevel) with their cases."""
     _answers(written)
-    assert judged and {k[7] for k in judged} == {'sweep'}
-    assert {(k[2], k[3]) for k in judged} == {('net-socket',
-                                               'reduce_scatter')}
+    assert judged_at_read == []
     with store.open_store(written, readonly=True) as db:
         assert len(db.query('SELECT key FROM key_state')) == NODES + 15
+
+
+def test_a_level_whose_keys_were_not_judged_again_is_judged_at_read(
+        written, tmp_path, judged_at_read):
+    """An acceptance written without :func:`state.relevel` (by an older
+    ccl-health): only the keys it names (their levels changed after their
+    state was made) are judged at read, with the answers of the history
+    judged at read."""
+    path = str(tmp_path / 'level.db')
+    shutil.copy(written, path)
+    with store.open_store(path) as db:
+        run = db.query("SELECT run_id, time FROM cases WHERE transport = "
+                       "'intra' AND collective = 'all_gather' ORDER BY time "
+                       "LIMIT 1 OFFSET 30")[0]
+        with db.transaction():
+            db.execute(
+                'INSERT INTO acceptances (run_id, run_time, system, '
+                'partition, transport, collective, who, reason, created) '
+                "VALUES (?, ?, 'perlmutter', 'gpu', 'intra', 'all_gather', "
+                "'test', 'old', ?)", (run['run_id'], run['time'],
+                                      store.now()))
+    kept = _answers(path)
+    assert judged_at_read and {(k[2], k[3], k[7]) for k in judged_at_read} \
+        == {('intra', 'all_gather', 'sweep')}
+    assert kept == _answers(_emptied(path, tmp_path))
+
+
+def _kept_is_the_history(path, tmp_path, judged_at_read):
+    """``report failed`` and ``report detect`` on ``path`` judge no key at
+    read, and answer as every key's history judged at read (a SQLite
+    database: a copy without its kept judging; PostgreSQL: the same
+    database, every key's state left unread); returns the answers."""
+    judged_at_read.clear()
+    kept = _answers(path)
+    assert judged_at_read == []
+    if path.startswith('postgresql://'):
+        mp = pytest.MonkeyPatch()
+        mp.setattr(state, 'fresh', lambda *a, **kw: {})
+        try:
+            whole = _answers(path)
+        finally:
+            mp.undo()
+    else:
+        whole = _answers(_emptied(path, tmp_path))
+    assert judged_at_read
+    assert kept == whole
+    return kept
+
+
+@pytest.fixture
+def rebuilt(monkeypatch):
+    """The keys judged again from their whole history (state.rebuild),
+    collected."""
+    keys = []
+    rebuild = state.rebuild
+
+    def counting(db, key, *a, **kw):
+        keys.append(key)
+        return rebuild(db, key, *a, **kw)
+    monkeypatch.setattr(state, 'rebuild', counting)
+    return keys
+
+
+def _report(path, *args):
+    from ccl_health import cli
+    return cli.main(['--prog', 'scripts/report', 'db', '--db', path, *args])
+
+
+def _keys(path, where, params=()):
+    """The history keys of the cases ``where``."""
+    with store.open_store(path, readonly=True) as db:
+        return reads.history_keys(db.cases(where, params))
+
+
+def _check_run(path, node):
+    with store.open_store(path, readonly=True) as db:
+        return db.query('SELECT run_id FROM cases WHERE node = ? ORDER BY '
+                        'time LIMIT 1 OFFSET 40', (node,))[0]['run_id']
+
+
+def test_accept_keeps_the_state_of_the_keys_it_names(
+        written, tmp_path, judged_at_read, rebuilt):
+    """``scripts/report accept`` of a night and of one node's health
+    check: the keys it names (every key of the night; every node's probe
+    key: a probe's level is every node's) are judged again in its
+    transaction, no other; then no key is judged at read, and the answers
+    are those of the history judged at read."""
+    path = str(tmp_path / 'accept.db')
+    shutil.copy(written, path)
+    night = db_gen.sweep_cases('perlmutter', 35, END - datetime.timedelta(
+        days=NIGHTS - 36, hours=6), random.Random(1))[0].run_id
+    assert _report(path, 'accept', night, '--reason', 'new level') == 0
+    assert set(rebuilt) == _keys(path, 'WHERE run_id = ?', (night,))
+    assert len(rebuilt) == 15
+    _kept_is_the_history(path, tmp_path, judged_at_read)
+    rebuilt.clear()
+    check = _check_run(path, 'nid00006')
+    assert _report(path, 'accept', check, '--reason', 'new firmware') == 0
+    assert set(rebuilt) == _keys(path, "WHERE source = 'health'")
+    assert len(rebuilt) == NODES
+    _kept_is_the_history(path, tmp_path, judged_at_read)
+
+
+def test_an_acceptance_and_its_keys_judged_again_are_one_transaction(
+        written, tmp_path, monkeypatch):
+    """A failure judging the keys again (a stop, a lost connection)
+    records no acceptance and leaves every state as it was."""
+    path = str(tmp_path / 'stop.db')
+    shutil.copy(written, path)
+
+    def tables():
+        with store.open_store(path, readonly=True) as db:
+            return [db.query(f'SELECT * FROM {t} ORDER BY 1')
+                    for t in ('acceptances', 'key_state', 'findings')]
+    old = tables()
+    rebuild, done = state.rebuild, []
+
+    def stops(db, key, *a, **kw):
+        if done:
+            raise KeyboardInterrupt
+        done.append(key)
+        return rebuild(db, key, *a, **kw)
+    monkeypatch.setattr(state, 'rebuild', stops)
+    check = _check_run(path, 'nid00006')
+    try:
+        rc = _report(path, 'accept', check, '--reason', 'stopped')
+    except KeyboardInterrupt:
+        rc = None
+    assert rc != 0 and done and tables() == old
+
+
+def test_undo_keeps_the_state_of_the_keys_it_named(
+        written, tmp_path, judged_at_read, rebuilt):
+    """``scripts/report accept --undo`` judges the keys the acceptance
+    named again (the fixture's: net-socket reduce_scatter, any nodes)."""
+    path = str(tmp_path / 'undo.db')
+    shutil.copy(written, path)
+    before = _answers(path)
+    assert _report(path, 'accept', '--undo', '1') == 0
+    assert {(k[2], k[3], k[7]) for k in rebuilt} == {
+        ('net-socket', 'reduce_scatter', 'sweep')}
+    assert _kept_is_the_history(path, tmp_path, judged_at_read) != before
+
+
+def _calibratable(path):
+    """The database at ``path`` without the sweeps of the generator's
+    transport that a reference file does not name (net-plugin-noGDR): the
+    rest calibrates; their keys and states go with them."""
+    gone = 'net-plugin-noGDR'
+    with store.open_store(path) as db:
+        with db.transaction():
+            ids = [r['id'] for r in db.query(
+                'SELECT id FROM cases WHERE transport = ?', (gone,))]
+            for table, col in (('findings', 'case_id'),
+                               ('measurements', 'case_id'), ('cases', 'id')):
+                db.execute(f'DELETE FROM {table} WHERE {col} IN (SELECT id '
+                           f'FROM cases WHERE transport = ?)', (gone,))
+            db.execute('DELETE FROM key_state WHERE key LIKE ?',
+                       (f'%"{gone}"%',))
+    assert ids
+    return path
+
+
+def test_calibrate_keeps_the_state_of_the_keys_it_names(
+        written, tmp_path, judged_at_read, rebuilt, capsys):
+    """``scripts/calibrate --db`` records its baselines and judges the
+    keys they name again, in one transaction; its dry run writes
+    nothing."""
+    from ccl_health import cli
+    path = str(tmp_path / 'calibrate.db')
+    shutil.copy(written, path)
+    _calibratable(path)
+    (tmp_path / 'ref').mkdir()
+    args = ['calibrate', '--db', path, '--system', 'perlmutter',
+            '--partition', 'gpu', '--reference-dir', str(tmp_path / 'ref'),
+            '--min-size', '1G']
+
+    def tables():
+        with store.open_store(path, readonly=True) as db:
+            return [db.query(f'SELECT * FROM {t} ORDER BY 1')
+                    for t in ('baselines', 'key_state', 'findings')]
+    old = tables()
+    assert cli.main(args + ['--dry-run']) == 0
+    assert 'would record the baseline' in capsys.readouterr().out
+    assert tables() == old and rebuilt == []
+    assert cli.main(args) == 0
+    assert 'recorded the baseline' in capsys.readouterr().out
+    with store.open_store(path, readonly=True) as db:
+        named = state.level_keys(db, db.baselines())
+    assert named and sorted(rebuilt, key=state.key_text) == named
+    _kept_is_the_history(path, tmp_path, judged_at_read)
 
 
 def test_a_backfilled_case_is_judged_in_its_place(written, tmp_path):
@@ -281,6 +469,37 @@ def test_on_postgresql_the_same(pg_db, tmp_path):
     kept = _answers(pg_db)
     assert any('DRIFT' in line for line in kept['detect 40'])
     assert kept == _answers(_emptied(pg_db, tmp_path))
+
+
+def test_levels_keep_the_state_on_postgresql(pg_db, tmp_path,
+                                             judged_at_read):
+    """On PostgreSQL: accept, its undo and calibrate --db judge the keys
+    they name again; no key is judged at read after each."""
+    from ccl_health import cli
+    import psycopg
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS state_levels')
+        conn.execute('CREATE DATABASE state_levels')
+    url = pg_db.rsplit('/', 1)[0] + '/state_levels'
+    _write(url)
+    _kept_is_the_history(url, tmp_path, judged_at_read)
+    check = _check_run(url, 'nid00006')
+    assert _report(url, 'accept', check, '--reason', 'new firmware') == 0
+    _kept_is_the_history(url, tmp_path, judged_at_read)
+    assert _report(url, 'accept', '--undo', '1') == 0
+    _kept_is_the_history(url, tmp_path, judged_at_read)
+    with store.open_store(url) as db:      # rejudge's locks on PostgreSQL
+        keys = state.level_keys(db, db.acceptances(active=True))
+        assert state.rejudge(db, keys) == NODES
+    _kept_is_the_history(url, tmp_path, judged_at_read)
+    (tmp_path / 'ref').mkdir()
+    _calibratable(url)
+    assert cli.main(['calibrate', '--db', url, '--system', 'perlmutter',
+                     '--partition', 'gpu', '--reference-dir',
+                     str(tmp_path / 'ref'), '--min-size', '1G']) == 0
+    with store.open_store(url, readonly=True) as db:
+        assert db.baselines()
+    _kept_is_the_history(url, tmp_path, judged_at_read)
 
 
 def test_two_writers_of_one_key_on_postgresql(pg_db, tmp_path):

@@ -193,6 +193,29 @@ def test_failed_all_clear_only_with_cases(db, tmp_path):
     assert rc == 0 and '2 case(s) in 1 run(s)' in out, (out, err)
 
 
+def test_failed_counts_the_older_runs_up_to_a_bound(tmp_path, monkeypatch):
+    """Nothing in the window: the older runs counted up to
+    OLDER_RUNS_COUNTED (exact up to it, "more than" beyond), never every
+    run of the database (each health check is one)."""
+    from ccl_health.db import queries
+    monkeypatch.setattr(queries, 'OLDER_RUNS_COUNTED', 3)
+    path = str(tmp_path / 'older.db')
+
+    def said(n):
+        with store.open_store(path) as s:
+            for i in range(len(s.query('SELECT id FROM cases')), n):
+                s.add_case(case(f'r{i}', 'intra', 'pass',
+                                ago(hours=10 + i), sizes=SIZES))
+            with pytest.raises(CclHealthError) as err:
+                queries.failures(s, 1)
+        return str(err.value)
+    assert 'nothing recorded in the last 1 h; 3 older run(s), the newest ' \
+        'r0 at' in said(3)
+    assert '; more than 3 older runs, the newest r0 at' in said(5)
+    assert re.search(r': see them with scripts/report failed --hours \d+ '
+                     r'\(or scripts/report runs\)$', said(5))
+
+
 def test_failed_window_with_times_in_other_zones(tmp_path):
     """A site whose run reports carry local times (-08:00): an hour ago is
     inside a 2 h window, whatever the string order of the times says."""

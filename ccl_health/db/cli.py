@@ -109,9 +109,10 @@ def add_arguments(p):
                    help='say what would be rolled up, change nothing')
     q = dsub.add_parser('rejudge', help='judge again, from its whole '
                         'history, each key whose kept judging state is '
-                        'missing or stale (after an upgrade to schema 8, '
-                        'an accept, a calibrate --db): failed and detect '
-                        'then read it by index')
+                        'missing or stale (after an upgrade to schema 8; '
+                        'accept and calibrate --db judge their keys '
+                        'again themselves): failed and detect then read '
+                        'it by index')
     q.add_argument('--dry-run', action='store_true',
                    help='say how many keys would be judged, change nothing')
     q = dsub.add_parser('migrate', help='move this SQLite database into '

@@ -117,3 +117,25 @@ def resolve(store, rows):
             if r.get(ref) is not None:
                 r[col] = bodies.get(r[ref])
     return rows
+
+
+def keep_env(store, case):
+    """``case`` with the ``env`` keys already stored for it and not given
+    again (the check writes the node state, the run report's later update
+    of the case has only the job's variables)."""
+    import dataclasses
+    import json
+    if not case.env:
+        return case
+    old = resolve(store, store.query(
+        'SELECT env_json, env_ref FROM cases WHERE run_id = ? AND '
+        'case_name = ?', (case.run_id, case.case_name)))
+    if not old or not old[0]['env_json']:
+        return case
+    try:
+        kept = json.loads(old[0]['env_json'])
+    except ValueError:
+        return case
+    if not isinstance(kept, dict) or set(kept) <= set(case.env):
+        return case
+    return dataclasses.replace(case, env={**kept, **case.env})

@@ -152,16 +152,28 @@ def window_start(hours, now=None):
     return now - datetime.timedelta(hours=hours)
 
 
+#: the most older runs ``failed`` counts when its window holds none
+#: (:func:`_nothing_in_window`): beyond it, "more than" it
+OLDER_RUNS_COUNTED = 1000
+
+
 def _nothing_in_window(store, since_hours, now=None):
     """Why ``failed`` has nothing to say for the window: how many older
-    runs there are, and the command that shows them."""
+    runs there are (at most :data:`OLDER_RUNS_COUNTED` counted), and the
+    command that shows them."""
     import math
     from ccl_health.judge.series import SIMULATED
-    # counted in the database, the newest read from the newest case back:
-    # never every run of the history (each health check is a run)
-    count = store.query('SELECT COUNT(DISTINCT run_id) AS n FROM cases '
-                        'WHERE substr(run_id, 1, ?) <> ?',
-                        (len(SIMULATED), SIMULATED))[0]['n']
+    # counted in the database up to the bound (the run ids in the order of
+    # their index, one more than the bound at most), the newest read from
+    # the newest case back: never every run of the history (each health
+    # check is a run: 2.9 M at a month of Frontier)
+    bound = OLDER_RUNS_COUNTED
+    count = store.query('SELECT COUNT(*) AS n FROM (SELECT DISTINCT run_id '
+                        'FROM cases WHERE substr(run_id, 1, ?) <> ? ORDER '
+                        'BY run_id LIMIT ?) r',
+                        (len(SIMULATED), SIMULATED, bound + 1))[0]['n']
+    older = (f'more than {bound:,} older runs' if count > bound else
+             f'{count} older run(s)')
     newest = next((r for r in runs_of.newest_first(store)
                    if not simulated(r.run_id)), None) if count else None
     sims = simulated_runs(store, since_hours, now)
@@ -175,7 +187,7 @@ def _nothing_in_window(store, since_hours, now=None):
     now = now or datetime.datetime.now(datetime.timezone.utc)
     hours = max(1, math.ceil((now - when(newest.last_time)).total_seconds()
                              / 3600) + 1)
-    return (f'{line}; {count} older run(s), the newest {newest.run_id} '
+    return (f'{line}; {older}, the newest {newest.run_id} '
             f'at {newest.last_time}: see them with '
             f'scripts/report failed --hours {hours} (or scripts/report '
             f'runs)')

@@ -20,10 +20,18 @@ are those it was made with, and judges any other key from its whole
 history, so a finding never depends on whether a state exists
 (``tests/test_db_state.py``).
 
+A change of levels (:meth:`ccl_health.db.store.Store.accept`,
+``undo_acceptance``, ``add_baselines``) judges again the keys it names
+(:func:`relevel`: those and no others), in its own transaction: its keys
+are never left stale.
+
 Two writers of one key (a sweep and its re-run) are serialised: SQLite's
 write transaction is one at a time; on PostgreSQL each writer takes a
 transaction-scoped advisory lock of each key it judges (in key order),
-then reads the state."""
+then reads the state.  Every writer of a state (a case's, ``rejudge``'s)
+first takes the levels lock (:data:`LEVELS_LOCK`) shared, a change of
+levels takes it alone: one lock, however many keys it judges again (a
+lock per key would fill the server's lock table at a machine's nodes)."""
 
 import datetime
 import json
@@ -115,6 +123,20 @@ def _series_records(records):
     return out
 
 
+#: the PostgreSQL advisory lock of the levels (two 32-bit keys: never
+#: one of a key's, :func:`_lock`)
+LEVELS_LOCK = (0x63636C68, 8)
+
+
+def _hold_levels(store, alone=False):
+    """On PostgreSQL, the levels lock (:data:`LEVELS_LOCK`) for this
+    transaction: shared (a writer of a key's state), or ``alone`` (a
+    change of levels)."""
+    if store.kind == 'postgresql':
+        store.execute('SELECT pg_advisory_xact_lock' +
+                      ('' if alone else '_shared') + '(?, ?)', LEVELS_LOCK)
+
+
 def _lock(store, keys):
     if store.kind == 'postgresql':
         for key in keys:
@@ -142,8 +164,9 @@ def update(store, case_ids):
     (:func:`rebuild`)."""
     if not case_ids or not has_state(store):
         return
-    # on PostgreSQL (a pipeline): the records and the levels in one round
-    # trip, the locks and the states in a second
+    # on PostgreSQL (a pipeline): the levels lock, the records and the
+    # levels in one round trip, the locks and the states in a second
+    _hold_levels(store)
     got = _records(store, case_ids, then=lambda: levels_of(store))
     by_key, levels = _series_records(got[0]), got[1]
     if not by_key:
@@ -238,20 +261,30 @@ def _write(store, states, found, stepped):
             'levels = excluded.levels, state = excluded.state'), states)
 
 
-def recorded_keys(store):
-    """Every history key recorded (the stored series columns: schema 6)."""
+def recorded_keys(store, fixed=()):
+    """Every history key recorded (the stored series columns: schema 6;
+    the table of the series: schema 9); ``fixed``: (column, value) pairs:
+    of the cases with those values only (schema 6-8: read through the
+    ``cases_series`` index, whose columns they start)."""
+    from ccl_health.db import series
     from ccl_health.judge.series import KEY, has_history
     cols = KEY + SERIES_COLUMNS
-    rows = store.query(f'SELECT DISTINCT {", ".join(cols)} FROM cases')
+    where = ' AND '.join(f'{c} = ?' for c, _ in fixed)
+    # schema 9: the table of the series (a row a key), never the cases
+    table = 'series' if series.ided(store) else 'cases'
+    rows = store.query(f'SELECT DISTINCT {", ".join(cols)} FROM {table}' +
+                       (f' WHERE {where}' if where else ''),
+                       tuple(v for _, v in fixed))
     return {k for k in (tuple(r[c] for c in cols) for r in rows)
             if has_history(k)}
 
 
 def stale_keys(store, levels=None):
     """The recorded keys whose state is missing or was made with other
-    levels (a database older than schema 8, an ``accept``, a
-    ``calibrate --db``): judged from their whole history at every read
-    until :func:`rejudge` or their next case keeps a state again."""
+    levels (a database older than schema 8, a level recorded by an older
+    ccl-health, without :func:`relevel`): judged from their whole history
+    at every read until :func:`rejudge` or their next case keeps a state
+    again.  Reads every key (``SELECT DISTINCT``)."""
     levels = levels or levels_of(store)
     keys = recorded_keys(store)
     return sorted(keys - set(fresh(store, keys, levels, states=False)),
@@ -262,14 +295,49 @@ def rejudge(store, keys, progress=None):
     """Judge each of ``keys`` from its whole history and keep its state
     and findings (:func:`rebuild`), one transaction a key (a stop keeps
     the keys done; a writer of the same key waits for it, or it for the
-    writer).  ``progress(done, total)`` after each key."""
-    levels = levels_of(store)
+    writer; a change of levels meanwhile is read by the keys after it).
+    ``progress(done, total)`` after each key."""
     for i, key in enumerate(keys, 1):
         with store.transaction():
+            _hold_levels(store)
             _lock(store, [key])
-            rebuild(store, key, levels)
+            rebuild(store, key)
         if progress:
             progress(i, len(keys))
+    return len(keys)
+
+
+def level_keys(store, rows):
+    """The recorded history keys that the level rows ``rows``
+    (acceptances, baselines: dicts with the fields of
+    :func:`ccl_health.judge.history.accepts`) name, their empty fields
+    matching anything: the keys whose levels (:meth:`Levels.fingerprint`)
+    they change.  Read from the table of the series (schema 9; before
+    it, by the ``cases_series`` index: a row of ``scripts/report accept``
+    or ``scripts/calibrate --db`` names every column of it but the node),
+    never from every case."""
+    names = H.KEY + ('kind',)
+    out = set()
+    for fields in {tuple(r.get(c) for c in names) for r in rows}:
+        out |= recorded_keys(store, [(c, v) for c, v in zip(names, fields)
+                                     if v is not None])
+    return sorted(out, key=key_text)
+
+
+def relevel(store, rows):
+    """In the transaction that writes (or undoes) the level rows ``rows``:
+    judge the keys they name (:func:`level_keys`) from their whole history
+    with the levels of now and keep their states and findings
+    (:func:`rejudge`'s :func:`rebuild`), so that none is left stale;
+    returns how many.  On PostgreSQL the levels lock is taken alone
+    (:func:`_hold_levels`): no writer steps a key meanwhile."""
+    if not rows or not has_state(store):
+        return 0
+    _hold_levels(store, alone=True)
+    keys = level_keys(store, rows)
+    levels = levels_of(store)
+    for key in keys:
+        rebuild(store, key, levels)
     return len(keys)
 
 

@@ -405,11 +405,11 @@ class Store:
             got = self.query(*insert(case, f'NOTHING RETURNING {back}'))
             updated = not got
             row = got[0] if got else self.query(*insert(
-                self._keep_env(case),
+                docs.keep_env(self, case),
                 f'UPDATE SET {updates} RETURNING {back}'))[0]
         else:
             updated = True
-            self.execute(*insert(self._keep_env(case),
+            self.execute(*insert(docs.keep_env(self, case),
                                  f'UPDATE SET {updates}'))
             row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
                              f'AND case_name = ?', (case.run_id,
@@ -434,26 +434,6 @@ class Store:
                 [(case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS)
                  for s in case.sizes])
         return case_id
-
-    def _keep_env(self, case):
-        """``case`` with the ``env`` keys already stored for it and not
-        given again (the check writes the node state, the run report's
-        later update of the case has only the job's variables)."""
-        if not case.env:
-            return case
-        from ccl_health.db import docs
-        old = docs.resolve(self, self.query(
-            'SELECT env_json, env_ref FROM cases WHERE run_id = ? AND '
-            'case_name = ?', (case.run_id, case.case_name)))
-        if not old or not old[0]['env_json']:
-            return case
-        try:
-            kept = json.loads(old[0]['env_json'])
-        except ValueError:
-            return case
-        if not isinstance(kept, dict) or set(kept) <= set(case.env):
-            return case
-        return dataclasses.replace(case, env={**kept, **case.env})
 
     # -- acceptances (scripts/report accept) ------------------------------
     def schema_version(self):
@@ -480,7 +460,10 @@ class Store:
 
     def accept(self, rows, who, reason):
         """Record acceptances: ``rows`` are dicts with ``run_id``,
-        ``run_time`` and :data:`ACCEPT_KEY` fields; returns their ids."""
+        ``run_time`` and :data:`ACCEPT_KEY` fields; returns their ids.
+        The keys they name are judged again in the same transaction
+        (:func:`ccl_health.db.state.relevel`)."""
+        from ccl_health.db import state
         ids = []
         with self.transaction():
             for row in rows:
@@ -493,10 +476,14 @@ class Store:
                              f'VALUES ({", ".join("?" * len(cols))})', vals)
                 ids.append(self.query(
                     'SELECT max(id) AS id FROM acceptances')[0]['id'])
+            state.relevel(self, rows)
         return ids
 
     def undo_acceptance(self, acc_id, who):
-        """Mark the acceptance ``acc_id`` undone; returns its row."""
+        """Mark the acceptance ``acc_id`` undone (the keys it named judged
+        again in the same transaction: :func:`ccl_health.db.state.
+        relevel`); returns its row."""
+        from ccl_health.db import state
         with self.transaction():
             rows = self.query('SELECT * FROM acceptances WHERE id = ?',
                               (acc_id,))
@@ -509,6 +496,7 @@ class Store:
                     f'{rows[0]["undone_by"]} at {rows[0]["undone_at"]}')
             self.execute('UPDATE acceptances SET undone_by = ?, '
                          'undone_at = ? WHERE id = ?', (who, now(), acc_id))
+            state.relevel(self, rows)
         return rows[0]
 
     # -- the news ledger (ccl_health.news) -------------------------------
@@ -575,7 +563,10 @@ class Store:
 
     def add_baselines(self, rows):
         """Record baselines (dicts with :data:`BASELINE_COLUMNS` but
-        ``created``), in one transaction; old rows are never changed."""
+        ``created``), in one transaction with the keys they name judged
+        again (:func:`ccl_health.db.state.relevel`); old rows are never
+        changed."""
+        from ccl_health.db import state
         cols = BASELINE_COLUMNS
         created = now()
         with self.transaction():
@@ -584,6 +575,7 @@ class Store:
                         created if c == 'created' else row[c] for c in cols]
                 self.execute(f'INSERT INTO baselines ({", ".join(cols)}) '
                              f'VALUES ({", ".join("?" * len(cols))})', vals)
+            state.relevel(self, rows)
         return len(rows)
 
     # -- reading --------------------------------------------------------
