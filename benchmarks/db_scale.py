@@ -203,18 +203,21 @@ def plans(url):
         queries['the newest cases, a page (report runs)'] = (
             'SELECT c.run_id FROM cases c WHERE (c.time, c.id) < (?, ?) '
             'ORDER BY c.time DESC, c.id DESC LIMIT 500', ('99999', 0))
-        queries['a kind\'s newest cases (report runs --kind)'] = (
-            'SELECT c.run_id FROM cases c WHERE c.kind = ? AND (c.time, '
-            'c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC LIMIT 500',
-            ('sweep', '99999', 0))
-        queries['a loose scan of the series (since, history, calibrate)'] = (
-            'SELECT transport AS v FROM cases WHERE system = ? AND '
-            'partition = ? AND kind = ? AND transport > ? ORDER BY '
-            'transport LIMIT 1', ('perlmutter', 'gpu', 'sweep', 'intra'))
+        for kind in ('sweep', 'health probe'):
+            queries[f'a kind\'s newest cases (report runs --kind: {kind})'] = (
+                f'SELECT c.run_id FROM cases c WHERE '
+                f'{reads._kind_where(db, kind)}(c.time, c.id) < (?, ?) '
+                f'ORDER BY c.time DESC, c.id DESC LIMIT 500',
+                (kind, '99999', 0))
+        queries['the series of a scope (since, history, calibrate, accept)'] \
+            = ('SELECT DISTINCT system, partition, kind, transport, '
+               'collective, nodes, ranks, algo, node FROM series WHERE '
+               'system = ? AND kind = ?', ('frontier', 'sweep'))
         queries['the nightly runs (news)'] = (
             "SELECT run_id, min(time) FROM cases WHERE run_id LIKE ? AND "
             "system || '' = ? AND kind IN ('sweep', 'framework', 'other') "
-            "GROUP BY run_id", ('nightly-%', 'perlmutter'))
+            "AND kind <> 'health probe' GROUP BY run_id",
+            ('nightly-%', 'frontier'))
         for what, (sql, args) in queries.items():
             if db.kind == 'sqlite':
                 lines = [r[3] for r in db.conn.execute(

@@ -182,7 +182,11 @@ def test_an_older_source_migrates_into_postgresql_with_its_series(
         assert _answers(url) == _answers(recorded)
         with store.open_store(url) as db:      # writing goes on
             db.add_case(tsp._case('run-29', 1.0))
+            db.add_case(tsp._case('run-28', 1.0))
             assert db.query('SELECT count(*) AS n FROM series')[0]['n'] == 28
+            # a series stored draws no id: 34 M checks a year would
+            assert db.query("SELECT last_value AS n FROM "
+                            "series_id_seq")[0]['n'] == 28
     finally:
         for _ in gen:
             pass

@@ -75,10 +75,16 @@ def put(store, key):
     values = _by_column(key)
     cols = ', '.join(COLUMNS + ('key',))
     marks = ', '.join('?' * (len(COLUMNS) + 1))
-    verb = 'INSERT OR IGNORE' if store.kind == 'sqlite' else 'INSERT'
-    tail = '' if store.kind == 'sqlite' else ' ON CONFLICT (key) DO NOTHING'
-    store.execute(f'{verb} INTO series ({cols}) VALUES ({marks}){tail}',
-                  tuple(values[c] for c in COLUMNS) + (text,))
+    params = tuple(values[c] for c in COLUMNS) + (text,)
+    if store.kind == 'sqlite':
+        store.execute(f'INSERT OR IGNORE INTO series ({cols}) VALUES '
+                      f'({marks})', params)
+    else:       # no id drawn from the sequence for a series stored
+        marks = ', '.join('CAST(? AS INTEGER)' if c in ('nodes', 'ranks')
+                          else 'CAST(? AS TEXT)' for c in COLUMNS + ('key',))
+        store.execute(f'INSERT INTO series ({cols}) SELECT {marks} WHERE '
+                      f'NOT EXISTS (SELECT 1 FROM series WHERE key = ?) ON '
+                      f'CONFLICT (key) DO NOTHING', params + (text,))
     return text
 
 
