@@ -560,6 +560,23 @@ def render(data):
             data['writers'], data.get('writers_before'),
             data.get('writers_machine'),
             [json.load(open(p)) for p in device])
+    up = data.get('upgrade')
+    if up:
+        out += ['## The upgrade to schema 9', '',
+                f'A schema-8 database of {up["cases"]:,} cases (Perlmutter, '
+                f'{up["nodes"]:,} nodes checked 10 times a day for '
+                f'{up["days"]} days, and its nights) opened for writing: the '
+                f'first writer fills the table of the series and every '
+                f'case\'s series id in its transaction (`ccl_health/db/'
+                f'series.py` `fill`).  ' + '; '.join(
+                    f'{be}: {up[be]["s"]} s ({up[be]["series"]:,} series)'
+                    for be in ('sqlite', 'postgresql') if be in up) +
+                '.  It grows with the cases (each row written once): at a '
+                'year of Frontier about ' + '; '.join(
+                    f'{be} {up[be]["s"] * 34_339_200 / up["cases"] / 60:.0f}'
+                    f' min' for be in ('sqlite', 'postgresql') if be in up) +
+                ' (extrapolated by the cases, not measured); PostgreSQL '
+                'leaves each old row version to VACUUM.', '']
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
     big = sets[-1] if sets else None
     if big:
@@ -574,8 +591,42 @@ def render(data):
     return '\n'.join(out) + '\n'
 
 
+def set_upgrade(args, work, pg, result):
+    """The first writer of a schema-8 database brings it to schema 9 (one
+    update a series: every case row written once): Perlmutter's checks of
+    --days days, as schema 8, opened for writing; on SQLite and on its
+    PostgreSQL copy (made schema 8 there too)."""
+    end = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    nodes = args.nodes or db_gen.MACHINES['perlmutter'][1]
+    path = fresh(os.path.join(work, 'upgrade.db'))
+    with store.open_store(path) as db:
+        db_gen.write_nights(db, 'perlmutter', args.days, end)
+        n = db_gen.write_checks(db, 'perlmutter', nodes, args.days, 10, end,
+                                batch=10000)
+    out = {'cases': n + 15 * args.days, 'days': args.days, 'nodes': nodes}
+    urls = [('sqlite', path)]
+    if pg:
+        url = pg.database('upgrade')
+        wall, rss, rc, line = timed([REPORT, '--db', path, 'migrate', '--to',
+                                     url])
+        urls.append(('postgresql', url))
+    for backend, url in urls:
+        with store.open_store(url) as db:
+            db_gen.as_schema_8(db)
+        t = time.perf_counter()
+        with store.open_store(url) as db:        # the first writer
+            assert db.schema_version() == store.SCHEMA_VERSION
+            series = db.query('SELECT count(*) AS n FROM series')[0]['n']
+        out[backend] = {'s': round(time.perf_counter() - t, 2),
+                        'series': series}
+        print(f'  {backend}: schema 8 -> 9 in {out[backend]["s"]} s '
+              f'({series} series, {out["cases"]} cases)', flush=True)
+    result['upgrade'] = out
+
+
 SETS = {'nights': set_nights, 'perlmutter': set_perlmutter,
-        'frontier': set_frontier, 'writers': set_writers}
+        'frontier': set_frontier, 'writers': set_writers,
+        'upgrade': set_upgrade}
 
 
 def main(argv=None):

@@ -48,22 +48,8 @@ def _copy(src, dst):
 
 
 def _as_schema_8(path):
-    """The database ``path`` (written by this version) as schema 8 left
-    it: no table of the series, no series id, the series index of ten
-    columns and the kind index of every kind."""
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute('DROP INDEX cases_by_series')
-        conn.execute('DROP INDEX cases_kind')
-        conn.execute('ALTER TABLE cases DROP COLUMN series_id')
-        conn.execute('DROP TABLE series')
-        for stmt in store._MIGRATIONS[6]:
-            if isinstance(stmt, str) and ('EXISTS cases_series ' in stmt or
-                                          'EXISTS cases_kind ' in stmt):
-                conn.execute(stmt)
-        conn.execute("UPDATE meta SET value = '8' WHERE key = "
-                     "'schema_version'")
-    conn.close()
+    with store.open_store(path) as db:
+        db_gen.as_schema_8(db)
     return path
 
 
