@@ -275,7 +275,19 @@ def set_nights(args, work, pg, result):
 def _checks(args, work, pg, result, machine, name):
     end = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     nodes = args.nodes or db_gen.MACHINES[machine][1]
-    path = fresh(os.path.join(work, f'{name}.db'))
+    path = os.path.join(work, f'{name}.db')
+    if args.reuse and os.path.exists(path):
+        # the database of an earlier run (its write as recorded then)
+        with open(args.json) as fp:
+            gen = json.load(fp)[name]['write_s']
+        with store.open_store(path, readonly=True) as db:
+            n = db.query("SELECT count(*) AS n FROM cases WHERE source = "
+                         "'health'")[0]['n']
+        measure(name, path, work, pg, result)
+        result[name].update(write_s=gen, checks=n, nodes=nodes,
+                            days=args.days, cases=n + 15 * args.days)
+        return
+    path = fresh(path)
     t = time.perf_counter()
     with store.open_store(path) as db:
         db_gen.write_nights(db, machine, args.days, end)
@@ -638,6 +650,9 @@ def main(argv=None):
     ap.add_argument('--work', help='folder for the databases (default: a '
                     'temporary one, removed)')
     ap.add_argument('--no-pg', action='store_true')
+    ap.add_argument('--reuse', action='store_true', help='measure the '
+                    'database a set wrote into --work before (its write '
+                    'time from --json), not a new one')
     ap.add_argument('--json', default=os.path.join(
         REPO, 'benchmarks', 'results', 'db_scale.json'))
     ap.add_argument('--out', default=os.path.join(

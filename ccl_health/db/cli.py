@@ -284,8 +284,10 @@ def cmd_db(args):
                 print(f'no drops against history in {scope} ({len(how)} '
                       f'key(s) judged, each as below)')
             # how each key is judged: against a baseline, on its history,
-            # or not yet (and why)
-            for line in how.values():
+            # or not yet (and why), in the order of the keys (the same
+            # every time)
+            for _, line in sorted(how.items(), key=lambda kv: tuple(
+                    (v is None, str(v)) for v in kv[0])):
                 print(line)
             return 1 if any(f.kind != 'recovery' for f in found) else 0
         elif args.db_cmd == 'report':

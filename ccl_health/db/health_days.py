@@ -53,6 +53,33 @@ def _window(since=None, until=None):
     return sql, params
 
 
+#: two ids of a window this far apart are read as two ranges (the
+#: measurements between them, of other cases, are not read)
+ID_GAP = 5000
+
+
+def _sizes(store, ids):
+    """``{case id: [(size, busbw)]}`` of the cases ``ids``: their
+    measurements read by ranges of ids (the unique index on case id and
+    size), each range a run of ids no more than :data:`ID_GAP` apart (a
+    window's cases are written together; one written later, a backfill,
+    is a range of its own)."""
+    want = set(ids)
+    ids = sorted(want)
+    out = {}
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i < len(ids) and ids[i] - ids[i - 1] <= ID_GAP:
+            continue
+        for case_id, size, busbw in store.execute(
+                'SELECT case_id, size, busbw FROM measurements WHERE '
+                'case_id >= ? AND case_id <= ?', (ids[start], ids[i - 1])):
+            if case_id in want:
+                out.setdefault(case_id, []).append((size, busbw))
+        start = i
+    return out
+
+
 def health_days(store, since=None, until=None):
     """One row per (:data:`GROUP`, day) of the health probes that measured
     a busbw: ``nodes`` (checked that day), ``median``, ``p10`` (nearest
@@ -64,28 +91,28 @@ def health_days(store, since=None, until=None):
     the day after the last (``YYYY-MM-DD``).  Oldest day first."""
     probe, params = _is_probe()
     window, more = _window(since, until)
-    # every probe of the window once per size it measured (once, with no
-    # size, when it measured nothing): its checks counted and its nodes'
-    # busbw gathered in the same pass
-    cur = store.execute(
+    # every probe of the window counted, and its sizes' busbw gathered
+    # (its measurements read by ranges of its ids: PostgreSQL joined them
+    # by hashing every measurement ever recorded, 1 s a day at a month of
+    # Frontier, more with every month)
+    probes = store.execute(
         f"""SELECT c.system, c.partition, c.transport, c.collective,
                    substr(c.time, 1, 10) AS day, c.id, c.verdict, c.ranks,
-                   c.nodelist, m.size, m.busbw
-            FROM cases c LEFT JOIN measurements m ON m.case_id = c.id
-            WHERE {probe}{window}""", params + more)
-    days, counts, seen = {}, {}, set()
+                   c.nodelist FROM cases c WHERE {probe}{window}""",
+        params + more).fetchall()
+    sizes = _sizes(store, [p[5] for p in probes])
+    days, counts = {}, {}
     for (system, partition, transport, collective, day, case_id, verdict,
-         ranks, node, size, busbw) in cur:
+         ranks, node) in probes:
         counted = (system, partition, transport, collective, day)
-        if case_id not in seen:
-            seen.add(case_id)
-            c = counts.setdefault(counted, [0, 0])
-            c[0] += 1
-            c[1] += verdict not in GOOD
-        if busbw is not None:
-            days.setdefault((system, partition, transport, collective,
-                             ranks, size, day), {}).setdefault(
-                node, []).append(busbw)
+        c = counts.setdefault(counted, [0, 0])
+        c[0] += 1
+        c[1] += verdict not in GOOD
+        for size, busbw in sizes.get(case_id, ()):
+            if busbw is not None:
+                days.setdefault((system, partition, transport, collective,
+                                 ranks, size, day), {}).setdefault(
+                    node, []).append(busbw)
     rows = []
     for (*group, day), nodes in days.items():
         values = sorted(statistics.median(v) for v in nodes.values())

@@ -232,9 +232,11 @@ def simulated_runs(store, since_hours=24, now=None):
     """``{run id: cases}`` of the simulated runs (``scripts/fleet
     --simulate --db``) in the last ``since_hours``: left out of
     :func:`failures`, named beside it."""
+    from ccl_health.judge.series import SIMULATED
     since = window_start(since_hours, now)
     out = {}
-    for c in reads.window_cases(store, since, columns=('run_id', 'time')):
+    for c in reads.window_cases(store, since, columns=('run_id', 'time'),
+                                run_prefix=SIMULATED):
         if simulated(c):
             out[c['run_id']] = out.get(c['run_id'], 0) + 1
     return out
@@ -327,6 +329,10 @@ def drop_lines(findings, cases):
             (None, id(f))
         groups.setdefault(k, []).append(f)
     lines = []
+    if hasattr(cases, 'query'):     # what changed, read for all at once
+        firsts = [fs[0] for k, fs in groups.items() if k[0] is not None]
+        read = dict(zip(map(id, firsts), reads.attribution_many(cases,
+                                                                firsts)))
     for k, fs in groups.items():
         if k[0] is None:
             lines.append(fs[0].line())
@@ -345,7 +351,8 @@ def drop_lines(findings, cases):
                 f'{format_size(worst.size)} {worst.value:.2f} GB/s vs '
                 f'baseline {worst.baseline.median:.2f} (-{pct:.0f}%, '
                 f'threshold {worst.threshold:.2f}, n={worst.baseline.n})')
-        lines += [f'    changed: {c}' for c in reads.changed(cases, fs[0])]
+        lines += [f'    changed: {c}' for c in reads.changed(
+            read[id(fs[0])] if hasattr(cases, 'query') else cases, fs[0])]
     return lines
 
 

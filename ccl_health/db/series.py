@@ -94,6 +94,18 @@ def where(key, alias='c'):
     return f'{alias}.series_id = {MARK}', [key_text(key)]
 
 
+def ids(store, keys):
+    """``{key text: id}`` of the stored series among ``keys``."""
+    texts = sorted({key_text(k) for k in keys})
+    out = {}
+    for i in range(0, len(texts), 500):
+        part = texts[i:i + 500]
+        out.update((r['key'], r['id']) for r in store.query(
+            f'SELECT id, key FROM series WHERE key IN '
+            f'({", ".join("?" * len(part))})', tuple(part)))
+    return out
+
+
 def distinct(store, columns, fixed):
     """The distinct tuples of ``columns`` (of :data:`COLUMNS`) of the
     series whose columns equal ``fixed`` (a value, or a tuple of the
