@@ -334,7 +334,10 @@ NOTES = [
     'was made with other levels (an acceptance, a calibration since): '
     'that key is judged from its whole history at read, the same findings '
     '(tests/test_db_state.py).  Their time grows with the keys and '
-    'findings of the window, not with the history.',
+    'findings of the window, not with the history.  What changed for each '
+    'drop is read for all of them together (`reads.attribution_many`: at '
+    'frontier-31d, 6,724 drops, 27,000 round trips before, 10 of '
+    'PostgreSQL\'s 12 s of `detect`).',
     '- the nightly\'s comparison and news: tonight\'s keys and the night '
     'compared with (the nightly runs by the kind-and-time index), their '
     'findings kept as above.',
@@ -342,7 +345,15 @@ NOTES = [
     ' the health checks counted in the database per day and group), the '
     'health checks\' findings of the last 24 hours; most of its time is '
     'its ~90 figures (matplotlib), whatever the history.',
-    '- `runs --last N`: read from the newest case back.',
+    '- `runs --last N`: read from the newest case back, a page at a time.',
+    '- a key\'s cases (schema 9): by its series\' integer id '
+    '(`cases_by_series`, the id read from the table of the series in the '
+    'same statement); the series of a scope (`since`, `history`, '
+    '`calibrate`, `accept`) from that table, a row a node and key.',
+    '- the probes\' days on the page: a day\'s probes by the time index, '
+    'their measurements by ranges of their ids (PostgreSQL joined them by '
+    'hashing every measurement ever recorded: 0.7 s a day at frontier-31d, '
+    'growing with the history; now 0.4 s).',
     '- Judging at write: each value once, from its key\'s state (the last '
     '30 healthy values and the drift detector\'s: a few hundred bytes a '
     'key and size); the write reads and writes one state row a key.  A '
@@ -354,6 +365,8 @@ NOTES = [
     '(benchmarks/results/page_scale.md).',
     '- The 64-writer p99: 44.3 and 44.7 ms with the database on 8 cores '
     'of its own behind 4 PgBouncer processes (one port, so_reuseport); '
+    'on schema 9, 43.4-46.6 ms in four runs (tests/fixtures/device/'
+    'db-writers/x2-4poolers-schema9-*); '
     'not under 50 ms with one PgBouncer (66.7 ms), directly (54-60 ms) or '
     'with the writers sharing the database\'s cores ("Concurrent writers" '
     'above).  No write failed or passed 2 s on PostgreSQL; SQLite gave up '
@@ -427,6 +440,16 @@ def page_table():
     return out + ['']
 
 
+def _case_rows(entry, checks):
+    """Bytes a check of the tables ``cases`` and ``measurements`` and
+    their indexes (SQLite: dbstat's; PostgreSQL: total relation sizes)."""
+    tables = entry['sizes'].get('tables', {})
+    return sum(v for t, v in tables.items() if t in (
+        'cases', 'measurements') or t.startswith((
+            'cases_', 'sqlite_autoindex_cases', 'measurements_',
+            'sqlite_autoindex_measurements'))) / checks
+
+
 def render(data):
     sets = [k for k in ('nights-1', 'nights-365') if k in data] + sorted(
         k for k in data if k.startswith('perlmutter')) + sorted(
@@ -455,7 +478,8 @@ def render(data):
             if be not in e:
                 continue
             r = e[be]['reads']
-            out.append(f'| {k} | {e.get("cases", "?"):,} | '
+            out.append(f'| {k} (schema {e.get("schema", 8)}) | '
+                       f'{e.get("cases", "?"):,} | '
                        f'{size if be == "sqlite" else ""} | {be} | ' +
                        ' | '.join(_cell(r.get(x)) for x in (
                            'failed', 'detect', 'runs', 'nightly', 'page')) +
@@ -479,8 +503,9 @@ def render(data):
     if checks:
         out += ['## Record size', '',
                 '| data | schema | checks | SQLite bytes a check | PostgreSQL '
-                'bytes a check | write (SQLite, bulk) |',
-                '|---|---|---|---|---|---|']
+                'bytes a check | a check\'s case and size rows, SQLite / '
+                'PostgreSQL | write (SQLite, bulk) |',
+                '|---|---|---|---|---|---|---|']
         for k in checks:
             e = data[k]
             n = e['checks']
@@ -488,13 +513,25 @@ def render(data):
             sq = (e['sqlite']['sizes']['bytes'] - night) / n
             pg = ((e['postgresql']['sizes']['bytes'] - 8 * 2**20 - night) / n
                   if 'postgresql' in e else None)
+            rows = ' / '.join(f'{_case_rows(e[be], n):,.0f}' for be in (
+                'sqlite', 'postgresql') if be in e)
             out.append(f'| {k} | {e.get("schema", 8)} | {n:,} | '
                        f'{sq:,.0f} | '
-                       f'{f"{pg:,.0f}" if pg else "-"} | {n / e["write_s"]:,.0f}'
-                       f' checks/s |')
+                       f'{f"{pg:,.0f}" if pg else "-"} | {rows} | '
+                       f'{n / e["write_s"]:,.0f} checks/s |')
         out += ['', 'A check\'s bytes: the file over its checks, less the '
                 'nights (~120 bytes a size row) and, for PostgreSQL, its '
-                'empty database (8 MiB); indexes included.  Schema 8: the '
+                'empty database (8 MiB); indexes included: with the 1 % '
+                'of failing checks\' whole detail (compressed, in `blobs`) '
+                'and every key\'s state and findings.  A check\'s case '
+                'and size rows: the tables `cases` and `measurements` and '
+                'their indexes over the cases (a healthy check\'s record; '
+                'the failing checks\' rows are of its size, their detail '
+                'referenced).  On PostgreSQL the unique index of a case\'s '
+                'run and name is half full (a health check\'s run id sorts '
+                'just before the nightly\'s: every insert lands left of them '
+                'and splits its page in two): 156 of its bytes at '
+                'frontier-31d, 86 where only checks are written.  Schema 8: the '
                 'series index of ten text columns, the kind index of every '
                 'case, the checks written in the order of the nodes (runs '
                 'of falling times, the worst fill of every time index); '
@@ -535,8 +572,8 @@ def render(data):
                                   data[k0][be]['reads']['page']['s']) /
                             (p1 - p0))
         out.append('')
-    fr = [k for k in sets if k.startswith('frontier') and
-          data[k].get('checks')]
+    fr = sorted((k for k in sets if k.startswith('frontier') and
+                 data[k].get('checks')), key=lambda k: data[k]['checks'])
     if fr:
         e = data[fr[-1]]
         n, nodes, days = e['checks'], e['nodes'], e['days']
@@ -590,7 +627,7 @@ def render(data):
                 ' (extrapolated by the cases, not measured); PostgreSQL '
                 'leaves each old row version to VACUUM.', '']
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
-    big = sets[-1] if sets else None
+    big = max(sets, key=lambda k: data[k].get('cases', 0)) if sets else None
     if big:
         out += [f'## Query plans ({big})', '']
         for be in ('sqlite', 'postgresql'):

@@ -79,7 +79,7 @@ def runs_from_store(db, system, partition, last=20):
     """Per configuration ``(transport, collective, nodes, ranks, algo)``,
     its last ``last`` healthy runs in the performance database (cases whose
     verdict is in :data:`FROM_STORE`), newest first: their case rows, each
-    with ``busbw``, ``{size: busbw}``.  Read by the ``cases_series`` index
+    with ``busbw``, ``{size: busbw}``.  Read by the series index
     (:func:`ccl_health.db.reads.series_keys`): each series' newest healthy
     cases, never the partition's whole history."""
     import heapq

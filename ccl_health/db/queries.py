@@ -376,7 +376,8 @@ PROBE = PROBE_KIND
 def scope_keys(store, transport, system=None, partition=None, node=None):
     """The series keys of the sweeps of ``transport`` (any: None) on
     ``system`` / ``partition``, or, with ``node``, of that node's health
-    probes: read by the ``cases_series`` index.  None recorded is an error
+    probes: read from the table of the series (schema 9; before it, by
+    the ``cases_series`` index).  None recorded is an error
     that says what is."""
     _check_scope(store, transport, system, partition)
     fixed = {c: v for c, v in (('transport', transport), ('system', system),

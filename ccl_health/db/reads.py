@@ -8,7 +8,8 @@
 * the history of a series key (:func:`key_history`,
   :mod:`ccl_health.db.keyreads`): its last :data:`LOOKBACK` cases before
   the window and every case from the window on, read through the
-  ``cases_series`` index (schema 6: the key's kind and node are columns);
+  series index (schema 6: ``cases_series``, the key's kind and node
+  columns; schema 9: ``cases_by_series``, the key's series id);
   a database older than schema 6 (read-only, not migrated) is read by the
   key's other columns and its kind and node sorted out there;
 * the findings of the runs of a window (:func:`window_findings`) or of one
@@ -449,7 +450,7 @@ def _exists(store, conds):
 def newest_cases(store, keys, n, columns=CASE_LIGHT):
     """``(cases, complete)``: the newest ``n`` cases of the series
     ``keys`` together, newest first (by their recorded time, as the
-    database orders it), each key's read through ``cases_series`` with
+    database orders it), each key's read through the series index with
     ``LIMIT n``; ``complete``: they are every case of the keys."""
     import heapq
     import itertools
