@@ -225,32 +225,18 @@ def attribution_cases(store, finding):
     """The case rows (with ``env_json``) that
     :func:`ccl_health.judge.attribution.attribute` compares for ``finding``:
     the flagged run's case of its key, the first of a drift's, and the
-    key's last passing case before them; oldest first."""
-    mine = of_key(finding.key)
-    out = [c for c in run_cases(store, finding.run_id, CASE_ATTRIBUTED)
-           if mine(c)]
-    if not out:
-        return []
-    before = out[0]['time']
-    if finding.since_run:
-        first = [c for c in run_cases(store, finding.since_run,
-                                      CASE_ATTRIBUTED) if mine(c)]
-        out += first
-        before = first[0]['time'] if first else \
-            finding.since_time or before
-    out += key_cases_before(store, finding.key, before, 1, CASE_ATTRIBUTED,
-                            verdict='pass')
-    return sorted(out, key=lambda c: (c['time'], c['id']))
+    key's last passing case before them; oldest first
+    (:func:`attribution_many` of the one finding)."""
+    return attribution_many(store, [finding])[0]
 
 
 def attribution_many(store, findings, batch=500):
-    """:func:`attribution_cases` of each of ``findings`` (a list, in its
-    order), read together: the cases of their runs by run id, 500 a
+    """The rows of :func:`attribution_cases` of each of ``findings`` (a
+    list, in its order), read together: the cases of their runs by run id, 500 a
     query, and each key's last passing case before its finding, ``batch``
-    keys a query (:func:`_last_passing`); every document resolved once.  The same rows as one
-    :func:`attribution_cases` a finding, in a few round trips instead of
-    four a finding (``report detect`` lists thousands of a
-    machine's drops)."""
+        keys a query (:func:`_last_passing`); every document resolved once: a
+    few round trips, not four a finding (``report detect`` lists
+    thousands of a machine's drops)."""
     cols = with_refs(store, CASE_ATTRIBUTED)
     runs = sorted({r for f in findings for r in (f.run_id, f.since_run)
                    if r})
