@@ -100,13 +100,11 @@ def _write_series(dst, made):
     """The series numbered while the cases of a source older than schema
     9 were copied (``{key text: (id, series key)}``); returns how many."""
     from ccl_health.db import series
-    from ccl_health.judge.series import KEY
-    names = KEY + ('kind', 'node')
     with dst.conn.cursor().copy(
             f'COPY series (id, {", ".join(series.COLUMNS)}, key) FROM '
             f'STDIN') as copy:
         for text, (sid, key) in made.items():
-            by = dict(zip(names, series.normal(key)))
+            by = series.by_column(key)
             copy.write_row((sid,) + tuple(by[c] for c in series.COLUMNS) +
                            (text,))
     _sequence(dst, 'series')

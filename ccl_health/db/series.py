@@ -61,7 +61,7 @@ def key_text(key):
     return json.dumps(list(normal(key)))
 
 
-def _by_column(key):
+def by_column(key):
     """``{column: value}`` of a series key."""
     from ccl_health.judge.series import KEY
     return dict(zip(KEY + ('kind', 'node'), normal(key)))
@@ -72,7 +72,7 @@ def put(store, key):
     transaction; sent without waiting on PostgreSQL's pipeline); returns
     its key text, the parameter of :data:`MARK`."""
     text = key_text(key)
-    values = _by_column(key)
+    values = by_column(key)
     cols = ', '.join(COLUMNS + ('key',))
     marks = ', '.join('?' * (len(COLUMNS) + 1))
     params = tuple(values[c] for c in COLUMNS) + (text,)

@@ -269,10 +269,11 @@ def recorded_keys(store, fixed=()):
     from ccl_health.db import series
     from ccl_health.judge.series import KEY, has_history
     cols = KEY + SERIES_COLUMNS
+    if series.ided(store):    # the table of the series (a row a key)
+        return {k for k in series.distinct(store, cols, dict(fixed))
+                if has_history(k)}
     where = ' AND '.join(f'{c} = ?' for c, _ in fixed)
-    # schema 9: the table of the series (a row a key), never the cases
-    table = 'series' if series.ided(store) else 'cases'
-    rows = store.query(f'SELECT DISTINCT {", ".join(cols)} FROM {table}' +
+    rows = store.query(f'SELECT DISTINCT {", ".join(cols)} FROM cases' +
                        (f' WHERE {where}' if where else ''),
                        tuple(v for _, v in fixed))
     return {k for k in (tuple(r[c] for c in cols) for r in rows)
