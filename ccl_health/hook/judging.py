@@ -87,58 +87,40 @@ def _timed_out(probe, got, what, limit):
                                         limit))
 
 
-def output_attempt(text, logs, exit_status, *, parse=None, benign=(),
-                   result=None):
-    """One attempt of an all_reduce probe from what it left: its output
+def output_attempt(text, logs, exit_status, *, parse=None, result=None):
+    """One attempt of an all_reduce probe from what it left (the case
+    assembler's :func:`ccl_health.judge.assemble.attempt`): its output
     ``text`` (``result``: already parsed), its exit status and its NCCL
     debug logs (``logs``; the NCCL lines of the output count too): the
-    transport proof of every rank of the output's header, the WARN lines
-    (``benign``: the site's ``[(pattern, why)]``) and the ranks'
-    versions.  No GPU needed: the cross-door matrix calls it on captures."""
-    from ccl_health.evidence import debuglog, nccltests
-    from ccl_health.evidence import warns as W
-    from ccl_health.judge.evidence import Attempt
-    res = result if result is not None else (parse or nccltests.parse)(text)
-    logs = list(logs or [])
-    ev = debuglog.read_evidence(logs) if logs else debuglog.Evidence()
-    debuglog.feed_lines(ev, (text or '').splitlines(), source='stdout')
-    proof = debuglog.prove('intra', ev, nodes=1,
-                           expected_ranks=getattr(res, 'nranks', None))
-    warn_list, versions = W.read_logs(logs, text or '', 'stdout', benign)
-    return Attempt(res, exit_status, None, proof, ev, warn_list,
-                   rank_versions=versions)
+    transport asked, ``intra``, proven on every rank of the output's
+    header.  No GPU needed: the cross-door matrix calls it on
+    captures."""
+    from ccl_health.judge import assemble
+    return assemble.attempt(text, logs, exit_status, result=result,
+                            parse=parse, transport='intra', nodes=1)
 
 
 def probe_evidence(attempts, size, gpus, entry, missing_reference='',
                    site=None, judge_bandwidth=True, node=None):
     """The one case of a probe (an all_reduce on ``gpus``, every attempt
-    of it): intra-node, one node, ``len(gpus)`` GPUs, the one ``size``
-    asked, the reference ``entry`` for that key (or why none); the bound
-    of an impossible busbw from the NVLink links of ``gpus`` in the node
-    state ``node`` (NVML) where it has them."""
-    from ccl_health.judge import ceiling as bounds
-    from ccl_health.judge.evidence import CaseEvidence
-    transports = getattr(site, 'transports', None) or {}
-    ceiling, source = bounds.bound(
-        'intra', nodes=1, site_transport=transports.get('intra'),
-        links=bounds.links_of_node(node, gpus))
+    of it) from the case assembler (:func:`ccl_health.judge.assemble.
+    case`): intra-node, one node, ``len(gpus)`` GPUs, the one ``size``
+    asked, the reference ``entry`` for that key (or why none), the site's
+    benign WARNs and ceilings; the bound of an impossible busbw from the
+    NVLink links of ``gpus`` in the node state ``node`` (NVML) where it
+    has them (the node's state itself is the hook's to judge:
+    :func:`with_node_state`)."""
+    from ccl_health.judge import assemble
     if entry is not None and size in entry.busbw:
         # the key the hook asks for is the entry at its one size (a program
         # that prints more sizes is judged on them all for everything else)
         entry = dataclasses.replace(entry, busbw={size: entry.busbw[size]})
-    return CaseEvidence(
-        what=f'all_reduce on GPUs {gpus_text(gpus)}', transport='intra',
-        collective='all_reduce', nodes=1, gpus_per_node=len(gpus),
-        ranks=len(gpus), expected_sizes=[size], attempts=list(attempts),
-        judge_bandwidth=judge_bandwidth, reference=entry,
-        missing_reference=missing_reference, ceiling_gbps=ceiling,
-        ceiling_source=source,
-        benign_warns=benign_of(site))
-
-
-def benign_of(site):
-    from ccl_health.evidence import warns as W
-    return W.benign_patterns(getattr(site, 'benign_warns', None) or ())
+    return assemble.case(
+        attempts, what=f'all_reduce on GPUs {gpus_text(gpus)}',
+        transport='intra', collective='all_reduce', nodes=1,
+        gpus_per_node=len(gpus), ranks=len(gpus), expected_sizes=[size],
+        site=site, node=node, gpus=gpus, reference=entry,
+        missing_reference=missing_reference, judge_bandwidth=judge_bandwidth)
 
 
 def gpus_text(gpus):
@@ -147,7 +129,7 @@ def gpus_text(gpus):
 
 
 def probe_attempt(got, launcher, what, limit=None, program=None,
-                  logs=(), benign=()):
+                  logs=()):
     """What one run of a probe left (``got``:
     :class:`ccl_health.hook.run.Outcome`) as an attempt: a launcher that
     could not start, a limit too short to start (``launch_error``:
@@ -174,8 +156,7 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
         return Attempt(res, got.returncode, launch_error=(
             f'{" ".join(launcher)} could not start all_reduce_perf for '
             f'{what} (exit {got.returncode}): {last}'))
-    return output_attempt(got.output, logs, got.returncode, result=res,
-                          benign=benign)
+    return output_attempt(got.output, logs, got.returncode, result=res)
 
 
 def not_started_attempt(what, limit=None):
