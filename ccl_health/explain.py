@@ -181,7 +181,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     from_log = None if transport_asked else transport.asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
-    proof, proof_doc = None, None
+    proof_doc = None
     if asked is None:
         why = ('no NCCL debug log among the files' if not logs and
                not ev.via else 'no channel lines in the debug logs')
@@ -198,13 +198,14 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         elif not transport_asked:
             notes.append(f'--transport not given: judged as the transport '
                          f'the logs prove ({asked})')
-        # not given: the proof reads the ask from the log itself
-        proof = assemble.PROVE
+    # proven by the assembler (not given: the proof reads the ask from the
+    # log itself), unless the ask cannot be named
     att = assemble.attempt(
         stdout, [p for p, _ in logs], exit_status, result=res,
         source=source, debug=ev, transport=transport_asked, nodes=nodes or 1,
-        proof=_Unproven(proof_doc['reason']) if proof is None else proof)
-    if proof is not None:
+        proof=assemble.PROVE if proof_doc is None else
+        _Unproven(proof_doc['reason']))
+    if proof_doc is None:
         proof = att.proof
         proof_doc = {'asked': proof.asked, 'proven': proof.proven,
                      'ok': proof.ok, 'reason': proof.reason}

@@ -370,3 +370,29 @@ def test_the_site_silences_only_the_line_it_names(tmp_path):
     got = through_every_door(tmp_path, 'net-socket', text, other,
                              site=site_with_benign())
     assert set(got.values()) == {'crash'}, got
+
+
+def test_a_case_is_assembled_in_one_place():
+    """No module but the case assembler builds the judge's evidence
+    (a ``CaseEvidence`` or an ``Attempt``): a door that did would read
+    the run its own way again (as the fleet's steps read WARN lines
+    without the site's ``benign_warns``)."""
+    import ast
+    root = os.path.join(REPO, 'ccl_health')
+    found = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != '__pycache__']
+        for f in files:
+            if not f.endswith('.py'):
+                continue
+            path = os.path.join(top, f)
+            with open(path) as fp:
+                tree = ast.parse(fp.read(), path)
+            for n in ast.walk(tree):
+                func = getattr(n, 'func', None)
+                name = getattr(func, 'id', None) or getattr(func, 'attr',
+                                                            None)
+                if isinstance(n, ast.Call) and name in ('CaseEvidence',
+                                                        'Attempt'):
+                    found.append(os.path.relpath(path, REPO))
+    assert found and set(found) == {'ccl_health/judge/assemble.py'}, found

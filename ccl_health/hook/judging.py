@@ -135,16 +135,17 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
     could not start, a limit too short to start (``launch_error``:
     could not check), a program that started and stopped progressing
     (``killed``: a hang), else its output, exit status and logs."""
-    from ccl_health.judge.evidence import Attempt
+    from ccl_health.judge import assemble
     if got.not_started:
-        return Attempt(launch_error=f'cannot start the launcher '
-                                    f'{launcher[0]!r}: {got.not_started}')
+        return assemble.unrun(launch_error=f'cannot start the launcher '
+                                           f'{launcher[0]!r}: '
+                                           f'{got.not_started}')
     if got.timed_out:
         from ccl_health.judge import node
         if got.started:     # the judge names the hang from the kill
-            return Attempt(killed=node.unfinished(what, got.seconds))
-        return Attempt(launch_error=node.stopped(what, False, got.seconds,
-                                                 limit)[1])
+            return assemble.unrun(killed=node.unfinished(what, got.seconds))
+        return assemble.unrun(launch_error=node.stopped(
+            what, False, got.seconds, limit)[1])
     res = program.parse(got.output) if program is not None else None
     lines = [ln.strip() for ln in got.output.strip().splitlines()
              if ln.strip()]
@@ -153,18 +154,18 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
             res is not None and not res.rows and not res.errors and
             not got.started):
         # nothing of nccl-tests' own: the launcher or the program never ran
-        return Attempt(res, got.returncode, launch_error=(
+        return assemble.unrun(
             f'{" ".join(launcher)} could not start all_reduce_perf for '
-            f'{what} (exit {got.returncode}): {last}'))
+            f'{what} (exit {got.returncode}): {last}', result=res,
+            exit_status=got.returncode)
     return output_attempt(got.output, logs, got.returncode, result=res)
 
 
 def not_started_attempt(what, limit=None):
     """The limit left no time to start a probe: could not check, naming
     the limit."""
-    from ccl_health.judge import node
-    from ccl_health.judge.evidence import Attempt
-    return Attempt(launch_error=node.no_time(what, limit)[1])
+    from ccl_health.judge import assemble, node
+    return assemble.unrun(launch_error=node.no_time(what, limit)[1])
 
 
 def line_reason(reason, where=''):

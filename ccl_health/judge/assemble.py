@@ -79,6 +79,14 @@ def attempt(stdout='', logs=(), exit_status=None, *, result=None,
                    launch_error, rank_versions=versions)
 
 
+def unrun(launch_error=None, killed=None, result=None, exit_status=None):
+    """An attempt that left nothing to read: the program never ran
+    (``launch_error``: could not check; ``result``: what the launcher
+    printed instead, with its ``exit_status``), or it was stopped from
+    outside before it said anything (``killed``: a hang)."""
+    return Attempt(result, exit_status, killed, launch_error=launch_error)
+
+
 def benign_of(site):
     """``[(regex, why, overrides)]`` of the site's ``benign_warns``
     (:func:`ccl_health.evidence.warns.benign_patterns`); ``()`` without a
