@@ -28,6 +28,7 @@ import dataclasses
 
 from ccl_health.evidence import debuglog, nccltests
 from ccl_health.evidence import warns as W
+from ccl_health.evidence.proof import prove
 from ccl_health.judge import ceiling as bounds
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 
@@ -71,9 +72,8 @@ def attempt(stdout='', logs=(), exit_status=None, *, result=None,
     if proof is PROVE:
         proof = None
         if proof_required or logs or ev.via:
-            proof = debuglog.prove(transport, ev, nodes=nodes or 1,
-                                   expected_ranks=getattr(result, 'nranks',
-                                                          None))
+            proof = prove(transport, ev, nodes=nodes or 1,
+                          expected_ranks=getattr(result, 'nranks', None))
     warn_list, versions = W.read_logs(logs, stdout or '', source)
     return Attempt(result, exit_status, killed, proof, ev, warn_list,
                    launch_error, rank_versions=versions)
