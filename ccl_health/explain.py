@@ -27,10 +27,8 @@ from ccl_health.evidence import nccltests
 from ccl_health.judge import reference
 from ccl_health.evidence import debuglog as transport
 from ccl_health.judge import verdicts as V
-from ccl_health.judge import ceiling as bounds
+from ccl_health.judge import assemble
 from ccl_health.judge import judge as judge_mod
-from ccl_health.judge.evidence import Attempt, CaseEvidence
-from ccl_health.evidence import warns
 from ccl_health.units import format_size
 from ccl_health.helptext import Formatter
 
@@ -76,28 +74,16 @@ def _read(path):
             from None
 
 
-def _prove(asked, ev, nodes, expected_ranks=None):
-    return transport.prove(asked, ev, nodes=nodes,
-                           expected_ranks=expected_ranks)
-
-
-def _log_only(files, kinds, logs, nodes, transport_asked):
+def _log_only(files, kinds, logs, nodes, transport_asked, site=None):
     """The explanation of debug logs given alone: the transport they
     prove; bandwidth is not judged (could-not-check)."""
-    ev = transport.read_evidence([p for p, _ in logs])
+    paths = [p for p, _ in logs]
+    ev = assemble.evidence(paths)
     hosts = list(ev.hosts)
     nodes = nodes or len(hosts) or ev.nnodes_seen or 1
-    proof = _prove(transport_asked, ev, nodes)
-    said = (f'proven {proof.proven}' if proof.ok else
-            f'{"fallback to " + proof.proven if proof.proven else "not proven"}')
-    why = proof.reason.replace('the transport is not proven: ', '', 1)
-    reason = (f'could not check: debug log only: transport {said}: '
-              f'{why}; bandwidth not judged (no nccl-tests / '
-              f'rccl-tests output among the files)')
     # the judge's verdict of a case with no output: a fatal WARN fails it,
     # and so does an error the job printed into its log ("NCCL error in:
     # ... remote process exited"), judged as the run's reported error
-    warn_list, rank_versions = warns.read_logs([p for p, _ in logs])
     parsed = [nccltests.parse_text(t) for _, t in logs]
     errors = [e for r in parsed for e in r.errors
               if not nccltests._NCCL_LOG.search(e)]
@@ -107,10 +93,17 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
         said_res.errors = errors
         # an operation that timed out (PyTorch's watchdog) is a hang
         said_res.timed_out = any(r.timed_out for r in parsed)
-    judged = judge_mod.judge(CaseEvidence(
-        what='the run', transport=proof.asked, nodes=nodes,
-        attempts=[Attempt(said_res, None, None, proof, ev, warn_list,
-                          rank_versions=rank_versions)]))
+    att = assemble.attempt(logs=paths, result=said_res, debug=ev,
+                           transport=transport_asked, nodes=nodes)
+    proof = att.proof
+    said = (f'proven {proof.proven}' if proof.ok else
+            f'{"fallback to " + proof.proven if proof.proven else "not proven"}')
+    why = proof.reason.replace('the transport is not proven: ', '', 1)
+    reason = (f'could not check: debug log only: transport {said}: '
+              f'{why}; bandwidth not judged (no nccl-tests / '
+              f'rccl-tests output among the files)')
+    judged = judge_mod.judge(assemble.case(
+        [att], transport=proof.asked, nodes=nodes, site=site))
     verdict = V.Verdict.COULD_NOT_CHECK
     if judged.verdict.failed:
         verdict = judged.verdict
@@ -140,8 +133,10 @@ def _log_only(files, kinds, logs, nodes, transport_asked):
 
 def explain(files, *, system=None, partition=None, reference_file=None,
             transport_asked=None, nodes=None, gpus_per_node=None,
-            collective=None, exit_status=None, refdir=None):
-    """The explanation of one run as a dict (what ``--json`` prints)."""
+            collective=None, exit_status=None, refdir=None, site=None):
+    """The explanation of one run as a dict (what ``--json`` prints);
+    ``site`` (:class:`ccl_health.sitedata.site.Site`): its benign WARNs
+    and ceilings, as the suite's own runs are judged."""
     outputs, jsons, logs, watched = [], [], [], []
     kinds, unrecognised = {}, []
     for path in files:
@@ -165,7 +160,8 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             f'{len(outputs)} text outputs and {len(jsons)} JSON files)')
     if not outputs and not jsons:
         if logs:
-            return _log_only(files, kinds, logs, nodes, transport_asked)
+            return _log_only(files, kinds, logs, nodes, transport_asked,
+                             site)
         raise CclHealthError(f'{files[0]}: no nccl-tests / rccl-tests output '
                              f'among the files')
     stdout = outputs[0][1] if outputs else ''
@@ -176,10 +172,8 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         res = nccltests.parse(stdout, jsons[0][1] if jsons else None, origin)
 
     # the transport, from the logs and the NCCL lines of the output
-    ev = transport.read_evidence([p for p, _ in logs])
-    if stdout:
-        transport.feed_lines(ev, stdout.splitlines(),
-                             source=outputs[0][0])
+    source = outputs[0][0] if outputs else ''
+    ev = assemble.evidence([p for p, _ in logs], stdout, source)
     hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
     # host names where the lines carry them (NCCL's nNodes counts host
     # hashes: NCCL_HOSTID splits one host), else the log's own node count
@@ -187,7 +181,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     from_log = None if transport_asked else transport.asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
-    proof, proof_doc = None, None
+    proof_doc = None
     if asked is None:
         why = ('no NCCL debug log among the files' if not logs and
                not ev.via else 'no channel lines in the debug logs')
@@ -204,9 +198,15 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         elif not transport_asked:
             notes.append(f'--transport not given: judged as the transport '
                          f'the logs prove ({asked})')
-        # not given: prove() reads the ask from the log itself
-        proof = _prove(transport_asked, ev, nodes or 1,
-                       expected_ranks=res.nranks)
+    # proven by the assembler (not given: the proof reads the ask from the
+    # log itself), unless the ask cannot be named
+    att = assemble.attempt(
+        stdout, [p for p, _ in logs], exit_status, result=res,
+        source=source, debug=ev, transport=transport_asked, nodes=nodes or 1,
+        proof=assemble.PROVE if proof_doc is None else
+        _Unproven(proof_doc['reason']))
+    if proof_doc is None:
+        proof = att.proof
         proof_doc = {'asked': proof.asked, 'proven': proof.proven,
                      'ok': proof.ok, 'reason': proof.reason}
 
@@ -283,21 +283,11 @@ def explain(files, *, system=None, partition=None, reference_file=None,
 
     # the verdict: the judge's, from this run's evidence
     what = res.collective or 'the run'
-    warn_list, rank_versions = warns.read_logs(
-        [p for p, _ in logs], stdout, outputs[0][0] if outputs else '')
-    ceiling, ceiling_from = bounds.bound(asked, nodes=nodes)
     states = _node_states(watched)
-    evidence = CaseEvidence(
-        what=what, transport=asked, collective=coll, nodes=nodes,
-        gpus_per_node=gpn, ranks=ranks,
-        attempts=[Attempt(res, exit_status, None, proof, ev, warn_list,
-                          rank_versions=rank_versions)],
-        node_states=states, reference=entry,
-        missing_reference=ref_doc['reason'] or key,
-        ceiling_gbps=ceiling, ceiling_source=ceiling_from)
-    if proof is None:
-        evidence.attempts[0].proof = _Unproven(proof_doc['reason'])
-    judged = judge_mod.judge(evidence)
+    judged = judge_mod.judge(assemble.case(
+        [att], what=what, transport=asked, collective=coll, nodes=nodes,
+        gpus_per_node=gpn, ranks=ranks, site=site, node_states=states,
+        reference=entry, missing_reference=ref_doc['reason'] or key))
     v, reason = judged.verdict, judged.reason
     if exit_status is None and v is V.Verdict.COULD_NOT_CHECK and \
             'exit status' in reason:
@@ -454,7 +444,10 @@ def build_parser():
     p.add_argument('--json', action='store_true',
                    help='print a machine-readable document')
     p.add_argument('--system', help='the system whose reference/<system>.yaml '
-                   'to judge against (CCL_HEALTH_REFERENCE_DIR)')
+                   'to judge against (CCL_HEALTH_REFERENCE_DIR), and whose '
+                   'site/<system>.yaml, where there is one, says which NCCL '
+                   'WARN lines are benign and the busbw ceilings '
+                   '(CCL_HEALTH_SITE_DIR)')
     p.add_argument('--partition', help='the partition of --system whose '
                    'reference applies')
     p.add_argument('--reference', metavar='FILE',
@@ -471,6 +464,20 @@ def build_parser():
     p.add_argument('--exit-status', type=int,
                    help="the program's exit status (unknown: never a pass)")
     return p
+
+
+def system_site(system):
+    """The site file of ``system`` (``site/<system>.yaml`` of
+    ``$CCL_HEALTH_SITE_DIR`` or the shipped ones) where there is one: its
+    benign WARNs and ceilings judge the run; None without ``--system`` or
+    without a site file for it.  A broken site file is an error."""
+    import os
+    from ccl_health.sitedata import site as site_data
+    if not system or os.sep in system or \
+            not os.path.isfile(os.path.join(resources.site_dir(),
+                                                     f'{system}.yaml')):
+        return None
+    return site_data.load(resources.site_dir(), system)
 
 
 def _positive(text):
@@ -498,13 +505,14 @@ def main(argv=None):
             print(f'explain: --reference: {err}', file=sys.stderr)
             return V.EXIT_UNJUDGED
     try:
+        site = system_site(args.system)
         doc = explain(args.files, system=args.system,
                       partition=args.partition,
                       reference_file=args.reference,
                       transport_asked=args.transport, nodes=args.nodes,
                       gpus_per_node=args.gpus_per_node,
                       collective=args.collective,
-                      exit_status=args.exit_status)
+                      exit_status=args.exit_status, site=site)
     except CclHealthError as err:
         print(f'explain: {err}', file=sys.stderr)
         return V.EXIT_UNJUDGED

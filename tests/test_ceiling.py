@@ -114,7 +114,8 @@ def test_garbage_is_wrong_results_in_every_door(tmp_path, damage):
                                                        '-3.10'),
     }[damage]
     got = _door_verdicts(tmp_path, damaged)
-    assert set(got) == {'explain', 'sweep', 'ingest', 'fleet', 'hook'}
+    assert set(got) == {'assembler', 'explain', 'sweep', 'ingest', 'fleet',
+                        'hook'}
     assert set(got.values()) == {'wrong-results'}, got
 
 

@@ -1,22 +1,29 @@
-"""The cross-door fault matrix (issue 19): real captures x every damaging
-mutation (tests/mutations.py: the output faults of issue 11 and the
-judge's classes 4-6) through every door that judges a case:
+"""The cross-door fault matrix (issues 19 and 37): real captures x every
+damaging mutation (tests/mutations.py: the output faults of issue 11 and
+the judge's classes 4-6) through the one case assembler
+(:mod:`ccl_health.judge.assemble`: what a run left, the transport asked,
+the site, the node's state and the reference in, the judge's evidence
+out) and every door that judges a case, each a thin adapter around it:
 
+* the assembler itself, called with what the run left (the oracle the
+  doors are held to);
 * ``scripts/explain`` (:func:`ccl_health.explain.explain`);
-* the sweep's judging path (:func:`ccl_health.rfm.sweep.sweep_evidence`,
-  what ``CollectiveSweepBase._judge`` calls, without ReFrame; the whole
+* the sweep's adapter (:func:`ccl_health.rfm.sweep.sweep_evidence`, what
+  ``CollectiveSweepBase._judge`` calls, without ReFrame; the whole
   ReFrame path is tests/test_fault_matrix.py and one replay case below);
 * ingest (:func:`ccl_health.db.recorder.case_verdict` of the judged
-  verdict with :func:`~ccl_health.db.recorder.sizes_from_sweep`);
+  verdict with :func:`~ccl_health.db.recorder.sizes_from_sweep`: it
+  records what the sweep judged and assembles nothing);
 * a fleet step (:func:`ccl_health.fleet.run.judge_step`, with the
   capture's debug logs, the reference file and proof asked);
-* the node health hook, for the intra-node captures (its judging path
+* the node health hook, for the intra-node captures (its adapter
   without GPUs: :func:`ccl_health.hook.judging.output_attempt` of the
   probe's output and debug logs, :func:`~ccl_health.hook.judging.
   probe_evidence` of the hook's key at its size, then the judge).
 
-Every door must give the same verdict name, and none may pass a damaged
-input; the undamaged and harmlessly prefixed captures pass everywhere."""
+Every door must give the assembler's verdict name, and none may pass a
+damaged input; the undamaged and harmlessly prefixed captures pass
+everywhere.  A site's ``benign_warns`` reach every door alike."""
 
 import glob
 import os
@@ -30,11 +37,12 @@ from conftest import REPO
 
 from ccl_health import explain
 from ccl_health.db import recorder
-from ccl_health.evidence import debuglog, nccltests
+from ccl_health.evidence import nccltests
 from ccl_health.fleet.config import FleetConfig
 from ccl_health.fleet.run import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
-from ccl_health.judge import reference
+from ccl_health.judge import assemble, reference
+from ccl_health.sitedata import site as site_data
 from ccl_health.judge.judge import judge
 from ccl_health.units import size_sweep
 
@@ -57,46 +65,52 @@ def capture(name):
 
 
 def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None,
-                       clean_text=None):
+                       clean_text=None, site=None):
     """``{door: verdict name}`` of one (damaged) output (``docs``: a dict
     that receives explain's whole document under ``'explain'``;
     ``clean_text``: the undamaged output whose sizes were asked, by default
-    the capture of ``transport``).  The hook's door only for an intra-node
-    output that reaches the hook's probe size."""
+    the capture of ``transport``; ``site``: the site every door is given).
+    The hook's door only for an intra-node output that reaches the hook's
+    probe size."""
     out = tmp_path / 'all_reduce.out'
     out.write_text(text)
     doc = explain.explain([str(out), *logs], system='local',
                           partition='gpu', transport_asked=transport,
                           nodes=1, gpus_per_node=2, exit_status=rc,
-                          refdir=REFDIR)
+                          refdir=REFDIR, site=site)
     if docs is not None:
         docs['explain'] = doc
     res = nccltests.parse(text)
-    ev = debuglog.read_evidence(logs)
-    debuglog.feed_lines(ev, text.splitlines(), source=str(out))
-    proof = debuglog.prove(transport, ev, nodes=1)
     entry = reference.load_for_system(REFDIR, 'local').lookup(
         'gpu', transport, 'all_reduce', 1, 2)
     clean = nccltests.parse_text(clean_text or
                                  capture(CAPTURE_OF[transport])[0])
     sizes = size_sweep(clean.min_bytes, clean.max_bytes, clean.step)
+    assembled = judge(assemble.case(
+        [assemble.attempt(text, logs, rc, source=str(out),
+                          transport=transport, nodes=1)],
+        what='all_reduce_perf', transport=transport, collective='all_reduce',
+        nodes=1, gpus_per_node=2, expected_sizes=sizes, site=site,
+        reference=entry))
     swept = judge(sweep_evidence(
-        res, rc, proof, entry, what='all_reduce_perf', transport=transport,
+        res, rc, entry, what='all_reduce_perf', transport=transport,
         collective='all_reduce', nodes=1, gpus_per_node=2, algo='default',
-        sizes_run=sizes, exact=True, debug=ev, log_paths=logs,
-        stdout_path=str(out)))
+        sizes_run=sizes, exact=True, log_paths=logs, stdout_path=str(out),
+        site=site))
     ingested = recorder.case_verdict(
         str(swept.verdict), recorder.sizes_from_sweep(res, entry))
     cfg = FleetConfig(transport=transport, tasks_per_node=2,
                       reference=os.path.join(REFDIR, 'local.yaml'),
                       reference_partition='gpu', prove_transport=True)
     fleet = judge_step(Raw(Step('group', ('vm',), 60), rc, text,
-                           debug_logs=logs), clean.max_bytes, 60, cfg)[0]
-    got = {'explain': doc['verdict'], 'sweep': str(swept.verdict),
-           'ingest': ingested, 'fleet': str(fleet)}
+                           debug_logs=logs), clean.max_bytes, 60, cfg,
+                       site)[0]
+    got = {'assembler': str(assembled.verdict), 'explain': doc['verdict'],
+           'sweep': str(swept.verdict), 'ingest': ingested,
+           'fleet': str(fleet)}
     if transport == 'intra' and clean.max_bytes >= HOOK_SIZE:
         # the hook checks the node's own GPUs at its probe size
-        got['hook'] = str(hook_judge([(text, rc)], logs).verdict)
+        got['hook'] = str(hook_judge([(text, rc)], logs, site).verdict)
     return got
 
 
@@ -104,7 +118,7 @@ def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None,
 HOOK_SIZE = 1 << 30
 
 
-def hook_judge(outputs, logs):
+def hook_judge(outputs, logs, site=None):
     """The hook's judgement of one all_reduce probe on GPUs 0,1 whose
     attempts left ``outputs`` (``[(text, exit status)]``), each with the
     capture's debug logs: one case, every attempt in it."""
@@ -113,7 +127,7 @@ def hook_judge(outputs, logs):
     atts = [hook_judging.output_attempt(text, logs, rc)
             for text, rc in outputs]
     return judge(hook_judging.probe_evidence(atts, HOOK_SIZE, (0, 1),
-                                             entry))
+                                             entry, site=site))
 
 
 CAPTURE_OF = {'intra': 'intra', 'net-socket': 'net-socket'}
@@ -179,7 +193,7 @@ def test_a_network_warn_on_an_intra_case_passes_every_door(tmp_path, case,
 def test_the_hook_door_is_there(tmp_path):
     text, logs = capture('intra')
     got = through_every_door(tmp_path, 'intra', text, logs)
-    assert got['hook'] == 'pass' and len(got) == 5
+    assert got['hook'] == 'pass' and len(got) == 6
 
 
 def test_nonzero_exit_after_a_complete_table_is_a_crash_everywhere(tmp_path):
@@ -283,3 +297,102 @@ def test_debug_logs_of_another_library_prove_nothing_in_any_door(tmp_path,
     assert set(got.values()) == {'could-not-check'}, got
     assert "print NCCL 2.27.7, the output's library is 2.28.3" in \
         docs['explain']['reason'], docs
+
+
+# -- the site's benign WARNs reach every door (issue 37) ----------------------
+
+#: a WARN of a fatal class (``connection``: NCCL's socket code returns an
+#: error after it) that a site may know to be harmless on its machines
+TEARDOWN_WARN = ('socketProgress: Connection closed by remote peer '
+                 'vm<41234>')
+#: the site's word for it (``site/local.yaml`` plus this item)
+BENIGN_ITEM = ('benign_warns:\n'
+               '- pattern: "^socketProgress: Connection closed by remote '
+               'peer vm<"\n'
+               '  overrides: connection\n'
+               '  why: the launcher ends the ranks unevenly at teardown\n')
+
+
+def site_with_benign():
+    path = os.path.join(REPO, 'site', 'local.yaml')
+    with open(path) as fp:
+        text = fp.read()
+    return site_data.parse(text + BENIGN_ITEM, path)
+
+
+def logs_with_warn(tmp_path, logs):
+    """The capture's debug logs, the second rank's with the WARN line
+    appended (as NCCL's logger writes it)."""
+    out = []
+    for i, path in enumerate(logs):
+        text = open(path).read()
+        if i == 1:
+            pid = re.search(r'\.(\d+)\.log$', path).group(1)
+            text += f'vm:{pid}:{pid} [1] NCCL WARN {TEARDOWN_WARN}\n'
+        dest = tmp_path / os.path.basename(path)
+        dest.write_text(text)
+        out.append(str(dest))
+    return out
+
+
+@pytest.mark.parametrize('cap', CAPTURES)
+def test_a_warn_the_site_declares_benign_passes_every_door(tmp_path, cap):
+    """The same run, the same WARN: without the site every door fails it
+    alike; with the site's ``benign_warns`` every door passes it (the
+    fleet's pair and group steps read the WARN lines without the site
+    before the one assembler, and failed it)."""
+    text, logs = capture(cap)
+    warned = logs_with_warn(tmp_path, logs)
+    bare = through_every_door(tmp_path, cap, text, warned)
+    assert set(bare.values()) == {'crash'}, bare
+    docs = {}
+    got = through_every_door(tmp_path, cap, text, warned,
+                             site=site_with_benign(), docs=docs)
+    assert set(got.values()) == {'pass'}, got
+    assert len(got) == (6 if cap == 'intra' else 5), got
+    assert 'benign: the launcher ends the ranks unevenly' in \
+        docs['explain']['reason'], docs['explain']['reason']
+
+
+def test_the_site_silences_only_the_line_it_names(tmp_path):
+    """Another line of the same fatal class is still a crash in every
+    door, with the site given."""
+    text, logs = capture('net-socket')
+    other = []
+    for i, path in enumerate(logs):
+        body = open(path).read()
+        if i == 1:
+            body += ('vm:1:1 [1] NCCL WARN socketProgress: Connection closed '
+                     'by remote peer node07<41234>\n')
+        dest = tmp_path / os.path.basename(path)
+        dest.write_text(body)
+        other.append(str(dest))
+    got = through_every_door(tmp_path, 'net-socket', text, other,
+                             site=site_with_benign())
+    assert set(got.values()) == {'crash'}, got
+
+
+def test_a_case_is_assembled_in_one_place():
+    """No module but the case assembler builds the judge's evidence
+    (a ``CaseEvidence`` or an ``Attempt``): a door that did would read
+    the run its own way again (as the fleet's steps read WARN lines
+    without the site's ``benign_warns``)."""
+    import ast
+    root = os.path.join(REPO, 'ccl_health')
+    found = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != '__pycache__']
+        for f in files:
+            if not f.endswith('.py'):
+                continue
+            path = os.path.join(top, f)
+            with open(path) as fp:
+                tree = ast.parse(fp.read(), path)
+            for n in ast.walk(tree):
+                func = getattr(n, 'func', None)
+                name = getattr(func, 'id', None) or getattr(func, 'attr',
+                                                            None)
+                if isinstance(n, ast.Call) and name in ('CaseEvidence',
+                                                        'Attempt'):
+                    found.append(os.path.relpath(path, REPO))
+    assert found and set(found) == {'ccl_health/judge/assemble.py'}, found

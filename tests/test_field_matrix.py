@@ -176,17 +176,14 @@ def through_every_door(tmp_path, field, text):
     except CclHealthError:      # scripts/explain: one line, exit 2
         verdict = 'error: not an output'
     res = nccltests.parse(text)
-    ev = debuglog.read_evidence(field.logs)
-    debuglog.feed_lines(ev, text.splitlines(), source=str(out))
-    proof = debuglog.prove(t, ev, nodes=field.nodes)
     entry = reference.load_for_system(refdir, 'field').lookup(
         'gpu', t, field.collective, field.nodes, field.gpus_per_node)
     swept = judge(sweep_evidence(
-        res, 0, proof, entry, what=f'{field.collective}_perf', transport=t,
+        res, 0, entry, what=f'{field.collective}_perf', transport=t,
         collective=field.collective, nodes=field.nodes,
         gpus_per_node=field.gpus_per_node, algo='default',
-        sizes_run=field.sizes(), exact=True, debug=ev,
-        log_paths=field.logs, stdout_path=str(out)))
+        sizes_run=field.sizes(), exact=True, log_paths=field.logs,
+        stdout_path=str(out)))
     ingested = recorder.case_verdict(
         str(swept.verdict), recorder.sizes_from_sweep(res, entry))
     got = {'explain': verdict, 'sweep': str(swept.verdict),

@@ -205,6 +205,10 @@ if any(faults.get(n) == 'hang' for n in nodes):
     time.sleep(3600)
 if any(faults.get(n) == 'crash' for n in nodes):
     print('NCCL error'); sys.exit(1)
+if faults.get(node) == 'warn':
+    # a WARN of a fatal class, printed by this node's rank at teardown
+    print(f'{node}:{os.getpid()}:1 [0] NCCL WARN socketProgress: Connection '
+          f'closed by remote peer {node}<41234>', flush=True)
 if os.environ['SLURM_PROCID'] == '0':
     sys.stdout.write(table(1 << 20, 40.0, len(nodes)))
 '''
@@ -285,34 +289,45 @@ os.execvpe(args[0], args, env)
 '''
 
 
-def test_outside_an_allocation_one_salloc_then_steps_inside(fake_slurm):
-    tmp = fake_slurm
+def _salloc_world(tmp, states='n1 idle\\nn2 idle\\nn3 idle\\nn4 idle\\n'
+                               'n5 idle'):
+    """The stand-in salloc, sinfo (``states``: what it prints, printf's
+    escapes) and a logging scontrol."""
     bin_ = tmp / 'bin'
     (bin_ / 'salloc').write_text(FAKE_SALLOC)
     (bin_ / 'sinfo').write_text('#!/bin/sh\necho "$@" >> "$LOG"\nprintf '
-                                '"n1 idle\\nn2 mix\\nn3 idle\\nn4 idle\\n'
-                                'n5 idle\\nn6 drain\\n"\n')
+                                f'"{states}\\\\n"\n')
     (bin_ / 'scontrol').write_text(
         '#!/bin/sh\necho "$@" >> "$LOG"\n'
         'if [ "$1" = show ]; then echo "$3" | tr , "\\n"; fi\n')
     for f in ('salloc', 'sinfo', 'scontrol'):
         (bin_ / f).chmod(0o755)
+
+
+#: a site whose fleet runs the stand-in probe
+MINI_SITE = textwrap.dedent('''\
+    system: mini
+    transports:
+      net-socket:
+        env: {NCCL_NET_PLUGIN: none}
+    fleet:
+      transport: net-socket
+      size: 1M
+      node_limit: 3
+      round_limit: 3
+      grace: 1
+      groups: [3]
+      node_probe: [probe, node, --json, '{json}']
+      step_probe: [probe, step, -b, '{size}', -T, '{timeout}']
+    ''')
+
+
+def test_outside_an_allocation_one_salloc_then_steps_inside(fake_slurm):
+    tmp = fake_slurm
+    _salloc_world(tmp, 'n1 idle\\nn2 mix\\nn3 idle\\nn4 idle\\nn5 idle\\n'
+                       'n6 drain')
     site = tmp / 'mini.yaml'
-    site.write_text(textwrap.dedent('''\
-        system: mini
-        transports:
-          net-socket:
-            env: {NCCL_NET_PLUGIN: none}
-        fleet:
-          transport: net-socket
-          size: 1M
-          node_limit: 3
-          round_limit: 3
-          grace: 1
-          groups: [3]
-          node_probe: [probe, node, --json, '{json}']
-          step_probe: [probe, step, -b, '{size}', -T, '{timeout}']
-        '''))
+    site.write_text(MINI_SITE)
     p = fleet('--partition', 'batch', '--site', str(site), '--drain',
               '--output', str(tmp / 'out'), '--json', str(tmp / 's.json'),
               cwd=tmp, env={'LOG': str(tmp / 'log'), 'FAULTS': 'n3=crash',
@@ -328,6 +343,39 @@ def test_outside_an_allocation_one_salloc_then_steps_inside(fake_slurm):
     assert 'update nodename=n3 state=drain' in log
     steps = os.listdir(tmp / 'out' / 'fleet' / s['run_id'] / 'steps')
     assert any(f.endswith('-group.cmd') for f in steps)
+
+
+@pytest.mark.parametrize('declared', [True, False])
+def test_a_warn_the_site_declares_benign_drains_no_node(fake_slurm,
+                                                        declared):
+    """Issue 37: a WARN the site's ``benign_warns`` declares harmless (the
+    hook and the sweep pass it) in the pair and group steps of n3: every
+    node healthy, nothing drained.  Without the site's word the same WARN
+    fails n3's steps, and ``--drain`` drains n3 alone."""
+    tmp = fake_slurm
+    _salloc_world(tmp)
+    site = tmp / 'mini.yaml'
+    site.write_text(MINI_SITE + (textwrap.dedent('''\
+        benign_warns:
+        - pattern: "^socketProgress: Connection closed by remote peer n\\\\d+<"
+          overrides: connection
+          why: the launcher ends the ranks unevenly at teardown
+        ''') if declared else ''))
+    p = fleet('--partition', 'batch', '--site', str(site), '--drain',
+              '--output', str(tmp / 'out'), '--json', str(tmp / 's.json'),
+              cwd=tmp, env={'LOG': str(tmp / 'log'), 'FAULTS': 'n3=warn',
+                            'PATH': os.environ['PATH']})
+    s = json.loads((tmp / 's.json').read_text())
+    log = (tmp / 'log').read_text()
+    if declared:
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert s['bad'] == {} and s['drained'] == [], s
+        assert s['healthy'] == ['n1', 'n2', 'n3', 'n4', 'n5']
+        assert 'state=drain' not in log
+    else:
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert set(s['bad']) == {'n3'} and s['drained'] == ['n3'], s
+        assert 'update nodename=n3 state=drain' in log
 
 
 def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):

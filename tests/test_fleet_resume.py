@@ -279,3 +279,49 @@ def test_a_fleet_run_records_each_nodes_last_check(tmp_path):
         'n01': 'pass', 'n02': 'straggler', 'n03': 'fail',
         'n04': 'could-not-check'}
     assert resumestate.timeline(state) == {}       # no events, no rows
+
+
+# -- the pair check judged as every fleet step (issue 37) ---------------------
+
+
+class WarnSched(FakeSched):
+    """:class:`FakeSched` whose pair step also prints a WARN of a fatal
+    class (``connection``) at teardown."""
+
+    def run(self, steps):
+        out = super().run(steps)
+        for raw in out:
+            if raw.step.kind == 'pair':
+                raw.stdout = ('n02:7:7 [0] NCCL WARN socketProgress: '
+                              'Connection closed by remote peer n01<41234>\n'
+                              + raw.stdout)
+        return out
+
+
+@pytest.mark.parametrize('declared', [True, False])
+def test_the_resume_pair_check_is_judged_with_the_site(tmp_path, declared):
+    """Issue 37: the pair check of ``--resume`` is a fleet pair step,
+    judged with the fleet's configuration and the site's ``benign_warns``
+    like every other: a WARN the site declares harmless lets the node
+    back; without the site's word it keeps it drained."""
+    from ccl_health.sitedata import site as site_data
+    site = site_data.parse(
+        'system: mini\ntransports:\n  net-socket:\n    env: '
+        '{NCCL_NET_PLUGIN: none}\n' + (
+            'benign_warns:\n- pattern: "^socketProgress: Connection closed '
+            'by remote peer n01<"\n  overrides: connection\n  why: the '
+            'partner exits first at teardown\n' if declared else ''),
+        'mini.yaml')
+    _passed(tmp_path, 'n01')
+    sl = FakeSlurm('n01|idle|none\nn02|drain|ccl-health: isolate: crash '
+                   'GPU 0\n')
+    s = resume.Resume(FleetConfig(resume_passes=1, transport='net-socket'),
+                      str(tmp_path), 'batch', slurm=sl,
+                      make_scheduler=lambda resv: WarnSched(),
+                      log=lambda _: None, site=site).run()
+    if declared:
+        assert s['resumed'] == ['n02'] and not sl.drains, s
+    else:
+        assert s['resumed'] == [] and 'n02' in sl.drains, s
+        assert 'crash' in str(s['rounds']), s['rounds']
+

@@ -393,7 +393,7 @@ def run_resume(args, site, cfg, run_id):
     with held() as stops:
         r = resume.Resume(cfg, out_dir, args.partition, args.nodelist,
                           slurm=sim, make_scheduler=make_scheduler,
-                          stops=stops)
+                          stops=stops, site=site)
         summary = r.run()
         summary['run_id'] = f'resume-{run_id}'
         summary['simulated'] = sim is not None
@@ -556,7 +556,8 @@ def _main(argv, prog):
         return allocate(args, argv, cfg, run_id, run_dir)
     os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
     summary = Fleet(nodes, sched, cfg, unavailable=unavailable,
-                    actions=site.actions if site else None).run()
+                    actions=site.actions if site else None,
+                    site=site).run()
     summary['run_id'] = run_id
     summary['simulated'] = bool(args.simulate)
     summary['system'] = site.system if site else (args.system or '')

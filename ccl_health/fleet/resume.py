@@ -174,7 +174,8 @@ class Resume:
     of the caller (else the run holds the stops itself)."""
 
     def __init__(self, cfg, output_dir, partition=None, nodelist=None,
-                 slurm=None, make_scheduler=None, log=None, stops=None):
+                 slurm=None, make_scheduler=None, log=None, stops=None,
+                 site=None):
         if slurm is None:
             from ccl_health.fleet import slurm
         self.slurm = slurm
@@ -185,6 +186,8 @@ class Resume:
         self.make_scheduler = make_scheduler
         self.log = log or (lambda t: print(t, file=sys.stderr, flush=True))
         self.stops = stops
+        #: the site: its benign WARNs and ceilings judge the pair check
+        self.site = site
         #: the nodes resumed into the reservation (drained again on a stop)
         self.under_check = set()
 
@@ -353,7 +356,8 @@ class Resume:
                 if node_js[n].ok and partner:
                     step = Step('pair', (n, partner), cfg.limit('pair', 2))
                     raw = sched.run([step])[0]
-                    v, why, bw = judge_step(raw, cfg.size_bytes, step.limit)
+                    v, why, bw = judge_step(raw, cfg.size_bytes, step.limit,
+                                            cfg, self.site)
                     pair_j = Judged(step, v, why, bw, raw.started,
                                     raw.seconds)
                     summary['rounds'].append(self._round(

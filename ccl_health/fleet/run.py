@@ -116,16 +116,17 @@ def judge_node(raw: Raw, limit: float):
 
 
 def judge_step(raw: Raw, size: int, limit: float,
-               cfg: Optional[FleetConfig] = None):
+               cfg: Optional[FleetConfig] = None, site=None):
     """``(verdict, reason, busbw)`` of one pair or group step: its evidence
-    (:func:`step_evidence`) judged by :func:`ccl_health.judge.judge.judge`.
+    (:func:`step_evidence`, with the ``site``'s benign WARNs and ceilings)
+    judged by :func:`ccl_health.judge.judge.judge`.
     The fleet's relative rules (stragglers, isolation) come after, on the
     steps that passed."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     if raw.killed:
         return (*node_judge.killed(f'{what} did not finish', limit), None)
-    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what))
+    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what, site))
     if j.verdict is not Verdict.PASS:
         return j.verdict, j.reason, None
     row = j.attempt and [f for f in j.findings if f.size == size]
@@ -139,9 +140,12 @@ class Fleet:
     def __init__(self, nodes: Sequence[str], scheduler, cfg: FleetConfig,
                  log: Optional[Callable[[str], None]] = None,
                  unavailable: Optional[Dict[str, str]] = None,
-                 actions: Optional[Dict[str, str]] = None):
+                 actions: Optional[Dict[str, str]] = None, site=None):
         #: the site's ``actions:`` block (:mod:`ccl_health.judge.actions`)
         self.site_actions = dict(actions or {})
+        #: the site (:class:`ccl_health.sitedata.site.Site`, or None): its
+        #: benign WARNs and ceilings judge every step
+        self.site = site
         #: the verdict of a bad node's node check (fleet-named: none)
         self.bad_verdict: Dict[str, Verdict] = {}
         self.nodes = plan.sort_nodes(nodes)
@@ -182,7 +186,7 @@ class Fleet:
                 v, why, bw = judge_node(raw, raw.step.limit)
             else:
                 v, why, bw = judge_step(raw, self.cfg.size_bytes,
-                                        raw.step.limit, self.cfg)
+                                        raw.step.limit, self.cfg, self.site)
             j = Judged(raw.step, v, why, bw, raw.started - self.t0,
                        raw.seconds)
             out.append(j)

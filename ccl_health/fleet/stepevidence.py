@@ -8,7 +8,6 @@ from typing import Any, Dict
 
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.config import FleetConfig
-from ccl_health.judge.evidence import Attempt, CaseEvidence
 
 
 #: srun's own failures: the step never ran its program (no evidence
@@ -56,38 +55,29 @@ def _reference_entry(cfg, nodes):
     return entry, ''
 
 
-def step_evidence(raw, size: int, cfg: FleetConfig, what: str):
-    """The evidence of one pair / group step: its table, exit status, the
-    transport proven from its debug log (``raw.debug_logs``, and the NCCL
-    lines of its stdout) and its reference key for that many nodes.
+def step_evidence(raw, size: int, cfg: FleetConfig, what: str, site=None):
+    """The fleet step's adapter to the case assembler
+    (:mod:`ccl_health.judge.assemble`): the step's table (stdout), exit
+    status, debug logs (``raw.debug_logs``, and the NCCL lines of its
+    stdout), srun's own failure, the fleet's transport and reference key
+    for that many nodes, and the site (its ``benign_warns`` and ceilings,
+    as in every other door).
 
     Without a debug log the transport is could-not-check only where the
     fleet asks for proof (``prove_transport``); without a reference
     (``reference``) the bandwidth is left to the relative rules."""
-    from ccl_health.evidence import debuglog, warns
-    from ccl_health.judge import ceiling as bounds
-    result = raw.result
-    if result is None:
-        result = nccltests.parse_text(raw.stdout or '')
-    logs = list(raw.debug_logs or [])
-    ev = debuglog.read_evidence(logs) if logs else debuglog.Evidence()
-    if raw.stdout:
-        debuglog.feed_lines(ev, raw.stdout.splitlines(), source='stdout')
-    proof = None
-    if logs or ev.via:
-        proof = debuglog.prove(cfg.transport, ev,
-                               nodes=len(raw.step.nodes) or 1)
-    warn_list, versions = warns.read_logs(logs, raw.stdout or '', 'stdout')
-    entry, missing = _reference_entry(cfg, len(raw.step.nodes))
-    ceiling, where = bounds.bound(cfg.transport,
-                                  nodes=len(raw.step.nodes) or 1)
-    return CaseEvidence(
-        what=what, transport=cfg.transport, collective='all_reduce',
-        nodes=len(raw.step.nodes), gpus_per_node=cfg.tasks_per_node,
-        expected_sizes=[size],
-        attempts=[Attempt(result, raw.code, None, proof, ev, warn_list,
-                          srun_failure(raw), rank_versions=versions)],
+    from ccl_health.judge import assemble
+    nodes = len(raw.step.nodes)
+    att = assemble.attempt(
+        raw.stdout or '', raw.debug_logs, raw.code, result=raw.result,
+        parse=nccltests.parse_text, transport=cfg.transport,
+        nodes=nodes or 1, proof_required=bool(cfg.prove_transport),
+        launch_error=srun_failure(raw))
+    entry, missing = _reference_entry(cfg, nodes)
+    return assemble.case(
+        [att], what=what, transport=cfg.transport, collective='all_reduce',
+        nodes=nodes, gpus_per_node=cfg.tasks_per_node,
+        expected_sizes=[size], site=site,
         proof_required=bool(cfg.prove_transport),
         judge_bandwidth=bool(cfg.reference), reference=entry,
-        missing_reference=missing, ceiling_gbps=ceiling,
-        ceiling_source=where)
+        missing_reference=missing)

@@ -315,7 +315,7 @@ def _check(settings, environ, before, found, work):
     def one(p, iters):
         return run_probe(p, binary, run_settings.launcher,
                          probe_env(env, gpus, vis, p), deadline, iters, work,
-                         program, run_settings.limit, site, judge_probe)[0]
+                         program, run_settings.limit, judge_probe)[0]
 
     env['CCL_HEALTH_RUN_ID'] = settings.run_id   # the probes' ranks are ours
     tries = []

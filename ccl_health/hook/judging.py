@@ -87,58 +87,40 @@ def _timed_out(probe, got, what, limit):
                                         limit))
 
 
-def output_attempt(text, logs, exit_status, *, parse=None, benign=(),
-                   result=None):
-    """One attempt of an all_reduce probe from what it left: its output
+def output_attempt(text, logs, exit_status, *, parse=None, result=None):
+    """One attempt of an all_reduce probe from what it left (the case
+    assembler's :func:`ccl_health.judge.assemble.attempt`): its output
     ``text`` (``result``: already parsed), its exit status and its NCCL
     debug logs (``logs``; the NCCL lines of the output count too): the
-    transport proof of every rank of the output's header, the WARN lines
-    (``benign``: the site's ``[(pattern, why)]``) and the ranks'
-    versions.  No GPU needed: the cross-door matrix calls it on captures."""
-    from ccl_health.evidence import debuglog, nccltests
-    from ccl_health.evidence import warns as W
-    from ccl_health.judge.evidence import Attempt
-    res = result if result is not None else (parse or nccltests.parse)(text)
-    logs = list(logs or [])
-    ev = debuglog.read_evidence(logs) if logs else debuglog.Evidence()
-    debuglog.feed_lines(ev, (text or '').splitlines(), source='stdout')
-    proof = debuglog.prove('intra', ev, nodes=1,
-                           expected_ranks=getattr(res, 'nranks', None))
-    warn_list, versions = W.read_logs(logs, text or '', 'stdout', benign)
-    return Attempt(res, exit_status, None, proof, ev, warn_list,
-                   rank_versions=versions)
+    transport asked, ``intra``, proven on every rank of the output's
+    header.  No GPU needed: the cross-door matrix calls it on
+    captures."""
+    from ccl_health.judge import assemble
+    return assemble.attempt(text, logs, exit_status, result=result,
+                            parse=parse, transport='intra', nodes=1)
 
 
 def probe_evidence(attempts, size, gpus, entry, missing_reference='',
                    site=None, judge_bandwidth=True, node=None):
     """The one case of a probe (an all_reduce on ``gpus``, every attempt
-    of it): intra-node, one node, ``len(gpus)`` GPUs, the one ``size``
-    asked, the reference ``entry`` for that key (or why none); the bound
-    of an impossible busbw from the NVLink links of ``gpus`` in the node
-    state ``node`` (NVML) where it has them."""
-    from ccl_health.judge import ceiling as bounds
-    from ccl_health.judge.evidence import CaseEvidence
-    transports = getattr(site, 'transports', None) or {}
-    ceiling, source = bounds.bound(
-        'intra', nodes=1, site_transport=transports.get('intra'),
-        links=bounds.links_of_node(node, gpus))
+    of it) from the case assembler (:func:`ccl_health.judge.assemble.
+    case`): intra-node, one node, ``len(gpus)`` GPUs, the one ``size``
+    asked, the reference ``entry`` for that key (or why none), the site's
+    benign WARNs and ceilings; the bound of an impossible busbw from the
+    NVLink links of ``gpus`` in the node state ``node`` (NVML) where it
+    has them (the node's state itself is the hook's to judge:
+    :func:`with_node_state`)."""
+    from ccl_health.judge import assemble
     if entry is not None and size in entry.busbw:
         # the key the hook asks for is the entry at its one size (a program
         # that prints more sizes is judged on them all for everything else)
         entry = dataclasses.replace(entry, busbw={size: entry.busbw[size]})
-    return CaseEvidence(
-        what=f'all_reduce on GPUs {gpus_text(gpus)}', transport='intra',
-        collective='all_reduce', nodes=1, gpus_per_node=len(gpus),
-        ranks=len(gpus), expected_sizes=[size], attempts=list(attempts),
-        judge_bandwidth=judge_bandwidth, reference=entry,
-        missing_reference=missing_reference, ceiling_gbps=ceiling,
-        ceiling_source=source,
-        benign_warns=benign_of(site))
-
-
-def benign_of(site):
-    from ccl_health.evidence import warns as W
-    return W.benign_patterns(getattr(site, 'benign_warns', None) or ())
+    return assemble.case(
+        attempts, what=f'all_reduce on GPUs {gpus_text(gpus)}',
+        transport='intra', collective='all_reduce', nodes=1,
+        gpus_per_node=len(gpus), ranks=len(gpus), expected_sizes=[size],
+        site=site, node=node, gpus=gpus, reference=entry,
+        missing_reference=missing_reference, judge_bandwidth=judge_bandwidth)
 
 
 def gpus_text(gpus):
@@ -147,22 +129,23 @@ def gpus_text(gpus):
 
 
 def probe_attempt(got, launcher, what, limit=None, program=None,
-                  logs=(), benign=()):
+                  logs=()):
     """What one run of a probe left (``got``:
     :class:`ccl_health.hook.run.Outcome`) as an attempt: a launcher that
     could not start, a limit too short to start (``launch_error``:
     could not check), a program that started and stopped progressing
     (``killed``: a hang), else its output, exit status and logs."""
-    from ccl_health.judge.evidence import Attempt
+    from ccl_health.judge import assemble
     if got.not_started:
-        return Attempt(launch_error=f'cannot start the launcher '
-                                    f'{launcher[0]!r}: {got.not_started}')
+        return assemble.unrun(launch_error=f'cannot start the launcher '
+                                           f'{launcher[0]!r}: '
+                                           f'{got.not_started}')
     if got.timed_out:
         from ccl_health.judge import node
         if got.started:     # the judge names the hang from the kill
-            return Attempt(killed=node.unfinished(what, got.seconds))
-        return Attempt(launch_error=node.stopped(what, False, got.seconds,
-                                                 limit)[1])
+            return assemble.unrun(killed=node.unfinished(what, got.seconds))
+        return assemble.unrun(launch_error=node.stopped(
+            what, False, got.seconds, limit)[1])
     res = program.parse(got.output) if program is not None else None
     lines = [ln.strip() for ln in got.output.strip().splitlines()
              if ln.strip()]
@@ -171,19 +154,18 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
             res is not None and not res.rows and not res.errors and
             not got.started):
         # nothing of nccl-tests' own: the launcher or the program never ran
-        return Attempt(res, got.returncode, launch_error=(
+        return assemble.unrun(
             f'{" ".join(launcher)} could not start all_reduce_perf for '
-            f'{what} (exit {got.returncode}): {last}'))
-    return output_attempt(got.output, logs, got.returncode, result=res,
-                          benign=benign)
+            f'{what} (exit {got.returncode}): {last}', result=res,
+            exit_status=got.returncode)
+    return output_attempt(got.output, logs, got.returncode, result=res)
 
 
 def not_started_attempt(what, limit=None):
     """The limit left no time to start a probe: could not check, naming
     the limit."""
-    from ccl_health.judge import node
-    from ccl_health.judge.evidence import Attempt
-    return Attempt(launch_error=node.no_time(what, limit)[1])
+    from ccl_health.judge import assemble, node
+    return assemble.unrun(launch_error=node.no_time(what, limit)[1])
 
 
 def line_reason(reason, where=''):

@@ -76,7 +76,7 @@ gpus_text = judging.gpus_text
 
 
 def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
-              program=None, limit=None, site=None, judge_probe=None):
+              program=None, limit=None, judge_probe=None):
     """Run one all_reduce (bounded by ``deadline``): its attempt
     (:func:`ccl_health.hook.judging.probe_attempt`), judged alone by
     ``judge_probe(probe, attempt)`` (the try's verdict: retry or not).
@@ -100,8 +100,7 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
     _keep_output(logdir, cmd, got)
     att = judging.probe_attempt(
         got, launcher, what, limit, program,
-        logs=debuglog.debug_log_files(logdir),
-        benign=judging.benign_of(site))
+        logs=debuglog.debug_log_files(logdir))
     return judge_probe(probe, att, judging.launcher_words(got.output)), att
 
 

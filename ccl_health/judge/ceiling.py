@@ -146,9 +146,9 @@ def network_bound(links: Optional[Links] = None, nodes=None,
 def bound(transport=None, *, nodes=None, links: Optional[Links] = None,
           site_transport=None, site_intra=None) -> Bound:
     """The busbw no run of this case can exceed, and how it was derived:
-    the one function every door calls for
-    :attr:`ccl_health.judge.evidence.CaseEvidence.ceiling_gbps` /
-    ``ceiling_source``.
+    what the case assembler (:func:`ccl_health.judge.assemble.case`)
+    puts in :attr:`ccl_health.judge.evidence.CaseEvidence.ceiling_gbps` /
+    ``ceiling_source`` for every door.
 
     ``transport``: the transport asked (None: unknown, the generous
     bound); ``links``: the facts known (:class:`Links`); ``site_transport``

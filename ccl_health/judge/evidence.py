@@ -2,9 +2,10 @@
 (output, exit status, kill, per-rank debug-log proof, WARN lines), the
 node's state, the reference found (or why none), the physical ceiling.
 
-Plain data: the doors (the sweep, the health hook, ``scripts/explain``,
-the fleet steps, ingest) fill it; :func:`ccl_health.judge.judge.judge`
-alone turns it into a verdict.  Gather, then check (NHC,
+Plain data: the one case assembler (:mod:`ccl_health.judge.assemble`)
+fills it for every door (the sweep, the health hook, ``scripts/explain``,
+the fleet steps); :func:`ccl_health.judge.judge.judge` alone turns it into
+a verdict.  Gather, then check (NHC,
 azurehpc-health-checks)."""
 
 import dataclasses
@@ -75,7 +76,8 @@ class CaseEvidence:
     #: GB/s no busbw can exceed (links x link speed), and where it comes from
     ceiling_gbps: Optional[float] = None
     ceiling_source: str = ''
-    #: ``[(pattern, why)]``: WARN lines the site declares benign
+    #: ``[(regex, why, overrides)]``: WARN lines the site declares benign
+    #: (the assembler has named them so in every attempt's ``warns``)
     benign_warns: Sequence[Tuple[Any, str]] = ()
 
     @property

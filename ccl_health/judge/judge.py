@@ -4,24 +4,23 @@
 It is the only place that compares a busbw with a reference (``ref x (1 -
 tolerance)``), builds a verdict's reason and names a verdict.  The doors
 (the sweep ``rfm/sweep.py``, ``scripts/explain``, the fleet's
-``judge_step``, ingest ``db/recorder.py`` and the health hook) build the
-evidence and print or record what :func:`judge` returns.
+``judge_step`` and the health hook) gather the evidence through the one
+case assembler (:mod:`ccl_health.judge.assemble`) and print or record what
+:func:`judge` returns; ingest (``db/recorder.py``) records what they
+judged.
 
 The health hook calls it once per probe attempt, or once with every
 attempt::
 
-    from ccl_health.judge import ceiling
-    from ccl_health.judge.evidence import Attempt, CaseEvidence
+    from ccl_health.judge import assemble
     from ccl_health.judge.judge import judge
-    gbps, where = ceiling.bound('intra', nodes=1, links=ceiling.
-                                links_of_node(node_state, gpus))
-    j = judge(CaseEvidence(
-        what='all_reduce_perf', transport='intra', collective='all_reduce',
-        nodes=1, gpus_per_node=8, expected_sizes=[probe.size],
-        attempts=[Attempt(result=res, exit_status=proc.returncode,
-                          proof=proof, debug=ev, warns=warns)],
-        reference=entry, missing_reference=why, ceiling_gbps=gbps,
-        ceiling_source=where))
+    att = assemble.attempt(output, debug_logs, proc.returncode,
+                           transport='intra', nodes=1)
+    j = judge(assemble.case(
+        [att], what='all_reduce_perf', transport='intra',
+        collective='all_reduce', nodes=1, gpus_per_node=8,
+        expected_sizes=[probe.size], site=site, node=node_state,
+        reference=entry, missing_reference=why))
     j.verdict, j.reason, j.findings, j.warns, j.attempt
 
 With several attempts, a retry absorbs a bandwidth shortfall only: wrong

@@ -277,7 +277,14 @@ class TransportMixin(rfm.RegressionTestPlugin):
         """The proof, kept in ``proven_transport`` / ``transport_proof``;
         ``versions`` from the debug log plus the ones given."""
         ev = self.evidence()
-        proof = tproof.prove(self.transport, ev, nodes=self.num_nodes or 1)
+        return self.keep_proof(tproof.prove(self.transport, ev,
+                                            nodes=self.num_nodes or 1),
+                               ev, **versions)
+
+    def keep_proof(self, proof, ev, **versions):
+        """Keep ``proof`` in ``proven_transport`` / ``transport_proof``
+        and the versions of the debug-log evidence ``ev`` plus the ones
+        given in ``versions``."""
         self.proven_transport = proof.proven or 'none'
         self.transport_proof = proof.reason
         self.versions = dict(ev.versions, plugin_loaded=ev.plugin_loaded or

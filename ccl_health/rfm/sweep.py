@@ -20,10 +20,8 @@ from ccl_health.db import store
 from ccl_health import summary
 from ccl_health.evidence import collectives as C
 from ccl_health.judge import verdicts as V
-from ccl_health.judge.evidence import Attempt, CaseEvidence
-from ccl_health.judge import ceiling as bounds
+from ccl_health.judge import assemble
 from ccl_health.judge.judge import judge
-from ccl_health.evidence import warns as W
 from ccl_health.units import size_sweep
 
 from ccl_health.rfm.base import PlacedTest, SizeSweepMixin, TransportMixin
@@ -115,15 +113,13 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
 
     def _evidence(self):
         """This case's :class:`ccl_health.judge.evidence.CaseEvidence`
-        (:func:`sweep_evidence`)."""
+        (:func:`sweep_evidence`); its proof kept in ``proven_transport``
+        / ``transport_proof``."""
         res = self._result()
-        proof = self.prove_transport(nccl_tests=res.tests_version or '')
         killed = summary.slurm_time_limit_line(
             os.path.join(self.stagedir, sn.evaluate(self.stderr)))
-        site = getattr(self, '_site', None)
-        stdout = os.path.join(self.stagedir, sn.evaluate(self.stdout))
-        return sweep_evidence(
-            res, self.exit_status(), proof, self._ref_entry,
+        ev = sweep_evidence(
+            res, self.exit_status(), self._ref_entry,
             what=self.program.binary(self.collective),
             transport=self.transport, collective=self.collective,
             nodes=self.num_nodes, gpus_per_node=self.num_tasks_per_node,
@@ -131,14 +127,14 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             exact=self.program.exact_sizes(self.collective),
             missing_reference=self.missing_reference(self.collective,
                                                      self.algo),
-            killed=killed, debug=self.evidence(),
-            log_paths=list(getattr(self.evidence(), 'files', []) or []),
-            stdout_path=stdout,
-            site_transport=(site.transports.get(self.transport)
-                            if site else None),
-            site_intra=site.transports.get('intra') if site else None,
-            benign=site.benign_warns if site else (),
+            killed=killed, log_paths=self.evidence().files,
+            stdout_path=os.path.join(self.stagedir,
+                                     sn.evaluate(self.stdout)),
+            site=getattr(self, '_site', None),
             node_states=self.node_states())
+        self.keep_proof(ev.last.proof, ev.last.debug,
+                        nccl_tests=res.tests_version or '')
+        return ev
 
     def _judge(self):
         """(verdict, one-line reason): :func:`ccl_health.judge.judge.judge`
@@ -192,16 +188,15 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
 
 
 
-def sweep_evidence(result, exit_status, proof, ref_entry, *, what,
-                   transport, collective, nodes, gpus_per_node, algo,
-                   sizes_run, exact, missing_reference='', killed=None,
-                   debug=None, log_paths=(), stdout_path=None,
-                   site_transport=None, benign=(), node_states=None,
-                   site_intra=None):
-    """The sweep's evidence of one case, from what its stage holds (a pure
-    function: no ReFrame).  A slurm time-limit line is a kill (``hang``);
-    the WARN lines and per-rank versions are read from the debug logs and
-    the stdout."""
+def sweep_evidence(result, exit_status, ref_entry, *, what, transport,
+                   collective, nodes, gpus_per_node, algo, sizes_run, exact,
+                   missing_reference='', killed=None, log_paths=(),
+                   stdout_path=None, site=None, node_states=None):
+    """The sweep's adapter to the case assembler
+    (:mod:`ccl_health.judge.assemble`), a pure function (no ReFrame): its
+    stage's stdout (``stdout_path``, parsed as ``result``) and debug logs
+    (``log_paths``), its exit status, a Slurm time-limit line (``killed``:
+    a hang), the sizes it asked (``sizes_run``) and its reference entry."""
     text = ''
     if stdout_path:
         try:
@@ -209,22 +204,17 @@ def sweep_evidence(result, exit_status, proof, ref_entry, *, what,
                 text = fp.read()
         except OSError:
             text = ''
-    warn_list, versions = W.read_logs(
-        log_paths, text, stdout_path or '', W.benign_patterns(benign))
-    ceiling, where = bounds.bound(
-        transport, nodes=nodes, site_transport=site_transport,
-        site_intra=site_intra, links=bounds.links_of_node(
-            (node_states or {}).get('before')))
-    return CaseEvidence(
-        what=what, transport=transport, collective=collective, nodes=nodes,
-        gpus_per_node=gpus_per_node, ranks=(nodes or 1) * (gpus_per_node or 1),
-        algo=algo, expected_sizes=list(sizes_run) or None, exact_sizes=exact,
-        attempts=[Attempt(result, exit_status, (
-            f'the job exceeded its time limit ({killed})' if killed
-            else None), proof, debug, warn_list, rank_versions=versions)],
-        node_states=node_states, reference=ref_entry,
-        missing_reference=missing_reference, ceiling_gbps=ceiling,
-        ceiling_source=where)
+    att = assemble.attempt(
+        text, log_paths, exit_status, result=result,
+        source=stdout_path or 'stdout', transport=transport,
+        nodes=nodes or 1, killed=(f'the job exceeded its time limit '
+                                  f'({killed})' if killed else None))
+    return assemble.case(
+        [att], what=what, transport=transport, collective=collective,
+        nodes=nodes, gpus_per_node=gpus_per_node, algo=algo,
+        expected_sizes=list(sizes_run) or None, exact_sizes=exact,
+        site=site, node_states=node_states, reference=ref_entry,
+        missing_reference=missing_reference)
 
 
 class BuildAndRunSweepBase(BuildAndRunMixin, CollectiveSweepBase):
