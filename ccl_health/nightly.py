@@ -41,12 +41,13 @@ import datetime
 import html
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 
-from ccl_health import CclHealthError, news, outputs, rehearsal
+from ccl_health import CclHealthError, dburl, news, outputs, rehearsal
 from ccl_health.db import store
 from ccl_health.judge import verdicts as V
 from ccl_health.oneline import clean
@@ -98,6 +99,21 @@ def _nights(publish):
             except (OSError, ValueError):
                 continue
     return out
+
+
+#: a night's name: a date or a plain name; never a path, a control
+#: character or a name that climbs (``..``)
+NIGHT_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}')
+
+
+def night_name(text):
+    """``--night``'s value, checked: it names a folder under
+    ``<publish>/nights``, so nothing but a date or a plain name."""
+    if not NIGHT_NAME.fullmatch(text or '') or '..' in text:
+        raise argparse.ArgumentTypeError(
+            f'{text!r}: a night is a date (YYYY-MM-DD) or a plain name of '
+            f'letters, digits, "-", "_" and "." (at most 64, no "..")')
+    return text
 
 
 def night_folder(publish, night, run_id):
@@ -326,10 +342,9 @@ def _page(db_url, folder, title, publish):
 def _database_exists(db_url):
     """False where the SQLite file ``db_url`` was never created (the run
     recorded nothing)."""
-    if db_url.startswith(('postgresql://', 'postgres://')):
+    if dburl.is_postgres(db_url):
         return True
-    return os.path.isfile(db_url[len('sqlite:///'):] if db_url.startswith(
-        'sqlite:///') else db_url)
+    return os.path.isfile(dburl.sqlite_path(db_url))
 
 
 def _open_db(db_url):
@@ -485,8 +500,10 @@ def main(argv=None):
     ap.add_argument('--mirror', help='source tarballs (scripts/run --mirror)')
     ap.add_argument('--lock', help='the lock file (default '
                     '<publish>/.nightly.lock)')
-    ap.add_argument('--night', help='the night\'s name (default: today, '
-                    'YYYY-MM-DD)')
+    ap.add_argument('--night', type=night_name,
+                    help='the night\'s name: a date (default: today, '
+                    'YYYY-MM-DD) or a plain name of letters, digits, '
+                    '"-", "_" and "."')
     ap.add_argument('--rehearse', metavar='SCENARIO',
                     choices=rehearsal.SCENARIOS, help='rehearse a night '
                     'before wiring cron: a real night on this host without '

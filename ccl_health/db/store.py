@@ -17,7 +17,7 @@ import pathlib
 import sqlite3
 from typing import Dict, List, Optional
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, dburl
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
@@ -618,11 +618,11 @@ def open_store(url=None, readonly=False, timeout=60):
     if not url:
         from ccl_health.outputs import database
         url = database()
-    if url.startswith(('postgresql://', 'postgres://')):
+    if dburl.is_postgres(url):
         try:
             import psycopg
         except ImportError:
-            raise CclHealthError(f'{url}: a PostgreSQL database needs the '
+            raise CclHealthError(f'{dburl.shown(url)}: a PostgreSQL database needs the '
                                  f"'postgres' extra: pip install "
                                  f'"ccl-health[postgres]"') from None
         try:
@@ -635,10 +635,12 @@ def open_store(url=None, readonly=False, timeout=60):
             if readonly:
                 conn.read_only = True
         except psycopg.Error as err:
-            raise CclHealthError(f'cannot connect to {url}: {err}') from None
-        store = Store(conn, 'postgresql', url)
+            raise CclHealthError(
+                f'cannot connect to {dburl.shown(url)}: '
+                f'{dburl.hide_in(err, url)}') from None
+        store = Store(conn, 'postgresql', dburl.shown(url))
     else:
-        path = url[len('sqlite:///'):] if url.startswith('sqlite:///') else url
+        path = dburl.sqlite_path(url)
         if readonly:
             return Store(_connect_readonly(path), 'sqlite', path)._check()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
