@@ -354,6 +354,23 @@ def _keep(summary, args, cfg):
               f'{err})', file=sys.stderr)
 
 
+def finish_killed_resume(partition):
+    """A ``--resume`` of ``partition`` killed before it finished (its
+    intent left behind: :mod:`ccl_health.fleet.resumestate`) is finished
+    by whichever fleet run comes next: its nodes drained again, its
+    reservation deleted.  Nothing while a resume of the partition runs
+    (it holds the lock)."""
+    from ccl_health.fleet import resume, resumestate, slurm
+    out = outputs.output_dir()
+    with resumestate.locked(resumestate.lock_path(out, partition),
+                            wait=False) as mine:
+        if mine:
+            return resume.finish_unfinished(
+                out, partition, slurm,
+                lambda t: print(t, file=sys.stderr, flush=True))
+    return {}
+
+
 def run_resume(args, site, cfg, run_id):
     """``--resume``: re-check the nodes drained by ccl-health
     (:mod:`ccl_health.fleet.resume`); its own fleet.json and page.  Stops
@@ -539,6 +556,8 @@ def _main(argv, prog):
         if not nodes:
             raise CclHealthError('no nodes: SLURM_JOB_NODELIST is empty or '
                                  'holds none of --nodelist')
+        finish_killed_resume(args.partition or os.environ.get(
+            'SLURM_JOB_PARTITION'))
         progs = Programs(cfg, run_dir, site)
         env = step_env(site, cfg)
         progs.step(nodes[:2])            # a template error stops us here
