@@ -384,33 +384,56 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                     f'next night tells what it measured')
                 print(lines[0], flush=True)
                 return 'aborted', EXIT_ABORTED, lines
+            cause = '' if cases else _cause(rc, env, log_path)
+            mark = db.told_mark() if db is not None else None
             told = news.night(db, run_id, args.system, args.partition, head,
-                              cause='' if cases else _cause(rc, env,
-                                                            log_path),
-                              labels=killed)
-            # the mail: one clean line each (an NCCL WARN's text may carry
-            # escape sequences)
-            lines = [clean(x, None, squeeze=False) for x in told.lines]
-            for line in lines:
-                print(line)
-            sys.stdout.flush()
+                              cause=cause, labels=killed)
             if db is None:
+                lines = _print_mail(told)
                 return told.status, told.code, lines
-            try:
-                news.tell(db, told, run_id)
-            except DB_ERRORS as err:
-                line = (f'could not record what was told: '
-                        f'{clean(err, None)}; the next night '
-                        f'tells it again')
-                print(line, flush=True)
-                lines.append(line)
-                return told.status, told.code or EXIT_COULD_NOT_RUN, lines
-            return told.status, told.code, lines
+            return _tell_once(db, told, mark, run_id, args, head, cause,
+                              killed)
     except DB_ERRORS as err:
         line = (f'{head}: COULD NOT RUN: {clean(err, None)}; see '
                 f'{log_path}')
         print(line, flush=True)
         return 'could-not-run', EXIT_COULD_NOT_RUN, lines + [line]
+
+
+def _print_mail(told):
+    """The mail: one clean line each (an NCCL WARN's text may carry
+    escape sequences), printed and flushed; the lines."""
+    lines = [clean(x, None, squeeze=False) for x in told.lines]
+    for line in lines:
+        print(line)
+    sys.stdout.flush()
+    return lines
+
+
+def _tell_once(db, told, mark, run_id, args, head, cause, killed):
+    """Print the news and record it as told, once for every nightly of
+    the database (:func:`ccl_health.news.tell`).  Returns (status, exit
+    code, lines)."""
+    lines = []
+
+    def show(night_):
+        nonlocal told
+        told = night_
+        lines[:] = _print_mail(night_)
+    try:
+        told = news.tell(
+            db, told, run_id, scope=(args.system, args.partition or ''),
+            show=show, mark=mark, read_again=lambda: news.night(
+                db, run_id, args.system, args.partition, head, cause=cause,
+                labels=killed))
+    except DB_ERRORS as err:
+        if not lines:
+            lines = _print_mail(told)
+        line = (f'could not record what was told: {clean(err, None)}; the '
+                f'next night tells it again')
+        print(line, flush=True)
+        return told.status, told.code or EXIT_COULD_NOT_RUN, lines + [line]
+    return told.status, told.code, lines
 
 
 def _write_meta(folder, meta):
