@@ -23,7 +23,7 @@ from ccl_health.db import cli as dbcli
 from ccl_health.evidence import node
 from ccl_health.db import recorder
 from ccl_health.db import store
-from ccl_health import summary
+from ccl_health import dburl, summary
 from ccl_health.buildcache import resolve_mirror
 
 #: the checkout, or the installed copy of its folders (:mod:`.resources`)
@@ -238,7 +238,7 @@ def cmd_run(args):
             db.add_case(case)
     print('\n== ccl-health verdict ==')
     print(summary.render(verdicts, where=f'{report} (run report); '
-                         f'{db_url} (performance database); '
+                         f'{dburl.shown(db_url)} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog); '
                          f'{out}/reframe.log (ReFrame\'s full log)'))
@@ -385,7 +385,7 @@ def _record_stopped(stage, run_id, db_url, stopped_by, report):
     for case in flying:
         print(f'{case.case_name:<45} {"ABORTED":<16} {case.reason}')
     print(f'{len(done)} case(s) judged before the stop, {len(flying)} '
-          f'aborted; recorded in {db_url} (run {run_id})'
+          f'aborted; recorded in {dburl.shown(db_url)} (run {run_id})'
           + (f'; no run report ({report} was not written)'
              if not os.path.exists(report) else ''))
     return 128 + getattr(signal, stopped_by, signal.SIGTERM).value

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, argnumbers
 from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health import resources
 from ccl_health.evidence import collectives
@@ -461,7 +461,7 @@ def build_parser():
                    help='GPUs (ranks) per node (default: from the output)')
     p.add_argument('--collective', help='the collective run (default: from '
                    'the output)')
-    p.add_argument('--exit-status', type=int,
+    p.add_argument('--exit-status', type=argnumbers.EXIT_STATUS,
                    help="the program's exit status (unknown: never a pass)")
     return p
 

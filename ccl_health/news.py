@@ -503,7 +503,26 @@ def _add(total, ch):
         setattr(total, f, getattr(total, f) + getattr(ch, f))
 
 
-def tell(db, night_, told_in):
-    """Record ``night_`` (:class:`Night`) as told, by the nightly run
-    ``told_in``: call it only once its lines were printed and flushed."""
-    db.record_told(night_.rows, night_.nights, told_in)
+def tell(db, night_, told_in, scope=None, show=None, read_again=None,
+         mark=None):
+    """Record ``night_`` (:class:`Night`) as told by the nightly run
+    ``told_in``, once for every nightly of the database: under
+    :meth:`ccl_health.db.store.Store.news_held` of ``scope`` ((system,
+    partition); another nightly of the database waits, whatever its
+    publish folder), the news read again (``read_again()``) where the
+    ledger moved since ``mark`` (:meth:`Store.told_mark` before
+    ``night_`` was read), appended, shown (``show(night)`` prints the
+    mail), then committed.  A nightly killed before its mail was shown
+    recorded nothing: the next night tells it.  Returns the night told."""
+    if scope is None:
+        db.record_told(night_.rows, night_.nights, told_in)
+        if show:
+            show(night_)
+        return night_
+    with db.news_held(*scope):
+        if read_again is not None and db.told_mark() != mark:
+            night_ = read_again()
+        db.append_told(night_.rows, night_.nights, told_in)
+        if show:
+            show(night_)
+    return night_

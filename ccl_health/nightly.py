@@ -41,12 +41,13 @@ import datetime
 import html
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 
-from ccl_health import CclHealthError, news, outputs, rehearsal
+from ccl_health import CclHealthError, dburl, news, outputs, rehearsal
 from ccl_health.db import store
 from ccl_health.judge import verdicts as V
 from ccl_health.oneline import clean
@@ -98,6 +99,21 @@ def _nights(publish):
             except (OSError, ValueError):
                 continue
     return out
+
+
+#: a night's name: a date or a plain name; never a path, a control
+#: character or a name that climbs (``..``)
+NIGHT_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,63}')
+
+
+def night_name(text):
+    """``--night``'s value, checked: it names a folder under
+    ``<publish>/nights``, so nothing but a date or a plain name."""
+    if not NIGHT_NAME.fullmatch(text or '') or '..' in text:
+        raise argparse.ArgumentTypeError(
+            f'{text!r}: a night is a date (YYYY-MM-DD) or a plain name of '
+            f'letters, digits, "-", "_" and "." (at most 64, no "..")')
+    return text
 
 
 def night_folder(publish, night, run_id):
@@ -326,10 +342,9 @@ def _page(db_url, folder, title, publish):
 def _database_exists(db_url):
     """False where the SQLite file ``db_url`` was never created (the run
     recorded nothing)."""
-    if db_url.startswith(('postgresql://', 'postgres://')):
+    if dburl.is_postgres(db_url):
         return True
-    return os.path.isfile(db_url[len('sqlite:///'):] if db_url.startswith(
-        'sqlite:///') else db_url)
+    return os.path.isfile(dburl.sqlite_path(db_url))
 
 
 def _open_db(db_url):
@@ -369,33 +384,56 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                     f'next night tells what it measured')
                 print(lines[0], flush=True)
                 return 'aborted', EXIT_ABORTED, lines
+            cause = '' if cases else _cause(rc, env, log_path)
+            mark = db.told_mark() if db is not None else None
             told = news.night(db, run_id, args.system, args.partition, head,
-                              cause='' if cases else _cause(rc, env,
-                                                            log_path),
-                              labels=killed)
-            # the mail: one clean line each (an NCCL WARN's text may carry
-            # escape sequences)
-            lines = [clean(x, None, squeeze=False) for x in told.lines]
-            for line in lines:
-                print(line)
-            sys.stdout.flush()
+                              cause=cause, labels=killed)
             if db is None:
+                lines = _print_mail(told)
                 return told.status, told.code, lines
-            try:
-                news.tell(db, told, run_id)
-            except DB_ERRORS as err:
-                line = (f'could not record what was told: '
-                        f'{clean(err, None)}; the next night '
-                        f'tells it again')
-                print(line, flush=True)
-                lines.append(line)
-                return told.status, told.code or EXIT_COULD_NOT_RUN, lines
-            return told.status, told.code, lines
+            return _tell_once(db, told, mark, run_id, args, head, cause,
+                              killed)
     except DB_ERRORS as err:
         line = (f'{head}: COULD NOT RUN: {clean(err, None)}; see '
                 f'{log_path}')
         print(line, flush=True)
         return 'could-not-run', EXIT_COULD_NOT_RUN, lines + [line]
+
+
+def _print_mail(told):
+    """The mail: one clean line each (an NCCL WARN's text may carry
+    escape sequences), printed and flushed; the lines."""
+    lines = [clean(x, None, squeeze=False) for x in told.lines]
+    for line in lines:
+        print(line)
+    sys.stdout.flush()
+    return lines
+
+
+def _tell_once(db, told, mark, run_id, args, head, cause, killed):
+    """Print the news and record it as told, once for every nightly of
+    the database (:func:`ccl_health.news.tell`).  Returns (status, exit
+    code, lines)."""
+    lines = []
+
+    def show(night_):
+        nonlocal told
+        told = night_
+        lines[:] = _print_mail(night_)
+    try:
+        told = news.tell(
+            db, told, run_id, scope=(args.system, args.partition or ''),
+            show=show, mark=mark, read_again=lambda: news.night(
+                db, run_id, args.system, args.partition, head, cause=cause,
+                labels=killed))
+    except DB_ERRORS as err:
+        if not lines:
+            lines = _print_mail(told)
+        line = (f'could not record what was told: {clean(err, None)}; the '
+                f'next night tells it again')
+        print(line, flush=True)
+        return told.status, told.code or EXIT_COULD_NOT_RUN, lines + [line]
+    return told.status, told.code, lines
 
 
 def _write_meta(folder, meta):
@@ -485,8 +523,10 @@ def main(argv=None):
     ap.add_argument('--mirror', help='source tarballs (scripts/run --mirror)')
     ap.add_argument('--lock', help='the lock file (default '
                     '<publish>/.nightly.lock)')
-    ap.add_argument('--night', help='the night\'s name (default: today, '
-                    'YYYY-MM-DD)')
+    ap.add_argument('--night', type=night_name,
+                    help='the night\'s name: a date (default: today, '
+                    'YYYY-MM-DD) or a plain name of letters, digits, '
+                    '"-", "_" and "."')
     ap.add_argument('--rehearse', metavar='SCENARIO',
                     choices=rehearsal.SCENARIOS, help='rehearse a night '
                     'before wiring cron: a real night on this host without '

@@ -342,3 +342,79 @@ def test_a_second_resume_of_the_partition_is_skipped(standin):
     state = json.loads((standin.out / 'fleet' / 'nodes.json').read_text())
     assert [e['event'] for e in state['n03']['events']] == \
         ['drain', 'could-not-check', 'pass', 'resume']
+
+
+# -- issue 41, class 2: a resume survives SIGKILL -------------------------
+
+def _killed_after_state_resume(standin):
+    """A resume SIGKILLed while it checks n03: n02 and n03 are back in
+    service (state=resume, in its MAINT reservation), nothing decided."""
+    proc = standin.start(PAUSE='node', PAUSE_NODE='n03')
+    standin.wait_at('node', proc)
+    proc.kill()
+    _finish(proc)
+    nodes = standin.slurm()['nodes']
+    assert {nodes[n]['state'] for n in ('n02', 'n03')} <= {'idle', 'maint',
+                                                           'alloc'}
+    assert standin.slurm()['resv'], 'the killed resume left its reservation'
+    (standin.dir / 'at-node').unlink()
+    deadline = time.monotonic() + 30
+    while True:             # its sruns die with it (the test above)
+        try:
+            standin.assert_nothing_running()
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    return nodes
+
+
+def test_the_next_resume_finishes_a_killed_one(standin):
+    _killed_after_state_resume(standin)
+    # n03 really crashes: the next resume must find it, not skip it
+    proc = standin.start(json_name='s2.json', FAULTS='n03=crash')
+    code, out, err = _finish(proc)
+    assert 'was killed before it finished' in err, err
+    assert code == 1, out + err             # n03 failed again
+    nodes = standin.slurm()['nodes']
+    assert nodes['n03']['state'] == 'drain'
+    assert nodes['n03']['reason'].startswith(WHY['n03'] + ' (failed again')
+    assert nodes['n02']['state'] == 'idle'   # checked, passed: resumed
+    assert nodes['n04'] == {'state': 'drain', 'reason': WHY['n04']}
+    assert standin.slurm()['resv'] == {}     # both reservations gone
+    assert not (standin.out / 'fleet' / 'resume-batch.intent.json').exists()
+    state = json.loads((standin.out / 'fleet' / 'nodes.json').read_text())
+    assert any(e['reason'] == 'resume killed before its checks passed'
+               for e in state['n03']['events'])
+    s = json.loads((standin.tmp / 's2.json').read_text())
+    assert sorted(s['unfinished']['drained']) == ['n02', 'n03']
+
+
+def test_any_fleet_run_finishes_a_killed_resume(standin):
+    """Not only a resume: the next fleet run of the partition drains the
+    unchecked nodes again and removes the reservation before it starts."""
+    _killed_after_state_resume(standin)
+    p = subprocess.run(
+        [sys.executable, '-c', 'from ccl_health.fleet import cli; '
+         'print(cli.finish_killed_resume("batch"))'],
+        env=dict(standin.env, CCL_HEALTH_OUTPUT=str(standin.out)),
+        capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    nodes = standin.slurm()['nodes']
+    for n in ('n02', 'n03'):
+        assert nodes[n] == {'state': 'drain', 'reason': f'{WHY[n]} (resume '
+                            f'killed before its checks passed)'}
+    assert standin.slurm()['resv'] == {}
+    assert not (standin.out / 'fleet' / 'resume-batch.intent.json').exists()
+    # the next resume sees them as ccl-health's drains, and checks them
+    code, out, err = _finish(standin.start(json_name='s3.json'))
+    assert code == 0, out + err
+    assert sorted(json.loads((standin.tmp / 's3.json').read_text())[
+        'resumed']) == ['n02', 'n03']
+
+
+def test_a_resume_that_finishes_leaves_no_intent(standin):
+    code, out, err = _finish(standin.start())
+    assert code == 0, out + err
+    assert not (standin.out / 'fleet' / 'resume-batch.intent.json').exists()

@@ -649,6 +649,11 @@ def test_every_advisory_warn_through_the_hook_is_healthy(tmp_path):
     ('sm-change', ['NET/IB : mlx5_0:1 Got async event : SM change'], 0),
     ('skipped-hca', ['NET/IB : Unable to open device mlx5_4',
                      'NET/IB : Unable to query port_num 2'], 0),
+    ('skipped-hca-verbs', ['Call to ibv_open_device failed',
+                           'NET/IB : Unable to open device mlx5_4',
+                           'Call to ibv_query_device failed with error '
+                           'Invalid argument errno 22',
+                           'NET/IB : Unable to query device mlx5_5'], 0),
     # an intra-node probe needs no network: the IB code's faults are named
     ('qp-fatal-on-intra', ['NET/IB : mlx5_0:1 Got async event : local work '
                            'queue catastrophic error'], 0),

@@ -559,3 +559,74 @@ def pg_url():
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
     yield from tsp.postgres_server(pgbin, '127.0.0.1', port)
+
+
+# -- issue 41, class 4: one teller per database and system:partition ------
+
+def test_two_nightlies_of_one_database_tell_a_new_failure_once(tmp_path):
+    """Two nightlies of one database (each its own --publish folder) read
+    the same new crash; the second waits for the first's ledger and reads
+    its news again: the crash is told once."""
+    import threading
+    path = str(tmp_path / 'shared.db')
+    with store.open_store(path) as db:
+        record(db, 'nightly-001', 1)
+        mail(db, 1)
+        record(db, 'nightly-002', 2, verdict='crash', reason='crash: rank 1')
+        record(db, 'nightly-003', 2, verdict='crash', reason='crash: rank 1')
+    shown, inside, go = {}, threading.Event(), threading.Event()
+
+    def nightly_of(rid, first):
+        with store.open_store(path, timeout=60) as db:
+            mark = db.told_mark()
+            told = news.night(db, rid, 'local', 'gpu', rid)
+            if not first:
+                inside.wait(30)         # the first holds the ledger now
+                go.set()
+
+            def show(n):
+                shown[rid] = list(n.lines)
+                if first:
+                    inside.set()
+                    go.wait(30)         # the second reads, then waits
+                    time.sleep(0.3)
+            news.tell(db, told, rid, scope=('local', 'gpu'), show=show,
+                      mark=mark, read_again=lambda: news.night(
+                          db, rid, 'local', 'gpu', rid))
+    a = threading.Thread(target=nightly_of, args=('nightly-002', True))
+    b = threading.Thread(target=nightly_of, args=('nightly-003', False))
+    a.start()
+    b.start()
+    a.join(60)
+    b.join(60)
+    told_crash = [rid for rid, lines in shown.items()
+                  if any(ln.startswith('NEW') or 'CRASH' in ln and
+                         'told as' not in ln for ln in lines)]
+    assert sorted(shown) == ['nightly-002', 'nightly-003'], shown
+    assert told_crash == ['nightly-002'], shown
+    with store.open_store(path, readonly=True) as db:
+        crash_rows = [r for r in db.told('local')
+                      if r['state'] == 'failing']
+    assert len(crash_rows) == 1, crash_rows
+
+
+def test_a_nightly_killed_before_its_mail_tells_it_next_night(tmp_path):
+    """The mail is appended, printed and committed in one transaction: a
+    nightly that dies before it printed (here: an error raised where it
+    prints) recorded nothing, and the next night tells the crash."""
+    path = str(tmp_path / 'perf.db')
+    with store.open_store(path) as db:
+        record(db, 'nightly-001', 1)
+        mail(db, 1)
+        record(db, 'nightly-002', 2, verdict='crash', reason='crash: rank 1')
+        told = news.night(db, 'nightly-002', 'local', 'gpu', 'n2')
+
+        def dies(_):
+            raise KeyboardInterrupt     # the kill, before anything printed
+        with pytest.raises(KeyboardInterrupt):
+            news.tell(db, told, 'nightly-002', scope=('local', 'gpu'),
+                      show=dies, mark=db.told_mark())
+        assert [r for r in db.told('local') if r['state'] == 'failing'] == []
+        record(db, 'nightly-003', 3, verdict='crash', reason='crash: rank 1')
+        m3 = news.night(db, 'nightly-003', 'local', 'gpu', 'n3')
+    assert sum('CRASH' in ln for ln in m3.lines) >= 1, m3.lines

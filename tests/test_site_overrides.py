@@ -7,6 +7,7 @@ drain."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,30 @@ def test_match_all_is_refused_even_when_it_names_every_class():
     classes = ', '.join(warns.FATAL_CLASSES)
     msg = refused(f'[{{pattern: ".*", why: x, overrides: [{classes}]}}]')
     assert 'matches any line' in msg
+
+
+@pytest.mark.parametrize('pattern', [
+    # issue 41: the guard's two former lines left out by a negated class
+    # or a look-ahead, then every fatal line silenced but one
+    '^[^ZA]', r'^(?!Zq7)(?!Allocation failed$).',
+    # one that leaves out every unrelated line the guard tries
+    r'^(?!Zq7|lorem|0 kqz|\[x\]| q|Mqv7)(?=.)'])
+def test_a_pattern_that_silences_most_fatal_lines_is_refused(pattern):
+    classes = ', '.join(warns.FATAL_CLASSES)
+    msg = refused(json.dumps([{'pattern': pattern, 'why': 'x',
+                               'overrides': list(warns.FATAL_CLASSES)}]))
+    assert 'matches any line' in msg, (classes, msg)
+    # the oracle: the samples the guard is about, counted here
+    samples = warns.fatal_samples()
+    rx = re.compile(pattern)
+    assert sum(1 for _, t in samples if rx.search(t)) > len(samples) // 2
+
+
+def test_a_narrow_pattern_naming_its_class_is_still_accepted():
+    good = json.dumps([{'pattern': 'NET/IB : mlx5_0:1 async fatal event',
+                        'why': 'port 1 of mlx5_0 is unused',
+                        'overrides': ['connection']}])
+    assert overrides.check_benign(json.loads(good), 'site/x.yaml')
 
 
 def test_the_empty_pattern_is_refused_naming_the_key():

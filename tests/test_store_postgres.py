@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -308,3 +309,45 @@ def test_a_healthy_check_is_recorded_in_under_1_kb(pg_url):
                                 batch=400)
     grow = (_relations_bytes(url) - first) / n
     assert n == 4000 and grow < 1024, grow
+
+
+def _files_holding(root, secret):
+    out = []
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            try:
+                with open(path, 'rb') as fp:
+                    if secret.encode() in fp.read():
+                        out.append(path)
+            except OSError:
+                pass
+    return out
+
+
+def test_a_password_in_the_url_leaves_no_trace(pg_url, tmp_path):
+    """Issue 41, class 5: a night with a password in its --db URL (the
+    test's server trusts every local connection, so the password is
+    accepted and unused): not in the mail, the page, night.json, run.log,
+    reframe.log or the run's files; not in the hook's line, stderr or
+    --json."""
+    from conftest import REPO
+    secret = 'Sup3rSecretPw'
+    url = _fresh(pg_url, 'secret_night').replace(
+        'postgres@', f'postgres:{secret}@')
+    env = dict(os.environ, CCL_HEALTH_OUTPUT=str(tmp_path / 'out'))
+    env.pop('CCL_HEALTH_DB', None)
+    p = subprocess.run([os.path.join(REPO, 'scripts', 'nightly'),
+                        '--rehearse', 'crash', '--db', url, '--publish',
+                        str(tmp_path / 'www')], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr      # the crash, told
+    assert secret not in p.stdout + p.stderr
+    assert _files_holding(str(tmp_path), secret) == []
+    hook = subprocess.run(
+        [sys.executable, '-m', 'ccl_health.hook', '--system', 'local',
+         '--db', url, '--json', str(tmp_path / 'hook.json')],
+        env=dict(env, CCL_HEALTH_ASSUME_GPUS='2:sm_90'), cwd=REPO,
+        capture_output=True, text=True, timeout=300)
+    assert secret not in hook.stdout + hook.stderr, hook.stdout + hook.stderr
+    assert _files_holding(str(tmp_path), secret) == []

@@ -262,3 +262,49 @@ def test_the_nightly_says_the_lines(tree):
                                'error(s)'), lines
     assert len(lines) == 2 and not p.stdout
     assert not (tree / 'out').exists()
+
+
+# -- issue 41, class 3: nested aliases ("billion laughs") ------------------
+
+def _alias_bomb(levels=9, width=9):
+    """YAML of ~0.5 KB whose aliases expand to ``width ** levels`` nodes."""
+    lines = ['x_a0: &a0 [' + ', '.join(['"lol"'] * width) + ']']
+    for i in range(1, levels + 1):
+        lines.append(f'x_a{i}: &a{i} [' + ', '.join([f'*a{i - 1}'] * width)
+                     + ']')
+    return '\n'.join(lines) + '\n'
+
+
+def test_nested_aliases_are_one_line_at_once(tree):
+    site = tree / 'site' / 'local.yaml'
+    site.write_text(site.read_text() + _alias_bomb())
+    p = run_validate(tree)           # bounded by run_validate's timeout
+    assert p.returncode == 1, p.stdout + p.stderr
+    [line] = [ln for ln in p.stdout.splitlines() if 'aliases' in ln]
+    assert line.startswith(f'{site}: ') and 'expand to more than' in line
+
+
+def test_the_hook_keeps_its_limit_with_nested_aliases(tree):
+    import time
+    site = tree / 'site' / 'local.yaml'
+    site.write_text(site.read_text() + _alias_bomb())
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    t0 = time.monotonic()
+    p = subprocess.run([PY, '-m', 'ccl_health.hook', '--system', 'local',
+                        '--site-dir', str(tree / 'site'), '--no-record',
+                        '--limit', '20'],
+                       cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert time.monotonic() - t0 < 20, p.stdout
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stdout.startswith('COULD-NOT-CHECK: ') and 'aliases' in \
+        p.stdout, p.stdout
+
+
+def test_a_few_aliases_are_still_read():
+    from ccl_health.sitedata import schemas
+    doc = schemas.load_yaml('a: &x {b: 1}\nc: *x\nd: [*x, *x]\n', 'f.yaml')
+    assert doc == {'a': {'b': 1}, 'c': {'b': 1}, 'd': [{'b': 1}, {'b': 1}]}
+    # the bound is on the expanded size, exactly
+    small = _alias_bomb(levels=3, width=9)       # 9**4 + ... nodes: < bound
+    assert schemas.load_yaml(small, 'f.yaml')['x_a3'][0][0][0] == ['lol'] * 9

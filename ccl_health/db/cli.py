@@ -6,7 +6,7 @@ import os
 import re
 import sys
 
-from ccl_health import CclHealthError, summary
+from ccl_health import CclHealthError, argnumbers, summary
 from ccl_health.db import recorder, store
 
 
@@ -41,11 +41,11 @@ def add_arguments(p):
                    'be read is named, kept, and the exit is 2')
     q = dsub.add_parser('failed', help='what failed (or could not be '
                         'judged) last night; exit 1 failed, 2 unjudged')
-    q.add_argument('--hours', type=float, default=24,
+    q.add_argument('--hours', type=argnumbers.HOURS, default=24,
                    help='how far back to look, in hours')
     q = dsub.add_parser('runs', help='the recorded runs, newest first, with '
                         'their verdict counts (the newest 20 unless told)')
-    q.add_argument('--last', type=int, help='the newest N runs (default: '
+    q.add_argument('--last', type=argnumbers.COUNT, help='the newest N runs (default: '
                    '20)')
     q.add_argument('--all', action='store_true', help='every run, newest '
                    'first (a health check is a run of its own: millions on '
@@ -67,7 +67,7 @@ def add_arguments(p):
                    'every size)')
     q.add_argument('--system', help='default: the only one recorded')
     q.add_argument('--partition', help='default: the only one recorded')
-    q.add_argument('--last', type=int, default=30,
+    q.add_argument('--last', type=argnumbers.COUNT, default=30,
                    help='the newest N cases (default: %(default)s)')
     q.add_argument('--node', help="this node's health probes (default: the "
                    'sweeps)')
@@ -78,7 +78,7 @@ def add_arguments(p):
                         'collapses against history, with what changed')
     q.add_argument('--run', help='judge only this run (default: the runs '
                    'of the last --days recorded)')
-    q.add_argument('--days', type=float, default=7,
+    q.add_argument('--days', type=argnumbers.DAYS, default=7,
                    help='judge the runs of the last DAYS days before the '
                    'newest record (default: %(default)s); each key from its '
                    'recent history')
@@ -95,14 +95,14 @@ def add_arguments(p):
     q.add_argument('--transport', help='only this transport of the run')
     q.add_argument('--size', help='only this message size (default: every '
                    'size)')
-    q.add_argument('--undo', type=int, metavar='ID',
+    q.add_argument('--undo', type=argnumbers.ROW_ID, metavar='ID',
                    help='take back the acceptance ID (--list shows them)')
     q.add_argument('--list', action='store_true',
                    help='list the acceptances, undone ones too')
     q = dsub.add_parser('prune', help='roll the healthy health checks '
                         'older than DAYS up into daily rows per node and '
                         'key (never a failure or a finding)')
-    q.add_argument('--older-than', type=float, default=90, metavar='DAYS',
+    q.add_argument('--older-than', type=argnumbers.DAYS, default=90, metavar='DAYS',
                    help='the age the site keeps every check for (default: '
                    '%(default)s)')
     q.add_argument('--dry-run', action='store_true',

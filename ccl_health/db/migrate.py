@@ -14,7 +14,7 @@ state`) move with the cases; a source without them leaves its keys to be
 judged from their history until their next case.  All or nothing:
 one transaction on the target.  The source is only read."""
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, dburl
 
 #: the tables moved, parents first
 TABLES = ('cases', 'series', 'measurements', 'blobs', 'acceptances',
@@ -30,14 +30,14 @@ def migrate(src, url, progress=None):
     from ccl_health.db import series as series_of
     from ccl_health.db.store import open_store, series_columns
     from ccl_health.judge.series import series_key
-    if not url.startswith(('postgresql://', 'postgres://')):
-        raise CclHealthError(f'migrate --to {url}: a postgresql:// URL '
+    if not dburl.is_postgres(url):
+        raise CclHealthError(f'migrate --to {dburl.shown(url)}: a postgresql:// URL '
                              f'(the SQLite file is the source, --db)')
     counts = {}
     with open_store(url) as dst:
         if dst.query('SELECT 1 AS x FROM cases LIMIT 1'):
             raise CclHealthError(
-                f'migrate: {url} already holds cases: a migration never '
+                f'migrate: {dburl.shown(url)} already holds cases: a migration never '
                 f'merges two databases (give an empty database)')
         with dst.transaction():
             for table in TABLES:

@@ -3,6 +3,8 @@ knows its database when it starts and imports the driver and the judge
 while its probe runs, so its bounded write at the end does not pay for it
 (about 80 ms of CPU for psycopg and the judge)."""
 
+from ccl_health import CclHealthError, dburl
+
 
 def preload(url):
     """Import what writing a case to ``url`` needs (its driver, the
@@ -11,11 +13,11 @@ def preload(url):
     hook, while its probe runs: :func:`preload_in_background`) does not
     pay it inside its bounded write.  Errors are left to the write."""
     try:
-        if str(url or '').startswith(('postgresql://', 'postgres://')):
+        if dburl.is_postgres(str(url or '')):
             import psycopg  # noqa: F401
             import psycopg.pq  # noqa: F401
         from ccl_health.db import docs, reads, state  # noqa: F401
-    except ImportError:
+    except (ImportError, CclHealthError):
         pass
 
 

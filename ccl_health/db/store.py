@@ -17,7 +17,7 @@ import pathlib
 import sqlite3
 from typing import Dict, List, Optional
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, dburl
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
@@ -522,18 +522,46 @@ class Store:
         """Append what a mail told, in one transaction: ``rows`` (dicts of
         :data:`TOLD_COLUMNS`) and ``nights`` (dicts of
         :data:`NIGHT_COLUMNS`), told by the nightly run ``told_in``."""
+        with self.transaction():
+            self.append_told(rows, nights, told_in)
+
+    def append_told(self, rows, nights, told_in):
+        """:meth:`record_told` inside the caller's transaction (the
+        nightly's :meth:`news_held`: appended, printed, then committed)."""
         at = datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec='microseconds')
+        for table, cols, items in (('news_told', TOLD_COLUMNS, rows),
+                                   ('news_nights', NIGHT_COLUMNS, nights)):
+            names = cols + ('told_in', 'told_at')
+            for item in items:
+                self.execute(
+                    f'INSERT INTO {table} ({", ".join(names)}) VALUES '
+                    f'({", ".join("?" * len(names))})',
+                    tuple(item.get(c) for c in cols) + (told_in, at))
+
+    def told_mark(self):
+        """What the ledger holds, as one comparable value (the newest row
+        of each table): a change between two reads means another nightly
+        told something meanwhile."""
+        if self.schema_version() < 4:
+            return None
+        return tuple(self.query(f'SELECT MAX(id) AS m FROM {t}')[0]['m']
+                     for t in ('news_told', 'news_nights'))
+
+    @contextlib.contextmanager
+    def news_held(self, system, partition):
+        """One teller of the news of ``system:partition`` at a time, for
+        every nightly of this database whatever its publish folder: a
+        write transaction (SQLite: the database's one writer; PostgreSQL:
+        and an advisory lock of the key, held to its end).  What is told
+        is appended in it (:meth:`append_told`), printed, then committed
+        as it ends: a nightly killed before it printed told nothing and
+        recorded nothing."""
         with self.transaction():
-            for table, cols, items in (('news_told', TOLD_COLUMNS, rows),
-                                       ('news_nights', NIGHT_COLUMNS,
-                                        nights)):
-                names = cols + ('told_in', 'told_at')
-                for item in items:
-                    self.execute(
-                        f'INSERT INTO {table} ({", ".join(names)}) VALUES '
-                        f'({", ".join("?" * len(names))})',
-                        tuple(item.get(c) for c in cols) + (told_in, at))
+            if self.kind == 'postgresql':
+                self.execute('SELECT pg_advisory_xact_lock(hashtext(?))',
+                             (f'ccl-health news {system}:{partition}',))
+            yield self
 
     # -- baselines (scripts/calibrate --db) -------------------------------
     def baselines(self):
@@ -618,11 +646,11 @@ def open_store(url=None, readonly=False, timeout=60):
     if not url:
         from ccl_health.outputs import database
         url = database()
-    if url.startswith(('postgresql://', 'postgres://')):
+    if dburl.is_postgres(url):
         try:
             import psycopg
         except ImportError:
-            raise CclHealthError(f'{url}: a PostgreSQL database needs the '
+            raise CclHealthError(f'{dburl.shown(url)}: a PostgreSQL database needs the '
                                  f"'postgres' extra: pip install "
                                  f'"ccl-health[postgres]"') from None
         try:
@@ -635,10 +663,12 @@ def open_store(url=None, readonly=False, timeout=60):
             if readonly:
                 conn.read_only = True
         except psycopg.Error as err:
-            raise CclHealthError(f'cannot connect to {url}: {err}') from None
-        store = Store(conn, 'postgresql', url)
+            raise CclHealthError(
+                f'cannot connect to {dburl.shown(url)}: '
+                f'{dburl.hide_in(err, url)}') from None
+        store = Store(conn, 'postgresql', dburl.shown(url))
     else:
-        path = url[len('sqlite:///'):] if url.startswith('sqlite:///') else url
+        path = dburl.sqlite_path(url)
         if readonly:
             return Store(_connect_readonly(path), 'sqlite', path)._check()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import Dict
 
-from ccl_health import (CclHealthError, outputs, read_text, resources,
+from ccl_health import (CclHealthError, argnumbers, outputs, read_text, resources,
                         safefile, shell)
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
@@ -69,13 +69,13 @@ def parser(prog='scripts/fleet'):
     p.add_argument('--output', help='the output folder (default '
                    '$CCL_HEALTH_OUTPUT, else ./ccl-health-output)')
     p.add_argument('--json', help='also write the summary to this file')
-    p.add_argument('--round-limit', type=float, metavar='SECONDS',
+    p.add_argument('--round-limit', type=argnumbers.SECONDS, metavar='SECONDS',
                    help='the bound of a step (srun --time and nccl-tests -T)')
     p.add_argument('--groups', metavar='16,64,256', help='group sizes before '
                    'the whole set')
-    p.add_argument('--straggler-k', type=float, metavar='K',
+    p.add_argument('--straggler-k', type=argnumbers.FACTOR, metavar='K',
                    help='stragglers: below median - K x 1.4826 x MAD')
-    p.add_argument('--max-parallel', type=int, metavar='N',
+    p.add_argument('--max-parallel', type=argnumbers.COUNT, metavar='N',
                    help='steps at once (default 512)')
     p.add_argument('--db', help='the performance database (default '
                    '$CCL_HEALTH_DB, else <output>/ccl-health.db; with '
@@ -135,8 +135,6 @@ def load_site(args):
     systemic.switches(cfg)            # a bad topology stops us here
     _check_ceilings(site, cfg)
     if args.round_limit is not None:
-        if not args.round_limit > 0:
-            raise CclHealthError('--round-limit: must be positive')
         cfg.round_limit = args.round_limit
     if args.groups is not None:
         try:
@@ -145,12 +143,8 @@ def load_site(args):
             raise CclHealthError(f'--groups {args.groups!r}: not a list of '
                                  f'whole numbers') from None
     if args.straggler_k is not None:
-        if not args.straggler_k > 0:
-            raise CclHealthError('--straggler-k: must be positive')
         cfg.straggler_k = args.straggler_k
     if args.max_parallel is not None:
-        if args.max_parallel < 1:
-            raise CclHealthError('--max-parallel: must be at least 1')
         cfg.max_parallel = args.max_parallel
     return site, cfg
 
@@ -360,6 +354,23 @@ def _keep(summary, args, cfg):
               f'{err})', file=sys.stderr)
 
 
+def finish_killed_resume(partition):
+    """A ``--resume`` of ``partition`` killed before it finished (its
+    intent left behind: :mod:`ccl_health.fleet.resumestate`) is finished
+    by whichever fleet run comes next: its nodes drained again, its
+    reservation deleted.  Nothing while a resume of the partition runs
+    (it holds the lock)."""
+    from ccl_health.fleet import resume, resumestate, slurm
+    out = outputs.output_dir()
+    with resumestate.locked(resumestate.lock_path(out, partition),
+                            wait=False) as mine:
+        if mine:
+            return resume.finish_unfinished(
+                out, partition, slurm,
+                lambda t: print(t, file=sys.stderr, flush=True))
+    return {}
+
+
 def run_resume(args, site, cfg, run_id):
     """``--resume``: re-check the nodes drained by ccl-health
     (:mod:`ccl_health.fleet.resume`); its own fleet.json and page.  Stops
@@ -545,6 +556,8 @@ def _main(argv, prog):
         if not nodes:
             raise CclHealthError('no nodes: SLURM_JOB_NODELIST is empty or '
                                  'holds none of --nodelist')
+        finish_killed_resume(args.partition or os.environ.get(
+            'SLURM_JOB_PARTITION'))
         progs = Programs(cfg, run_dir, site)
         env = step_env(site, cfg)
         progs.step(nodes[:2])            # a template error stops us here

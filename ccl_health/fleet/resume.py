@@ -47,21 +47,29 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from typing import Dict, Optional, Tuple
 
 from ccl_health import CclHealthError
-from ccl_health.fleet.resumestate import (last_check, load_state, lock_path,
-                                          locked, note, timeline,
-                                          update_state)
+from ccl_health.fleet.resumestate import (drop_intent, last_check,
+                                          load_intent, load_state, lock_path,
+                                          locked, note, save_intent,
+                                          timeline, update_state)
 from ccl_health.stops import Stopped, held
 
 PREFIX = 'ccl-health:'
 #: what a resume run adds to a reason (taken off before adding it again)
 _SUFFIX = re.compile(r'\s*\((passed \d+ of \d+ checks|failed again, \d+ of '
                      r'\d+ checks?|resume stopped by SIG[A-Z]+ before its '
-                     r'checks passed|pair check skipped: [^()]*)\)\s*$')
+                     r'checks passed|resume killed before its checks '
+                     r'passed|pair check skipped: [^()]*)\)\s*$')
+#: the reason's addition for a node an earlier resume left in service
+#: unchecked (it was killed: SIGKILL cannot be acted on)
+KILLED_NOTE = 'resume killed before its checks passed'
+#: Slurm's answer to deleting a reservation that is not there (any more)
+_NO_RESERVATION = re.compile(r'invalid reservation|not found', re.I)
 #: the reason's addition for a node whose pair check had no partner
 NO_PARTNER = ('pair check skipped: no idle node that passed its last '
               'check')
@@ -79,6 +87,55 @@ EXIT_SKIPPED = 3
 def base_reason(reason: str) -> str:
     """A ccl-health reason without what an earlier resume run added."""
     return _SUFFIX.sub('', reason or '').strip()
+
+
+def finish_unfinished(output_dir, partition, slurm, log) -> dict:
+    """An earlier resume of ``partition`` that was killed
+    (:func:`ccl_health.fleet.resumestate.load_intent`): each node it had
+    put back into service and not decided is drained again (``<reason>
+    (resume killed before its checks passed)``), its reservation deleted,
+    the intent removed.  Call it holding the partition's resume lock (a
+    live resume holds it, so what is found is unfinished).  Returns
+    ``{'drained': [...], 'reservation': name, 'errors': {...}}`` or {}."""
+    intent = load_intent(output_dir, partition)
+    if not intent:
+        return {}
+    nodes = dict(intent.get('nodes') or {}) if intent.get('resumed') else {}
+    out = {'drained': [], 'reservation': intent.get('reservation') or '',
+           'errors': {}}
+    if nodes:
+        why = {n: f'{base_reason(r)} ({KILLED_NOTE})' for n, r in
+               nodes.items()}
+        drained, errors = slurm.drain(sorted(nodes), why)
+        out['drained'], out['errors'] = sorted(drained), dict(errors)
+
+        def change(state):
+            for n in drained:
+                note(state, n, 'could-not-check', KILLED_NOTE)
+                last_check(state, n, 'could-not-check', KILLED_NOTE)
+        update_state(output_dir, change)
+        left = {n: r for n, r in nodes.items() if n in errors}
+        save_intent(output_dir, partition, dict(intent, nodes=left))
+        if left:
+            log(f'fleet --resume: an earlier resume was killed; could not '
+                f'drain again: {errors}')
+            return out
+    resv = intent.get('reservation')
+    if resv:
+        try:
+            slurm._run(['scontrol', 'delete', f'ReservationName={resv}'])
+        except CclHealthError as err:
+            if not _NO_RESERVATION.search(str(err)):
+                out['errors'][resv] = str(err)
+                log(f'fleet --resume: the reservation {resv} of a killed '
+                    f'resume was not deleted: {err}')
+                return out
+    drop_intent(output_dir, partition)
+    log(f'fleet --resume: an earlier resume (pid {intent.get("pid")} on '
+        f'{intent.get("host")}, {intent.get("started")}) was killed before '
+        f'it finished: drained again {", ".join(out["drained"]) or "none"}'
+        f'{"; its reservation " + resv + " removed" if resv else ""}')
+    return out
 
 
 def stopped_note(signame: str) -> str:
@@ -190,6 +247,11 @@ class Resume:
         self.site = site
         #: the nodes resumed into the reservation (drained again on a stop)
         self.under_check = set()
+        #: what this run is doing, kept durably (resumestate.save_intent)
+        self.intent = {}
+        #: nodes put back into service and neither resumed for good nor
+        #: drained again yet: a later run drains them if this one dies
+        self._undecided = {}
 
     def _sinfo(self, fmt):
         cmd = ['sinfo', '-h', '-N', '-o', fmt]
@@ -297,6 +359,10 @@ class Resume:
         from ccl_health.fleet.run import Judged, judge_node, judge_step, Step
         cfg = self.cfg
         stops.check()
+        found = finish_unfinished(self.output_dir, self.partition,
+                                  self.slurm, self.log)
+        if found:
+            summary['unfinished'] = found
         ours, others = self.candidates()
         summary.update(candidates=dict(sorted(ours.items())),
                        left_alone=dict(sorted(others.items())),
@@ -316,12 +382,20 @@ class Resume:
                  f'other drained node(s) left alone')
         results = {}
         stops.check()
+        intent = {'reservation': resv, 'nodes': dict(ours), 'resumed': False,
+                  'pid': os.getpid(), 'host': socket.gethostname(),
+                  'started': time.strftime('%Y-%m-%dT%H:%M:%S%z')}
+        save_intent(self.output_dir, self.partition, intent)
+        self.intent = intent
         reserved = self._reserve(resv, nodes, partner, minutes)
         if partner and not reserved:
             no_pair = f'no partner for the pair check: {partner} took a job'
         partner = reserved
         try:
             stops.check()
+            save_intent(self.output_dir, self.partition,
+                        dict(intent, resumed=True))
+            self.intent = dict(intent, resumed=True)
             self.under_check.update(nodes)
             self.slurm.resume(nodes)
             stops.check()
@@ -385,6 +459,13 @@ class Resume:
             self.log(f'fleet --resume: (reservation {resv} not deleted: '
                      f'{err})')
             summary['reservation_left'] = f'{resv}: {err}'
+            return          # the intent keeps it: the next run deletes it
+        if self._undecided:     # not drained again: the next run tries
+            save_intent(self.output_dir, self.partition,
+                        dict(self.intent, nodes=self._undecided,
+                             reservation=''))
+        else:
+            drop_intent(self.output_dir, self.partition)
 
     @staticmethod
     def _round(name, kind, js):
@@ -437,6 +518,12 @@ class Resume:
             if errors:
                 summary['drain_errors'] = errors
                 self.log(f'fleet --resume: could not drain again: {errors}')
+        self._undecided = {n: ours[n] for n in sorted(self.under_check)
+                           if n not in summary['resumed']
+                           and n not in summary['kept']}
+        if self.intent:
+            save_intent(self.output_dir, self.partition,
+                        dict(self.intent, nodes=self._undecided))
         summary['timeline'] = timeline(load_state(self.output_dir))
 
     def _decide(self, ours, results, state, missing):

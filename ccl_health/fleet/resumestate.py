@@ -85,7 +85,12 @@ def load_state(output_dir: str) -> dict:
 def save_state(output_dir: str, state: dict):
     """The whole state, atomically: a new file of its own (never through a
     link), then renamed over the old one."""
-    path = state_path(output_dir)
+    _save_json(state_path(output_dir), state)
+
+
+def _save_json(path: str, doc: dict):
+    """``doc`` into ``path``, atomically and durably (fsync before the
+    rename): a new file of its own, never through a link."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix='.nodes-', suffix='.tmp',
                                dir=os.path.dirname(path))
@@ -94,7 +99,7 @@ def save_state(output_dir: str, state: dict):
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, 'w') as fp:
-            json.dump(state, fp, indent=1, sort_keys=True)
+            json.dump(doc, fp, indent=1, sort_keys=True)
             fp.flush()
             os.fsync(fp.fileno())
         os.replace(tmp, path)
@@ -102,6 +107,48 @@ def save_state(output_dir: str, state: dict):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# -- a resume's intent: what it is doing, kept before it is done -------------
+#
+# A resume puts drained nodes back into service (``state=resume``, inside a
+# MAINT reservation) before their checks pass.  SIGKILL (Slurm's KillWait,
+# the OOM killer, a lost launch host) cannot be acted on, so what the run is
+# about to do is written first, durably: its reservation, then the nodes it
+# resumes with their reasons.  A node leaves the intent once it is decided
+# (resumed after its passes, or drained again); the file goes when the
+# reservation is deleted.  Whatever run comes next for the partition (a
+# resume, or a fleet run) finds an intent left behind and finishes it:
+# each node still listed is drained again, the reservation deleted.
+
+def intent_path(output_dir: str, partition: Optional[str]) -> str:
+    """The intent of the resume runs of ``partition``, beside its lock."""
+    return lock_path(output_dir, partition)[:-len('.lock')] + '.intent.json'
+
+
+def load_intent(output_dir: str, partition: Optional[str]) -> Optional[dict]:
+    """``{'reservation', 'nodes': {node: reason}, 'resumed': bool, 'pid',
+    'host', 'started'}`` of a resume not finished, or None."""
+    try:
+        with open(intent_path(output_dir, partition)) as fp:
+            doc = json.load(fp)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise CclHealthError(f'{intent_path(output_dir, partition)}: an '
+                             f'unfinished resume that cannot be read '
+                             f'({err}): check its nodes by hand, then remove '
+                             f'it') from None
+    return doc if isinstance(doc, dict) else None
+
+
+def save_intent(output_dir: str, partition: Optional[str], intent: dict):
+    _save_json(intent_path(output_dir, partition), intent)
+
+
+def drop_intent(output_dir: str, partition: Optional[str]):
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(intent_path(output_dir, partition))
 
 
 def update_state(output_dir: str, change):

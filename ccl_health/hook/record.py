@@ -14,6 +14,8 @@ import socket
 import threading
 import time
 
+from ccl_health import dburl
+
 
 #: a failure's detail is kept whole up to this many characters of JSON
 #: (stored compressed: :mod:`ccl_health.db.docs`); a longer one keeps its
@@ -148,17 +150,18 @@ def _write(settings, case, bound, drained):
                     pending.drain(db, folder, deadline, drained)
         except BaseException as err:          # noqa: B902
             box.setdefault('ok', False)
-            box['err'] = f'{type(err).__name__}: {err}'
+            box['err'] = dburl.hide_in(f'{type(err).__name__}: {err}',
+                                       settings.db)
     t = threading.Thread(target=work, daemon=True)
     t.start()
     t.join(bound + 0.2)
     if box.get('ok'):
         return ''
     if t.is_alive():
-        return (f'not recorded in the performance database {settings.db}: '
-                f'gave up after {bound:.1f} s')
-    return (f'not recorded in the performance database {settings.db}: '
-            f'{box.get("err", "no answer")}')
+        return (f'not recorded in the performance database '
+                f'{dburl.shown(settings.db)}: gave up after {bound:.1f} s')
+    return (f'not recorded in the performance database '
+            f'{dburl.shown(settings.db)}: {box.get("err", "no answer")}')
 
 
 def _keep(settings, case):
@@ -198,7 +201,7 @@ def json_document(res, settings=None, recorded=None):
            'role': getattr(res, 'role', None) or {},
            'attempt_notes': list(getattr(res, 'attempt_notes', []) or [])}
     doc['dropped_env'] = dict(getattr(settings, 'dropped', ()) or ())
-    doc['database'] = getattr(settings, 'db', None) or None
+    doc['database'] = dburl.shown(getattr(settings, 'db', None)) or None
     if recorded is not None:
         doc['recorded'] = recorded
     return doc

@@ -53,14 +53,58 @@ _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+#: the most nodes a document may hold once its aliases are expanded: a
+#: site or reference file has a few thousand; nested aliases ("billion
+#: laughs": 3.8 KB that expand to 10^9 nodes) hang whoever walks them
+MAX_EXPANDED_NODES = 200_000
+
+
+def _expanded_nodes(node, memo, limit):
+    """How many nodes ``node`` stands for with its aliases expanded
+    (counted once per node object: an alias is the node it names), up to
+    just past ``limit``."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    memo[id(node)] = limit + 1       # an alias of itself expands forever
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    else:
+        children = ()
+    total = 1
+    for child in children:
+        total += _expanded_nodes(child, memo, limit)
+        if total > limit:
+            break
+    memo[id(node)] = total
+    return total
+
+
 def load_yaml(text, path, error=CclHealthError):
-    """The YAML document in ``text`` (``path`` names it in errors)."""
+    """The YAML document in ``text`` (``path`` names it in errors); one
+    whose aliases expand past :data:`MAX_EXPANDED_NODES` nodes is an
+    error, found before anything is built from it."""
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        node = loader.get_single_node()
+        if node is not None and _expanded_nodes(
+                node, {}, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            raise error(f'{path}: its aliases expand to more than '
+                        f'{MAX_EXPANDED_NODES:,} YAML nodes (nested '
+                        f'aliases?): write the values out or use fewer '
+                        f'levels of aliases')
+        return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as err:
         one_line = ' '.join(str(err).replace('"<unicode string>", ', '')
                             .split())
         raise error(f'{path}: not valid YAML: {one_line}') from None
+    except RecursionError:
+        raise error(f'{path}: nested too deeply to be a site or reference '
+                    f'file') from None
+    finally:
+        loader.dispose()
 
 
 def _jsonschema():
