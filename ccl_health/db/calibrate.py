@@ -9,7 +9,12 @@ they were; an entry it updates keeps its curated per-size tolerances, its
 tolerance unless ``--tolerance`` names its transport, and its source, to
 which the calibration's provenance is appended unless ``--source`` is
 given), validates the result as loading would, and only then replaces the
-file atomically.  ``--dry-run`` prints the diff and writes nothing."""
+file atomically.  ``--dry-run`` prints the diff and writes nothing.
+
+Whichever input (run reports, the database, both), a calibration is one
+level (:mod:`ccl_health.db.levels`): each size's noise and the
+calibration's stamp beside the values in the reference file, and the
+level recorded in the database at hand (:func:`level_database`)."""
 
 import contextlib
 import datetime
@@ -169,9 +174,13 @@ def add_arguments(p, reference_dir):
     """The options of ``ccl-health calibrate`` on the argparse parser
     ``p``."""
     p.add_argument('--report', action='append',
-                   help='ReFrame run report (repeat: the median is kept)')
+                   help='ReFrame run report (repeat: the median is kept); '
+                   'the level is recorded in the database scripts/run '
+                   'records in ($CCL_HEALTH_DB, else ccl-health-output/'
+                   'ccl-health.db) where it exists')
     p.add_argument('--db', help='calibrate from the last healthy runs in '
-                   'this performance database instead (or as well)')
+                   'this performance database instead (or as well), and '
+                   'record the level there')
     p.add_argument('--system', help='with --db: the system to calibrate '
                    '(default: every system in the database)')
     p.add_argument('--partition', help='with --db: the partition to '

@@ -535,7 +535,7 @@ class Store:
                         f'({", ".join("?" * len(names))})',
                         tuple(item.get(c) for c in cols) + (told_in, at))
 
-    # -- baselines (scripts/calibrate --db) -------------------------------
+    # -- baselines (a calibration's level: ccl_health/db/levels.py) ------
     def baselines(self):
         """The recorded baselines, oldest first (:data:`BASELINE_COLUMNS`
         and ``id``; ``runs`` a list of run ids); none in a database older
