@@ -215,17 +215,25 @@ def test_the_reference_file_is_the_level_where_the_db_has_none(
     database (an acceptance) is never overridden by the older file."""
     ref, nights = _file_level(tmp_path, monkeypatch)
     out = capsys.readouterr().out
-    assert 'no performance database at' in out and \
+    assert 'no performance database beside the run report(s)' in out and \
         'the level of 1 configuration(s) is in the reference file' in out
     rows = levels.file_rows(ref)
     assert {r['size'] for r in rows} == {64 << 20, 128 << 20, 256 << 20}
     assert all(r['kind'] == 'sweep' and r['ranks'] == 2 for r in rows)
+    # what scripts/run does after a run on local:gpu, with the reference
+    # files it ran against
+    ran = {'runs': [{'testcases': [{'system': 'local',
+                                    'partition': 'gpu'}]}]}
     with store.open_store(nights.db) as s:
-        assert len(levels.take_file_levels(s, [ref])) == 3
+        cli._take_file_levels(s, ran, {'CCL_HEALTH_REFERENCE_DIR':
+                                       str(tmp_path / 'ref')})
+        assert len(s.baselines()) == 3
         assert levels.take_file_levels(s, [ref]) == []      # once
         lv = history.levels(history.series_key(dict(
             nights.healthy(3).__dict__, case_name=A)),
             64 << 20, *s.levels())
+    assert f'the calibration in {ref.path} is the level of 1 ' \
+        f'configuration(s)' in capsys.readouterr().out
     assert [x.median for x in lv] == [ref.lookup(
         'gpu', 'net-socket', 'all_reduce', 1, 2).busbw[64 << 20]]
     # an acceptance newer than the file's calibration: the file is older

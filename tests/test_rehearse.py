@@ -271,10 +271,9 @@ def test_the_standin_writes_the_logs_as_its_output_s_processes(tmp_path):
 def test_a_calibration_is_the_level_of_the_nights_after_it(tmp_path):
     """Issue 37: two healthy nights, a calibration from their run reports
     as docs/sites.md shows first (``scripts/calibrate --report``, into the
-    rehearsal's reference; no database at hand: the level is the reference
-    file's, each size's noise beside its value), a healthy night (its
-    ``scripts/run`` takes the file's level into the rehearsal's database),
-    then the drift scenario (-5 %, inside the reference's tolerance):
+    rehearsal's reference: each size's noise beside its value; the level
+    recorded in the database of the runs reported, the rehearsal's), a
+    healthy night, then the drift scenario (-5 %, inside the reference's tolerance):
     all clear twice, and the third drift night tells a DRIFT at each size,
     exit 1.  Before, the key waited for 15 runs and the three nights were
     all clear."""
@@ -292,7 +291,10 @@ def test_a_calibration_is_the_level_of_the_nights_after_it(tmp_path):
          '--min-size', '64M'], env=env, cwd=tmp_path, capture_output=True,
         text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert 'is in the reference file' in p.stdout, p.stdout
+    # the database of the runs reported: the rehearsal's, beside its
+    # reports/ (never $CCL_HEALTH_DB, the site's)
+    assert f'{root / "ccl-health.db"}: recorded the baseline of 1 ' \
+        f'configuration(s) (3 sizes)' in p.stdout, p.stdout
     text = (root / 'world' / 'reference' / 'local.yaml').read_text()
     assert 'noise: {64MiB: ' in text and 'calibrated: {runs: 2, ' in text
     p, mail, _ = rehearse(env, 'healthy', cwd=tmp_path)

@@ -14,7 +14,7 @@ file atomically.  ``--dry-run`` prints the diff and writes nothing.
 Whichever input (run reports, the database, both), a calibration is one
 level (:mod:`ccl_health.db.levels`): each size's noise and the
 calibration's stamp beside the values in the reference file, and the
-level recorded in the database at hand (:func:`level_database`)."""
+level recorded in the database at hand (:func:`level_databases`)."""
 
 import contextlib
 import datetime
@@ -175,9 +175,9 @@ def add_arguments(p, reference_dir):
     ``p``."""
     p.add_argument('--report', action='append',
                    help='ReFrame run report (repeat: the median is kept); '
-                   'the level is recorded in the database scripts/run '
-                   'records in ($CCL_HEALTH_DB, else ccl-health-output/'
-                   'ccl-health.db) where it exists')
+                   'the level is recorded in the database of its run: the '
+                   'ccl-health.db beside its reports/ folder, else '
+                   '$CCL_HEALTH_DB, where it exists')
     p.add_argument('--db', help='calibrate from the last healthy runs in '
                    'this performance database instead (or as well), and '
                    'record the level there')
@@ -368,51 +368,68 @@ def _source(args):
         if given)
 
 
-def level_database(args):
-    """Where the calibration's level is recorded: ``--db``, else the
-    database ``scripts/run`` records in (:func:`ccl_health.outputs.
-    database`) where it exists; None: none at hand (the reference file
-    carries the level)."""
-    from ccl_health import outputs
+#: the database ``scripts/run`` records in beside its run reports
+#: (``<output>/reports/run-*.json``, ``<output>/ccl-health.db``)
+BESIDE_REPORTS = os.path.join(os.pardir, 'ccl-health.db')
+
+
+def level_databases(args):
+    """Where the calibration's level is recorded: ``--db``; else, with
+    ``--report``, the database of the runs reported: the
+    ``ccl-health.db`` beside each report's folder (what ``scripts/run``
+    and the nightly's rehearsal record in), else ``$CCL_HEALTH_DB`` (a
+    site's database); only one that exists.  Empty: none at hand (the
+    reference file carries the level)."""
     if args.db:
-        return args.db
-    url = outputs.database()
-    return url if '://' in url or os.path.isfile(url) else None
+        return [args.db]
+    out = []
+    for path in args.report or []:
+        beside = os.path.normpath(os.path.join(
+            os.path.dirname(os.path.abspath(path)), BESIDE_REPORTS))
+        if os.path.isfile(beside) and beside not in out:
+            out.append(beside)
+    site = os.environ.get('CCL_HEALTH_DB')
+    if not out and site and ('://' in site or os.path.isfile(site)):
+        out.append(site)
+    return out
 
 
 def _record_level(args, rows):
     """Record the calibration's level (:func:`ccl_health.db.levels.
-    level_rows`) in the database at hand (:func:`level_database`): the
+    level_rows`) in the databases at hand (:func:`level_databases`): the
     baseline drops and drifts are judged from.  Returns the lines to
     print."""
     from ccl_health.db import store
     if not rows:
         return []
-    url = level_database(args)
+    urls = level_databases(args)
     keys = len({tuple(r[k] for k in store.ACCEPT_KEY[:-1]) for r in rows})
-    if url is None:
-        from ccl_health import outputs
-        return [f'no performance database at {outputs.database()}: '
-                f'the level of {keys} configuration(s) is in the reference '
-                f'file (each size\'s noise beside its value); scripts/run '
-                f'records it in its database with its next run']
+    if not urls:
+        return [f'no performance database beside the run report(s) or in '
+                f'$CCL_HEALTH_DB: the level of {keys} configuration(s) is '
+                f'in the reference file (each size\'s noise beside its '
+                f'value); scripts/run records it in its database after its '
+                f'next run']
     if args.dry_run:
         return [f'{url}: would record the baseline of {keys} '
-                f'configuration(s) ({len(rows)} sizes)']
-    try:
-        with store.open_store(url) as db:
-            db.add_baselines(rows)
-    except CclHealthError as err:
-        raise CclHealthError(f'{err} (the baseline of the calibration could '
-                             f'not be recorded; no reference file was '
-                             f'written)') from None
-    except store.driver_errors() as err:
-        raise CclHealthError(f'{url}: cannot record the baseline of the '
-                             f'calibration: {err} (no reference file was '
-                             f'written)') from None
-    return [f'{url}: recorded the baseline of {keys} configuration(s) '
-            f'({len(rows)} sizes): the history judges against it from the '
-            f'next run']
+                f'configuration(s) ({len(rows)} sizes)' for url in urls]
+    lines = []
+    for url in urls:
+        try:
+            with store.open_store(url) as db:
+                db.add_baselines(rows)
+        except CclHealthError as err:
+            raise CclHealthError(f'{err} (the baseline of the calibration '
+                                 f'could not be recorded; no reference '
+                                 f'file was written)') from None
+        except store.driver_errors() as err:
+            raise CclHealthError(f'{url}: cannot record the baseline of the '
+                                 f'calibration: {err} (no reference file '
+                                 f'was written)') from None
+        lines.append(f'{url}: recorded the baseline of {keys} '
+                     f'configuration(s) ({len(rows)} sizes): the history '
+                     f'judges against it from the next run')
+    return lines
 
 
 def _calibrate(args, groups, tol):
