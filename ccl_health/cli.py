@@ -268,7 +268,7 @@ def _take_file_levels(db, report, env):
         try:
             refs.append((reference.load_for_system(refdir, system),
                          partitions))
-        except CclHealthError:
+        except (CclHealthError, OSError):
             continue          # no reference file: no level in it
     for ref, partitions in refs:
         rows = levels.take_file_levels(db, [ref], partitions)
