@@ -276,7 +276,8 @@ def _take_file_levels(db, report, env):
             keys = len({tuple(r[k] for k in store.ACCEPT_KEY[:-1])
                         for r in rows})
             print(f'ccl-health: the calibration in {ref.path} is the level '
-                  f'of {keys} configuration(s) in {db.where} from now on '
+                  f'of {keys} configuration(s) in the performance database '
+                  f'from now on '
                   f'(the database held no newer one)', flush=True)
 
 

@@ -16,6 +16,7 @@ calibrated from are ReFrame run reports of the recorded nights (their
 
 import datetime
 import json
+import statistics
 
 import pytest
 
@@ -167,9 +168,14 @@ def test_report_and_db_record_the_same_level(tmp_path, monkeypatch,
         calibrate(how, folder, db, reports)
         with store.open_store(db, readonly=True) as s:
             rows = s.baselines()
+            recorded = s.records()
         e = reference.load(str(folder / 'ref' / 'local.yaml')).lookup(
             'gpu', 'net-socket', 'all_reduce', 1, 2)
         got[how] = (rows, e)
+        # the level is the median of the two nights' recorded values
+        for r in rows:
+            assert r['n'] == 2 and r['median'] == statistics.median(
+                x['busbw'] for x in recorded if x['size'] == r['size'])
     capsys.readouterr()
     (rep_rows, rep_e), (db_rows, db_e) = got['report'], got['db']
 

@@ -273,8 +273,8 @@ def test_a_calibration_is_the_level_of_the_nights_after_it(tmp_path):
     as docs/sites.md shows first (``scripts/calibrate --report``, into the
     rehearsal's reference: each size's noise beside its value; the level
     recorded in the database of the runs reported, the rehearsal's), a
-    healthy night, then the drift scenario (-5 %, inside the reference's tolerance):
-    all clear twice, and the third drift night tells a DRIFT at each size,
+    healthy night, then the drift scenario (-5 %, inside the reference's
+    tolerance): all clear twice, and the third drift night tells a DRIFT at each size,
     exit 1.  Before, the key waited for 15 runs and the three nights were
     all clear."""
     env = _env(tmp_path)
