@@ -25,7 +25,8 @@ from ccl_health.db import levels, store
 from ccl_health.judge import history, reference
 from ccl_health.units import format_size
 from test_drift import GRADED
-from test_nightly_news import A, SIZES, T0, TOL, WHERE, Series, rid, told
+from test_nightly_news import (  # noqa: F401  (db_url, pg_server: fixtures)
+    A, SIZES, T0, TOL, WHERE, Series, db_url, pg_server, rid, told)
 
 #: the step after the calibration: recorded values 4 % lower
 STEP = 0.96
@@ -96,15 +97,16 @@ def calibrate(how, tmp_path, db, reports):
 
 @pytest.mark.parametrize('how', ['report', 'db'])
 def test_a_step_after_a_calibration_is_told_by_its_third_night(
-        how, tmp_path, monkeypatch, capsys):
+        how, db_url, tmp_path, monkeypatch, capsys):
     """Two nights, a calibration from them (``--report``: the database
     at hand is the one the nights were recorded in, ``$CCL_HEALTH_DB``;
     ``--db``: named), three healthy nights, then a 4 % step: all clear
     until the step's third night, which tells a drift at every size and
     needs a person (exit 1).  Before issue 37, ``--report`` recorded no
     level: the key was "judged on its history (8 healthy runs; a drift
-    from 15)" and the step's three nights were all clear."""
-    db = str(tmp_path / 'site.db')
+    from 15)" and the step's three nights were all clear.  SQLite and
+    PostgreSQL."""
+    db = db_url
     monkeypatch.setenv('CCL_HEALTH_DB', db)
     (tmp_path / 'ref').mkdir()
     nights = Nights(db)
