@@ -236,6 +236,7 @@ def cmd_run(args):
         for case in recorder.cases_from_report(data,
                                                env['CCL_HEALTH_RUN_ID']):
             db.add_case(case)
+        _take_file_levels(db, data, env)
     print('\n== ccl-health verdict ==')
     print(summary.render(verdicts, where=f'{report} (run report); '
                          f'{dburl.shown(db_url)} (performance database); '
@@ -246,6 +247,38 @@ def cmd_run(args):
     new = _history_lines(db_url, env['CCL_HEALTH_RUN_ID'])
     # a new drop / drift after PASS needs a person: exit 1, never 0
     return max(code, 1) if new and code == 0 else code
+
+
+def _take_file_levels(db, report, env):
+    """The reference files this run was judged against are the level of
+    their calibrated entries where the database holds no newer one
+    (:func:`ccl_health.db.levels.take_file_levels`): recorded before the
+    run's history findings are read.  A file that cannot be read is said,
+    never a failure of the run."""
+    from ccl_health.db import levels
+    from ccl_health.judge import reference
+    refdir = env.get('CCL_HEALTH_REFERENCE_DIR') or \
+        resources.reference_dir()
+    parts = {}
+    for tc in report['runs'][-1]['testcases']:
+        if tc.get('system') and tc.get('partition'):
+            parts.setdefault(tc['system'], set()).add(tc['partition'])
+    refs = []
+    for system, partitions in sorted(parts.items()):
+        try:
+            refs.append((reference.load_for_system(refdir, system),
+                         partitions))
+        except (CclHealthError, OSError):
+            continue          # no reference file: no level in it
+    for ref, partitions in refs:
+        rows = levels.take_file_levels(db, [ref], partitions)
+        if rows:
+            keys = len({tuple(r[k] for k in store.ACCEPT_KEY[:-1])
+                        for r in rows})
+            print(f'ccl-health: the calibration in {ref.path} is the level '
+                  f'of {keys} configuration(s) in the performance database '
+                  f'from now on '
+                  f'(the database held no newer one)', flush=True)
 
 
 def _history_lines(db_url, run_id):

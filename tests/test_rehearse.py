@@ -267,3 +267,50 @@ def test_the_standin_writes_the_logs_as_its_output_s_processes(tmp_path):
     assert pids == [{'760'}, {'761'}]        # capture 2's rank lines
     assert 'vm:760:1347 [0] misc/socket.cc:50 NCCL WARN' in \
         logs[0].read_text()
+
+def test_a_calibration_is_the_level_of_the_nights_after_it(tmp_path):
+    """Issue 37: two healthy nights, a calibration from their run reports
+    as docs/sites.md shows first (``scripts/calibrate --report``, into the
+    rehearsal's reference: each size's noise beside its value; the level
+    recorded in the database of the runs reported, the rehearsal's), a
+    healthy night, then the drift scenario (-5 %, inside the reference's
+    tolerance): all clear twice, and the third drift night tells a DRIFT at each size,
+    exit 1.  Before, the key waited for 15 runs and the three nights were
+    all clear."""
+    env = _env(tmp_path)
+    root = tmp_path / 'out' / 'rehearsal'
+    for _ in range(2):
+        p, mail, _ = rehearse(env, 'healthy', cwd=tmp_path)
+        assert p.returncode == 0 and 'all clear' in mail[0], p.stdout
+    reports = sorted((root / 'reports').iterdir())
+    assert len(reports) == 2
+    p = subprocess.run(
+        [os.path.join(REPO, 'scripts', 'calibrate'),
+         *[a for r in reports for a in ('--report', str(r))],
+         '--reference-dir', str(root / 'world' / 'reference'),
+         '--min-size', '64M'], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # the database of the runs reported: the rehearsal's, beside its
+    # reports/ (never $CCL_HEALTH_DB, the site's)
+    assert f'{root / "ccl-health.db"}: recorded the baseline of 1 ' \
+        f'configuration(s) (3 sizes)' in p.stdout, p.stdout
+    text = (root / 'world' / 'reference' / 'local.yaml').read_text()
+    assert 'noise: {64MiB: ' in text and 'calibrated: {runs: 2, ' in text
+    p, mail, _ = rehearse(env, 'healthy', cwd=tmp_path)
+    assert p.returncode == 0 and 'all clear, nothing new' in mail[0], mail
+    for n in range(3):
+        p, mail, _ = rehearse(env, 'drift', cwd=tmp_path)
+        print('\n'.join(mail))
+        if n < 2:
+            assert p.returncode == 0 and 'all clear, nothing new' in \
+                mail[0], mail
+    assert p.returncode == 1 and 'NEW: 0 new failure(s), 3 new ' \
+        'finding(s)' in mail[0], mail
+    drifts = [ln for ln in mail if ln.startswith(
+        'DRIFT local/gpu/net-socket all_reduce 1n/2r ')]
+    assert [ln.split()[4] for ln in drifts] == \
+        ['64MiB:', '128MiB:', '256MiB:'], mail
+    assert all('sustained over 3 runs' in ln for ln in drifts), drifts
+    # the site's own database was never touched
+    assert not (tmp_path / 'site-real.db').exists()

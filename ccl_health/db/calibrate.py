@@ -9,7 +9,12 @@ they were; an entry it updates keeps its curated per-size tolerances, its
 tolerance unless ``--tolerance`` names its transport, and its source, to
 which the calibration's provenance is appended unless ``--source`` is
 given), validates the result as loading would, and only then replaces the
-file atomically.  ``--dry-run`` prints the diff and writes nothing."""
+file atomically.  ``--dry-run`` prints the diff and writes nothing.
+
+Whichever input (run reports, the database, both), a calibration is one
+level (:mod:`ccl_health.db.levels`): each size's noise and the
+calibration's stamp beside the values in the reference file, and the
+level recorded in the database at hand (:func:`level_databases`)."""
 
 import contextlib
 import datetime
@@ -134,39 +139,6 @@ def sweeps_from_store(db, system, partition, last=20):
                                              last).items()}
 
 
-def baseline_rows(runs, min_size='1M'):
-    """What a calibration from the database's ``runs`` (case rows with
-    ``busbw``, :func:`runs_from_store`) measured, as rows of the store's
-    ``baselines`` (:data:`ccl_health.db.store.BASELINE_COLUMNS`): per
-    history key (the kind of case included) and size >= ``min_size``, the
-    median and relative noise of its runs (:func:`history.measured`), the
-    runs named, the newest of them where the history judged against it
-    starts."""
-    lo = parse_size(min_size)
-    by_key = {}
-    for r in runs:
-        by_key.setdefault(history.series_key(r), []).append(r)
-    rows = []
-    for key, rs in sorted(by_key.items(), key=lambda kv: str(kv[0])):
-        newest = max(rs, key=lambda r: (r['time'], r['run_id']))
-        sizes = sorted({s for r in rs for s in r['busbw']})
-        for size in sizes:
-            vals = [r['busbw'][size] for r in rs
-                    if r['busbw'].get(size) is not None and
-                    math.isfinite(r['busbw'][size]) and
-                    r['busbw'][size] > 0]
-            if size < lo or not vals:
-                continue
-            median, noise = history.measured(vals)
-            rows.append({
-                **dict(zip(history.KEY + ('kind',), key)), 'size': size,
-                'median': median, 'noise': noise, 'n': len(vals),
-                'runs': sorted({r['run_id'] for r in rs}),
-                'run_id': newest['run_id'], 'run_time': newest['time'],
-                'source': 'scripts/calibrate'})
-    return rows
-
-
 def sweep_from_busbw(busbw_by_size):
     """A :class:`SweepResult` holding only busbw per size (what a run
     report or the database keeps), for :func:`entry_from_sweeps`."""
@@ -202,9 +174,13 @@ def add_arguments(p, reference_dir):
     """The options of ``ccl-health calibrate`` on the argparse parser
     ``p``."""
     p.add_argument('--report', action='append',
-                   help='ReFrame run report (repeat: the median is kept)')
+                   help='ReFrame run report (repeat: the median is kept); '
+                   'the level is recorded in the database of its run: the '
+                   'ccl-health.db beside its reports/ folder, else '
+                   '$CCL_HEALTH_DB, where it exists')
     p.add_argument('--db', help='calibrate from the last healthy runs in '
-                   'this performance database instead (or as well)')
+                   'this performance database instead (or as well), and '
+                   'record the level there')
     p.add_argument('--system', help='with --db: the system to calibrate '
                    '(default: every system in the database)')
     p.add_argument('--partition', help='with --db: the partition to '
@@ -298,16 +274,25 @@ def _usable(tc):
     return None
 
 
-def _groups_from_reports(paths):
+def runs_from_reports(paths):
+    """The healthy runs of the run reports ``paths`` with a busbw per size,
+    as the database's runs are (:func:`runs_from_store`): case rows (the
+    columns of the history key, ``case_name``, ``run_id``: the report's
+    name, ``time``: when its session ended, :func:`ccl_health.db.levels.
+    report_time`) with ``busbw``, ``{size: busbw}``."""
     from ccl_health import summary
-    groups = {}    # (system, partition, transport, collective, nodes,
-    #                 gpus per node, algo) -> [SweepResult]
+    from ccl_health.db import levels
+    runs = []
     for path in paths:
         try:
-            cases = summary.load_report(path)['runs'][-1]['testcases']
+            report = summary.load_report(path)
+            cases = report['runs'][-1]['testcases']
         except (KeyError, IndexError, TypeError):
             raise CclHealthError(f'{path}: not a ReFrame run report (no '
                                  f'runs[-1].testcases)') from None
+        name = os.path.basename(path)
+        run_id = name[:-len('.json')] if name.endswith('.json') else name
+        ended = levels.report_time(report)
         for tc in cases:
             if tc.get('fixture') or not busbw_perfvalues(
                     tc.get('perfvalues')):
@@ -318,37 +303,51 @@ def _groups_from_reports(paths):
                       f'healthy run')
                 continue
             try:
-                key = (tc['system'], tc['partition'], tc['transport'],
-                       tc['collective'], int(tc['num_nodes']),
-                       int(tc['num_tasks_per_node']),
-                       tc.get('algo') or 'default')
+                nodes = int(tc['num_nodes'])
+                run = {'system': tc['system'], 'partition': tc['partition'],
+                       'transport': tc['transport'],
+                       'collective': tc['collective'], 'nodes': nodes,
+                       'ranks': nodes * int(tc['num_tasks_per_node']),
+                       'algo': tc.get('algo') or 'default'}
             except (KeyError, TypeError, ValueError) as err:
                 print(f'skipping {tc.get("display_name")}: no {err} in the '
                       f'run report')
                 continue
-            groups.setdefault(key, []).append(
-                sweep_from_perfvalues(tc['perfvalues']))
-    return groups
+            time = ended or tc.get('job_completion_time')
+            runs.append(dict(
+                run, case_name=tc.get('display_name') or tc.get('name'),
+                source='report', run_id=run_id,
+                time=time if isinstance(time, str) else '',
+                busbw={r.size: r.busbw for r in sweep_from_perfvalues(
+                    tc['perfvalues']).rows}))
+    return runs
+
+
+def _entry_key(run):
+    """The reference entry a run is a measurement of: ``(system,
+    partition, transport, collective, nodes, gpus per node, algo)``."""
+    return (run['system'], run['partition'], run['transport'],
+            run['collective'], run['nodes'], run['ranks'] // run['nodes'],
+            run.get('algo') or 'default')
 
 
 def command(args):
     """``ccl-health calibrate``: returns the exit code; a bad input is a
     :class:`CclHealthError` raised before any file is touched."""
     tol, last, _ = _check_args(args)
-    groups = _groups_from_reports(args.report or [])
-    measured = []           # the database's runs calibrated from
+    runs = runs_from_reports(args.report or [])
     if args.db:
         from ccl_health.db import store
-        # read read-only, never created; written (baselines) only once the
+        # read read-only, never created; written (the level) only once the
         # new reference files are built and valid
         with store.open_store(args.db, readonly=True) as db:
-            for (t, coll, nodes, ranks, algo), runs in runs_from_store(
-                    db, args.system, args.partition, last).items():
-                measured += runs
-                groups.setdefault((args.system, args.partition, t, coll,
-                                   nodes, ranks // nodes, algo),
-                                  []).extend(sweep_from_busbw(r['busbw'])
-                                             for r in runs)
+            for got in runs_from_store(db, args.system, args.partition,
+                                       last).values():
+                runs += got
+    groups = {}    # (system, partition, transport, collective, nodes,
+    #                 gpus per node, algo) -> [run]
+    for run in runs:
+        groups.setdefault(_entry_key(run), []).append(run)
     if not groups:
         raise CclHealthError('no healthy sweep with performance values to '
                              'calibrate from')
@@ -360,45 +359,92 @@ def command(args):
             for system in sorted({k[0] for k in groups}):
                 held.enter_context(reference_file.locked(os.path.join(
                     args.reference_dir, f'{system}.yaml')))
-        return _calibrate(args, groups, tol, measured)
+        return _calibrate(args, groups, tol)
 
 
-def _record_baselines(args, measured):
-    """Record what the calibration measured in the database
-    (:func:`baseline_rows`): the first baseline of the history judge.
-    Returns the lines to print."""
+def _source(args):
+    return 'scripts/calibrate ' + ' '.join(
+        opt for opt, given in (('--report', args.report), ('--db', args.db))
+        if given)
+
+
+#: the database ``scripts/run`` records in beside its run reports
+#: (``<output>/reports/run-*.json``, ``<output>/ccl-health.db``)
+BESIDE_REPORTS = os.path.join(os.pardir, 'ccl-health.db')
+
+
+def level_databases(args):
+    """Where the calibration's level is recorded: ``--db``; else, with
+    ``--report``, the database of the runs reported: the
+    ``ccl-health.db`` beside each report's folder (what ``scripts/run``
+    and the nightly's rehearsal record in), else ``$CCL_HEALTH_DB`` (a
+    site's database); only one that exists.  Empty: none at hand (the
+    reference file carries the level)."""
+    if args.db:
+        return [args.db]
+    out = []
+    for path in args.report or []:
+        beside = os.path.normpath(os.path.join(
+            os.path.dirname(os.path.abspath(path)), BESIDE_REPORTS))
+        if os.path.isfile(beside) and beside not in out:
+            out.append(beside)
+    site = os.environ.get('CCL_HEALTH_DB')
+    if not out and site and ('://' in site or os.path.isfile(site)):
+        out.append(site)
+    return out
+
+
+def _record_level(args, rows):
+    """Record the calibration's level (:func:`ccl_health.db.levels.
+    level_rows`) in the databases at hand (:func:`level_databases`): the
+    baseline drops and drifts are judged from.  Returns the lines to
+    print."""
     from ccl_health.db import store
-    rows = baseline_rows(measured, args.min_size)
     if not rows:
         return []
+    urls = level_databases(args)
     keys = len({tuple(r[k] for k in store.ACCEPT_KEY[:-1]) for r in rows})
+    if not urls:
+        return [f'no performance database beside the run report(s) or in '
+                f'$CCL_HEALTH_DB: the level of {keys} configuration(s) is '
+                f'in the reference file (each size\'s noise beside its '
+                f'value); scripts/run records it in its database after its '
+                f'next run']
     if args.dry_run:
-        return [f'{args.db}: would record the baseline of {keys} '
-                f'configuration(s) ({len(rows)} sizes)']
-    try:
-        with store.open_store(args.db) as db:
-            db.add_baselines(rows)
-    except CclHealthError as err:
-        raise CclHealthError(f'{err} (the baseline of the calibration could '
-                             f'not be recorded; no reference file was '
-                             f'written)') from None
-    except store.driver_errors() as err:
-        raise CclHealthError(f'{args.db}: cannot record the baseline of the '
-                             f'calibration: {err} (no reference file was '
-                             f'written)') from None
-    return [f'{args.db}: recorded the baseline of {keys} configuration(s) '
-            f'({len(rows)} sizes): the history judges against it from the '
-            f'next run']
+        return [f'{url}: would record the baseline of {keys} '
+                f'configuration(s) ({len(rows)} sizes)' for url in urls]
+    lines = []
+    for url in urls:
+        try:
+            with store.open_store(url) as db:
+                db.add_baselines(rows)
+        except CclHealthError as err:
+            raise CclHealthError(f'{err} (the baseline of the calibration '
+                                 f'could not be recorded; no reference '
+                                 f'file was written)') from None
+        except store.driver_errors() as err:
+            raise CclHealthError(f'{url}: cannot record the baseline of the '
+                                 f'calibration: {err} (no reference file '
+                                 f'was written)') from None
+        lines.append(f'{url}: recorded the baseline of {keys} '
+                     f'configuration(s) ({len(rows)} sizes): the history '
+                     f'judges against it from the next run')
+    return lines
 
 
-def _calibrate(args, groups, tol, measured=()):
+def _calibrate(args, groups, tol):
+    from ccl_health.db import levels
     origin = ', '.join(os.path.basename(p) for p in args.report or [])
     if args.db:
         origin += f'{", " if origin else ""}{args.db}'
     today = datetime.date.today().isoformat()
     editors, notes = {}, []
-    for (system, part, trans, coll, nodes, gpn, algo), sweeps in \
+    every = []              # the level rows of every configuration
+    for (system, part, trans, coll, nodes, gpn, algo), runs in \
             sorted(groups.items()):
+        sweeps = [sweep_from_busbw(r['busbw']) for r in runs]
+        rows = levels.level_rows(runs, args.min_size, _source(args))
+        every += rows
         if system not in editors:
             editors[system] = reference_file.Editor(
                 os.path.join(args.reference_dir, f'{system}.yaml'), system)
@@ -417,6 +463,8 @@ def _calibrate(args, groups, tol, measured=()):
             gpus_per_node=gpn, tolerance=tolerance,
             source=args.source or provenance if old is None else provenance,
             min_size=args.min_size, algo=algo)
+        entry.noise, entry.calibrated = levels.entry_level(
+            [r for r in rows if r['size'] in entry.busbw])
         ed.put(part, entry, merge=True, tolerance=tol.get(trans),
                source=args.source)
         wider = ', '.join(f'{format_size(s)} {t:.0%}' for s, t in
@@ -428,7 +476,7 @@ def _calibrate(args, groups, tol, measured=()):
     # baseline is recorded first (a database that cannot be written leaves
     # the reference files as they were)
     texts = {system: ed.render() for system, ed in editors.items()}
-    notes += _record_baselines(args, measured) if measured else []
+    notes += _record_level(args, every)
     for system, ed in editors.items():
         text = texts[system]
         if args.dry_run:

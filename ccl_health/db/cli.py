@@ -110,7 +110,7 @@ def add_arguments(p):
     q = dsub.add_parser('rejudge', help='judge again, from its whole '
                         'history, each key whose kept judging state is '
                         'missing or stale (after an upgrade to schema 8; '
-                        'accept and calibrate --db judge their keys '
+                        'accept and calibrate judge their keys '
                         'again themselves): failed and detect then read '
                         'it by index')
     q.add_argument('--dry-run', action='store_true',

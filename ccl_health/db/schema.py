@@ -90,7 +90,7 @@ _MIGRATIONS = {
             run_id TEXT NOT NULL, status TEXT NOT NULL, measured INTEGER,
             told_in TEXT NOT NULL, told_at TEXT NOT NULL)""",
     ],
-    # what a calibration measured (scripts/calibrate --db): per key and size
+    # what a calibration measured (db/levels.py): per key and size
     # the median and relative noise of the runs it used, the first baseline
     # of the history judge (ccl_health.judge.history.Level); rows are only
     # ever added, a later calibration is a new row

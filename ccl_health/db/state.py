@@ -13,7 +13,7 @@ by those judges' next step.  A key is judged again from its whole history
 (:func:`rebuild`) where a step would not be that: a case older than (or
 as old as) the newest judged (a backfill, an ingest of old logs, a case
 written again), a size the key had not measured, a level
-(``scripts/report accept``, ``scripts/calibrate --db``) that starts after
+(``scripts/report accept``, ``scripts/calibrate``) that starts after
 the case or was not there when the state was made (:func:`fingerprint`),
 or no state yet.  A reader takes the state of a key only when its levels
 are those it was made with, and judges any other key from its whole
@@ -315,7 +315,7 @@ def level_keys(store, rows):
     matching anything: the keys whose levels (:meth:`Levels.fingerprint`)
     they change.  Read from the table of the series (schema 9; before
     it, by the ``cases_series`` index: a row of ``scripts/report accept``
-    or ``scripts/calibrate --db`` names every column of it but the node),
+    or ``scripts/calibrate`` names every column of it but the node),
     never from every case."""
     names = H.KEY + ('kind',)
     out = set()

@@ -563,7 +563,7 @@ class Store:
                              (f'ccl-health news {system}:{partition}',))
             yield self
 
-    # -- baselines (scripts/calibrate --db) -------------------------------
+    # -- baselines (a calibration's level: ccl_health/db/levels.py) ------
     def baselines(self):
         """The recorded baselines, oldest first (:data:`BASELINE_COLUMNS`
         and ``id``; ``runs`` a list of run ids); none in a database older

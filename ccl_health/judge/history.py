@@ -8,7 +8,9 @@ it falls below the median by more than the larger of the tolerance and
 ``k`` times the noise (:meth:`Baseline.allowed_drop`).
 
 A key's history starts at a :class:`Level`: what a calibration measured
-(``scripts/calibrate --db``: the median and noise of its runs) or a run an
+(``scripts/calibrate``, from run reports or from the database: the median
+and noise of its runs, :mod:`ccl_health.db.levels`; the reference file's
+calibrated entry where the database holds no newer level) or a run an
 operator accepted (``scripts/report accept``).  From its first run on, a key
 is judged against the level (:func:`seeded`: its median and noise, joined
 by the healthy values since), until its own history is long enough

@@ -18,6 +18,16 @@ Layout::
               1GiB: 330.0
               1MiB: [70.9, 0.2]       # [value, its own tolerance]: small,
                                       # latency-bound sizes are noisier
+            noise: {1GiB: 0.004, 1MiB: 0.031}   # written by scripts/calibrate:
+                                      # each size's run-to-run noise (a
+                                      # fraction of its value), beside it
+            calibrated: {runs: 5, newest: <run id>, time: <its time>}
+
+An entry that ``scripts/calibrate`` wrote carries ``noise`` and
+``calibrated``: it is a *level* (:attr:`Entry.calibrated`), what drops and
+drifts are judged from after its newest run, wherever the performance
+database holds no newer one (:mod:`ccl_health.db.levels`).  An entry
+written by hand has neither: a published expectation, not a level.
 
 Every value carries its source.  The file is validated against
 ``ccl_health/sitedata/schemas/reference.schema.json`` (JSON Schema, with the
@@ -86,6 +96,12 @@ class Entry:
     algo: str = 'default'
     #: tolerances of single sizes, where they differ from ``tolerance``
     size_tolerance: Dict[int, float] = dataclasses.field(default_factory=dict)
+    #: the relative run-to-run noise of each calibrated size (what
+    #: ``scripts/calibrate`` measured, beside the value)
+    noise: Dict[int, float] = dataclasses.field(default_factory=dict)
+    #: the calibration the values are (``{'runs': n, 'newest': run id,
+    #: 'time': its time}``), or None: an entry written by hand
+    calibrated: Optional[dict] = None
 
     def tolerance_at(self, size):
         return self.size_tolerance.get(size, self.tolerance)
@@ -115,6 +131,11 @@ class Entry:
                       [round(v, 2), self.size_tolerance[s]]
                       if s in self.size_tolerance else round(v, 2))
                       for s, v in sorted(self.busbw.items())}})
+        if self.noise:
+            d['noise'] = {format_size(s): n
+                          for s, n in sorted(self.noise.items())}
+        if self.calibrated:
+            d['calibrated'] = dict(self.calibrated)
         return d
 
 
@@ -262,10 +283,30 @@ def _entry(path, where, raw):
         if isinstance(val, list):
             val, size_tol[nbytes] = val[0], float(val[1])
         busbw[nbytes] = float(val)
+    noise = {}
+    for size, val in (raw.get('noise') or {}).items():
+        try:
+            nbytes = parse_size(size)
+        except CclHealthError as err:
+            raise ReferenceError(f'{path}: {where}.noise.{size}: {err}') \
+                from None
+        _need(nbytes in busbw, path, f'{where}.noise.{size}',
+              'the noise of a size without a busbw value (each size\'s '
+              'noise is beside its value)')
+        _need(nbytes not in noise, path, f'{where}.noise',
+              f'{format_size(nbytes)} named twice: keep one')
+        noise[nbytes] = float(val)
+    calibrated = raw.get('calibrated')
+    _need(calibrated is None or noise, path, f'{where}.calibrated',
+          'a calibration without the noise of its sizes (noise:)')
     return Entry(raw['transport'], raw['collective'], raw['nodes'],
                  raw['gpus_per_node'], float(raw['tolerance']),
                  raw['source'].strip(), busbw, raw.get('algo', 'default'),
-                 size_tol)
+                 size_tol, noise,
+                 None if calibrated is None else {
+                     'runs': int(calibrated['runs']),
+                     'newest': str(calibrated['newest']),
+                     'time': str(calibrated['time'])})
 
 
 def _peer_copy(path, where, raw):

@@ -309,7 +309,26 @@ def _entry_map(entry):
             _pair(round(val, 2), entry.size_tolerance[size])
             if size in entry.size_tolerance else round(val, 2))
     d['busbw'] = busbw
+    d.update(_level_maps(entry))
     return CommentedMap(d.items())
+
+
+def _level_maps(entry):
+    """The ``noise`` and ``calibrated`` mappings of a calibrated entry
+    (flow style: one line each, beside ``busbw``), or none."""
+    from ruamel.yaml.comments import CommentedMap
+    out = {}
+    if entry.noise:
+        noise = CommentedMap((format_size(s), round(n, 4))
+                             for s, n in sorted(entry.noise.items()))
+        noise.fa.set_flow_style()
+        out['noise'] = noise
+    if entry.calibrated:
+        cal = CommentedMap((k, entry.calibrated[k])
+                           for k in ('runs', 'newest', 'time'))
+        cal.fa.set_flow_style()
+        out['calibrated'] = cal
+    return out
 
 
 _THEN = '; recalibrated: '
@@ -354,6 +373,14 @@ def _merge(old, entry, tolerance, source):
                 widened.append(f'{k} {curated:g} -> {own:g}')
         else:
             busbw[k] = _pair(val, own)
+    # the level of this calibration: the noise of the sizes it measured
+    # (a size it did not measure is no longer calibrated) and its stamp
+    for name, value in _level_maps(entry).items():
+        if name in old:
+            old[name] = value
+        else:
+            old.insert(list(old).index('busbw') + 1 if name == 'noise'
+                       else len(old), name, value)
     if source is not None:
         new = source
     else:

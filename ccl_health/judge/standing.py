@@ -46,5 +46,5 @@ def standing_of(per, min_history=5):
             out[key] = (f'{where}: not judged yet: {n} healthy '
                         f'run{"s" if n != 1 else ""} and no baseline '
                         f'recorded (judged from {min_history} healthy runs, '
-                        f'or from a calibration: scripts/calibrate --db)')
+                        f'or from a calibration: scripts/calibrate)')
     return out

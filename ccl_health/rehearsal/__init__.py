@@ -106,14 +106,38 @@ def _sizes_text(size):
     return format_size(size)
 
 
+def _calibrated_entry(path, key):
+    """The entry of ``key`` (transport, collective, nodes, GPUs per node)
+    in the reference file ``path`` when ``scripts/calibrate`` wrote it (it
+    carries ``calibrated``), else None."""
+    import yaml
+    try:
+        doc = yaml.safe_load(_read(path))
+        entries = doc['partitions']['gpu']['entries']
+    except (OSError, TypeError, KeyError, yaml.YAMLError):
+        return None
+    for e in entries or []:
+        if isinstance(e, dict) and e.get('calibrated') and (
+                e.get('transport'), e.get('collective'), e.get('nodes'),
+                e.get('gpus_per_node')) == key:
+            return e
+    return None
+
+
 def write_reference(folder):
     """``reference/local.yaml`` of the rehearsal: the shipped one, its
     entry of the captured case replaced by the medians of the healthy
-    captures (the shipped tolerance kept)."""
+    captures (the shipped tolerance kept), or by the entry a calibration
+    of the rehearsal wrote (``scripts/calibrate --reference-dir
+    <output>/rehearsal/world/reference``): a calibration holds in a
+    rehearsal as at a site."""
     import yaml
+    path = os.path.join(folder, 'local.yaml')
     doc = yaml.safe_load(_read(os.path.join(
         resources.shipped_reference_dir(), 'local.yaml')))
     n = node()
+    calibrated = _calibrated_entry(path, (TRANSPORT, COLLECTIVE, 1,
+                                          n['ranks']))
     entry = {'transport': TRANSPORT, 'collective': COLLECTIVE, 'nodes': 1,
              'gpus_per_node': n['ranks'], 'tolerance': None,
              'source': f'rehearsal: the median per size of the '
@@ -126,12 +150,12 @@ def write_reference(folder):
                 e.get('gpus_per_node')) == (TRANSPORT, COLLECTIVE, 1,
                                             n['ranks']):
             entry['tolerance'] = e['tolerance']
-            entries[i] = entry
+            entries[i] = calibrated or entry
             break
     else:
         raise CclHealthError(f'the shipped reference has no {TRANSPORT} '
                              f'{COLLECTIVE} entry to rehearse against')
-    _write(os.path.join(folder, 'local.yaml'),
+    _write(path,
            '# ccl-health reference of the nightly\'s rehearsal (written by '
            'ccl_health.rehearsal)\n' + yaml.safe_dump(doc, sort_keys=False))
 
