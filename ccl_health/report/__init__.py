@@ -34,17 +34,14 @@ import re
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
 from ccl_health.db import reads
-from ccl_health.judge.history import HEALTHY, KEY, kind_of, where_text
+from ccl_health.judge.history import KEY, kind_of, where_text
 from ccl_health.units import format_size, parse_size
-from ccl_health.judge.verdicts import Verdict
+from ccl_health.judge.verdicts import GOOD, Verdict
 from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
 from ccl_health.report.series import SERIES
 from ccl_health.report.health import (  # noqa: F401 (the page's parts)
     HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
     node_rows, probe_summary)
-
-#: the verdicts that are not failures (summary table)
-GOOD = tuple(v.value for v in Verdict if v.good)
 
 #: the kinds of case, in page order
 KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
@@ -416,7 +413,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         summary_columns=list(table.columns),
         failure_counts=failure_counts(everything),
         failures=fails[:FAILURES_LISTED], n_failures=len(fails),
-        skipped=failure_rows(cases, ('skipped',), reason=shown),
+        skipped=failure_rows(cases, (Verdict.SKIPPED.value,), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
         node_findings_left=max(0, node_finding_rows - NODE_FINDINGS_LISTED),
         healthy=healthy, health=health, nodes=nodes[:NODES_LISTED],

@@ -9,6 +9,7 @@ mathtext) and a modest resolution (:data:`DPI`)."""
 
 import io
 
+from ccl_health.judge.verdicts import BROKEN, LOW
 from ccl_health.units import format_size
 
 _BAND = dict(color='tab:green', alpha=0.18)
@@ -115,7 +116,7 @@ def busbw_figure(grp, cases, key):
     verdict = last['case_verdict'].iloc[0]
     ax.plot(last['size'], last['busbw'], 'o-', color='tab:blue', ms=3,
             label=f'run {last_run} ({last["time"].iloc[0][:16]}, {verdict})')
-    bad = last[last['size_verdict'].isin(('below-reference', 'drop'))]
+    bad = last[last['size_verdict'].isin(LOW)]
     if not bad.empty:
         ax.plot(bad['size'], bad['busbw'], 'x', color='tab:red', ms=9,
                 mew=2, label='below reference')
@@ -190,7 +191,6 @@ def trend_figure(grp, cases, key, size, findings):
                 label='drop against history')
         pending.append((list(zip(d['when'], d['busbw'], d['run_id'])),
                         'tab:red'))
-    from ccl_health.report.series import BROKEN
     mine = cases
     for col in SERIES:
         mine = mine[mine[col] == k[col]]

@@ -1,13 +1,8 @@
-"""What the report's page and its plots both group by: the key of a series
-(one system, partition, kind, collective, transport, nodes, ranks, algo) and
-the verdicts of a case that is marked broken on a trend plot."""
+"""What the report's page and its plots both group by: a history series
+(:data:`ccl_health.judge.series.STORED_ORDER`) over all its nodes."""
 
-from ccl_health.judge.history import HEALTHY
-from ccl_health.judge.verdicts import FAILING, UNJUDGED
+from ccl_health.judge.series import NODE, STORED_ORDER
 
-#: the key of a series (plots, summary rows)
-SERIES = ('system', 'partition', 'kind', 'collective', 'transport', 'nodes',
-          'ranks', 'algo')
-#: verdicts marked on the trend plots: every failure or unjudged case that is
-#: not a measured value (those are plotted as values)
-BROKEN = tuple(v for v in FAILING + UNJUDGED if v not in HEALTHY + ('drop',))
+#: the key of a series on the page (plots, summary rows): the history key
+#: without its node (a health probe's nodes together)
+SERIES = tuple(c for c in STORED_ORDER if c != NODE)
