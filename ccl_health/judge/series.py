@@ -17,6 +17,11 @@ SERIES_KEY = KEY + (KIND, NODE)
 #: partition, the kind (one kind of case is one range), the rest of the
 #: configuration, the node
 STORED_ORDER = KEY[:2] + (KIND,) + KEY[2:] + (NODE,)
+#: the columns as a person reads a series over all its nodes (the report's
+#: page and plots group by them, its figures are named in it): system and
+#: partition, the kind, the collective before its transport (KEY[3:1:-1]),
+#: the job's size and the algorithm
+READ_ORDER = KEY[:2] + (KIND,) + KEY[3:1:-1] + KEY[4:]
 
 #: the run id of every case a simulation wrote starts with this
 #: (``scripts/fleet --simulate PLAN --db DB``): a rehearsal, never a

@@ -9,6 +9,7 @@ mathtext) and a modest resolution (:data:`DPI`)."""
 
 import io
 
+from ccl_health.judge.series import READ_ORDER
 from ccl_health.judge.verdicts import BROKEN, LOW
 from ccl_health.units import format_size
 
@@ -158,8 +159,7 @@ def trend_figure(grp, cases, key, size, findings):
     value: hang, crash, build failure, ...) marked on the time axis."""
     import matplotlib.dates as mdates
     import pandas as pd
-    from ccl_health.report.series import SERIES
-    k = dict(zip(SERIES, key))
+    k = dict(zip(READ_ORDER, key))
     sub = grp[grp['size'] == size].sort_values('when')
     fig = _figure(11, 3.0, left=0.07, right=0.8, bottom=0.2, top=0.9)
     ax = fig.subplots()
@@ -192,7 +192,7 @@ def trend_figure(grp, cases, key, size, findings):
         pending.append((list(zip(d['when'], d['busbw'], d['run_id'])),
                         'tab:red'))
     mine = cases
-    for col in SERIES:
+    for col in READ_ORDER:
         mine = mine[mine[col] == k[col]]
     broken = mine[mine['verdict'].isin(BROKEN)]
     if not broken.empty:
