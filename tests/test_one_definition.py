@@ -11,7 +11,7 @@ import re
 import pytest
 
 from conftest import REPO
-from ccl_health.judge.series import KEY, SERIES_KEY
+from ccl_health.judge.series import KEY
 from ccl_health.judge.verdicts import NAMES
 
 PACKAGE = os.path.join(REPO, 'ccl_health')
@@ -118,7 +118,8 @@ def key_copies(sources):
     """Where a module other than the series' spells the history key's
     columns: a literal of every column of :data:`KEY` (and nothing but the
     series' columns and ``time``), or the same as an SQL list."""
-    key, allowed = set(KEY), set(SERIES_KEY) | {'time'}
+    # the configuration's columns, the kind and node of a series, a time
+    key, allowed = set(KEY), set(KEY) | {'kind', 'node', 'time'}
     found = []
     for rel, tree in sources:
         if rel == KEY_HOME:

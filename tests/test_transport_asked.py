@@ -133,10 +133,11 @@ def from_standin(value, tmp_path, *python):
 def test_the_former_three_copies_agree_with_nccl(value, level, asked,
                                                  monkeypatch, tmp_path):
     want = 'net-plugin-gdr' if asked else 'net-plugin'
+    got = {'proof': from_proof(value),
+           'torch_bench': from_torch_bench(value, monkeypatch),
+           'standin': from_standin(value, tmp_path)}
+    assert got == dict.fromkeys(got, want)
     assert transports.asked_from_env(plugin_env(value)) == want
-    assert from_proof(value) == want
-    assert from_torch_bench(value, monkeypatch) == want
-    assert from_standin(value, tmp_path) == want
 
 
 def test_the_standin_finds_the_rule_without_the_package_installed(tmp_path):
