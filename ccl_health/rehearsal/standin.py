@@ -7,8 +7,8 @@ nightly's rehearsal (:mod:`ccl_health.rehearsal`, ``scripts/nightly
 runs as a program: it imports the standard library and, for the transport
 the environment asks for, the suite's one rule
 (:func:`ccl_health.sitedata.transports.asked_from_env`, which needs
-nothing else), from the package of the Python that runs it or, run from
-the source tree, from the tree it lies in.
+nothing else): from the source tree it lies in, else from the package of
+the Python that runs it.
 
 The captures: ``CCL_HEALTH_REPLAY_DIR``, else the folder ``captures``
 beside the ``bin`` folder it was started from.  A capture is a folder:
@@ -48,12 +48,17 @@ import socket
 import sys
 import time
 
-try:
-    from ccl_health.sitedata import transports
-except ImportError:     # run from the source tree by a Python without it
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.realpath(__file__)))))
-    from ccl_health.sitedata import transports
+#: the source tree this program lies in, when it runs from one (the
+#: links of ``tests/replay/bin``): its own rule comes first, whatever
+#: Python runs it; a copy (:func:`ccl_health.rehearsal.write_standin`)
+#: takes the package of the Python it names
+_TREE = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))))
+if __name__ == '__main__' and os.path.isfile(
+        os.path.join(_TREE, 'ccl_health', 'sitedata', 'transports.py')):
+    sys.path.insert(0, _TREE)
+
+from ccl_health.sitedata import transports  # noqa: E402
 
 
 def captures_dir(env, argv0):
