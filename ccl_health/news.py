@@ -258,7 +258,7 @@ def _finding_changes(run_id, found, records, told, ch, all_cases,
     measured = {}
     for r in records:
         if r['size'] is not None and V.finite(r['busbw']) and \
-                r['case_verdict'] in history.HEALTHY:
+                r['case_verdict'] in V.IN_BASELINE:
             k = history.series_key(r)
             measured[(k[0] or '', k[1] or '', history_key(k), r['size'])] = \
                 (k, r)

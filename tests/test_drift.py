@@ -13,6 +13,7 @@ import sqlite3
 
 import pytest
 
+from ccl_health.judge.verdicts import IN_BASELINE
 from ccl_health.hook import check as health
 from ccl_health.judge import attribution, history
 from ccl_health.evidence import nccltests
@@ -112,10 +113,10 @@ def test_drift_only_at_large_sizes_by_default():
 
 
 def test_only_healthy_verdicts_feed_the_baseline():
-    assert history.HEALTHY == ('pass', 'below-reference')
+    assert IN_BASELINE == ('pass', 'below-reference')
     for v in ('contended', 'aborted', 'could-not-check', 'hang', 'crash',
               'drop', 'fallback', 'wrong-results', 'no-reference'):
-        assert v not in history.HEALTHY
+        assert v not in IN_BASELINE
     # 20 healthy runs at 100, then slow runs recorded as contended (the
     # GPU was shared) and aborted: never judged, never in a baseline
     vals = gauss(2, 20) + [90.0] * 10 + gauss(4, 6)

@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from ccl_health.judge.verdicts import IN_BASELINE
 from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import recorder
@@ -418,7 +419,7 @@ def test_hook_names_the_cause_first():
 # -- the store and the history ----------------------------------------------
 
 def test_contended_is_left_out_of_the_history_baseline():
-    assert 'contended' not in history.HEALTHY
+    assert 'contended' not in IN_BASELINE
     recs = []
     for i in range(8):
         verdict = 'contended' if i in (5, 6) else 'pass'
@@ -431,7 +432,7 @@ def test_contended_is_left_out_of_the_history_baseline():
     # the contended runs are neither judged nor part of the baseline
     assert history.detect(recs) == []
     base = [r['busbw'] for r in recs if r['case_verdict'] in
-            history.HEALTHY]
+            IN_BASELINE]
     assert base == [100.0] * 6
 
 

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from ccl_health.judge.verdicts import IN_BASELINE
 from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import store
@@ -163,7 +164,7 @@ def test_sweep_verdicts_and_history_on_the_device_database():
     # through the run report's later update of each case: that is
     # tests/test_nodestate.py::test_store_keeps_the_node_state)
     # contended runs never weigh on the baseline
-    base = [r for r in records if r['case_verdict'] in history.HEALTHY]
+    base = [r for r in records if r['case_verdict'] in IN_BASELINE]
     assert {r['run_id'] for r in base} == {cases[0]['run_id']}
 
 

@@ -486,6 +486,6 @@ def test_summary_table_counts_build_failed(db):
     assert row['last verdict'] == 'build-failed' and row['failures'] == 2
     row = table[table['transport'] == 'net-plugin'].iloc[0]
     assert row['failures'] == 1           # no-reference is not a pass
-    from ccl_health.report.series import BROKEN
+    from ccl_health.judge.verdicts import BROKEN
     assert set(BROKEN) >= {'build-failed', 'aborted', 'incomplete',
                            'could-not-check', 'no-reference'}

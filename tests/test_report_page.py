@@ -15,6 +15,7 @@ import pytest
 
 from ccl_health import report
 from ccl_health.db import store
+from ccl_health.judge.verdicts import GOOD
 from ccl_health.report import plots
 from conftest import REPO
 
@@ -219,7 +220,7 @@ def test_every_fixture_database_renders(path, tmp_path):
     assert 'report: ' in text
     page = (tmp_path / 'rep' / 'index.html').read_text()
     with _open(str(db)) as s:
-        bad = [c for c in s.cases() if c['verdict'] not in report.GOOD]
+        bad = [c for c in s.cases() if c['verdict'] not in GOOD]
     for c in bad:
         assert c['run_id'] in page
 
@@ -282,7 +283,7 @@ def test_page_in_chromium(path, tmp_path, chromium):
     with _open(str(db)) as s:
         cases = s.cases()
     for c in cases:
-        if c['verdict'] not in report.GOOD:
+        if c['verdict'] not in GOOD:
             assert c['verdict'] in dom
     shot = tmp_path / 'shot.png'
     _browser(chromium, f'--window-size={WIDTH},{HEIGHT}',

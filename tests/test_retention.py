@@ -14,6 +14,7 @@ from conftest import REPO
 from ccl_health import CclHealthError
 from ccl_health.db import retention, store
 from ccl_health.judge import history
+from ccl_health.judge.verdicts import GOOD
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
@@ -55,12 +56,12 @@ def _state(path):
                                baselines=s.baselines())
         daily = retention.daily(s)
     failing = sorted((tuple(sorted(c.items())) for c in cases
-                      if c['verdict'] not in retention.HEALTHY),
+                      if c['verdict'] not in GOOD),
                      key=repr)
     findings = sorted((f.kind, f.run_id, f.key, f.size, round(f.value, 6))
                       for f in found)
     healthy = sum(1 for c in cases if c['source'] == 'health' and
-                  c['verdict'] in retention.HEALTHY)
+                  c['verdict'] in GOOD)
     return failing, findings, healthy + sum(r['checks'] for r in daily), \
         len(cases)
 

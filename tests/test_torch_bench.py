@@ -48,21 +48,6 @@ def test_bad_rank_variables():
         tb.dist_env({'RANK': 'x', 'WORLD_SIZE': '2'})
 
 
-def test_transport_from_the_environment():
-    assert tb.asked_transport({}) == 'intra'
-    assert tb.asked_transport({'NCCL_P2P_DISABLE': '1'}) == 'net-socket'
-    assert tb.asked_transport({'NCCL_P2P_DISABLE': '1',
-                               'NCCL_NET_PLUGIN': 'none',
-                               'NCCL_NET': 'IB'}) == 'net-ib'
-    assert tb.asked_transport({'NCCL_P2P_DISABLE': '1',
-                               'NCCL_NET_PLUGIN': '/x/libnccl-net-ofi.so',
-                               'NCCL_NET_GDR_LEVEL': 'LOC'}) == 'net-plugin'
-    assert tb.asked_transport({'NCCL_P2P_DISABLE': '1',
-                               'NCCL_NET_PLUGIN': '/x/lib.so',
-                               'NCCL_NET_GDR_LEVEL': 'PHB'}) == \
-        'net-plugin-gdr'
-
-
 def test_sizes():
     assert tb.parse_sizes('1M:8M') == [1 << 20, 2 << 20, 4 << 20, 8 << 20]
     assert tb.parse_sizes('1M:1G:4') == [1 << 20, 4 << 20, 16 << 20,

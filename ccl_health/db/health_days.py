@@ -16,16 +16,13 @@ the recorded time (the hook records UTC)."""
 import statistics
 
 from ccl_health.judge.history import HEALTH_NAMES, HEALTH_SOURCE
-from ccl_health.judge.verdicts import Verdict
+from ccl_health.judge.verdicts import GOOD
 
 #: what one distribution is of (besides the day)
 GROUP = ('system', 'partition', 'transport', 'collective', 'ranks', 'size')
 #: what the checks of a day are counted by (a probe that measured nothing
 #: recorded no ranks and no size)
 COUNTED = GROUP[:4]
-#: the verdicts that are not failures (a probe that is not one of them is
-#: counted as "not good")
-GOOD = tuple(v.value for v in Verdict if v.good)
 
 
 def _is_probe(alias='c'):

@@ -15,6 +15,7 @@ judged from their history until their next case.  All or nothing:
 one transaction on the target.  The source is only read."""
 
 from ccl_health import CclHealthError, dburl
+from ccl_health.judge.series import STORED_ORDER
 
 #: the tables moved, parents first
 TABLES = ('cases', 'series', 'measurements', 'blobs', 'acceptances',
@@ -101,11 +102,11 @@ def _write_series(dst, made):
     9 were copied (``{key text: (id, series key)}``); returns how many."""
     from ccl_health.db import series
     with dst.conn.cursor().copy(
-            f'COPY series (id, {", ".join(series.COLUMNS)}, key) FROM '
+            f'COPY series (id, {", ".join(STORED_ORDER)}, key) FROM '
             f'STDIN') as copy:
         for text, (sid, key) in made.items():
             by = series.by_column(key)
-            copy.write_row((sid,) + tuple(by[c] for c in series.COLUMNS) +
+            copy.write_row((sid,) + tuple(by[c] for c in STORED_ORDER) +
                            (text,))
     _sequence(dst, 'series')
     return len(made)

@@ -15,7 +15,7 @@ from ccl_health.db.runs import Run, of_cases  # noqa: F401  (queries.Run)
 from ccl_health.db.reads import when  # noqa: F401  (queries.when)
 from ccl_health.db.store import simulated
 from ccl_health.judge.history import where_text
-from ccl_health.judge.series import PROBE_KIND
+from ccl_health.judge.series import PROBE_KIND, STORED_ORDER
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
 from ccl_health.judge.verdicts import NAMES, Verdict
@@ -39,7 +39,7 @@ def recorded(store, column):
     if column not in ('transport', 'system', 'partition', 'collective',
                       'run_id', 'verdict'):
         raise ValueError(column)
-    if column in reads.SERIES_INDEX:          # a loose scan of an index
+    if column in STORED_ORDER:          # a loose scan of an index
         return reads.index_distinct(store, column)
     return sorted(r['v'] for r in store.query(
         f'SELECT DISTINCT {column} AS v FROM cases') if r['v'] is not None)
@@ -418,7 +418,7 @@ def probes_left_out(store, transport, system=None, partition=None):
     fixed = {c: v for c, v in (('transport', transport), ('system', system),
                                ('partition', partition)) if v is not None}
     if not reads.indexed(store) or not reads._walk(
-            store, reads.SERIES_INDEX[:4], {**fixed, 'kind': PROBE}):
+            store, STORED_ORDER[:4], {**fixed, 'kind': PROBE}):
         return ''
     return (f'(the sweeps of {transport}; its health probes are each '
             f'node\'s own: --node NODE)')

@@ -20,7 +20,9 @@ than asked (times recorded with another UTC offset sort by their text),
 and the rows are then kept by their real time
 (:func:`ccl_health.db.queries.when`)."""
 
+from ccl_health.db.schema import GOOD_SQL
 from ccl_health.judge import history
+from ccl_health.judge.series import SERIES_KEY, STORED_ORDER
 from ccl_health.db.keyreads import (  # noqa: F401  (the reads' names)
     LOOKBACK, MARGIN, RECORDS, indexed, key_cases_before, key_history,
     key_where, of_key, select_cols, sql_time, when, with_docs, with_refs)
@@ -56,7 +58,6 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
     whose verdict is not good (the partial index ``cases_bad``);
     ``run_prefix``: of the runs whose id starts so (no ``%`` or ``_`` in
     it) only, sorted out by the database."""
-    from ccl_health.db.store import GOOD_SQL
     from ccl_health.judge.history import kind_of
     sql = (f'{_RECORDS_FULL} WHERE' if records else
            f'SELECT {select_cols(columns)} FROM cases c WHERE')
@@ -326,9 +327,6 @@ def detect_in(store, run_id=None, records=None, **kw):
 
 
 # -- the newest cases of a scope, by the indexes (issue 30) ------------------
-#: the columns of the ``cases_series`` index, in its order (schema 6)
-SERIES_INDEX = ('system', 'partition', 'kind', 'transport', 'collective',
-                'nodes', 'ranks', 'algo', 'node')
 
 
 def _equal(conds, alias=''):
@@ -342,7 +340,7 @@ def _equal(conds, alias=''):
 
 
 def index_values(store, column, conds=()):
-    """The distinct values of ``column`` (a column of :data:`SERIES_INDEX`)
+    """The distinct values of ``column`` (a column of :data:`STORED_ORDER`)
     among the cases whose columns before it equal ``conds`` ((column,
     value) pairs), None first: a loose scan of ``cases_series``, one index
     seek per value, never a read of the cases."""
@@ -366,7 +364,7 @@ def index_values(store, column, conds=()):
 def series_keys(store, **fixed):
     """The series keys (:func:`ccl_health.judge.history.series_key`) of
     the cases whose columns equal ``fixed`` (a column of
-    :data:`SERIES_INDEX`: a value, or a tuple of the values allowed), by
+    :data:`STORED_ORDER`: a value, or a tuple of the values allowed), by
     :func:`index_values`; a database older than schema 6 (no series
     columns) by its distinct columns, read whole."""
     from ccl_health.judge.history import KEY, series_key
@@ -377,34 +375,33 @@ def series_keys(store, **fixed):
         keys = {series_key(r) for r in store.query(
             f'SELECT DISTINCT {", ".join(cols)} FROM cases WHERE 1 = 1' +
             ''.join(' AND ' + w for w in where), tuple(params))}
-        order = KEY + ('kind', 'node')
         return sorted((k for k in keys if all(
-            k[order.index(c)] in (v if isinstance(v, tuple) else (v,))
+            k[SERIES_KEY.index(c)] in (v if isinstance(v, tuple) else (v,))
             for c, v in fixed.items())), key=lambda k: tuple(map(str, k)))
-    at = [SERIES_INDEX.index(c) for c in KEY + ('kind', 'node')]
-    return [tuple(k[i] for i in at) for k in _walk(store, SERIES_INDEX,
+    at = [STORED_ORDER.index(c) for c in SERIES_KEY]
+    return [tuple(k[i] for i in at) for k in _walk(store, STORED_ORDER,
                                                    fixed)]
 
 
 def index_distinct(store, column, **fixed):
-    """The distinct values of ``column`` (of :data:`SERIES_INDEX`) among
+    """The distinct values of ``column`` (of :data:`STORED_ORDER`) among
     the cases whose columns equal ``fixed`` (as :func:`series_keys`),
     sorted: by :func:`index_values` where the store has the index, else
     read whole (``SELECT DISTINCT``)."""
     if not indexed(store):
         where, params = _equal((c, v) for c, v in fixed.items()
-                               if c in SERIES_INDEX)
+                               if c in STORED_ORDER)
         return sorted(r['v'] for r in store.query(
             f'SELECT DISTINCT {column} AS v FROM cases WHERE 1 = 1' +
             ''.join(' AND ' + w for w in where), tuple(params))
             if r['v'] is not None)
-    upto = SERIES_INDEX[:SERIES_INDEX.index(column) + 1]
+    upto = STORED_ORDER[:STORED_ORDER.index(column) + 1]
     return sorted({k[-1] for k in _walk(store, upto, fixed)
                    if k[-1] is not None})
 
 
 def _walk(store, columns, fixed):
-    """The distinct tuples of ``columns`` (a start of :data:`SERIES_INDEX`)
+    """The distinct tuples of ``columns`` (a start of :data:`STORED_ORDER`)
     of the cases whose columns equal ``fixed``, level by level (schema 9:
     of the table of the series, :func:`ccl_health.db.series.distinct`)."""
     from ccl_health.db import series
@@ -414,7 +411,7 @@ def _walk(store, columns, fixed):
     for col in columns:
         deeper = []
         for got in found:
-            conds = list(zip(SERIES_INDEX, got))
+            conds = list(zip(STORED_ORDER, got))
             if col not in fixed:
                 values = index_values(store, col, conds)
             else:

@@ -30,9 +30,8 @@ import statistics
 
 from ccl_health import CclHealthError
 from ccl_health.db import series
+from ccl_health.db.schema import GOOD_SQL
 
-#: the verdicts of a healthy check (rolled up)
-HEALTHY = ('pass', 'skipped')
 #: the youngest age a site may roll up (days): the nights and the
 #: hook's last days stay as they were
 MIN_DAYS = 7
@@ -72,12 +71,11 @@ def _day_rows(store, day):
     """The healthy health checks of ``day`` (light case rows)."""
     from ccl_health.db import reads
     probe, params = _probe_sql()
-    marks = ', '.join('?' * len(HEALTHY))
     return store.query(
         f'SELECT {", ".join("c." + c for c in reads.CASE_LIGHT)} FROM cases '
-        f'c WHERE c.time >= ? AND c.time < ? AND c.verdict IN ({marks}) '
+        f'c WHERE c.time >= ? AND c.time < ? AND c.verdict IN {GOOD_SQL} '
         f'AND {probe} ORDER BY c.time, c.id',
-        (day, _next_day(day)) + HEALTHY + params)
+        (day, _next_day(day)) + params)
 
 
 def _next_day(day):
@@ -88,11 +86,10 @@ def _next_day(day):
 def _days(store, cutoff):
     """The days before ``cutoff`` that hold a healthy health check."""
     probe, params = _probe_sql()
-    marks = ', '.join('?' * len(HEALTHY))
     first = store.query(
         f'SELECT min(c.time) AS t FROM cases c WHERE c.time < ? AND '
-        f'c.verdict IN ({marks}) AND {probe}',
-        (cutoff,) + HEALTHY + params)[0]['t']
+        f'c.verdict IN {GOOD_SQL} AND {probe}',
+        (cutoff,) + params)[0]['t']
     if not first:
         return []
     day, out = str(first)[:10], []
@@ -192,11 +189,10 @@ def prune(store, older_than, dry_run=False, now=None):
     cutoff = (now - datetime.timedelta(days=older_than)).date().isoformat()
     plan = Plan(cutoff)
     probe, params = _probe_sql()
-    marks = ', '.join('?' * len(HEALTHY))
     plan.failures = store.query(
         f'SELECT count(*) AS n FROM cases c WHERE c.time < ? AND '
-        f'c.verdict NOT IN ({marks}) AND {probe}',
-        (cutoff,) + HEALTHY + params)[0]['n']
+        f'c.verdict NOT IN {GOOD_SQL} AND {probe}',
+        (cutoff,) + params)[0]['n']
     days = _days(store, cutoff)
     keep, plan.kept_findings = _kept(store, days, cutoff)
     plan.kept_history = len(keep)

@@ -5,7 +5,8 @@ dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
 store."""
 
 from ccl_health.db import series
-from ccl_health.judge.series import PROBE_KIND
+from ccl_health.judge.series import KEY, KIND, NODE, PROBE_KIND, STORED_ORDER
+from ccl_health.judge.verdicts import GOOD, Verdict
 
 SCHEMA_VERSION = 9
 #: older schema versions this version still reads (opened read-only,
@@ -15,7 +16,31 @@ READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 #: the columns a schema-6 case has beside
 #: :data:`ccl_health.db.store.CASE_COLUMNS`: its history series' kind and
 #: node (:func:`ccl_health.db.store.series_columns`)
-SERIES_COLUMNS = ('kind', 'node')
+SERIES_COLUMNS = (KIND, NODE)
+
+
+def verdict_list(verdicts):
+    """A group of verdicts (:mod:`ccl_health.judge.verdicts`) as an SQL
+    list, ``('pass', 'skipped')``, in the order given: the one way a query
+    names a group (each checked to be a verdict, so nothing else is ever
+    spelled into SQL; an index and the queries that use it spell it
+    alike)."""
+    return '(' + ', '.join(f"'{Verdict.parse(v).value}'"
+                           for v in verdicts) + ')'
+
+
+#: the good verdicts as SQL: the cases not in it are those of the partial
+#: index ``cases_bad`` (a query names them so to use it)
+GOOD_SQL = verdict_list(GOOD)
+#: the history key's columns as SQL lists: of a configuration (schema 1),
+#: of a series in the order the database keeps it (schema 6, 9)
+_KEY_SQL = ', '.join(KEY)
+_SERIES_SQL = ', '.join(STORED_ORDER)
+#: the SQL type of each column of a series (its node and rank counts are
+#: whole numbers)
+_SERIES_TYPES = ', '.join(
+    f'{c} {"INTEGER" if c in ("nodes", "ranks") else "TEXT"}'
+    for c in STORED_ORDER)
 
 #: one row per case and size (schema 1)
 _RECORDS_VIEW = """CREATE VIEW records AS
@@ -48,8 +73,7 @@ _MIGRATIONS = {
             algbw_oop REAL, algbw_ip REAL, time_oop_us REAL,
             time_ip_us REAL, ref REAL, tolerance REAL, verdict TEXT,
             UNIQUE (case_id, size))""",
-        'CREATE INDEX IF NOT EXISTS cases_key ON cases (system, partition, '
-        'transport, collective, nodes, ranks, algo, time)',
+        f'CREATE INDEX IF NOT EXISTS cases_key ON cases ({_KEY_SQL}, time)',
         _RECORDS_VIEW,
     ],
     # the health hook's probe detail moves out of the environment into its
@@ -116,12 +140,11 @@ _MIGRATIONS = {
         series.fill_kinds,
         'DROP INDEX IF EXISTS cases_key',
         'CREATE INDEX IF NOT EXISTS cases_time ON cases (time)',
-        'CREATE INDEX IF NOT EXISTS cases_series ON cases (system, '
-        'partition, kind, transport, collective, nodes, ranks, algo, node, '
+        f'CREATE INDEX IF NOT EXISTS cases_series ON cases ({_SERIES_SQL}, '
         'time)',
         'CREATE INDEX IF NOT EXISTS cases_kind ON cases (kind, time)',
         'CREATE INDEX IF NOT EXISTS cases_bad ON cases (time) WHERE '
-        "verdict NOT IN ('pass', 'skipped')",
+        f'verdict NOT IN {GOOD_SQL}',
     ],
     # a record's size (issue 30): its long JSON documents (environment,
     # versions, detail) stored once, compressed, and referenced
@@ -180,11 +203,8 @@ _MIGRATIONS = {
     # kind index without the health probes (they are nearly every case:
     # their window is the time index's), a literal the queries repeat
     9: [
-        """CREATE TABLE IF NOT EXISTS series (
-            id {pk},
-            system TEXT, partition TEXT, kind TEXT, transport TEXT,
-            collective TEXT, nodes INTEGER, ranks INTEGER, algo TEXT,
-            node TEXT, key TEXT NOT NULL UNIQUE)""",
+        'CREATE TABLE IF NOT EXISTS series (id {pk}, ' + _SERIES_TYPES +
+        ', key TEXT NOT NULL UNIQUE)',
         series.fill,
         'DROP INDEX IF EXISTS cases_series',
         'CREATE INDEX IF NOT EXISTS cases_by_series ON cases (series_id, '

@@ -22,10 +22,8 @@ from a record (``'2'``) or from the database (``2``).
 
 import json
 
-#: the columns of a series, in the order of the old ``cases_series``
-#: index (the loose scans of a schema 6-8 database walk them in it)
-COLUMNS = ('system', 'partition', 'kind', 'transport', 'collective',
-           'nodes', 'ranks', 'algo', 'node')
+from ccl_health.judge.series import STORED_ORDER
+
 #: the placeholder of a case's ``series_id`` in its insert: the id of the
 #: series stored just before it in the same transaction (:func:`put`)
 MARK = '(SELECT id FROM series WHERE key = ?)'
@@ -73,15 +71,15 @@ def put(store, key):
     its key text, the parameter of :data:`MARK`."""
     text = key_text(key)
     values = by_column(key)
-    cols = ', '.join(COLUMNS + ('key',))
-    marks = ', '.join('?' * (len(COLUMNS) + 1))
-    params = tuple(values[c] for c in COLUMNS) + (text,)
+    cols = ', '.join(STORED_ORDER + ('key',))
+    marks = ', '.join('?' * (len(STORED_ORDER) + 1))
+    params = tuple(values[c] for c in STORED_ORDER) + (text,)
     if store.kind == 'sqlite':
         store.execute(f'INSERT OR IGNORE INTO series ({cols}) VALUES '
                       f'({marks})', params)
     else:       # no id drawn from the sequence for a series stored
         marks = ', '.join('CAST(? AS INTEGER)' if c in ('nodes', 'ranks')
-                          else 'CAST(? AS TEXT)' for c in COLUMNS + ('key',))
+                          else 'CAST(? AS TEXT)' for c in STORED_ORDER + ('key',))
         store.execute(f'INSERT INTO series ({cols}) SELECT {marks} WHERE '
                       f'NOT EXISTS (SELECT 1 FROM series WHERE key = ?) ON '
                       f'CONFLICT (key) DO NOTHING', params + (text,))
@@ -107,13 +105,13 @@ def ids(store, keys):
 
 
 def distinct(store, columns, fixed):
-    """The distinct tuples of ``columns`` (of :data:`COLUMNS`) of the
+    """The distinct tuples of ``columns`` (of :data:`STORED_ORDER`) of the
     series whose columns equal ``fixed`` (a value, or a tuple of the
     values allowed; None: IS NULL), sorted column by column, None
     first."""
     conds, params = [], []
     for col, want in fixed.items():
-        if col not in COLUMNS:
+        if col not in STORED_ORDER:
             continue
         values = want if isinstance(want, tuple) else (want,)
         known = [v for v in values if v is not None]

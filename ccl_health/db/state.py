@@ -37,7 +37,6 @@ import datetime
 import json
 
 from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
-from ccl_health.db.schema import SERIES_COLUMNS
 from ccl_health.judge import history as H
 from ccl_health.judge.stream import SeriesJudge, finding_data, finding_of
 
@@ -267,8 +266,8 @@ def recorded_keys(store, fixed=()):
     of the cases with those values only (schema 6-8: read through the
     ``cases_series`` index, whose columns they start)."""
     from ccl_health.db import series
-    from ccl_health.judge.series import KEY, has_history
-    cols = KEY + SERIES_COLUMNS
+    from ccl_health.judge.series import SERIES_KEY, has_history
+    cols = SERIES_KEY
     if series.ided(store):    # the table of the series (a row a key)
         return {k for k in series.distinct(store, cols, dict(fixed))
                 if has_history(k)}

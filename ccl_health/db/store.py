@@ -36,10 +36,6 @@ SIZE_COLUMNS = (
     'size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop', 'algbw_ip',
     'time_oop_us', 'time_ip_us', 'ref', 'tolerance', 'verdict')
 
-#: the verdicts of the partial index ``cases_bad`` (the cases that are not
-#: good: :attr:`Verdict.good`); a query names them in this order to use it
-GOOD_SQL = "('pass', 'skipped')"
-
 
 def series_columns(row):
     """``(kind, node)`` of a case row or :class:`CaseRecord`: the kind

@@ -56,34 +56,20 @@ def _mixed(ev):
     return 'ranks used different networks: ' + '; '.join(parts) + why
 
 
-_GDR_NOT_ASKED = ('', '0', 'LOC')
-
-
 def asked_from_log(ev):
     """The transport the log says was asked for (a name of
-    :data:`ccl_health.sitedata.transports.NAMES`), or None when it does not say: the
-    ``NCCL_NET`` echo (``Socket``, ``IB``, else a plugin's network), a
+    :data:`ccl_health.sitedata.transports.NAMES`), or None when it does not say:
+    the environment NCCL echoes, read by the suite's one rule
+    (:func:`ccl_health.sitedata.transports.asked_from_env`: the ``NCCL_NET``
+    echo, ``NCCL_NET_GDR_LEVEL``, the switches of a socket run), and a
     plugin named (``NCCL_NET_PLUGIN set by environment to``, ``Plugin name
-    set by env to``), looked for by a name that is not the default
-    (``No plugin found (libnccl-net-ofi.so)``, ``Could not find:``) or
-    found and failed (``initialization failed``); with GPUDirect RDMA when
-    ``NCCL_NET_GDR_LEVEL`` was set to use it.  A default name not found
-    (``No plugin found (libnccl-net.so), using internal implementation``,
-    which every NCCL without a plugin prints) is not an ask."""
-    net = ev.env.get('NCCL_NET')
-    gdr = ev.env.get('NCCL_NET_GDR_LEVEL', '').upper() not in _GDR_NOT_ASKED
-    if net:
-        for t in transports.REGISTRY:
-            if t.builtin and t.network and t.network.lower() == net.lower():
-                return t.name
-        return 'net-plugin-gdr' if gdr else 'net-plugin'
-    if ev.plugin_asked:
-        return 'net-plugin-gdr' if gdr else 'net-plugin'
-    if ev.env.get('NCCL_IB_DISABLE') == '1' and all(
-            ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
-                                           'NCCL_SHM_DISABLE')):
-        return 'net-socket'
-    return None
+    set by env to``), looked for by a name that is not the default (``No
+    plugin found (libnccl-net-ofi.so)``, ``Could not find:``) or found and
+    failed (``initialization failed``).  A default name not found (``No
+    plugin found (libnccl-net.so), using internal implementation``, which
+    every NCCL without a plugin prints) is not an ask."""
+    return transports.asked_from_env(ev.env, complete=False,
+                                     plugin=ev.plugin_asked)
 
 
 def _asked_why(ev, name):

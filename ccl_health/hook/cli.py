@@ -11,6 +11,7 @@ import time
 from ccl_health.hook import run
 from ccl_health import safefile
 from ccl_health.oneline import clean
+from ccl_health.judge.verdicts import Verdict
 from ccl_health.hook.settings import COULD_NOT_CHECK, RECORD_BOUND
 
 #: the signals that stop the hook with one line (NHC's watchdog sends
@@ -148,8 +149,8 @@ def _finish(res, settings, t0):
             res = _plain(f'--json {path}: cannot write: {err} (measured: '
                          f'{res.line})', t0, (res.system, res.partition))
     dropped = dict(getattr(settings, 'dropped', ()) or ())
-    if dropped and res.code != 0 and res.verdict in ('fallback',
-                                                     'below-reference'):
+    if dropped and res.code != 0 and res.verdict in (
+            Verdict.FALLBACK, Verdict.BELOW_REFERENCE):
         # what the caller asked for was not used: say so where it matters
         res.line += (f' (clean environment: dropped the caller\'s '
                      f'{", ".join(sorted(dropped))})')

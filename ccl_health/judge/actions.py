@@ -25,7 +25,7 @@ or a cause name) overrides either.
 import re
 from typing import Optional
 
-from ccl_health.judge.verdicts import Verdict
+from ccl_health.judge.verdicts import FAILING, Verdict
 
 ISOLATE, RESET, MONITOR = 'isolate', 'reset', 'monitor'
 ACTIONS = (ISOLATE, RESET, MONITOR)
@@ -147,8 +147,7 @@ def check_site_actions(raw, path='<site>'):
     """The ``actions:`` block of a site file: ``{name: action}`` with a
     known verdict, finding or cause name and a known action."""
     from ccl_health import CclHealthError
-    known = set(DEFAULTS) | set(CAUSES) | {v.value for v in Verdict
-                                           if v.failed}
+    known = set(DEFAULTS) | set(CAUSES) | set(FAILING)
     out = {}
     for k, v in (raw or {}).items():
         if k not in known:

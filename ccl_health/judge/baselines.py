@@ -3,8 +3,9 @@ set for it: the numbers the history judge (:mod:`ccl_health.judge.history`)
 and its steps one value at a time (:mod:`ccl_health.judge.stream`) judge
 against.  :class:`Baseline` (median, MAD noise and the drift detector's
 spreads) and :func:`baseline`; a :class:`Level` (a calibration, an accepted
-run) and the baseline :func:`seeded` by it; which verdicts are healthy
-(:data:`HEALTHY`) and the drift detector's constants.  Below both judges:
+run) and the baseline :func:`seeded` by it, and the drift detector's
+constants (which verdicts feed a baseline:
+:data:`ccl_health.judge.verdicts.IN_BASELINE`).  Below both judges:
 what they share lives here, once."""
 
 import dataclasses
@@ -12,8 +13,6 @@ import math
 import statistics
 from typing import Optional
 
-
-HEALTHY = ('pass', 'below-reference')   # measured, not broken
 
 #: -- the sustained-shift (drift) detector: one-sided CUSUM on robust
 #: z-scores ``z = (x - median) / noise`` of the key's healthy baseline.

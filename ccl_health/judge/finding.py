@@ -8,8 +8,9 @@ at a time (:mod:`ccl_health.judge.stream`)."""
 import dataclasses
 from typing import Optional
 
-from ccl_health.judge.baselines import HEALTHY, Baseline, centre, seeded
+from ccl_health.judge.baselines import Baseline, centre, seeded
 from ccl_health.judge.series import series_key
+from ccl_health.judge.verdicts import IN_BASELINE
 
 
 def where_text(key):
@@ -89,7 +90,7 @@ def judge(history, current, tolerance=0.05, k=3.0, min_history=5,
     :func:`~ccl_health.judge.baselines.seeded` by it)?  Returns a Finding
     or None."""
     healthy = [r['busbw'] for r in history
-               if r['case_verdict'] in HEALTHY and not r.get('_drop')]
+               if r['case_verdict'] in IN_BASELINE and not r.get('_drop')]
     return judge_recent(healthy[-window:], current, tolerance, k,
                         min_history, level)
 

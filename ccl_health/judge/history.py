@@ -35,8 +35,8 @@ two series, never one) and, for a health probe, its node: each node's
 probes are its own series, judged against that node's own baseline.  A
 fleet run's steps (``scripts/fleet``) have no history here: the fleet
 compares the nodes of one run with each other (stragglers, pairs), and its
-thousands of pair steps never join the nightly's series.  Only healthy verdicts (:data:`HEALTHY`: measured
-and not broken) feed a baseline: a ``contended``, ``aborted``,
+thousands of pair steps never join the nightly's series.  Only the verdicts of
+:data:`ccl_health.judge.verdicts.IN_BASELINE` (measured, not a drop) feed a baseline: a ``contended``, ``aborted``,
 ``could-not-check`` or any other case never does.
 
 Below this module, and named here too: the baseline, the level and the
@@ -51,11 +51,12 @@ from ccl_health.judge.series import (  # noqa: F401  (the history's names)
     KEY, has_history, kind_of, node_of, series_key, simulated)
 from ccl_health.judge.baselines import (  # noqa: F401  (the history's names)
     DRIFT_CLIP, DRIFT_H, DRIFT_IQR_WEIGHT, DRIFT_K, DRIFT_MIN_HISTORY,
-    DRIFT_MIN_NOISE, DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, HEALTHY,
+    DRIFT_MIN_NOISE, DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE,
     Baseline, Level, baseline, few_noise, measured, seeded)
 from ccl_health.judge.finding import (  # noqa: F401  (the history's names)
     Finding, Shift, judge, judge_recent, where_text)
 from ccl_health.judge.stream import Cusum, SeriesJudge
+from ccl_health.judge.verdicts import IN_BASELINE
 
 
 def sustained_drops(values, exclude=(), k=DRIFT_K, h=DRIFT_H,
@@ -138,7 +139,7 @@ def levels(key, size, accepted=(), baselines=()):
 
 def _healthy(part):
     return [r['busbw'] for r in part
-            if r['case_verdict'] in HEALTHY and not r.get('_drop')]
+            if r['case_verdict'] in IN_BASELINE and not r.get('_drop')]
 
 
 def _noise(level, values, min_history=5, window=30):
@@ -176,7 +177,7 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
                 first = next((r for r in series if r['run_id'] ==
                               cur.run_id), None)
                 ok = first is not None and \
-                    first['case_verdict'] in HEALTHY
+                    first['case_verdict'] in IN_BASELINE
                 cur = dataclasses.replace(
                     cur, median=first['busbw'] if ok else None, noise=known)
         if rec is not None:

@@ -165,7 +165,7 @@ def with_state(verdict, reason, causes) -> NodeJudgement:
                              f'passed: {reason}', cause)
     if verdict is Verdict.SKIPPED and first.drain:
         return NodeJudgement(drained, f'{named}: {reason}', cause)
-    if verdict in (Verdict.PASS, Verdict.SKIPPED):
+    if verdict.good:
         return NodeJudgement(verdict, reason + '; noted: ' + '; '.join(
             c.text for c in causes[:2]))
     if first.drain:

@@ -7,6 +7,21 @@ each case's kind with it (:mod:`ccl_health.db.store`)."""
 #: the columns of a configuration's key
 KEY = ('system', 'partition', 'transport', 'collective', 'nodes', 'ranks',
        'algo')
+#: the columns a series adds to its configuration: the kind of case
+#: (:func:`kind_of`) and the node it measures (:func:`node_of`)
+KIND, NODE = 'kind', 'node'
+#: the history key of a series, in the order of :func:`series_key`
+SERIES_KEY = KEY + (KIND, NODE)
+#: the same columns in the order the database keeps and walks them (the
+#: table ``series``, the old ``cases_series`` index): system and
+#: partition, the kind (one kind of case is one range), the rest of the
+#: configuration, the node
+STORED_ORDER = KEY[:2] + (KIND,) + KEY[2:] + (NODE,)
+#: the columns as a person reads a series over all its nodes (the report's
+#: page and plots group by them, its figures are named in it): system and
+#: partition, the kind, the collective before its transport (KEY[3:1:-1]),
+#: the job's size and the algorithm
+READ_ORDER = KEY[:2] + (KIND,) + KEY[3:1:-1] + KEY[4:]
 
 #: the run id of every case a simulation wrote starts with this
 #: (``scripts/fleet --simulate PLAN --db DB``): a rehearsal, never a
@@ -71,9 +86,9 @@ def node_of(row, kind=None):
 
 
 def series_key(row):
-    """The history key of a case or record row: :data:`KEY`, the kind of
-    case and its node (:func:`node_of`; last, so ``key[:6]`` stays system
-    ... ranks and ``key[7]`` the kind)."""
+    """The history key of a case or record row (:data:`SERIES_KEY`):
+    :data:`KEY`, the kind of case and its node (:func:`node_of`; last, so
+    ``key[:6]`` stays system ... ranks and ``key[7]`` the kind)."""
     kind = kind_of(row)
     return tuple(row.get(k) for k in KEY) + (kind, node_of(row, kind))
 

@@ -18,9 +18,10 @@ import statistics
 
 from ccl_health.judge.baselines import (
     DRIFT_CLIP, DRIFT_H, DRIFT_K, DRIFT_MIN_HISTORY, DRIFT_MIN_NOISE,
-    DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, HEALTHY, Baseline, Level,
+    DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, Baseline, Level,
     baseline, seeded)
 from ccl_health.judge.finding import Finding, Shift, judge_recent
+from ccl_health.judge.verdicts import IN_BASELINE
 
 
 def _level(data):
@@ -152,7 +153,7 @@ class SeriesJudge:
         prev_run, self.prev_run = self.prev_run, rec['run_id']
         self.last = (rec['run_id'], rec['time'], rec['busbw'],
                      rec.get('case_id'))
-        if rec['case_verdict'] not in HEALTHY:
+        if rec['case_verdict'] not in IN_BASELINE:
             return [], []
         found, drifts = [], []
         f = judge_recent(self.recent, rec, level=self.level,

@@ -5,6 +5,12 @@ exit codes.  Every consumer (the checks, the main command, the health hook,
 judge's (:mod:`ccl_health.judge.judge`).
 
 Only ``pass`` is good (and ``skipped``, which carries its reason).
+
+The groups of verdicts are derived here from each verdict's kind and
+whether it measured its key, under names no other group shares:
+:data:`GOOD`, :data:`FAILING`, :data:`UNJUDGED`, :data:`MEASURED`,
+:data:`IN_BASELINE`, :data:`LOW` and :data:`BROKEN`.  Nothing else spells a
+group out (``tests/test_one_definition.py``).
 """
 
 import enum
@@ -62,6 +68,29 @@ class Verdict(str, enum.Enum):
     def unjudged(self):
         return self.kind is Kind.UNJUDGED
 
+    @property
+    def measured(self):
+        """The case measured every size of its key as asked and was judged
+        on them: its values are the key's (passed, below the reference, or
+        below the history baseline).  Any other verdict's values, where it
+        has some, are not: another transport, shared GPUs, wrong results,
+        cut short, or nothing to judge them by (``no-reference``: a
+        calibration's input, not a value of the key's history)."""
+        return self in _MEASURED
+
+    @property
+    def in_baseline(self):
+        """Its values may join the key's history baseline: measured, and
+        not a drop (a value judged below that baseline is a finding
+        against it, never a part of it)."""
+        return self.measured and self is not Verdict.DROP
+
+    @property
+    def low(self):
+        """A value measured below what it was judged against (the
+        reference or the history baseline)."""
+        return self.measured and not self.good
+
     @classmethod
     def parse(cls, text, default=None):
         """The verdict named ``text`` (as stored), or ``default``."""
@@ -78,12 +107,28 @@ _KIND.update({Verdict.PASS: Kind.GOOD, Verdict.SKIPPED: Kind.SKIP,
               Verdict.NO_REFERENCE: Kind.UNJUDGED,
               Verdict.COULD_NOT_CHECK: Kind.UNJUDGED})
 
+_MEASURED = frozenset((Verdict.PASS, Verdict.BELOW_REFERENCE, Verdict.DROP))
+
 #: every verdict name, in report order
 NAMES = tuple(v.value for v in Verdict)
+#: the good ones: a healthy case or check (:attr:`Verdict.good`: ``pass``,
+#: and ``skipped`` with its reason); any other is counted as not good
+GOOD = tuple(v.value for v in Verdict if v.good)
 #: the failing ones (exit 1)
 FAILING = tuple(v.value for v in Verdict if v.failed)
 #: the ones where nothing was judged (exit 2)
 UNJUDGED = tuple(v.value for v in Verdict if v.unjudged)
+#: the cases whose values are their key's (:attr:`Verdict.measured`)
+MEASURED = tuple(v.value for v in Verdict if v.measured)
+#: the cases whose values make a key's history baseline
+#: (:attr:`Verdict.in_baseline`): measured and not a drop
+IN_BASELINE = tuple(v.value for v in Verdict if v.in_baseline)
+#: the values measured low (:attr:`Verdict.low`): below the reference or
+#: the history baseline
+LOW = tuple(v.value for v in Verdict if v.low)
+#: the cases neither good nor measured: no value of the key to show, only
+#: that it broke (a trend plot marks them)
+BROKEN = tuple(v.value for v in Verdict if not v.good and not v.measured)
 
 EXIT_OK, EXIT_FAIL, EXIT_UNJUDGED = 0, 1, 2
 

@@ -4,7 +4,11 @@ on a real GPU node, so the whole ReFrame path (launch, sanity, transport
 proof, performance against references, report) runs without a GPU: the
 nightly's rehearsal (:mod:`ccl_health.rehearsal`, ``scripts/nightly
 --rehearse``) and the test suite (its replay folder links here).  It
-imports nothing but the standard library: it runs as a program.
+runs as a program: it imports the standard library and, for the transport
+the environment asks for, the suite's one rule
+(:func:`ccl_health.sitedata.transports.asked_from_env`, which needs
+nothing else): from the source tree it lies in, else from the package of
+the Python that runs it.
 
 The captures: ``CCL_HEALTH_REPLAY_DIR``, else the folder ``captures``
 beside the ``bin`` folder it was started from.  A capture is a folder:
@@ -44,6 +48,17 @@ import socket
 import sys
 import time
 
+#: the source tree this program lies in, when it runs from one (the
+#: links of ``tests/replay/bin``): its own rule comes first, whatever
+#: Python runs it; a copy (:func:`ccl_health.rehearsal.write_standin`)
+#: takes the package of the Python it names
+_TREE = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))))
+if __name__ == '__main__' and os.path.isfile(
+        os.path.join(_TREE, 'ccl_health', 'sitedata', 'transports.py')):
+    sys.path.insert(0, _TREE)
+
+from ccl_health.sitedata import transports  # noqa: E402
 
 
 def captures_dir(env, argv0):
@@ -53,15 +68,6 @@ def captures_dir(env, argv0):
     return env.get('CCL_HEALTH_REPLAY_DIR') or os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(argv0))),
         'captures')
-
-
-def asked_transport(env):
-    if env.get('NCCL_P2P_DISABLE') != '1':
-        return 'intra'
-    if env.get('NCCL_NET_PLUGIN', 'none') == 'none':
-        return 'net-socket'
-    return ('net-plugin-gdr' if env.get('NCCL_NET_GDR_LEVEL') not in
-            (None, 'LOC') else 'net-plugin')
 
 
 def rank(env):
@@ -83,7 +89,7 @@ def main(argv):
               f'a stand-in of nccl-tests that replays captured outputs '
               f'(CCL_HEALTH_REPLAY_DIR; ccl_health/rehearsal/standin.py)')
         return 0
-    transport = asked_transport(env)
+    transport = transports.asked_from_env(env)
     collective = os.path.basename(sys.argv[0])[:-len('_perf')] \
         if sys.argv[0].endswith('_perf') else 'all_reduce'
     default = transport

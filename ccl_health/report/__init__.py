@@ -34,17 +34,14 @@ import re
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
 from ccl_health.db import reads
-from ccl_health.judge.history import HEALTHY, KEY, kind_of, where_text
+from ccl_health.judge.history import KEY, kind_of, where_text
 from ccl_health.units import format_size, parse_size
-from ccl_health.judge.verdicts import Verdict
+from ccl_health.judge.verdicts import GOOD, Verdict
 from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
-from ccl_health.report.series import SERIES
+from ccl_health.judge.series import READ_ORDER
 from ccl_health.report.health import (  # noqa: F401 (the page's parts)
     HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
     node_rows, probe_summary)
-
-#: the verdicts that are not failures (summary table)
-GOOD = tuple(v.value for v in Verdict if v.good)
 
 #: the kinds of case, in page order
 KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
@@ -122,7 +119,7 @@ def series_name(key, group=True):
     """``local:gpu sweep all_reduce intra 1n x 2r`` (+ algo when not the
     default); without the group (system, partition, kind) when ``group``
     is False."""
-    k = dict(zip(SERIES, key))
+    k = dict(zip(READ_ORDER, key))
     algo = '' if k['algo'] in ('', 'default') else f' algo={k["algo"]}'
     name = (f'{k["collective"] or "-"} {k["transport"] or "-"} '
             f'{k["nodes"] or "?"}n x {k["ranks"] or "?"}r{algo}')
@@ -148,9 +145,9 @@ def summary_table(store, now=None, cases=None, recs=None, probes=()):
     recs = _frame(store, cases) if recs is None else recs
     rows = [dict(p) for p in probes]
     if cases.empty:
-        cases = pd.DataFrame(columns=list(SERIES) + ['when'])
-    for key, grp in cases.groupby(list(SERIES), sort=True):
-        k = dict(zip(SERIES, key))
+        cases = pd.DataFrame(columns=list(READ_ORDER) + ['when'])
+    for key, grp in cases.groupby(list(READ_ORDER), sort=True):
+        k = dict(zip(READ_ORDER, key))
         grp = grp.sort_values('when')
         last = grp.iloc[-1]
         fails = grp[~grp['verdict'].isin(GOOD)]
@@ -416,7 +413,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         summary_columns=list(table.columns),
         failure_counts=failure_counts(everything),
         failures=fails[:FAILURES_LISTED], n_failures=len(fails),
-        skipped=failure_rows(cases, ('skipped',), reason=shown),
+        skipped=failure_rows(cases, (Verdict.SKIPPED.value,), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
         node_findings_left=max(0, node_finding_rows - NODE_FINDINGS_LISTED),
         healthy=healthy, health=health, nodes=nodes[:NODES_LISTED],
@@ -447,20 +444,20 @@ CHANGE_COLUMNS = tuple(k for k in ATTRIBUTION_FIELDS if k != 'nodelist')
 
 
 def _series_of(finding):
-    """The page's series (:data:`SERIES`) of a finding's history key."""
+    """The page's series (:data:`READ_ORDER`) of a finding's history key."""
     k = finding.key
     return (k[0] or '', k[1] or '', k[7], k[3] or '', k[2] or '',
             int(k[4] or 0), int(k[5] or 0), k[6] or '')
 
 
 def needs_look(cases, findings):
-    """The series (:data:`SERIES` keys) of the window that need a look of
+    """The series (:data:`READ_ORDER` keys) of the window that need a look of
     their own: a finding against history, a case that is not good, or a
     change of version among its cases."""
     out = {_series_of(f) for f in findings}
     if cases.empty:
         return out
-    for key, grp in cases.groupby(list(SERIES), sort=False):
+    for key, grp in cases.groupby(list(READ_ORDER), sort=False):
         if (~grp['verdict'].isin(GOOD)).any() or any(
                 grp[c].nunique(dropna=False) > 1 for c in CHANGE_COLUMNS
                 if c in grp):
@@ -499,7 +496,7 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
     def sort_key(key):
         return (key[0], key[1], order[key[2]], key[3],
                 transports.order(key[4]), key[5:])
-    for key, grp in sorted(measured.groupby(list(SERIES), sort=False),
+    for key, grp in sorted(measured.groupby(list(READ_ORDER), sort=False),
                            key=lambda kv: sort_key(kv[0])):
         title = series_name(key)
         slug = _slug(title)
@@ -531,9 +528,9 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
             w in set(grp['size'].astype(int))]
         if runs >= 2:
             mine = cases
-            for col, v in zip(SERIES, key):
+            for col, v in zip(READ_ORDER, key):
                 mine = mine[mine[col] == v]
-            mine = mine[list(SERIES) + ['time', 'verdict']]
+            mine = mine[list(READ_ORDER) + ['time', 'verdict']]
             for size in resolve_sizes(ask, grp['size']):
                 sub = data[data['size'] == size]
                 found = [f for f in findings if f.kind == 'drop' and

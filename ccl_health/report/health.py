@@ -14,6 +14,8 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.db import reads
+from ccl_health.db.schema import GOOD_SQL
+from ccl_health.judge.series import KEY
 from ccl_health.units import format_size
 
 #: days of the health probes' distribution listed per group (newest
@@ -37,10 +39,8 @@ def probe_summary(store, since, now=None):
     system, partition, collective, transport, nodes, ranks and algo over
     every node, counted in the database (never read probe by probe)."""
     from ccl_health.db.health_days import _is_probe
-    from ccl_health.db.store import GOOD_SQL
     probe, params = _is_probe()
-    g = ('system', 'partition', 'collective', 'transport', 'nodes',
-         'ranks', 'algo')
+    g = KEY
     cols = ', '.join(f'c.{k}' for k in g)
     rows = store.query(
         f"""SELECT {cols}, COUNT(*) AS checks, MAX(c.time) AS last,
@@ -174,7 +174,6 @@ def node_rows(store, since, findings=()):
     ``not_good`` (how many), ``verdicts`` (each verdict's count),
     ``last`` (the newest problem's time), ``findings`` (their lines)."""
     from ccl_health.db.health_days import _is_probe
-    from ccl_health.db.store import GOOD_SQL
     probe, params = _is_probe()
     nodes = {}
     for r in store.query(

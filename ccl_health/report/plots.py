@@ -9,6 +9,8 @@ mathtext) and a modest resolution (:data:`DPI`)."""
 
 import io
 
+from ccl_health.judge.series import READ_ORDER
+from ccl_health.judge.verdicts import BROKEN, LOW
 from ccl_health.units import format_size
 
 _BAND = dict(color='tab:green', alpha=0.18)
@@ -115,7 +117,7 @@ def busbw_figure(grp, cases, key):
     verdict = last['case_verdict'].iloc[0]
     ax.plot(last['size'], last['busbw'], 'o-', color='tab:blue', ms=3,
             label=f'run {last_run} ({last["time"].iloc[0][:16]}, {verdict})')
-    bad = last[last['size_verdict'].isin(('below-reference', 'drop'))]
+    bad = last[last['size_verdict'].isin(LOW)]
     if not bad.empty:
         ax.plot(bad['size'], bad['busbw'], 'x', color='tab:red', ms=9,
                 mew=2, label='below reference')
@@ -157,8 +159,7 @@ def trend_figure(grp, cases, key, size, findings):
     value: hang, crash, build failure, ...) marked on the time axis."""
     import matplotlib.dates as mdates
     import pandas as pd
-    from ccl_health.report.series import SERIES
-    k = dict(zip(SERIES, key))
+    k = dict(zip(READ_ORDER, key))
     sub = grp[grp['size'] == size].sort_values('when')
     fig = _figure(11, 3.0, left=0.07, right=0.8, bottom=0.2, top=0.9)
     ax = fig.subplots()
@@ -190,9 +191,8 @@ def trend_figure(grp, cases, key, size, findings):
                 label='drop against history')
         pending.append((list(zip(d['when'], d['busbw'], d['run_id'])),
                         'tab:red'))
-    from ccl_health.report.series import BROKEN
     mine = cases
-    for col in SERIES:
+    for col in READ_ORDER:
         mine = mine[mine[col] == k[col]]
     broken = mine[mine['verdict'].isin(BROKEN)]
     if not broken.empty:

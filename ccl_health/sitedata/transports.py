@@ -180,3 +180,99 @@ def proven_by(keys):
                      if any(t.accepts_path(k) for k in nets)), None)
     return next((t for t in REGISTRY if not t.uses_network
                  and any(t.accepts_path(k) for k in keys)), None)
+
+
+# -- the transport asked: one rule, read from an environment ----------------
+
+#: the path types ``NCCL_NET_GDR_LEVEL`` may name, nearest first, exactly as
+#: NCCL spells them (``topoPathTypeStr`` up to ``PATH_SYS``:
+#: src/graph/topo.cc:34, src/include/graph.h:117-145 of NCCL 2.30.7)
+GDR_LEVELS = ('LOC', 'NVL', 'NVB', 'C2C', 'PIX', 'PXB', 'P2C', 'PXN', 'PHB',
+              'SYS')
+#: the levels of NCCL's old numbering, by number (``levelsOldToNew``,
+#: src/graph/paths.cc:243): 0 is LOC, 5 and above are SYS
+_GDR_OLD_LEVELS = ('LOC', 'PIX', 'PXB', 'PHB', 'SYS', 'SYS')
+
+
+def _strtol(text):
+    """The number C's ``strtol(text, NULL, 0)`` reads from ``text`` that
+    starts with a digit (``0x`` hexadecimal, a leading ``0`` octal, else
+    decimal; the digits up to the first that does not fit)."""
+    for prefix, digits, base in (('0x', '0123456789abcdef', 16),
+                                 ('0', '01234567', 8), ('', '0123456789', 10)):
+        if text.lower().startswith(prefix):
+            body = text[len(prefix):]
+            n = 0
+            while n < len(body) and body[n].lower() in digits:
+                n += 1
+            if n:
+                return int(body[:n], base)
+            if prefix:          # "0x" alone, "0" alone: strtol reads the 0
+                return 0
+    return 0
+
+
+def gdr_level(value):
+    """The level NCCL reads from ``NCCL_NET_GDR_LEVEL=value`` (a name of
+    :data:`GDR_LEVELS`), or None where it keeps its default (unset, empty,
+    or a value it does not read: a name in another case, a leading sign or
+    space).  NCCL's ``ncclGetLevel`` (src/graph/paths.cc:244-279): an exact
+    name, else the old numbering from a leading digit (``strtol``, clamped
+    to 5)."""
+    if value is None:
+        return None
+    value = str(value)
+    if value in GDR_LEVELS:
+        return value
+    if value[:1].isdigit() and value[:1].isascii():
+        return _GDR_OLD_LEVELS[min(_strtol(value), len(_GDR_OLD_LEVELS) - 1)]
+    return None
+
+
+def asked_from_env(env, complete=True, plugin=None):
+    """The transport the environment ``env`` asks for (a name of
+    :data:`NAMES`), or None where it does not say.  The one rule of the
+    suite: the sweep's programs, the framework tool, the rehearsal's
+    stand-in and the transport proof of a debug log all read it here.
+
+    ``complete``: ``env`` is the whole environment of the run, as the
+    site's rows set it up (a variable not in it is unset); False: it is
+    what NCCL's debug log echoes (``<VAR> set by environment to <value>``),
+    where a variable not echoed says nothing.  ``plugin``: a plugin the
+    log shows asked for besides the environment (named, looked for, or
+    found and failed).
+
+    * complete, and ``NCCL_P2P_DISABLE`` is not 1: ``intra`` (the one-node
+      rows of the network transports disable P2P and SHM,
+      :data:`ONE_NODE_NETWORK_ENV`);
+    * ``NCCL_NET`` naming one of NCCL's builtin networks (any case): that
+      transport; naming another network: the plugin;
+    * ``NCCL_NET_PLUGIN`` set to a plugin (not ``none``), or ``plugin``:
+      the plugin;
+    * the plugin is ``net-plugin-gdr`` when ``NCCL_NET_GDR_LEVEL`` is a
+      level NCCL reads (:func:`gdr_level`) other than ``LOC``: any other
+      level lets GPUDirect RDMA be used on the paths it covers; ``LOC``
+      (``0``) never uses it, and unset or unread it is NCCL's default
+      (``PXB``, ``P2C`` on C2C systems, by topology: no ask);
+    * otherwise NCCL's own sockets: in a complete environment always (no
+      plugin, no network named); from a log when it echoes
+      ``NCCL_IB_DISABLE``, ``NCCL_P2P_DISABLE`` and ``NCCL_SHM_DISABLE``
+      all 1."""
+    if complete and env.get('NCCL_P2P_DISABLE') != '1':
+        return 'intra'
+    level = gdr_level(env.get('NCCL_NET_GDR_LEVEL'))
+    on_plugin = 'net-plugin-gdr' if level not in (None, 'LOC') else \
+        'net-plugin'
+    net = env.get('NCCL_NET')
+    if net:
+        for t in REGISTRY:
+            if t.builtin and t.network.lower() == net.lower():
+                return t.name
+        return on_plugin
+    named = env.get('NCCL_NET_PLUGIN', '')
+    if plugin or (named and named.lower() != 'none'):
+        return on_plugin
+    if complete or all(env.get(k) == '1' for k in (
+            'NCCL_IB_DISABLE', 'NCCL_P2P_DISABLE', 'NCCL_SHM_DISABLE')):
+        return 'net-socket'
+    return None

@@ -52,7 +52,7 @@ from ccl_health.torch_bench.links import link_facts, nic_line_rate
 from ccl_health.torch_bench.ops import CPU_TIMING, TIMING, TORCH_COLLECTIVES, layout
 from ccl_health.torch_bench.output import (TOOL, TYPE_NAMES, as_sweep, format_row, format_table,
                      header_lines, make_row, write_json)
-from ccl_health.torch_bench.ranks import asked_transport, dist_env
+from ccl_health.torch_bench.ranks import dist_env
 from ccl_health.torch_bench.replay import write_replay_csv
 from ccl_health.torch_bench.train import (TRAIN_MODELS, check_train_args, format_train,
                     model_spec, profile_share, short_kernel_name,
@@ -62,7 +62,7 @@ from ccl_health.torch_bench.train import (TRAIN_MODELS, check_train_args, format
 __all__ = [
     'CPU_TIMING', 'DEFAULT_COLLECTIVES', 'FIRST_CALL_NUMEL', 'TIMING',
     'TOOL', 'TORCH_COLLECTIVES', 'TRAIN_MODELS', 'TYPE_NAMES', 'as_sweep',
-    'asked_transport', 'build_parser', 'check_train_args', 'dist_env',
+    'build_parser', 'check_train_args', 'dist_env',
     'format_first_call', 'format_row', 'format_table', 'format_train',
     'header_lines', 'layout', 'link_facts', 'main', 'make_row',
     'model_spec', 'nic_line_rate', 'parse_collectives', 'parse_sizes',

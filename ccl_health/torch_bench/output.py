@@ -8,9 +8,9 @@ import os
 import socket
 
 from ccl_health.evidence import collectives as C
+from ccl_health.sitedata import transports
 
 from ccl_health.torch_bench.links import link_facts
-from ccl_health.torch_bench.ranks import asked_transport
 
 
 TOOL = 'ccl_health.torch_bench'
@@ -121,7 +121,7 @@ def as_sweep(doc, collective):
 
 
 def common_doc(d, mode, args):
-    transport = args.transport or asked_transport()
+    transport = args.transport or transports.asked_from_env(os.environ)
     ideal, source = link_facts(transport, d.arch, d.local_size, args)
     hosts = d.gather_strings(socket.gethostname())
     devs = d.gather_strings(f'{socket.gethostname()} device '

@@ -1,8 +1,7 @@
 """Who this process is: its rank, the world size and its place on the node
-from the launcher's variables (Open MPI, Slurm, torchrun, PMI), the
-transport the environment asks for, and :class:`Dist`, one process of the
-job with its GPU and ``torch.distributed`` process group (torch imported
-there, not here)."""
+from the launcher's variables (Open MPI, Slurm, torchrun, PMI), and
+:class:`Dist`, one process of the job with its GPU and
+``torch.distributed`` process group (torch imported there, not here)."""
 
 import os
 import re
@@ -38,18 +37,6 @@ def dist_env(env=None):
                 raise CclHealthError(f'{r}={rank} is not below {w}={world}')
             return rank, world, local, lsize or world, name
     return 0, 1, 0, 1, 'none'
-
-
-def asked_transport(env=None):
-    """The transport an environment asks for, in the suite's vocabulary
-    (as the sweep's site files set it up on one node)."""
-    env = os.environ if env is None else env
-    if env.get('NCCL_P2P_DISABLE') != '1':
-        return 'intra'
-    if env.get('NCCL_NET_PLUGIN', 'none') == 'none':
-        return 'net-ib' if env.get('NCCL_NET') == 'IB' else 'net-socket'
-    return ('net-plugin-gdr' if env.get('NCCL_NET_GDR_LEVEL') not in
-            (None, 'LOC', '0') else 'net-plugin')
 
 
 class Dist:
