@@ -187,3 +187,94 @@ def test_no_import_circle():
               for c in circles]
     assert not circles, ('import circles (move what both need down into a '
                          'module both import):\n' + '\n'.join(report))
+
+
+#: The layers of the package, lowest first (docs/layout.md, "Layers"):
+#: each module is of the layer of the longest name here that it is or
+#: lies under; the package itself (``ccl_health``, its ``__init__``) holds
+#: only itself.  A module imports only from its own layer or below.
+LAYERS = (
+    ('small utilities', (
+        'ccl_health', 'ccl_health.argnumbers', 'ccl_health.buildcache',
+        'ccl_health.dburl', 'ccl_health.entry', 'ccl_health.helptext',
+        'ccl_health.oneline', 'ccl_health.outputs', 'ccl_health.patterns',
+        'ccl_health.progress', 'ccl_health.resources', 'ccl_health.safefile',
+        'ccl_health.shell', 'ccl_health.stops', 'ccl_health.units')),
+    ('sitedata', ('ccl_health.sitedata',)),
+    ('evidence', ('ccl_health.evidence',)),
+    ('judge', ('ccl_health.judge', 'ccl_health.summary')),
+    ('db', ('ccl_health.db',)),
+    ('report, fleet, hook, rfm, news', (
+        'ccl_health.report', 'ccl_health.fleet', 'ccl_health.hook',
+        'ccl_health.rfm', 'ccl_health.news', 'ccl_health.findings',
+        'ccl_health.rehearsal', 'ccl_health.torch_bench')),
+    ('commands', (
+        'ccl_health.cli', 'ccl_health.console', 'ccl_health.explain',
+        'ccl_health.nightly', 'ccl_health.initsite',
+        'ccl_health.reportcli', 'ccl_health.validate',
+        'ccl_health.fleet.__main__', 'ccl_health.hook.__main__',
+        'ccl_health.report.__main__')),
+)
+
+
+def layer_of(module, layers=LAYERS):
+    """(index, name) of the layer of ``module``; None when no name of
+    ``layers`` holds it."""
+    best = None
+    for i, (name, prefixes) in enumerate(layers):
+        for p in prefixes:
+            exact = module == p
+            under = '.' in p and module.startswith(p + '.')
+            if (exact or under) and (best is None or len(p) > best[0]):
+                best = (len(p), i, name)
+    return None if best is None else best[1:]
+
+
+def upward_imports(graph, layers=LAYERS):
+    """``[(module, its layer, imported module, its layer)]`` of every
+    import of a higher layer than the importer's."""
+    out = []
+    for m in sorted(graph):
+        mine = layer_of(m, layers)
+        for t in sorted(graph[m]):
+            theirs = layer_of(t, layers)
+            if mine and theirs and theirs[0] > mine[0]:
+                out.append((m, mine[1], t, theirs[1]))
+    return out
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    """The check can fail: a lazy import of a higher layer inside a
+    function is found, one of the same layer or below is not."""
+    pkg = tmp_path / 'pkg'
+    (pkg / 'low').mkdir(parents=True)
+    (pkg / 'high').mkdir()
+    for d in ('', 'low/', 'high/'):
+        (pkg / d / '__init__.py').write_text('')
+    (pkg / 'low' / 'a.py').write_text(
+        'from pkg.low import b\n'
+        'def f():\n    from pkg.high import c\n')
+    (pkg / 'low' / 'b.py').write_text('import pkg\n')
+    (pkg / 'high' / 'c.py').write_text('from pkg.low import a\n')
+    layers = (('base', ('pkg',)), ('low', ('pkg.low',)),
+              ('high', ('pkg.high',)))
+    graph = import_graph(str(pkg), 'pkg')
+    assert layer_of('pkg.low.a', layers) == (1, 'low')
+    assert layer_of('pkg.lowly', layers) is None
+    assert upward_imports(graph, layers) == [
+        ('pkg.low.a', 'low', 'pkg.high.c', 'high')]
+
+
+def test_every_module_has_a_layer():
+    unmapped = [m for m in import_graph() if layer_of(m) is None]
+    assert not unmapped, ('modules of no layer (name them in LAYERS and in '
+                          'docs/layout.md "Layers"): ' + ', '.join(unmapped))
+
+
+def test_nothing_imports_upward():
+    """Nothing imports a module of a higher layer, function-level imports
+    included: a lower layer that needs something from above takes it as
+    an argument, or the thing moves down where it belongs."""
+    found = upward_imports(import_graph())
+    assert not found, 'imports of a higher layer:\n' + '\n'.join(
+        f'{m} ({ml}) imports {t} ({tl})' for m, ml, t, tl in found)
