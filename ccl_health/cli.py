@@ -19,7 +19,7 @@ from ccl_health import (CclHealthError, entry, helptext, outputs, resources,
                         safefile)
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
-from ccl_health.db import cli as dbcli
+from ccl_health import reportcli as dbcli
 from ccl_health.evidence import node
 from ccl_health.db import recorder
 from ccl_health.db import store

@@ -59,7 +59,7 @@ def _failed(db):
 
 
 def _detect(db):
-    from ccl_health.db.cli import _detect_scope
+    from ccl_health.reportcli import _detect_scope
     args = type('Args', (), {'run': None, 'days': 30})()
     keys, since, runs, _ = _detect_scope(db, args)
     return reads.judge_keys(db, keys, since, runs, standing={})

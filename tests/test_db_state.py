@@ -115,7 +115,7 @@ def _emptied(path, tmp_path):
 def _answers(path):
     """What ``report failed`` (the last 24 h) and ``report detect`` (the
     last 3 and 40 days) answer, and how each key is judged."""
-    from ccl_health.db.cli import _detect_scope
+    from ccl_health.reportcli import _detect_scope
     out = {}
     with store.open_store(path, readonly=True) as db:
         out['failed'] = queries.failures(db, 24, now=END)
