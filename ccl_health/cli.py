@@ -159,7 +159,7 @@ def _check_config_dir():
 
 def cmd_run(args):
     _check_config_dir()
-    from ccl_health.sitedata import validate
+    from ccl_health.judge import validate
     validate.before_run(_system_asked(args.reframe_args))
     out = os.path.abspath(args.output)
     stage, outputdir = _job_folders(out)

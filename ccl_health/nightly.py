@@ -558,7 +558,7 @@ def main(argv=None):
               'CCL_HEALTH_PUBLISH)', file=sys.stderr)
         return EXIT_COULD_NOT_RUN
     try:
-        from ccl_health.sitedata import validate
+        from ccl_health.judge import validate
         validate.before_run(args.system + (f':{args.partition}'
                                            if args.partition else ''))
     except CclHealthError as err:

@@ -202,7 +202,7 @@ COMMANDS = {
     'ccl_health.torch_bench.cli': 'usage:',
     'ccl_health.evidence.nodestate': 'usage:',
     'ccl_health.rehearsal.standin': 'usage:',
-    'ccl_health.sitedata.validate': 'usage: scripts/validate',
+    'ccl_health.judge.validate': 'usage: scripts/validate',
     'ccl_health.report': 'usage:',
     'ccl_health.initsite': 'usage: scripts/init-site',
 }

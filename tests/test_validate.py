@@ -1,4 +1,4 @@
-"""scripts/validate (ccl_health/sitedata/validate.py): one line per error
+"""scripts/validate (ccl_health/judge/validate.py): one line per error
 naming the file and the key, never a traceback; the shipped files pass;
 scripts/run, the health hook and the nightly stop on the same lines
 before anything runs (issue 29, item 8).
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ccl_health.sitedata import validate
+from ccl_health.judge import validate
 from conftest import REPO
 
 PY = sys.executable
@@ -36,7 +36,7 @@ def edit(path, old, new, count=1):
 
 def run_validate(tree, *args):
     p = subprocess.run(
-        [PY, '-m', 'ccl_health.sitedata.validate', '--config-dir',
+        [PY, '-m', 'ccl_health.judge.validate', '--config-dir',
          str(tree / 'config'), '--site-dir', str(tree / 'site'),
          '--reference-dir', str(tree / 'reference'), *args],
         cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -161,7 +161,7 @@ def test_every_error_is_a_line_of_its_own(tree):
 # -- what is shipped ---------------------------------------------------------
 
 def test_the_shipped_files_validate():
-    p = subprocess.run([PY, '-m', 'ccl_health.sitedata.validate'], cwd=REPO,
+    p = subprocess.run([PY, '-m', 'ccl_health.judge.validate'], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()

@@ -165,7 +165,7 @@ def _check(settings, environ, before, found, work):
     from ccl_health.judge.judge import judge
     from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
-    from ccl_health.sitedata import validate
+    from ccl_health.judge import validate
     from ccl_health.evidence.nodestate import pci
     t0 = settings.t0
     rm = resource_manager(settings, environ, found)
