@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 from ccl_health.fleet import simulate  # noqa: E402
-from ccl_health.fleet.config import FleetConfig  # noqa: E402
+from ccl_health.sitedata.fleetconfig import FleetConfig  # noqa: E402
 from ccl_health.fleet.faults import FaultPlan  # noqa: E402
 from ccl_health.fleet.run import Fleet  # noqa: E402
 

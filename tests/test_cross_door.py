@@ -38,7 +38,7 @@ from conftest import REPO
 from ccl_health import explain
 from ccl_health.db import recorder
 from ccl_health.evidence import nccltests
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.run import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import assemble, reference

@@ -14,7 +14,7 @@ from ccl_health import CclHealthError
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import cli, slurm
 from ccl_health.fleet.hostlist import expand_hostlist
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.run import Fleet, Step, exit_code
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,7 +10,7 @@ import pytest
 
 from ccl_health.evidence import nccltests
 from ccl_health.fleet import simulate
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.run import Raw, Step, judge_step
 from ccl_health.judge.verdicts import Verdict
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from ccl_health.fleet import resume, resumestate
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.run import Raw, Step
 
 SINFO = """n01|idle|none

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Fleet, Raw, exit_code, judge_node, \
     judge_step, Step

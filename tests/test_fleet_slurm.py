@@ -30,7 +30,7 @@ import pytest
 
 import slurm_cluster
 from ccl_health.fleet import cli
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 
 pytestmark = pytest.mark.slurm

@@ -8,7 +8,7 @@ import pytest
 
 from ccl_health import CclHealthError
 from ccl_health.fleet import cli, slurm, systemic
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Fleet, exit_code, summary_text
 from ccl_health.fleet.simulate import SimScheduler

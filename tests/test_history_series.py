@@ -28,7 +28,7 @@ from ccl_health.db import recorder, store
 from ccl_health.db.health_days import GROUP, health_days
 from ccl_health.evidence import nccltests
 from ccl_health.fleet import report as fleet_report
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Fleet
 from ccl_health.fleet.simulate import SimScheduler

@@ -22,7 +22,7 @@ from ccl_health.judge import node as node_judge
 from ccl_health.judge.judge import judge
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.stepevidence import srun_failure, step_evidence
 
 

@@ -7,7 +7,7 @@ table and exit status, its debug log, its reference key."""
 from typing import Any, Dict
 
 from ccl_health.evidence import nccltests
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.sitedata.fleetconfig import FleetConfig
 
 
 #: srun's own failures: the step never ran its program (no evidence

@@ -85,7 +85,7 @@ class Site:
     #: the health hook's block; ``None`` where the file has none
     health: Optional[HealthSite] = None
     #: the ``fleet`` block as written (schema-checked; defaults and checks:
-    #: :class:`ccl_health.fleet.config.FleetConfig`); ``None``: none
+    #: :class:`ccl_health.sitedata.fleetconfig.FleetConfig`); ``None``: none
     fleet: Optional[dict] = None
     #: ``[{pattern, why, overrides}]``: NCCL WARN lines declared benign,
     #: checked against the fatal classes (:mod:`ccl_health.sitedata.overrides`)
@@ -219,7 +219,7 @@ def _fleet(raw, path):
     transport is an error naming the file and the key, before any run)."""
     if raw is None:
         return None
-    from ccl_health.fleet.config import FleetConfig
+    from ccl_health.sitedata.fleetconfig import FleetConfig
     FleetConfig.from_dict(raw, path)
     return dict(raw)
 
