@@ -16,8 +16,8 @@ from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import recorder
 from ccl_health.evidence.nodestate import amd, nvml, xid
-from ccl_health.evidence.nodestate.state import (GIB, GpuState, Link, NodeState, Process,
-                                                 not_checked)
+from ccl_health.evidence.nodestate.state import (
+    GIB, NODE_STATE_KEY, GpuState, Link, NodeState, Process, not_checked)
 from ccl_health.evidence.nodestate.diagnose import (Cause, contention, diagnose,
                                            MEMORY_HELD_FRACTION)
 
@@ -442,7 +442,7 @@ def test_node_state_recorded_with_the_case():
     sample = node(gpu(0, processes=[p], memory_used=2 * GIB))
     env = recorder.node_state_env({'before': before, 'samples': [sample],
                                    'after': before})
-    doc = json.loads(env[recorder.NODE_STATE_KEY])
+    doc = json.loads(env[NODE_STATE_KEY])
     assert doc['samples'] == 1 and doc['foreign'] == ['20:python3']
     assert doc['causes'][0]['text'] == (
         'GPU 0 in use by pid 20 (python3, 1.0 GiB)')
@@ -463,7 +463,7 @@ def test_store_keeps_the_node_state(tmp_path):
                                      source='report'))
         kept = json.loads(db.cases()[0]['env_json'])
     assert kept['NCCL_DEBUG'] == 'WARN'
-    assert json.loads(kept[recorder.NODE_STATE_KEY])['before']['gpus'][0][
+    assert json.loads(kept[NODE_STATE_KEY])['before']['gpus'][0][
         'model'] == 'NVIDIA H100 80GB HBM3'
 
 

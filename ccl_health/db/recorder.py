@@ -14,6 +14,7 @@ from ccl_health import summary
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.db.store import CaseRecord, SizeRecord
 from ccl_health.judge import judge
+from ccl_health.evidence.nodestate.state import NODE_STATE_KEY
 
 
 
@@ -107,11 +108,6 @@ def cases_from_report(report, default_run_id=None):
             env=run_environment(tc.get('env_vars'), environ={}),
             source='report', sizes=sizes))
     return out
-
-
-#: the key of a case's ``env`` that keeps the node's state
-#: (:mod:`ccl_health.evidence.nodestate`); no schema change: a v1 database keeps it
-NODE_STATE_KEY = 'ccl_health.node_state'
 
 
 def node_state_env(states):

@@ -10,6 +10,12 @@ import json
 import time
 from typing import Dict, List, Optional
 
+#: the key of a case's ``env`` that keeps the node's state (the
+#: sampler's readings, kept by :mod:`ccl_health.db.recorder`, read by
+#: :mod:`ccl_health.judge.attribution`); no schema change: a v1 database
+#: keeps it
+NODE_STATE_KEY = 'ccl_health.node_state'
+
 #: the environment variable that marks the processes of one run
 RUN_ID_VAR = 'CCL_HEALTH_RUN_ID'
 GIB = 1024 ** 3
