@@ -333,3 +333,18 @@ def cuda_home():
 def in_slurm_allocation(env=None):
     env = os.environ if env is None else env
     return bool(env.get('SLURM_JOB_ID'))
+
+
+def load_system_file(path, gpus, prefix='ccl_health_config'):
+    """The module of ``config/systems/<name>.py`` loaded with ``gpus`` (a
+    :class:`Gpus`) as the GPUs it detects: a system file that counts the
+    GPUs of the host (``local``) counts these, detected once by the caller
+    (or assumed, to check its shape)."""
+    from ccl_health.sitedata import sysconfig
+    global detect_gpus
+    detect = detect_gpus
+    detect_gpus = lambda env=None, whole_node=False: gpus  # noqa: E731
+    try:
+        return sysconfig.load_file(path, prefix)
+    finally:
+        detect_gpus = detect

@@ -34,11 +34,11 @@ def load_config_system(config_dir, name, gpus):
     """The ``system`` dict of ``config/systems/<name>.py`` (loaded as
     ReFrame's configuration loads it, without ReFrame; the GPUs it detects
     are ``gpus``, detected once)."""
-    from ccl_health.sitedata import sysconfig
+    from ccl_health.evidence import node
     path = config_system_path(config_dir, name)
     try:
-        system = sysconfig.load_system_file(path, gpus,
-                                            'ccl_health_hook_config').system
+        system = node.load_system_file(path, gpus,
+                                       'ccl_health_hook_config').system
         if not isinstance(system, dict) or not isinstance(
                 system.get('hostnames'), list):
             raise TypeError('no system dict with a hostnames list')

@@ -42,6 +42,7 @@ import sys
 from typing import Dict, List
 
 from ccl_health import CclHealthError, read_text, resources
+from ccl_health.evidence import node as node_evidence
 from ccl_health.judge import reference as reference_data
 from ccl_health.sitedata import overrides, schemas, sysconfig
 from ccl_health.sitedata import site as site_data
@@ -212,8 +213,7 @@ def config_path(config_dir, name):
 
 
 def _assumed_gpus():
-    from ccl_health.evidence import node
-    return node.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': ASSUMED_GPUS})
+    return node_evidence.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': ASSUMED_GPUS})
 
 
 def check_config(path, system=None, environments=None):
@@ -221,8 +221,8 @@ def check_config(path, system=None, environments=None):
     is loaded unless its ``system`` (and ``environments``) are given."""
     if system is None:
         try:
-            mod = sysconfig.load_system_file(path, _assumed_gpus(),
-                                             'ccl_health_validate')
+            mod = node_evidence.load_system_file(
+                path, _assumed_gpus(), 'ccl_health_validate')
         except SyntaxError as err:
             return None, [f'{path}: cannot load: line {err.lineno}: '
                           f'SyntaxError: {err.msg}']

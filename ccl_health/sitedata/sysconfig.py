@@ -38,20 +38,6 @@ def load_file(path, prefix='ccl_health_config'):
     return mod
 
 
-def load_system_file(path, gpus, prefix='ccl_health_config'):
-    """The module of ``config/systems/<name>.py`` loaded with ``gpus`` (a
-    :class:`ccl_health.evidence.node.Gpus`) as the GPUs it detects: a
-    system file that counts the GPUs of the host (``local``) counts these,
-    detected once by the caller (or assumed, to check its shape)."""
-    from ccl_health.evidence import node
-    detect = node.detect_gpus
-    node.detect_gpus = lambda env=None, whole_node=False: gpus
-    try:
-        return load_file(path, prefix)
-    finally:
-        node.detect_gpus = detect
-
-
 def matches_any_host(system):
     """Whether one of the system's ``hostnames`` patterns matches every
     host name (it matches the empty name: ``.*``)."""
