@@ -477,7 +477,9 @@ def system_site(system):
             not os.path.isfile(os.path.join(resources.site_dir(),
                                                      f'{system}.yaml')):
         return None
-    return site_data.load(resources.site_dir(), system)
+    from ccl_health.evidence.benignwarns import check_benign
+    return site_data.load(resources.site_dir(), system,
+                          benign_check=check_benign)
 
 
 def _positive(text):

@@ -19,6 +19,7 @@ from reframe.core.builtins import (performance_function, run_after,
 
 from ccl_health import resources, shell
 from ccl_health.hook.settings import default_launcher
+from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.rfm import binaries
 from ccl_health.sitedata.sysconfig import partition_gpus
@@ -76,7 +77,8 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
         file has no ``health`` block."""
         site = site_data.load(getattr(self, 'site_dir', None) or
                               binaries.default_site_dir(),
-                              self.current_system.name)
+                              self.current_system.name,
+                              benign_check=check_benign)
         return shell.join(site.health.launcher) if site.health else ''
 
     @sanity_function

@@ -304,6 +304,7 @@ def test_the_resume_pair_check_is_judged_with_the_site(tmp_path, declared):
     judged with the fleet's configuration and the site's ``benign_warns``
     like every other: a WARN the site declares harmless lets the node
     back; without the site's word it keeps it drained."""
+    from ccl_health.evidence.benignwarns import check_benign
     from ccl_health.sitedata import site as site_data
     site = site_data.parse(
         'system: mini\ntransports:\n  net-socket:\n    env: '
@@ -311,7 +312,7 @@ def test_the_resume_pair_check_is_judged_with_the_site(tmp_path, declared):
             'benign_warns:\n- pattern: "^socketProgress: Connection closed '
             'by remote peer n01<"\n  overrides: connection\n  why: the '
             'partner exits first at teardown\n' if declared else ''),
-        'mini.yaml')
+        'mini.yaml', benign_check=check_benign)
     _passed(tmp_path, 'n01')
     sl = FakeSlurm('n01|idle|none\nn02|drain|ccl-health: isolate: crash '
                    'GPU 0\n')

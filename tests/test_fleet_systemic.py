@@ -13,6 +13,7 @@ from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Fleet, exit_code, summary_text
 from ccl_health.fleet.simulate import SimScheduler
 from ccl_health.judge import actions
+from ccl_health.sitedata import nodeactions
 from ccl_health.sitedata import site as site_data
 
 NODES = [f'n{i}' for i in range(1, 17)]
@@ -177,7 +178,17 @@ def test_site_actions_override_and_are_checked(tmp_path):
     with pytest.raises(CclHealthError):
         site_data.parse(text.replace('reset', 'reboot'), 'x.yaml')
     with pytest.raises(CclHealthError, match='actions.bogus'):
-        actions.check_site_actions({'bogus': 'isolate'})
+        nodeactions.check_site_actions({'bogus': 'isolate'})
+
+
+def test_every_failing_verdict_has_a_default_action():
+    """A site may name any failing verdict in its ``actions:`` block: the
+    table of defaults (site data) covers every one the judge gives."""
+    from ccl_health.judge.verdicts import FAILING
+    assert set(FAILING) <= set(nodeactions.DEFAULTS)
+    for name in FAILING:
+        assert nodeactions.check_site_actions({name: 'monitor'}) == \
+            {name: 'monitor'}
 
 
 def test_a_monitor_action_never_drains():

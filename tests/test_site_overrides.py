@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from ccl_health import CclHealthError
-from ccl_health.evidence import warns
+from ccl_health.evidence import benignwarns, warns
 from ccl_health.judge import reference
 from ccl_health.sitedata import overrides, site
 from conftest import REPO
@@ -28,7 +28,19 @@ ILLEGAL = "Cuda failure 'an illegal memory access was encountered'"
 
 
 def parse(benign):
-    return site.parse(MINIMAL + 'benign_warns: ' + benign, 'site/x.yaml')
+    return site.parse(MINIMAL + 'benign_warns: ' + benign, 'site/x.yaml',
+                      benign_check=benignwarns.check_benign)
+
+
+def test_benign_warns_are_never_taken_unchecked():
+    """Site data checks the WARN patterns with the check it is given (the
+    WARN classes are the evidence's, a layer above); a loader given none
+    refuses a file that declares benign WARNs, it never keeps them
+    unchecked.  A file without any needs no check."""
+    text = MINIMAL + 'benign_warns: [{pattern: ".*", why: w}]'
+    with pytest.raises(CclHealthError, match='benign_warns: not checked'):
+        site.parse(text, 'site/x.yaml')
+    assert site.parse(MINIMAL, 'site/x.yaml').benign_warns == []
 
 
 def refused(benign):
@@ -88,7 +100,7 @@ def test_a_narrow_pattern_naming_its_class_is_still_accepted():
     good = json.dumps([{'pattern': 'NET/IB : mlx5_0:1 async fatal event',
                         'why': 'port 1 of mlx5_0 is unused',
                         'overrides': ['connection']}])
-    assert overrides.check_benign(json.loads(good), 'site/x.yaml')
+    assert benignwarns.check_benign(json.loads(good), 'site/x.yaml')
 
 
 def test_the_empty_pattern_is_refused_naming_the_key():
@@ -123,7 +135,7 @@ def test_a_bad_regex_names_file_and_key(tmp_path):
                               '- {pattern: port active, why: b}\n'
                               '- {pattern: "a(", why: c}\n')
     with pytest.raises(CclHealthError) as err:
-        site.load(str(d), 'x')
+        site.load(str(d), 'x', benign_check=benignwarns.check_benign)
     assert str(err.value) == (
         f'{d}/x.yaml: benign_warns[2].pattern: bad regex \'a(\': missing ), '
         f'unterminated subpattern at position 1')

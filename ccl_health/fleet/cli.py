@@ -23,6 +23,7 @@ from typing import Dict
 
 from ccl_health import (CclHealthError, argnumbers, outputs, read_text, resources,
                         safefile, shell)
+from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.sitedata.fleetconfig import FleetConfig
@@ -126,9 +127,10 @@ def load_site(args):
         name = args.site or args.system
         if os.path.sep in name or name.endswith(('.yaml', '.yml')):
             site = site_data.parse(read_text(name, 'site file'), name,
-                                   args.system)
+                                   args.system, benign_check=check_benign)
         else:
-            site = site_data.load(resources.site_dir(), name)
+            site = site_data.load(resources.site_dir(), name,
+                                  benign_check=check_benign)
     raw = site.fleet if site is not None else None
     cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
     from ccl_health.fleet import systemic
@@ -303,9 +305,10 @@ def decide_drains(summary, cfg, sched, force=False, output_dir=None):
     ``force``."""
     from ccl_health.fleet import systemic
     from ccl_health.judge import actions
+    from ccl_health.sitedata import nodeactions
     acts = summary.get('actions') or {}
     to_drain = [n for n in sorted(summary['bad'])
-                if actions.drains(acts.get(n, actions.ISOLATE))]
+                if actions.drains(acts.get(n, nodeactions.ISOLATE))]
     held = systemic.hold_reason(summary, cfg, to_drain)
     if held and not force:
         summary['drain_held'] = held
@@ -314,7 +317,7 @@ def decide_drains(summary, cfg, sched, force=False, output_dir=None):
         summary['forced'] = held
     if not to_drain:
         return
-    reasons = {n: actions.drain_reason(acts.get(n, actions.ISOLATE),
+    reasons = {n: actions.drain_reason(acts.get(n, nodeactions.ISOLATE),
                                        summary['bad'][n]) for n in to_drain}
     drained, errors = sched.drain(to_drain, reasons)
     summary['drained'] = drained

@@ -165,6 +165,7 @@ def _check(settings, environ, before, found, work):
     from ccl_health.judge.judge import judge
     from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
+    from ccl_health.evidence.benignwarns import check_benign
     from ccl_health.judge import validate
     from ccl_health.evidence.nodestate import pci
     t0 = settings.t0
@@ -193,7 +194,8 @@ def _check(settings, environ, before, found, work):
             f'scripts/validate --system {system}'))
     try:
         site = checked.sites.get(system) or \
-            site_data.load(settings.site_dir, system)
+            site_data.load(settings.site_dir, system,
+                           benign_check=check_benign)
     except CclHealthError as err:
         if conf is None:
             raise CouldNotCheck(

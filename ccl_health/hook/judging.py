@@ -34,7 +34,7 @@ class HookResult:
     #: what to do with the node (:mod:`ccl_health.judge.actions`:
     #: isolate / reset / monitor) after a failing verdict, else None
     action: object = None
-    #: the cause named first (:data:`ccl_health.judge.actions.CAUSES`)
+    #: the cause named first (:data:`ccl_health.sitedata.nodeactions.CAUSES`)
     cause: object = None
     #: what the resource manager said of the node (:class:`ccl_health.
     #: evidence.nodestate.slurm.Reading`'s dict), and the PCI bus's GPUs
@@ -417,6 +417,7 @@ def with_action(res, site=None):
     drained): ...`` (the measurement shared the node or drifted: no pass
     either)."""
     from ccl_health.judge import actions
+    from ccl_health.sitedata import nodeactions
     if res.code != UNHEALTHY:
         return res
     why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line
@@ -427,7 +428,7 @@ def with_action(res, site=None):
         return res
     if actions.drains(res.action):
         head = (f'{res.action} ({actions.RESET_NOTE})'
-                if res.action == actions.RESET else res.action)
+                if res.action == nodeactions.RESET else res.action)
         res.line = f'{PREFIX[UNHEALTHY]}: {head}: {why}'
     else:
         res.code = COULD_NOT_CHECK

@@ -10,11 +10,12 @@
 - ``monitor``: no drain (drift, a straggler, a suspect link or group, a
   contended run): named and recorded only.
 
-The mapping is data: :data:`DEFAULTS` (verdict names, see
+The mapping is data, kept with the site data that overrides it
+(:mod:`ccl_health.sitedata.nodeactions`): ``DEFAULTS`` (verdict names, see
 :class:`ccl_health.judge.verdicts.Verdict`, and finding names of the
-fleet) and :data:`CAUSES` (a named cause, which wins over its verdict);
-a site file's optional ``actions:`` block (``{name: action}``, a verdict
-or a cause name) overrides either.
+fleet) and ``CAUSES`` (a named cause, which wins over its verdict); a
+site file's optional ``actions:`` block (``{name: action}``, a verdict or
+a cause name) overrides either.
 
     >>> action_for('wrong-results')
     'isolate'
@@ -25,46 +26,9 @@ or a cause name) overrides either.
 import re
 from typing import Optional
 
-from ccl_health.judge.verdicts import FAILING, Verdict
-
-ISOLATE, RESET, MONITOR = 'isolate', 'reset', 'monitor'
-ACTIONS = (ISOLATE, RESET, MONITOR)
-#: the actions that take a node out of service
-DRAINING = (ISOLATE, RESET)
-
-#: verdict (and fleet finding) -> action
-DEFAULTS = {
-    'missing-gpu': ISOLATE,
-    'wrong-results': ISOLATE,
-    'node-fault': ISOLATE,
-    'crash': ISOLATE,
-    'hang': ISOLATE,
-    'below-reference': ISOLATE,
-    'drop': ISOLATE,
-    'fallback': ISOLATE,
-    'incomplete': ISOLATE,
-    'aborted': ISOLATE,
-    'build-failed': ISOLATE,
-    'contended': MONITOR,
-    # findings of the fleet that are not verdicts of one probe
-    'bad-node': ISOLATE,
-    'link-down': ISOLATE,
-    'straggler': MONITOR,
-    'suspect-link': MONITOR,
-    'suspect-group': MONITOR,
-    'drift': MONITOR,
-}
-
-#: a named cause -> action (wins over the verdict's)
-CAUSES = {
-    'xid': ISOLATE,
-    'ecc': ISOLATE,
-    'row-remap': ISOLATE,
-    'link-down': ISOLATE,
-    'driver-not-answering': RESET,
-    'leftover-process': RESET,
-    'gpu-off-bus': RESET,
-}
+from ccl_health.judge.verdicts import Verdict
+from ccl_health.sitedata.nodeactions import (CAUSES, DEFAULTS, DRAINING,
+                                             ISOLATE, RESET)
 
 #: words of a reason that name a cause (first match wins): what the hook
 #: and the node state write (ccl_health/evidence/nodestate)
@@ -88,7 +52,7 @@ RESET_NOTE = 'a reboot is expected to clear it'
 
 
 def cause_of(reason: str) -> Optional[str]:
-    """The cause a verdict line names (:data:`CAUSES`), or ``None``."""
+    """The cause a verdict line names (:data:`ccl_health.sitedata.nodeactions.CAUSES`), or ``None``."""
     for cause, rx in _CAUSE_WORDS:
         if rx.search(reason or ''):
             return cause
@@ -105,8 +69,8 @@ def _site_map(site):
 
 def action_for(verdict, cause=None, site=None) -> Optional[str]:
     """The action of a failing ``verdict`` (a :class:`Verdict`, its name,
-    or a fleet finding of :data:`DEFAULTS`), ``cause`` (a name of
-    :data:`CAUSES`) first; ``site``: a Site with ``actions`` or the
+    or a fleet finding of :data:`ccl_health.sitedata.nodeactions.DEFAULTS`), ``cause`` (a name of
+    :data:`ccl_health.sitedata.nodeactions.CAUSES`) first; ``site``: a Site with ``actions`` or the
     ``actions:`` mapping itself, overriding the defaults.  ``None`` for a
     verdict that is not a failure (pass, skipped, could-not-check,
     no-reference: nothing to do with the node)."""
@@ -141,21 +105,3 @@ def drain_reason(action, reason, limit=200):
     if action == RESET:
         head = f'ccl-health: {action} ({RESET_NOTE}): '
     return (head + why)[:limit]
-
-
-def check_site_actions(raw, path='<site>'):
-    """The ``actions:`` block of a site file: ``{name: action}`` with a
-    known verdict, finding or cause name and a known action."""
-    from ccl_health import CclHealthError
-    known = set(DEFAULTS) | set(CAUSES) | set(FAILING)
-    out = {}
-    for k, v in (raw or {}).items():
-        if k not in known:
-            raise CclHealthError(f'{path}: actions.{k}: not a failing verdict'
-                                 f', fleet finding or cause (known: '
-                                 f'{", ".join(sorted(known))})')
-        if v not in ACTIONS:
-            raise CclHealthError(f'{path}: actions.{k}: {v!r} is not one of '
-                                 f'{", ".join(ACTIONS)}')
-        out[k] = v
-    return out

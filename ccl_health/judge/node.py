@@ -38,7 +38,7 @@ from ccl_health.judge.verdicts import Verdict, worst
 SHARED = ('foreign-process', 'memory-held')
 
 #: node-state cause kinds (:mod:`ccl_health.evidence.nodestate.diagnose`)
-#: -> the causes of :data:`ccl_health.judge.actions.CAUSES`
+#: -> the causes of :data:`ccl_health.sitedata.nodeactions.CAUSES`
 KIND_CAUSE = {'foreign-process': 'leftover-process',
               'memory-held': 'leftover-process',
               'gpu-lost': 'gpu-off-bus',

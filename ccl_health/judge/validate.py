@@ -45,6 +45,7 @@ from ccl_health import CclHealthError, read_text, resources
 from ccl_health.evidence import node as node_evidence
 from ccl_health.judge import reference as reference_data
 from ccl_health.sitedata import overrides, schemas, sysconfig
+from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 
 #: the GPUs a system file that counts the host's (``local``) is loaded
@@ -286,7 +287,8 @@ def check_site(path, name):
         found = schemas.errors(doc, 'site')
         if found:
             return None, [f'{path}: {w}: {m}' for w, m in found]
-        return site_data.from_doc(doc, path, name), []
+        return site_data.from_doc(doc, path, name,
+                                  benign_check=check_benign), []
     except CclHealthError as err:
         return None, [_line(err)]
 

@@ -24,6 +24,7 @@ from ccl_health.judge import reference  # noqa: E402
 from ccl_health.sitedata import transports as registry
 from ccl_health.db.aborted import CASE_FILE
 from ccl_health.sitedata import overrides
+from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata import sysconfig
 from ccl_health.evidence import debuglog as tproof
@@ -107,7 +108,8 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
     def load_site_data(self):
         try:
             self._site = site_data.load(self.site_dir,
-                                        self.current_system.name)
+                                        self.current_system.name,
+                                        benign_check=check_benign)
             self._ref = reference.load_for_system(self.reference_dir,
                                                   self.current_system.name)
             overrides.check_ceilings(self._site, self._ref)

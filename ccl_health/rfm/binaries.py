@@ -19,6 +19,7 @@ resources.importable()      # the build recipes: the checkout's or shipped
 from builders.nccl_tests import CollectiveTestsBuild  # noqa: E402
 from ccl_health import CclHealthError
 from ccl_health.evidence import programs  # noqa: E402
+from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata.sysconfig import partition_gpus
 
@@ -48,7 +49,7 @@ class SiteBinariesMixin(rfm.RegressionTestPlugin):
             return self.tests_prefix
         site = getattr(self, '_site', None) or site_data.load(
             getattr(self, 'site_dir', None) or default_site_dir(),
-            self.current_system.name)
+            self.current_system.name, benign_check=check_benign)
         return programs.site_prefix(site.build, self.program) or ''
 
 
@@ -73,7 +74,8 @@ def site_installs_tests(system=None, site_dir=None):
         import reframe.core.runtime as rt
         system = rt.runtime().system.name
     try:
-        site = site_data.load(site_dir or default_site_dir(), system)
+        site = site_data.load(site_dir or default_site_dir(), system,
+                              benign_check=check_benign)
     except (CclHealthError, OSError):
         return False
     return programs.site_prefix(site.build) is not None

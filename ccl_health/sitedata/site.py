@@ -19,7 +19,7 @@ import shlex
 from typing import Dict, List, Optional
 
 from ccl_health import CclHealthError, read_text, shell
-from ccl_health.sitedata import overrides, schemas
+from ccl_health.sitedata import nodeactions, schemas
 from ccl_health.sitedata import transports as registry
 from ccl_health.units import parse_size
 
@@ -88,9 +88,9 @@ class Site:
     #: :class:`ccl_health.sitedata.fleetconfig.FleetConfig`); ``None``: none
     fleet: Optional[dict] = None
     #: ``[{pattern, why, overrides}]``: NCCL WARN lines declared benign,
-    #: checked against the fatal classes (:mod:`ccl_health.sitedata.overrides`)
+    #: checked against the fatal classes (:mod:`ccl_health.evidence.benignwarns`)
     benign_warns: List[dict] = dataclasses.field(default_factory=list)
-    #: the ``actions`` block (:mod:`ccl_health.judge.actions`): {name:
+    #: the ``actions`` block (:mod:`ccl_health.sitedata.nodeactions`): {name:
     #: action} overriding the defaults; empty: none
     actions: Dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -161,23 +161,30 @@ def _fill(text, values, path):
     return _PLACEHOLDER.sub(one, str(text))
 
 
-def load(site_dir, system):
+def load(site_dir, system, benign_check=None):
     """The site file ``<site_dir>/<system>.yaml``, validated against
     ``ccl_health/sitedata/schemas/site.schema.json``; an error names the file and the
-    key."""
+    key.  ``benign_check(items, path)``: the check of its ``benign_warns``
+    against the fatal WARN classes
+    (:func:`ccl_health.evidence.benignwarns.check_benign`, of a layer above
+    this one); without it a file that declares benign WARNs is refused,
+    never taken unchecked."""
     path = os.path.join(site_dir, f'{system}.yaml')
     text = read_text(path, 'site file',
                      missing=f'no site file for system {system!r}')
-    return parse(text, path, system)
+    return parse(text, path, system, benign_check)
 
 
-def parse(text, path='<site>', system=None):
-    """A :class:`Site` from the text of a site file."""
-    return from_doc(schemas.load_yaml(text, path), path, system)
+def parse(text, path='<site>', system=None, benign_check=None):
+    """A :class:`Site` from the text of a site file (``benign_check``: as
+    for :func:`load`)."""
+    return from_doc(schemas.load_yaml(text, path), path, system,
+                    benign_check)
 
 
-def from_doc(doc, path='<site>', system=None):
-    """A :class:`Site` from the YAML document of a site file."""
+def from_doc(doc, path='<site>', system=None, benign_check=None):
+    """A :class:`Site` from the YAML document of a site file
+    (``benign_check``: as for :func:`load`)."""
     if doc is None:
         raise CclHealthError(f'{path}: empty site file (needs a '
                              f'"transports" mapping)')
@@ -205,13 +212,22 @@ def from_doc(doc, path='<site>', system=None):
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
                 _fleet(doc.get('fleet'), path),
-                overrides.check_benign(doc.get('benign_warns'), path),
+                _benign(doc.get('benign_warns'), path, benign_check),
                 _actions(doc.get('actions'), path))
 
 
+def _benign(items, path, check):
+    if not items:
+        return []
+    if check is None:
+        raise CclHealthError(f'{path}: benign_warns: not checked against the '
+                             f'fatal WARN classes here (this loader was '
+                             f'given no check), so not taken')
+    return check(items, path)
+
+
 def _actions(raw, path):
-    from ccl_health.judge.actions import check_site_actions
-    return check_site_actions(raw, path)
+    return nodeactions.check_site_actions(raw, path)
 
 
 def _fleet(raw, path):
