@@ -28,6 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from ccl_health.db import recorder, store  # noqa: E402
+from ccl_health.db import schema
 from ccl_health.evidence.nodestate.state import NODE_STATE_KEY  # noqa: E402
 from ccl_health.hook import record as hook_record  # noqa: E402
 from ccl_health.hook.judging import HookResult  # noqa: E402
@@ -213,7 +214,7 @@ def as_schema_8(db):
                      'ALTER TABLE cases DROP COLUMN series_id',
                      'DROP TABLE series'):
             db.execute(stmt)
-        for stmt in store._MIGRATIONS[6]:
+        for stmt in schema._MIGRATIONS[6]:
             if isinstance(stmt, str) and ('EXISTS cases_series ' in stmt or
                                           'EXISTS cases_kind ' in stmt):
                 db.execute(stmt)

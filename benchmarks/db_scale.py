@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.join(REPO, 'tests'))
 import db_gen  # noqa: E402
 import db_writers  # noqa: E402
 from ccl_health.db import store  # noqa: E402
+from ccl_health.db import schema
 
 REPORT = os.path.join(REPO, 'scripts', 'report')
 PY = sys.executable
@@ -172,11 +173,12 @@ def plans(url):
     """The plans of the main queries (SQLite EXPLAIN QUERY PLAN,
     PostgreSQL EXPLAIN)."""
     from ccl_health.db import reads
-    from ccl_health.judge.history import series_key
+    from ccl_health.db import keyreads
+    from ccl_health.judge.series import series_key
     out = {}
     with store.open_store(url, readonly=True) as db:
         newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
-        since = reads.sql_time(datetime.datetime.fromisoformat(newest) -
+        since = keyreads.sql_time(datetime.datetime.fromisoformat(newest) -
                                datetime.timedelta(hours=24))
         probe = db.query("SELECT * FROM cases WHERE source = 'health' "
                          "ORDER BY id DESC LIMIT 1")
@@ -189,7 +191,7 @@ def plans(url):
         for what, row in (('a node\'s history (its last 60 checks)', probe),
                           ('a sweep key\'s history', sweep)):
             if row:
-                where, params, _ = reads.key_where(db, series_key(row[0]))
+                where, params, _ = keyreads.key_where(db, series_key(row[0]))
                 queries[what] = (
                     f'SELECT c.id FROM cases c WHERE {where} AND c.time < ? '
                     f'ORDER BY c.time DESC, c.id DESC LIMIT 60',
@@ -248,7 +250,7 @@ def measure(name, path, work, pg, result):
                                                   1),
                                'sizes': pg_sizes(url), 'plans': plans(url),
                                'reads': time_reads(url, work)}
-    entry['schema'] = store.SCHEMA_VERSION
+    entry['schema'] = schema.SCHEMA_VERSION
     result[name] = entry
 
 
@@ -664,7 +666,7 @@ def set_upgrade(args, work, pg, result):
             db_gen.as_schema_8(db)
         t = time.perf_counter()
         with store.open_store(url) as db:        # the first writer
-            assert db.schema_version() == store.SCHEMA_VERSION
+            assert db.schema_version() == schema.SCHEMA_VERSION
             series = db.query('SELECT count(*) AS n FROM series')[0]['n']
         out[backend] = {'s': round(time.perf_counter() - t, 2),
                         'series': series}

@@ -40,6 +40,7 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 from ccl_health.judge import history
+from ccl_health.judge import baselines
 from ccl_health.evidence import nccltests  # noqa: E402
 from ccl_health.units import format_size  # noqa: E402
 
@@ -82,7 +83,7 @@ def calibration(series, runs):
     first ``runs`` runs of ``series`` records (:func:`history.measured`)."""
     rows = []
     for size in series[0]:
-        median, noise = history.measured([s[size] for s in series[:runs]])
+        median, noise = baselines.measured([s[size] for s in series[:runs]])
         rows.append({
             'system': 'h100', 'partition': 'gpu', 'transport': 'net-socket',
             'collective': 'all_reduce', 'nodes': 2, 'ranks': 2,
@@ -146,7 +147,7 @@ def real(runs):
     out['A'] = {'series': len(healthy), 'judged_runs_per_size': judged,
                 'recorded_order': {s: recorded.get(s, 0) for s in sizes},
                 'false_alarms': {s: fa[s] for s in sizes},
-                'noise': {s: history.baseline([h[s] for h in healthy])
+                'noise': {s: baselines.baseline([h[s] for h in healthy])
                           .drift_noise() / statistics.median(
                               [h[s] for h in healthy]) for s in sizes}}
     # B. real degradations
@@ -285,10 +286,10 @@ def table(res):
     add = lines.append
     add('# Drift table (issue 13 part 4)\n')
     add(f'Detector: history.detect (large-drop rule, tolerance '
-        f'{TOLERANCE:.0%}; drift: CUSUM k={history.DRIFT_K}, '
-        f'h={history.DRIFT_H}, clip={history.DRIFT_CLIP}, noise floor '
-        f'{history.DRIFT_MIN_NOISE:.1%}, minimum shift '
-        f'{history.DRIFT_MIN_SHIFT:.0%}, {history.DRIFT_MIN_HISTORY} healthy '
+        f'{TOLERANCE:.0%}; drift: CUSUM k={baselines.DRIFT_K}, '
+        f'h={baselines.DRIFT_H}, clip={baselines.DRIFT_CLIP}, noise floor '
+        f'{baselines.DRIFT_MIN_NOISE:.1%}, minimum shift '
+        f'{baselines.DRIFT_MIN_SHIFT:.0%}, {baselines.DRIFT_MIN_HISTORY} healthy '
         f'runs first).\n')
     add('## Real series: one H100, two ranks over NET/Socket '
         f'({r.get("device", "tests/fixtures/device/drift")})\n')

@@ -15,7 +15,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ccl_health.judge import history
+from ccl_health.judge import baselines
+from ccl_health.judge import finding
 from ccl_health.db import store  # noqa: E402
 from ccl_health.units import format_size  # noqa: E402
 
@@ -44,12 +45,12 @@ def main():
                   r['run_id'] != run]
         for rec in by_run[run]:
             hist = [r for r in others if r['size'] == rec['size']]
-            f = history.judge(hist, dict(rec, case_verdict='pass'))
+            f = finding.judge(hist, dict(rec, case_verdict='pass'))
             if run in degraded:
                 bucket = 'detected' if f else 'missed'
                 out[bucket].setdefault(run, []).append({
                     'size': rec['size'], 'busbw': rec['busbw'],
-                    'baseline': history.baseline(
+                    'baseline': baselines.baseline(
                         [h['busbw'] for h in hist]).median})
             elif f:
                 out['false_alarms'].append({'run': run, 'size': rec['size'],

@@ -24,6 +24,8 @@ from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health import resources
 from ccl_health.evidence import collectives
 from ccl_health.evidence import nccltests
+from ccl_health.evidence import nccltests_json
+from ccl_health.evidence import results
 from ccl_health.judge import reference
 from ccl_health.evidence import debuglog as transport
 from ccl_health.judge import verdicts as V
@@ -42,7 +44,7 @@ def classify(text, path):
     with NCCL lines in it), ``'log'`` (an NCCL/RCCL debug log), or raise."""
     if text.lstrip().startswith('{"phase"'):
         return 'nodestate'       # python -m ccl_health.evidence.nodestate --watch
-    if nccltests.looks_like_json(text):
+    if nccltests_json.looks_like_json(text):
         return 'json'
     res = nccltests.parse_text(text)
     # an error printed by NCCL's logger ("NCCL WARN Cuda failure") is the
@@ -89,7 +91,7 @@ def _log_only(files, kinds, logs, nodes, transport_asked, site=None):
               if not nccltests._NCCL_LOG.search(e)]
     said_res = None
     if errors:
-        said_res = nccltests.SweepResult(source='text', closed=None)
+        said_res = results.SweepResult(source='text', closed=None)
         said_res.errors = errors
         # an operation that timed out (PyTorch's watchdog) is a hang
         said_res.timed_out = any(r.timed_out for r in parsed)

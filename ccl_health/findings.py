@@ -4,7 +4,8 @@ over the keys the run measured, and which of them are new against the last
 complete run before it."""
 
 from ccl_health.db import queries, reads
-from ccl_health.judge import history
+from ccl_health.db import keyreads
+from ccl_health.judge import series
 from ccl_health.judge import verdicts as V
 
 
@@ -14,7 +15,7 @@ def _finding_id(f):
 
 def run_keys(cases, run_id):
     """The history keys (:func:`history.series_key`) a run measured."""
-    return {history.series_key(c) for c in cases if c['run_id'] == run_id}
+    return {series.series_key(c) for c in cases if c['run_id'] == run_id}
 
 
 def previous_complete_run(cases, run_id):
@@ -27,7 +28,7 @@ def previous_complete_run(cases, run_id):
     start = min(mine)
     runs = {}
     for c in cases:
-        if c['run_id'] == run_id or history.series_key(c) not in keys:
+        if c['run_id'] == run_id or series.series_key(c) not in keys:
             continue
         r = runs.setdefault(c['run_id'], {'time': c['time'],
                                           'aborted': False})
@@ -54,13 +55,13 @@ def run_findings(db, run_id):
     if not mine:
         return [], [], None
     keys = run_keys(mine, run_id)
-    start = min(queries.when(c['time']) for c in mine)
+    start = min(reads.when(c['time']) for c in mine)
     prev = previous_complete_run(
-        _cases_before(db, keys, reads.sql_time(start, later=True)) + mine,
+        _cases_before(db, keys, keyreads.sql_time(start, later=True)) + mine,
         run_id)
     since = start
     if prev:
-        since = min([since] + [queries.when(c['time'])
+        since = min([since] + [reads.when(c['time'])
                                for c in reads.run_cases(db, prev)])
     both = reads.judge_keys(db, reads.history_keys(mine), since,
                             {run_id, prev})
@@ -76,7 +77,7 @@ def _cases_before(db, keys, t):
     runs (a run aborted anywhere is not complete)."""
     out = []
     for key in keys:
-        out += reads.key_cases_before(db, key, t, reads.LOOKBACK,
+        out += keyreads.key_cases_before(db, key, t, keyreads.LOOKBACK,
                                       reads.CASE_LIGHT)
     runs = sorted({c['run_id'] for c in out})
     for i in range(0, len(runs), 500):

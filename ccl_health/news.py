@@ -46,8 +46,9 @@ import json
 
 from ccl_health.db import queries
 from ccl_health.db import reads
-from ccl_health.judge import history
+from ccl_health.judge import series
 from ccl_health.judge import verdicts as V
+from ccl_health.judge.finding import where_text
 from ccl_health.judge.series import PROBE_KIND
 from ccl_health.units import format_size
 
@@ -259,7 +260,7 @@ def _finding_changes(run_id, found, records, told, ch, all_cases,
     for r in records:
         if r['size'] is not None and V.finite(r['busbw']) and \
                 r['case_verdict'] in V.IN_BASELINE:
-            k = history.series_key(r)
+            k = series.series_key(r)
             measured[(k[0] or '', k[1] or '', history_key(k), r['size'])] = \
                 (k, r)
     new = []
@@ -283,7 +284,7 @@ def _finding_changes(run_id, found, records, told, ch, all_cases,
             continue
         ch.recovered += 1
         ch.lines.append(
-            f'recovered: {was.finding.upper()} {history.where_text(k)} '
+            f'recovered: {was.finding.upper()} {where_text(k)} '
             f'{format_size(item[3])}: {r["busbw"]:.2f} GB/s in run {run_id} '
             f'(told in run {was.run_id})')
         _tell(told, ch, item, State(CLEAR, run_id=run_id))

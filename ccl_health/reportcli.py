@@ -8,6 +8,7 @@ import sys
 
 from ccl_health import CclHealthError, argnumbers, summary
 from ccl_health.db import recorder, store
+from ccl_health.judge import finding, series
 
 
 def add_arguments(p):
@@ -334,15 +335,15 @@ def _detect_scope(db, args):
     ``report detect``: one run, else the runs of the last ``--days``
     before the newest record (:mod:`ccl_health.db.reads`)."""
     import datetime
-    from ccl_health.db import queries, reads
+    from ccl_health.db import reads
     if args.run:
         cases = reads.run_cases(db, args.run)
-        since = min(queries.when(c['time']) for c in cases)
+        since = min(reads.when(c['time']) for c in cases)
         return reads.history_keys(cases), since, {args.run}, \
             f'run {args.run}'
     newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
     try:
-        since = queries.when(newest) - datetime.timedelta(days=args.days)
+        since = reads.when(newest) - datetime.timedelta(days=args.days)
     except OverflowError:
         since = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
     # the records of the window: by their time (a window of the hook's
@@ -399,7 +400,6 @@ def cmd_accept(db, args):
     passed is accepted (:func:`unhealthy`); ``--undo ID`` takes one back,
     ``--list`` shows them."""
     from ccl_health.db import queries
-    from ccl_health.judge import history
     from ccl_health.units import parse_size
     if args.list:
         rows = db.acceptances()
@@ -434,8 +434,8 @@ def cmd_accept(db, args):
                     'WHERE system = ? AND partition = ? AND transport = ? '
                     'AND collective = ? AND nodes = ? AND ranks = ?',
                     want[:6])
-                if (*history.series_key(r)[:6],
-                    history.series_key(r)[7]) == want]
+                if (*series.series_key(r)[:6],
+                    series.series_key(r)[7]) == want]
         if recs:       # at the key's newest run
             last = max((r['time'], r['run_id']) for r in recs)[1]
             recs = [r for r in recs if r['run_id'] == last]
@@ -462,13 +462,13 @@ def cmd_accept(db, args):
                                 else '') + f' in {db.where}')
     rows = {}
     for r in recs:
-        key = history.series_key(r)
+        key = series.series_key(r)
         rows.setdefault(key, {
             'run_id': r['run_id'], 'run_time': r['time'],
             **dict(zip(store.ACCEPT_KEY, key)), 'size': size})
     ids = db.accept(list(rows.values()), _who(), args.reason.strip())
     for i, key in zip(ids, rows):
-        print(f'accepted #{i}: {history.where_text(key)}'
+        print(f'accepted #{i}: {finding.where_text(key)}'
               f'{" at " + args.size if args.size else ""} from run '
               f'{rows[key]["run_id"]}: its values are the baseline from '
               f'there on (undo: scripts/report accept --undo {i})')
@@ -480,15 +480,14 @@ def unhealthy(db, recs, whole_run, transport=None):
     verdict is not pass, or None: with ``whole_run`` every case of the run
     (of ``transport``, when given; a case skipped measured nothing and is
     no fault), else the cases of the keys of ``recs``."""
-    from ccl_health.judge import history
     from ccl_health.judge.verdicts import Verdict
-    keys = {history.series_key(r) for r in recs}
+    keys = {series.series_key(r) for r in recs}
     for run_id in sorted({r['run_id'] for r in recs}):
         for c in db.cases('WHERE run_id = ?', (run_id,)):
             if whole_run:
                 if transport is not None and c['transport'] != transport:
                     continue
-            elif history.series_key(c) not in keys:
+            elif series.series_key(c) not in keys:
                 continue
             if c['verdict'] not in (Verdict.PASS.value,
                                     Verdict.SKIPPED.value):
@@ -497,11 +496,10 @@ def unhealthy(db, recs, whole_run, transport=None):
 
 
 def acceptance_line(a):
-    from ccl_health.judge import history
-    key = tuple(a[k] for k in history.KEY) + (a['kind'],)
+    key = tuple(a[k] for k in series.KEY) + (a['kind'],)
     state = (f'; undone by {a["undone_by"]} at {a["undone_at"]}'
              if a['undone_at'] else '')
     return (f'#{a["id"]} {a["created"]} {a["who"]}: '
-            f'{history.where_text(key)}'
+            f'{finding.where_text(key)}'
             f'{" at " + str(a["size"]) if a["size"] else ""} from run '
             f'{a["run_id"]}: {a["reason"]}{state}')

@@ -13,6 +13,7 @@ import pytest
 
 from ccl_health import cli
 from ccl_health.db import store
+from ccl_health.db import schema
 from ccl_health.db import reads
 from ccl_health.judge import history
 from conftest import REPO
@@ -141,7 +142,7 @@ def test_an_old_database_reads_without_acceptances_and_migrates(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
     for v in (1, 2):
-        for stmt in store._MIGRATIONS[v]:
+        for stmt in schema._MIGRATIONS[v]:
             conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
                                       'AUTOINCREMENT'))
     conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
@@ -152,5 +153,5 @@ def test_an_old_database_reads_without_acceptances_and_migrates(tmp_path):
         assert s.acceptances() == []
     assert open(path, 'rb').read() == before
     with store.open_store(path) as s:
-        assert s.schema_version() == store.SCHEMA_VERSION and \
+        assert s.schema_version() == schema.SCHEMA_VERSION and \
             s.acceptances() == []

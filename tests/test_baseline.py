@@ -20,6 +20,7 @@ import pytest
 
 from ccl_health import cli
 from ccl_health.db import queries, store
+from ccl_health.db import schema
 from ccl_health.db import reads
 from ccl_health.judge import history
 from test_drift import DRIFT, GRADED, device_runs
@@ -209,7 +210,7 @@ def test_an_older_database_gets_the_table_and_keeps_its_rows(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
     for v in (1, 2, 3):
-        for stmt in store._MIGRATIONS[v]:
+        for stmt in schema._MIGRATIONS[v]:
             conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
                                       'AUTOINCREMENT'))
     conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
@@ -222,7 +223,7 @@ def test_an_older_database_gets_the_table_and_keeps_its_rows(tmp_path):
         assert s.baselines() == [] and len(s.cases()) == 1
     assert open(path, 'rb').read() == before
     with store.open_store(path) as s:
-        assert s.schema_version() == store.SCHEMA_VERSION
+        assert s.schema_version() == schema.SCHEMA_VERSION
         assert s.baselines() == [] and len(s.cases()) == 1
 
 

@@ -23,6 +23,7 @@ import pytest
 from ccl_health import cli, news
 from ccl_health.db import levels, store
 from ccl_health.judge import history, reference
+from ccl_health.judge import series
 from ccl_health.units import format_size
 from test_drift import GRADED
 from test_nightly_news import (  # noqa: F401  (db_url, pg_server: fixtures)
@@ -182,7 +183,7 @@ def test_report_and_db_record_the_same_level(tmp_path, monkeypatch,
     (rep_rows, rep_e), (db_rows, db_e) = got['report'], got['db']
 
     def level(rows):
-        return sorted((tuple(r[c] for c in history.KEY + ('kind',)),
+        return sorted((tuple(r[c] for c in series.KEY + ('kind',)),
                        r['size'], r['median'], r['noise'], r['n'])
                       for r in rows)
     assert level(rep_rows) and level(rep_rows) == level(db_rows)
@@ -237,7 +238,7 @@ def test_the_reference_file_is_the_level_where_the_db_has_none(
                                        str(tmp_path / 'ref')})
         assert len(s.baselines()) == 3
         assert levels.take_file_levels(s, [ref]) == []      # once
-        lv = history.levels(history.series_key(dict(
+        lv = history.levels(series.series_key(dict(
             nights.healthy(3).__dict__, case_name=A)),
             64 << 20, *s.levels())
     assert f'the calibration in {ref.path} is the level of 1 ' \

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from ccl_health.db import store
+from ccl_health.db import schema
 from ccl_health.judge import reference, reference_file
 from conftest import REPO
 
@@ -107,7 +107,7 @@ def test_lock_is_held_across_processes(tmp_path):
 def _schema1(path):
     conn = sqlite3.connect(path)
     conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for stmt in store._MIGRATIONS[1]:
+    for stmt in schema._MIGRATIONS[1]:
         conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
                                   'AUTOINCREMENT'))
     conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")

@@ -23,6 +23,8 @@ import pytest
 
 from conftest import REPO
 from ccl_health.db import queries, reads, store
+from ccl_health.db import keyreads
+from ccl_health.db import schema
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
@@ -114,11 +116,12 @@ def _calibrate(db):
 
 def _page(db):
     from ccl_health import report
+    from ccl_health.report import health
     since, newest = report.page_window(db)
     cases = reads.window_cases(db, since, kinds=report.CASE_KINDS)
     recs = reads.window_cases(db, since, kinds=report.CASE_KINDS,
                               records=True)
-    return (len(cases), len(recs), report.probe_summary(db, since),
+    return (len(cases), len(recs), health.probe_summary(db, since),
             len(reads.window_cases(db, since, kinds=('health probe',),
                                    failing=True)))
 
@@ -179,23 +182,23 @@ def test_failed_and_detect_read_the_kept_findings(dbs, judged_at_read):
 def test_the_plans_use_the_indexes(dbs):
     """SQLite's plans of the bounded reads: an index search, never a scan
     of the cases."""
-    from ccl_health.judge.history import series_key
+    from ccl_health.judge.series import series_key
     _, large = dbs
     since = datetime.datetime.now(datetime.timezone.utc) - \
         datetime.timedelta(hours=24)
     with store.open_store(large, readonly=True) as db:
         key = series_key(reads.window_cases(db, since)[-1])
-        where, params, exact = reads.key_where(db, key)
+        where, params, exact = keyreads.key_where(db, key)
         assert exact
         plans = {
             'window': ('SELECT id FROM cases c WHERE c.time >= ? ORDER BY '
-                       'c.time', (reads.sql_time(since),)),
+                       'c.time', (keyreads.sql_time(since),)),
             'key': (f'SELECT id FROM cases c WHERE {where} AND c.time < ? '
                     f'ORDER BY c.time DESC LIMIT 60',
-                    tuple(params) + (reads.sql_time(since),)),
+                    tuple(params) + (keyreads.sql_time(since),)),
             'failing': ("SELECT id FROM cases c WHERE c.time >= ? AND "
                         "c.verdict NOT IN ('pass', 'skipped')",
-                        (reads.sql_time(since),)),
+                        (keyreads.sql_time(since),)),
             'run': ('SELECT id FROM cases c WHERE c.run_id = ?', ('x',)),
             # report runs: the cases newest first, a page at a time
             'newest': ('SELECT run_id FROM cases c WHERE (c.time, c.id) < '
@@ -276,7 +279,7 @@ def test_opening_a_current_database_takes_no_write_lock(tmp_path):
         t = time.perf_counter()
         with store.open_store(path, timeout=0.2) as db:
             assert time.perf_counter() - t < 0.2
-            assert db.schema_version() == store.SCHEMA_VERSION
+            assert db.schema_version() == schema.SCHEMA_VERSION
             with pytest.raises(sqlite3.OperationalError, match='locked'):
                 db.add_case(store.CaseRecord('r', 'c', 'pass'))
     finally:
@@ -288,7 +291,7 @@ def _attribution_one(db, finding):
     """What changed's cases of one finding read one by one (the reads
     before attribution_many): the flagged run's case of the key, the
     first of a drift's, the key's last passing case before them."""
-    mine = reads.of_key(finding.key)
+    mine = keyreads.of_key(finding.key)
     out = [c for c in reads.run_cases(db, finding.run_id,
                                       reads.CASE_ATTRIBUTED) if mine(c)]
     if not out:
@@ -301,7 +304,7 @@ def _attribution_one(db, finding):
         out += first
         before = first[0]['time'] if first else \
             finding.since_time or before
-    out += reads.key_cases_before(db, finding.key, before, 1,
+    out += keyreads.key_cases_before(db, finding.key, before, 1,
                                   reads.CASE_ATTRIBUTED, verdict='pass')
     return sorted(out, key=lambda c: (c['time'], c['id']))
 

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO
 from ccl_health.db import queries, reads, series, store
+from ccl_health.db import keyreads
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
@@ -30,7 +31,7 @@ def _answers(path):
         keys = sorted(reads.series_keys(db), key=lambda k: tuple(map(str,
                                                                      k)))
         hist = {k: [(r['run_id'], r['size'], r['busbw']) for r in
-                    reads.key_history(db, k, END - datetime.timedelta(
+                    keyreads.key_history(db, k, END - datetime.timedelta(
                         days=400))] for k in keys}
         found = sorted((f.kind, f.run_id, f.key, f.size) for f in
                        reads.detect_in(db))
@@ -114,7 +115,7 @@ def test_a_case_written_again_moves_to_its_series(tmp_path):
         keys = reads.series_keys(db)
         assert sorted(k[2] for k in keys) == ['intra', 'net-socket']
         for key in keys:
-            runs = [c['run_id'] for c in reads.key_cases_before(
+            runs = [c['run_id'] for c in keyreads.key_cases_before(
                 db, key, '9999', 10, ('id', 'run_id'))]
             assert runs == (['run-02'] if key[2] == 'net-socket' else
                             ['run-01'])

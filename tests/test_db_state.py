@@ -14,6 +14,7 @@ import pytest
 
 from conftest import REPO
 from ccl_health.db import queries, reads, state, store
+from ccl_health.db import schema
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
@@ -394,7 +395,7 @@ def test_an_old_database_gets_its_state_from_its_next_cases(tmp_path):
             db.execute("UPDATE meta SET value = '7' WHERE key = "
                        "'schema_version'")
     with store.open_store(path) as db:
-        assert db.schema_version() == store.SCHEMA_VERSION
+        assert db.schema_version() == schema.SCHEMA_VERSION
         assert not db.query('SELECT * FROM key_state')
         db.add_case(db_gen.hook_case('perlmutter', 'nid00001',
                                      END - STEP * 5, rng))

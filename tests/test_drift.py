@@ -14,12 +14,16 @@ import sqlite3
 import pytest
 
 from ccl_health.judge.verdicts import IN_BASELINE
-from ccl_health.hook import check as health
+from ccl_health.hook import judging
+from ccl_health.hook import record
+from ccl_health.hook.probe import Probe
 from ccl_health.judge import attribution, history
+from ccl_health.judge.series import series_key
 from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder
 from ccl_health.db import store
+from ccl_health.db import schema
 from conftest import REPO
 
 DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift')
@@ -137,7 +141,7 @@ def test_sweep_and_health_probe_are_separate_series():
         r['busbw'] *= 0.8
         r['time'] += 'b'
     assert history.detect(sweep + probe) == []
-    keys = {history.series_key(r) for r in sweep + probe}
+    keys = {series_key(r) for r in sweep + probe}
     assert {k[7] for k in keys} == {'sweep', 'health probe'}
     assert {k[8] for k in keys} == {None, 'n1'}
 
@@ -261,13 +265,13 @@ def test_changes_one_short_line_per_changed_key():
 
 
 def _hook_case(db, i, busbw, environ):
-    probe = health.Probe(gpus=(0, 1), size=1 << 30, busbw=busbw, ref=300.0,
+    probe = Probe(gpus=(0, 1), size=1 << 30, busbw=busbw, ref=300.0,
                          proven='intra', ok=True, verdict='pass',
                          versions={'nccl_version': '2.28.3'})
-    res = health.HookResult(0, f'HEALTHY: {busbw}', [probe], 1.0,
+    res = judging.HookResult(0, f'HEALTHY: {busbw}', [probe], 1.0,
                             verdict='pass', system='s', partition='p')
     args = type('Args', (), {'db': db, 'hostname': 'n1'})()
-    health.record(args, res, environ=environ)
+    record.record(args, res, environ=environ)
     # one run a day: the run id and time say when
     with store.open_store(db) as s:
         s.execute('UPDATE cases SET time = ?, run_id = ? WHERE run_id LIKE '
@@ -310,7 +314,7 @@ def test_old_databases_migrate_the_probe_detail_out_of_the_environment(
     path = str(tmp_path / 'old.db')
     conn = sqlite3.connect(path)
     conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for stmt in store._MIGRATIONS[1]:
+    for stmt in schema._MIGRATIONS[1]:
         conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
                                   'AUTOINCREMENT'))
     conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
@@ -332,7 +336,7 @@ def test_old_databases_migrate_the_probe_detail_out_of_the_environment(
     with store.open_store(path) as s:
         by = {c['run_id']: c for c in s.cases()}
         assert s.query("SELECT value FROM meta WHERE key = "
-                       "'schema_version'")[0]['value'] == str(store.SCHEMA_VERSION)
+                       "'schema_version'")[0]['value'] == str(schema.SCHEMA_VERSION)
     assert by['h1']['env_json'] is None
     assert json.loads(by['h1']['detail_json']) == json.loads(probes)
     assert by['s1']['env_json'] == '{"NCCL_PROTO": "LL"}'

@@ -14,6 +14,7 @@ from ccl_health import CclHealthError
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import cli, slurm
 from ccl_health.fleet.hostlist import expand_hostlist
+from ccl_health.judge import series
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.run import Fleet, Step, exit_code
 
@@ -85,7 +86,7 @@ def test_simulated_run_records_only_into_its_db_marked(tmp_path):
     assert all(r['source'] == 'fleet' for r in rows)
     assert {r['run_id'] for r in rows} == {
         f'simulated-fleet-{s["run_id"]}'}
-    assert all(store.simulated(r) for r in rows)
+    assert all(series.simulated(r) for r in rows)
     # scripts/report failed: a rehearsal is no failure (nor an all-clear)
     r = subprocess.run([os.path.join(REPO, 'scripts', 'report'), '--db',
                         str(db), 'failed'], capture_output=True, text=True,
@@ -380,6 +381,7 @@ def test_a_warn_the_site_declares_benign_drains_no_node(fake_slurm,
 
 def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
     from ccl_health.db import queries, store
+    from ccl_health.judge import series
     from ccl_health.judge import history
     db = str(tmp_path / 'mixed.db')
     with store.open_store(db) as st:
@@ -391,13 +393,13 @@ def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
         # simulated crash
         for i in range(8):
             st.add_case(store.CaseRecord(
-                run_id=f'{store.SIMULATED}fleet-{i}', case_name='AllReduceSweep'
+                run_id=f'{series.SIMULATED}fleet-{i}', case_name='AllReduceSweep'
                 ' %transport=net-socket', verdict='pass', system='local',
                 partition='gpu', nodes=2, ranks=2, collective='all_reduce',
                 transport='net-socket', time=f'2026-01-0{i + 1}T00:00:00',
                 sizes=[store.SizeRecord(1 << 30, 20.0 if i < 7 else 1.0)]))
         st.add_case(store.CaseRecord(
-            run_id=f'{store.SIMULATED}fleet-7', case_name='fleet-node nodes '
+            run_id=f'{series.SIMULATED}fleet-7', case_name='fleet-node nodes '
             'n3', verdict='crash', reason='crash (simulated)'))
         lines = [line for _, line in queries.failures(
             st, now=store.datetime.datetime(2026, 1, 8, 12, tzinfo=store
@@ -406,7 +408,7 @@ def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
         assert sum(queries.simulated_runs(st, 24 * 365 * 10).values()) == 9
         assert history.detect(st.records()) == []
         # the same rows as measured runs: the collapse is a drop
-        real = [dict(r, run_id=r['run_id'][len(store.SIMULATED):])
+        real = [dict(r, run_id=r['run_id'][len(series.SIMULATED):])
                 for r in st.records()]
         assert [f.kind for f in history.detect(real)] == ['drop']
     p = subprocess.run([os.path.join(REPO, 'scripts', 'report'), '--db', db,

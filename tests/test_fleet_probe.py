@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from ccl_health.hook import check as health
 from ccl_health.hook import cli as hook_cli
+from ccl_health.hook.probe import Probe
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import SLOW_FACTOR, FaultPlan
 from ccl_health.judge.judge import judge_output
@@ -68,7 +68,7 @@ def test_node_mode_healthy_writes_the_hooks_json(plan_env, tmp_path):
     assert doc['code'] == 0 and doc['verdict'] == 'pass'
     assert doc['line'] == lines[0]
     probe = doc['probes'][0]
-    assert set(probe) == set(health.Probe.__dataclass_fields__)
+    assert set(probe) == set(Probe.__dataclass_fields__)
     # the plan's busbw within the probe's +-0.5 % jitter, and above its ref
     assert 40.0 * 0.995 <= probe['busbw'] <= 40.0 * 1.005
     assert probe['busbw'] >= probe['expected'] and probe['size'] == GiB

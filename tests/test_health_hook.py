@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ccl_health.hook import check as health
+from ccl_health.hook import probes
 from ccl_health.db import store
 from conftest import REPO
 
@@ -161,14 +161,14 @@ def test_no_driver_could_not_check(tmp_path):
 
 def test_pair_rounds_cover_every_pair_once():
     for n in (2, 4, 8):
-        rounds = health.pair_rounds(list(range(n)))
+        rounds = probes.pair_rounds(list(range(n)))
         pairs = [p for r in rounds for p in r]
         assert sorted(pairs) == [(i, j) for i in range(n)
                                  for j in range(i + 1, n)]
         for r in rounds:                      # disjoint inside a round
             flat = [g for p in r for g in p]
             assert len(flat) == len(set(flat))
-    assert len(health.pair_rounds(list(range(8)))) == 7
+    assert len(probes.pair_rounds(list(range(8)))) == 7
 
 
 def test_nhc_check_file_follows_nhc_conventions():

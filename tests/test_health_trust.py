@@ -727,22 +727,23 @@ def test_amd_visible_devices_layers():
 
 
 def test_probe_environment_names_the_probe_gpus():
-    from ccl_health.hook import check as health
+    from ccl_health.hook import probe
+    from ccl_health.hook import probes
     from ccl_health.evidence import node
     nv = node.Gpus('nvidia', 2, uuids=[UUID0, UUID1])
     vis = node.visible_gpus(nv, {'CUDA_VISIBLE_DEVICES': f'{UUID1},{UUID0}'})
-    p = health.Probe((0,), 1, tokens=(UUID0,))
-    assert health.probe_env({}, nv, vis, p) == {'CUDA_VISIBLE_DEVICES': UUID0}
+    p = probe.Probe((0,), 1, tokens=(UUID0,))
+    assert probes.probe_env({}, nv, vis, p) == {'CUDA_VISIBLE_DEVICES': UUID0}
     # indices the hook chose are nvidia-smi's: PCI bus order
     vis = node.visible_gpus(nv, {})
-    p = health.Probe((1, 0), 1, tokens=('1', '0'))
-    assert health.probe_env({}, nv, vis, p) == {
+    p = probe.Probe((1, 0), 1, tokens=('1', '0'))
+    assert probes.probe_env({}, nv, vis, p) == {
         'CUDA_VISIBLE_DEVICES': '1,0', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}
     amd = node.Gpus('amd', 4, uuids=['GPU-aa', 'GPU-bb', 'GPU-cc', 'GPU-dd'])
     env = {'ROCR_VISIBLE_DEVICES': '3,1', 'CUDA_VISIBLE_DEVICES': '0'}
     vis = node.visible_gpus(amd, env)
-    p = health.Probe((3,), 1, tokens=('0',))
-    assert health.probe_env(env, amd, vis, p) == {
+    p = probe.Probe((3,), 1, tokens=('0',))
+    assert probes.probe_env(env, amd, vis, p) == {
         'ROCR_VISIBLE_DEVICES': '3,1', 'HIP_VISIBLE_DEVICES': '0'}
 
 

@@ -9,11 +9,14 @@ import random
 import pytest
 
 from ccl_health.judge import attribution, history
+from ccl_health.judge import baselines
+from ccl_health.judge import finding
 from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder
 from ccl_health.judge import reference
 from ccl_health.db import store
+from ccl_health.db import schema
 from conftest import CAPTURE, REPO, read
 
 T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
@@ -58,12 +61,12 @@ def db(tmp_path):
 
 
 def test_baseline_is_robust():
-    b = history.baseline([10, 10.1, 9.9, 10, 50])
+    b = baselines.baseline([10, 10.1, 9.9, 10, 50])
     assert b.median == 10 and b.noise == pytest.approx(1.4826 * 0.1)
 
 
 def test_allowed_drop_is_the_larger_of_tolerance_and_k_noise():
-    b = history.baseline([100, 101, 99, 100, 104, 96, 100])
+    b = baselines.baseline([100, 101, 99, 100, 104, 96, 100])
     # MAD 1 -> noise 1.4826; 3 x noise = 4.45 % of 100
     assert b.noise_fraction(3) == pytest.approx(3 * 1.4826 / 100)
     assert b.allowed_drop(0.10, 3) == 0.10
@@ -71,7 +74,7 @@ def test_allowed_drop_is_the_larger_of_tolerance_and_k_noise():
     # a reference file holds whole percents, rounded up
     assert b.allowed_drop(0.01, 3, whole_percent=True) == 0.05
     assert b.threshold(0.01, 3) == pytest.approx(100 * (1 - 0.044478))
-    flat = history.baseline([5.0] * 6)
+    flat = baselines.baseline([5.0] * 6)
     assert flat.allowed_drop(0.1, 4) == 0.1 and flat.threshold(0.1, 4) == \
         pytest.approx(4.5)
 
@@ -92,12 +95,12 @@ def test_calibrate_and_history_share_one_noise_rule(monkeypatch):
     below it is."""
     from ccl_health.db import calibrate
     calls = []
-    real = history.Baseline.allowed_drop
+    real = baselines.Baseline.allowed_drop
 
     def spy(self, tolerance, k, whole_percent=False):
         calls.append((k, whole_percent))
         return real(self, tolerance, k, whole_percent)
-    monkeypatch.setattr(history.Baseline, 'allowed_drop', spy)
+    monkeypatch.setattr(baselines.Baseline, 'allowed_drop', spy)
     noisy = [60.0, 70.0, 72.0, 68.0, 75.0, 71.0, 66.0]
     sweeps = [calibrate.sweep_from_busbw({1 << 20: v, 1 << 30: 330.0})
               for v in noisy]
@@ -106,7 +109,7 @@ def test_calibrate_and_history_share_one_noise_rule(monkeypatch):
                                     gpus_per_node=2, tolerance=0.1,
                                     source='t', noise_k=4.0)
     assert (4.0, True) in calls
-    b = history.baseline(noisy)
+    b = baselines.baseline(noisy)
     tol = e.size_tolerance[1 << 20]
     assert tol == b.allowed_drop(0.1, 4.0, whole_percent=True) > 0.1
     assert 1 << 30 not in e.size_tolerance        # steady: no own tolerance
@@ -144,7 +147,7 @@ def test_leave_one_out_no_false_alarm(db):
     for r in recs:
         others = [o for o in recs if o['run_id'] != r['run_id'] and
                   o['size'] == r['size'] and o['transport'] == r['transport']]
-        assert history.judge(others, r) is None, r
+        assert finding.judge(others, r) is None, r
 
 
 def test_intermittent_collapses():
@@ -226,7 +229,7 @@ def test_schema_version_is_recorded_and_newer_refused(tmp_path):
     path = str(tmp_path / 'v.db')
     with store.open_store(path) as s:
         assert s.query("SELECT value FROM meta WHERE key='schema_version'"
-                       )[0]['value'] == str(store.SCHEMA_VERSION)
+                       )[0]['value'] == str(schema.SCHEMA_VERSION)
         s.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     from ccl_health import CclHealthError
     with pytest.raises(CclHealthError, match='schema version 99 is newer'):
@@ -257,12 +260,12 @@ def test_device_record_leave_one_out(device_records):
     for r in healthy:
         others = [o for o in healthy if o['run_id'] != r['run_id'] and
                   o['size'] == r['size']]
-        assert history.judge(others, dict(r, case_verdict='pass')) is None
+        assert finding.judge(others, dict(r, case_verdict='pass')) is None
     flagged = {}
     for r in device_records:
         if r['run_id'] in degraded:
             hist = [o for o in healthy if o['size'] == r['size']]
-            if history.judge(hist, dict(r, case_verdict='pass')):
+            if finding.judge(hist, dict(r, case_verdict='pass')):
                 flagged.setdefault(r['run_id'], set()).add(r['size'])
     sizes = {r['size'] for r in healthy}
     assert flagged['degraded-nchannels4'] == sizes            # 11 of 11

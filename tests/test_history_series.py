@@ -25,6 +25,7 @@ import pytest
 
 from ccl_health import findings
 from ccl_health.db import recorder, store
+from ccl_health.db import schema
 from ccl_health.db.health_days import GROUP, health_days
 from ccl_health.evidence import nccltests
 from ccl_health.fleet import report as fleet_report
@@ -36,6 +37,8 @@ from ccl_health.hook import record as hook_record
 from ccl_health.hook.judging import HookResult
 from ccl_health.hook.probe import Probe
 from ccl_health.judge import history
+from ccl_health.judge import finding
+from ccl_health.judge import series
 from conftest import CAPTURE, read
 
 T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
@@ -116,12 +119,12 @@ def test_a_fleet_run_between_two_nights_leaves_the_nightly_findings(tmp_path):
     # the fleet's own steps: of their own kind, never judged here
     assert not [f for f in everything if f.run_id == 'fleet-accept-1']
     with store.open_store(path, readonly=True) as db:
-        kinds = {history.kind_of(c) for c in db.cases()
+        kinds = {series.kind_of(c) for c in db.cases()
                  if c['run_id'] == 'fleet-accept-1'}
-        keys = {history.series_key(r) for r in db.records()
+        keys = {series.series_key(r) for r in db.records()
                 if r['run_id'] == 'fleet-accept-1'}
     assert kinds == {'fleet'}
-    assert not any(history.has_history(k) for k in keys)
+    assert not any(series.has_history(k) for k in keys)
     found, new, prev = alone
     assert prev == 'night-11'
     drops = {size for kind, key, size, _ in found if kind == 'drop'}
@@ -183,7 +186,7 @@ def machine(tmp_path_factory):
 
 def test_a_node_drop_is_found_against_its_own_baseline(machine):
     path, records, found, values = machine
-    assert len({history.series_key(r) for r in records}) == len(NODES) + 1
+    assert len({series.series_key(r) for r in records}) == len(NODES) + 1
     drops = [f for f in found if f.kind == 'drop']
     mine = [f for f in drops if f.key[8] == DROPPED]
     assert len(mine) == 1
@@ -206,10 +209,10 @@ def test_a_node_drop_is_found_against_its_own_baseline(machine):
     blend = sorted(records, key=lambda r: (r['time'], r['run_id']))
     last = max((r for r in blend if r['nodelist'] == DROPPED),
                key=lambda r: r['time'])
-    assert history.judge(blend[:blend.index(last)], last) is None
+    assert finding.judge(blend[:blend.index(last)], last) is None
     slow = max((r for r in blend if r['nodelist'] == SLOW),
                key=lambda r: r['time'])
-    assert history.judge(blend[:blend.index(slow)], slow).kind == 'drop'
+    assert finding.judge(blend[:blend.index(slow)], slow).kind == 'drop'
 
 
 def test_a_new_node_has_no_baseline_until_its_own_runs_make_one(machine):
@@ -221,7 +224,7 @@ def test_a_new_node_has_no_baseline_until_its_own_runs_make_one(machine):
     # its first five checks: below every other node, but nothing to judge
     # them against (the other nodes' probes are not its history)
     for i in range(5):
-        assert history.judge(own[:i], own[i]) is None
+        assert finding.judge(own[:i], own[i]) is None
     assert [(f.kind, f.run_id) for f in mine] == [('drop', own[5]['run_id'])]
     assert mine[0].baseline.n == 5
     assert mine[0].baseline.median == pytest.approx(
@@ -243,7 +246,7 @@ def test_old_rows_read_into_the_same_series(machine, tmp_path):
     old = str(tmp_path / 'old.db')
     conn = sqlite3.connect(old)
     conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for stmt in store._MIGRATIONS[1]:
+    for stmt in schema._MIGRATIONS[1]:
         conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
                                   'AUTOINCREMENT'))
     conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
@@ -269,10 +272,10 @@ def test_old_rows_read_into_the_same_series(machine, tmp_path):
         new_days = health_days(db)
     with store.open_store(night, readonly=True) as db:
         night_records = db.records()
-    key = history.series_key
+    key = series.series_key
     assert {key(r) for r in old_records} == \
         {key(r) for r in records} | {key(r) for r in night_records}
-    assert {history.kind_of(c) for c in old_cases} == {
+    assert {series.kind_of(c) for c in old_cases} == {
         'health probe', 'sweep', 'fleet'}
     ids = lambda fs: sorted((f.kind, f.run_id, f.key, f.size) for f in fs)
     assert ids(history.detect(old_records)) == ids(found)

@@ -4,12 +4,12 @@
 import pytest
 
 from ccl_health import CclHealthError
-from ccl_health.evidence import nccltests
+from ccl_health.evidence import nccltests, nccltests_json
 
 
 def test_json_and_text_agree_on_the_intra_sweep(capture):
     text = nccltests.parse_text(capture('intra', 'stdout.txt'))
-    js = nccltests.parse_json(capture('intra', 'result.json'))
+    js = nccltests_json.parse_json(capture('intra', 'result.json'))
     assert len(text.rows) == len(js.rows) == 31          # 8 B .. 8 GiB
     assert text.rows[0].size == js.rows[0].size == 8
     assert js.rows[-1].size == 8 << 30
@@ -64,7 +64,7 @@ def test_row_cut_by_a_log_line_is_joined():
                                   'coll-alltoall', 'coll-sendrecv'])
 def test_every_collective_parses(capture, case):
     text = nccltests.parse_text(capture(case, 'stdout.txt'))
-    js = nccltests.parse_json(capture(case, 'result.json'))
+    js = nccltests_json.parse_json(capture(case, 'result.json'))
     assert len(text.rows) == len(js.rows) == 7           # 1 KiB .. 1 GiB x8
     assert text.complete and js.wrong_total == 0
     assert all(r.busbw > 0 for r in js.rows)
@@ -109,9 +109,9 @@ def test_old_format_without_root_and_unchecked_results():
 
 def test_broken_json_names_the_file():
     with pytest.raises(CclHealthError, match='x.json: not valid'):
-        nccltests.parse_json('{"version": 3, "results": [', 'x.json')
+        nccltests_json.parse_json('{"version": 3, "results": [', 'x.json')
     with pytest.raises(CclHealthError, match='not an nccl-tests JSON'):
-        nccltests.parse_json('{"a": 1}', 'y.json')
+        nccltests_json.parse_json('{"a": 1}', 'y.json')
 
 
 # -- outputs published by others (tests/fixtures/published/SOURCES.md) -------
@@ -326,7 +326,7 @@ def test_json_nan_and_inf_as_nccl_tests_writes_them(capture):
     # jsonDouble: nan as the string "nan", inf as printf's bare inf
     js = js.replace('"bus_bw": 0.000875', '"bus_bw": "nan"', 1)
     js = js.replace('"bus_bw": 346.517076', '"bus_bw": inf', 1)
-    res = nccltests.parse_json(js)
+    res = nccltests_json.parse_json(js)
     assert res.nonfinite_sizes == [8, 8 << 30] and len(res.rows) == 31
 
 

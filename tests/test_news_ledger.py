@@ -18,6 +18,7 @@ import pytest
 
 from ccl_health import news, nightly
 from ccl_health.db import store
+from ccl_health.db import schema
 from ccl_health.judge import judge
 
 CASE = 'AllReduceSweep %transport=net-socket'
@@ -302,7 +303,7 @@ def test_an_old_database_gets_the_ledger_on_open(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
     for v in (1, 2, 3):
-        for stmt in store._MIGRATIONS[v]:
+        for stmt in schema._MIGRATIONS[v]:
             conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
                                       'AUTOINCREMENT'))
     conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
@@ -315,7 +316,7 @@ def test_an_old_database_gets_the_ledger_on_open(tmp_path):
         assert s.told('local') == [] and s.told_nights('local', 'gpu') == []
     assert open(path, 'rb').read() == before
     with store.open_store(path) as s:
-        assert s.schema_version() == store.SCHEMA_VERSION
+        assert s.schema_version() == schema.SCHEMA_VERSION
         m = mail(s, 1)
         assert m.code == 1 and len(s.told('local')) == 1
         assert s.cases()[0]['verdict'] == 'crash'      # old rows kept

@@ -319,18 +319,18 @@ def test_amdsmi_reader_on_documented_answers():
 # -- the hook: the cause first ----------------------------------------------
 
 def hook_result(code, line, verdict):
-    from ccl_health.hook import check as health
-    return health.HookResult(code, line, [], 1.0, 1, verdict, 'local', 'gpu')
+    from ccl_health.hook import judging
+    return judging.HookResult(code, line, [], 1.0, 1, verdict, 'local', 'gpu')
 
 
 def test_hook_line_names_the_action_of_the_cause():
     """Issue 24 on the hook: a leftover process is ``reset`` (a reboot is
     expected to clear it), a link down ``isolate``; ``monitor`` (a site's
     choice) never drains: exit 2, the verdict kept."""
-    from ccl_health.hook import check as health
+    from ccl_health.hook import judging
     p = Process(4242, 'python3', 12 * GIB)
     busy = node(gpu(0), gpu(1, processes=[p], memory_used=int(12.5 * GIB)))
-    res = health.with_action(health.with_node_state(hook_result(
+    res = judging.with_action(judging.with_node_state(hook_result(
         0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
         busy, busy))
     assert (res.code, res.action, res.cause) == (1, 'reset',
@@ -339,20 +339,20 @@ def test_hook_line_names_the_action_of_the_cause():
                                'clear it): GPU 1 in use by pid 4242 ')
     down = node(gpu(0, nvlinks=[Link(0, False)]),
                 gpu(1, nvlinks=[Link(0, True)]))
-    res = health.with_action(health.with_node_state(hook_result(
+    res = judging.with_action(judging.with_node_state(hook_result(
         0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
         down, down))
     assert (res.code, res.action, res.cause) == (1, 'isolate', 'link-down')
     assert res.line.startswith('UNHEALTHY: isolate: GPU 0 ')
     # a probe's own fault, no cause: the verdict's action
-    res = health.with_action(hook_result(
+    res = judging.with_action(hook_result(
         1, 'UNHEALTHY: GPUs 0<->1: wrong-results: 3 wrong elements',
         'wrong-results'))
     assert (res.code, res.action) == (1, 'isolate')
     assert res.line == ('UNHEALTHY: isolate: GPUs 0<->1: wrong-results: 3 '
                         'wrong elements')
     # the site says monitor: never a drain, never a pass
-    res = health.with_action(hook_result(
+    res = judging.with_action(hook_result(
         1, 'UNHEALTHY: GPUs 0<->1: wrong-results: 3 wrong elements',
         'wrong-results'), {'wrong-results': 'monitor'})
     assert (res.code, res.action, res.verdict) == (2, 'monitor',
@@ -362,15 +362,15 @@ def test_hook_line_names_the_action_of_the_cause():
     # nothing to do with a node that passed or could not be checked
     for code, line, verdict in ((0, 'HEALTHY: x', 'pass'), (
             2, 'COULD-NOT-CHECK: no reference', 'could-not-check')):
-        res = health.with_action(hook_result(code, line, verdict))
+        res = judging.with_action(hook_result(code, line, verdict))
         assert (res.code, res.line, res.action) == (code, line, None)
 
 
 def test_hook_names_the_cause_first():
-    from ccl_health.hook import check as health
+    from ccl_health.hook import judging
     p = Process(4242, 'python3', 12 * GIB)
     busy = node(gpu(0), gpu(1, processes=[p], memory_used=int(12.5 * GIB)))
-    res = health.with_node_state(hook_result(
+    res = judging.with_node_state(hook_result(
         1, 'UNHEALTHY: GPUs 0<->1 all_reduce 1GiB: 149.4 GB/s < 297.5 '
         '(reference 330.6 GB/s; channels P2P)', 'below-reference'),
         busy, busy)
@@ -381,27 +381,27 @@ def test_hook_names_the_cause_first():
     assert res.code == 1 and res.verdict == 'contended'
     assert res.node_state['causes'][0]['kind'] == 'foreign-process'
     # passing probes with a drain cause: still UNHEALTHY
-    res = health.with_node_state(hook_result(
+    res = judging.with_node_state(hook_result(
         0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
         busy, busy)
     assert res.code == 1 and res.verdict == 'contended'
     assert res.line.startswith('UNHEALTHY: GPU 1 in use by pid 4242')
     down = node(gpu(0, nvlinks=[Link(0, False)]),
                 gpu(1, nvlinks=[Link(0, True)]))
-    res = health.with_node_state(hook_result(
+    res = judging.with_node_state(hook_result(
         0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
         down, down)
     assert (res.code, res.verdict) == (1, 'node-fault')
     # a cause that does not drain, probes passing: HEALTHY, noted
     hot = node(gpu(0, throttle=['hw_slowdown']))
-    res = health.with_node_state(hook_result(
+    res = judging.with_node_state(hook_result(
         0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', 'pass'),
         hot, hot)
     assert res.code == 0 and res.line.endswith(
         '; noted: GPU 0 clocks slowed: hw_slowdown')
     # unjudged with a cause that drains: the node state was read first,
     # its fault is the verdict whatever else is missing (issue 20, class 6)
-    res = health.with_node_state(hook_result(
+    res = judging.with_node_state(hook_result(
         2, 'COULD-NOT-CHECK: no reference', 'could-not-check'), busy, busy)
     assert (res.code, res.verdict) == (1, 'contended')
     assert res.line == ('UNHEALTHY: GPU 1 in use by pid 4242 (python3, 12.0 '
@@ -409,7 +409,7 @@ def test_hook_names_the_cause_first():
                         'could not check: no reference)')
     # no NVML: the verdict unchanged, "not checked" in the detail
     nc = not_checked('NVML not checked: no library', 'nvml')
-    res = health.with_node_state(hook_result(
+    res = judging.with_node_state(hook_result(
         0, 'HEALTHY: x', 'pass'), nc, nc)
     assert (res.code, res.line) == (0, 'HEALTHY: x')
     assert res.node_state['not_checked'] == {

@@ -180,18 +180,19 @@ def test_health_hook_finds_the_program_of_its_gpus(tmp_path, monkeypatch):
     installation of it, else the newest complete build of it in the
     cache."""
     from types import SimpleNamespace
-    from ccl_health.hook import check as health
+    from ccl_health.hook import probes
+    from ccl_health.hook import settings
     site = SimpleNamespace(build={'rccl_tests': {'prefix': '/opt/rt'}})
-    assert health.find_tests_prefix(None, site, programs.RCCL_TESTS) == \
+    assert probes.find_tests_prefix(None, site, programs.RCCL_TESTS) == \
         '/opt/rt'
-    assert health.find_tests_prefix('/given', site, programs.RCCL_TESTS) \
+    assert probes.find_tests_prefix('/given', site, programs.RCCL_TESTS) \
         == '/given'
     monkeypatch.setenv('CCL_HEALTH_CACHE', str(tmp_path))
     built = tmp_path / 'nccl-tests-2.19.6-abc'
     built.mkdir()
     (built / buildcache.STAMP).write_text('')
     (tmp_path / 'rccl-tests-ae3e635-def').mkdir()      # not complete
-    assert health.find_tests_prefix(None, site, programs.NCCL_TESTS) == \
+    assert probes.find_tests_prefix(None, site, programs.NCCL_TESTS) == \
         str(built)
-    with pytest.raises(health.CouldNotCheck, match='no rccl-tests build'):
-        health.find_tests_prefix(None, None, programs.RCCL_TESTS)
+    with pytest.raises(settings.CouldNotCheck, match='no rccl-tests build'):
+        probes.find_tests_prefix(None, None, programs.RCCL_TESTS)

@@ -8,7 +8,7 @@ import yaml
 
 from ccl_health.judge import reference, reference_file
 from ccl_health.db.calibrate import entry_from_sweeps
-from ccl_health.evidence.nccltests import parse_json
+from ccl_health.evidence.nccltests_json import parse_json
 from conftest import CAPTURE, REPO, read
 
 GOOD = """

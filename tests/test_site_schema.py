@@ -53,13 +53,13 @@ def test_shipped_health_blocks_name_a_gpu_partition(name):
     """Each site file's health block names a partition of its system's
     ReFrame configuration that has GPUs (the hook's node count and its
     reference key come from there)."""
-    from ccl_health.hook import check as health
+    from ccl_health.hook import where
     from ccl_health.evidence import node
     from ccl_health.sitedata import sysconfig
     s = site.load(SITE_DIR, name)
     assert s.health is not None and s.health.launcher
     gpus = node.Gpus('nvidia', 2, 'x', 'sm_90')
-    conf = health.load_config_system(os.path.join(REPO, 'config'), name,
+    conf = where.load_config_system(os.path.join(REPO, 'config'), name,
                                      gpus)
     parts = {p['name']: p for p in conf['partitions']}
     assert s.health.partition in parts

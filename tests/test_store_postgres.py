@@ -15,8 +15,10 @@ import pytest
 
 from ccl_health.db import reads
 from ccl_health.judge import history
+from ccl_health.judge import series
 from ccl_health.db import recorder
 from ccl_health.db import store
+from ccl_health.db import schema
 from conftest import CAPTURE, read
 
 psycopg = pytest.importorskip('psycopg')
@@ -94,8 +96,8 @@ def pg_url(tmp_path_factory):
 
 
 def _case(run, busbw, verdict='pass'):
-    from ccl_health.evidence import nccltests
-    res = nccltests.parse_json(read(CAPTURE, 'intra', 'result.json'))
+    from ccl_health.evidence import nccltests_json
+    res = nccltests_json.parse_json(read(CAPTURE, 'intra', 'result.json'))
     sizes = recorder.sizes_from_sweep(res)
     for s in sizes:
         s.busbw = s.busbw * busbw
@@ -129,7 +131,7 @@ def test_same_code_path_on_postgresql(pg_url):
     with store.open_store(pg_url) as db:      # reopen: no migration again
         assert db.query("SELECT value FROM meta WHERE key = "
                         "'schema_version'")[0]['value'] == \
-            str(store.SCHEMA_VERSION)
+            str(schema.SCHEMA_VERSION)
 
 
 def test_accept_and_undo_on_postgresql(pg_url):
@@ -148,7 +150,7 @@ def test_accept_and_undo_on_postgresql(pg_url):
             db.add_case(_case(f'run-{i:02d}', 0.5))
         assert reads.detect_in(db, run_id='run-14')
         [row] = [r for r in db.records("WHERE run_id = 'run-12'")][:1]
-        key = history.series_key(row)
+        key = series.series_key(row)
         [acc] = db.accept([{'run_id': 'run-12', 'run_time': row['time'],
                             **dict(zip(store.ACCEPT_KEY, key)),
                             'size': None}], 'alice', 'new NCCL')

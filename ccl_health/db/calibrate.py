@@ -24,7 +24,8 @@ import statistics
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata.transports import NAMES as TRANSPORTS
-from ccl_health.judge import history
+from ccl_health.judge import baselines
+from ccl_health.judge import series
 from ccl_health.judge import reference_file
 from ccl_health.judge.reference import Entry, busbw_perfvalues
 from ccl_health.units import format_size, parse_size
@@ -64,7 +65,7 @@ def entry_from_sweeps(sweeps, *, transport, collective, nodes, gpus_per_node,
         if len(vals) >= 5:
             # the history's rule (ccl_health.judge.history.Baseline), in whole
             # percents, at most 90 %
-            allowed = history.baseline(vals).allowed_drop(
+            allowed = baselines.baseline(vals).allowed_drop(
                 tolerance, noise_k, whole_percent=True)
             if allowed > tolerance:
                 size_tol[s] = min(allowed, 0.9)
@@ -107,7 +108,8 @@ def _healthy_newest(db, key, last):
     :data:`FROM_STORE` and that measured a busbw, newest first, each with
     its ``busbw``: read ``last`` at a time from the newest back."""
     from ccl_health.db import reads
-    where, params, exact = reads.key_where(db, key)
+    from ccl_health.db import keyreads
+    where, params, exact = keyreads.key_where(db, key)
     marks = ', '.join('?' for _ in FROM_STORE)
     sql = (f'SELECT {", ".join("c." + c for c in reads.CASE_LIGHT)} FROM '
            f'cases c WHERE {where} AND c.verdict IN ({marks}) AND '
@@ -118,7 +120,7 @@ def _healthy_newest(db, key, last):
         rows = db.query(sql, tuple(params) + tuple(
             v.value for v in FROM_STORE) + at + (last,))
         for c in rows:
-            if not exact and history.series_key(c) != key:
+            if not exact and series.series_key(c) != key:
                 continue
             busbw = {m['size']: m['busbw'] for m in db.query(
                 'SELECT size, busbw FROM measurements WHERE case_id = ? AND '
@@ -142,7 +144,7 @@ def sweeps_from_store(db, system, partition, last=20):
 def sweep_from_busbw(busbw_by_size):
     """A :class:`SweepResult` holding only busbw per size (what a run
     report or the database keeps), for :func:`entry_from_sweeps`."""
-    from ccl_health.evidence.nccltests import Measurement, Row, SweepResult
+    from ccl_health.evidence.results import Measurement, Row, SweepResult
     return SweepResult(rows=[Row(s, 0, '', '', None, None,
                                  Measurement(0.0, 0.0, v, 0))
                              for s, v in busbw_by_size.items()])

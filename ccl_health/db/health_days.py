@@ -15,7 +15,7 @@ the recorded time (the hook records UTC)."""
 
 import statistics
 
-from ccl_health.judge.history import HEALTH_NAMES, HEALTH_SOURCE
+from ccl_health.judge.series import HEALTH_NAMES, HEALTH_SOURCE
 from ccl_health.judge.verdicts import GOOD
 
 #: what one distribution is of (besides the day)

@@ -21,6 +21,8 @@ import datetime
 import math
 
 from ccl_health.judge import history
+from ccl_health.judge.baselines import measured
+from ccl_health.judge import series
 from ccl_health.units import parse_size
 
 
@@ -36,7 +38,7 @@ def level_rows(runs, min_size='1M', source='scripts/calibrate'):
     lo = parse_size(min_size)
     by_key = {}
     for r in runs:
-        by_key.setdefault(history.series_key(r), []).append(r)
+        by_key.setdefault(series.series_key(r), []).append(r)
     rows = []
     for key, rs in sorted(by_key.items(), key=lambda kv: str(kv[0])):
         newest = max(rs, key=lambda r: (r['time'], r['run_id']))
@@ -48,9 +50,9 @@ def level_rows(runs, min_size='1M', source='scripts/calibrate'):
                     r['busbw'][size] > 0]
             if size < lo or not vals:
                 continue
-            median, noise = history.measured(vals)
+            median, noise = measured(vals)
             rows.append({
-                **dict(zip(history.KEY + ('kind',), key)), 'size': size,
+                **dict(zip(series.KEY + ('kind',), key)), 'size': size,
                 'median': median, 'noise': noise, 'n': len(vals),
                 'runs': sorted({r['run_id'] for r in rs}),
                 'run_id': newest['run_id'], 'run_time': newest['time'],
@@ -75,7 +77,7 @@ def file_kind(collective):
     """The kind of case an entry of a reference file is the level of: a
     framework collective's (``torch_*``) or a sweep's
     (:func:`ccl_health.judge.series.kind_of`)."""
-    return history.kind_of({'collective': collective})
+    return series.kind_of({'collective': collective})
 
 
 def file_rows(ref, partitions=None):
@@ -112,7 +114,7 @@ def _when(text):
 def newer_in_db(row, accepted, baselines):
     """Does the database hold a level of ``row``'s key and size (a
     baseline or an active acceptance) that starts at or after it?"""
-    key = tuple(row[c] for c in history.KEY + ('kind',))
+    key = tuple(row[c] for c in series.KEY + ('kind',))
     start = _when(row['run_time'])
     return any(_when(lv.run_time) >= start for lv in history.levels(
         key, row['size'], accepted, baselines))

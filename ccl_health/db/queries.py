@@ -10,11 +10,12 @@ import re
 
 from ccl_health import CclHealthError
 from ccl_health.db import reads
+from ccl_health.db import keyreads
 from ccl_health.db import runs as runs_of
-from ccl_health.db.runs import Run, of_cases  # noqa: F401  (queries.Run)
-from ccl_health.db.reads import when  # noqa: F401  (queries.when)
-from ccl_health.db.store import simulated
-from ccl_health.judge.history import where_text
+from ccl_health.db.runs import of_cases
+from ccl_health.db.keyreads import when
+from ccl_health.judge.series import simulated
+from ccl_health.judge.finding import where_text
 from ccl_health.judge.series import PROBE_KIND, STORED_ORDER
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge import judge
@@ -86,7 +87,7 @@ def check_size(store, size, keys, transport=None, system=None,
     nbytes = parse_size(size)
     ids, complete = [], True
     for key in keys:
-        got = reads.key_cases_before(store, key, reads._LATEST, SIZE_CASES)
+        got = keyreads.key_cases_before(store, key, reads._LATEST, SIZE_CASES)
         ids += [c['id'] for c in got]
         complete = complete and len(got) < SIZE_CASES
     sizes = set()
@@ -417,7 +418,7 @@ def probes_left_out(store, transport, system=None, partition=None):
     none."""
     fixed = {c: v for c, v in (('transport', transport), ('system', system),
                                ('partition', partition)) if v is not None}
-    if not reads.indexed(store) or not reads._walk(
+    if not keyreads.indexed(store) or not reads._walk(
             store, STORED_ORDER[:4], {**fixed, 'kind': PROBE}):
         return ''
     return (f'(the sweeps of {transport}; its health probes are each '

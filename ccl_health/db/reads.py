@@ -23,9 +23,9 @@ and the rows are then kept by their real time
 from ccl_health.db.schema import GOOD_SQL
 from ccl_health.judge import history
 from ccl_health.judge.series import SERIES_KEY, STORED_ORDER
-from ccl_health.db.keyreads import (  # noqa: F401  (the reads' names)
-    LOOKBACK, MARGIN, RECORDS, indexed, key_cases_before, key_history,
-    key_where, of_key, select_cols, sql_time, when, with_docs, with_refs)
+from ccl_health.db.keyreads import (
+    LOOKBACK, RECORDS, indexed, key_cases_before, key_history, of_key,
+    select_cols, sql_time, when, with_docs, with_refs)
 
 #: the columns of a case a listing or a judgement needs
 CASE_LIGHT = ('id', 'run_id', 'case_name', 'time', 'system', 'partition',
@@ -58,7 +58,7 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
     whose verdict is not good (the partial index ``cases_bad``);
     ``run_prefix``: of the runs whose id starts so (no ``%`` or ``_`` in
     it) only, sorted out by the database."""
-    from ccl_health.judge.history import kind_of
+    from ccl_health.judge.series import kind_of
     sql = (f'{_RECORDS_FULL} WHERE' if records else
            f'SELECT {select_cols(columns)} FROM cases c WHERE')
     sql += ' c.time >= ?'
@@ -107,7 +107,7 @@ def each_key(store, keys, since, until=None, lookback=LOOKBACK):
     :func:`key_history` and the records of the runs accepted as a level of
     it (``scripts/report accept``: the level's value, however old).  One
     key's records in memory at a time."""
-    from ccl_health.judge.history import series_key
+    from ccl_health.judge.series import series_key
     accepted = []
     for run_id in sorted({a['run_id'] for a in
                           store.acceptances(active=True)}):
@@ -129,7 +129,7 @@ def history_records(store, keys, since, until=None, lookback=LOOKBACK):
 def history_keys(cases):
     """The history keys (:func:`ccl_health.judge.history.series_key`) of
     the case rows ``cases`` that are judged against their history."""
-    from ccl_health.judge.history import has_history, series_key
+    from ccl_health.judge.series import has_history, series_key
     return {k for k in map(series_key, cases) if has_history(k)}
 
 
@@ -189,7 +189,7 @@ def finding_order(f):
 def window_keys(store, since):
     """The history keys measured from ``since`` on: counted in the
     database (schema 6), else from the window's cases."""
-    from ccl_health.judge.history import KEY, has_history
+    from ccl_health.judge.series import KEY, has_history
     if not indexed(store):
         return history_keys(window_cases(store, since))
     cols = ', '.join(KEY + ('kind', 'node'))
@@ -367,7 +367,7 @@ def series_keys(store, **fixed):
     :data:`STORED_ORDER`: a value, or a tuple of the values allowed), by
     :func:`index_values`; a database older than schema 6 (no series
     columns) by its distinct columns, read whole."""
-    from ccl_health.judge.history import KEY, series_key
+    from ccl_health.judge.series import KEY, series_key
     if not indexed(store):
         cols = KEY + ('source', 'case_name', 'nodelist')
         where, params = _equal((c, v) for c, v in fixed.items()
@@ -453,7 +453,7 @@ def newest_case_rows(store, kinds=None, columns=('id', 'time', 'run_id'),
     kinds only, through ``cases_kind``, one reader a kind merged); never
     all at once."""
     import heapq
-    from ccl_health.judge.history import kind_of
+    from ccl_health.judge.series import kind_of
     columns = tuple(columns) + tuple(c for c in ('id', 'time')
                                      if c not in columns)
     if kinds is not None and not indexed(store):   # by names, in Python

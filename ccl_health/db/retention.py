@@ -103,7 +103,9 @@ def _kept(store, days, cutoff):
     """(ids of the cases kept: findings and their history, the history
     before the cut; how many findings)."""
     from ccl_health.db import reads, state
-    from ccl_health.judge.history import detect, series_key
+    from ccl_health.db import keyreads
+    from ccl_health.judge.history import detect
+    from ccl_health.judge.series import series_key
     keep, findings = set(), 0
     acc, base = store.acceptances(), store.baselines()
     keys_seen = set()
@@ -123,11 +125,11 @@ def _kept(store, days, cutoff):
             mine = [r for r in rows if r['run_id'] == f.run_id and
                     series_key(r) == f.key]
             keep.update(r['id'] for r in mine)
-            keep.update(r['id'] for r in reads.key_cases_before(
-                store, f.key, f.time, reads.LOOKBACK))
+            keep.update(r['id'] for r in keyreads.key_cases_before(
+                store, f.key, f.time, keyreads.LOOKBACK))
     for key in keys_seen:        # what the checks after the cut need
-        keep.update(r['id'] for r in reads.key_cases_before(
-            store, key, cutoff, reads.LOOKBACK))
+        keep.update(r['id'] for r in keyreads.key_cases_before(
+            store, key, cutoff, keyreads.LOOKBACK))
     if state.has_state(store):   # the findings kept with their cases
         keep.update(r['case_id'] for r in store.query(
             'SELECT DISTINCT case_id FROM findings WHERE time < ?',
@@ -138,7 +140,7 @@ def _kept(store, days, cutoff):
 def _aggregates(store, rows):
     """The daily rows of the checks ``rows`` (with their measurements),
     per node, key, size and verdict."""
-    from ccl_health.judge.history import KEY, node_of
+    from ccl_health.judge.series import KEY, node_of
     ids = [r['id'] for r in rows]
     sizes = {}
     for i in range(0, len(ids), 500):

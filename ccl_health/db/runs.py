@@ -8,7 +8,7 @@ import dataclasses
 from typing import Dict, List
 
 from ccl_health.db import reads
-from ccl_health.db.reads import when
+from ccl_health.db.keyreads import when
 from ccl_health.judge.verdicts import NAMES
 
 #: the runs ``scripts/report runs`` shows unless told (``--last N``,

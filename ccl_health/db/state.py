@@ -38,6 +38,7 @@ import json
 
 from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
 from ccl_health.judge import history as H
+from ccl_health.judge.series import KEY, has_history, series_key, simulated
 from ccl_health.judge.stream import SeriesJudge, finding_data, finding_of
 
 #: the whole history (a key judged again, or at read without a state)
@@ -68,7 +69,7 @@ class Levels:
                                  if not a.get('undone_at')]),
                           ('b', baselines)):
             for r in rows:
-                fields = tuple(r.get(c) for c in H.KEY + ('kind',))
+                fields = tuple(r.get(c) for c in KEY + ('kind',))
                 groups.setdefault(fields, []).append((tag, r['id']))
         self._groups = groups
 
@@ -114,10 +115,10 @@ def _series_records(records):
     out = {}
     for r in records:
         if r.get('size') is None or r.get('busbw') is None or \
-                H.simulated(r):
+                simulated(r):
             continue
-        key = H.series_key(r)
-        if H.has_history(key):
+        key = series_key(r)
+        if has_history(key):
             out.setdefault(key, []).append(r)
     return out
 
@@ -226,7 +227,7 @@ def rebuild(store, key, levels=None):
                      baselines=levels.baselines, judges=judges)
     store.execute('DELETE FROM findings WHERE key = ?', (key_text(key),))
     mine = [r for r in records if r.get('size') is not None and
-            r.get('busbw') is not None and not H.simulated(r)]
+            r.get('busbw') is not None and not simulated(r)]
     if not mine:
         store.execute('DELETE FROM key_state WHERE key = ?',
                       (key_text(key),))
@@ -266,7 +267,7 @@ def recorded_keys(store, fixed=()):
     of the cases with those values only (schema 6-8: read through the
     ``cases_series`` index, whose columns they start)."""
     from ccl_health.db import series
-    from ccl_health.judge.series import SERIES_KEY, has_history
+    from ccl_health.judge.series import SERIES_KEY
     cols = SERIES_KEY
     if series.ided(store):    # the table of the series (a row a key)
         return {k for k in series.distinct(store, cols, dict(fixed))
@@ -316,7 +317,7 @@ def level_keys(store, rows):
     it, by the ``cases_series`` index: a row of ``scripts/report accept``
     or ``scripts/calibrate`` names every column of it but the node),
     never from every case."""
-    names = H.KEY + ('kind',)
+    names = KEY + ('kind',)
     out = set()
     for fields in {tuple(r.get(c) for c in names) for r in rows}:
         out |= recorded_keys(store, [(c, v) for c, v in zip(names, fields)

@@ -21,7 +21,7 @@ from ccl_health import CclHealthError, dburl
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
-from ccl_health.db.schema import (  # noqa: F401
+from ccl_health.db.schema import (
     READABLE_VERSIONS, SCHEMA_VERSION, SERIES_COLUMNS, _MIGRATIONS)
 
 #: columns of a test case, in order (besides id)
@@ -49,7 +49,6 @@ def series_columns(row):
     kind = kind_of(row)
     return kind, node_of(row, kind)
 
-from ccl_health.judge.series import SIMULATED, simulated  # noqa: E402,F401
 
 
 #: the columns of a news ledger row (:meth:`Store.record_told`)

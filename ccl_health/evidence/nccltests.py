@@ -24,10 +24,9 @@ import math
 import re
 
 from ccl_health import CclHealthError
-from ccl_health.evidence.results import (  # noqa: F401 (this API)
+from ccl_health.evidence.results import (
     Measurement, Row, SweepResult)
-from ccl_health.evidence.nccltests_json import (  # noqa: F401 (this API)
-    looks_like_json, parse_json, parse_json_any, parse_rccl_json)
+from ccl_health.evidence.nccltests_json import looks_like_json, parse_json_any
 
 
 # -- text ------------------------------------------------------------------

@@ -194,7 +194,8 @@ class Programs:
 
     def _tests_dir(self):
         if self._tests is None:
-            from ccl_health.hook.check import CouldNotCheck, find_tests_prefix
+            from ccl_health.hook.probes import find_tests_prefix
+            from ccl_health.hook.settings import CouldNotCheck
             try:
                 self._tests = os.path.join(find_tests_prefix(site=self.site),
                                            'bin')

@@ -12,6 +12,7 @@ import os
 from typing import List
 
 from ccl_health import safefile
+from ccl_health.judge import series
 from ccl_health.judge.verdicts import Verdict
 
 PAGE = 'fleet.html'
@@ -308,7 +309,7 @@ def write(summary, run_dir):
 def cases(summary, cfg) -> List:
     """One :class:`~ccl_health.db.store.CaseRecord` per step of the run."""
     from ccl_health.db import store
-    run_id = (store.SIMULATED if summary.get('simulated') else '') + \
+    run_id = (series.SIMULATED if summary.get('simulated') else '') + \
         f'fleet-{summary.get("run_id", "")}'
     out = []
     for r in summary['rounds']:

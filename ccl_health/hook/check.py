@@ -57,22 +57,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ccl_health import resources
 from ccl_health.hook import judging as judging_words, keep, run
-from ccl_health.hook.judging import (  # noqa: F401  (the hook's names)
-    IDLE_NODE, HookResult, attempt_over, cause_text, judge_attempts,
-    judged_probe, links_summary, node_without_gpus, output_attempt,
-    probe_evidence, result as _result, unjudged, with_action,
-    with_node_state)
-from ccl_health.hook.probe import LinksProbe, Probe  # noqa: F401
-from ccl_health.hook.probes import (  # noqa: F401
-    LINKS_DEFAULT_SIZE, find_links_tool, find_tests_prefix, pair_rounds,
-    probe_env, run_links, run_probe)
-from ccl_health.hook.record import json_document, record  # noqa: F401
-from ccl_health.hook.settings import (  # noqa: F401
-    COULD_NOT_CHECK, DEFAULT_LAUNCHER, DEFAULT_LIMIT, DEFAULT_SIZE, HEALTHY,
-    PREFIX, UNHEALTHY, CouldNotCheck, Interrupted, RECORD_BOUND, resolve)
-from ccl_health.hook.where import (  # noqa: F401
-    config_system_names, config_system_path, config_systems, find_partition,
-    find_system, load_config_system)
+from ccl_health.hook.judging import (
+    attempt_over, judge_attempts, judged_probe, node_without_gpus,
+    probe_evidence, result as _result, unjudged, with_action, with_node_state)
+from ccl_health.hook.probe import Probe
+from ccl_health.hook.probes import (
+    find_links_tool, find_tests_prefix, pair_rounds, probe_env, run_links,
+    run_probe)
+from ccl_health.hook.settings import (
+    DEFAULT_LIMIT, CouldNotCheck, RECORD_BOUND, resolve)
+from ccl_health.hook.where import (
+    config_system_names, config_system_path, find_partition, find_system)
 
 #: the checkout, or the installed copy of its folders (:mod:`.resources`)
 REPO = resources.PACKAGE_PARENT

@@ -46,15 +46,10 @@ value at a time (:mod:`ccl_health.judge.stream`)."""
 
 import dataclasses
 
-from ccl_health.judge.series import (  # noqa: F401  (the history's names)
-    FLEET_NAMES, FLEET_SOURCE, HEALTH_NAMES, HEALTH_SOURCE, HISTORY_KINDS,
-    KEY, has_history, kind_of, node_of, series_key, simulated)
-from ccl_health.judge.baselines import (  # noqa: F401  (the history's names)
-    DRIFT_CLIP, DRIFT_H, DRIFT_IQR_WEIGHT, DRIFT_K, DRIFT_MIN_HISTORY,
-    DRIFT_MIN_NOISE, DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE,
-    Baseline, Level, baseline, few_noise, measured, seeded)
-from ccl_health.judge.finding import (  # noqa: F401  (the history's names)
-    Finding, Shift, judge, judge_recent, where_text)
+from ccl_health.judge.series import KEY, has_history, series_key, simulated
+from ccl_health.judge.baselines import (
+    DRIFT_CLIP, DRIFT_H, DRIFT_K, DRIFT_MIN_HISTORY, DRIFT_MIN_NOISE,
+    DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, Level, baseline, seeded)
 from ccl_health.judge.stream import Cusum, SeriesJudge
 from ccl_health.judge.verdicts import IN_BASELINE
 

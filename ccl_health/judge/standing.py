@@ -3,7 +3,8 @@ an acceptance), on its own history, or not yet and why (the end of
 ``scripts/report detect`` and the report page)."""
 
 from ccl_health.judge import history
-from ccl_health.judge.history import DRIFT_MIN_HISTORY, where_text
+from ccl_health.judge.baselines import DRIFT_MIN_HISTORY
+from ccl_health.judge.finding import where_text
 
 
 def standing(records, accepted=(), baselines=(), min_history=5):

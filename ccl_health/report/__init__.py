@@ -34,14 +34,14 @@ import re
 from ccl_health import CclHealthError
 from ccl_health.sitedata import transports
 from ccl_health.db import reads
-from ccl_health.judge.history import KEY, kind_of, where_text
+from ccl_health.judge.finding import where_text
+from ccl_health.judge.series import KEY, kind_of
 from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import GOOD, Verdict
 from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
 from ccl_health.judge.series import READ_ORDER
-from ccl_health.report.health import (  # noqa: F401 (the page's parts)
-    HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
-    node_rows, probe_summary)
+from ccl_health.report.health import (
+    NODES_LISTED, health_sections, node_rows, probe_summary)
 
 #: the kinds of case, in page order
 KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
@@ -312,7 +312,7 @@ def finding_rows(findings, cases_list, limit=None):
 
 
 def newest_time(text):
-    from ccl_health.db.queries import when
+    from ccl_health.db.reads import when
     return when(text) if text else \
         datetime.datetime.now(datetime.timezone.utc)
 

@@ -13,7 +13,7 @@ import re
 from typing import List
 
 from ccl_health import CclHealthError
-from ccl_health.db import reads
+from ccl_health.db import keyreads
 from ccl_health.db.schema import GOOD_SQL
 from ccl_health.judge.series import KEY
 from ccl_health.units import format_size
@@ -26,7 +26,7 @@ NODES_LISTED = 200
 
 
 def _when(text):
-    from ccl_health.db.queries import when
+    from ccl_health.db.reads import when
     return when(text)
 
 
@@ -49,7 +49,7 @@ def probe_summary(store, since, now=None):
                    MAX(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN c.time
                        END) AS last_failure
             FROM cases c WHERE c.time >= ? AND {probe}
-            GROUP BY {cols}""", (reads.sql_time(since),) + params)
+            GROUP BY {cols}""", (keyreads.sql_time(since),) + params)
     now = now or datetime.datetime.now(datetime.timezone.utc)
     out = []
     for r in rows:
@@ -181,7 +181,7 @@ def node_rows(store, since, findings=()):
                        COUNT(*) AS n, MAX(c.time) AS last
                 FROM cases c WHERE c.time >= ? AND c.verdict NOT IN
                 {GOOD_SQL} AND {probe} GROUP BY c.nodelist, c.verdict""",
-            (reads.sql_time(since),) + params):
+            (keyreads.sql_time(since),) + params):
         row = nodes.setdefault(r['node'], {'node': r['node'], 'not_good': 0,
                                            'verdicts': {}, 'last': '',
                                            'findings': []})

@@ -98,7 +98,7 @@ def as_sweep(doc, collective):
     """The rows of one collective of a bandwidth (or replay) JSON as a
     :class:`ccl_health.evidence.nccltests.SweepResult`, so that the checks judge
     them like nccl-tests' (in-place column; #wrong from the check)."""
-    from ccl_health.evidence.nccltests import Measurement, Row, SweepResult
+    from ccl_health.evidence.results import Measurement, Row, SweepResult
     res = SweepResult(collective=f'torch_{collective}', source='json')
     sec = (doc.get('collectives') or {}).get(collective)
     if sec is None:
