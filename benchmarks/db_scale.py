@@ -113,10 +113,10 @@ def nightly_read(url):
     """The nightly's comparison and news of its last night (what
     scripts/nightly reads after its run)."""
     from ccl_health import findings, news
-    from ccl_health.db import reads
+    from ccl_health.db import runs
     with store.open_store(url) as db:
-        [last] = reads.newest_runs(db, 1, keep=lambda r: r.startswith(
-            'nightly-'))
+        last = next(r.run_id for r in runs.newest_first(db)
+                    if r.run_id.startswith('nightly-'))
         found, new, prev = findings.run_findings(db, last)
         night = news.night(db, last, 'perlmutter', 'gpu', 'bench')
         print(f'{len(found)} finding(s), {len(new)} new vs {prev}; '

@@ -91,9 +91,6 @@ class Call:
     total_bytes: int
     time_us: Optional[float]   # None when '?'
 
-    def as_dict(self):
-        return dataclasses.asdict(self)
-
 
 def routine_collective(name):
     """The suite's collective name for an NCCL routine name, or None."""

@@ -20,10 +20,6 @@ class Shortfall:
     ref: float
     lower: float    # the tolerance as a negative fraction
 
-    @property
-    def below_pct(self):
-        return judge.shortfall_pct(self.value, self.ref)
-
     def as_tuple(self):
         """``(size, busbw, ref, tolerance)``, as the judge names one."""
         return self.size, self.value, self.ref, -self.lower

@@ -69,8 +69,9 @@ def _detect(db):
 
 def _nightly(db):
     from ccl_health import findings, news, nightly
-    [last] = reads.newest_runs(db, 1, keep=lambda r: r.startswith(
-        'nightly-'))
+    from ccl_health.db import runs
+    last = next(r.run_id for r in runs.newest_first(db)
+                if r.run_id.startswith('nightly-'))
     found = findings.run_findings(db, last)
     return found, news.night(db, last, 'perlmutter', 'gpu', 'head').lines
 

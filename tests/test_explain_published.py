@@ -123,10 +123,8 @@ def test_the_oldest_hashless_table_with_an_error_column_is_wrong_results():
     assert doc['rows'][0]['wrong']
 
 
-def test_interleaved_tables_show_their_repeated_sizes():
+def test_interleaved_tables_are_incomplete():
     name = 'nccl-tests_interleaved-duplicate-sizes_nccl-tests-issue-182.txt'
-    res = nccltests.parse_text(open(pub(name)).read())
-    assert res.duplicate_sizes == [8, 16]
     doc = doc_of(name, exit_status=0)
     assert doc['verdict'] == 'incomplete'
 

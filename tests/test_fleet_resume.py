@@ -35,9 +35,6 @@ def test_reason_suffixes_are_replaced_not_stacked():
     assert resume.base_reason(r + ' (failed again, 1 of 1 checks)') == r
     assert resume.base_reason(r + ' (passed 1 of 2 checks)') == r
     assert resume.base_reason(r) == r
-    assert resume.action_of(r) == 'isolate'
-    assert resume.action_of('ccl-health: reset (a reboot ...): y') == 'reset'
-    assert resume.action_of('admin: x') == ''
 
 
 class FakeSlurm:

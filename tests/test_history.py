@@ -289,7 +289,9 @@ def test_calibrate_from_the_store_widens_noisy_sizes(tmp_path):
     path = tmp_path / 'hist.db'
     shutil.copy(DEVICE_DB, path)
     with store.open_store(str(path)) as s:
-        groups = calibrate.sweeps_from_store(s, 'local', 'gpu', last=20)
+        groups = {key: [calibrate.sweep_from_busbw(r['busbw'])
+                        for r in runs] for key, runs in
+                  calibrate.runs_from_store(s, 'local', 'gpu', 20).items()}
     [(key, sweeps)] = groups.items()
     assert key == ('intra', 'all_reduce', 1, 2, 'default')
     assert len(sweeps) == 20

@@ -495,24 +495,6 @@ def test_rccl_tests_json_lines_with_the_wrong_key_as_a_string():
     assert res.rows[0].in_place.wrong == 3
 
 
-def test_a_size_printed_twice_with_different_values():
-    row = ('%12li  %12li  %8s  %6s  %6i  %7.2f  %6.2f  %6.2f  %6i  %7.2f  '
-           '%6.2f  %6.2f  %6i')
-    text = '\n'.join([row % (8, 2, 'float', 'sum', -1, 40.6, 0, 0, 0, 45.0,
-                             0, 0, 0),
-                      row % (16, 4, 'float', 'sum', -1, 49.6, 0, 0, 0, 48.2,
-                             0, 0, 0),
-                      row % (8, 2, 'float', 'sum', -1, 46.8, 0, 0, 0, 56.2,
-                             0, 0, 0),
-                      # the same size for another type: not a repeat
-                      row % (8, 2, 'double', 'sum', -1, 46.8, 0, 0, 0, 56.2,
-                             0, 0, 0)])
-    res = nccltests.parse_text(text)
-    assert len(res.rows) == 4 and res.duplicate_sizes == [8]
-    assert nccltests.parse_text('\n'.join(text.splitlines()[:2])) \
-        .duplicate_sizes == []
-
-
 def test_ranks_per_host_from_rank_lines_with_and_without_pid_and_group():
     lines = ['#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s' % (
         r, 0, 100 + r, h, d, '0000:05:00', 'NVIDIA H100')

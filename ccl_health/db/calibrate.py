@@ -133,14 +133,6 @@ def _healthy_newest(db, key, last):
     return out
 
 
-def sweeps_from_store(db, system, partition, last=20):
-    """Per configuration, the busbw sweeps of its last ``last`` healthy
-    runs in the performance database (:func:`runs_from_store`)."""
-    return {key: [sweep_from_busbw(r['busbw']) for r in runs]
-            for key, runs in runs_from_store(db, system, partition,
-                                             last).items()}
-
-
 def sweep_from_busbw(busbw_by_size):
     """A :class:`SweepResult` holding only busbw per size (what a run
     report or the database keeps), for :func:`entry_from_sweeps`."""

@@ -58,20 +58,6 @@ def check_name(store, what, value, column=None):
             f'{", ".join(map(str, values)) or "nothing"})')
 
 
-def _scope_sql(system=None, transport=None, partition=None, size=None,
-               alias='c.', sizes='m.'):
-    """`` AND ...`` (and its parameters) of the names given."""
-    where, params = '', ()
-    for col, value in ((f'{alias}system', system),
-                       (f'{alias}transport', transport),
-                       (f'{alias}partition', partition),
-                       (f'{sizes}size', size)):
-        if value is not None:
-            where += f' AND {col} = ?'
-            params += (value,)
-    return where, params
-
-
 #: the newest cases of each configuration whose sizes a size is checked
 #: against (the sizes of a configuration rarely change)
 SIZE_CASES = 5

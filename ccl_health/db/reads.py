@@ -87,21 +87,6 @@ def run_cases(store, run_id, columns=CASE_LIGHT):
         f'c.run_id = ? ORDER BY c.time, c.id', (run_id,)))
 
 
-def newest_runs(store, n, keep=None):
-    """The ids of the ``n`` newest runs (``keep``: a test of a run id),
-    newest first: read from the newest case back a page at a time
-    (:func:`newest_case_rows`; a PostgreSQL cursor would fetch every
-    case), never every run."""
-    out = []
-    for row in newest_case_rows(store, None, ('run_id',)):
-        run_id = row['run_id']
-        if run_id not in out and (keep is None or keep(run_id)):
-            out.append(run_id)
-            if len(out) == n:
-                break
-    return out
-
-
 def each_key(store, keys, since, until=None, lookback=LOOKBACK):
     """``(key, records)`` of each key of ``keys`` in turn: its
     :func:`key_history` and the records of the runs accepted as a level of

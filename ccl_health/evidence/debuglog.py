@@ -206,10 +206,6 @@ def _net_paths(via):
     return {k: n for k, n in via.items() if k.startswith('NET/')}
 
 
-def _intra_paths(via):
-    return {k: n for k, n in via.items() if k.startswith(('P2P', 'SHM'))}
-
-
 def _proven(via):
     """The name of the transport the channel keys ``via`` prove (the
     registry's rule, :func:`ccl_health.sitedata.transports.proven_by`); where ranks
@@ -290,10 +286,6 @@ class Evidence:
     @property
     def net_paths(self):
         return _net_paths(self.via)
-
-    @property
-    def intra_paths(self):
-        return _intra_paths(self.via)
 
     def proven(self):
         """The transport these logs prove (a name of

@@ -158,24 +158,6 @@ class SweepResult:
             seen.add(r)
         return rep
 
-    @property
-    def duplicate_sizes(self):
-        """Sizes printed more than once, for the same type / op / root,
-        with different values: the table is ambiguous there.  (rccl-tests'
-        JSON repeats sizes per cycle: not counted.)"""
-        if self.format.startswith('rccl-tests-json'):
-            return []
-        seen, dup = {}, []
-        for r in self.rows:
-            key = (r.size, r.dtype, r.redop, r.root)
-            vals = tuple((m.time_us, m.algbw, m.busbw, m.wrong, m.max_delta)
-                         if m else None
-                         for m in (r.out_of_place, r.in_place))
-            if key in seen and seen[key] != vals and r.size not in dup:
-                dup.append(r.size)
-            seen.setdefault(key, vals)
-        return dup
-
     def expected_sizes(self):
         """The sizes the header asks for (``minBytes`` .. ``maxBytes`` by
         ``step``), or None when the header was not read.  The program

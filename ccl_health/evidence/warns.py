@@ -274,17 +274,6 @@ def read_text(text, source='', benign: Sequence = ()) -> List[Warn]:
     return out
 
 
-def read_files(paths, benign: Sequence = ()) -> List[Warn]:
-    out = []
-    for path in paths or ():
-        try:
-            with open(path, errors='replace') as fp:
-                out.extend(read_text(fp.read(), str(path), benign))
-        except OSError:
-            continue
-    return out
-
-
 def benign_patterns(site_list):
     """``[(compiled regex, why, overrides)]`` from a site file's
     ``benign_warns`` (``[{pattern, why, overrides}]``, checked when the

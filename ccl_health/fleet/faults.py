@@ -141,14 +141,6 @@ class FaultPlan:
         with open(path, 'w') as fp:
             json.dump(self.to_dict(), fp, indent=1, sort_keys=True)
 
-    @property
-    def culprits(self):
-        """What a correct search names: bad nodes (hanging ones included),
-        bad links, stragglers."""
-        return {'nodes': sorted(self.bad_nodes),
-                'links': sorted(sorted(l) for l in self.bad_links),
-                'stragglers': sorted(self.stragglers)}
-
     def outcome(self, nodes: Sequence[str]) -> Outcome:
         nodes = list(nodes)
         found = []

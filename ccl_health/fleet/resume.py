@@ -142,12 +142,6 @@ def stopped_note(signame: str) -> str:
     return f'resume stopped by {signame} before its checks passed'
 
 
-def action_of(reason: str) -> str:
-    """The action a drain reason names (``ccl-health: isolate: ...``)."""
-    m = re.match(r'ccl-health:\s*(isolate|reset|monitor)\b', reason or '')
-    return m.group(1) if m else ''
-
-
 def parse_sinfo_reasons(text: str) -> Tuple[Dict[str, str], Dict[str, str]]:
     """``sinfo -h -N -o '%N|%t|%E'`` as (``{node: reason}`` of the nodes
     drained by ccl-health, ``{node: why left alone}`` of the other drained

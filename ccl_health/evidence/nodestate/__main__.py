@@ -118,10 +118,6 @@ def read_watch(path):
     return out
 
 
-class _Stop(Exception):
-    pass
-
-
 def watch(path, run_id, ours, interval):
     stop = []
 

@@ -123,21 +123,6 @@ def not_checked(why, what='gpus', seconds=0.0):
                      time=time.time())
 
 
-def is_ours(pid, run_id=None, ours_pids=()):
-    """A process is ours when its pid was given as ours or its environment
-    carries ``CCL_HEALTH_RUN_ID=<run_id>``; anything unreadable is not."""
-    if pid in ours_pids:
-        return True
-    if not run_id:
-        return False
-    try:
-        with open(f'/proc/{pid}/environ', 'rb') as fp:
-            env = fp.read().split(b'\0')
-    except OSError:
-        return False
-    return f'{RUN_ID_VAR}={run_id}'.encode() in env
-
-
 def process_name(pid):
     """``/proc/<pid>/comm``, or '' where it cannot be read (another pid
     namespace, gone)."""

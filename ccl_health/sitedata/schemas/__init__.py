@@ -204,11 +204,3 @@ def validate(doc, name, path, error=CclHealthError):
             (f' (and {more} more)' if more > 0 else ''))
 
 
-def transports_in(name):
-    """The transport names schema ``name`` knows (kept equal to
-    :data:`ccl_health.sitedata.transports.NAMES`; a test holds them together)."""
-    doc = schema(name)
-    if name == 'site':
-        return tuple(doc['properties']['transports']['propertyNames']['enum'])
-    return tuple(doc['$defs']['entry']['properties']['transport']['enum'])
-
