@@ -65,6 +65,6 @@ def explain(argv=None):
 
 
 def fleet(argv=None):
-    from ccl_health.fleet.cli import main
+    from ccl_health.fleetcli import main
     return main(list(sys.argv[1:] if argv is None else argv),
                 prog='ccl-health-fleet')

@@ -197,7 +197,7 @@ COMMANDS = {
     'ccl_health.hook.cli': 'usage: ccl-health-check',
     'ccl_health.nightly': 'usage:',
     'ccl_health.fleet': 'usage:',
-    'ccl_health.fleet.cli': 'usage:',
+    'ccl_health.fleetcli': 'usage:',
     'ccl_health.torch_bench': 'usage:',
     'ccl_health.torch_bench.cli': 'usage:',
     'ccl_health.evidence.nodestate': 'usage:',

@@ -29,7 +29,7 @@ import time
 import pytest
 
 import slurm_cluster
-from ccl_health.fleet import cli
+from ccl_health import fleetcli as cli
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 

@@ -7,7 +7,8 @@ transport variables of the caller's environment dropped from the steps."""
 import pytest
 
 from ccl_health import CclHealthError
-from ccl_health.fleet import cli, slurm, systemic
+from ccl_health.fleet import slurm, systemic
+from ccl_health import fleetcli as cli
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.run import Fleet, exit_code, summary_text

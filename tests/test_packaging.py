@@ -107,7 +107,7 @@ def test_every_command_is_a_console_script():
 def test_nvml_is_imported_only_when_read():
     code = ('import sys; import ccl_health.hook.check, '
             'ccl_health.evidence.nodestate, ccl_health.cli, '
-            'ccl_health.fleet.cli; print("pynvml" in sys.modules)')
+            'ccl_health.fleetcli; print("pynvml" in sys.modules)')
     p = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

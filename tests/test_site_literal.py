@@ -212,7 +212,7 @@ def test_hook_launcher_is_argv_words_never_a_shell_line(tmp_path):
 def test_fleet_node_step_line_keeps_every_word_literal(tmp_path):
     """The fleet's one-step node check is a ``sh -c`` line: every word of
     the site's node_probe is one literal word there."""
-    from ccl_health.fleet import cli as fleet_cli
+    from ccl_health import fleetcli as fleet_cli
     from ccl_health.sitedata.fleetconfig import FleetConfig
     mark = tmp_path / 'mark'
     mark.mkdir()
@@ -231,7 +231,7 @@ def test_fleet_node_step_line_keeps_every_word_literal(tmp_path):
 def test_fleet_step_env_is_literal(tmp_path):
     """Site and fleet env values reach srun steps as an environment (no
     shell): ``${NAME}`` filled from this environment, all else literal."""
-    from ccl_health.fleet import cli as fleet_cli
+    from ccl_health import fleetcli as fleet_cli
     from ccl_health.sitedata.fleetconfig import FleetConfig
     values = {k: v for k, v in hostile(tmp_path).items() if k != 'S_IFS'}
     doc = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))

@@ -325,7 +325,7 @@ def test_hook_ceiling_typo_is_one_line_not_a_drain(tmp_path):
 
 
 def test_fleet_checks_the_site_ceiling_against_its_reference(tmp_path):
-    from ccl_health.fleet import cli
+    from ccl_health import fleetcli as cli
     text = open(os.path.join(SITE_DIR, 'local.yaml')).read().replace(
         '  intra:\n    env: {}\n', '  intra:\n    env: {}\n    ceiling: '
         '{links: 18, link_gbps: 12.5}\n')

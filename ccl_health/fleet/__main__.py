@@ -1,5 +1,5 @@
 import sys
 
-from ccl_health.fleet.cli import main
+from ccl_health.fleetcli import main
 
 sys.exit(main(prog='python -m ccl_health.fleet'))

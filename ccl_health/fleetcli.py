@@ -602,5 +602,5 @@ def _main(argv, prog):
     return exit_code(summary)
 
 
-if __name__ == '__main__':       # python -m ccl_health.fleet.cli ...
+if __name__ == '__main__':       # python -m ccl_health.fleetcli ...
     sys.exit(main(prog='python -m ccl_health.fleet'))
