@@ -50,7 +50,7 @@ def check(argv=None):
     contract when it cannot even be imported (never a reason to drain)."""
     try:
         import ccl_health.hook.check  # noqa: F401 (the whole hook imports)
-        from ccl_health.hook.cli import main
+        from ccl_health.hookcli import main
     except BaseException as err:      # noqa: B902 (the contract first)
         print(f'COULD-NOT-CHECK: {sys.executable} cannot import '
               f'ccl_health.hook.check: {type(err).__name__}: {err}')

@@ -194,7 +194,7 @@ COMMANDS = {
     'ccl_health.db.calibrate': 'usage: ccl-health calibrate',
     'ccl_health.explain': 'usage:',
     'ccl_health.hook': 'usage: ccl-health-check',
-    'ccl_health.hook.cli': 'usage: ccl-health-check',
+    'ccl_health.hookcli': 'usage: ccl-health-check',
     'ccl_health.nightly': 'usage:',
     'ccl_health.fleet': 'usage:',
     'ccl_health.fleetcli': 'usage:',

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ccl_health.hook import cli as hook_cli
+from ccl_health import hookcli as hook_cli
 from ccl_health.hook.probe import Probe
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import SLOW_FACTOR, FaultPlan
