@@ -199,7 +199,7 @@ COMMANDS = {
     'ccl_health.fleet': 'usage:',
     'ccl_health.fleetcli': 'usage:',
     'ccl_health.torch_bench': 'usage:',
-    'ccl_health.torch_bench.cli': 'usage:',
+    'ccl_health.torch_bench.benchcli': 'usage:',
     'ccl_health.evidence.nodestate': 'usage:',
     'ccl_health.rehearsal.standin': 'usage:',
     'ccl_health.judge.validate': 'usage: scripts/validate',

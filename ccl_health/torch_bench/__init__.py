@@ -45,7 +45,7 @@ one per benchmark: :mod:`.bandwidth`, :mod:`.first_call`, :mod:`.replay`,
 
 
 from ccl_health.torch_bench.bandwidth import DEFAULT_COLLECTIVES, parse_collectives, parse_sizes
-from ccl_health.torch_bench.cli import build_parser, main
+from ccl_health.torch_bench.benchcli import build_parser, main
 from ccl_health.torch_bench.first_call import (FIRST_CALL_NUMEL, format_first_call,
                          summarize_first_call)
 from ccl_health.torch_bench.links import link_facts, nic_line_rate

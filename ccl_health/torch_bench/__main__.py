@@ -2,7 +2,7 @@
 
 import sys
 
-from ccl_health.torch_bench.cli import main
+from ccl_health.torch_bench.benchcli import main
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -108,5 +108,5 @@ def main(argv=None):
         return 2
 
 
-if __name__ == '__main__':       # python -m ccl_health.torch_bench.cli ...
+if __name__ == '__main__':       # python -m ccl_health.torch_bench.benchcli ...
     sys.exit(main())
