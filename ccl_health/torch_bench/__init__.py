@@ -48,7 +48,7 @@ from ccl_health.torch_bench.bandwidth import DEFAULT_COLLECTIVES, parse_collecti
 from ccl_health.torch_bench.benchcli import build_parser, main
 from ccl_health.torch_bench.first_call import (FIRST_CALL_NUMEL, format_first_call,
                          summarize_first_call)
-from ccl_health.torch_bench.links import link_facts, nic_line_rate
+from ccl_health.torch_bench.linkfacts import link_facts, nic_line_rate
 from ccl_health.torch_bench.ops import CPU_TIMING, TIMING, TORCH_COLLECTIVES, layout
 from ccl_health.torch_bench.output import (TOOL, TYPE_NAMES, as_sweep, format_row, format_table,
                      header_lines, make_row, write_json)

@@ -10,7 +10,7 @@ import socket
 from ccl_health.evidence import collectives as C
 from ccl_health.sitedata import transports
 
-from ccl_health.torch_bench.links import link_facts
+from ccl_health.torch_bench.linkfacts import link_facts
 
 
 TOOL = 'ccl_health.torch_bench'
