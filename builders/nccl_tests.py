@@ -14,7 +14,7 @@ naming it; the install (``cp`` into ``"$PREFIX"``) takes any path.
 The same prefix gets ``bin/ccl-health-links`` (step ``links``:
 ``builders/src/ccl_health_links.cu`` compiled by nvcc, or by hipcc as HIP
 through ``builders/src/gpu_compat.h``): the health hook's copy matrix of
-the GPU links (:mod:`ccl_health.evidence.links`).
+the GPU links (:mod:`ccl_health.evidence.copymatrix`).
 
 rccl-tests' Makefile runs ``hipify-perl`` (ROCm's ``bin``, on PATH once the
 ``rocm`` module is loaded) on every source, compiles with
@@ -29,12 +29,12 @@ import hashlib
 import os
 
 from ccl_health import buildcache, resources
-from ccl_health.evidence import links
+from ccl_health.evidence import copymatrix as links
 from ccl_health.evidence import programs
 
 from .source_build import SourceBuild
 
-#: the link check's program (:mod:`ccl_health.evidence.links`): one CUDA / HIP
+#: the link check's program (:mod:`ccl_health.evidence.copymatrix`): one CUDA / HIP
 #: source, built beside the test programs into the same prefix, where the
 #: health hook finds it (``bin/ccl-health-links``)
 LINKS_SOURCE = os.path.join(resources.builders_dir(), 'src',

@@ -388,7 +388,7 @@ def test_links_program_compiles_as_hip(hip_toolchain, tmp_path):
     Without an AMD GPU it runs only as far as its own errors: a bad option
     (exit 2) and no device (exit 1), each one line the hook reads."""
     from builders.nccl_tests import LINKS_PRODUCT, links_step
-    from ccl_health.evidence import links
+    from ccl_health.evidence import copymatrix as links
     extras = {'rocm_home': '/usr'}
     cmd = links_step('rccl-tests', ARCH, lambda k, d=None: extras.get(k, d))
     assert cmd.startswith(f'/usr/bin/hipcc -x hip --offload-arch={ARCH} -O2 '

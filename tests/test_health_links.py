@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from ccl_health.evidence import links
+from ccl_health.evidence import copymatrix as links
 from ccl_health.judge import reference
 from ccl_health.db import store
 from ccl_health.judge.links import judge_links

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ccl_health.evidence import links
+from ccl_health.evidence import copymatrix as links
 from ccl_health.judge import reference
 from ccl_health.judge.links import judge_links
 from ccl_health.judge.verdicts import Verdict

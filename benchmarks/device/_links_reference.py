@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-from ccl_health.evidence import links
+from ccl_health.evidence import copymatrix as links
 
 capture, ref, script = sys.argv[1:4]
 res = links.parse_links(open(capture).read())

@@ -12,7 +12,7 @@
  * copies from / to pinned memory instead.  The first and last 4 KiB of
  * every received buffer are checked against the sender's byte pattern.
  *
- * Output (parsed by ccl_health/evidence/links.py): header lines starting with '#',
+ * Output (parsed by ccl_health/evidence/copymatrix.py): header lines starting with '#',
  * one line per measured direction
  *
  *   SRC DST BYTES SECONDS GB/s     (SRC/DST: GPU index or "host";

@@ -32,7 +32,7 @@ class Probe:
 @dataclasses.dataclass
 class LinksProbe:
     """The copy matrix of every GPU pair (``ccl-health-links`` or
-    nvbandwidth, :mod:`ccl_health.evidence.links`); it stands in for the
+    nvbandwidth, :mod:`ccl_health.evidence.copymatrix`); it stands in for the
     NCCL pair rounds where the program is installed."""
     gpus: tuple               # node GPU indices, in the program's order
     tool: str = ''

@@ -136,7 +136,7 @@ def find_links_tool(prefix, site):
     ``bin/ccl-health-links`` of the tests' install prefix (the builders put
     it there), else the site's ``health.nvbandwidth``.  A path the site
     names that is not executable cannot be checked with (exit 2)."""
-    from ccl_health.evidence import links
+    from ccl_health.evidence import copymatrix as links
     health = site.health if site is not None else None
     named = [(links.PROGRAM, getattr(health, 'links', None)),
              (links.NVBANDWIDTH, getattr(health, 'nvbandwidth', None))]
@@ -158,7 +158,7 @@ def find_links_tool(prefix, site):
 def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy, limit=None):
     """Run the copy matrix on ``gpu_ids`` (made visible by ``env``), alone
     (nothing else runs on the GPUs meanwhile), and have it judged."""
-    from ccl_health.evidence import links
+    from ccl_health.evidence import copymatrix as links
     name, path = tool
     size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
     probe = LinksProbe(tuple(gpu_ids), name, path, size, tuple(tokens))

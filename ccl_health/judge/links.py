@@ -1,5 +1,5 @@
 """The judge of the GPU links: a copy matrix of ``ccl-health-links`` or
-nvbandwidth (:class:`ccl_health.evidence.links.LinksResult`) against the
+nvbandwidth (:class:`ccl_health.evidence.copymatrix.LinksResult`) against the
 partition's ``peer_copy`` reference (:func:`judge_links`).  The health
 hook's copy-matrix probe hands its result here; the all_reduce probes go
 through :func:`ccl_health.judge.judge.judge`."""
@@ -14,7 +14,7 @@ def _gb(x):
 
 def judge_links(result, exit_status, peer_copy=None, label=str,
                 expect_gpus=None):
-    """Judge a copy matrix (:class:`ccl_health.evidence.links.LinksResult`) of
+    """Judge a copy matrix (:class:`ccl_health.evidence.copymatrix.LinksResult`) of
     ``ccl-health-links`` or nvbandwidth: ``(verdict, one-line reason,
     judged)``, ``judged`` a list of ``(link, reference or None, lower
     bound or None, ok)`` for every measured direction.
@@ -29,7 +29,7 @@ def judge_links(result, exit_status, peer_copy=None, label=str,
     one it is named but not judged.  A CUDA / HIP error is a ``crash``, a
     wrong byte ``wrong-results``, a usage error ``could-not-check``.
     ``label`` turns the program's GPU index into the node's."""
-    from ccl_health.evidence.links import GPU_TO_GPU
+    from ccl_health.evidence.copymatrix import GPU_TO_GPU
     judged = []
     errs = list(result.errors)
     if any(e.startswith('usage error') for e in errs):

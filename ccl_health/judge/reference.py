@@ -142,7 +142,7 @@ class Entry:
 @dataclasses.dataclass
 class PeerCopy:
     """A partition's ``peer_copy``: the copy-engine GB/s of one direction
-    of its GPU links (:mod:`ccl_health.evidence.links`), by kind (``gpu_to_gpu``,
+    of its GPU links (:mod:`ccl_health.evidence.copymatrix`), by kind (``gpu_to_gpu``,
     ``in_gpu``, ``host_to_gpu``, ``gpu_to_host``) and for single
     directions that differ (``pairs``, by the node's GPU indices), at one
     copy size, with one tolerance and its source."""
@@ -153,7 +153,7 @@ class PeerCopy:
     pairs: Dict[tuple, float] = dataclasses.field(default_factory=dict)
 
     def expected(self, link, label=str):
-        """The reference GB/s of a :class:`ccl_health.evidence.links.Link` (its GPU
+        """The reference GB/s of a :class:`ccl_health.evidence.copymatrix.Link` (its GPU
         indices turned into the node's by ``label``), or None."""
         if link.kind == 'gpu_to_gpu':
             key = (int(label(int(link.src))), int(label(int(link.dst))))

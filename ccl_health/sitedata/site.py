@@ -60,7 +60,7 @@ class HealthSite:
     limit: Optional[float] = None
     #: a prebuilt ``ccl-health-links`` (default: the one in the tests'
     #: install prefix) and NVIDIA's ``nvbandwidth``: what measures the GPU
-    #: links (:mod:`ccl_health.evidence.links`)
+    #: links (:mod:`ccl_health.evidence.copymatrix`)
     links: Optional[str] = None
     nvbandwidth: Optional[str] = None
     #: text the GPU model must contain (:mod:`ccl_health.evidence.nodestate`)
