@@ -10,7 +10,7 @@ import pytest
 
 from ccl_health.evidence import copymatrix as links
 from ccl_health.judge import reference
-from ccl_health.judge.links import judge_links
+from ccl_health.judge.linkjudge import judge_links
 from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
 

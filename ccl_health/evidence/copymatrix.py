@@ -19,7 +19,7 @@ programs that measure it in one process:
   reads from the column GPU (data flows column -> row).
 
 Pure: no GPU, no ReFrame.  The verdict on a result is
-:func:`ccl_health.judge.links.judge_links`'s."""
+:func:`ccl_health.judge.linkjudge.judge_links`'s."""
 
 import dataclasses
 import math

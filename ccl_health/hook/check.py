@@ -28,7 +28,7 @@ site file's ``env`` and ``health.env`` only), read the node's state again,
 and have every probe judged by the one judge (:mod:`.judging`: each
 all_reduce probe's attempts are one ``CaseEvidence`` for
 :func:`ccl_health.judge.judge.judge`; the copy matrix goes to
-:func:`ccl_health.judge.links.judge_links`); the line names the action
+:func:`ccl_health.judge.linkjudge.judge_links`); the line names the action
 (isolate / reset; ``monitor`` never drains: exit 2).  The line is
 printed before recording (:mod:`.record`); the whole run, recording
 included, ends within ``--limit``.

@@ -4,7 +4,7 @@ attempts go into ONE :class:`ccl_health.judge.evidence.CaseEvidence`
 and :func:`ccl_health.judge.judge.judge` decides (a retry absorbs a
 bandwidth shortfall only; any other fault in any attempt is the verdict,
 naming the attempt); the copy matrix goes to the judge of the links
-(:func:`ccl_health.judge.links.judge_links`).  What is left here is the
+(:func:`ccl_health.judge.linkjudge.judge_links`).  What is left here is the
 hook's line: its prefix, the node's state first (:func:`with_node_state`)
 and the action (:func:`with_action`: isolate / reset / monitor)."""
 
@@ -219,9 +219,9 @@ def launcher_words(output):
 
 def judge_copy_matrix(probe, got, res, peer_copy, limit=None):
     """The verdict of the copy matrix: the judge of the links
-    (:func:`ccl_health.judge.links.judge_links`)."""
+    (:func:`ccl_health.judge.linkjudge.judge_links`)."""
     from ccl_health.judge import node
-    from ccl_health.judge.links import judge_links
+    from ccl_health.judge.linkjudge import judge_links
     from ccl_health.judge.verdicts import Verdict
     what = f'{probe.tool} (the copy matrix of the GPU links)'
     if got.not_started:
