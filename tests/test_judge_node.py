@@ -1,11 +1,11 @@
-"""The judge of a node (ccl_health/judge/node.py) and of a case as ReFrame
+"""The judge of a node (ccl_health/judge/nodejudge.py) and of a case as ReFrame
 ended it (ccl_health/judge/outcome.py): the rules the hook, the fleet and
 the run summary ask instead of deciding themselves."""
 
 import pytest
 
 from ccl_health.evidence.nodestate.diagnose import Cause
-from ccl_health.judge import node
+from ccl_health.judge import nodejudge as node
 from ccl_health.judge.outcome import CaseOutcome, judge_outcome
 from ccl_health.judge.verdicts import Verdict
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccl_health import safefile
 from ccl_health.units import format_size
-from ccl_health.judge import node as node_judge
+from ccl_health.judge import nodejudge as node_judge
 from ccl_health.judge.judge import judge
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan

@@ -18,8 +18,8 @@ The flow (this module): read the node's state first (a leftover process,
 an ECC / XID error, a lost GPU is named whatever else is missing), ask
 the resource manager what the node is (:func:`resource_manager`: Slurm's
 record of it, once, bounded; the PCI bus where the driver lists no GPU:
-the judge's :func:`ccl_health.judge.node.not_a_gpu_node` and
-:func:`~ccl_health.judge.node.probe_allowed` decide), resolve
+the judge's :func:`ccl_health.judge.nodejudge.not_a_gpu_node` and
+:func:`~ccl_health.judge.nodejudge.probe_allowed` decide), resolve
 the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
@@ -155,7 +155,7 @@ def resource_manager(settings, environ, found):
 def _check(settings, environ, before, found, work):
     from ccl_health import CclHealthError
     from ccl_health.evidence import node, programs
-    from ccl_health.judge import node as node_judge
+    from ccl_health.judge import nodejudge as node_judge
     from ccl_health.judge import reference
     from ccl_health.judge.judge import judge
     from ccl_health.sitedata import overrides

@@ -74,15 +74,15 @@ def _decided(probe, verdict_reason):
 
 def not_started(probe, what, limit=None):
     """A probe the limit left no time to start
-    (:func:`ccl_health.judge.node.no_time`)."""
-    from ccl_health.judge import node
+    (:func:`ccl_health.judge.nodejudge.no_time`)."""
+    from ccl_health.judge import nodejudge as node
     return _decided(probe, node.no_time(what, limit))
 
 
 def _timed_out(probe, got, what, limit):
-    """Past its bound (:func:`ccl_health.judge.node.stopped`): a hang only
+    """Past its bound (:func:`ccl_health.judge.nodejudge.stopped`): a hang only
     where the program had started its timed work."""
-    from ccl_health.judge import node
+    from ccl_health.judge import nodejudge as node
     return _decided(probe, node.stopped(what, got.started, probe.seconds,
                                         limit))
 
@@ -141,7 +141,7 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
                                            f'{launcher[0]!r}: '
                                            f'{got.not_started}')
     if got.timed_out:
-        from ccl_health.judge import node
+        from ccl_health.judge import nodejudge as node
         if got.started:     # the judge names the hang from the kill
             return assemble.unrun(killed=node.unfinished(what, got.seconds))
         return assemble.unrun(launch_error=node.stopped(
@@ -164,7 +164,8 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
 def not_started_attempt(what, limit=None):
     """The limit left no time to start a probe: could not check, naming
     the limit."""
-    from ccl_health.judge import assemble, node
+    from ccl_health.judge import assemble
+    from ccl_health.judge import nodejudge as node
     return assemble.unrun(launch_error=node.no_time(what, limit)[1])
 
 
@@ -220,7 +221,7 @@ def launcher_words(output):
 def judge_copy_matrix(probe, got, res, peer_copy, limit=None):
     """The verdict of the copy matrix: the judge of the links
     (:func:`ccl_health.judge.linkjudge.judge_links`)."""
-    from ccl_health.judge import node
+    from ccl_health.judge import nodejudge as node
     from ccl_health.judge.linkjudge import judge_links
     from ccl_health.judge.verdicts import Verdict
     what = f'{probe.tool} (the copy matrix of the GPU links)'
@@ -302,7 +303,7 @@ def judge_attempts(tries, repeats, result_of, pair_entry, size, n, system,
         lp = firm[0] if firm else lps[-1]
         found.append((Verdict.parse(lp.verdict or 'could-not-check'),
                       lp.why, None))
-    from ccl_health.judge import node
+    from ccl_health.judge import nodejudge as node
     verdict, why = node.probes_verdict([f[:2] for f in found])
     if verdict is not Verdict.PASS:
         res = result_of(verdict, why, probes, len(tries))
@@ -351,16 +352,16 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
 
 # -- the node's state ---------------------------------------------------------
 
-from ccl_health.judge.node import (  # noqa: E402,F401 (the hook's names)
+from ccl_health.judge.nodejudge import (  # noqa: E402,F401 (the hook's names)
     IDLE_NODE, KIND_CAUSE, cause_text)
 
 
 def causes_of(before, after, site=None, expected_gpus=None, job=''):
     """The causes the node's state shows; ``job``: why a job may use the
-    GPUs (:func:`ccl_health.judge.node.job_causes`)."""
+    GPUs (:func:`ccl_health.judge.nodejudge.job_causes`)."""
     from ccl_health.evidence.nodestate.diagnose import (MEMORY_HELD_FRACTION,
                                                         diagnose)
-    from ccl_health.judge import node
+    from ccl_health.judge import nodejudge as node
     health = getattr(site, 'health', None)
     causes = diagnose(before, after,
                       expected_model=getattr(health, 'gpu_model', None),
@@ -384,13 +385,13 @@ def node_state_detail(before, after, causes):
 def with_node_state(res, before, after, site=None, expected_gpus=None,
                     job=''):
     """The probes' result ``res`` with the causes the node's state shows
-    (read before and after) judged by :func:`ccl_health.judge.node.
+    (read before and after) judged by :func:`ccl_health.judge.nodejudge.
     with_state`: the first cause named first, a cause that drains fails a
     pass or an unjudged result.  ``job``: why a job may use the GPUs (it
     runs one, or the resource manager could not be asked): its processes
     are named, never drained.  The readings and causes go into
     ``res.node_state``."""
-    from ccl_health.judge import node
+    from ccl_health.judge import nodejudge as node
     from ccl_health.judge.verdicts import Verdict, exit_code
     causes = causes_of(before, after, site, expected_gpus, job)
     res.node_state = node_state_detail(before, after, causes)
@@ -440,9 +441,9 @@ def with_action(res, site=None):
 def node_without_gpus(gpus, expected, system, partition):
     """No GPU answered the driver (``gpus.why_none``): where the node's
     partition has a known GPU count, a node fault
-    (:func:`ccl_health.judge.node.missing_gpus`); else None (could not
+    (:func:`ccl_health.judge.nodejudge.missing_gpus`); else None (could not
     check)."""
-    from ccl_health.judge import node
+    from ccl_health.judge import nodejudge as node
     return node.missing_gpus(gpus.why_none, expected, f'{system}:{partition}')
 
 
