@@ -20,7 +20,7 @@ from ccl_health import (CclHealthError, entry, helptext, outputs, resources,
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
 from ccl_health import reportcli as dbcli
-from ccl_health.evidence import node
+from ccl_health.evidence import nodefacts as node
 from ccl_health.db import recorder
 from ccl_health.db import store
 from ccl_health import dburl, summary

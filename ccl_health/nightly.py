@@ -359,7 +359,7 @@ def _open_db(db_url):
 def _cause(rc, env, log_path):
     """Why the main command recorded nothing: no GPUs (it made a dry run),
     else its exit code."""
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     gpus = node.detect_gpus(env)
     if gpus.count == 0:
         return (f'{gpus.why_none}: scripts/run made a dry run (job '

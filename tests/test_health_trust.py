@@ -646,7 +646,7 @@ def _processes_with(text):
 # -- the node's GPUs as its tools list them -----------------------------------
 
 def test_nvidia_smi_query_as_the_real_one_prints_it():
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     # captured on an H100 (nvidia-smi 580.159.04)
     out = ('0, GPU-63536d13-c7f6-4b78-6145-e06e786e4c2b, NVIDIA H100 80GB '
            'HBM3, 9.0, 580.159.04\n')
@@ -704,14 +704,14 @@ Agent 4
 
 
 def test_rocminfo_agents():
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     assert node.parse_rocminfo(ROCMINFO) == [
         ('gfx90a', 'GPU-4e7c6e8b3a0f1c2d'), ('gfx90a', 'GPU-9b1d00c2f3a4e5d6'),
         ('gfx1036', '')]
 
 
 def test_amd_visible_devices_layers():
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     gpus = node.Gpus('amd', 4, 'gfx90a', 'gfx90a', uuids=[
         'GPU-4e7c6e8b3a0f1c2d', 'GPU-9b1d00c2f3a4e5d6', 'GPU-aa', 'GPU-bb'])
     # ROCR first (node indices or UUIDs), then HIP indices within it
@@ -729,7 +729,7 @@ def test_amd_visible_devices_layers():
 def test_probe_environment_names_the_probe_gpus():
     from ccl_health.hook import probe
     from ccl_health.hook import probes
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     nv = node.Gpus('nvidia', 2, uuids=[UUID0, UUID1])
     vis = node.visible_gpus(nv, {'CUDA_VISIBLE_DEVICES': f'{UUID1},{UUID0}'})
     p = probe.Probe((0,), 1, tokens=(UUID0,))

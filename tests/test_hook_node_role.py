@@ -170,7 +170,7 @@ def test_the_judge_of_the_role():
 
 
 def test_partition_from_slurm_where_the_configuration_matches():
-    from ccl_health.evidence.node import Gpus
+    from ccl_health.evidence.nodefacts import Gpus
     from ccl_health.hook.where import load_config_system, slurm_matches
     cfg = os.path.join(REPO, 'config')
     gpus = Gpus('nvidia', 4)

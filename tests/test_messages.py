@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ccl_health.evidence import node
+from ccl_health.evidence import nodefacts as node
 from conftest import REPO
 
 SCRIPTS = os.path.join(REPO, 'scripts')

@@ -53,7 +53,7 @@ def test_shipped_health_blocks_name_a_gpu_partition(name):
     ReFrame configuration that has GPUs (the hook's node count and its
     reference key come from there)."""
     from ccl_health.hook import where
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     from ccl_health.sitedata import sysconfig
     s = site.load(SITE_DIR, name)
     assert s.health is not None and s.health.launcher

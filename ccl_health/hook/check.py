@@ -154,7 +154,8 @@ def resource_manager(settings, environ, found):
 
 def _check(settings, environ, before, found, work):
     from ccl_health import CclHealthError
-    from ccl_health.evidence import node, programs
+    from ccl_health.evidence import programs
+    from ccl_health.evidence import nodefacts as node
     from ccl_health.judge import nodejudge as node_judge
     from ccl_health.judge import reference
     from ccl_health.judge.judge import judge

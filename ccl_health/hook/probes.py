@@ -47,7 +47,7 @@ def find_tests_prefix(explicit=None, site=None, program=None):
 def probe_env(env, gpus, vis, probe):
     """The environment of one probe: its GPUs made visible by the tokens
     they were given by (UUIDs stay UUIDs), or by their indices."""
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     penv = dict(env)
     if gpus.vendor == 'amd':
         # HIP indices count within ROCR_VISIBLE_DEVICES' list when it is set

@@ -34,7 +34,7 @@ def load_config_system(config_dir, name, gpus):
     """The ``system`` dict of ``config/systems/<name>.py`` (loaded as
     ReFrame's configuration loads it, without ReFrame; the GPUs it detects
     are ``gpus``, detected once)."""
-    from ccl_health.evidence import node
+    from ccl_health.evidence import nodefacts as node
     path = config_system_path(config_dir, name)
     try:
         system = node.load_system_file(path, gpus,

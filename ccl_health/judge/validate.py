@@ -42,7 +42,7 @@ import sys
 from typing import Dict, List
 
 from ccl_health import CclHealthError, read_text, resources
-from ccl_health.evidence import node as node_evidence
+from ccl_health.evidence import nodefacts as node_evidence
 from ccl_health.judge import reference as reference_data
 from ccl_health.sitedata import overrides, schemas, sysconfig
 from ccl_health.evidence.benignwarns import check_benign

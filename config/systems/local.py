@@ -12,7 +12,7 @@ option).  ``CCL_HEALTH_LAUNCHER`` overrides the launcher in either case."""
 
 import os
 
-from ccl_health.evidence import node
+from ccl_health.evidence import nodefacts as node
 
 _gpus = node.detect_gpus()
 _scheduler = os.environ.get('CCL_HEALTH_SCHEDULER') or 'local'
