@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Issue 14 at scale, by simulation: the fleet acceptance's own code
-(ccl_health/fleet/run.py, the same that drives Slurm) on the simulated
+(ccl_health/fleet/rounds.py, the same that drives Slurm) on the simulated
 scheduler (ccl_health/fleet/simulate.py: step durations from measurements
 and a modelled start-up, each constant with its source there), for
 Frontier (9,408 nodes, 8 ranks per node) and Perlmutter (1,792 GPU nodes,
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 from ccl_health.fleet import simulate  # noqa: E402
 from ccl_health.sitedata.fleetconfig import FleetConfig  # noqa: E402
 from ccl_health.fleet.faults import FaultPlan  # noqa: E402
-from ccl_health.fleet.run import Fleet  # noqa: E402
+from ccl_health.fleet.rounds import Fleet  # noqa: E402
 
 #: name, node prefix, nodes, ranks per node, busbw of a healthy 2-node
 #: all_reduce at 1G (GB/s): Frontier net-plugin-gdr 105.4 (rccl-tests, 16
@@ -176,7 +176,7 @@ def render(rows, sens, bis=()):
         '',
         'Produced by `python benchmarks/fleet_scale.py --out '
         'benchmarks/results/fleet_scale.md` (seed %d): the orchestration of '
-        '`ccl_health/fleet/run.py` on the simulated scheduler of '
+        '`ccl_health/fleet/rounds.py` on the simulated scheduler of '
         '`ccl_health/fleet/simulate.py`.' % SEED,
         '',
         'Step durations (sources in `ccl_health/fleet/simulate.py`):',

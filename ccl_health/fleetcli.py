@@ -28,7 +28,7 @@ from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.hostlist import expand_hostlist
-from ccl_health.fleet.run import Fleet, exit_code, summary_text
+from ccl_health.fleet.rounds import Fleet, exit_code, summary_text
 
 EXIT_ERROR = 2
 

@@ -15,7 +15,7 @@ from).
 
 It never drains (``scripts/fleet --drain`` does, run by a person); its
 verdict and reason come from the run's ``fleet.json``
-(:func:`ccl_health.fleet.run.exit_code`): ``pass`` only when every node was
+(:func:`ccl_health.fleet.rounds.exit_code`): ``pass`` only when every node was
 checked and found healthy, the worst verdict of a failed step when a node,
 link or group is bad, ``could-not-check`` otherwise."""
 
@@ -32,7 +32,7 @@ from reframe.core.builtins import (run_after, run_before, sanity_function,
 from ccl_health import resources
 from ccl_health.fleet.resume import exit_code as resume_exit_code
 from ccl_health.fleet.resume import summary_text as resume_text
-from ccl_health.fleet.run import exit_code, summary_text
+from ccl_health.fleet.rounds import exit_code, summary_text
 from ccl_health.sitedata.sysconfig import partition_gpus
 from ccl_health.judge.verdicts import Verdict, worst
 

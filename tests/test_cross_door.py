@@ -14,7 +14,7 @@ out) and every door that judges a case, each a thin adapter around it:
 * ingest (:func:`ccl_health.db.recorder.case_verdict` of the judged
   verdict with :func:`~ccl_health.db.recorder.sizes_from_sweep`: it
   records what the sweep judged and assembles nothing);
-* a fleet step (:func:`ccl_health.fleet.run.judge_step`, with the
+* a fleet step (:func:`ccl_health.fleet.rounds.judge_step`, with the
   capture's debug logs, the reference file and proof asked);
 * the node health hook, for the intra-node captures (its adapter
   without GPUs: :func:`ccl_health.hook.judging.output_attempt` of the
@@ -39,7 +39,7 @@ from ccl_health import explain
 from ccl_health.db import recorder
 from ccl_health.evidence import nccltests
 from ccl_health.sitedata.fleetconfig import FleetConfig
-from ccl_health.fleet.run import Raw, Step, judge_step
+from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import assemble, reference
 from ccl_health.sitedata import site as site_data

@@ -34,7 +34,7 @@ from ccl_health import CclHealthError, explain
 from ccl_health.db import recorder
 from ccl_health.evidence import debuglog, nccltests
 from ccl_health.sitedata.fleetconfig import FleetConfig
-from ccl_health.fleet.run import Raw, Step, judge_step
+from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import reference
 from ccl_health.judge.judge import judge

@@ -17,7 +17,7 @@ from ccl_health import fleetcli as cli
 from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.judge import series
 from ccl_health.sitedata.fleetconfig import FleetConfig
-from ccl_health.fleet.run import Fleet, Step, exit_code
+from ccl_health.fleet.rounds import Fleet, Step, exit_code
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,7 +11,7 @@ import pytest
 from ccl_health.evidence import nccltests
 from ccl_health.fleet import simulate
 from ccl_health.sitedata.fleetconfig import FleetConfig
-from ccl_health.fleet.run import Raw, Step, judge_step
+from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.judge.verdicts import Verdict
 
 HERE = os.path.join(os.path.dirname(__file__), 'fixtures', 'device', 'fleet')

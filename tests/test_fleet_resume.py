@@ -9,7 +9,7 @@ import pytest
 
 from ccl_health.fleet import resume, resumestate
 from ccl_health.sitedata.fleetconfig import FleetConfig
-from ccl_health.fleet.run import Raw, Step
+from ccl_health.fleet.rounds import Raw, Step
 
 SINFO = """n01|idle|none
 n02|drain|ccl-health: isolate: UNHEALTHY: crash: GPU 0

@@ -1,4 +1,4 @@
-"""The orchestration (ccl_health/fleet/run.py) on the simulated scheduler:
+"""The orchestration (ccl_health/fleet/rounds.py) on the simulated scheduler:
 the injected culprits are named, nobody else, nothing healthy drained, and
 every hang is bounded by the round limit (a small scenario set: fast)."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
-from ccl_health.fleet.run import Fleet, Raw, exit_code, judge_node, \
+from ccl_health.fleet.rounds import Fleet, Raw, exit_code, judge_node, \
     judge_step, Step
 from ccl_health.fleet.simulate import SimScheduler, startup_seconds
 from ccl_health.judge.verdicts import Verdict

@@ -11,7 +11,7 @@ from ccl_health.fleet import slurm, systemic
 from ccl_health import fleetcli as cli
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
-from ccl_health.fleet.run import Fleet, exit_code, summary_text
+from ccl_health.fleet.rounds import Fleet, exit_code, summary_text
 from ccl_health.fleet.simulate import SimScheduler
 from ccl_health.judge import actions
 from ccl_health.sitedata import nodeactions

@@ -31,7 +31,7 @@ from ccl_health.evidence import nccltests
 from ccl_health.fleet import report as fleet_report
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
-from ccl_health.fleet.run import Fleet
+from ccl_health.fleet.rounds import Fleet
 from ccl_health.fleet.simulate import SimScheduler
 from ccl_health.hook import record as hook_record
 from ccl_health.hook.judging import HookResult

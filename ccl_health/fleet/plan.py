@@ -1,6 +1,6 @@
 """The pure logic of a fleet acceptance: who is paired with whom, who is to
 blame, which groups to test, and who is slow.  No Slurm, no clock: the
-orchestration (:mod:`ccl_health.fleet.run`) feeds it the results of each
+orchestration (:mod:`ccl_health.fleet.rounds`) feeds it the results of each
 round and asks for the next.
 
 Rules (the first rule of the project: never a false drain):

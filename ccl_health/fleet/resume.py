@@ -350,7 +350,7 @@ class Resume:
         return summary
 
     def _run(self, summary, stops):
-        from ccl_health.fleet.run import Judged, judge_node, judge_step, Step
+        from ccl_health.fleet.rounds import Judged, judge_node, judge_step, Step
         cfg = self.cfg
         stops.check()
         found = finish_unfinished(self.output_dir, self.partition,

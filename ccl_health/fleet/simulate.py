@@ -1,6 +1,6 @@
 """A simulated scheduler for the scale benchmark
 (``benchmarks/fleet_scale.py``) and the unit tests: the same
-:class:`~ccl_health.fleet.run.Fleet` drives it as drives Slurm.  It
+:class:`~ccl_health.fleet.rounds.Fleet` drives it as drives Slurm.  It
 keeps a clock (nothing sleeps), takes what each step shows from the one
 fault model (:class:`~ccl_health.fleet.faults.FaultPlan`) and how long it
 takes from the constants below, each with its source.
@@ -19,7 +19,7 @@ from typing import Dict, List
 
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import FaultPlan
-from ccl_health.fleet.run import Raw, Step
+from ccl_health.fleet.rounds import Raw, Step
 
 #: seconds of one node check (the health hook, 2 ranks, 1G): 2.3-2.6 s on
 #: 2xH200 (issue 14)

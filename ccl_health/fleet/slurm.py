@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccl_health import CclHealthError
 from ccl_health.oneline import clean
-from ccl_health.fleet.run import Raw, Step
+from ccl_health.fleet.rounds import Raw, Step
 from ccl_health.stops import dies_with_parent
 
 #: sinfo's short states of a node that can take a step (a trailing ``*``,

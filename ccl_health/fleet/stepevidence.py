@@ -1,6 +1,6 @@
 """The evidence of one fleet pair / group step
 (:class:`ccl_health.judge.evidence.CaseEvidence`), for
-:func:`ccl_health.fleet.run.judge_step`: what it ran (``fleet.transport``,
+:func:`ccl_health.fleet.rounds.judge_step`: what it ran (``fleet.transport``,
 all_reduce over its nodes x ``tasks_per_node``, the step's one size), its
 table and exit status, its debug log, its reference key."""
 
@@ -23,7 +23,7 @@ SRUN_FAILURES = ('srun: error: Unable to create step',
 
 def srun_failure(raw):
     """The line of srun's own failure in a step's stderr (``raw``: a
-    :class:`ccl_health.fleet.run.Raw`), or None."""
+    :class:`ccl_health.fleet.rounds.Raw`), or None."""
     for line in (raw.stderr or '').splitlines():
         if line.strip().startswith(SRUN_FAILURES):
             return line.strip()

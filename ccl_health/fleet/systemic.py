@@ -89,7 +89,7 @@ def switches(cfg) -> Dict[str, List[str]]:
 
 def node_failures(fleet) -> Dict[str, str]:
     """``{node: failure shape}`` of the nodes of a finished
-    :class:`~ccl_health.fleet.run.Fleet` run that failed (see the module
+    :class:`~ccl_health.fleet.rounds.Fleet` run that failed (see the module
     text)."""
     nodes = set(fleet.nodes)
     out = {}
