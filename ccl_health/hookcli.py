@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from ccl_health.hook import run
+from ccl_health.hook import bounded as run
 from ccl_health import safefile
 from ccl_health.oneline import clean
 from ccl_health.judge.verdicts import Verdict

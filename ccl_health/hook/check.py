@@ -56,7 +56,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ccl_health import resources
-from ccl_health.hook import judging as judging_words, keep, run
+from ccl_health.hook import judging as judging_words, keep
+from ccl_health.hook import bounded as run
 from ccl_health.hook.judging import (
     attempt_over, judge_attempts, judged_probe, node_without_gpus,
     probe_evidence, result as _result, unjudged, with_action, with_node_state)

@@ -131,7 +131,7 @@ def gpus_text(gpus):
 def probe_attempt(got, launcher, what, limit=None, program=None,
                   logs=()):
     """What one run of a probe left (``got``:
-    :class:`ccl_health.hook.run.Outcome`) as an attempt: a launcher that
+    :class:`ccl_health.hook.bounded.Outcome`) as an attempt: a launcher that
     could not start, a limit too short to start (``launch_error``:
     could not check), a program that started and stopped progressing
     (``killed``: a hang), else its output, exit status and logs."""

@@ -22,7 +22,7 @@ which must be a real folder of this user that no one else can write in
   named by its file name only (``nccl-debug.n01.1234.log``).
 
 A signal removes the work folder like any temporary folder
-(:func:`ccl_health.hook.run.remove_folders`); one left by SIGKILL is
+(:func:`ccl_health.hook.bounded.remove_folders`); one left by SIGKILL is
 removed by a later pruning.
 """
 
@@ -33,7 +33,7 @@ import stat
 import time
 
 from ccl_health import CclHealthError, safefile
-from ccl_health.hook import run
+from ccl_health.hook import bounded as run
 from ccl_health.oneline import clean
 
 #: the name of a kept check's folder starts with this

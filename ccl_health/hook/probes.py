@@ -6,7 +6,7 @@
 * the copy matrix of every GPU pair (``ccl-health-links`` or nvbandwidth,
   :func:`run_links`), which stands in for the pair rounds where installed.
 
-Each runs through :func:`ccl_health.hook.run.bounded`, in the clean
+Each runs through :func:`ccl_health.hook.bounded.bounded`, in the clean
 environment of :func:`ccl_health.hook.settings.clean_environment`."""
 
 import glob
@@ -15,7 +15,8 @@ import os
 import re
 import time
 
-from ccl_health.hook import judging, run
+from ccl_health.hook import judging
+from ccl_health.hook import bounded as run
 from ccl_health.hook.probe import LinksProbe
 from ccl_health.hook.settings import CouldNotCheck
 

@@ -254,7 +254,7 @@ def read(environ, hostname, seconds, runner):
     """This node's :class:`Reading`.  ``runner(cmd, env, timeout)`` runs
     a command within ``timeout`` s and returns an object with ``output``,
     ``returncode``, ``timed_out`` and ``not_started``
-    (:func:`ccl_health.hook.run.bounded`).  Raises :class:`NotAnswered`
+    (:func:`ccl_health.hook.bounded.bounded`).  Raises :class:`NotAnswered`
     where Slurm is named and does not answer."""
     t0 = time.monotonic()
     said = named(environ)
