@@ -538,7 +538,7 @@ def render(data):
                 'case, the checks written in the order of the nodes (runs '
                 'of falling times, the worst fill of every time index); '
                 'schema 9: each series once and its id in the case '
-                '(ccl_health/db/series.py), the kind index without the '
+                '(ccl_health/db/seriestable.py), the kind index without the '
                 'health probes, a healthy check\'s detail compact, the '
                 'checks written in the order of their time (as a database '
                 'receives them).', '']

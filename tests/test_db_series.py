@@ -1,5 +1,5 @@
 """Each history series once, a case's by its integer id (schema 9,
-ccl_health/db/series.py, issue 30): the migration of a database recorded
+ccl_health/db/seriestable.py, issue 30): the migration of a database recorded
 before it gives the same answers; a key's text is the same whichever way
 its numbers came; a case written again into another series moves, and
 the series it left is dropped; the series of a scope are read from the
@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import queries, reads, series, store
+from ccl_health.db import queries, reads, store
+from ccl_health.db import seriestable as series
 from ccl_health.db import keyreads
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))

@@ -82,9 +82,9 @@ def key_where(store, key, alias='c'):
     """SQL (and its parameters) selecting the cases of the series ``key``
     (:func:`ccl_health.judge.history.series_key`), and whether it is exact
     (schema 6) or the kind and node are still to be sorted out.  Schema
-    9: by the key's series id (:mod:`ccl_health.db.series`)."""
+    9: by the key's series id (:mod:`ccl_health.db.seriestable`)."""
     from ccl_health.judge.series import KEY
-    from ccl_health.db import series
+    from ccl_health.db import seriestable as series
     if series.ided(store):
         sql, params = series.where(key, alias)
         return sql, params, True

@@ -28,7 +28,7 @@ BATCH = 5000
 def migrate(src, url, progress=None):
     """Copy the store ``src`` into the PostgreSQL database ``url``;
     returns ``{table: rows}``."""
-    from ccl_health.db import series as series_of
+    from ccl_health.db import seriestable as series_of
     from ccl_health.db.store import open_store, series_columns
     from ccl_health.judge.series import series_key
     if not dburl.is_postgres(url):
@@ -100,7 +100,7 @@ def _sequence(dst, table):
 def _write_series(dst, made):
     """The series numbered while the cases of a source older than schema
     9 were copied (``{key text: (id, series key)}``); returns how many."""
-    from ccl_health.db import series
+    from ccl_health.db import seriestable as series
     with dst.conn.cursor().copy(
             f'COPY series (id, {", ".join(STORED_ORDER)}, key) FROM '
             f'STDIN') as copy:

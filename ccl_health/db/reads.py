@@ -260,7 +260,7 @@ def _last_passing(store, wants, cols, batch):
     newest passing case recorded before ``before``, where it has one;
     schema 9: ``batch`` a query (a list of series ids and times joined to
     each one's newest passing case, an index search each)."""
-    from ccl_health.db import series
+    from ccl_health.db import seriestable as series
     if not series.ided(store):        # an older schema: key by key
         for n, key, before in wants:
             for row in key_cases_before(store, key, before, 1,
@@ -388,8 +388,8 @@ def index_distinct(store, column, **fixed):
 def _walk(store, columns, fixed):
     """The distinct tuples of ``columns`` (a start of :data:`STORED_ORDER`)
     of the cases whose columns equal ``fixed``, level by level (schema 9:
-    of the table of the series, :func:`ccl_health.db.series.distinct`)."""
-    from ccl_health.db import series
+    of the table of the series, :func:`ccl_health.db.seriestable.distinct`)."""
+    from ccl_health.db import seriestable as series
     if series.ided(store):
         return series.distinct(store, columns, fixed)
     found = [()]
@@ -458,7 +458,7 @@ def _kind_where(store, kind):
     the index ``cases_kind`` of schema 9 leaves the health probes out (the
     planners use it only where the query says so, in a literal); the
     probes are nearly every case, read by the time index."""
-    from ccl_health.db import series
+    from ccl_health.db import seriestable as series
     from ccl_health.judge.series import PROBE_KIND
     if series.ided(store) and kind != PROBE_KIND:
         return f"c.kind = ? AND c.kind <> '{PROBE_KIND}' AND "

@@ -29,7 +29,7 @@ import datetime
 import statistics
 
 from ccl_health import CclHealthError
-from ccl_health.db import series
+from ccl_health.db import seriestable as series
 from ccl_health.db.schema import GOOD_SQL
 
 #: the youngest age a site may roll up (days): the nights and the

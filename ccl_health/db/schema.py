@@ -4,7 +4,7 @@ lacks, in order).  A statement is SQL (``{pk}``, ``{blob}``: the
 dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
 store."""
 
-from ccl_health.db import series
+from ccl_health.db import seriestable as series
 from ccl_health.judge.series import KEY, KIND, NODE, PROBE_KIND, STORED_ORDER
 from ccl_health.judge.verdicts import GOOD, Verdict
 
@@ -197,7 +197,7 @@ _MIGRATIONS = {
     ],
     # a healthy check in under 1 KB on PostgreSQL too (issue 30): each
     # history series once, in the table ``series`` (its columns and its
-    # key text, ccl_health.db.series), a case's series by its integer id;
+    # key text, ccl_health.db.seriestable), a case's series by its integer id;
     # the series index on (series_id, time) instead of ten text columns
     # (its entries were 185 bytes a check on PostgreSQL, now ~50), and the
     # kind index without the health probes (they are nearly every case:

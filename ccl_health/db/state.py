@@ -266,7 +266,7 @@ def recorded_keys(store, fixed=()):
     the table of the series: schema 9); ``fixed``: (column, value) pairs:
     of the cases with those values only (schema 6-8: read through the
     ``cases_series`` index, whose columns they start)."""
-    from ccl_health.db import series
+    from ccl_health.db import seriestable as series
     from ccl_health.judge.series import SERIES_KEY
     cols = SERIES_KEY
     if series.ided(store):    # the table of the series (a row a key)

@@ -355,7 +355,8 @@ class Store:
                 self.conn.autocommit = False
 
     def _write_case(self, case):
-        from ccl_health.db import docs, series
+        from ccl_health.db import docs
+        from ccl_health.db import seriestable as series
         from ccl_health.judge.series import series_key
         ided = series.ided(self)
         names = CASE_COLUMNS + SERIES_COLUMNS + tuple(
