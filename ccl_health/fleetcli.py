@@ -251,7 +251,7 @@ def bound_seconds(cfg: FleetConfig, n: int) -> float:
 def allocate(args, argv, cfg, run_id, run_dir):
     """Outside an allocation: one ``salloc`` for the whole run, this
     command again inside it; the exit code comes from its fleet.json."""
-    from ccl_health.fleet import slurm
+    from ccl_health.fleet import slurmsteps as slurm
     nodes, other = slurm.partition_nodes(args.partition, args.nodelist)
     if not nodes:
         where = f'partition {args.partition}' if args.partition else \
@@ -364,7 +364,8 @@ def finish_killed_resume(partition):
     by whichever fleet run comes next: its nodes drained again, its
     reservation deleted.  Nothing while a resume of the partition runs
     (it holds the lock)."""
-    from ccl_health.fleet import resume, resumestate, slurm
+    from ccl_health.fleet import resume, resumestate
+    from ccl_health.fleet import slurmsteps as slurm
     out = outputs.output_dir()
     with resumestate.locked(resumestate.lock_path(out, partition),
                             wait=False) as mine:
@@ -381,7 +382,8 @@ def run_resume(args, site, cfg, run_id):
     are held from here on: the run drains what it has under check again
     and ends with 128 + the signal; a second resume of the partition is
     skipped with one line, exit 3."""
-    from ccl_health.fleet import resume, slurm
+    from ccl_health.fleet import resume
+    from ccl_health.fleet import slurmsteps as slurm
     from ccl_health.stops import held
     out_dir = outputs.output_dir()
     sim = None
@@ -552,7 +554,7 @@ def _main(argv, prog):
                              tasks_per_node=cfg.tasks_per_node,
                              max_parallel=cfg.max_parallel, grace=cfg.grace)
     elif args.inside or os.environ.get('SLURM_JOB_ID'):
-        from ccl_health.fleet import slurm
+        from ccl_health.fleet import slurmsteps as slurm
         nodes = slurm.hostnames(os.environ.get('SLURM_JOB_NODELIST', ''))
         if args.nodelist:
             wanted = set(slurm.hostnames(args.nodelist))

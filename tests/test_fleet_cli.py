@@ -12,7 +12,7 @@ import pytest
 
 from ccl_health import CclHealthError
 from ccl_health.sitedata import site as site_data
-from ccl_health.fleet import slurm
+from ccl_health.fleet import slurmsteps as slurm
 from ccl_health import fleetcli as cli
 from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.judge import series

@@ -7,7 +7,8 @@ transport variables of the caller's environment dropped from the steps."""
 import pytest
 
 from ccl_health import CclHealthError
-from ccl_health.fleet import slurm, systemic
+from ccl_health.fleet import systemic
+from ccl_health.fleet import slurmsteps as slurm
 from ccl_health import fleetcli as cli
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan

@@ -33,7 +33,7 @@ import time
 import pytest
 
 from ccl_health import nightly, safefile
-from ccl_health.fleet import slurm
+from ccl_health.fleet import slurmsteps as slurm
 from ccl_health.hook import keep
 from ccl_health.oneline import REASON_MAX, clean
 from conftest import REPO

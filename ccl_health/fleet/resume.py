@@ -228,7 +228,7 @@ class Resume:
                  slurm=None, make_scheduler=None, log=None, stops=None,
                  site=None):
         if slurm is None:
-            from ccl_health.fleet import slurm
+            from ccl_health.fleet import slurmsteps as slurm
         self.slurm = slurm
         self.cfg = cfg
         self.output_dir = output_dir

@@ -1,5 +1,5 @@
 """The orchestration of a fleet acceptance: rounds of steps on a scheduler
-(:mod:`ccl_health.fleet.slurm` on a real machine,
+(:mod:`ccl_health.fleet.slurmsteps` on a real machine,
 :mod:`ccl_health.fleet.simulate` for the scale benchmark: the same code
 drives both), each round's results judged, the next round planned by
 :mod:`ccl_health.fleet.plan`.
