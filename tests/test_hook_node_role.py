@@ -2,7 +2,7 @@
 from its host name alone (issue 27, item 4).
 
 * Slurm's record of the node (``scontrol -o show node``,
-  ccl_health/evidence/nodestate/slurm.py) read on real captures of the
+  ccl_health/evidence/nodestate/slurmnode.py) read on real captures of the
   Slurm 22.05 of tests/slurm_cluster.py and on lines built from them with
   the fields of Slurm's slurm_sprint_node_table;
 * the PCI bus (ccl_health/evidence/nodestate/pci.py) on the stand-ins of
@@ -27,7 +27,8 @@ import time
 import pytest
 
 from conftest import REPO
-from ccl_health.evidence.nodestate import pci, slurm
+from ccl_health.evidence.nodestate import pci
+from ccl_health.evidence.nodestate import slurmnode as slurm
 from ccl_health.judge import nodejudge as node_judge
 from ccl_health.judge.verdicts import Verdict
 from test_health_trust import FAKE, REPLAY, environ

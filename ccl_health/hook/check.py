@@ -138,9 +138,9 @@ def check(settings, environ=None):
 
 def resource_manager(settings, environ, found):
     """What the resource manager says of this node
-    (:mod:`ccl_health.evidence.nodestate.slurm`), read once within its
+    (:mod:`ccl_health.evidence.nodestate.slurmnode`), read once within its
     bound; Slurm named and silent: could not check."""
-    from ccl_health.evidence.nodestate import slurm
+    from ccl_health.evidence.nodestate import slurmnode as slurm
     seconds = min(slurm.bound(settings.limit or DEFAULT_LIMIT),
                   max(0.1, settings.left() - 1))
     try:

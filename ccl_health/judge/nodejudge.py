@@ -18,7 +18,7 @@ case (:func:`ccl_health.judge.judge.judge`, the copy matrix's
   drain XID, a lost GPU: ``node-fault``) fails a node whose probes passed
   or could not be checked (:func:`with_state`);
 - the node's role, from the resource manager (Slurm's record of the node:
-  :mod:`ccl_health.evidence.nodestate.slurm`) and the PCI bus
+  :mod:`ccl_health.evidence.nodestate.slurmnode`) and the PCI bus
   (:mod:`ccl_health.evidence.nodestate.pci`), host names only without
   either: a node with no GPU in its GRES and none on its bus is not a GPU
   node, ``skipped`` (:func:`not_a_gpu_node`); a node that runs a job gets
