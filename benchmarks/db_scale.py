@@ -328,7 +328,7 @@ def set_writers(args, work, pg, result):
 
 NOTES = [
     '- `failed` and `detect`: the findings each case was judged to have '
-    'when it was written (`ccl_health/db/state.py`: each key\'s judging '
+    'when it was written (`ccl_health/db/keystate.py`: each key\'s judging '
     'state after its newest case, stepped in the write\'s transaction), '
     'read by index: of the window\'s runs (`failed`) or time (`detect`); '
     'and each key\'s state row (one a node and key) for how it is judged. '

@@ -366,10 +366,10 @@ def _who():
 
 
 def cmd_rejudge(db, args):
-    """``scripts/report rejudge [--dry-run]``: :func:`ccl_health.db.state.
+    """``scripts/report rejudge [--dry-run]``: :func:`ccl_health.db.keystate.
     rejudge` of the stale keys, with progress on stderr."""
     import time
-    from ccl_health.db import state
+    from ccl_health.db import keystate as state
     if not state.has_state(db):
         raise CclHealthError(f'{db.where}: schema {db.schema_version()} '
                              f'keeps no judging state (open it for writing '

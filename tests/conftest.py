@@ -45,7 +45,7 @@ def _pending_dir(tmp_path_factory, monkeypatch):
 def judged_at_read(monkeypatch):
     """The keys a read judged from their history
     (:func:`ccl_health.db.reads.each_key`), collected: none where each
-    key's judging was kept by its writer (ccl_health/db/state.py)."""
+    key's judging was kept by its writer (ccl_health/db/keystate.py)."""
     from ccl_health.db import reads
     judged = []
     each = reads.each_key

@@ -68,7 +68,7 @@ def test_accept_restarts_the_baseline_and_undo_brings_it_back(
     out = capsys.readouterr().out
     assert 'accepted #1: local/gpu/intra all_reduce 1n/2r from run ' \
         'night-18' in out
-    # its key judged again with it (ccl_health.db.state.relevel): read by
+    # its key judged again with it (ccl_health.db.keystate.relevel): read by
     # its kept findings, none at read
     assert not flagged(db, 'night-18') and judged_at_read == []
     # the next nights at the new level: not flagged, judged against it

@@ -169,7 +169,7 @@ def test_each_read_is_bounded_by_its_window(dbs, name, monkeypatch):
 
 
 def test_failed_and_detect_read_the_kept_findings(dbs, judged_at_read):
-    """Each key's judging is kept by its writer (ccl_health/db/state.py):
+    """Each key's judging is kept by its writer (ccl_health/db/keystate.py):
     ``failed`` and ``detect`` judge no key's history at read."""
     judged = judged_at_read
     _, large = dbs
@@ -246,7 +246,7 @@ def test_a_healthy_check_is_recorded_in_under_1_kb(dbs):
         _wal(small)
     checks = NODES * PER_DAY * (LARGE[0] - SMALL[0])
     nights = (LARGE[1] - SMALL[1]) * 15 * 31 * 120  # a size row ~120 bytes
-    # the findings kept with their cases (ccl_health/db/state.py): the
+    # the findings kept with their cases (ccl_health/db/keystate.py): the
     # drops of the failing checks (1 %) and the recoveries after them, and
     # the sweeps': a finding's record, not a healthy check's
     found = _bytes(large, 'findings') - _bytes(small, 'findings')

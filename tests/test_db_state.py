@@ -1,4 +1,4 @@
-"""History judging kept by the writer (issue 30, ccl_health/db/state.py):
+"""History judging kept by the writer (issue 30, ccl_health/db/keystate.py):
 ``report failed`` and ``report detect`` give the same findings from the
 state kept per key as from each key's history judged at read (the state
 tables emptied), on a database with drops, recoveries, drifts, an
@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import queries, reads, state, store
+from ccl_health.db import queries, reads, store
+from ccl_health.db import keystate as state
 from ccl_health.db import schema
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))

@@ -187,12 +187,12 @@ def test_preload_imports_what_a_write_needs_and_opens_nothing(url, driver):
     import sys
     code = ('import sys; from ccl_health.db import preload; '
             f'preload.preload({url!r}); '
-            'print(sorted(m for m in ("psycopg", "ccl_health.db.state", '
+            'print(sorted(m for m in ("psycopg", "ccl_health.db.keystate", '
             '"ccl_health.db.docs") if m in sys.modules))')
     p = subprocess.run([sys.executable, '-c', code], capture_output=True,
                        text=True, cwd=REPO)
     assert p.returncode == 0, p.stderr
-    want = ['ccl_health.db.docs', 'ccl_health.db.state'] + (
+    want = ['ccl_health.db.docs', 'ccl_health.db.keystate'] + (
         [driver] if driver else [])
     assert p.stdout.strip() == repr(sorted(want))
     assert not os.path.exists('/tmp/never-created.db')

@@ -6,7 +6,7 @@ of schema 6, ``cases_by_series`` of schema 9; a database older than schema 6 is 
 columns and its kind and node sorted out here) and its cases before a time
 (:func:`key_cases_before`).  Below both the window's reads
 (:mod:`ccl_health.db.reads`) and the state kept per key
-(:mod:`ccl_health.db.state`), which both read a key's records."""
+(:mod:`ccl_health.db.keystate`), which both read a key's records."""
 
 import datetime
 

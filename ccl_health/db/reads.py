@@ -122,14 +122,14 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
                read=None, **kw):
     """The history findings of the runs ``runs`` (default: of the records
     from ``since`` on) of the keys ``keys``: those each case was judged to
-    have when it was written (:mod:`ccl_health.db.state`: read by index),
+    have when it was written (:mod:`ccl_health.db.keystate`: read by index),
     and the keys without such a state judged from their whole history
     (:func:`each_key`), one at a time: the same findings either way.
     ``standing``: a dict given the lines of how each key is judged
     (:func:`ccl_health.judge.standing.standing`); ``read``: a set given
     the run ids judged.  ``until`` or other judging arguments (``kw``):
     every key judged here."""
-    from ccl_health.db import state
+    from ccl_health.db import keystate as state
     from ccl_health.judge.history import detect
     from ccl_health.judge.standing import standing as standing_of
     from ccl_health.judge.standing import standing_of as lines_of

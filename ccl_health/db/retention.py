@@ -11,11 +11,11 @@ Never rolled up, whatever their age:
   collapse of the node's series: :func:`ccl_health.judge.history.detect`)
   and the :data:`ccl_health.db.reads.LOOKBACK` cases of its series before
   it, so that it is judged the same afterwards, and every case a finding
-  was kept with (:mod:`ccl_health.db.state`);
+  was kept with (:mod:`ccl_health.db.keystate`);
 * the :data:`~ccl_health.db.reads.LOOKBACK` newest cases of each series
   before the cut, the history the checks after it are judged from.
 
-Each key's judging state (:mod:`ccl_health.db.state`) is kept as it was:
+Each key's judging state (:mod:`ccl_health.db.keystate`) is kept as it was:
 it is the judging of the whole history, the cases rolled up included (a
 key judged again later, after a backfill, is judged from what is left).
 
@@ -102,7 +102,8 @@ def _days(store, cutoff):
 def _kept(store, days, cutoff):
     """(ids of the cases kept: findings and their history, the history
     before the cut; how many findings)."""
-    from ccl_health.db import reads, state
+    from ccl_health.db import reads
+    from ccl_health.db import keystate as state
     from ccl_health.db import keyreads
     from ccl_health.judge.history import detect
     from ccl_health.judge.series import series_key

@@ -176,7 +176,7 @@ _MIGRATIONS = {
         ('postgresql', _RECORDS_VIEW),
     ],
     # history judging kept by the writer (issue 30,
-    # ccl_health.db.state): each series key's judging state after its
+    # ccl_health.db.keystate): each series key's judging state after its
     # newest case, and the findings each case was judged to have, written
     # with the case; a database migrated to it has neither yet: its keys
     # are judged from their history at read, each until its next case

@@ -317,7 +317,7 @@ class Store:
         cases = list(cases)
         for case in cases:
             check_verdicts(case)
-        from ccl_health.db import state
+        from ccl_health.db import keystate as state
         with self._write_transaction():
             ids = [self._write_case(case) for case in cases]
             # each key's history judging after them (issue 30)
@@ -458,8 +458,8 @@ class Store:
         """Record acceptances: ``rows`` are dicts with ``run_id``,
         ``run_time`` and :data:`ACCEPT_KEY` fields; returns their ids.
         The keys they name are judged again in the same transaction
-        (:func:`ccl_health.db.state.relevel`)."""
-        from ccl_health.db import state
+        (:func:`ccl_health.db.keystate.relevel`)."""
+        from ccl_health.db import keystate as state
         ids = []
         with self.transaction():
             for row in rows:
@@ -477,9 +477,9 @@ class Store:
 
     def undo_acceptance(self, acc_id, who):
         """Mark the acceptance ``acc_id`` undone (the keys it named judged
-        again in the same transaction: :func:`ccl_health.db.state.
+        again in the same transaction: :func:`ccl_health.db.keystate.
         relevel`); returns its row."""
-        from ccl_health.db import state
+        from ccl_health.db import keystate as state
         with self.transaction():
             rows = self.query('SELECT * FROM acceptances WHERE id = ?',
                               (acc_id,))
@@ -588,9 +588,9 @@ class Store:
     def add_baselines(self, rows):
         """Record baselines (dicts with :data:`BASELINE_COLUMNS` but
         ``created``), in one transaction with the keys they name judged
-        again (:func:`ccl_health.db.state.relevel`); old rows are never
+        again (:func:`ccl_health.db.keystate.relevel`); old rows are never
         changed."""
-        from ccl_health.db import state
+        from ccl_health.db import keystate as state
         cols = BASELINE_COLUMNS
         created = now()
         with self.transaction():

@@ -45,7 +45,7 @@ class Finding:
     since_time: str = ''
     noise: Optional[float] = None
     #: the id of the case it was found in, where the record had one (the
-    #: database's: kept with it, :mod:`ccl_health.db.state`)
+    #: database's: kept with it, :mod:`ccl_health.db.keystate`)
     case_id: Optional[int] = dataclasses.field(default=None, compare=False)
 
     def line(self):

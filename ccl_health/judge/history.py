@@ -199,7 +199,7 @@ def detect(records, run_id=None, drift_min_size=DRIFT_MIN_SIZE,
     (and its level): the time is linear in the records given.
     ``judges``: a dict given each key and size's
     :class:`ccl_health.judge.stream.SeriesJudge` after its last record
-    (the state the database keeps, :mod:`ccl_health.db.state`)."""
+    (the state the database keeps, :mod:`ccl_health.db.keystate`)."""
     findings = []
     window = kw.get('window', 30)
     if run_id is not None:

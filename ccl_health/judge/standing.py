@@ -25,7 +25,7 @@ def standing(records, accepted=(), baselines=(), min_history=5):
 def standing_of(per, min_history=5):
     """:func:`standing` of ``{key: [(size, level of its newest part,
     healthy values in it)]}`` (what the database's state of a key holds:
-    :func:`ccl_health.db.state.standing`)."""
+    :func:`ccl_health.db.keystate.standing`)."""
     out = {}
     for key, sizes in per.items():
         sizes = [(s, None if lv is not None and lv.median is None else lv,

@@ -2,7 +2,7 @@
 and size after its newest value, and the step that judges the next.
 
 :func:`ccl_health.judge.history.detect` (a whole history) and the
-database's state kept per key (:mod:`ccl_health.db.state`: each case judged
+database's state kept per key (:mod:`ccl_health.db.keystate`: each case judged
 as it is written) run these same steps, so a value is judged the same
 whichever way: the rules are those of :mod:`ccl_health.judge.history`
 (:func:`~ccl_health.judge.finding.judge_recent` for a drop,
@@ -127,7 +127,7 @@ class SeriesJudge:
     has one: :func:`ccl_health.judge.history.parts`), judged record by
     record (:meth:`step`); what the whole history judged
     (:func:`ccl_health.judge.history.detect`) and what each write adds
-    (:mod:`ccl_health.db.state`) are these steps."""
+    (:mod:`ccl_health.db.keystate`) are these steps."""
 
     def __init__(self, key, size, level=None, drift_min_size=DRIFT_MIN_SIZE,
                  window=30, **judge_kw):
