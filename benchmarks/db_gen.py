@@ -11,7 +11,7 @@ written through the project's own recorder:
 * a nightly sweep: 5 transports x 3 collectives x 31 sizes (8 B .. 8 GiB),
   each case with :func:`ccl_health.db.recorder.run_environment` of a site's
   variables and the node state the sweep records
-  (:data:`ccl_health.evidence.nodestate.state.NODE_STATE_KEY`);
+  (:data:`ccl_health.evidence.nodestate.nodedata.NODE_STATE_KEY`);
 * written in bulk (:meth:`ccl_health.db.store.Store.add_cases`, one
   transaction per batch).
 
@@ -29,7 +29,7 @@ sys.path.insert(0, REPO)
 
 from ccl_health.db import recorder, store  # noqa: E402
 from ccl_health.db import schema
-from ccl_health.evidence.nodestate.state import NODE_STATE_KEY  # noqa: E402
+from ccl_health.evidence.nodestate.nodedata import NODE_STATE_KEY  # noqa: E402
 from ccl_health.hook import record as hook_record  # noqa: E402
 from ccl_health.hook.judging import HookResult  # noqa: E402
 from ccl_health.hook.probe import Probe  # noqa: E402

@@ -17,7 +17,7 @@ from conftest import REPO
 from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from ccl_health import explain as X
 from ccl_health.evidence import nccltests
-from ccl_health.evidence.nodestate.state import GpuState, Link, NodeState
+from ccl_health.evidence.nodestate.nodedata import GpuState, Link, NodeState
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import ceiling as bounds
 from ccl_health.judge.judge import judge

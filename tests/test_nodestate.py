@@ -16,7 +16,7 @@ from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import recorder
 from ccl_health.evidence.nodestate import amd, nvml, xid
-from ccl_health.evidence.nodestate.state import (
+from ccl_health.evidence.nodestate.nodedata import (
     GIB, NODE_STATE_KEY, GpuState, Link, NodeState, Process, not_checked)
 from ccl_health.evidence.nodestate.diagnose import (Cause, contention, diagnose,
                                            MEMORY_HELD_FRACTION)

@@ -15,7 +15,7 @@ from ccl_health.judge import history
 from ccl_health.evidence import nodestate
 from ccl_health.db import store
 from ccl_health.evidence.nodestate import nvml
-from ccl_health.evidence.nodestate.state import NodeState
+from ccl_health.evidence.nodestate.nodedata import NodeState
 from ccl_health.evidence.nodestate.__main__ import read_watch
 from ccl_health.evidence.nodestate.diagnose import contention, diagnose
 from conftest import REPO

@@ -78,7 +78,7 @@ def read_node_state(settings):
     """The node's state now (NVML / amdsmi); a library that cannot be
     loaded is a "not checked" fact in it, never an error of the hook."""
     from ccl_health.evidence import nodestate
-    from ccl_health.evidence.nodestate.state import not_checked
+    from ccl_health.evidence.nodestate.nodedata import not_checked
     try:
         return nodestate.read(run_id=settings.run_id, xid_state=getattr(
             settings, 'xid_state', None) or nodestate.default_xid_state())

@@ -5,7 +5,7 @@ nightly's mail and the report page)."""
 
 import json
 
-from ccl_health.evidence.nodestate.state import NODE_STATE_KEY
+from ccl_health.evidence.nodestate.nodedata import NODE_STATE_KEY
 from ccl_health.judge.series import series_key
 
 
@@ -17,7 +17,7 @@ ATTRIBUTION_FIELDS = {
     'suite_revision': 'suite', 'nodelist': 'nodes'}
 #: recorded environment variables that differ from job to job by design
 #: (which GPUs, where the debug log goes, the run's id, the sweep's
-#: node-state readings: :data:`ccl_health.evidence.nodestate.state.NODE_STATE_KEY`): never
+#: node-state readings: :data:`ccl_health.evidence.nodestate.nodedata.NODE_STATE_KEY`): never
 #: a cause
 NOT_ATTRIBUTED = ('NCCL_DEBUG_FILE', 'CUDA_VISIBLE_DEVICES',
                   'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',

@@ -180,7 +180,7 @@ def bound(transport=None, *, nodes=None, links: Optional[Links] = None,
 
 def links_of_node(node_state, gpus=None) -> Optional[Links]:
     """The NVLink facts of ``gpus`` (NVML indices; None: every GPU) from a
-    node state reading (:class:`ccl_health.evidence.nodestate.state.NodeState`):
+    node state reading (:class:`ccl_health.evidence.nodestate.nodedata.NodeState`):
     the fewest active links among them (the slowest GPU bounds a
     collective).  The per-link rate is not read (None: the fastest known
     is assumed).  None when the reading has none of these GPUs or no

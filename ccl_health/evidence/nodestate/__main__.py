@@ -16,7 +16,7 @@ import time
 
 from ccl_health import safefile
 from ccl_health.evidence.nodestate import read
-from ccl_health.evidence.nodestate.state import NodeState
+from ccl_health.evidence.nodestate.nodedata import NodeState
 from ccl_health.evidence.nodestate.diagnose import diagnose
 
 

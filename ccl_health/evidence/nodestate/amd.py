@@ -21,7 +21,7 @@ the older ``amdsmi_get_pcie_link_status`` / ``amdsmi_get_pcie_link_caps``
 AMD node here: the tests' answers are built from that documented
 structure."""
 
-from ccl_health.evidence.nodestate.state import GpuState, NodeState, Process, RUN_ID_VAR, not_checked, \
+from ccl_health.evidence.nodestate.nodedata import GpuState, NodeState, Process, RUN_ID_VAR, not_checked, \
     process_name
 from ccl_health.evidence.nodestate.nvml import (HOST_CALLS, NvmlError,
                                                  host_call, plain)

@@ -28,7 +28,7 @@ remapping (a reset is due), another GPU model than the site's."""
 import dataclasses
 from typing import List, Optional
 
-from ccl_health.evidence.nodestate.state import GIB, NodeState
+from ccl_health.evidence.nodestate.nodedata import GIB, NodeState
 from ccl_health.evidence.nodestate.xid import DRAIN_XIDS
 
 #: memory in use without a visible process to hold it, as a fraction of the

@@ -19,7 +19,7 @@ of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
 import json
 import os
 
-from ccl_health.evidence.nodestate.state import (GpuState, Link, NodeState, Process, RUN_ID_VAR,
+from ccl_health.evidence.nodestate.nodedata import (GpuState, Link, NodeState, Process, RUN_ID_VAR,
                                                  not_checked, process_name)
 
 # NVML return codes (nvml.h)
