@@ -25,7 +25,8 @@ from ccl_health import (CclHealthError, argnumbers, outputs, read_text, resource
                         safefile, shell)
 from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
-from ccl_health.fleet import plan, report
+from ccl_health.fleet import plan
+from ccl_health.fleet import fleetreport as report
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.fleet.rounds import Fleet, exit_code, summary_text

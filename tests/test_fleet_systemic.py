@@ -230,7 +230,7 @@ def test_transport_variables_of_the_caller_are_dropped(monkeypatch):
 
 
 def test_page_and_records_show_actions_systemic_and_timeline():
-    from ccl_health.fleet import report
+    from ccl_health.fleet import fleetreport as report
     s, _ = accept(FaultPlan(bad_nodes={'n3': 'wrong'},
                             stragglers={'n7': 0.85}))
     s['timeline'] = {'n3': [{'time': '2026-01-01T00:00:00Z',

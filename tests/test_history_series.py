@@ -11,7 +11,7 @@
 Every row is written by the project's own recorders: the sweep's
 (:func:`recorder.sizes_from_sweep` of a real capture), the hook's
 (:func:`ccl_health.hook.record.record`) and the fleet's
-(:func:`ccl_health.fleet.report.cases` of a simulated fleet run)."""
+(:func:`ccl_health.fleet.fleetreport.cases` of a simulated fleet run)."""
 
 import dataclasses
 import datetime
@@ -28,7 +28,7 @@ from ccl_health.db import recorder, store
 from ccl_health.db import schema
 from ccl_health.db.health_days import GROUP, health_days
 from ccl_health.evidence import nccltests
-from ccl_health.fleet import report as fleet_report
+from ccl_health.fleet import fleetreport as fleet_report
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
 from ccl_health.fleet.rounds import Fleet

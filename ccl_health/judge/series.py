@@ -42,7 +42,7 @@ def simulated(row):
 #: record, :mod:`ccl_health.hook.record`; the ReFrame check that runs it)
 HEALTH_SOURCE = 'health'
 HEALTH_NAMES = ('node-health', 'NodeHealth')
-#: the source and case names of a fleet run (:func:`ccl_health.fleet.report
+#: the source and case names of a fleet run (:func:`ccl_health.fleet.fleetreport
 #: .cases`: ``fleet-node``, ``fleet-pair``, ``fleet-group``,
 #: ``fleet-resume`` steps; the ReFrame check that runs the fleet)
 FLEET_SOURCE = 'fleet'
