@@ -238,7 +238,7 @@ def test_links_of_a_node_state():
 def test_a_case_without_a_bound_gets_the_generous_one():
     # a door that gives no bound (a log-only case, a new door) still
     # catches garbage: the judge falls back to the unknown-facts bound
-    from ccl_health.judge.evidence import Attempt, CaseEvidence
+    from ccl_health.judge.caseevidence import Attempt, CaseEvidence
     text = mutations.set_value(text_of(H200_1), 0, 0, 2, f'{1e308:.2f}')
     j = judge(CaseEvidence(attempts=[Attempt(nccltests.parse_text(text),
                                              0)]))

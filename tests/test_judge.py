@@ -11,7 +11,7 @@ from conftest import REPO
 
 from ccl_health.evidence import debuglog, nccltests, warns
 from ccl_health.judge import reference
-from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.caseevidence import Attempt, CaseEvidence
 from ccl_health.judge import ceiling as bounds
 from ccl_health.judge.judge import judge
 from ccl_health.judge.verdicts import Verdict

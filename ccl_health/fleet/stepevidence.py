@@ -1,5 +1,5 @@
 """The evidence of one fleet pair / group step
-(:class:`ccl_health.judge.evidence.CaseEvidence`), for
+(:class:`ccl_health.judge.caseevidence.CaseEvidence`), for
 :func:`ccl_health.fleet.rounds.judge_step`: what it ran (``fleet.transport``,
 all_reduce over its nodes x ``tasks_per_node``, the step's one size), its
 table and exit status, its debug log, its reference key."""

@@ -1,5 +1,5 @@
 """The hook as a thin door to the one judge: each all_reduce probe's
-attempts go into ONE :class:`ccl_health.judge.evidence.CaseEvidence`
+attempts go into ONE :class:`ccl_health.judge.caseevidence.CaseEvidence`
 (:func:`output_attempt`, :func:`probe_attempt`, :func:`probe_evidence`)
 and :func:`ccl_health.judge.judge.judge` decides (a retry absorbs a
 bandwidth shortfall only; any other fault in any attempt is the verdict,

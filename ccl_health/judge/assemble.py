@@ -1,7 +1,7 @@
 """The one case assembler: what a run left (its output, its NCCL / RCCL
 debug logs, its exit status), the transport asked, the site (its
 ``benign_warns``, its ceilings), the node's state and the reference in;
-the judge's :class:`ccl_health.judge.evidence.CaseEvidence` out.
+the judge's :class:`ccl_health.judge.caseevidence.CaseEvidence` out.
 
 Every door that judges a case is a thin adapter around it, keeping only
 what is its own (where its files are, what it asked): the sweep
@@ -15,7 +15,7 @@ Two steps, because the hook runs a probe more than once and judges each
 try alone before judging them together:
 
 * :func:`attempt`: one run's output and logs -> an
-  :class:`~ccl_health.judge.evidence.Attempt` (the debug-log evidence, the
+  :class:`~ccl_health.judge.caseevidence.Attempt` (the debug-log evidence, the
   transport proof, the WARN lines, the ranks' versions);
 * :func:`case`: the attempts of one case, what was asked, the site, the
   node's state and the reference -> the ``CaseEvidence``.  The site's
@@ -30,7 +30,7 @@ from ccl_health.evidence import debuglog, nccltests
 from ccl_health.evidence import warns as W
 from ccl_health.evidence.proof import prove
 from ccl_health.judge import ceiling as bounds
-from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.caseevidence import Attempt, CaseEvidence
 
 #: :func:`attempt`'s ``proof`` left to it: proven from the evidence
 PROVE = object()

@@ -147,7 +147,7 @@ def bound(transport=None, *, nodes=None, links: Optional[Links] = None,
           site_transport=None, site_intra=None) -> Bound:
     """The busbw no run of this case can exceed, and how it was derived:
     what the case assembler (:func:`ccl_health.judge.assemble.case`)
-    puts in :attr:`ccl_health.judge.evidence.CaseEvidence.ceiling_gbps` /
+    puts in :attr:`ccl_health.judge.caseevidence.CaseEvidence.ceiling_gbps` /
     ``ceiling_source`` for every door.
 
     ``transport``: the transport asked (None: unknown, the generous

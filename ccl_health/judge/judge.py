@@ -1,5 +1,5 @@
 """The judge: one function from a case's evidence
-(:class:`ccl_health.judge.evidence.CaseEvidence`) to its verdict.
+(:class:`ccl_health.judge.caseevidence.CaseEvidence`) to its verdict.
 
 It is the only place that compares a busbw with a reference (``ref x (1 -
 tolerance)``), builds a verdict's reason and names a verdict.  The doors
@@ -60,7 +60,7 @@ import re
 from typing import List, Optional
 
 from ccl_health.judge import ceiling as bounds
-from ccl_health.judge.evidence import Attempt, CaseEvidence
+from ccl_health.judge.caseevidence import Attempt, CaseEvidence
 from ccl_health.judge.verdicts import Verdict, finite
 from ccl_health.units import format_size
 

@@ -69,7 +69,7 @@ def probes_verdict(found: Sequence[Tuple[Verdict, str]]):
 
 def unfinished(what, seconds):
     """What a program that started and was stopped at its bound did not
-    do (the hang's reason, and an :class:`~ccl_health.judge.evidence.
+    do (the hang's reason, and an :class:`~ccl_health.judge.caseevidence.
     Attempt`'s ``killed``)."""
     return f'{what} did not finish within the {seconds:.0f} s left'
 

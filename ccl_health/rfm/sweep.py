@@ -112,7 +112,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
         return self._parsed
 
     def _evidence(self):
-        """This case's :class:`ccl_health.judge.evidence.CaseEvidence`
+        """This case's :class:`ccl_health.judge.caseevidence.CaseEvidence`
         (:func:`sweep_evidence`); its proof kept in ``proven_transport``
         / ``transport_proof``."""
         res = self._result()
