@@ -8,7 +8,7 @@ the GPUs), tells them apart by their content, and prints
 the sizes and bus bandwidth read, the transport the logs prove, the
 versions found and, given a reference (``--system`` / ``--partition`` or
 ``--reference``), the verdict, judged like the suite's own runs
-(:func:`ccl_health.judge.judge.judge`): PASS only with complete positive
+(:func:`ccl_health.judge.casejudge.judge`): PASS only with complete positive
 evidence.  Exit status: :func:`ccl_health.judge.verdicts.exit_code` of the
 verdict; 2 for an unreadable file, or when no file holds anything
 recognisable (a file with nothing recognisable beside others, such as a
@@ -30,7 +30,7 @@ from ccl_health.judge import reference
 from ccl_health.evidence import debuglog as transport
 from ccl_health.judge import verdicts as V
 from ccl_health.judge import assemble
-from ccl_health.judge import judge as judge_mod
+from ccl_health.judge import casejudge as judge_mod
 from ccl_health.units import format_size
 from ccl_health.helptext import Formatter
 

@@ -7,7 +7,7 @@ import os
 from typing import List
 
 from ccl_health import CclHealthError
-from ccl_health.judge import judge
+from ccl_health.judge import casejudge as judge
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.units import format_size
 from ccl_health.judge.verdicts import Verdict, exit_code

@@ -353,7 +353,7 @@ HARMLESS = {f'prefix-{k}': (lambda k: lambda t, rnd: prefix_lines(t, k))(k)
 
 # -- the judge's classes (issue 19: 4 impossible numbers, 5 ambiguous or
 # damaged tables, 6 NCCL WARN lines); every door judges these through
-# ccl_health.judge.judge (tests/test_cross_door.py) -------------------------
+# ccl_health.judge.casejudge (tests/test_cross_door.py) -------------------------
 
 #: NCCL's logger prefix of a WARN line (src/debug.cc: "%s:%d:%d [%d] NCCL
 #: WARN "), the texts from NCCL's proxy.cc ("[Service thread] Error

@@ -20,7 +20,7 @@ from ccl_health.evidence import nccltests
 from ccl_health.evidence.nodestate.nodedata import GpuState, Link, NodeState
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import ceiling as bounds
-from ccl_health.judge.judge import judge
+from ccl_health.judge.casejudge import judge
 from ccl_health.sitedata import transports
 
 PUB = os.path.join(REPO, 'tests', 'fixtures', 'published')

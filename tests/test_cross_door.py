@@ -43,7 +43,7 @@ from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import assemble, reference
 from ccl_health.sitedata import site as site_data
-from ccl_health.judge.judge import judge
+from ccl_health.judge.casejudge import judge
 from ccl_health.units import size_sweep
 
 pytest.importorskip('reframe')

@@ -37,7 +37,7 @@ from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import reference
-from ccl_health.judge.judge import judge
+from ccl_health.judge.casejudge import judge
 from ccl_health.sitedata import transports
 from ccl_health.units import size_sweep
 

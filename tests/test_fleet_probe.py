@@ -14,7 +14,7 @@ from ccl_health import hookcli as hook_cli
 from ccl_health.hook.probe import Probe
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import SLOW_FACTOR, FaultPlan
-from ccl_health.judge.judge import judge_output
+from ccl_health.judge.casejudge import judge_output
 from ccl_health.judge.verdicts import Verdict
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'replay',

@@ -1,4 +1,4 @@
-"""The judge (ccl_health/judge/judge.py), rule by rule, on real captures
+"""The judge (ccl_health/judge/casejudge.py), rule by rule, on real captures
 (tests/fixtures/device/cap) and on lines built from the upstream format
 strings (tests/mutations.py cites them)."""
 
@@ -13,7 +13,7 @@ from ccl_health.evidence import debuglog, nccltests, warns
 from ccl_health.judge import reference
 from ccl_health.judge.caseevidence import Attempt, CaseEvidence
 from ccl_health.judge import ceiling as bounds
-from ccl_health.judge.judge import judge
+from ccl_health.judge.casejudge import judge
 from ccl_health.judge.verdicts import Verdict
 
 CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'intra')

@@ -116,7 +116,7 @@ def test_a_case_as_reframe_ended_it():
 def test_nccl_version_codes_decode_both_schemes():
     """``NCCL_VERSION(X,Y,Z)``: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z
     from 2.9 (nccl.h)."""
-    from ccl_health.judge.judge import version_of_code
+    from ccl_health.judge.casejudge import version_of_code
     assert version_of_code(22803) == '2.28.3'
     assert version_of_code(21903) == '2.19.3'
     assert version_of_code(20906) == '2.9.6'

@@ -19,7 +19,7 @@ import pytest
 from ccl_health import news, nightly
 from ccl_health.db import store
 from ccl_health.db import schema
-from ccl_health.judge import judge
+from ccl_health.judge import casejudge as judge
 
 CASE = 'AllReduceSweep %transport=net-socket'
 OTHER = 'AllReduceSweep %transport=intra'

@@ -1,7 +1,7 @@
 """The fault matrix of the output judgement: every real capture under
 tests/fixtures x every way a run or a log collector damages its output
 (tests/mutations.py), through :func:`ccl_health.evidence.nccltests.parse` and
-:func:`ccl_health.judge.judge.judge_output`.  Only the unmutated complete
+:func:`ccl_health.judge.casejudge.judge_output`.  Only the unmutated complete
 capture with exit status 0 may be judged fine (``None``)."""
 
 import pytest
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mutations as M
 from ccl_health.evidence import nccltests
-from ccl_health.judge.judge import judge_output
+from ccl_health.judge.casejudge import judge_output
 from ccl_health.judge.verdicts import Verdict
 
 CAPTURES = M.complete_captures()

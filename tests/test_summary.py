@@ -159,7 +159,7 @@ def test_device_outputs_of_real_failures(name, verdict, words):
     UUID that is not there) is a crash naming CUDA's error; a complete
     one-rank run with -J is complete on its text and its JSON."""
     from ccl_health.evidence import nccltests
-    from ccl_health.judge import judge as V
+    from ccl_health.judge import casejudge as V
     d = os.path.join(TRUST, 'd')
     text = open(os.path.join(d, f'{name}.out')).read()
     rc = int(open(os.path.join(d, f'{name}.rc')).read().split('=')[1])
@@ -227,7 +227,7 @@ def test_one_rule_for_a_size_against_its_reference():
     rule: below ref x (1 - tolerance), and a non-finite value is never
     within it (before, a nan size was recorded as 'pass')."""
     from ccl_health.db import recorder
-    from ccl_health.judge import judge as V
+    from ccl_health.judge import casejudge as V
     for value, below in ((89.9, True), (90.0, False), (120.0, False),
                          (float('nan'), True), (float('inf'), True)):
         assert V.below_reference(value, 100.0, 0.10) is below

@@ -18,7 +18,7 @@ from ccl_health.judge.series import simulated
 from ccl_health.judge.finding import where_text
 from ccl_health.judge.series import PROBE_KIND, STORED_ORDER
 from ccl_health.units import format_size, parse_size
-from ccl_health.judge import judge
+from ccl_health.judge import casejudge as judge
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 

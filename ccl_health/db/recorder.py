@@ -13,7 +13,7 @@ from ccl_health import resources
 from ccl_health import summary
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.db.store import CaseRecord, SizeRecord
-from ccl_health.judge import judge
+from ccl_health.judge import casejudge as judge
 from ccl_health.evidence.nodestate.nodedata import NODE_STATE_KEY
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ccl_health import safefile
 from ccl_health.units import format_size
 from ccl_health.judge import nodejudge as node_judge
-from ccl_health.judge.judge import judge
+from ccl_health.judge.casejudge import judge
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
 from ccl_health.sitedata.fleetconfig import FleetConfig
@@ -119,7 +119,7 @@ def judge_step(raw: Raw, size: int, limit: float,
                cfg: Optional[FleetConfig] = None, site=None):
     """``(verdict, reason, busbw)`` of one pair or group step: its evidence
     (:func:`step_evidence`, with the ``site``'s benign WARNs and ceilings)
-    judged by :func:`ccl_health.judge.judge.judge`.
+    judged by :func:`ccl_health.judge.casejudge.judge`.
     The fleet's relative rules (stragglers, isolation) come after, on the
     steps that passed."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (

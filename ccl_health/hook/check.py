@@ -27,7 +27,7 @@ caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
 site file's ``env`` and ``health.env`` only), read the node's state again,
 and have every probe judged by the one judge (:mod:`.judging`: each
 all_reduce probe's attempts are one ``CaseEvidence`` for
-:func:`ccl_health.judge.judge.judge`; the copy matrix goes to
+:func:`ccl_health.judge.casejudge.judge`; the copy matrix goes to
 :func:`ccl_health.judge.linkjudge.judge_links`); the line names the action
 (isolate / reset; ``monitor`` never drains: exit 2).  The line is
 printed before recording (:mod:`.record`); the whole run, recording
@@ -159,7 +159,7 @@ def _check(settings, environ, before, found, work):
     from ccl_health.evidence import nodefacts as node
     from ccl_health.judge import nodejudge as node_judge
     from ccl_health.judge import reference
-    from ccl_health.judge.judge import judge
+    from ccl_health.judge.casejudge import judge
     from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
     from ccl_health.evidence.benignwarns import check_benign

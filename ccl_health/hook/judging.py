@@ -1,7 +1,7 @@
 """The hook as a thin door to the one judge: each all_reduce probe's
 attempts go into ONE :class:`ccl_health.judge.caseevidence.CaseEvidence`
 (:func:`output_attempt`, :func:`probe_attempt`, :func:`probe_evidence`)
-and :func:`ccl_health.judge.judge.judge` decides (a retry absorbs a
+and :func:`ccl_health.judge.casejudge.judge` decides (a retry absorbs a
 bandwidth shortfall only; any other fault in any attempt is the verdict,
 naming the attempt); the copy matrix goes to the judge of the links
 (:func:`ccl_health.judge.linkjudge.judge_links`).  What is left here is the
@@ -253,9 +253,9 @@ def judge_copy_matrix(probe, got, res, peer_copy, limit=None):
 
 
 #: what a later try may absorb: a bandwidth shortfall, nothing else (the
-#: judge's rule, :data:`ccl_health.judge.judge.ABSORBED`)
+#: judge's rule, :data:`ccl_health.judge.casejudge.ABSORBED`)
 def _absorbable():
-    from ccl_health.judge.judge import ABSORBED
+    from ccl_health.judge.casejudge import ABSORBED
     return tuple(v.value for v in ABSORBED)
 
 
@@ -276,11 +276,11 @@ def judge_attempts(tries, repeats, result_of, pair_entry, size, n, system,
                    cases=None):
     """The result of every try (``tries``: the probes of each, in order).
     ``cases``: ``{gpus: CaseEvidence}``, every attempt of each all_reduce
-    probe, judged by :func:`ccl_health.judge.judge.judge` (a retry absorbs
+    probe, judged by :func:`ccl_health.judge.casejudge.judge` (a retry absorbs
     a bandwidth shortfall only; any other fault in any attempt is the
     verdict, naming the attempt); the copy matrix by its own judge (its
     first fault no retry absorbs, else its last try)."""
-    from ccl_health.judge.judge import judge
+    from ccl_health.judge.casejudge import judge
     from ccl_health.judge.verdicts import Verdict, worst
     notes = []
     for k, probes in enumerate(tries, 1):

@@ -1,2 +1,2 @@
 """The judge: the verdicts, the reference model, and the one function that
-decides a case from its evidence (:mod:`ccl_health.judge.judge`)."""
+decides a case from its evidence (:mod:`ccl_health.judge.casejudge`)."""

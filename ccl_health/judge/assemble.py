@@ -112,7 +112,7 @@ def case(attempts, *, what='the run', transport=None, collective=None,
          expected_sizes=None, exact_sizes=True, site=None, node_states=None,
          node=None, gpus=None, reference=None, missing_reference='',
          proof_required=True, judge_bandwidth=True):
-    """The evidence of one case for :func:`ccl_health.judge.judge.judge`.
+    """The evidence of one case for :func:`ccl_health.judge.casejudge.judge`.
 
     ``attempts``: its runs (:func:`attempt`), in order; ``transport``,
     ``collective``, ``nodes`` x ``gpus_per_node``, ``algo`` and the sizes

@@ -4,7 +4,7 @@ node's state, the reference found (or why none), the physical ceiling.
 
 Plain data: the one case assembler (:mod:`ccl_health.judge.assemble`)
 fills it for every door (the sweep, the health hook, ``scripts/explain``,
-the fleet steps); :func:`ccl_health.judge.judge.judge` alone turns it into
+the fleet steps); :func:`ccl_health.judge.casejudge.judge` alone turns it into
 a verdict.  Gather, then check (NHC,
 azurehpc-health-checks)."""
 

@@ -2,7 +2,7 @@
 can reach, derived per case from what is known of it (:func:`bound`).
 
 The check exists to catch garbage (a busbw of 1e308, a negative or zero
-time: :func:`ccl_health.judge.judge.judge_output`), never a fast healthy
+time: :func:`ccl_health.judge.casejudge.judge_output`), never a fast healthy
 run, so every bound here is generous, and its reason says how it was
 derived.  What busbw can reach (nccl-tests ``doc/PERFORMANCE.md``: busbw =
 algbw x 2(n-1)/n for all_reduce):

@@ -2,9 +2,9 @@
 nvbandwidth (:class:`ccl_health.evidence.copymatrix.LinksResult`) against the
 partition's ``peer_copy`` reference (:func:`judge_links`).  The health
 hook's copy-matrix probe hands its result here; the all_reduce probes go
-through :func:`ccl_health.judge.judge.judge`."""
+through :func:`ccl_health.judge.casejudge.judge`."""
 
-from ccl_health.judge.judge import allowed, below_reference
+from ccl_health.judge.casejudge import allowed, below_reference
 from ccl_health.judge.verdicts import Verdict, finite, worst
 
 

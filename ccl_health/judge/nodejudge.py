@@ -1,5 +1,5 @@
 """The judge of a node: what decides a node's verdict beyond each probe's
-case (:func:`ccl_health.judge.judge.judge`, the copy matrix's
+case (:func:`ccl_health.judge.casejudge.judge`, the copy matrix's
 :func:`ccl_health.judge.linkjudge.judge_links`).
 
 - the probes together: a failure over could-not-check over a pass (the

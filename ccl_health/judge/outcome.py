@@ -1,5 +1,5 @@
 """The judge of a case as ReFrame ended it: the verdict the check itself
-judged (:func:`ccl_health.judge.judge.judge`, stored in its ``verdict``
+judged (:func:`ccl_health.judge.casejudge.judge`, stored in its ``verdict``
 variable), weighed against what ReFrame's run report says happened after
 or instead: skipped (by the check, or because a build it needs failed), a
 dependency that failed, a build that failed, a job Slurm ended at its time

@@ -2,7 +2,7 @@
 failures and which mean the tool itself could not judge, and maps them to
 exit codes.  Every consumer (the checks, the main command, the health hook,
 ``explain``, the store, the report) reads them from here.  The rules that give a case its verdict are the
-judge's (:mod:`ccl_health.judge.judge`).
+judge's (:mod:`ccl_health.judge.casejudge`).
 
 Only ``pass`` is good (and ``skipped``, which carries its reason).
 

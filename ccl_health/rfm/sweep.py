@@ -21,7 +21,7 @@ from ccl_health import summary
 from ccl_health.evidence import collectives as C
 from ccl_health.judge import verdicts as V
 from ccl_health.judge import assemble
-from ccl_health.judge.judge import judge
+from ccl_health.judge.casejudge import judge
 from ccl_health.units import size_sweep
 
 from ccl_health.rfm.base import PlacedTest, SizeSweepMixin, TransportMixin
@@ -137,7 +137,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
         return ev
 
     def _judge(self):
-        """(verdict, one-line reason): :func:`ccl_health.judge.judge.judge`
+        """(verdict, one-line reason): :func:`ccl_health.judge.casejudge.judge`
         of this case's evidence."""
         self._judgement = judge(self._evidence())
         return self._judgement.verdict, self._judgement.reason

@@ -13,7 +13,7 @@ The health hook calls it once per probe attempt, or once with every
 attempt::
 
     from ccl_health.judge import assemble
-    from ccl_health.judge.judge import judge
+    from ccl_health.judge.casejudge import judge
     att = assemble.attempt(output, debug_logs, proc.returncode,
                            transport='intra', nodes=1)
     j = judge(assemble.case(
