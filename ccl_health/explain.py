@@ -27,7 +27,7 @@ from ccl_health.evidence import nccltests
 from ccl_health.evidence import nccltests_json
 from ccl_health.evidence import results
 from ccl_health.judge import reference
-from ccl_health.evidence import debuglog as transport
+from ccl_health.evidence.proof import asked_from_log
 from ccl_health.judge import verdicts as V
 from ccl_health.judge import assemble
 from ccl_health.judge import casejudge as judge_mod
@@ -180,7 +180,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     # host names where the lines carry them (NCCL's nNodes counts host
     # hashes: NCCL_HOSTID splits one host), else the log's own node count
     nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
-    from_log = None if transport_asked else transport.asked_from_log(ev)
+    from_log = None if transport_asked else asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
     proof_doc = None

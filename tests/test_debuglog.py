@@ -12,6 +12,7 @@ import pytest
 
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog as D
+from ccl_health.evidence.proof import asked_from_log, prove
 
 
 def info(host, pid, dev, text, kind='INFO'):
@@ -71,7 +72,7 @@ def ev_of(lines):
 ])
 def test_asked_from_log(lines, asked):
     ev = ev_of([info('n0', 10, 0, t) for t in lines])
-    assert D.asked_from_log(ev) == asked
+    assert asked_from_log(ev) == asked
 
 
 def test_a_plugin_asked_and_not_used_is_a_fallback_without_asked():
@@ -81,11 +82,11 @@ def test_a_plugin_asked_and_not_used_is_a_fallback_without_asked():
                   '/x/libnccl-net-ofi.so'),
              info('n0', 10, 0, 'Using network Socket'),
              info('n0', 10, 0, net_line(0, 1, net='Socket', gdr=False))]
-    proof = D.prove(None, ev_of(lines))
+    proof = prove(None, ev_of(lines))
     assert proof.asked == 'net-plugin' and proof.proven == 'net-socket'
     assert not proof.ok and 'asked net-plugin' in proof.reason
     # nothing asked in the log: judged as what it proves
-    proof = D.prove(None, ev_of(lines[2:]))
+    proof = prove(None, ev_of(lines[2:]))
     assert proof.ok and proof.proven == 'net-socket'
 
 
@@ -93,16 +94,16 @@ def test_a_plugin_asked_and_not_used_is_a_fallback_without_asked():
 
 def test_every_rank_must_show_channels():
     ev = ev_of(two_node_ib())
-    assert D.prove('net-ib', ev, nodes=2, expected_ranks=2).ok
-    assert D.prove('net-ib', ev, nodes=2, expected_ranks=[0, 1]).ok
+    assert prove('net-ib', ev, nodes=2, expected_ranks=2).ok
+    assert prove('net-ib', ev, nodes=2, expected_ranks=[0, 1]).ok
     ev = ev_of(two_node_ib(skip_rank=1))
-    proof = D.prove('net-ib', ev, nodes=1, expected_ranks=2)
+    proof = prove('net-ib', ev, nodes=1, expected_ranks=2)
     assert not proof.ok and proof.proven is None       # could-not-check
     assert '1 of 2 ranks' in proof.reason and 'rank 1' in proof.reason
     # a rank whose log holds lines but no channel line
     lines = two_node_ib(skip_rank=1) + [info('n1', 101, 0,
                                              'NCCL version 2.21.5+cuda12.4')]
-    proof = D.prove('net-ib', ev_of(lines), nodes=2, expected_ranks=2)
+    proof = prove('net-ib', ev_of(lines), nodes=2, expected_ranks=2)
     assert not proof.ok and proof.proven is None
 
 
@@ -112,7 +113,7 @@ def test_a_missing_rank_that_shows_a_fallback_is_the_fallback():
              kind='WARN'),
         info('n1', 101, 0, 'Using network Socket')]
     ev = ev_of(lines)
-    proof = D.prove('net-ib', ev, nodes=2, expected_ranks=2)
+    proof = prove('net-ib', ev, nodes=2, expected_ranks=2)
     assert not proof.ok and proof.proven is not None   # a fallback
 
 
@@ -124,24 +125,24 @@ def test_fallback_without_channel_lines_per_rank():
     ev = ev_of(lines)
     assert ev.ranks['h:1'].networks == {'Socket'}
     assert ev.ranks['h:2'].networks == {'OFI plugin'}
-    proof = D.prove('net-plugin', ev)
+    proof = prove('net-plugin', ev)
     assert proof.proven == 'net-socket' and not proof.ok
     assert 'different networks' in proof.reason
     # every rank fell back: a plain fallback
-    proof = D.prove('net-plugin', ev_of(lines[:2]))
+    proof = prove('net-plugin', ev_of(lines[:2]))
     assert proof.proven == 'net-socket' and 'fell back' in proof.reason
     # IB found and named as the communicator's network: the fallback is
     # to IB
     lines = [info('h', 1, 0, 'NET/OFI aws-ofi-nccl initialization failed'),
              info('h', 1, 0, 'NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:1<0>'),
              info('h', 1, 0, 'Using network IB')]
-    assert D.prove('net-plugin', ev_of(lines)).proven == 'net-ib'
+    assert prove('net-plugin', ev_of(lines)).proven == 'net-ib'
     # the plugin failed and no line says what NCCL used then: unknown,
     # never a network named by default (issue 31.3)
     for cut in (1, 2):
         ev = ev_of(lines[:cut])
         assert ev.ranks['h:1'].networks == set()
-        proof = D.prove('net-plugin', ev)
+        proof = prove('net-plugin', ev)
         assert proof.proven is None and not proof.ok, proof
         assert 'Socket' not in proof.reason and 'IB' not in proof.reason
 
@@ -155,7 +156,7 @@ def test_a_plugin_failure_on_one_of_two_ranks_names_no_socket_for_it():
              info('h', 2, 1, 'Channel 00/0 : 0[0] -> 1[1] [receive] via '
                              'NET/Libfabric/0/GDRDMA')]
     ev = ev_of(lines)
-    proof = D.prove('net-plugin-gdr', ev, nodes=2, expected_ranks=2)
+    proof = prove('net-plugin-gdr', ev, nodes=2, expected_ranks=2)
     assert 'Socket' not in proof.reason and proof.proven is None, proof
 
 
@@ -167,7 +168,7 @@ def test_a_one_rank_run_names_no_fallback():
              info('h', 1, 0, 'Using network Socket'),
              info('h', 1, 0, 'comm 0x1 rank 0 nranks 1 cudaDev 0 nvmlDev 0 '
                              'busId 1000 commId 0x2 - Init COMPLETE')]
-    proof = D.prove(None, ev_of(lines))
+    proof = prove(None, ev_of(lines))
     assert proof.asked == 'net-plugin' and proof.proven is None
     assert 'fell back' not in proof.reason
 
@@ -182,9 +183,9 @@ def test_a_node_count_above_one_without_net_channels_is_not_intra():
     ev = ev_of(lines)
     assert ev.nnodes_seen == 4 and ev.nranks_seen == 16
     for asked in ('net-plugin-gdr', 'net-socket', None):
-        proof = D.prove(asked, ev)
+        proof = prove(asked, ev)
         assert proof.proven is None and not proof.ok, (asked, proof)
-    assert 'not proven' in D.prove('net-plugin-gdr', ev).reason
+    assert 'not proven' in prove('net-plugin-gdr', ev).reason
 
 
 # -- the forms users paste ---------------------------------------------------
@@ -255,5 +256,5 @@ def test_a_rank_seen_only_through_ofi_lines_does_not_contradict_channels():
              info('h', 1, 0, 'Using network AWS Libfabric'),
              info('h', 1, 0, net_line(0, 1, net='AWS Libfabric')),
              info('h', 2, 1, 'NET/OFI Selected Provider is efa')]
-    proof = D.prove('net-plugin-gdr', ev_of(lines))
+    proof = prove('net-plugin-gdr', ev_of(lines))
     assert proof.ok, proof.reason

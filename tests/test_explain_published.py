@@ -9,6 +9,7 @@ import pytest
 
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog, nccltests
+from ccl_health.evidence.proof import asked_from_log, prove
 from conftest import REPO
 
 PUB = os.path.join(REPO, 'tests', 'fixtures', 'published')
@@ -99,18 +100,18 @@ def test_the_mixed_node_names_each_rank_group():
     nets = {k: r.networks for k, r in ev.ranks.items()}
     assert nets == {'algo-1:17774': {'Socket'}, 'algo-1:17780': {'Socket'},
                     'algo-1:17773': {'OFI plugin'}}
-    assert debuglog.asked_from_log(ev) == 'net-plugin'
+    assert asked_from_log(ev) == 'net-plugin'
 
 
 def test_the_transport_asked_is_read_from_the_log_in_every_door():
     # explain without --transport, and prove() without asked: the same
     name = 'nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log'
     ev = debuglog.read_evidence([pub(name)])
-    proof = debuglog.prove(None, ev)
+    proof = prove(None, ev)
     assert proof.asked == 'net-plugin-gdr' and proof.proven == 'net-ib'
     assert not proof.ok
     # asked for IB (--transport), the same log is proven IB
-    assert debuglog.prove('net-ib', ev).ok
+    assert prove('net-ib', ev).ok
 
 
 def test_the_oldest_hashless_table_with_an_error_column_is_wrong_results():
@@ -411,7 +412,7 @@ def test_ib_with_gpudirect_rdma_on_some_paths_only_says_how_many():
              'NET/IB/0']
     ev = debuglog.Evidence()
     debuglog.feed_lines(ev, lines)
-    proof = debuglog.prove('net-ib', ev)
+    proof = prove('net-ib', ev)
     assert proof.ok and 'GPUDirect RDMA on 1 of 2 network channel lines' \
         in proof.reason
 

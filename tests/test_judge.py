@@ -10,6 +10,7 @@ import mutations
 from conftest import REPO
 
 from ccl_health.evidence import debuglog, nccltests, warns
+from ccl_health.evidence.proof import Proof, prove
 from ccl_health.judge import reference
 from ccl_health.judge.caseevidence import Attempt, CaseEvidence
 from ccl_health.judge import ceiling as bounds
@@ -34,7 +35,7 @@ def case(text=None, rc=0, entry='lookup', attempts=None, **kw):
     reference entry."""
     logs = _logs()
     ev = debuglog.read_evidence(logs)
-    proof = debuglog.prove('intra', ev, nodes=1)
+    proof = prove('intra', ev, nodes=1)
     if entry == 'lookup':
         entry = reference.load_for_system(REFDIR, 'local').lookup(
             'gpu', 'intra', 'all_reduce', 1, 2)
@@ -305,7 +306,7 @@ def net_case(extra=()):
     with open(os.path.join(NET, 'stdout.txt')) as fp:
         text = fp.read()
     ev = debuglog.read_evidence(logs)
-    proof = debuglog.prove('net-plugin', ev, nodes=1)
+    proof = prove('net-plugin', ev, nodes=1)
     with open(logs[0]) as fp:
         prefix = fp.read().split(' NCCL INFO', 1)[0]
     body = ''.join(f'{prefix} NCCL WARN {t}\n' for t in extra)
@@ -375,7 +376,7 @@ def _unproven(c, proof=None):
 def test_a_measured_shortfall_is_below_reference_whatever_the_proof():
     # 23x below the reference at every size: only a pass needs the proof
     slow = _scaled(_intra(), 23)
-    for proof in (None, debuglog.Proof('intra', None, False,
+    for proof in (None, Proof('intra', None, False,
                                        'no channel lines in the logs')):
         j = judge(_unproven(case(slow), proof))
         assert j.verdict is Verdict.BELOW_REFERENCE, j.reason
@@ -386,20 +387,20 @@ def test_a_measured_shortfall_is_below_reference_whatever_the_proof():
     j = judge(_unproven(case()))
     assert j.verdict is Verdict.COULD_NOT_CHECK
     # a proven fallback says more than the shortfall
-    fb = debuglog.Proof('net-plugin', 'net-socket', False, 'fell back')
+    fb = Proof('net-plugin', 'net-socket', False, 'fell back')
     assert judge(_unproven(case(slow), fb)).verdict is Verdict.FALLBACK
 
 
 def test_a_log_alone_that_proves_a_fallback_is_a_fallback():
     c = case()
     c.attempts[0].result = None
-    c.attempts[0].proof = debuglog.Proof(
+    c.attempts[0].proof = Proof(
         'net-plugin', 'net-socket', False, 'fell back to NET/Socket instead '
         'of the plugin (NET/Socket x4)')
     j = judge(c)
     assert j.verdict is Verdict.FALLBACK and 'no output of' in j.reason
     # a log alone that proves nothing: not judged
-    c.attempts[0].proof = debuglog.Proof('net-plugin', None, False, 'none')
+    c.attempts[0].proof = Proof('net-plugin', None, False, 'none')
     assert judge(c).verdict is Verdict.COULD_NOT_CHECK
 
 

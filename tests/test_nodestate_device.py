@@ -175,7 +175,7 @@ def test_sweep_verdicts_and_history_on_the_device_database():
     ('memhold', 1, 'GPU 0 in use by pid {hold} (python3, 56.5 GiB; '
                    'leftover process on an idle node: drain)')])
 def test_hook_lines_on_the_device(name, code, first):
-    from ccl_health.hook import judging
+    from ccl_health.judge import nodejudge
     who = pids('hook')
     with open(os.path.join(F, 'hook', f'hook-{name}.json')) as fp:
         d = json.load(fp)
@@ -200,7 +200,7 @@ def test_hook_lines_on_the_device(name, code, first):
     before = NodeState.from_dict(ns['before'])
     after = NodeState.from_dict(ns['after'])
     causes = diagnose(before, after)
-    assert [judging.cause_text(c) for c in causes[:1]] == (
+    assert [nodejudge.cause_text(c) for c in causes[:1]] == (
         [first] if first else [])
 
 

@@ -27,6 +27,7 @@ import pytest
 
 from conftest import REPO
 from ccl_health.evidence import debuglog
+from ccl_health.evidence import proof
 from ccl_health.sitedata import transports
 from ccl_health.torch_bench import output
 
@@ -82,7 +83,7 @@ def from_proof(value):
     environment says."""
     lines = [f'n0:10:10 [0] NCCL INFO {k} set by environment to {v}'
              for k, v in plugin_env(value).items()]
-    return debuglog.asked_from_log(debuglog.evidence_from_text(
+    return proof.asked_from_log(debuglog.evidence_from_text(
         '\n'.join(lines)))
 
 

@@ -11,6 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from ccl_health import CclHealthError
 from ccl_health.evidence import debuglog as transport
+from ccl_health.evidence.proof import prove
+from ccl_health.sitedata import transports
 
 # -- helpers ------------------------------------------------------------------
 
@@ -165,7 +167,7 @@ def test_rccl_log_was_judged_without_channels_before():
              for c in range(4)]
     ev = ev_of(*lines)
     assert ev.via == {'NET/Socket': 4}
-    assert transport.prove('net-socket', ev, nodes=2).ok
+    assert prove('net-socket', ev, nodes=2).ok
 
 
 def test_ring_listing_is_not_a_channel_connection():
@@ -173,7 +175,7 @@ def test_ring_listing_is_not_a_channel_connection():
     ev = ev_of(info('Channel 00/02 :    0   1   2   3'),
                info('Channel 01/24 :    0   1'))
     assert ev.via == {} and not ev.unparsed
-    assert 'no channel was connected' in transport.prove('intra', ev).reason
+    assert 'no channel was connected' in prove('intra', ev).reason
 
 
 @pytest.mark.parametrize('line', [
@@ -189,7 +191,7 @@ def test_ring_listing_is_not_a_channel_connection():
 def test_other_lines_with_via_or_nvls_are_not_channels(line):
     ev = ev_of(info(line), info('Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM'))
     assert ev.via == {'P2P/CUMEM': 1} and not ev.unparsed
-    assert transport.prove('intra', ev).ok
+    assert prove('intra', ev).ok
 
 
 @pytest.mark.parametrize('path', [
@@ -203,7 +205,7 @@ def test_channel_line_not_understood_is_never_a_pass(path):
     ev = ev_of(ok_line, bad)
     assert ev.unparsed == [bad]
     for asked in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
-        proof = transport.prove(asked, ev)
+        proof = prove(asked, ev)
         assert not proof.ok
         assert 'not understood' in proof.reason and path in proof.reason
 
@@ -315,7 +317,7 @@ def test_probing_plugin_versions_then_loading_is_a_load(name, load):
     assert ev.plugin_name == name
     assert ev.plugin_failure is None
     for asked in ('net-plugin', 'net-plugin-gdr'):
-        proof = transport.prove(asked, ev, nodes=2)
+        proof = prove(asked, ev, nodes=2)
         assert proof.ok, proof.reason
         assert f'plugin {name}' in proof.reason
 
@@ -360,18 +362,18 @@ def test_plugin_that_did_not_load_is_a_fallback_with_its_reason(lines, why):
     ev = plugin_run('Socket', lines, gdr='')
     assert ev.proven() == 'net-socket'
     for asked in ('net-plugin', 'net-plugin-gdr'):
-        proof = transport.prove(asked, ev, nodes=2)
+        proof = prove(asked, ev, nodes=2)
         assert not proof.ok and proof.proven == 'net-socket'
         assert proof.reason.startswith('fell back to NET/Socket')
         assert why in proof.reason, proof.reason
-    assert transport.prove('net-socket', ev, nodes=2).ok
+    assert prove('net-socket', ev, nodes=2).ok
 
 
 def test_plugin_loaded_but_not_used_is_a_fallback():
     # e.g. NCCL_NET=Socket: the plugin loads, the channels go over sockets
     ev = plugin_run('Socket', ['NET/Plugin: Loaded net plugin Libfabric (v11)',
                                'Initialized NET plugin Libfabric'], gdr='')
-    proof = transport.prove('net-plugin', ev, nodes=2)
+    proof = prove('net-plugin', ev, nodes=2)
     assert not proof.ok and proof.proven == 'net-socket'
     assert 'plugin Libfabric loaded but NCCL did not use it' in proof.reason
 
@@ -382,7 +384,7 @@ def test_probe_down_to_any_version(top, data):
     # every NCCL version probes from its newest plugin API downwards
     # (v2.18.3-1 src/net.cc:183-206 ... v2.26.2-1 src/plugin/net/net_v*.cc)
     found = data.draw(st.one_of(st.none(), st.integers(4, top)))
-    name = data.draw(NAMES.filter(lambda n: n not in transport.BUILTIN_NETS))
+    name = data.draw(NAMES.filter(lambda n: n not in transports.BUILTIN_NETS))
     stop = found if found is not None else 4
     lines = [f'NET/Plugin: Failed to find ncclNetPlugin_v{v} symbol.'
              for v in range(top, stop, -1)]
@@ -391,14 +393,14 @@ def test_probe_down_to_any_version(top, data):
                      '(>= v5). ncclNetPlugin symbols v4 and lower are not '
                      'supported.')
         ev = plugin_run('Socket', lines, gdr='')
-        proof = transport.prove('net-plugin', ev, nodes=2)
+        proof = prove('net-plugin', ev, nodes=2)
         assert not proof.ok
         assert 'Failed to find ncclNetPlugin symbol (>= v5)' in proof.reason
     else:
         lines.append(f'NET/Plugin: Loaded net plugin {name} (v{found})')
         ev = plugin_run(name, lines)
         assert ev.plugin_loaded == name and ev.plugin_failure is None
-        assert transport.prove('net-plugin-gdr', ev, nodes=2).ok
+        assert prove('net-plugin-gdr', ev, nodes=2).ok
 
 
 def test_socket_and_ib_lines_are_not_plugin_loads():
@@ -408,7 +410,7 @@ def test_socket_and_ib_lines_are_not_plugin_loads():
                                'Assigned NET plugin Socket to comm'], gdr='')
     assert ev.plugin_loaded is None and ev.plugin_name is None
     assert ev.plugin_failure is None
-    proof = transport.prove('net-plugin', ev, nodes=2)
+    proof = prove('net-plugin', ev, nodes=2)
     assert not proof.ok and 'no "Loaded net plugin" line' in proof.reason
 
 
@@ -428,13 +430,13 @@ def test_builtin_ib_is_a_fallback_from_the_plugin(gdr):
                            'internal network plugin.'], gdr=gdr)
     assert ev.proven() == 'net-ib'
     for asked in ('net-plugin', 'net-plugin-gdr'):
-        proof = transport.prove(asked, ev, nodes=2)
+        proof = prove(asked, ev, nodes=2)
         assert not proof.ok and proof.proven == 'net-ib'
         assert "fell back to NCCL's builtin NET/IB" in proof.reason
         assert 'Could not find: libnccl-net.so' in proof.reason
-    assert not transport.prove('net-socket', ev, nodes=2).ok
-    assert not transport.prove('intra', ev).ok
-    assert transport.prove('net-ib', ev, nodes=2).ok
+    assert not prove('net-socket', ev, nodes=2).ok
+    assert not prove('intra', ev).ok
+    assert prove('net-ib', ev, nodes=2).ok
 
 
 # -- mixed ranks --------------------------------------------------------------
@@ -468,7 +470,7 @@ def test_mixed_ranks_in_files_are_a_fallback(tmp_path):
     assert len(ev.ranks) == 4
     assert ev.proven() == 'net-socket'          # the weakest rank
     for asked in ('net-plugin', 'net-plugin-gdr', 'net-socket'):
-        proof = transport.prove(asked, ev, nodes=2)
+        proof = prove(asked, ev, nodes=2)
         assert not proof.ok, asked
         assert proof.reason.startswith('ranks used different networks')
         assert 'NET/Libfabric on 3 of 4 ranks' in proof.reason
@@ -482,7 +484,7 @@ def test_mixed_ranks_in_one_text_are_told_apart_by_host_pid():
     lines = rank_log('a', 1, 'Libfabric') + rank_log('b', 2, 'Socket', False)
     ev = ev_of(*lines)
     assert set(ev.ranks) == {'a:1', 'b:2'}
-    proof = transport.prove('net-plugin', ev, nodes=2)
+    proof = prove('net-plugin', ev, nodes=2)
     assert not proof.ok
     assert 'NET/Libfabric on 1 of 2 ranks (a:1)' in proof.reason
     assert 'NET/Socket on 1 of 2 ranks (b:2)' in proof.reason
@@ -493,7 +495,7 @@ def test_rank_without_network_channels_but_another_network_is_mixed():
     lines = rank_log('a', 1, 'Libfabric', gdr='/GDRDMA') + [
         info('Using network Socket', host='b', pid=2),
         info('Channel 00/0 : 2[2] -> 3[3] via P2P/CUMEM', host='b', pid=2)]
-    proof = transport.prove('net-plugin', ev_of(*lines), nodes=2)
+    proof = prove('net-plugin', ev_of(*lines), nodes=2)
     assert not proof.ok and 'NET/Socket on 1 of 2 ranks (b:2)' in proof.reason
 
 
@@ -510,12 +512,12 @@ def test_plugin_passes_only_if_every_rank_used_it(ranks, rnd):
     ev = ev_of(*lines)
     nodes = 2 if len({i % 2 for i in range(len(ranks))}) == 2 else 1
     every = all(net == 'Libfabric' for net, _ in ranks)
-    assert transport.prove('net-plugin', ev, nodes=nodes).ok == every
-    assert transport.prove('net-plugin-gdr', ev, nodes=nodes).ok == (
+    assert prove('net-plugin', ev, nodes=nodes).ok == every
+    assert prove('net-plugin-gdr', ev, nodes=nodes).ok == (
         every and all(gdr for _, gdr in ranks))
-    assert transport.prove('net-socket', ev, nodes=nodes).ok == all(
+    assert prove('net-socket', ev, nodes=nodes).ok == all(
         net == 'Socket' for net, _ in ranks)
-    assert not transport.prove('intra', ev, nodes=nodes).ok
+    assert not prove('intra', ev, nodes=nodes).ok
 
 
 # -- multi-node ---------------------------------------------------------------
@@ -531,8 +533,8 @@ def intra_only(hosts=('n1', 'n2')):
 def test_multi_node_run_without_network_lines_is_never_ok(asked):
     ev = intra_only()
     assert ev.proven() == 'intra'
-    assert transport.prove('intra', ev).ok          # as one node: fine
-    proof = transport.prove(asked, ev, nodes=2)
+    assert prove('intra', ev).ok          # as one node: fine
+    proof = prove(asked, ev, nodes=2)
     assert not proof.ok
     if asked == 'intra':
         assert 'intra-node transport asked for a 2-node run' in proof.reason
@@ -546,22 +548,22 @@ def test_multi_node_with_unknown_network_lines_is_not_intra():
     ev = ev_of(info('Channel 00/0 : 0[0] -> 1[1] via P2P/IPC', host='n1'),
                info('Channel 00/0 : 1[1] -> 8[0] [send] via NET/Fancy Net',
                     host='n2'))
-    proof = transport.prove('intra', ev, nodes=1)
+    proof = prove('intra', ev, nodes=1)
     assert not proof.ok and 'not understood' in proof.reason
-    assert not transport.prove('net-plugin', ev, nodes=2).ok
+    assert not prove('net-plugin', ev, nodes=2).ok
 
 
 def test_multi_node_logs_of_fewer_hosts_prove_nothing_for_the_others():
     ev = ev_of(*rank_log('n1', 1, 'Libfabric', gdr='/GDRDMA'))
-    assert transport.prove('net-plugin', ev, nodes=1).ok
-    proof = transport.prove('net-plugin', ev, nodes=2)
+    assert prove('net-plugin', ev, nodes=1).ok
+    proof = prove('net-plugin', ev, nodes=2)
     assert not proof.ok and 'only 1 host(s) (n1)' in proof.reason
 
 
 @pytest.mark.parametrize('nodes', [0, -1, 1.5, '2', True])
 def test_bad_node_count_is_an_error(nodes):
     with pytest.raises(CclHealthError, match='nodes'):
-        transport.prove('intra', intra_only(), nodes=nodes)
+        prove('intra', intra_only(), nodes=nodes)
 
 
 # -- GPUDirect RDMA -----------------------------------------------------------
@@ -584,7 +586,7 @@ GDR_OFF = [
 @pytest.mark.parametrize('line,why', GDR_OFF)
 def test_gdr_off_reason_is_named(line, why):
     lines = rank_log('a', 1, 'Libfabric') + [info(line, host='a', pid=1)]
-    proof = transport.prove('net-plugin-gdr', ev_of(*lines))
+    proof = prove('net-plugin-gdr', ev_of(*lines))
     assert not proof.ok and proof.proven == 'net-plugin'
     assert 'without GPUDirect RDMA on 2 of 2 network channels' in proof.reason
     assert why in proof.reason
@@ -594,9 +596,9 @@ def test_gdr_on_some_paths_only_is_not_gdr():
     lines = rank_log('a', 1, 'Libfabric', gdr='/GDRDMA') + \
         rank_log('b', 2, 'Libfabric', gdr='')
     ev = ev_of(*lines)
-    proof = transport.prove('net-plugin-gdr', ev, nodes=2)
+    proof = prove('net-plugin-gdr', ev, nodes=2)
     assert not proof.ok and 'on 2 of 4 network channels' in proof.reason
-    assert transport.prove('net-plugin', ev, nodes=2).ok
+    assert prove('net-plugin', ev, nodes=2).ok
 
 
 def test_other_simple_protocol_reasons_are_not_gdr_reasons():
@@ -606,7 +608,7 @@ def test_other_simple_protocol_reasons_are_not_gdr_reasons():
         'supported', host='a', pid=1)]
     ev = ev_of(*lines)
     assert ev.gdr_off_reason is None
-    assert transport.prove('net-plugin-gdr', ev).ok
+    assert prove('net-plugin-gdr', ev).ok
 
 
 # -- versions -----------------------------------------------------------------
@@ -680,7 +682,7 @@ def test_lines_dropped_or_reordered_never_change_the_transport(data):
         part = data.draw(st.permutations(part))
         ev = transport.evidence_from_text('\n'.join(part))
         for asked in never:
-            assert not transport.prove(asked, ev, nodes=2).ok, asked
-        proof = transport.prove(passes, ev, nodes=2)
+            assert not prove(asked, ev, nodes=2).ok, asked
+        proof = prove(passes, ev, nodes=2)
         if proof.ok:        # only with the evidence that proves it
             assert ev.net_paths and ev.proven() == passes

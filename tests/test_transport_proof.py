@@ -8,6 +8,7 @@ import pytest
 
 from ccl_health import CclHealthError
 from ccl_health.evidence import debuglog as transport
+from ccl_health.evidence.proof import prove
 from conftest import CAPTURE
 
 
@@ -31,7 +32,7 @@ def test_proven_transport(case, proven):
 
 def test_each_transport_passes_on_its_own_log():
     for t in ('intra', 'net-socket', 'net-plugin'):
-        proof = transport.prove(t, evidence(t))
+        proof = prove(t, evidence(t))
         assert proof.ok, proof.reason
 
 
@@ -41,30 +42,30 @@ def test_intra_log_says_using_network_socket_but_is_intra():
     ev = evidence('intra')
     assert ev.using_network == 'Socket'
     assert set(ev.via) == {'P2P/CUMEM'}
-    assert not transport.prove('net-socket', ev).ok
+    assert not prove('net-socket', ev).ok
 
 
 def test_plugin_that_did_not_load_is_a_fallback():
-    proof = transport.prove('net-plugin', evidence('plugin-missing-fallback'))
+    proof = prove('net-plugin', evidence('plugin-missing-fallback'))
     assert not proof.ok and proof.proven == 'net-socket'
     assert proof.reason.startswith('fell back to NET/Socket')
     assert 'Could not find: /nonexistent/libnccl-net-ofi.so' in proof.reason
 
 
 def test_gdr_not_supported_is_named():
-    proof = transport.prove('net-plugin-gdr', evidence('net-plugin-gdr'))
+    proof = prove('net-plugin-gdr', evidence('net-plugin-gdr'))
     assert not proof.ok
     assert 'without GPUDirect RDMA' in proof.reason
     assert 'GDR not supported' in proof.reason
 
 
 def test_socket_run_is_not_a_plugin_run():
-    proof = transport.prove('net-plugin', evidence('net-socket'))
+    proof = prove('net-plugin', evidence('net-socket'))
     assert not proof.ok and 'no "Loaded net plugin"' in proof.reason
 
 
 def test_network_run_is_not_intra():
-    proof = transport.prove('intra', evidence('net-plugin'))
+    proof = prove('intra', evidence('net-plugin'))
     assert not proof.ok and 'went over the network' in proof.reason
 
 
@@ -85,21 +86,21 @@ def test_gdrdma_channel_lines_prove_gdr():
     log += '\nnid1:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v8)'
     ev = transport.evidence_from_text(log)
     assert ev.proven() == 'net-plugin-gdr'
-    assert transport.prove('net-plugin-gdr', ev).ok
-    assert transport.prove('net-plugin', ev).ok     # the plugin ran
+    assert prove('net-plugin-gdr', ev).ok
+    assert prove('net-plugin', ev).ok     # the plugin ran
 
 
 def test_no_log_and_no_channels():
-    assert not transport.prove('intra', transport.Evidence()).ok
+    assert not prove('intra', transport.Evidence()).ok
     ev = transport.evidence_from_text(
         'vm:1:1 [0] NCCL INFO NCCL version 2.28.3+cuda13.0')
-    proof = transport.prove('net-plugin', ev)
+    proof = prove('net-plugin', ev)
     assert not proof.ok and 'no channel was connected' in proof.reason
 
 
 def test_unknown_transport_is_an_error():
     with pytest.raises(CclHealthError, match='unknown transport'):
-        transport.prove('nvlink', transport.Evidence())
+        prove('nvlink', transport.Evidence())
 
 
 def test_published_efa_log_proves_plugin_with_gdr():
@@ -116,9 +117,9 @@ def test_published_efa_log_proves_plugin_with_gdr():
     assert ev.plugin_loaded is None and ev.plugin_name == 'AWS Libfabric'
     assert ev.via['NET/AWS Libfabric/GDRDMA'] == 64
     assert ev.via['P2P/IPC'] > 0             # intra-node hops of 2 nodes
-    proof = transport.prove('net-plugin-gdr', ev)
+    proof = prove('net-plugin-gdr', ev)
     assert proof.ok and 'AWS Libfabric with GPUDirect RDMA' in proof.reason
-    assert not transport.prove('net-socket', ev).ok
+    assert not prove('net-socket', ev).ok
 
 
 # -- published logs (tests/fixtures/published/SOURCES.md) -------------------
@@ -137,8 +138,8 @@ def test_published_efa_log_per_rank_and_two_nodes():
     # "Failed to find ncclCollNetPlugin_v4 symbol." on every rank: the
     # optional CollNet half, not a failure of the net plugin
     assert ev.plugin_failure is None
-    assert transport.prove('net-plugin-gdr', ev, nodes=2).ok
-    proof = transport.prove('intra', ev, nodes=2)
+    assert prove('net-plugin-gdr', ev, nodes=2).ok
+    proof = prove('intra', ev, nodes=2)
     assert not proof.ok and '2-node run' in proof.reason
 
 
@@ -149,14 +150,14 @@ def test_published_rccl_socket_log_mi250x_two_nodes():
     assert ev.versions == {'rccl_version': '2.16.5+hip5.6'}
     assert len(ev.ranks) == 8 and ev.hosts == ['g1064', 'g1072']
     assert ev.proven() == 'net-socket'
-    assert transport.prove('net-socket', ev, nodes=2).ok
-    proof = transport.prove('net-plugin', ev, nodes=2)
+    assert prove('net-socket', ev, nodes=2).ok
+    proof = prove('net-plugin', ev, nodes=2)
     assert not proof.ok and proof.proven == 'net-socket'
     assert proof.reason.startswith('fell back to NET/Socket')
     assert ('the plugin did not load: No plugin found (librccl-net.so), '
             'using internal implementation' in proof.reason)
-    assert not transport.prove('intra', ev, nodes=2).ok
-    assert not transport.prove('intra', ev).ok     # network seen on 1 too
+    assert not prove('intra', ev, nodes=2).ok
+    assert not prove('intra', ev).ok     # network seen on 1 too
 
 
 def test_published_rccl_ucx_plugin_log_probe_then_load():
@@ -169,11 +170,11 @@ def test_published_rccl_ucx_plugin_log_probe_then_load():
     assert ev.using_network == 'UCX'
     assert ev.via == {'NET/UCX/GDRDMA': 16}
     assert ev.versions == {'rccl_version': '2.18.3+hip5.7'}
-    proof = transport.prove('net-plugin-gdr', ev, nodes=2)
+    proof = prove('net-plugin-gdr', ev, nodes=2)
     assert proof.ok, proof.reason
     assert 'NCCL RDMA Plugin with GPUDirect RDMA' in proof.reason
-    assert not transport.prove('net-socket', ev, nodes=2).ok
-    assert not transport.prove('intra', ev, nodes=2).ok
+    assert not prove('net-socket', ev, nodes=2).ok
+    assert not prove('intra', ev, nodes=2).ok
 
 
 def test_published_rccl_ucx_log_half_gdr_without_plugin_line():
@@ -183,12 +184,12 @@ def test_published_rccl_ucx_log_half_gdr_without_plugin_line():
     # no "Loaded net plugin" line in the excerpt: the channels name the
     # plugin's network (only a plugin prints a name NCCL does not build in)
     assert ev.plugin_loaded is None and ev.plugin_name == 'UCX'
-    proof = transport.prove('net-plugin', ev, nodes=2)
+    proof = prove('net-plugin', ev, nodes=2)
     assert proof.ok and proof.proven == 'net-plugin', proof
     assert 'named by its channel lines' in proof.reason
     assert 'fallback' not in proof.reason and 'fell back' not in proof.reason
     # GPUDirect RDMA on the receive side only: not the plugin with GDR
-    proof = transport.prove('net-plugin-gdr', ev, nodes=2)
+    proof = prove('net-plugin-gdr', ev, nodes=2)
     assert not proof.ok and proof.proven == 'net-plugin'
     assert 'without GPUDirect RDMA on 4 of 8' in proof.reason
 
@@ -201,13 +202,13 @@ def test_published_libfabric_v10_without_gdr():
         'cuda_driver': '13000', 'nccl_version': '2.27.3+cuda12.9',
         'plugin_package': 'aws-ofi-nccl', 'plugin_version': '1.16.2',
         'libfabric_version': '2.1', 'provider': 'efa'}
-    assert transport.prove('net-plugin', ev).ok
-    proof = transport.prove('net-plugin-gdr', ev)
+    assert prove('net-plugin', ev).ok
+    proof = prove('net-plugin-gdr', ev)
     assert not proof.ok and proof.proven == 'net-plugin'
     assert proof.reason.endswith(
         'Could not disable CUDA API usage for HMEM, disabling GDR')
     # NCCL counted 4 nodes; the log is rank 0's pod only
-    proof = transport.prove('net-plugin', ev, nodes=4)
+    proof = prove('net-plugin', ev, nodes=4)
     assert not proof.ok and 'only 1 host(s)' in proof.reason
 
 
@@ -216,7 +217,7 @@ def test_published_intra_shm_log_with_a_loaded_plugin():
     assert ev.via == {'SHM/direct': 28}
     assert len(ev.ranks) == 4
     assert ev.plugin_loaded == 'Libfabric'
-    assert transport.prove('intra', ev).ok
+    assert prove('intra', ev).ok
     for asked in ('net-socket', 'net-plugin', 'net-plugin-gdr'):
-        proof = transport.prove(asked, ev)
+        proof = prove(asked, ev)
         assert not proof.ok and 'no channel used the network' in proof.reason

@@ -14,6 +14,7 @@ from ccl_health.evidence import collectives as C
 from ccl_health.sitedata import schemas
 from ccl_health.sitedata import site
 from ccl_health.evidence import debuglog as transport
+from ccl_health.evidence.proof import prove
 from ccl_health.sitedata import transports
 from conftest import REPO
 
@@ -194,20 +195,20 @@ def ib_run(nets=('IB', 'IB'), gdr=('/GDRDMA', '/GDRDMA'), hcas=2,
 def test_builtin_ib_on_every_rank_is_net_ib(gdr, link):
     ev = ib_run(gdr=(gdr, gdr), link=link)
     assert ev.proven() == 'net-ib' and ev.plugin_name is None
-    proof = transport.prove('net-ib', ev, nodes=2)
+    proof = prove('net-ib', ev, nodes=2)
     assert proof.ok and proof.proven == 'net-ib'
     assert proof.reason.startswith("NCCL's builtin NET/IB")
     assert ('GPUDirect RDMA on every path' in proof.reason) == bool(gdr)
     # and it is nothing else
     for asked in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
-        assert not transport.prove(asked, ev, nodes=2).ok, asked
+        assert not prove(asked, ev, nodes=2).ok, asked
 
 
 def test_net_ib_that_fell_back_to_sockets_says_why():
     ev = ib_run(nets=('Socket', 'Socket'), gdr=('', ''),
                 pre=[cfmt(PARAM, 'NCCL_IB_DISABLE', 0)])
     assert ev.proven() == 'net-socket'
-    proof = transport.prove('net-ib', ev, nodes=2)
+    proof = prove('net-ib', ev, nodes=2)
     assert not proof.ok and proof.proven == 'net-socket'
     assert proof.reason.startswith("fell back to NET/Socket instead of "
                                    "NCCL's builtin NET/IB")
@@ -217,13 +218,13 @@ def test_net_ib_that_fell_back_to_sockets_says_why():
 def test_net_ib_disabled_by_the_environment_is_named():
     ev = ib_run(nets=('Socket', 'Socket'), gdr=('', ''),
                 pre=[cfmt(PARAM, 'NCCL_IB_DISABLE', 1)])
-    proof = transport.prove('net-ib', ev, nodes=2)
+    proof = prove('net-ib', ev, nodes=2)
     assert not proof.ok
     assert 'NCCL_IB_DISABLE set by environment to 1' in proof.reason
 
 
 def test_sockets_asked_but_ib_used_is_not_a_fallback():
-    proof = transport.prove('net-socket', ib_run(), nodes=2)
+    proof = prove('net-socket', ib_run(), nodes=2)
     assert not proof.ok and proof.proven == 'net-ib'
     assert proof.reason.startswith("asked for NET/Socket but NCCL used "
                                    "NCCL's builtin NET/IB")
@@ -233,7 +234,7 @@ def test_sockets_asked_but_ib_used_is_not_a_fallback():
 def test_net_ib_on_some_ranks_only_is_mixed():
     ev = ib_run(nets=('IB', 'Socket'), gdr=('/GDRDMA', ''))
     assert ev.proven() == 'net-socket'
-    proof = transport.prove('net-ib', ev, nodes=2)
+    proof = prove('net-ib', ev, nodes=2)
     assert not proof.ok
     assert proof.reason.startswith('ranks used different networks')
     assert 'NET/IB on 1 of 2 ranks (gpu01:100)' in proof.reason
@@ -245,16 +246,16 @@ def test_net_ib_over_a_plugin_is_not_net_ib():
     ev = ib_run(nets=('IBext_v8', 'IBext_v8'),
                 pre=['NET/Plugin: Loaded net plugin IBext_v8 (v8)'])
     assert ev.proven() == 'net-plugin-gdr'
-    proof = transport.prove('net-ib', ev, nodes=2)
+    proof = prove('net-ib', ev, nodes=2)
     assert not proof.ok
     assert proof.reason.startswith("asked for NCCL's builtin NET/IB but NCCL "
                                    "used the plugin IBext_v8")
-    assert transport.prove('net-plugin-gdr', ev, nodes=2).ok
+    assert prove('net-plugin-gdr', ev, nodes=2).ok
 
 
 def test_net_ib_on_one_node_needs_the_network_forced():
     lines = [info('Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read', 'g', 1)]
-    proof = transport.prove('net-ib', transport.evidence_from_text(
+    proof = prove('net-ib', transport.evidence_from_text(
         '\n'.join(lines)))
     assert not proof.ok and 'P2P/SHM were not disabled' in proof.reason
 
@@ -275,18 +276,18 @@ def test_published_roce_log_is_net_ib_and_a_plugin_fallback():
     assert all(r.using_network == 'IB' for r in ev.ranks.values())
     assert ev.proven() == 'net-ib'
     # the ranks of this node: NCCL's builtin IB with GPUDirect RDMA
-    proof = transport.prove('net-ib', ev, nodes=1)
+    proof = prove('net-ib', ev, nodes=1)
     assert proof.ok, proof.reason
     assert 'GPUDirect RDMA on every path' in proof.reason
     # the job had two nodes: one node's logs do not prove the other's
-    two = transport.prove('net-ib', ev, nodes=2)
+    two = prove('net-ib', ev, nodes=2)
     assert not two.ok and 'debug logs from only 1 host' in two.reason
     # aws-ofi-nccl loaded, then NCCL used its own IB: a fallback
     for asked in ('net-plugin', 'net-plugin-gdr'):
-        p = transport.prove(asked, ev, nodes=1)
+        p = prove(asked, ev, nodes=1)
         assert not p.ok and p.proven == 'net-ib'
         assert p.reason.startswith("fell back to NCCL's builtin NET/IB "
                                    "instead of the plugin")
         assert 'plugin AWS Libfabric loaded but NCCL did not use it' in \
             p.reason
-    assert not transport.prove('net-socket', ev, nodes=1).ok
+    assert not prove('net-socket', ev, nodes=1).ok

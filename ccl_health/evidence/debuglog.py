@@ -545,8 +545,3 @@ def _aggregate(ev):
 
 def debug_log_files(directory, pattern='nccl-debug.*.log'):
     return sorted(glob.glob(os.path.join(directory, pattern)))
-
-
-# the proof lives in its own module; it is part of this one's API
-from ccl_health.evidence.proof import (  # noqa: E402,F401
-    Proof, asked_from_log, prove)

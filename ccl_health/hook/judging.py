@@ -352,10 +352,6 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
 
 # -- the node's state ---------------------------------------------------------
 
-from ccl_health.judge.nodejudge import (  # noqa: E402,F401 (the hook's names)
-    IDLE_NODE, KIND_CAUSE, cause_text)
-
-
 def causes_of(before, after, site=None, expected_gpus=None, job=''):
     """The causes the node's state shows; ``job``: why a job may use the
     GPUs (:func:`ccl_health.judge.nodejudge.job_causes`)."""

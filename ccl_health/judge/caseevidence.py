@@ -24,7 +24,7 @@ class Attempt:
     #: why it was stopped from outside (a scheduler's time limit, a kill at
     #: a fleet step's bound): a ``hang``; None: not killed
     killed: Optional[str] = None
-    #: the transport proof (:class:`ccl_health.evidence.debuglog.Proof`);
+    #: the transport proof (:class:`ccl_health.evidence.proof.Proof`);
     #: None: not proven (no debug log)
     proof: Any = None
     #: the debug-log evidence (:class:`ccl_health.evidence.debuglog.Evidence`):

@@ -28,6 +28,7 @@ from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata import sysconfig
 from ccl_health.evidence import debuglog as tproof
+from ccl_health.evidence.proof import prove
 from ccl_health.units import parse_size
 
 #: what a job's PYTHONPATH needs to import this ccl_health (the checkout,
@@ -279,7 +280,7 @@ class TransportMixin(rfm.RegressionTestPlugin):
         """The proof, kept in ``proven_transport`` / ``transport_proof``;
         ``versions`` from the debug log plus the ones given."""
         ev = self.evidence()
-        return self.keep_proof(tproof.prove(self.transport, ev,
+        return self.keep_proof(prove(self.transport, ev,
                                             nodes=self.num_nodes or 1),
                                ev, **versions)
 
