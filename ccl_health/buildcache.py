@@ -155,6 +155,7 @@ def autotools_steps(configure_args=()):
 _UNSAFE = 'case $1 in *[!A-Za-z0-9_./+-]*) return 0;; esac; return 1'
 
 
+# long: one shell script, written top to bottom as it runs
 def build_script(recipe, cache_dir, mirror=None, jobs=8):
     """A bash script that builds ``recipe`` into its cached prefix, or says
     it is cached and does nothing.  Run it from an empty working folder

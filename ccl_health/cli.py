@@ -157,6 +157,7 @@ def _check_config_dir():
             f'that holds systems/: scripts/init-site DIR makes DIR/config)')
 
 
+# long: scripts/run's steps in the order they run
 def cmd_run(args):
     _check_config_dir()
     from ccl_health.judge import validate

@@ -133,6 +133,8 @@ def _log_only(files, kinds, logs, nodes, transport_asked, site=None):
     }
 
 
+# long: one explanation, section by section in the order it is printed; to
+# split by section (issue 39)
 def explain(files, *, system=None, partition=None, reference_file=None,
             transport_asked=None, nodes=None, gpus_per_node=None,
             collective=None, exit_status=None, refdir=None, site=None):

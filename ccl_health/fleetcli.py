@@ -516,6 +516,7 @@ def main(argv=None, prog='scripts/fleet'):
         return EXIT_ERROR
 
 
+# long: scripts/fleet's steps in the order they run
 def _main(argv, prog):
     try:
         args = parser(prog).parse_args(argv)

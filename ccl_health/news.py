@@ -370,6 +370,7 @@ def _missing(mine, before):
     return sorted(why.items())
 
 
+# long: one night's news, each kind of change in the order it is told
 def night(db, run_id, system, partition, head, cause='', labels=None):
     """The news of the night ``run_id`` (:class:`Night`): first the news of
     the nightly runs never told (:func:`untold_runs`; ``labels``: {run id:

@@ -11,6 +11,7 @@ from ccl_health.db import recorder, store
 from ccl_health.judge import finding, series
 
 
+# long: the options of every subcommand, one declaration each
 def add_arguments(p):
     """The options and subcommands of ``ccl-health db`` (``scripts/report``)
     on the parser ``p``."""
@@ -165,6 +166,8 @@ def _ingest_pending(db, folder):
     return bad
 
 
+# long: the dispatch of every subcommand of scripts/report; to split per
+# subcommand (issue 39)
 def cmd_db(args):
     from ccl_health import report
     from ccl_health.db import queries

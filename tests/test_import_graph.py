@@ -209,9 +209,9 @@ LAYERS = (
         'ccl_health.rfm', 'ccl_health.news', 'ccl_health.findings',
         'ccl_health.rehearsal', 'ccl_health.torch_bench')),
     ('commands', (
-        'ccl_health.cli', 'ccl_health.console', 'ccl_health.explain',
-        'ccl_health.nightly', 'ccl_health.initsite',
-        'ccl_health.reportcli', 'ccl_health.validate',
+        'ccl_health.cli', 'ccl_health.reportcli', 'ccl_health.fleetcli',
+        'ccl_health.hookcli', 'ccl_health.explain', 'ccl_health.nightly',
+        'ccl_health.initsite', 'ccl_health.console',
         'ccl_health.fleet.__main__', 'ccl_health.hook.__main__',
         'ccl_health.report.__main__')),
 )

@@ -338,6 +338,7 @@ def _run_header(res, m):
     res.step_factor = res.step if m.group(6) == 'factor' else None
 
 
+# long: one pass over the lines of an output: a state machine
 def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
     res = SweepResult(source='text', closed=False)

@@ -349,6 +349,8 @@ class Resume:
         summary['seconds'] = round(time.monotonic() - t0, 3)
         return summary
 
+    # long: one resume: its checks, their state and locks, in the order they
+    # run
     def _run(self, summary, stops):
         from ccl_health.fleet.rounds import Judged, judge_node, judge_step, Step
         cfg = self.cfg

@@ -361,6 +361,8 @@ class Fleet:
             if failing:
                 self._bisect(failing, proven, base, label)
 
+    # long: one search of a failing group, its rounds and their bookkeeping
+    # together; to split (issue 39)
     def _bisect(self, failing, proven, base, label=''):
         """Narrow failing groups down, every failing set at once:
 

@@ -153,6 +153,8 @@ def resource_manager(settings, environ, found):
     return reading
 
 
+# long: the hook's steps in the order they run, each bounded by the one limit;
+# to split at the probes (issue 39)
 def _check(settings, environ, before, found, work):
     from ccl_health import CclHealthError
     from ccl_health.evidence import programs

@@ -208,6 +208,7 @@ def _repeated(rows):
     return out
 
 
+# long: the verdict rules in their order of precedence, read top to bottom
 def judge_output(result, exit_status, expected_sizes=None, what='the run',
                  *, ceiling=None, ceiling_source='', exact_sizes=True):
     """The program's output alone (no transport, no reference): None only

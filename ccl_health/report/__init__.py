@@ -328,6 +328,7 @@ def page_window(store, days=PAGE_DAYS):
             tzinfo=datetime.timezone.utc), newest
 
 
+# long: the page's sections in page order
 def build(store, outdir, title='ccl-health report', sizes=None, now=None,
           days=PAGE_DAYS, cache=None, inline=None):
     """Write ``outdir/index.html`` and its figures beside it (PNG files,
@@ -478,6 +479,7 @@ def _panel_size(grp):
     return int((ref if not ref.empty else grp['size']).max())
 
 
+# long: the sections of the series in page order
 def series_sections(figures, df, cases, findings, wanted, sizes):
     """(one :class:`Section` per series measured, the :class:`Section` of
     each group's healthy series): a series that needs a look
