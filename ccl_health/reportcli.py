@@ -166,140 +166,159 @@ def _ingest_pending(db, folder):
     return bad
 
 
-# long: the dispatch of every subcommand of scripts/report; to split per
-# subcommand (issue 39)
 def cmd_db(args):
-    from ccl_health import report
-    from ccl_health.db import queries
-    from ccl_health.judge import verdicts as verdict
+    """``scripts/report <question>``: each question its own function
+    (:data:`_QUESTIONS`), on the database opened once here."""
     pending_dir = _pending_folder(args)
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
     with store.open_store(args.db, readonly=args.db_cmd not in (
             'ingest', 'accept', 'prune', 'rejudge')) as db:
-        if args.db_cmd == 'accept':
-            return cmd_accept(db, args)
-        if args.db_cmd == 'prune':
-            from ccl_health.db import retention
-            plan = retention.prune(db, args.older_than, args.dry_run)
-            print('\n'.join(plan.lines(args.dry_run)))
-            return 0
-        if args.db_cmd == 'rejudge':
-            return cmd_rejudge(db, args)
-        if args.db_cmd == 'migrate':
-            from ccl_health.db import migrate
-            counts = migrate.migrate(db, args.to)
-            print(f'moved {db.where} into {args.to}: ' + ', '.join(
-                f'{n} {t}' for t, n in counts.items()))
-            return 0
         if args.db_cmd == 'ingest':
-            n = 0
-            for path in args.reports:
-                for case in recorder.cases_from_report(
-                        summary.load_report(path)):
-                    db.add_case(case)
-                    n += 1
-            bad = _ingest_pending(db, pending_dir)
-            print(f'{n} test case(s) recorded in {db.where}')
-            if bad:
-                return 2
-        elif args.db_cmd == 'failed':
-            sims = queries.simulated_runs(db, args.hours)
-            note = (f'(left out: {sum(sims.values())} case(s) of '
-                    f'{len(sims)} simulated run(s), '
-                    f'{", ".join(sorted(sims))}: scripts/fleet --simulate '
-                    f'rehearsals, not measurements)') if sims else ''
-            found = queries.failures(db, args.hours)
-            if found:
-                print('\n'.join([line for _, line in found] +
-                                 ([note] if note else [])))
-                return verdict.exit_code(v for v, _ in found)
-            window = queries.window_runs(db, args.hours)
-            print(f'nothing failed in the last {args.hours:g} h ('
-                  f'{sum(r.cases for r in window)} case(s) in {len(window)} '
-                  f'run(s), all pass or skipped)' + (f' {note}' if note
-                                                      else ''))
-        elif args.db_cmd == 'runs':
-            return cmd_runs(db, args)
-        elif args.db_cmd == 'since':
-            res = queries.since_when(db, args.transport, args.size,
-                                     args.system, args.partition, args.node)
-            last = queries.latest(db, args.transport, args.system,
-                                  args.partition, args.node)
-            v = queries.stored_verdict(last['verdict'])
-            # the sweeps unless a node is named: said when its health
-            # probes were left out
-            note = '' if args.node else queries.probes_left_out(
-                db, args.transport, args.system, args.partition)
-            if res is None:
-                print(f'{args.transport}: '
-                      f'{"healthy" if v is verdict.Verdict.PASS else v} in '
-                      f'the last run (run {last["run_id"]} at {last["time"]})'
-                      + (f': {last["reason"]}' if v is not verdict.Verdict.PASS
-                         and last['reason'] else ''))
-                if note:
-                    print(note)
-                return 0
-            print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
-                  f'{res[2]} run(s) in a row; last: {last["verdict"]})')
-            if note:
-                print(note)
-            return verdict.exit_code([v]) or verdict.EXIT_FAIL
-        elif args.db_cmd == 'history':
-            if args.last < 1:
-                raise CclHealthError(f'--last {args.last}: not a positive '
-                                     f'number')
-            for r in queries.history(db, args.transport, args.size,
-                                     args.system, args.partition,
-                                     last=args.last, node=args.node):
-                if r['size'] is None:
-                    print(f'{r["time"]}  {r["run_id"]}  {r["case_name"]}: '
-                          f'{r["case_verdict"]}')
-                    continue
-                ref = f'  ref {r["ref"]:.2f}' if r['ref'] else ''
-                bw = (f'{r["busbw"]:9.2f}' if r['busbw'] is not None
-                      else f'{"-":>9}')
-                print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
-                      f'{r["size"]:>12}  {bw} GB/s{ref}  '
-                      f'{r["size_verdict"]}  (case {r["case_verdict"]})')
-            note = '' if args.node else queries.probes_left_out(
-                db, args.transport, args.system, args.partition)
-            if note:
-                print(note)
-        elif args.db_cmd == 'compare':
-            for name, size, a, b, ratio in queries.compare(db, args.run_a,
-                                                           args.run_b):
-                print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
-                      f'x{ratio:.3f}' if ratio else
-                      f'{name:<45} {size:>7}  {a} -> {b} GB/s')
-        elif args.db_cmd == 'detect':
-            from ccl_health.db import reads
-            queries.check_not_empty(db)
-            queries.check_runs(db, args.run)
-            keys, since, runs, scope = _detect_scope(db, args)
-            # each key's findings kept with its cases, or the key judged
-            # from its history (reads.judge_keys)
-            how = {}
-            found = reads.judge_keys(db, keys, since, runs, standing=how)
-            # the drops of one run and configuration on one line each
-            for line in queries.drop_lines(found, db):
-                print(line)
-            if not found:
-                print(f'no drops against history in {scope} ({len(how)} '
-                      f'key(s) judged, each as below)')
-            # how each key is judged: against a baseline, on its history,
-            # or not yet (and why), in the order of the keys (the same
-            # every time)
-            for _, line in sorted(how.items(), key=lambda kv: tuple(
-                    (v is None, str(v)) for v in kv[0])):
-                print(line)
-            return 1 if any(f.kind != 'recovery' for f in found) else 0
-        elif args.db_cmd == 'report':
-            page, text = report.build(
-                db, args.out, sizes=args.sizes,
-                inline=True if args.self_contained else None)
-            print(text)
-            print(f'report: {page}')
+            return _ingest(db, args, pending_dir)
+        return _QUESTIONS[args.db_cmd](db, args)
+
+
+def _prune(db, args):
+    from ccl_health.db import retention
+    plan = retention.prune(db, args.older_than, args.dry_run)
+    print('\n'.join(plan.lines(args.dry_run)))
+    return 0
+
+
+def _migrate(db, args):
+    from ccl_health.db import migrate
+    counts = migrate.migrate(db, args.to)
+    print(f'moved {db.where} into {args.to}: ' + ', '.join(
+        f'{n} {t}' for t, n in counts.items()))
+    return 0
+
+
+def _ingest(db, args, pending_dir):
+    n = 0
+    for path in args.reports:
+        for case in recorder.cases_from_report(summary.load_report(path)):
+            db.add_case(case)
+            n += 1
+    bad = _ingest_pending(db, pending_dir)
+    print(f'{n} test case(s) recorded in {db.where}')
+    return 2 if bad else 0
+
+
+def _failed(db, args):
+    from ccl_health.db import queries
+    from ccl_health.judge import verdicts as verdict
+    sims = queries.simulated_runs(db, args.hours)
+    note = (f'(left out: {sum(sims.values())} case(s) of '
+            f'{len(sims)} simulated run(s), '
+            f'{", ".join(sorted(sims))}: scripts/fleet --simulate '
+            f'rehearsals, not measurements)') if sims else ''
+    found = queries.failures(db, args.hours)
+    if found:
+        print('\n'.join([line for _, line in found] +
+                        ([note] if note else [])))
+        return verdict.exit_code(v for v, _ in found)
+    window = queries.window_runs(db, args.hours)
+    print(f'nothing failed in the last {args.hours:g} h ('
+          f'{sum(r.cases for r in window)} case(s) in {len(window)} '
+          f'run(s), all pass or skipped)' + (f' {note}' if note else ''))
+    return 0
+
+
+def _since(db, args):
+    from ccl_health.db import queries
+    from ccl_health.judge import verdicts as verdict
+    res = queries.since_when(db, args.transport, args.size,
+                             args.system, args.partition, args.node)
+    last = queries.latest(db, args.transport, args.system,
+                          args.partition, args.node)
+    v = queries.stored_verdict(last['verdict'])
+    # the sweeps unless a node is named: said when its health
+    # probes were left out
+    note = '' if args.node else queries.probes_left_out(
+        db, args.transport, args.system, args.partition)
+    if res is None:
+        print(f'{args.transport}: '
+              f'{"healthy" if v is verdict.Verdict.PASS else v} in '
+              f'the last run (run {last["run_id"]} at {last["time"]})'
+              + (f': {last["reason"]}' if v is not verdict.Verdict.PASS
+                 and last['reason'] else ''))
+        if note:
+            print(note)
+        return 0
+    print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
+          f'{res[2]} run(s) in a row; last: {last["verdict"]})')
+    if note:
+        print(note)
+    return verdict.exit_code([v]) or verdict.EXIT_FAIL
+
+
+def _history(db, args):
+    from ccl_health.db import queries
+    if args.last < 1:
+        raise CclHealthError(f'--last {args.last}: not a positive '
+                             f'number')
+    for r in queries.history(db, args.transport, args.size,
+                             args.system, args.partition,
+                             last=args.last, node=args.node):
+        if r['size'] is None:
+            print(f'{r["time"]}  {r["run_id"]}  {r["case_name"]}: '
+                  f'{r["case_verdict"]}')
+            continue
+        ref = f'  ref {r["ref"]:.2f}' if r['ref'] else ''
+        bw = (f'{r["busbw"]:9.2f}' if r['busbw'] is not None
+              else f'{"-":>9}')
+        print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
+              f'{r["size"]:>12}  {bw} GB/s{ref}  '
+              f'{r["size_verdict"]}  (case {r["case_verdict"]})')
+    note = '' if args.node else queries.probes_left_out(
+        db, args.transport, args.system, args.partition)
+    if note:
+        print(note)
+    return 0
+
+
+def _compare(db, args):
+    from ccl_health.db import queries
+    for name, size, a, b, ratio in queries.compare(db, args.run_a,
+                                                   args.run_b):
+        print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
+              f'x{ratio:.3f}' if ratio else
+              f'{name:<45} {size:>7}  {a} -> {b} GB/s')
+    return 0
+
+
+def _detect(db, args):
+    from ccl_health.db import queries, reads
+    queries.check_not_empty(db)
+    queries.check_runs(db, args.run)
+    keys, since, runs, scope = _detect_scope(db, args)
+    # each key's findings kept with its cases, or the key judged
+    # from its history (reads.judge_keys)
+    how = {}
+    found = reads.judge_keys(db, keys, since, runs, standing=how)
+    # the drops of one run and configuration on one line each
+    for line in queries.drop_lines(found, db):
+        print(line)
+    if not found:
+        print(f'no drops against history in {scope} ({len(how)} '
+              f'key(s) judged, each as below)')
+    # how each key is judged: against a baseline, on its history,
+    # or not yet (and why), in the order of the keys (the same
+    # every time)
+    for _, line in sorted(how.items(), key=lambda kv: tuple(
+            (v is None, str(v)) for v in kv[0])):
+        print(line)
+    return 1 if any(f.kind != 'recovery' for f in found) else 0
+
+
+def _report(db, args):
+    from ccl_health import report
+    page, text = report.build(
+        db, args.out, sizes=args.sizes,
+        inline=True if args.self_contained else None)
+    print(text)
+    print(f'report: {page}')
     return 0
 
 
@@ -506,3 +525,13 @@ def acceptance_line(a):
             f'{finding.where_text(key)}'
             f'{" at " + str(a["size"]) if a["size"] else ""} from run '
             f'{a["run_id"]}: {a["reason"]}{state}')
+
+
+#: the questions of ``scripts/report`` but ``ingest``: subcommand ->
+#: function of the database and the arguments
+_QUESTIONS = {
+    'accept': cmd_accept, 'prune': _prune, 'rejudge': cmd_rejudge,
+    'migrate': _migrate, 'failed': _failed, 'runs': cmd_runs,
+    'since': _since, 'history': _history, 'compare': _compare,
+    'detect': _detect, 'report': _report,
+}
