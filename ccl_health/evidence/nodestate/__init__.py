@@ -13,7 +13,7 @@ kernel log since the last check (:mod:`.xid`) and the time the reading took.
 A fact the library cannot give is "not supported" (``None``, and its name in
 :attr:`.state.GpuState.unsupported`); a library that cannot be loaded or a log that
 cannot be read is a "not checked" fact (:attr:`.state.NodeState.not_checked`):
-never a fault of the node.  The facts as data are :mod:`.state`'s; what
+never a fault of the node.  The facts as data are :mod:`.nodedata`'s; what
 they mean is :mod:`.diagnose`'s.
 
     python -m ccl_health.evidence.nodestate                 # one reading, as JSON
