@@ -43,6 +43,7 @@ from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
 from ccl_health.judge import assemble, reference
 from ccl_health.sitedata import site as site_data
+from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.judge.casejudge import judge
 from ccl_health.units import size_sweep
 
@@ -317,7 +318,8 @@ def site_with_benign():
     path = os.path.join(REPO, 'site', 'local.yaml')
     with open(path) as fp:
         text = fp.read()
-    return site_data.parse(text + BENIGN_ITEM, path)
+    return site_data.parse(text + BENIGN_ITEM, path,
+                           benign_check=check_benign)
 
 
 def logs_with_warn(tmp_path, logs):
