@@ -231,8 +231,8 @@ def layer_of(module, layers=LAYERS):
 
 
 def upward_imports(graph, layers=LAYERS):
-    """``[(module, its layer, imported module, its layer)]`` of every
-    import of a higher layer than the importer's."""
+    """``[(module, its layer, imported module, its layer)]``: each module
+    that a module of a lower layer imports."""
     out = []
     for m in sorted(graph):
         mine = layer_of(m, layers)
