@@ -593,9 +593,7 @@ def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
     tree = _tree(tmp_path)
     (tree / 'ccl_health').mkdir()
     (tree / 'ccl_health' / '__init__.py').write_text('')
-    (tree / 'ccl_health' / 'hook').mkdir()
-    (tree / 'ccl_health' / 'hook' / '__init__.py').write_text('')
-    (tree / 'ccl_health' / 'hook' / 'cli.py').write_text(
+    (tree / 'ccl_health' / 'hookcli.py').write_text(
         'def install_early():\n    pass\n\n\n'
         'def main(argv):\n    print("all good")\n    return 0\n')
     venv = tree / '.venv' / 'bin'
