@@ -396,7 +396,7 @@ def test_any_fleet_run_finishes_a_killed_resume(standin):
     unchecked nodes again and removes the reservation before it starts."""
     _killed_after_state_resume(standin)
     p = subprocess.run(
-        [sys.executable, '-c', 'from ccl_health.fleet import cli; '
+        [sys.executable, '-c', 'from ccl_health import fleetcli as cli; '
          'print(cli.finish_killed_resume("batch"))'],
         env=dict(standin.env, CCL_HEALTH_OUTPUT=str(standin.out)),
         capture_output=True, text=True, cwd=REPO, timeout=120)
