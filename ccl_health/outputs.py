@@ -55,3 +55,35 @@ def database(base=None):
     ``<output>/ccl-health.db``."""
     return os.environ.get('CCL_HEALTH_DB') or os.path.join(
         output_dir(base), 'ccl-health.db')
+
+
+def redacted(url):
+    """A database ``url`` as it may be printed or written: a PostgreSQL URL
+    without its password (in its authority or a ``password`` parameter);
+    a path as given."""
+    url = str(url or '')
+    if not url.startswith(('postgresql://', 'postgres://')):
+        return url
+    import urllib.parse
+    parts = urllib.parse.urlsplit(url)
+    user, at, host = parts.netloc.rpartition('@')
+    query = urllib.parse.urlencode([
+        (k, v) for k, v in urllib.parse.parse_qsl(parts.query,
+                                                  keep_blank_values=True)
+        if k.lower() != 'password'])
+    return urllib.parse.urlunsplit((
+        parts.scheme, (user.partition(':')[0] + '@' if at else '') + host,
+        parts.path, query, ''))
+
+
+def database_key(url=None):
+    """The database ``url`` names (default: :func:`database`), as text
+    without a password: a SQLite file by its real path (two spellings of
+    one file are one key), a PostgreSQL URL :func:`redacted` and spelled
+    ``postgresql://``.  What a pending health check says it was meant for
+    (:mod:`ccl_health.hook.pending`)."""
+    url = url or database()
+    if url.startswith(('postgresql://', 'postgres://')):
+        return 'postgresql://' + redacted(url).split('://', 1)[1]
+    path = url[len('sqlite:///'):] if url.startswith('sqlite:///') else url
+    return os.path.realpath(os.path.abspath(path))
