@@ -7,7 +7,6 @@
 """
 
 import argparse
-import datetime
 import hashlib
 import os
 import signal
@@ -15,8 +14,8 @@ import subprocess
 import sys
 import tempfile
 
-from ccl_health import (CclHealthError, entry, helptext, outputs, resources,
-                        safefile)
+from ccl_health import (CclHealthError, entry, helptext, identity, outputs,
+                        resources, safefile)
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
 from ccl_health.db import cli as dbcli
@@ -190,8 +189,8 @@ def cmd_run(args):
     else:
         print(f'ccl-health: {gpus.count} x {gpus.model} ({gpus.arch}, driver '
               f'{gpus.driver}); outputs in {out}', flush=True)
-    stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
-    report = os.path.join(out, 'reports', f'run-{stamp}.json')
+    # two runs into one output folder never share a run report
+    report = os.path.join(out, 'reports', f'{identity.new("run-")}.json')
     cmd = _reframe() + ['-C', CONFIG, '-c', args.checks or SWEEP,
                         '--report-file', report, '--stage', stage,
                         '--output', outputdir]

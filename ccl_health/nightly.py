@@ -47,7 +47,8 @@ import socket
 import subprocess
 import sys
 
-from ccl_health import CclHealthError, dburl, news, outputs, rehearsal
+from ccl_health import (CclHealthError, dburl, identity, news, outputs,
+                        rehearsal)
 from ccl_health.db import store
 from ccl_health.judge import verdicts as V
 from ccl_health.oneline import clean
@@ -253,8 +254,8 @@ def night(args):
 def _night_locked(args, publish):
     now = datetime.datetime.now()
     night_name = args.night or now.strftime('%Y-%m-%d')
-    run_id = (f'{news.RUN_PREFIX}{now.strftime("%Y%m%dT%H%M%S")}-'
-              f'{socket.gethostname().split(".")[0]}-{os.getpid()}')
+    run_id = identity.new(news.RUN_PREFIX,
+                          socket.gethostname().split('.')[0])
     folder = night_folder(publish, night_name, run_id)
     out = os.path.abspath(args.output or outputs.output_dir())
     db_url = args.db or os.environ.get('CCL_HEALTH_DB') or \

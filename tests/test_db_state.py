@@ -88,7 +88,7 @@ def _write(path):
         db.add_cases(late)
         db.add_cases(nights[12])
         again = nights[-1][3]
-        again.reason = 'the run report'
+        again.reason, again.source = 'the run report', 'report'
         db.add_case(again)
         run = nights[25][5]
         db.accept([{'run_id': run.run_id, 'run_time': run.time,

@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import stat
@@ -84,7 +85,11 @@ def test_a_locked_database_keeps_the_check_and_the_next_one_records_it(
     assert _mode(folder) == 0o700 and _mode(path) == 0o600
     case = pending.read(path)
     assert case.verdict == 'pass' and case.nodelist == 'ci-test-host'
-    assert case.run_id == f'health-{case.time}-ci-test-host'
+    # its identity: the time to the microsecond, host, process, count and
+    # random bits (ccl_health.identity.new), never the time to the second
+    assert re.fullmatch(r'health-\d{8}T\d{6}\.\d{6}Z-ci-test-host-\d+-\d+-'
+                        r'[0-9a-f]{8}', case.run_id), case.run_id
+    assert pending.load(path)[1] == os.path.realpath(db)
     assert case.sizes and case.sizes[0].size == 1 << 30 and \
         case.sizes[0].busbw == doc['probes'][0]['busbw']
     assert case.versions == doc['probes'][0]['versions'] and case.env
@@ -137,8 +142,11 @@ def _case(node, minutes, rng=None):
         minutes=minutes), rng or random.Random(minutes))
 
 
-def _keep(folder, case, age, most=100, max_bytes=1 << 30):
-    path, dropped = pending.keep(case, str(folder), most, max_bytes)
+def _keep(folder, case, age, most=100, max_bytes=1 << 30, db=None):
+    """``case`` kept pending in ``folder``, meant for the database ``db``
+    (default: ``db.sqlite`` beside the folder), ``age`` its time."""
+    db = db or os.path.join(os.path.dirname(str(folder)), 'db.sqlite')
+    path, dropped = pending.keep(case, str(folder), most, max_bytes, db)
     os.utime(path, (1e9 + age, 1e9 + age))       # oldest: smallest age
     return path, dropped
 
@@ -224,14 +232,14 @@ def test_the_pending_folder_is_bounded_the_oldest_dropped_first(tmp_path):
     paths = [_keep(folder, _case('nid00001', i), i, most=3)[0]
              for i in range(1, 4)]
     path, dropped = pending.keep(_case('nid00001', 9), str(folder), 3,
-                                 1 << 30)
+                                 1 << 30, str(tmp_path / 'db.sqlite'))
     assert dropped == [paths[0]]
     assert sorted(p for p, _ in pending.files(str(folder))) == sorted(
         paths[1:] + [path])
     # the bytes: the new one stays whatever its size
     size = os.path.getsize(path)
     path2, dropped = pending.keep(_case('nid00001', 10), str(folder), 100,
-                                  size)
+                                  size, str(tmp_path / 'db.sqlite'))
     assert sorted(dropped) == sorted(paths[1:] + [path])
     assert [p for p, _ in pending.files(str(folder))] == [path2]
 
@@ -258,7 +266,8 @@ def test_a_pending_folder_that_is_not_private_is_not_used(tmp_path):
     folder.mkdir(mode=0o777)
     os.chmod(folder, 0o777)
     with pytest.raises(CclHealthError) as err:
-        pending.keep(_case('nid00001', 1), str(folder), 10, 1 << 20)
+        pending.keep(_case('nid00001', 1), str(folder), 10, 1 << 20,
+                     str(tmp_path / 'db.sqlite'))
     assert 'lets others write in it' in str(err.value)
     assert pending.files(str(folder)) == []
 
@@ -274,7 +283,7 @@ def test_a_pending_check_recorded_late_is_judged_in_its_place(
                            timedelta(days=1, minutes=13), random.Random(4))
     old.sizes[0].busbw *= 0.5
     folder = tmp_path / 'pending'
-    _keep(folder, old, 1)
+    _keep(folder, old, 1, db=path)
     with store.open_store(path) as db:
         before = db.query("SELECT last_time FROM key_state WHERE key LIKE "
                           "'%nid00007%'")[0]['last_time']

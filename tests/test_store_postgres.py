@@ -3,6 +3,7 @@ code as SQLite (a postgresql:// URL).  The test starts its own server
 (Debian's PostgreSQL, installed if missing) in a temporary folder, as the
 postgres user, and stops it afterwards."""
 
+import dataclasses
 import glob
 import os
 import shutil
@@ -13,6 +14,7 @@ import time
 
 import pytest
 
+from ccl_health import identity
 from ccl_health.db import reads
 from ccl_health.judge import history
 from ccl_health.db import recorder
@@ -119,8 +121,16 @@ def test_same_code_path_on_postgresql(pg_url):
         for i in range(1, 12):
             db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
         db.add_case(_case('run-12', 0.5))
-        # a second write of the same case updates, never duplicates
-        db.add_case(_case('run-12', 0.5, verdict='below-reference'))
+        # another check under the same identity is refused (in the
+        # pipeline: the connection goes on), the first kept
+        with pytest.raises(identity.Taken):
+            db.add_case(_case('run-12', 0.7, verdict='below-reference'))
+        assert db.cases("WHERE run_id = 'run-12'")[0]['verdict'] == 'pass'
+        # a second write of the same case (the run report after the
+        # check) updates, never duplicates
+        db.add_case(dataclasses.replace(
+            _case('run-12', 0.5, verdict='below-reference'),
+            source='report'))
         assert len(db.cases()) == 12
         assert db.cases("WHERE run_id = 'run-12'")[0]['verdict'] == \
             'below-reference'

@@ -17,7 +17,7 @@ import pathlib
 import sqlite3
 from typing import Dict, List, Optional
 
-from ccl_health import CclHealthError, dburl
+from ccl_health import CclHealthError, dburl, identity
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
@@ -394,22 +394,28 @@ class Store:
             return (f'INSERT INTO cases ({cols}) VALUES ({", ".join(marks)})'
                     f' ON CONFLICT (run_id, case_name) DO {then}',
                     tuple(params))
+        # never another check under a stored one's identity
+        same = f' WHERE {identity.SAME_RECORD_SQL}' if case.time else ''
         if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
                 3, 35):
             # a new case (every hook's) in one round trip; a case written
             # again (the run report after the check) keeps what it had
             got = self.query(*insert(case, f'NOTHING RETURNING {back}'))
             updated = not got
-            row = got[0] if got else self.query(*insert(
+            got = got or self.query(*insert(
                 docs.keep_env(self, case),
-                f'UPDATE SET {updates} RETURNING {back}'))[0]
+                f'UPDATE SET {updates}{same} RETURNING {back}'))
         else:
-            updated = True
-            self.execute(*insert(docs.keep_env(self, case),
-                                 f'UPDATE SET {updates}'))
-            row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
-                             f'AND case_name = ?', (case.run_id,
-                                                    case.case_name))[0]
+            updated, got = True, []
+            if not same or identity.same_record(self._stored(case), case):
+                self.execute(*insert(docs.keep_env(self, case),
+                                     f'UPDATE SET {updates}'))
+                got = self.query(f'SELECT {back} FROM cases WHERE run_id = '
+                                 f'? AND case_name = ?', (case.run_id,
+                                                          case.case_name))
+        if not got:
+            raise identity.taken(case, self._stored(case))
+        row = got[0]
         docs.stored(self, refs, row)
         case_id = row['id']
         kind_node = series_columns(row)
@@ -430,6 +436,12 @@ class Store:
                 [(case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS)
                  for s in case.sizes])
         return case_id
+
+    def _stored(self, case):
+        """The stored row of ``case``'s identity (None: none)."""
+        return next(iter(self.query(
+            'SELECT source, time, verdict, reason FROM cases WHERE run_id = '
+            '? AND case_name = ?', (case.run_id, case.case_name))), None)
 
     # -- acceptances (scripts/report accept) ------------------------------
     def schema_version(self):

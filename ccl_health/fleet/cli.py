@@ -12,7 +12,6 @@ straggler; 2: the tool could not run, or nodes could not be checked (one
 line on stderr)."""
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -21,8 +20,8 @@ import subprocess
 import sys
 from typing import Dict
 
-from ccl_health import (CclHealthError, argnumbers, outputs, read_text, resources,
-                        safefile, shell)
+from ccl_health import (CclHealthError, argnumbers, identity, outputs,
+                        read_text, resources, safefile, shell)
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
 from ccl_health.fleet.config import FleetConfig
@@ -480,8 +479,9 @@ def next_step(s):
 
 
 def new_run_id():
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime('%Y%m%dT%H%M%SZ') + f'-{os.getpid()}'
+    """A fleet run's identity (:func:`ccl_health.identity.new`): its
+    folder's name; its records' run id is ``fleet-`` and this."""
+    return identity.new()
 
 
 def main(argv=None, prog='scripts/fleet'):

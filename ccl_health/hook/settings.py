@@ -16,7 +16,7 @@ import socket
 import time
 from typing import Optional, Tuple
 
-from ccl_health import argnumbers, resources
+from ccl_health import argnumbers, identity, resources
 from ccl_health.outputs import state_dir
 
 HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
@@ -34,6 +34,8 @@ MAX_REPEATS = 20
 MAX_ITERS = 10000
 MAX_GPUS = 1024
 MAX_SIZE = 64 << 30
+#: the run ids of health checks start with this
+RUN_PREFIX = 'health-'
 #: the longest the hook waits on its performance database (s)
 RECORD_BOUND = 2.0
 #: a failing check's evidence (its probes' outputs and NCCL debug logs,
@@ -220,7 +222,10 @@ class Settings:
     no_record: bool
     json: Optional[str]
     hostname: str
-    #: marks the probes' processes as ours (ccl_health.evidence.nodestate)
+    #: the check's identity (:func:`ccl_health.identity.new`): its
+    #: record's run id, in its kept evidence folder's and pending file's
+    #: names; marks the probes' processes as ours
+    #: (ccl_health.evidence.nodestate)
     run_id: str
     xid_state: Optional[str]
     #: where a failing check's evidence is kept, and the bounds
@@ -298,6 +303,7 @@ def parse(argv, env=None, t0=None, description=''):
             src = opt if getattr(args, key) else var
             raise CouldNotCheck(f'{src} {value}: no such folder')
         folders[key] = value
+    host = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
     return Settings(
         limit=limit, size=args.size, size_bytes=size_bytes,
         iters=args.iters, repeats=args.repeats,
@@ -310,8 +316,10 @@ def parse(argv, env=None, t0=None, description=''):
         **folders,
         db=db, db_source=db_source if db else '',
         no_record=args.no_record, json=args.json,
-        hostname=env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname(),
-        run_id=f'health-{os.getpid()}-{int(time.time())}',
+        hostname=host,
+        # the check's one identity: its record, its kept evidence folder,
+        # its pending file, and the mark of its probes' processes
+        run_id=identity.new(RUN_PREFIX, host),
         xid_state=env.get('CCL_HEALTH_XID_STATE') or None,
         **_kept(args, env, 'evidence', EVIDENCE_KEEP, EVIDENCE_MB),
         **_kept(args, env, 'pending', PENDING_KEEP, PENDING_MB),
