@@ -49,7 +49,7 @@ import sys
 
 from ccl_health import (CclHealthError, dburl, identity, news, outputs,
                         rehearsal)
-from ccl_health.db import store
+from ccl_health.db import ledger, store
 from ccl_health.judge import verdicts as V
 from ccl_health.oneline import clean
 from ccl_health import safefile
@@ -386,7 +386,7 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                 print(lines[0], flush=True)
                 return 'aborted', EXIT_ABORTED, lines
             cause = '' if cases else _cause(rc, env, log_path)
-            mark = db.told_mark() if db is not None else None
+            mark = ledger.mark(db) if db is not None else None
             told = news.night(db, run_id, args.system, args.partition, head,
                               cause=cause, labels=killed)
             if db is None:

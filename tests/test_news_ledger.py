@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ccl_health import news, nightly
-from ccl_health.db import store
+from ccl_health.db import ledger, store
 from ccl_health.judge import judge
 
 CASE = 'AllReduceSweep %transport=net-socket'
@@ -208,7 +208,7 @@ def test_a_killed_night_is_told_by_the_next_once(db):
         f'nightly-002)']
     assert m4.code == 0 and m4.lines == [m4.lines[0]]
     assert _count([m1, m3, m4], 'CRASH ') == 1
-    assert [n['status'] for n in db.told_nights('local', 'gpu')] == \
+    assert [n['status'] for n in ledger.told_nights(db, 'local', 'gpu')] == \
         ['complete', 'late', 'complete', 'complete']
 
 
@@ -312,12 +312,12 @@ def test_an_old_database_gets_the_ledger_on_open(tmp_path):
         record(s, 'nightly-001', 1, 'crash')
     before = open(path, 'rb').read()
     with store.open_store(path, readonly=True) as s:
-        assert s.told('local') == [] and s.told_nights('local', 'gpu') == []
+        assert ledger.told(s, 'local') == [] and ledger.told_nights(s, 'local', 'gpu') == []
     assert open(path, 'rb').read() == before
     with store.open_store(path) as s:
         assert s.schema_version() == store.SCHEMA_VERSION
         m = mail(s, 1)
-        assert m.code == 1 and len(s.told('local')) == 1
+        assert m.code == 1 and len(ledger.told(s, 'local')) == 1
         assert s.cases()[0]['verdict'] == 'crash'      # old rows kept
 
 
@@ -543,7 +543,7 @@ def test_the_ledger_on_postgresql(pg_url):
         assert told[2].lines[3].startswith(f'recovered: {CASE}: pass')
         assert _count(told, 'WORSE ') == 1 and \
             _count(told, 'recovered: ') == 1
-        assert len(s.told_nights('local', 'gpu')) == 5
+        assert len(ledger.told_nights(s, 'local', 'gpu')) == 5
 
 
 @pytest.fixture(scope='module')
@@ -578,7 +578,7 @@ def test_two_nightlies_of_one_database_tell_a_new_failure_once(tmp_path):
 
     def nightly_of(rid, first):
         with store.open_store(path, timeout=60) as db:
-            mark = db.told_mark()
+            mark = ledger.mark(db)
             told = news.night(db, rid, 'local', 'gpu', rid)
             if not first:
                 inside.wait(30)         # the first holds the ledger now
@@ -605,7 +605,7 @@ def test_two_nightlies_of_one_database_tell_a_new_failure_once(tmp_path):
     assert sorted(shown) == ['nightly-002', 'nightly-003'], shown
     assert told_crash == ['nightly-002'], shown
     with store.open_store(path, readonly=True) as db:
-        crash_rows = [r for r in db.told('local')
+        crash_rows = [r for r in ledger.told(db, 'local')
                       if r['state'] == 'failing']
     assert len(crash_rows) == 1, crash_rows
 
@@ -625,8 +625,8 @@ def test_a_nightly_killed_before_its_mail_tells_it_next_night(tmp_path):
             raise KeyboardInterrupt     # the kill, before anything printed
         with pytest.raises(KeyboardInterrupt):
             news.tell(db, told, 'nightly-002', scope=('local', 'gpu'),
-                      show=dies, mark=db.told_mark())
-        assert [r for r in db.told('local') if r['state'] == 'failing'] == []
+                      show=dies, mark=ledger.mark(db))
+        assert [r for r in ledger.told(db, 'local') if r['state'] == 'failing'] == []
         record(db, 'nightly-003', 3, verdict='crash', reason='crash: rank 1')
         m3 = news.night(db, 'nightly-003', 'local', 'gpu', 'n3')
     assert sum('CRASH' in ln for ln in m3.lines) >= 1, m3.lines

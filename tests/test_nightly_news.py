@@ -42,7 +42,7 @@ import pytest
 
 from conftest import REPO
 from ccl_health import cli, news
-from ccl_health.db import recorder, store
+from ccl_health.db import ledger, recorder, store
 from ccl_health.evidence import nccltests
 from ccl_health.judge import reference
 from ccl_health.rehearsal import scenarios
@@ -414,7 +414,7 @@ def test_a_soak_of_recorded_nights(db_url, tmp_path, capsys):
     check_script(script, mails)
     assert len(mails) >= 60
     with store.open_store(db_url, readonly=True) as s:
-        statuses = [x['status'] for x in s.told_nights('local', 'gpu')]
+        statuses = [x['status'] for x in ledger.told_nights(s, 'local', 'gpu')]
     assert len(statuses) == 62 and statuses.count('late') == 1
     assert statuses.count('partial') == 4 and statuses.count('nothing') == 2
 

@@ -52,10 +52,10 @@ def series_columns(row):
 from ccl_health.judge.series import SIMULATED, simulated  # noqa: E402,F401
 
 
-#: the columns of a news ledger row (:meth:`Store.record_told`)
+#: the columns of a news ledger row (:func:`ccl_health.db.ledger.record`)
 TOLD_COLUMNS = ('system', 'partition', 'key', 'size', 'state', 'verdict',
                 'band', 'finding', 'run_id')
-#: the columns of a told night (:meth:`Store.record_told`)
+#: the columns of a told night (:func:`ccl_health.db.ledger.record`)
 NIGHT_COLUMNS = ('system', 'partition', 'run_id', 'status', 'measured')
 
 #: the columns of an acceptance that name what it accepts (None: any)
@@ -506,70 +506,6 @@ class Store:
                          'undone_at = ? WHERE id = ?', (who, now(), acc_id))
             state.relevel(self, rows)
         return rows[0]
-
-    # -- the news ledger (ccl_health.news) -------------------------------
-    def told(self, system=None):
-        """The ledger rows (dicts), oldest first (``system``: of that system
-        only); none in a database older than schema 4."""
-        if self.schema_version() < 4:
-            return []
-        if system is None:
-            return self.query('SELECT * FROM news_told ORDER BY id')
-        return self.query('SELECT * FROM news_told WHERE system = ? ORDER BY '
-                          'id', (system,))
-
-    def told_nights(self, system, partition):
-        """The nightly runs whose news was told for ``system`` and
-        ``partition`` ('' for a whole system), oldest first."""
-        if self.schema_version() < 4:
-            return []
-        return self.query('SELECT * FROM news_nights WHERE system = ? AND '
-                          'partition = ? ORDER BY id', (system, partition))
-
-    def record_told(self, rows, nights, told_in):
-        """Append what a mail told, in one transaction: ``rows`` (dicts of
-        :data:`TOLD_COLUMNS`) and ``nights`` (dicts of
-        :data:`NIGHT_COLUMNS`), told by the nightly run ``told_in``."""
-        with self.transaction():
-            self.append_told(rows, nights, told_in)
-
-    def append_told(self, rows, nights, told_in):
-        """:meth:`record_told` inside the caller's transaction (the
-        nightly's :meth:`news_held`: appended, printed, then committed)."""
-        at = datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec='microseconds')
-        for table, cols, items in (('news_told', TOLD_COLUMNS, rows),
-                                   ('news_nights', NIGHT_COLUMNS, nights)):
-            names = cols + ('told_in', 'told_at')
-            for item in items:
-                self.execute(
-                    f'INSERT INTO {table} ({", ".join(names)}) VALUES '
-                    f'({", ".join("?" * len(names))})',
-                    tuple(item.get(c) for c in cols) + (told_in, at))
-
-    def told_mark(self):
-        """What the ledger holds, as one comparable value (the newest row
-        of each table): a change between two reads means another nightly
-        told something meanwhile."""
-        if self.schema_version() < 4:
-            return None
-        return tuple(self.query(f'SELECT MAX(id) AS m FROM {t}')[0]['m']
-                     for t in ('news_told', 'news_nights'))
-
-    @contextlib.contextmanager
-    def news_held(self, system, partition):
-        """One teller of the news of ``system:partition`` at a time, for
-        every nightly of this database whatever its publish folder: a
-        write transaction (SQLite: the database's one writer; PostgreSQL:
-        and an advisory lock of the key, held to its end).  What is told
-        is appended in it (:meth:`append_told`), printed, then committed
-        as it ends: a nightly killed before it printed told nothing and
-        recorded nothing."""
-        with self.transaction():
-            if self.kind == 'postgresql':
-                self.execute('SELECT pg_advisory_xact_lock(hashtext(?))',
-                             (f'ccl-health news {system}:{partition}',))
-            yield self
 
     # -- baselines (a calibration's level: ccl_health/db/levels.py) ------
     def baselines(self):
