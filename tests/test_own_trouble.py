@@ -1,0 +1,102 @@
+"""The tool's own trouble never changes a measured verdict (issue 41,
+class 1): the measured verdict is printed and recorded first; a failure to
+write an extra file adds a note, never replaces it.  Through the real CLI
+(``python -m ccl_health.hook`` and ``scripts/ccl-health-check``) with the
+stand-ins of tests/replay; "full" is a real full file system (a tmpfs of
+a few KiB, filled) or the kernel's ``/dev/full`` device (a node of its
+own, ``mknod`` 1:7, so that the machine's ``/dev/full`` is never at
+stake)."""
+
+import os
+import stat
+import subprocess
+import uuid
+
+import pytest
+
+from test_health_trust import WRAPPER, hook, recorded
+
+#: the node of the kernel's full device: every write is ENOSPC
+FULL_DEV = (1, 7)
+
+
+def _root():
+    if os.getuid() != 0:
+        pytest.skip('a full file system of its own needs root (mount)')
+
+
+@pytest.fixture
+def full_dir(tmp_path):
+    """A folder on a file system with no space left (a tmpfs of 16 KiB,
+    filled); folders can still be made in it, files written to it are
+    ENOSPC."""
+    _root()
+    mnt = tmp_path / f'full-{uuid.uuid4().hex[:6]}'
+    mnt.mkdir()
+    p = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16k,mode=1777',
+                        'tmpfs', str(mnt)], capture_output=True, text=True)
+    if p.returncode:
+        pytest.skip(f'cannot mount a tmpfs: {p.stderr.strip()}')
+    try:
+        fd = os.open(mnt / 'filler', os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b'\0' * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        with pytest.raises(OSError):
+            with open(mnt / 'probe', 'wb', buffering=0) as fp:
+                fp.write(b'x' * 4096)
+        os.unlink(mnt / 'probe')
+        yield mnt
+    finally:
+        subprocess.run(['umount', '-l', str(mnt)], check=False)
+
+
+@pytest.fixture
+def full_device(tmp_path):
+    """A device node of the kernel's full device, in the test's folder."""
+    _root()
+    dev = tmp_path / 'detail.json'
+    try:
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(*FULL_DEV))
+        with pytest.raises(OSError):
+            with open(dev, 'w') as fp:
+                fp.write('x')
+    except PermissionError:
+        pytest.skip('cannot make a device node here')
+    return dev
+
+
+MISSING_GPU = ('UNHEALTHY: isolate: missing GPU: nvidia-smi lists 1 of the 2 '
+               'GPUs of local:gpu')
+
+
+def _missing_gpu_with_json(tmp_path, json_path, cmd=None):
+    return hook(tmp_path, '--expect-gpus', '2', '--json', str(json_path),
+                env={'CCL_HEALTH_FAKE_GPUS': '1'}, cmd=cmd)
+
+
+# -- --json to a full or unwritable place ------------------------------------
+
+def test_json_to_a_full_device_keeps_the_measured_verdict(tmp_path,
+                                                          full_device):
+    rc, line, err = _missing_gpu_with_json(tmp_path, full_device)
+    assert (rc, line) == (1, MISSING_GPU), err
+    assert f'--json {full_device}: cannot write' in err, err
+    [case] = recorded(tmp_path)
+    assert case['verdict'] == 'missing-gpu', case
+    # written into, never replaced by a file
+    assert stat.S_ISCHR(os.lstat(full_device).st_mode)
+
+
+def test_json_on_a_full_file_system_keeps_the_measured_verdict(tmp_path,
+                                                               full_dir):
+    target = full_dir / 'detail.json'
+    rc, line, err = _missing_gpu_with_json(tmp_path, target)
+    assert (rc, line) == (1, MISSING_GPU), err
+    assert f'--json {target}: cannot write' in err, err
+    [case] = recorded(tmp_path)
+    assert case['verdict'] == 'missing-gpu', case
