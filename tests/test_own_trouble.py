@@ -100,3 +100,22 @@ def test_json_on_a_full_file_system_keeps_the_measured_verdict(tmp_path,
     assert f'--json {target}: cannot write' in err, err
     [case] = recorded(tmp_path)
     assert case['verdict'] == 'missing-gpu', case
+
+
+# -- the wrapper with a full $TMPDIR -----------------------------------------
+
+def test_wrapper_with_a_full_tmpdir_passes_the_verdict_through(tmp_path,
+                                                               full_dir):
+    rc, line, err = hook(tmp_path, '--expect-gpus', '2',
+                         env={'CCL_HEALTH_FAKE_GPUS': '1',
+                              'TMPDIR': str(full_dir)}, cmd=[WRAPPER])
+    assert (rc, line) == (1, MISSING_GPU), err
+    [case] = recorded(tmp_path)
+    assert case['verdict'] == 'missing-gpu', case
+
+
+def test_wrapper_with_no_temporary_folder_passes_the_verdict_through(
+        tmp_path):
+    rc, line, err = hook(tmp_path, env={'TMPDIR': str(tmp_path / 'none')},
+                         cmd=[WRAPPER])
+    assert rc == 0 and line.startswith('HEALTHY: '), (line, err)
