@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from test_health_trust import WRAPPER, hook, recorded
+from test_health_trust import CAP, WRAPPER, hook, mutated, recorded
 
 #: the node of the kernel's full device: every write is ENOSPC
 FULL_DEV = (1, 7)
@@ -119,3 +119,44 @@ def test_wrapper_with_no_temporary_folder_passes_the_verdict_through(
     rc, line, err = hook(tmp_path, env={'TMPDIR': str(tmp_path / 'none')},
                          cmd=[WRAPPER])
     assert rc == 0 and line.startswith('HEALTHY: '), (line, err)
+
+
+# -- a cut debug log beside a complete output --------------------------------
+
+def _cut_logs(tmp_path):
+    """The capture 'intra' (complete, exit 0, 330 GB/s at 1 GiB) with its
+    NCCL debug logs cut before their first channel line (a full disk or a
+    quota under the evidence folder): what is left shows NCCL's network
+    set up (``NET/Socket``, as every run does) and no channel."""
+    env = mutated(tmp_path)
+    folder = tmp_path / 'replay' / 'mut'
+    for log in folder.glob('nccl-debug*'):
+        text = log.read_text()
+        log.write_text(text[:text.index(' Channel ')].rsplit('\n', 1)[0]
+                       + '\n')
+        assert 'NET/Socket' in log.read_text()
+    return env
+
+
+def test_cut_debug_log_beside_a_complete_fast_output_is_no_fallback(
+        tmp_path):
+    rc, line, err = hook(tmp_path, env=_cut_logs(tmp_path))
+    assert rc == 2 and line.startswith('COULD-NOT-CHECK: '), (line, err)
+    assert 'fallback' not in line.split(':')[1], line
+    assert 'above what NET/Socket can carry' in line, line
+    [case] = recorded(tmp_path)
+    assert case['verdict'] == 'could-not-check', case['reason']
+
+
+def test_socket_bound_is_above_every_real_socket_run():
+    # the bound guards against an impossible number: never below a
+    # healthy real socket run (tests/fixtures/device/cap/net-socket)
+    from ccl_health.judge import ceiling
+    best = 0.0
+    for row in open(os.path.join(CAP, 'net-socket', 'stdout.txt')):
+        tok = row.split()
+        if len(tok) >= 12 and tok[0].isdigit():      # busbw: columns 8, 12
+            best = max(best, float(tok[7]), float(tok[11]))
+    assert 0 < best < ceiling.socket_bound(1).gbps
+    assert ceiling.socket_bound(2, 8).gbps > ceiling.socket_bound(1).gbps
+    assert ceiling.socket_bound(2) is None
