@@ -193,8 +193,8 @@ def test_partition_from_slurm_where_the_configuration_matches():
 
 SCONTROL = '''#!/bin/sh
 # stand-in scontrol: answers "-o show node NAME" with the record in
-# $FAKE_SCONTROL_RECORD named NAME (FAKE_SCONTROL=fail / hang / notfound
-# for the failures), records every call
+# $FAKE_SCONTROL_RECORD named NAME (FAKE_SCONTROL=fail / hang / notfound /
+# noconfig for the failures), records every call
 echo "scontrol $*" >> "${FAKE_SCONTROL_CALLS:-/dev/null}"
 if [ "$1 $2 $3" = "-o show node" ]; then
     case "${FAKE_SCONTROL:-answer}" in
@@ -202,6 +202,8 @@ if [ "$1 $2 $3" = "-o show node" ]; then
               exit 1 ;;
         hang) exec sleep 60 ;;
         notfound) echo "Node $4 not found"; exit 1 ;;
+        noconfig) echo "scontrol: fatal: Could not establish a configuration source" >&2
+                  exit 1 ;;
     esac
     sed "s/^NodeName=[^ ]*/NodeName=$4/" "$FAKE_SCONTROL_RECORD"
 fi
@@ -684,3 +686,14 @@ def test_gpus_that_left_the_bus_are_missing_not_a_cpu_node(tmp_path, how):
             'site': 'health.gpus_per_node 4',
             'slurm-partition': 'Slurm puts it in partition gpu'}[how] in \
         said, said
+
+
+def test_scontrol_without_a_slurm_configuration_is_no_resource_manager(
+        tmp_path):
+    # Slurm's client on a machine of no cluster (configless, no slurmd):
+    # no job of Slurm's can run here
+    rc, line, d = hook(tmp_path, stand_ins(tmp_path, mode='noconfig'),
+                       slurmd=False)
+    assert rc == 0 and line.startswith('HEALTHY: all_reduce'), line
+    assert d['role']['source'] == '' and 'Could not establish a ' \
+        'configuration source' in d['role']['why']

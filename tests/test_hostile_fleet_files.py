@@ -203,3 +203,18 @@ def test_own_dir_checks_every_folder_below_the_base(tmp_path):
     os.chown(base / 'fleet', os.getuid(), os.getgid())
     os.chown(base, other.pw_uid, other.pw_gid)
     safefile.own_dir(str(deep), below=str(base))
+
+
+# -- the hook's --json ------------------------------------------------------------
+
+def test_hook_json_at_a_planted_link_never_makes_its_target(tmp_path,
+                                                            shared):  # noqa: F811,E501
+    from test_health_trust import hook
+    target = tmp_path / 'nologin'              # a file whose being there
+    link = os.path.join(shared, 'detail.json')  # matters (/etc/nologin)
+    plant(link, target)
+    rc, line, err = hook(tmp_path, '--json', link)
+    assert rc == 0 and line.startswith('HEALTHY: '), (line, err)
+    assert not os.path.lexists(target)
+    assert stat.S_ISREG(os.lstat(link).st_mode)
+    assert json.load(open(link))['verdict'] == 'pass'

@@ -14,7 +14,8 @@ Where Slurm is named (the first two) and ``scontrol`` fails, hangs or
 gives no record of the node, nothing is known of the node's role: the
 hook could not check (:class:`NotAnswered`).  Where only an ``scontrol``
 on PATH was asked, Slurm's answer that it has no such node (``Node NAME
-not found``: a login node, a machine with Slurm's client) means no
+not found``: a login node) or that this host has no Slurm configuration
+(:data:`NO_CLUSTER`: a machine with Slurm's client only) means no
 resource manager runs the node; an ``scontrol`` that fails otherwise,
 hangs or cannot start says nothing of the node (a job may run on it):
 could not check too.  ``NHC_RM`` naming another resource manager (pbs, sge, lsf) is not
@@ -255,6 +256,22 @@ def _not_found(output, name):
     return any(ln.strip() == want for ln in (output or '').splitlines())
 
 
+#: what Slurm's client says where this host has no Slurm configuration
+#: (src/common/read_config.c: ``fatal("Could not establish a configuration
+#: source")`` since 20.02's configless mode; earlier, ``s_p_parse_file:
+#: unable to status file .../slurm.conf``): no slurmd runs here with a
+#: configuration (a configless slurmd keeps its own copy, which scontrol
+#: reads), so no job of Slurm's can run here
+NO_CLUSTER = re.compile(r'Could not establish a configuration source|'
+                        r'unable to (?:status|read|open) file \S*slurm\.conf',
+                        re.I)
+
+
+def _no_cluster(output):
+    """Whether scontrol said this host has no Slurm configuration."""
+    return bool(NO_CLUSTER.search(output or ''))
+
+
 def bound(limit):
     """The time scontrol may take within the hook's ``limit``."""
     return min(BOUND, 0.25 * limit)
@@ -292,7 +309,7 @@ def read(environ, hostname, seconds, runner):
         problem = f'could not start: {got.not_started}'
     elif got.timed_out:
         problem = f'gave no answer within {seconds:.1f} s'
-    elif _not_found(got.output, name):
+    elif _not_found(got.output, name) or _no_cluster(got.output):
         lines = [ln.strip() for ln in (got.output or '').splitlines()
                  if ln.strip()]
         problem = f'failed (exit {got.returncode}): {lines[-1][:200]}'
