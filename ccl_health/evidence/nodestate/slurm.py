@@ -14,7 +14,8 @@ Where Slurm is named (the first two) and ``scontrol`` fails, hangs or
 gives no record of the node, nothing is known of the node's role: the
 hook could not check (:class:`NotAnswered`).  Where only an ``scontrol``
 on PATH was asked, Slurm's answer that it has no such node (``Node NAME
-not found``: a login node) or that this host has no Slurm configuration
+not found``, or exit 0 with no record of it: a login node) or that this
+host has no Slurm configuration
 (:data:`NO_CLUSTER`: a machine with Slurm's client only) means no
 resource manager runs the node; an ``scontrol`` that fails otherwise,
 hangs or cannot start says nothing of the node (a job may run on it):
@@ -324,6 +325,8 @@ def read(environ, hostname, seconds, runner):
         if node is None:
             problem = (f'gave no record of node {name}: '
                        f'{" ".join((got.output or "no output").split())[:200]}')
+            # it answered (exit 0), without this host among its nodes
+            unknown_node = True
     took = time.monotonic() - t0
     if problem:
         if said:
