@@ -256,7 +256,8 @@ def allocate(args, argv, cfg, run_id, run_dir):
         seen = '; '.join(f'{n}: {s}' for n, s in list(other.items())[:3])
         raise CclHealthError(f'no usable node in {where}{among}'
                              f'{f" ({seen})" if seen else ""}')
-    os.makedirs(run_dir, exist_ok=True)
+    safefile.own_dir(run_dir, 'fleet run folder',
+                     below=outputs.output_dir())
     nodefile = os.path.join(run_dir, 'nodes.txt')
     safefile.write_atomic(nodefile, '\n'.join(nodes) + '\n')
     other_file = os.path.join(run_dir, 'not-checked.json')
@@ -284,9 +285,9 @@ def allocate(args, argv, cfg, run_id, run_dir):
                              'PATH?)') from None
     summary_path = os.path.join(run_dir, 'fleet.json')
     try:
-        with open(summary_path) as fp:
-            summary = json.load(fp)
-    except (OSError, ValueError):
+        summary = json.loads(safefile.read_own(summary_path,
+                                               'fleet run summary'))
+    except (OSError, ValueError, TypeError):
         raise CclHealthError(f'the run inside the allocation left no '
                              f'{summary_path} (salloc exit {proc.returncode})'
                              ) from None
@@ -387,7 +388,8 @@ def run_resume(args, site, cfg, run_id):
     env = step_env(site, cfg) if sim is None else {}
 
     def make_slurm_scheduler(reservation):
-        os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
+        safefile.own_dir(os.path.join(run_dir, 'nodes'), 'fleet run folder',
+                         below=out_dir)
         sched = slurm.SlurmScheduler(
             run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
             list(cfg.srun) + [f'--reservation={reservation}'],
@@ -412,8 +414,7 @@ def run_resume(args, site, cfg, run_id):
         summary['env_dropped'] = slurm.clean_environ()[1]
         if summary.get('skipped'):
             if args.json:
-                with open(args.json, 'w') as fp:
-                    json.dump(summary, fp, indent=1)
+                safefile.write_json(args.json, summary)
             print(resume.summary_text(summary), flush=True)
             return resume.exit_code(summary)
         report.write_resume(summary, run_dir)
@@ -526,6 +527,10 @@ def _main(argv, prog):
             raise CclHealthError('--simulate needs --nodelist (the nodes)')
         return run_resume(args, site, cfg, run_id)
     run_dir = os.path.join(outputs.output_dir(), 'fleet', run_id)
+    # a run folder of this user only (another user's could hold planted
+    # links, or swap a step's files before they are read back)
+    safefile.own_dir(os.path.join(run_dir, 'nodes'), 'fleet run folder',
+                     below=outputs.output_dir())
     sched = None
     unavailable = {}
     if args.not_checked:
@@ -567,7 +572,6 @@ def _main(argv, prog):
             nodes_program=progs.nodes)
     else:
         return allocate(args, argv, cfg, run_id, run_dir)
-    os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
     summary = Fleet(nodes, sched, cfg, unavailable=unavailable,
                     actions=site.actions if site else None,
                     site=site).run()

@@ -13,7 +13,7 @@ import subprocess
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 from ccl_health.oneline import clean
 from ccl_health.fleet.run import Raw, Step
 from ccl_health.stops import dies_with_parent
@@ -134,12 +134,33 @@ def _remove(path):
 
 
 def _read_json(path):
+    """The node check's JSON document, read only when it is a regular
+    file of this user, never through a link
+    (:func:`ccl_health.safefile.read_own`): a document another user
+    planted or swapped in is none (never a forged pass)."""
     try:
-        with open(path) as fp:
-            doc = json.load(fp)
-    except (OSError, ValueError):
+        text = safefile.read_own(path, 'node check\'s JSON')
+        doc = json.loads(text) if text is not None else None
+    except (OSError, ValueError, CclHealthError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def _read_back(fp):
+    """What a step wrote into ``fp`` (:func:`ccl_health.safefile.
+    open_new`), read through the same descriptor, then closed."""
+    try:
+        fp.flush()
+        os.lseek(fp.fileno(), 0, os.SEEK_SET)
+        data = b''
+        while True:
+            chunk = os.read(fp.fileno(), 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        return data.decode('utf-8', errors='replace')
+    finally:
+        fp.close()
 
 
 class SlurmScheduler:
@@ -195,11 +216,14 @@ class SlurmScheduler:
         self.count += 1
         base = os.path.join(self.workdir, 'steps', f'{self.count:06d}-'
                             f'{step.kind}')
-        os.makedirs(os.path.dirname(base), exist_ok=True)
-        with open(base + '.cmd', 'w') as fp:
-            fp.write(' '.join(argv) + '\n')
-        out = open(base + '.out', 'w')
-        err = open(base + '.err', 'w')
+        # a run folder of this user only; each file made anew (never a
+        # planted link), its output read back through its own descriptor
+        safefile.own_dir(os.path.dirname(base), 'fleet run folder',
+                         below=os.path.dirname(os.path.abspath(
+                             self.workdir)))
+        safefile.write_atomic(base + '.cmd', ' '.join(argv) + '\n')
+        out = safefile.open_new(base + '.out')
+        err = safefile.open_new(base + '.err')
         started = self.now()
         try:
             # its own session (a stop is passed on here, by us), and
@@ -241,12 +265,7 @@ class SlurmScheduler:
             pass
 
     def _finish(self, run) -> Raw:
-        run['out'].close()
-        run['err'].close()
-        with open(run['base'] + '.out', errors='replace') as fp:
-            stdout = fp.read()
-        with open(run['base'] + '.err', errors='replace') as fp:
-            stderr = fp.read()
+        stdout, stderr = (_read_back(run['out']), _read_back(run['err']))
         doc = _read_json(run['json']) if run['json'] else None
         code = None if run['killed'] else run['proc'].returncode
         return Raw(run['step'], code, stdout, stderr, doc, run['killed'],

@@ -9,6 +9,7 @@ the probes' clean environment (:func:`clean_environment`)."""
 
 import argparse
 import dataclasses
+import errno
 import math
 import os
 import shlex
@@ -284,11 +285,15 @@ def parse(argv, env=None, t0=None, description=''):
         db, db_source = env.get('CCL_HEALTH_DB') or None, 'CCL_HEALTH_DB'
     if args.json:
         try:                       # fail before measuring, not after
-            with open(args.json, 'a'):
-                pass
+            # never through a link (one planted there is replaced by the
+            # atomic write, its target never made nor touched)
+            os.close(os.open(args.json, os.O_WRONLY | os.O_APPEND |
+                             os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             0o666))
         except OSError as err:
-            raise CouldNotCheck(f'--json {args.json}: cannot write: '
-                                f'{err.strerror or err}') from None
+            if err.errno != errno.ELOOP and not os.path.islink(args.json):
+                raise CouldNotCheck(f'--json {args.json}: cannot write: '
+                                    f'{err.strerror or err}') from None
     folders = {}
     # folders the user named: a mistake is said before anything is measured
     for key, opt, var, shipped in (

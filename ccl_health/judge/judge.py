@@ -628,8 +628,29 @@ def _proven(ev, att):
     if not proof.ok:
         if getattr(proof, 'proven', None) is None:
             return Verdict.COULD_NOT_CHECK, f'could not check: {proof.reason}'
+        beyond = _beyond_proven(ev, att, proof)
+        if beyond:
+            return Verdict.COULD_NOT_CHECK, f'could not check: {beyond}'
         return Verdict.FALLBACK, f'fallback: {proof.reason}'
     return None, proof.reason
+
+
+def _beyond_proven(ev, att, proof):
+    """Why a fallback the log shows cannot be the run's transport (its
+    output measured more than that transport can carry: a debug log cut
+    by a full disk, or not of this run), or None."""
+    if proof.proven != 'net-socket':
+        return None
+    bound = bounds.socket_bound(ev.nodes, ev.gpus_per_node)
+    rows = getattr(att.result, 'rows', None) or []
+    best = max((m.busbw for r in rows for m in (r.out_of_place, r.in_place)
+                if m is not None and finite(m.busbw)), default=None)
+    if bound is None or best is None or best <= bound.gbps:
+        return None
+    return (f'the transport is not proven: {best:.4g} GB/s measured, '
+            f'above what NET/Socket can carry ({bound.reason}), yet the '
+            f'debug log shows: {proof.reason} (the log is not all of this '
+            f'run\'s)')
 
 
 def _contended(ev, verdict, reason):

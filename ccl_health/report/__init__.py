@@ -31,7 +31,7 @@ import datetime
 import os
 import re
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 from ccl_health.sitedata import transports
 from ccl_health.db import reads
 from ccl_health.judge.history import KEY, kind_of, where_text
@@ -425,8 +425,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
     try:
-        with open(page, 'w', encoding='utf-8') as fp:
-            fp.write(html)
+        # atomic, never through a link planted at the page's name
+        safefile.write_atomic(page, html)
     except OSError as err:
         raise CclHealthError(f'{page}: cannot write the page: '
                              f'{err.strerror or err}') from None
