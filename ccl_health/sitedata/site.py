@@ -102,17 +102,19 @@ class Site:
                                  f'configured for {self.system}') from None
 
     def unavailable(self, name):
-        """Why transport ``name`` cannot run on this site, or None: an
-        optional transport (:attr:`ccl_health.sitedata.transports.Transport.optional`,
-        e.g. ``net-ib`` where there is no InfiniBand) that the site file does
-        not configure.  A required one that is missing stays an error
-        (:meth:`transport`)."""
+        """Why transport ``name`` does not run on this site, or None: the
+        site file does not list it under ``transports:`` (``net-ib`` where
+        there is no InfiniBand, the plugin's where the site has none).
+        Every door skips such a transport with this reason; what needs
+        its settings anyway (:meth:`transport`) is an error."""
         t = registry.get(name)
-        if t.name in self.transports or not t.optional:
+        if t.name in self.transports:
             return None
-        return (f'{t.name} ({t.title}) is not configured for {self.system} '
-                f'in {self.path}: list it under transports: where the nodes '
-                f'have its network')
+        listed = ', '.join(n for n in registry.NAMES if n in self.transports)
+        return (f'{t.name} ({t.title}) is not configured for {self.system}: '
+                f'{self.path} lists {listed or "no transport"} under '
+                f'transports: (list {t.name} there where the nodes have its '
+                f'network)')
 
     def render_env(self, transport, values, single_node):
         """The environment of one run: the site's common variables, the
