@@ -25,7 +25,7 @@ from ccl_health import (CclHealthError, outputs, read_text, resources,
                         safefile, shell)
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.config import PROOF_ENV, FleetConfig
 from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.fleet.run import Fleet, exit_code, summary_text
 
@@ -130,7 +130,8 @@ def load_site(args):
         else:
             site = site_data.load(resources.site_dir(), name)
     raw = site.fleet if site is not None else None
-    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
+    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>',
+                                site.transports if site else None)
     from ccl_health.fleet import systemic
     systemic.switches(cfg)            # a bad topology stops us here
     _check_ceilings(site, cfg)
@@ -161,10 +162,12 @@ def _expand_refs(value):
 
 
 def step_env(site, cfg: FleetConfig) -> Dict[str, str]:
-    """The environment of pair and group steps: the site's common variables
-    and the transport's (multi-node), then the fleet block's ``env``;
-    ``${NAME}`` expanded from this environment."""
-    env = {}
+    """The environment of pair and group steps: where the fleet proves the
+    transport, NCCL's channel lines into the step's output
+    (:data:`ccl_health.fleet.config.PROOF_ENV`); the site's common
+    variables and the transport's (multi-node), then the fleet block's
+    ``env``; ``${NAME}`` expanded from this environment."""
+    env = dict(PROOF_ENV) if cfg.prove_transport else {}
     if site is not None:
         build = site.build or {}
         values = {

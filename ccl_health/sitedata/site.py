@@ -206,7 +206,7 @@ def from_doc(doc, path='<site>', system=None):
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
-                _fleet(doc.get('fleet'), path),
+                _fleet(doc.get('fleet'), path, doc['transports']),
                 overrides.check_benign(doc.get('benign_warns'), path),
                 _actions(doc.get('actions'), path))
 
@@ -216,13 +216,14 @@ def _actions(raw, path):
     return check_site_actions(raw, path)
 
 
-def _fleet(raw, path):
-    """The ``fleet`` block, checked whole now (a bad size or an unknown
-    transport is an error naming the file and the key, before any run)."""
+def _fleet(raw, path, listed):
+    """The ``fleet`` block, checked whole now (a bad size, an unknown
+    transport or one the file does not list is an error naming the file
+    and the key, before any run)."""
     if raw is None:
         return None
     from ccl_health.fleet.config import FleetConfig
-    FleetConfig.from_dict(raw, path)
+    FleetConfig.from_dict(raw, path, listed)
     return dict(raw)
 
 
