@@ -153,15 +153,18 @@ def dry_run_lines(report, rc):
     "PASSED" after a FAILED."""
     scripts = job_scripts(report)
     shapes = rendered(report)
-    skipped, failed = [], []
+    skipped, failed = {}, []
     for run in report.get('runs', [])[-1:]:
         for tc in run.get('testcases', []):
             if tc.get('fixture') and tc.get('result') != 'fail':
                 continue
             name = tc.get('display_name') or tc.get('name') or '?'
             if tc.get('result') == 'skip':
-                skipped.append(f'ccl-health: skipped {name}: ' + _one_line(
-                    tc.get('skip_reason') or tc.get('fail_reason')))
+                why = _one_line(tc.get('skip_reason') or
+                                tc.get('fail_reason')) or 'skipped'
+                checks = skipped.setdefault(why, {})
+                check = name.split(' %')[0]
+                checks[check] = checks.get(check, 0) + 1
             elif tc.get('result') == 'fail':
                 reason = _one_line(tc.get('fail_reason')) or 'failed'
                 failed.append(f'ccl-health: FAILED {name}: {reason[:300]}')
@@ -176,7 +179,11 @@ def dry_run_lines(report, rc):
         head += (f'; {len(failed) or "some"} case(s) could not be rendered '
                  f'(ReFrame exit code {rc}; FAILED above, each named '
                  f'below): fix them before a real run')
-    return [head] + skipped + failed
+    skips = [f'ccl-health: skipped {sum(checks.values())} case(s) ('
+             + ', '.join(c + (f' x{n}' if n > 1 else '')
+                         for c, n in checks.items()) + f'): {why}'
+             for why, checks in skipped.items()]
+    return [head] + skips + failed
 
 
 def _selection(args):

@@ -113,8 +113,7 @@ class Site:
         listed = ', '.join(n for n in registry.NAMES if n in self.transports)
         return (f'{t.name} ({t.title}) is not configured for {self.system}: '
                 f'{self.path} lists {listed or "no transport"} under '
-                f'transports: (list {t.name} there where the nodes have its '
-                f'network)')
+                f'transports: (add it there to run it)')
 
     def render_env(self, transport, values, single_node):
         """The environment of one run: the site's common variables, the
