@@ -423,6 +423,18 @@ def run_resume(args, site, cfg, run_id):
         return resume.exit_code(summary)
 
 
+def _simulated_proof(cfg):
+    """A simulated step prints a table, no NCCL line: the site's
+    ``prove_transport`` is said and not applied (else every step would be
+    could-not-check)."""
+    if cfg.prove_transport:
+        cfg.prove_transport = False
+        print(f'fleet: simulated steps print no NCCL channel lines: '
+              f'fleet.prove_transport (true) not applied; on the cluster '
+              f'every step proves {cfg.transport}', file=sys.stderr,
+              flush=True)
+
+
 def _rehearsal(args, cfg, out_dir):
     """``--resume --simulate PLAN``: the folder of the rehearsal (its
     state, never the real one's), its simulated Slurm and the simulated
@@ -435,6 +447,7 @@ def _rehearsal(args, cfg, out_dir):
     except (OSError, ValueError) as err:
         raise CclHealthError(f'--simulate: {err}') from None
     folder = os.path.join(out_dir, FOLDER)
+    _simulated_proof(cfg)
     try:
         sim = SimSlurm(fplan, expand_hostlist(args.nodelist), folder)
     except ValueError as err:
@@ -536,6 +549,7 @@ def _main(argv, prog):
         except (OSError, ValueError) as err:
             raise CclHealthError(f'--simulate: {err}') from None
         nodes = expand_hostlist(args.nodelist)
+        _simulated_proof(cfg)
         sched = SimScheduler(fplan, size=cfg.size_bytes,
                              tasks_per_node=cfg.tasks_per_node,
                              max_parallel=cfg.max_parallel, grace=cfg.grace)
