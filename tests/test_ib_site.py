@@ -38,18 +38,11 @@ def _exports(text):
     return dict(re.findall(r'^  export (CCL_HEALTH_\w+)=(\S+)$', text, re.M))
 
 
-@pytest.fixture(scope='module')
-def site(tmp_path_factory):
-    """``(folder, environment with the three exports)`` of the site."""
-    d = tmp_path_factory.mktemp('ibsite')
-    mine = d / 'mysite'
-    p = subprocess.run([os.path.join(SCRIPTS, 'init-site'), str(mine)],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    exports = _exports(p.stdout)
-    assert len(exports) == 3
-    # a new system: perlmutter's three files (A100 nodes under Slurm)
-    # renamed, its own host names, the transports of docs/sites.md
+def make_ib_system(mine):
+    """What docs/sites.md's InfiniBand section tells a site to do in its
+    copy ``mine``: the closest shipped system's three files (perlmutter:
+    A100 nodes under Slurm) renamed to :data:`SYSTEM`, with host names of
+    its own and the transports the section lists."""
     for src, dst in (('site/perlmutter.yaml', f'site/{SYSTEM}.yaml'),
                      ('reference/perlmutter.yaml',
                       f'reference/{SYSTEM}.yaml'),
@@ -64,6 +57,19 @@ def site(tmp_path_factory):
     doc = yaml.safe_load((mine / 'site' / f'{SYSTEM}.yaml').read_text())
     doc.update(docs_site_block())
     (mine / 'site' / f'{SYSTEM}.yaml').write_text(yaml.safe_dump(doc))
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory):
+    """``(folder, environment with the three exports)`` of the site."""
+    d = tmp_path_factory.mktemp('ibsite')
+    mine = d / 'mysite'
+    p = subprocess.run([os.path.join(SCRIPTS, 'init-site'), str(mine)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    exports = _exports(p.stdout)
+    assert len(exports) == 3
+    make_ib_system(mine)
     env = dict(os.environ, RFM_COLORIZE='n', HOME=str(d / 'home'),
                CCL_HEALTH_MODULES_SYSTEM='nomod', **exports)
     for k in ('CCL_HEALTH_ASSUME_GPUS', 'CCL_HEALTH_DB', 'CCL_HEALTH_SYSTEM'):
@@ -226,3 +232,30 @@ def test_nightly_rehearsal_with_the_exports(site, tmp_path):
     assert p.returncode == 0 and 'Traceback' not in out, out[-3000:]
     assert re.search(r'^ccl-health nightly local:gpu \(rehearsal: healthy\) '
                      r'\S+: all clear', p.stdout, re.M), p.stdout
+
+
+def test_a_dry_run_never_says_passed_after_a_failure():
+    """The dry run's last lines, from its run report: skipped cases
+    grouped by their reason, and a case ReFrame failed named, without
+    "PASSED above" (issue 38.3: "rendered 3 job scripts ... ReFrame's
+    PASSED above" after ReFrame printed FAILED)."""
+    from ccl_health import cli
+    why = 'net-plugin (the net plugin) is not configured for x: ...'
+    tcs = [{'display_name': f'AllReducePluginSweep %transport={t}',
+            'result': 'skip', 'skip_reason': why, 'fixture': False}
+           for t in ('a', 'b')]
+    tcs.append({'display_name': 'AllReduceSweep %transport=net-ib',
+                'result': 'fail', 'fixture': False,
+                'fail_reason': "ccl health error: x.yaml: transport\n"
+                               "'net-ib' is not configured"})
+    lines = cli.dry_run_lines({'runs': [{'testcases': tcs}]}, 1)
+    assert 'PASSED' not in lines[0]
+    assert lines[0].startswith('ccl-health: dry run rendered 0 job scripts')
+    assert '1 case(s) could not be rendered (ReFrame exit code 1' in lines[0]
+    assert lines[1:] == [
+        f'ccl-health: skipped 2 case(s) (AllReducePluginSweep x2): {why}',
+        "ccl-health: FAILED AllReduceSweep %transport=net-ib: ccl health "
+        "error: x.yaml: transport 'net-ib' is not configured"]
+    ok = cli.dry_run_lines({'runs': [{'testcases': tcs[:2]}]}, 0)
+    assert "(ReFrame's PASSED above means the scripts were rendered)" in \
+        ok[0] and len(ok) == 2
