@@ -209,8 +209,9 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 class TransportMixin(rfm.RegressionTestPlugin):
     """A transport configuration (one record of
     :mod:`ccl_health.sitedata.transports`: intra, net-socket, net-ib,
-    net-ib-gdr, net-plugin, net-plugin-gdr): the site's environment of it, NCCL's debug log to one
-    file per rank, and the proof of the transport that ran.  ``transport``
+    net-ib-gdr, net-plugin, net-plugin-gdr): the site's environment of it,
+    NCCL's debug log to one file per rank, and the proof of the transport
+    that ran.  ``transport``
     is the record's name (the test names, the run report and the
     references read it); :attr:`transport_info` is the record."""
 
