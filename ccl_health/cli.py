@@ -103,39 +103,86 @@ def user_selects(reframe_args):
     return False
 
 
+def _rendered_cases(report):
+    """The test cases a dry run rendered a job script for: neither a build
+    nor skipped nor failed."""
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            if not tc.get('fixture') and tc.get('result') == 'pass':
+                yield tc
+
+
 def rendered(report):
     """What a dry run rendered, from its run report: ``['16 tasks on 2
     nodes of frontier:batch (8 per node)', ...]``, one per distinct
-    shape, fixtures (builds) left out."""
+    shape, fixtures (builds), skipped and failed cases left out."""
     shapes = {}
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            if tc.get('fixture') or tc.get('result') == 'skip':
-                continue
-            tasks = tc.get('num_tasks') or 1
-            per = tc.get('num_tasks_per_node') or tasks
-            nodes = tc.get('num_nodes') or max(1, -(-tasks // per))
-            key = (f'{tasks} task{"s" if tasks != 1 else ""} on {nodes} '
-                   f'node{"s" if nodes != 1 else ""} of {tc.get("system")}:'
-                   f'{tc.get("partition")} ({per} per node)')
-            shapes[key] = shapes.get(key, 0) + 1
+    for tc in _rendered_cases(report):
+        tasks = tc.get('num_tasks') or 1
+        per = tc.get('num_tasks_per_node') or tasks
+        nodes = tc.get('num_nodes') or max(1, -(-tasks // per))
+        key = (f'{tasks} task{"s" if tasks != 1 else ""} on {nodes} '
+               f'node{"s" if nodes != 1 else ""} of {tc.get("system")}:'
+               f'{tc.get("partition")} ({per} per node)')
+        shapes[key] = shapes.get(key, 0) + 1
     return [f'{n} x {k}' for k, n in shapes.items()]
 
 
 def job_scripts(report):
     """The job scripts this run rendered, from its run report: one per
-    test case that was neither a build nor skipped (a reused output
-    folder keeps the scripts of earlier runs and other systems beside
-    them: never counted)."""
+    test case that was neither a build nor skipped nor failed (a reused
+    output folder keeps the scripts of earlier runs and other systems
+    beside them: never counted)."""
     out = []
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            if tc.get('fixture') or tc.get('result') == 'skip':
-                continue
-            path = os.path.join(tc.get('stagedir') or '', 'rfm_job.sh')
-            if tc.get('stagedir') and os.path.exists(path):
-                out.append(path)
+    for tc in _rendered_cases(report):
+        path = os.path.join(tc.get('stagedir') or '', 'rfm_job.sh')
+        if tc.get('stagedir') and os.path.exists(path):
+            out.append(path)
     return sorted(set(out))
+
+
+def _one_line(text):
+    return ' '.join(str(text or '').split())
+
+
+def dry_run_lines(report, rc):
+    """What a dry run ends with: the job scripts it rendered, each case
+    it skipped with the reason (a transport the site file does not list),
+    and, where ReFrame failed a case (rc != 0), that it did: never
+    "PASSED" after a FAILED."""
+    scripts = job_scripts(report)
+    shapes = rendered(report)
+    skipped, failed = {}, []
+    for run in report.get('runs', [])[-1:]:
+        for tc in run.get('testcases', []):
+            if tc.get('fixture') and tc.get('result') != 'fail':
+                continue
+            name = tc.get('display_name') or tc.get('name') or '?'
+            if tc.get('result') == 'skip':
+                why = _one_line(tc.get('skip_reason') or
+                                tc.get('fail_reason')) or 'skipped'
+                checks = skipped.setdefault(why, {})
+                check = name.split(' %')[0]
+                checks[check] = checks.get(check, 0) + 1
+            elif tc.get('result') == 'fail':
+                reason = _one_line(tc.get('fail_reason')) or 'failed'
+                failed.append(f'ccl-health: FAILED {name}: {reason[:300]}')
+    head = (f'ccl-health: dry run rendered {len(scripts)} job scripts'
+            + (f': {"; ".join(shapes)}' if shapes else '')
+            + f', e.g. {scripts[0] if scripts else "(none)"}.  Nothing '
+            f'was run or measured')
+    if rc == 0 and not failed:
+        head += (' (ReFrame\'s PASSED above means the scripts were '
+                 'rendered); on a node with GPUs scripts/run runs them')
+    else:
+        head += (f'; {len(failed) or "some"} case(s) could not be rendered '
+                 f'(ReFrame exit code {rc}; FAILED above, each named '
+                 f'below): fix them before a real run')
+    skips = [f'ccl-health: skipped {sum(checks.values())} case(s) ('
+             + ', '.join(c + (f' x{n}' if n > 1 else '')
+                         for c, n in checks.items()) + f'): {why}'
+             for why, checks in skipped.items()]
+    return [head] + skips + failed
 
 
 def _selection(args):
@@ -217,15 +264,7 @@ def cmd_run(args):
               f'{out}/reframe.log', file=sys.stderr)
         return rc or 1
     if dry:
-        data = summary.load_report(report)
-        scripts = job_scripts(data)
-        shapes = rendered(data)
-        print(f'ccl-health: dry run rendered {len(scripts)} job scripts'
-              + (f': {"; ".join(shapes)}' if shapes else '')
-              + f', e.g. {scripts[0] if scripts else "(none)"}.  Nothing '
-              f'was run or measured (ReFrame\'s PASSED above means the '
-              f'scripts were rendered); on a node with GPUs scripts/run '
-              f'runs them')
+        print('\n'.join(dry_run_lines(summary.load_report(report), rc)))
         return 0 if rc == 0 else rc
     data = summary.load_report(report)
     verdicts = summary.case_verdicts(data)

@@ -27,7 +27,7 @@ def doc_of(*names, **kw):
 LOGS_ALONE = [
     # prefix-less lines, numbered by the author: IB with GPUDirect RDMA
     ('nccl-debug_no-prefix_ring-ib-gdrdma_2node_nccl-issue-385.log',
-     'net-ib', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2')),
+     'net-ib-gdr', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2')),
     # two log lines merged into one by concurrent writers
     ('nccl-debug_merged-lines_ring-p2p_1node_nccl-issue-147.log',
      'intra', True, ('P2P/IPC x',)),
@@ -53,7 +53,7 @@ LOGS_ALONE = [
     # 2 nodes (SH-IDC1-10-142-5-42 and -123): IB with GPUDirect RDMA
     # between them, P2P/IPC/read inside each
     ('nccl-debug_ib-gdrdma_p2p-ipc-read_2node_nccl-issue-834.log',
-     'net-ib', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2',
+     'net-ib-gdr', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2',
                       'P2P/IPC x11')),
     # NCCL 2.2x "comm ... busId ... commId ... - Init COMPLETE" and NVLS
     # tree lines, but no channel line: nothing proven
@@ -107,10 +107,12 @@ def test_the_transport_asked_is_read_from_the_log_in_every_door():
     name = 'nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log'
     ev = debuglog.read_evidence([pub(name)])
     proof = debuglog.prove(None, ev)
-    assert proof.asked == 'net-plugin-gdr' and proof.proven == 'net-ib'
+    assert proof.asked == 'net-plugin-gdr' and proof.proven == 'net-ib-gdr'
     assert not proof.ok
-    # asked for IB (--transport), the same log is proven IB
+    # asked for IB (--transport), the same log is proven IB, with
+    # GPUDirect RDMA on every channel
     assert debuglog.prove('net-ib', ev).ok
+    assert debuglog.prove('net-ib-gdr', ev).ok
 
 
 def test_the_oldest_hashless_table_with_an_error_column_is_wrong_results():
@@ -178,7 +180,8 @@ LOGS_THAT_FAILED = [
     # loaded, and NCCL's builtin IB carried every channel: a fallback the
     # log alone proves, failed whatever the bandwidth (issue 31.2)
     ('nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log',
-     'fallback', 'net-ib', False, ('instead of the plugin', 'libnccl-net.so'),
+     'fallback', 'net-ib-gdr', False, ('instead of the plugin',
+                                       'libnccl-net.so'),
      ('fallback: fell back to', 'no output of the run')),
     # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
     # (retry exceeded, vendor err 129) from one peer; no channel line kept

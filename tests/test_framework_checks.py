@@ -101,7 +101,7 @@ def dry(tmp_path_factory):
 
 def test_bandwidth_command_lines(dry):
     names = [n for n in dry if n.startswith('TorchBandwidth')]
-    assert len(names) == 20                   # 5 transports x 4 collectives
+    assert len(names) == 24                   # 6 transports x 4 collectives
     # net-ib needs an InfiniBand / RoCE network: local's site file has none
     text, tc = dry['TorchBandwidth %transport=net-ib '
                    '%torch_collective=all_reduce']
@@ -163,7 +163,8 @@ def test_training_step_command_lines(dry):
     names = sorted(n for n in dry if n.startswith('TorchTrainingStep'))
     assert names == [f'TorchTrainingStep{p} %transport={t} %model={m}'
                      for p, t in (('', 'intra'), ('', 'net-ib'),
-                                  ('', 'net-socket'), ('Plugin', 'net-plugin'),
+                                  ('', 'net-ib-gdr'), ('', 'net-socket'),
+                                  ('Plugin', 'net-plugin'),
                                   ('Plugin', 'net-plugin-gdr'))
                      for m in ('comm', 'compute')]
     text, tc = dry['TorchTrainingStep %transport=intra %model=comm']

@@ -28,6 +28,17 @@ NOT_HERE = {
     'mpirun -np 2 python3 -m ccl_health.torch_bench': 'needs 2 GPUs and '
     'PyTorch; the tool is tested by tests/test_torch_bench.py',
 }
+#: docs/sites.md's InfiniBand example system: not shipped; made in a site's
+#: copy by tests/test_docs_sequence.py and tests/test_ib_site.py, which run
+#: these there
+for _cmd in ('scripts/validate --system mycluster',
+             'CCL_HEALTH_MODULES_SYSTEM=nomod scripts/run --dry-run -- '
+             '--system mycluster',
+             "scripts/fleet --simulate site/fleet-faults.example.json "
+             "--nodelist 'gpu[001-016]' --site mycluster"):
+    NOT_HERE[_cmd] = ('the example system mycluster of docs/sites.md (not '
+                      'shipped): tests/test_docs_sequence.py runs it in a '
+                      'site copy')
 
 
 def pages():

@@ -81,10 +81,11 @@ def test_healthy_node_every_transport(tmp_path):
     assert 'PASS' in v['net-plugin'] and 'NET/Libfabric' in v['net-plugin']
     assert 'SKIPPED' in v['net-plugin-gdr'] and 'GDR not supported' in \
         v['net-plugin-gdr']
-    # no InfiniBand / RoCE on local: net-ib is skipped, with the reason
-    assert 'SKIPPED' in v['net-ib'] and 'not configured for local' in \
-        v['net-ib']
-    assert '3 passed, 0 failed, 2 skipped' in p.stdout
+    # no InfiniBand / RoCE on local: net-ib and net-ib-gdr are skipped,
+    # with the reason
+    for ib in ('net-ib', 'net-ib-gdr'):
+        assert 'SKIPPED' in v[ib] and 'not configured for local' in v[ib]
+    assert '3 passed, 0 failed, 3 skipped' in p.stdout
     tc = cases(report)
     assert tc['net-plugin']['proven_transport'] == 'net-plugin'
     assert tc['net-plugin']['versions']['plugin_version'] == '1.21.1'

@@ -101,7 +101,9 @@ def _no_channel_fallback(asked, t, ev):
         return None
     proven = 'net-ib' if all(r.networks == {'IB'} for r in fell) \
         else 'net-socket'
-    if t is not None and t.name == proven:
+    if t is not None and t.network == transports.get(proven).network:
+        # the network asked for (GPUDirect RDMA or not shows only on the
+        # channel lines there are none of)
         return None
     line = next((r.fell_back_line for r in fell if r.fell_back_line), None)
     why = f': {line}' if line else ''
@@ -256,8 +258,8 @@ def _prove(t, ev, nodes):
 def _prove_builtin(t, p, ev, seen):
     """``t`` one of NCCL's builtin networks, ``p`` what the channels
     prove."""
-    if p is t:
-        paths = ev.net_paths
+    paths = ev.net_paths
+    if p.network == t.network and all(t.accepts_path(k) for k in paths):
         total = sum(paths.values())
         on = sum(n for k, n in paths.items() if k.endswith('/GDRDMA'))
         if total and on == total:
@@ -271,6 +273,9 @@ def _prove_builtin(t, p, ev, seen):
             gdr = (f', GPUDirect RDMA on {on} of {total} network channel '
                    f'lines')
         return Proof(t.name, p.name, True, f'{t.passed}{gdr} ({seen})')
+    if p.network == t.network:
+        # the network asked for, without GPUDirect RDMA on every channel
+        return _gdr_lost(t, p, ev, seen, f'{p.title} ran')
     if p.builtin and transports.order(p.name) < transports.order(t.name):
         # a weaker builtin network: sockets instead of IB
         why = (f': {ev.ib_off_reason}' if t.network == 'IB' and
@@ -289,6 +294,31 @@ def _prove_builtin(t, p, ev, seen):
                  f'asked for {t.title} but NCCL used '
                  f'{f"the plugin {plugin}" if plugin else "a plugin"} '
                  f'({seen}): a plugin was loaded (NCCL_NET_PLUGIN)')
+
+
+#: why NCCL's builtin IB finds no GPUDirect RDMA for an HCA
+#: (src/transport/net_ib: ncclIbGdrSupport() looks for the kernel module,
+#: /sys/module/nvidia_peermem or the older nv_peer_mem's
+#: /sys/kernel/mm/memory_peers/nv_mem; ncclIbDmaBufSupport() for DMA-BUF;
+#: src/graph/topo.cc then logs "NET/IB : GPU Direct RDMA Disabled for HCA")
+IB_GDR_HINT = ('NCCL found no GPUDirect RDMA support for the HCA: is the '
+               'nvidia_peermem module loaded (/sys/module/nvidia_peermem), '
+               'or DMA-BUF available?')
+
+
+def _gdr_lost(t, p, ev, seen, what):
+    """A transport that needs GPUDirect RDMA on every network channel
+    (``t``) that ran without it on some (``p``): a fallback, with the
+    log's reason (and, for NET/IB, what to look at)."""
+    nets = ev.net_paths
+    off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
+    why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
+    if t.network == 'IB' and (not ev.gdr_off_reason or
+                              'for HCA' in ev.gdr_off_reason):
+        why += f'{"; " if why else ": "}{IB_GDR_HINT}'
+    return Proof(t.name, p.name, False,
+                 f'{what} without GPUDirect RDMA on {off} of '
+                 f'{sum(nets.values())} network channels ({seen}){why}')
 
 
 def _prove_plugin(t, p, ev, seen):
@@ -315,9 +345,4 @@ def _prove_plugin(t, p, ev, seen):
     if not t.needs_gdr or p.needs_gdr:
         return Proof(t.name, p.name, True,
                      f'{t.passed.format(plugin=plugin)} ({seen}){named}')
-    nets = ev.net_paths
-    off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
-    why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
-    return Proof(t.name, p.name, False,
-                 f'plugin {plugin} ran without GPUDirect RDMA on {off} of '
-                 f'{sum(nets.values())} network channels ({seen}){why}')
+    return _gdr_lost(t, p, ev, seen, f'plugin {plugin} ran')

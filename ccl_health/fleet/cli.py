@@ -24,7 +24,7 @@ from ccl_health import (CclHealthError, argnumbers, identity, outputs,
                         read_text, resources, safefile, shell)
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan, report
-from ccl_health.fleet.config import FleetConfig
+from ccl_health.fleet.config import PROOF_ENV, FleetConfig
 from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.fleet.run import Fleet, exit_code, summary_text
 
@@ -129,7 +129,8 @@ def load_site(args):
         else:
             site = site_data.load(resources.site_dir(), name)
     raw = site.fleet if site is not None else None
-    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
+    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>',
+                                site.transports if site else None)
     from ccl_health.fleet import systemic
     systemic.switches(cfg)            # a bad topology stops us here
     _check_ceilings(site, cfg)
@@ -154,10 +155,12 @@ def _expand_refs(value):
 
 
 def step_env(site, cfg: FleetConfig) -> Dict[str, str]:
-    """The environment of pair and group steps: the site's common variables
-    and the transport's (multi-node), then the fleet block's ``env``;
-    ``${NAME}`` expanded from this environment."""
-    env = {}
+    """The environment of pair and group steps: where the fleet proves the
+    transport, NCCL's channel lines into the step's output
+    (:data:`ccl_health.fleet.config.PROOF_ENV`); the site's common
+    variables and the transport's (multi-node), then the fleet block's
+    ``env``; ``${NAME}`` expanded from this environment."""
+    env = dict(PROOF_ENV) if cfg.prove_transport else {}
     if site is not None:
         build = site.build or {}
         values = {
@@ -431,6 +434,18 @@ def run_resume(args, site, cfg, run_id):
         return resume.exit_code(summary)
 
 
+def _simulated_proof(cfg):
+    """A simulated step prints a table, no NCCL line: the site's
+    ``prove_transport`` is said and not applied (else every step would be
+    could-not-check)."""
+    if cfg.prove_transport:
+        cfg.prove_transport = False
+        print(f'fleet: simulated steps print no NCCL channel lines: '
+              f'fleet.prove_transport (true) not applied; on the cluster '
+              f'every step proves {cfg.transport}', file=sys.stderr,
+              flush=True)
+
+
 def _rehearsal(args, cfg, out_dir):
     """``--resume --simulate PLAN``: the folder of the rehearsal (its
     state, never the real one's), its simulated Slurm and the simulated
@@ -443,6 +458,7 @@ def _rehearsal(args, cfg, out_dir):
     except (OSError, ValueError) as err:
         raise CclHealthError(f'--simulate: {err}') from None
     folder = os.path.join(out_dir, FOLDER)
+    _simulated_proof(cfg)
     try:
         sim = SimSlurm(fplan, expand_hostlist(args.nodelist), folder)
     except ValueError as err:
@@ -549,6 +565,7 @@ def _main(argv, prog):
         except (OSError, ValueError) as err:
             raise CclHealthError(f'--simulate: {err}') from None
         nodes = expand_hostlist(args.nodelist)
+        _simulated_proof(cfg)
         sched = SimScheduler(fplan, size=cfg.size_bytes,
                              tasks_per_node=cfg.tasks_per_node,
                              max_parallel=cfg.max_parallel, grace=cfg.grace)

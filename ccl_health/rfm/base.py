@@ -208,9 +208,10 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
 class TransportMixin(rfm.RegressionTestPlugin):
     """A transport configuration (one record of
-    :mod:`ccl_health.sitedata.transports`: intra, net-socket, net-ib, net-plugin,
-    net-plugin-gdr): the site's environment of it, NCCL's debug log to one
-    file per rank, and the proof of the transport that ran.  ``transport``
+    :mod:`ccl_health.sitedata.transports`: intra, net-socket, net-ib,
+    net-ib-gdr, net-plugin, net-plugin-gdr): the site's environment of it,
+    NCCL's debug log to one file per rank, and the proof of the transport
+    that ran.  ``transport``
     is the record's name (the test names, the run report and the
     references read it); :attr:`transport_info` is the record."""
 
@@ -233,8 +234,9 @@ class TransportMixin(rfm.RegressionTestPlugin):
 
     @run_after('setup')
     def skip_unavailable_transport(self):
-        """An optional transport the site does not configure (``net-ib``
-        without InfiniBand) is skipped, with the reason."""
+        """A transport the site file does not list (``net-ib`` without
+        InfiniBand, the plugin's without a plugin) is skipped, with the
+        reason (:meth:`ccl_health.sitedata.site.Site.unavailable`)."""
         why = self._site.unavailable(self.transport)
         self.skip_if(why is not None, why)
 
@@ -326,7 +328,9 @@ class PluginBuildMixin(rfm.RegressionTestPlugin):
     network-plugin transports: only those depend on it, so a failed plugin
     build cannot take intra and net-socket down with it.  The check sets
     ``transport = parameter(PLUGIN_TRANSPORTS)`` in its own body (ReFrame
-    does not let two bases both define one parameter)."""
+    does not let two bases both define one parameter).  A site that lists
+    no plugin transport gets :class:`NoPluginMixin` instead
+    (:func:`plugin_mixin`)."""
 
     plugin = fixture(NetPluginBuild, scope='environment')
 
@@ -334,3 +338,37 @@ class PluginBuildMixin(rfm.RegressionTestPlugin):
         return {'plugin_library': self.plugin.library,
                 'plugin_prefix': self.plugin.prefix,
                 'libfabric_prefix': self.plugin.libfabric.prefix}
+
+
+class NoPluginMixin(rfm.RegressionTestPlugin):
+    """The plugin checks of a site whose file lists no plugin transport:
+    nothing is built for them (no plugin, no libfabric), and each is
+    skipped at setup with the reason
+    (:meth:`TransportMixin.skip_unavailable_transport`)."""
+
+    def plugin_values(self):
+        return {}
+
+
+def runtime_site(system=None, site_dir=None):
+    """The site file of ``system`` (default: the system ReFrame runs on)
+    in ``site_dir`` (default: ``CCL_HEALTH_SITE_DIR``, else the shipped
+    ``site/``), as the check files read it when they load; None when it
+    cannot be read (the checks then report its error at setup)."""
+    if system is None:
+        import reframe.core.runtime as rt
+        system = rt.runtime().system.name
+    try:
+        return site_data.load(site_dir or resources.site_dir(), system)
+    except (CclHealthError, OSError):
+        return None
+
+
+def plugin_mixin(system=None, site_dir=None):
+    """:class:`PluginBuildMixin` where the site file lists a plugin
+    transport (or cannot be read), else :class:`NoPluginMixin`: a site
+    without the plugin never builds it for checks that are skipped."""
+    site = runtime_site(system, site_dir)
+    if site is not None and not set(PLUGIN_TRANSPORTS) & set(site.transports):
+        return NoPluginMixin
+    return PluginBuildMixin
