@@ -107,3 +107,44 @@ def partition_gpus(partition):
     count = sum(n for n, _ in devs)
     arch = next((a for _, a in devs if a), '')
     return count, arch, vendor_of(arch)
+
+
+#: ReFrame's schedulers that run a job on this host, not through a batch
+#: system
+HERE_SCHEDULERS = ('local',)
+
+
+def submitted_to(config_dir, asked, hostname, gpus):
+    """Where ReFrame's jobs go when none runs on this host: ``['mycluster:
+    gpu', ...]``, the partitions ReFrame would use (``asked``: its
+    ``--system`` value ``SYSTEM`` or ``SYSTEM:PARTITION``, else the system
+    whose ``hostnames`` match ``hostname``) when every one of them is
+    scheduled by a batch system (Slurm: ``slurm`` / ``squeue``, ...); ``[]``
+    when one of them runs its jobs on this host (``local``), or the system
+    is not found (ReFrame itself says so).  ``gpus`` are the GPUs a system
+    file that counts this host's sees."""
+    sysname, _, partname = (asked or '').partition(':')
+    systems = []
+    for _, path in system_files(config_dir):
+        try:
+            system = load_system_file(path, gpus,
+                                      'ccl_health_where_jobs_go').system
+        except Exception:          # ReFrame's own load names the error
+            continue
+        if isinstance(system, dict):
+            systems.append(system)
+    if sysname:
+        system = next((s for s in systems if s.get('name') == sysname), None)
+    else:
+        try:
+            system = system_of_host(systems, hostname)
+        except re.error:
+            system = None
+    if system is None:
+        return []
+    parts = [p for p in system.get('partitions') or []
+             if not partname or p.get('name') == partname]
+    if not parts or any(p.get('scheduler', 'local') in HERE_SCHEDULERS
+                        for p in parts):
+        return []
+    return [f'{system["name"]}:{p.get("name")}' for p in parts]

@@ -1,0 +1,261 @@
+"""The site is found the same way by every entry point, with an empty
+environment too (issue 38, items 2, 4, 5): ``scripts/init-site DIR`` writes
+the site pointer (``<checkout>/site.conf``), which the commands, the
+nightly, the hook and both wrappers read; the hook never judges a node with
+another site's or another system's references (no single host-pattern match
+is COULD-NOT-CHECK, exit 2); the wrappers init-site copies find the hook
+where they are copied to, and say so in one line, exit 2, when they cannot;
+the rehearsal works with init-site's exports in the environment.
+
+The empty environment is ``env -i`` with only the tests' stand-ins for the
+hardware (a fake ``nvidia-smi`` on PATH, a PCI bus with two GPUs, the host
+name): nothing of the suite is named there."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO
+from test_health_trust import FAKE, REPLAY, SYSFS_GPU
+from test_hook_hostile import nhc  # noqa: F401  (the real NHC, built)
+
+#: what a checkout is made of (tests/ left out: product code never reads it)
+PARTS = ('ccl_health', 'config', 'checks', 'builders', 'site', 'reference',
+         'scripts', '.venv')
+#: PATH of an empty environment (cron's, slurmd's)
+BASE_PATH = '/usr/bin:/bin'
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A checkout of its own (its parts linked from this one), so that
+    init-site writes ITS site.conf, never this checkout's."""
+    tree = tmp_path / 'ccl-health'
+    tree.mkdir()
+    for part in PARTS:
+        os.symlink(os.path.join(REPO, part), tree / part)
+    return tree
+
+
+def empty_env(host='gpu001', **extra):
+    """``env -i`` plus the stand-ins of a node with two GPUs."""
+    env = {'PATH': f'{FAKE}:{BASE_PATH}', 'CCL_HEALTH_SYSFS': SYSFS_GPU,
+           'CCL_HEALTH_HOSTNAME': host}
+    env.update(extra)
+    return env
+
+
+def init_site(checkout, site, *args):
+    p = subprocess.run([str(checkout / 'scripts' / 'init-site'), str(site),
+                        *args], env={'PATH': BASE_PATH,
+                                     'HOME': str(site.parent)},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def a_site(checkout, tmp_path, hostnames):
+    """A site made by init-site outside the checkout, from `local`: its
+    system's host patterns ``hostnames``, its site file naming the
+    nccl-tests to run (the replay stand-in) and the launcher."""
+    site = tmp_path / 'mysite'
+    p = init_site(checkout, site, '--from', 'local')
+    conf = site / 'config' / 'systems' / 'local.py'
+    text = conf.read_text()
+    assert "'hostnames': ['.*']," in text
+    conf.write_text(text.replace("'hostnames': ['.*'],",
+                                 f"'hostnames': {hostnames!r},"))
+    yml = site / 'site' / 'local.yaml'
+    text = yml.read_text()
+    text = text.replace('  launcher: mpirun --bind-to none -np\n',
+                        f'  launcher: {FAKE}/launch\n', 1)
+    text = text.replace('build:\n', f'build:\n  nccl_tests:\n    prefix: '
+                        f'{REPLAY}\n', 1)
+    yml.write_text(text)
+    return site, p
+
+
+def hook(checkout, env, *args):
+    p = subprocess.run([str(checkout / 'scripts' / 'ccl-health-check'),
+                        *args], env=env, capture_output=True, text=True,
+                       timeout=120, cwd='/')
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, (p.returncode, p.stdout, p.stderr)
+    return p.returncode, lines[0]
+
+
+def test_init_site_writes_the_pointer_of_its_checkout(checkout, tmp_path):
+    site, p = a_site(checkout, tmp_path, [r'gpu\d+'])
+    pointer = checkout / 'site.conf'
+    assert re.search(rf'^dir = {re.escape(str(site))}$',
+                     pointer.read_text(), re.M)
+    assert re.search(r'^cache = /\S+$', pointer.read_text(), re.M)
+    assert f'{pointer} names {site}' in p.stdout
+    # this checkout's own pointer is untouched
+    assert not os.path.exists(os.path.join(REPO, 'site.conf')) or \
+        str(site) not in open(os.path.join(REPO, 'site.conf')).read()
+    # a second site needs --force to take the pointer over
+    q = subprocess.run([str(checkout / 'scripts' / 'init-site'),
+                        str(tmp_path / 'other')], env={'PATH': BASE_PATH},
+                       capture_output=True, text=True, timeout=120)
+    assert q.returncode == 2 and 'Traceback' not in q.stderr
+    assert f'names the site directory {site} already' in q.stderr
+
+
+def test_the_hook_finds_the_site_with_an_empty_environment(checkout,
+                                                           tmp_path):
+    """slurmd / NHC start the hook with nothing of the profile: the site
+    made by init-site outside the checkout is found through the pointer
+    and its system judges the node; without the pointer the same node is
+    the shipped `local` system's, named as such."""
+    site, _ = a_site(checkout, tmp_path, [r'gpu\d+'])
+    rc, line = hook(checkout, empty_env())
+    assert rc == 0 and line.startswith('HEALTHY: '), line
+    assert 'on local:gpu' in line, line
+    # a host its patterns do not match: never the catch-all, never a
+    # verdict on the node
+    rc, line = hook(checkout, empty_env(host='login07'))
+    assert rc == 2, line
+    assert line.startswith("COULD-NOT-CHECK: host name 'login07' matches "
+                           f"no system of {site}/config"), line
+
+
+def test_local_never_matches_a_node_of_a_configured_site(checkout,
+                                                         tmp_path):
+    """The site's copy still holds `local` with its ``.*``: on a
+    configured site it is no host-name match (the shipped H200 figures
+    would drain every A100 node); named, it is used."""
+    a_site(checkout, tmp_path, ['.*'])
+    rc, line = hook(checkout, empty_env())
+    assert rc == 2 and line.startswith(
+        "COULD-NOT-CHECK: host name 'gpu001' matches no system of "), line
+    assert "local matches any host and is no match on a site's own " \
+        "configuration" in line, line
+    rc, line = hook(checkout, empty_env(CCL_HEALTH_SYSTEM='local'))
+    assert rc == 0 and line.startswith('HEALTHY: '), line
+
+
+def test_no_site_and_several_matching_systems_could_not_check(checkout):
+    """No site configured, a LUMI-G node (nid005273, two GPUs answering):
+    Perlmutter's and LUMI's compute nodes have the same names, so neither
+    system's references judge it (it said UNHEALTHY: missing GPU ... of
+    perlmutter:gpu)."""
+    assert not (checkout / 'site.conf').exists()
+    rc, line = hook(checkout, empty_env(host='nid005273'))
+    assert rc == 2, line
+    assert line.startswith("COULD-NOT-CHECK: ambiguous: host name "
+                           "'nid005273' matches lumi ("), line
+    assert 'perlmutter (' in line and 'CCL_HEALTH_SYSTEM' in line, line
+
+
+def test_a_broken_pointer_could_not_check(checkout, tmp_path):
+    (checkout / 'site.conf').write_text(f'dir = {tmp_path}/gone\n')
+    rc, line = hook(checkout, empty_env())
+    assert rc == 2 and line == (
+        f'COULD-NOT-CHECK: {checkout}/site.conf: dir = {tmp_path}/gone: no '
+        f'such folder (the site directory scripts/init-site made)'), line
+
+
+# -- the wrappers init-site copies --------------------------------------------
+
+def _slurm_tools(tmp_path):
+    """Stand-in scontrol and logger recording their calls."""
+    b = tmp_path / 'slurmbin'
+    b.mkdir(exist_ok=True)
+    calls = tmp_path / 'calls'
+    for tool in ('scontrol', 'logger'):
+        (b / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n')
+        (b / tool).chmod(0o755)
+    return b, calls
+
+
+def test_the_slurm_wrapper_copy_works_where_it_is(checkout, tmp_path):
+    """HealthCheckProgram=<site>/site/slurm/healthcheck.sh, started as
+    slurmd starts it (its environment: SLURMD_NODENAME, nothing of the
+    profile): the copy finds this install's hook, which finds the site."""
+    site, _ = a_site(checkout, tmp_path, [r'gpu\d+'])
+    b, calls = _slurm_tools(tmp_path)
+    wrapper = site / 'site' / 'slurm' / 'healthcheck.sh'
+    env = empty_env(PATH=f'{b}:{FAKE}:{BASE_PATH}', SLURMD_NODENAME='gpu001')
+    p = subprocess.run([str(wrapper)], env=env, capture_output=True,
+                       text=True, timeout=120, cwd='/')
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = calls.read_text()
+    assert got.startswith('logger -t ccl-health HEALTHY: ') and \
+        'on local:gpu' in got, got
+    assert 'scontrol update' not in got
+
+
+def test_a_wrapper_that_cannot_find_the_hook_says_so(tmp_path):
+    """The shipped wrapper copied anywhere without this install named
+    (what init-site copied before): one line, exit 2, to syslog too."""
+    where = tmp_path / 'x' / 'site' / 'slurm'
+    where.mkdir(parents=True)
+    shutil.copy(os.path.join(REPO, 'site', 'slurm', 'healthcheck.sh'), where)
+    b, calls = _slurm_tools(tmp_path)
+    p = subprocess.run([str(where / 'healthcheck.sh')],
+                       env={'PATH': f'{b}:{BASE_PATH}'},
+                       capture_output=True, text=True, timeout=60, cwd='/')
+    assert p.returncode == 2
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        'COULD-NOT-CHECK: no ccl-health hook: none in (no home= in '), lines
+    assert calls.read_text() == f'logger -t ccl-health {lines[0]}\n'
+
+
+def test_the_nhc_check_copy_works_with_nhcs_environment(checkout, tmp_path,
+                                                        nhc):
+    """The real NHC 1.4.3 with the copy init-site made, its line
+    ``* || check_gpu_ccl`` naming nothing: NHC's own environment (no
+    CCL_HEALTH_*), the site found through the pointer."""
+    site, _ = a_site(checkout, tmp_path, [r'gpu\d+'])
+    conf = tmp_path / 'nhc-conf'
+    shutil.copytree(nhc / 'etc' / 'nhc' / 'scripts', conf / 'scripts')
+    shutil.copy(site / 'site' / 'nhc' / 'ccl_health.nhc', conf / 'scripts')
+    (conf / 'nhc.conf').write_text('* || check_gpu_ccl\n')
+    env = empty_env()
+    cmd = [str(nhc / 'sbin' / 'nhc'), '-c', str(conf / 'nhc.conf'),
+           '-l', str(tmp_path / 'nhc.log'), '-t', '30',
+           f'CONFDIR={conf}', f'INCDIR={conf}/scripts',
+           f'HELPERDIR={nhc}/libexec/nhc', 'NHC_RM=none', 'MARK_OFFLINE=0',
+           f'RESULTFILE={tmp_path}/nhc.status', 'DEBUG=1',
+           f'PATH={env["PATH"]}']
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                       timeout=120, cwd='/')
+    log = (tmp_path / 'nhc.log').read_text()
+    assert p.returncode == 0, p.stdout + p.stderr + log
+    assert re.search(r'check_gpu_ccl: HEALTHY: .*on local:gpu', log), log
+    # the same NHC on a host of no single system: logged, the node passes
+    (checkout / 'site.conf').unlink()
+    p = subprocess.run(cmd, env=empty_env(host='nid005273'),
+                       capture_output=True, text=True, timeout=120, cwd='/')
+    log = (tmp_path / 'nhc.log').read_text()
+    assert p.returncode == 0, p.stdout + p.stderr + log
+    assert "could not check (exit 2): ambiguous: host name 'nid005273'" \
+        in log, log
+    assert 'UNHEALTHY' not in log
+
+
+# -- the rehearsal with init-site's exports -----------------------------------
+
+def test_the_rehearsal_with_the_documented_exports(checkout, tmp_path):
+    """init-site for a site without `local` (``--from perlmutter``), its
+    three exports in the environment: the rehearsal still replays a
+    night on the shipped `local` system (it said NOTHING MEASURED, exit 2:
+    no configuration entry for the requested system 'local')."""
+    site = tmp_path / 'mysite'
+    p = init_site(checkout, site, '--from', 'perlmutter')
+    exports = dict(re.findall(r'^  export (CCL_HEALTH_\w+)=(\S+)$',
+                              p.stdout, re.M))
+    assert set(exports) == {'CCL_HEALTH_SITE_DIR', 'CCL_HEALTH_REFERENCE_DIR',
+                            'CCL_HEALTH_CONFIG_DIR'}
+    env = {'PATH': BASE_PATH, 'HOME': str(tmp_path), **exports}
+    q = subprocess.run([str(checkout / 'scripts' / 'nightly'), '--rehearse',
+                        'healthy', '--output', str(tmp_path / 'out')],
+                       env=env, capture_output=True, text=True, timeout=300,
+                       cwd=str(tmp_path))
+    assert q.returncode == 0, q.stdout[-3000:] + q.stderr[-3000:]
+    assert 'all clear' in q.stdout, q.stdout
