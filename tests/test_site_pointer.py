@@ -12,6 +12,7 @@ hardware (a fake ``nvidia-smi`` on PATH, a PCI bus with two GPUs, the host
 name): nothing of the suite is named there."""
 
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -31,8 +32,11 @@ BASE_PATH = '/usr/bin:/bin'
 
 @pytest.fixture
 def checkout(tmp_path):
-    """A checkout of its own (its parts linked from this one), so that
-    init-site writes ITS site.conf, never this checkout's."""
+    """A checkout of its own (its parts linked from this one, its .venv
+    this one's), so that init-site writes ITS site.conf, never this
+    checkout's.  Its commands are started from it (``python -m`` imports
+    the package of the folder it starts in; the hook's wrapper puts its
+    own checkout first)."""
     tree = tmp_path / 'ccl-health'
     tree.mkdir()
     for part in PARTS:
@@ -48,11 +52,12 @@ def empty_env(host='gpu001', **extra):
     return env
 
 
-def init_site(checkout, site, *args):
+def init_site(checkout, site, *args, env=None):
     p = subprocess.run([str(checkout / 'scripts' / 'init-site'), str(site),
-                        *args], env={'PATH': BASE_PATH,
-                                     'HOME': str(site.parent)},
-                       capture_output=True, text=True, timeout=120)
+                        *args], env=env or {'PATH': BASE_PATH,
+                                            'HOME': str(site.parent)},
+                       capture_output=True, text=True, timeout=120,
+                       cwd=str(checkout))
     assert p.returncode == 0, p.stdout + p.stderr
     return p
 
@@ -100,7 +105,8 @@ def test_init_site_writes_the_pointer_of_its_checkout(checkout, tmp_path):
     # a second site needs --force to take the pointer over
     q = subprocess.run([str(checkout / 'scripts' / 'init-site'),
                         str(tmp_path / 'other')], env={'PATH': BASE_PATH},
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120,
+                       cwd=str(checkout))
     assert q.returncode == 2 and 'Traceback' not in q.stderr
     assert f'names the site directory {site} already' in q.stderr
 
@@ -162,12 +168,20 @@ def test_a_broken_pointer_could_not_check(checkout, tmp_path):
 # -- the wrappers init-site copies --------------------------------------------
 
 def _slurm_tools(tmp_path):
-    """Stand-in scontrol and logger recording their calls."""
+    """Stand-in scontrol and logger recording their calls (``scontrol
+    update`` and ``logger``; ``scontrol -o show node`` answers with Slurm
+    22.05's record of an idle node with two GPUs in its GRES)."""
+    from test_hook_node_role import record
     b = tmp_path / 'slurmbin'
     b.mkdir(exist_ok=True)
     calls = tmp_path / 'calls'
+    (tmp_path / 'node.txt').write_text(record('gpu001', 'IDLE', 'gpu:2',
+                                              'gpu'))
+    (b / 'scontrol').write_text(
+        f'#!/bin/sh\ncase "$*" in "-o show node"*) cat {tmp_path}/node.txt;'
+        f' exit 0 ;; esac\necho "scontrol $*" >> {calls}\n')
+    (b / 'logger').write_text(f'#!/bin/sh\necho "logger $*" >> {calls}\n')
     for tool in ('scontrol', 'logger'):
-        (b / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n')
         (b / tool).chmod(0o755)
     return b, calls
 
@@ -241,21 +255,96 @@ def test_the_nhc_check_copy_works_with_nhcs_environment(checkout, tmp_path,
 
 # -- the rehearsal with init-site's exports -----------------------------------
 
-def test_the_rehearsal_with_the_documented_exports(checkout, tmp_path):
+def test_the_rehearsal_with_the_documented_exports(tmp_path):
     """init-site for a site without `local` (``--from perlmutter``), its
     three exports in the environment: the rehearsal still replays a
     night on the shipped `local` system (it said NOTHING MEASURED, exit 2:
     no configuration entry for the requested system 'local')."""
     site = tmp_path / 'mysite'
-    p = init_site(checkout, site, '--from', 'perlmutter')
+    # this checkout's nightly (its .venv is made for it), init-site's
+    # pointer in the test's folder
+    p = init_site(pathlib.Path(REPO), site, '--from', 'perlmutter', env={
+        'PATH': BASE_PATH, 'HOME': str(tmp_path),
+        'CCL_HEALTH_SITE_CONF': str(tmp_path / 'site.conf')})
     exports = dict(re.findall(r'^  export (CCL_HEALTH_\w+)=(\S+)$',
                               p.stdout, re.M))
     assert set(exports) == {'CCL_HEALTH_SITE_DIR', 'CCL_HEALTH_REFERENCE_DIR',
                             'CCL_HEALTH_CONFIG_DIR'}
     env = {'PATH': BASE_PATH, 'HOME': str(tmp_path), **exports}
-    q = subprocess.run([str(checkout / 'scripts' / 'nightly'), '--rehearse',
+    q = subprocess.run([os.path.join(REPO, 'scripts', 'nightly'), '--rehearse',
                         'healthy', '--output', str(tmp_path / 'out')],
                        env=env, capture_output=True, text=True, timeout=300,
                        cwd=str(tmp_path))
     assert q.returncode == 0, q.stdout[-3000:] + q.stderr[-3000:]
     assert 'all clear' in q.stdout, q.stdout
+
+
+# -- submitting from where sites submit (item 1) ----------------------------
+
+def test_where_the_jobs_go_from_a_host_without_gpus(monkeypatch):
+    """The decision: a system whose partitions are batch-scheduled is
+    submitted to; one whose jobs run on this host (`local`, its local
+    scheduler) is a dry run."""
+    from ccl_health import resources
+    from ccl_health.evidence.node import Gpus
+    from ccl_health.sitedata.sysconfig import submitted_to
+    none = Gpus(count=0, why_none='no GPU found (stand-in)')
+    cfg = resources.path('config')
+    monkeypatch.delenv('CCL_HEALTH_SCHEDULER', raising=False)
+    assert submitted_to(cfg, 'perlmutter', 'login31', none) == \
+        ['perlmutter:gpu']
+    assert submitted_to(cfg, 'frontier:batch', 'x', none) == \
+        ['frontier:batch']
+    # by host name, as ReFrame picks the system
+    assert submitted_to(cfg, '', 'frontier01234', none) == ['frontier:batch']
+    assert submitted_to(cfg, '', 'login01.perlmutter.nersc.gov', none) == \
+        ['perlmutter:gpu']
+    assert submitted_to(cfg, 'local', 'x', none) == []
+    assert submitted_to(cfg, '', 'my-laptop', none) == []
+    assert submitted_to(cfg, 'nosuch', 'x', none) == []
+    monkeypatch.setenv('CCL_HEALTH_SCHEDULER', 'squeue')
+    assert submitted_to(cfg, 'local:gpu', 'x', none) == ['local:gpu']
+
+
+def test_the_nightly_from_cron_on_a_login_node_submits(checkout, tmp_path):
+    """cron on a login node: no GPU, nothing of the profile (cron's PATH
+    with Slurm's commands; CCL_HEALTH_MODULES_SYSTEM=nomod only because
+    this test host has no Lmod), the site found through the pointer: the
+    sweep's job goes to sbatch (a stand-in that keeps the script and
+    refuses it) and the night says so; it said NOTHING MEASURED: no GPU
+    found ... scripts/run made a dry run."""
+    import yaml
+    site = tmp_path / 'mysite'
+    init_site(checkout, site, '--from', 'perlmutter')
+    doc = yaml.safe_load((site / 'site' / 'perlmutter.yaml').read_text())
+    doc['build']['nccl_tests'] = {'prefix': REPLAY}
+    (site / 'site' / 'perlmutter.yaml').write_text(yaml.safe_dump(doc))
+    b = tmp_path / 'slurmbin'
+    b.mkdir()
+    (b / 'sbatch').write_text(
+        f'#!/bin/sh\necho "sbatch $*" >> {tmp_path}/sbatch.log\n'
+        f'cat rfm_job.sh >> {tmp_path}/sbatch.log\n'
+        f'echo "sbatch: error: stand-in: not submitted" >&2\nexit 1\n')
+    (b / 'sbatch').chmod(0o755)
+    env = {'PATH': f'{b}:{BASE_PATH}', 'HOME': str(tmp_path),
+           'CCL_HEALTH_MODULES_SYSTEM': 'nomod'}
+    p = subprocess.run(
+        [str(checkout / '.venv' / 'bin' / 'python'), '-m',
+         'ccl_health.nightly', '--system', 'perlmutter', '--partition', 'gpu',
+         '--publish', str(tmp_path / 'www'), '--output', str(tmp_path / 'out'),
+         '--night', 'n1', '--', '-n', 'AllReduceSweep%transport=intra'],
+        env=env, cwd=str(checkout), capture_output=True, text=True,
+        timeout=300)
+    log = (tmp_path / 'www' / 'nights' / 'n1' / 'run.log').read_text()
+    assert re.search(r'^ccl-health: this host has no GPU \(.*\); submitting '
+                     r'to perlmutter:gpu ', log, re.M), log[-3000:]
+    assert 'made a dry run' not in p.stdout, p.stdout
+    job = (tmp_path / 'sbatch.log').read_text()
+    assert job.startswith('sbatch rfm_job.sh\n'), job
+    assert '#SBATCH -C gpu' in job and 'all_reduce_perf' in job, job
+    # the night is recorded and published: the refused job is its news
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.startswith('ccl-health nightly perlmutter:gpu n1: NEW: '
+                               '1 new failure'), p.stdout
+    assert (tmp_path / 'www' / 'latest').resolve() == \
+        tmp_path / 'www' / 'nights' / 'n1'
