@@ -348,3 +348,67 @@ def test_the_nightly_from_cron_on_a_login_node_submits(checkout, tmp_path):
                                '1 new failure'), p.stdout
     assert (tmp_path / 'www' / 'latest').resolve() == \
         tmp_path / 'www' / 'nights' / 'n1'
+
+
+# -- the shipped systems' host names ------------------------------------------
+
+#: real node names of each shipped machine: login nodes and compute nodes
+#: (Frontier: login01-11.frontier.olcf.ornl.gov, frontier00001-10240;
+#: Perlmutter: login01-40.perlmutter.nersc.gov, nid001000-nid008xxx;
+#: LUMI: uan01-04, ln01-nmn, LUMI-G nid005000-nid007xxx)
+REAL_NAMES = {
+    'frontier': ['login01.frontier.olcf.ornl.gov',
+                 'login11.frontier.olcf.ornl.gov', 'frontier00001',
+                 'frontier09408'],
+    'perlmutter': ['login01.perlmutter.nersc.gov',
+                   'login40.perlmutter.nersc.gov', 'nid001234', 'nid008180'],
+    'lumi': ['uan01', 'uan04', 'ln01-nmn', 'nid005273', 'nid007955'],
+}
+#: the only names two shipped machines share: their compute nodes'
+SAME_NAMES = {'perlmutter', 'lumi'}
+
+
+def _find(config_dir, host, site_configured=False):
+    import types
+    from ccl_health.evidence.node import Gpus
+    from ccl_health.hook import where
+    from ccl_health.hook.settings import CouldNotCheck
+    settings = types.SimpleNamespace(config_dir=str(config_dir),
+                                     system=None, hostname=host,
+                                     site_configured=site_configured)
+    try:
+        return where.find_system(settings, Gpus())[0]
+    except CouldNotCheck as err:
+        return str(err)
+
+
+def test_each_shipped_system_and_the_names_of_its_nodes(tmp_path):
+    from ccl_health import resources
+    from ccl_health.sitedata.sysconfig import system_files
+    shipped = resources.path('config')
+    assert {n for n, _ in system_files(shipped)} == set(REAL_NAMES) | \
+        {'local'}
+    for system, names in REAL_NAMES.items():
+        # a site's own copy of this system alone: every node is its own
+        alone = tmp_path / system / 'systems'
+        alone.mkdir(parents=True)
+        shutil.copy(os.path.join(shipped, 'systems', f'{system}.py'), alone)
+        for host in names:
+            assert _find(alone.parent, host, True) == system, host
+        # the shipped configuration: this system's, or where the machines
+        # name their nodes alike, ambiguous (never the other's, never
+        # `local`'s)
+        for host in names:
+            got = _find(shipped, host)
+            if re.fullmatch(r'nid\d{6}', host):
+                assert got.startswith(f'ambiguous: host name {host!r} '
+                                      f'matches '), got
+                assert {s for s in REAL_NAMES if f'{s} (' in got} == \
+                    SAME_NAMES, got
+            else:
+                assert got == system, (host, got)
+    # no shipped machine's name: `local` where no site is configured,
+    # nothing on a site's own configuration
+    assert _find(shipped, 'my-workstation') == 'local'
+    assert _find(shipped, 'gpu001', True).startswith(
+        "host name 'gpu001' matches no system of ")
