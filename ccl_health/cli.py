@@ -76,10 +76,10 @@ RUN_HELP = """\
 Build what is tested, sweep every transport on this machine with one MPI
 rank per GPU, print one verdict line per transport and where the results
 are.  On a host without GPUs (a login node, cron, scrontab) the jobs of
-a batch-scheduled system (its partitions' scheduler slurm / squeue) are
-submitted all the same, and the run says so; for a system whose jobs run
-on this host (`local`): say so, render the job scripts (ReFrame dry run),
-exit 0.  Progress (build steps, the size a sweep reached) is printed every
+a batch-scheduled system (its partitions' scheduler slurm / squeue, with
+sbatch on PATH) are submitted all the same, and the run says so; for a
+system whose jobs run on this host (`local`), or without sbatch here (a
+laptop): say so, render the job scripts (ReFrame dry run), exit 0.  Progress (build steps, the size a sweep reached) is printed every
 $CCL_HEALTH_PROGRESS_S seconds (20); ReFrame's full output is in
 <output>/reframe.log.  It ends with the history findings (drop, drift,
 recovery) of the keys it measured.  Exit 0 pass, 1 a failure or a new drop
@@ -186,7 +186,8 @@ def cmd_run(args):
     gpus = node.detect_gpus()
     dry = args.dry_run
     system = _system_asked(args.reframe_args)
-    batch = submitted_to(system, gpus) if gpus.count == 0 else []
+    batch, why_not = submitted_to(system, gpus) if gpus.count == 0 \
+        else ([], '')
     if batch:
         # a login node, a scrontab job: the jobs run on the compute nodes
         print(f'ccl-health: this host has no GPU ({gpus.why_none}); '
@@ -195,7 +196,8 @@ def cmd_run(args):
               f'{out}', flush=True)
     elif gpus.count == 0:
         where = f'--system {system}' if system else 'this machine'
-        print(f'ccl-health: {gpus.why_none}: nothing can be swept here. '
+        print(f'ccl-health: {gpus.why_none}: nothing can be swept here'
+              + (f' ({why_not})' if why_not else '') + '. '
               f'Showing what would run for {where} (ReFrame dry run'
               + ('' if system else ', the local system pretending 2 GPUs')
               + f'); job scripts under {stage}.', flush=True)
@@ -284,9 +286,10 @@ def _history_lines(db_url, run_id):
 
 
 def submitted_to(system, gpus):
-    """The partitions the run's jobs are submitted to from a host without
-    GPUs (:func:`ccl_health.sitedata.sysconfig.submitted_to`: every one
-    batch-scheduled), else ``[]``: a dry run."""
+    """``(partitions, why not)``: the partitions the run's jobs are
+    submitted to from a host without GPUs (:func:`ccl_health.sitedata.
+    sysconfig.submitted_to`: every one batch-scheduled, its sbatch here),
+    else ``[]``: a dry run."""
     import socket
     from ccl_health.sitedata import sysconfig
     return sysconfig.submitted_to(resources.config_dir(), system,

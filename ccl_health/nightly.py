@@ -41,6 +41,7 @@ import datetime
 import html
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -350,10 +351,15 @@ def _cause(rc, env, log_path, system=''):
     from ccl_health.evidence import node
     from ccl_health.sitedata import sysconfig
     gpus = node.detect_gpus(env)
-    if gpus.count == 0 and not sysconfig.submitted_to(
-            resources.config_dir(env), system, socket.gethostname(), gpus):
-        return (f'{gpus.why_none}: scripts/run made a dry run (job '
-                f'scripts rendered, nothing run); see {log_path}')
+    batch, why_not = sysconfig.submitted_to(
+        resources.config_dir(env), system, socket.gethostname(), gpus,
+        lambda cmd: shutil.which(cmd, path=env.get('PATH'))) \
+        if gpus.count == 0 else ([], '')
+    if gpus.count == 0 and not batch:
+        return (f'{gpus.why_none}'
+                + (f' ({why_not})' if why_not else '') +
+                f': scripts/run made a dry run (job scripts rendered, '
+                f'nothing run); see {log_path}')
     return f'scripts/run exited {rc} and recorded nothing; see {log_path}'
 
 

@@ -283,27 +283,32 @@ def test_the_rehearsal_with_the_documented_exports(tmp_path):
 
 def test_where_the_jobs_go_from_a_host_without_gpus(monkeypatch):
     """The decision: a system whose partitions are batch-scheduled is
-    submitted to; one whose jobs run on this host (`local`, its local
-    scheduler) is a dry run."""
+    submitted to where its sbatch is (a login node); one whose jobs run on
+    this host (`local`, its local scheduler), or where there is no sbatch
+    (a laptop rendering a site's scripts), is a dry run."""
     from ccl_health import resources
     from ccl_health.evidence.node import Gpus
     from ccl_health.sitedata.sysconfig import submitted_to
     none = Gpus(count=0, why_none='no GPU found (stand-in)')
     cfg = resources.path('config')
+    login = {'sbatch': '/usr/bin/sbatch'}.get
     monkeypatch.delenv('CCL_HEALTH_SCHEDULER', raising=False)
-    assert submitted_to(cfg, 'perlmutter', 'login31', none) == \
-        ['perlmutter:gpu']
-    assert submitted_to(cfg, 'frontier:batch', 'x', none) == \
-        ['frontier:batch']
+
+    def where(asked, host, which=login):
+        return submitted_to(cfg, asked, host, none, which)
+    assert where('perlmutter', 'login31') == (['perlmutter:gpu'], '')
+    assert where('frontier:batch', 'x') == (['frontier:batch'], '')
     # by host name, as ReFrame picks the system
-    assert submitted_to(cfg, '', 'frontier01234', none) == ['frontier:batch']
-    assert submitted_to(cfg, '', 'login01.perlmutter.nersc.gov', none) == \
-        ['perlmutter:gpu']
-    assert submitted_to(cfg, 'local', 'x', none) == []
-    assert submitted_to(cfg, '', 'my-laptop', none) == []
-    assert submitted_to(cfg, 'nosuch', 'x', none) == []
+    assert where('', 'frontier01234') == (['frontier:batch'], '')
+    assert where('', 'login01.perlmutter.nersc.gov') == \
+        (['perlmutter:gpu'], '')
+    assert where('local', 'x') == ([], '')
+    assert where('', 'my-laptop') == ([], '')
+    assert where('nosuch', 'x') == ([], '')
+    assert where('frontier', 'my-laptop', lambda cmd: None) == (
+        [], 'frontier:batch submits with sbatch, which is not on PATH here')
     monkeypatch.setenv('CCL_HEALTH_SCHEDULER', 'squeue')
-    assert submitted_to(cfg, 'local:gpu', 'x', none) == ['local:gpu']
+    assert where('local:gpu', 'x') == (['local:gpu'], '')
 
 
 def test_the_nightly_from_cron_on_a_login_node_submits(checkout, tmp_path):

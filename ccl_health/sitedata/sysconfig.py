@@ -112,17 +112,26 @@ def partition_gpus(partition):
 #: ReFrame's schedulers that run a job on this host, not through a batch
 #: system
 HERE_SCHEDULERS = ('local',)
+#: the command each batch scheduler of ReFrame submits a job with
+SUBMIT_COMMAND = {'slurm': 'sbatch', 'squeue': 'sbatch', 'pbs': 'qsub',
+                  'torque': 'qsub', 'sge': 'qsub', 'lsf': 'bsub',
+                  'oar': 'oarsub', 'flux': 'flux'}
 
 
-def submitted_to(config_dir, asked, hostname, gpus):
-    """Where ReFrame's jobs go when none runs on this host: ``['mycluster:
-    gpu', ...]``, the partitions ReFrame would use (``asked``: its
+def submitted_to(config_dir, asked, hostname, gpus, which=None):
+    """Where ReFrame's jobs go when none runs on this host: ``(['mycluster:
+    gpu', ...], '')``, the partitions ReFrame would use (``asked``: its
     ``--system`` value ``SYSTEM`` or ``SYSTEM:PARTITION``, else the system
     whose ``hostnames`` match ``hostname``) when every one of them is
-    scheduled by a batch system (Slurm: ``slurm`` / ``squeue``, ...); ``[]``
-    when one of them runs its jobs on this host (``local``), or the system
-    is not found (ReFrame itself says so).  ``gpus`` are the GPUs a system
-    file that counts this host's sees."""
+    scheduled by a batch system (Slurm: ``slurm`` / ``squeue``, ...) whose
+    submit command (``sbatch``) is on PATH (``which``, default
+    :func:`shutil.which`).  ``([], why)`` otherwise: one of them runs its
+    jobs on this host (``local``; ``why`` empty), the submit command is
+    not here (a laptop: ``why`` names it), or the system is not found
+    (ReFrame itself says so).  ``gpus`` are the GPUs a system file that
+    counts this host's sees."""
+    import shutil
+    which = which or shutil.which
     sysname, _, partname = (asked or '').partition(':')
     systems = []
     for _, path in system_files(config_dir):
@@ -141,10 +150,16 @@ def submitted_to(config_dir, asked, hostname, gpus):
         except re.error:
             system = None
     if system is None:
-        return []
+        return [], ''
     parts = [p for p in system.get('partitions') or []
              if not partname or p.get('name') == partname]
-    if not parts or any(p.get('scheduler', 'local') in HERE_SCHEDULERS
-                        for p in parts):
-        return []
-    return [f'{system["name"]}:{p.get("name")}' for p in parts]
+    scheds = {p.get('scheduler', 'local') for p in parts}
+    if not parts or scheds & set(HERE_SCHEDULERS):
+        return [], ''
+    names = [f'{system["name"]}:{p.get("name")}' for p in parts]
+    missing = sorted({SUBMIT_COMMAND[s] for s in scheds
+                      if s in SUBMIT_COMMAND and not which(SUBMIT_COMMAND[s])})
+    if missing:
+        return [], (f'{", ".join(names)} submits with {", ".join(missing)}, '
+                    f'which is not on PATH here')
+    return names, ''
