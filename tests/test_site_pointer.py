@@ -37,7 +37,11 @@ def checkout(tmp_path):
     checkout's.  Its commands are started from it (``python -m`` imports
     the package of the folder it starts in; the hook's wrapper puts its
     own checkout first)."""
-    tree = tmp_path / 'ccl-health'
+    return make_checkout(tmp_path)
+
+
+def make_checkout(folder):
+    tree = folder / 'ccl-health'
     tree.mkdir()
     for part in PARTS:
         os.symlink(os.path.join(REPO, part), tree / part)
