@@ -66,12 +66,13 @@ def init_site(checkout, site, *args, env=None):
     return p
 
 
-def a_site(checkout, tmp_path, hostnames):
+def a_site(checkout, tmp_path, hostnames, *args, prefix=True):
     """A site made by init-site outside the checkout, from `local`: its
     system's host patterns ``hostnames``, its site file naming the
-    nccl-tests to run (the replay stand-in) and the launcher."""
+    launcher and (``prefix``) the nccl-tests to run (the replay
+    stand-in)."""
     site = tmp_path / 'mysite'
-    p = init_site(checkout, site, '--from', 'local')
+    p = init_site(checkout, site, '--from', 'local', *args)
     conf = site / 'config' / 'systems' / 'local.py'
     text = conf.read_text()
     assert "'hostnames': ['.*']," in text
@@ -81,8 +82,9 @@ def a_site(checkout, tmp_path, hostnames):
     text = yml.read_text()
     text = text.replace('  launcher: mpirun --bind-to none -np\n',
                         f'  launcher: {FAKE}/launch\n', 1)
-    text = text.replace('build:\n', f'build:\n  nccl_tests:\n    prefix: '
-                        f'{REPLAY}\n', 1)
+    if prefix:
+        text = text.replace('build:\n', f'build:\n  nccl_tests:\n    '
+                            f'prefix: {REPLAY}\n', 1)
     yml.write_text(text)
     return site, p
 
@@ -131,6 +133,24 @@ def test_the_hook_finds_the_site_with_an_empty_environment(checkout,
     assert rc == 2, line
     assert line.startswith("COULD-NOT-CHECK: host name 'login07' matches "
                            f"no system of {site}/config"), line
+
+
+def test_the_hook_runs_the_build_of_the_sites_cache(checkout, tmp_path):
+    """The build cache is the site's (``init-site --cache``, on a shared
+    filesystem), not the home of whoever runs the hook (NHC's root): it
+    said COULD-NOT-CHECK: no nccl-tests build in /root/.cache/..."""
+    from ccl_health.buildcache import STAMP
+    shared = tmp_path / 'shared' / 'builds'
+    a_site(checkout, tmp_path, [r'gpu\d+'], '--cache', str(shared),
+           prefix=False)
+    assert f'cache = {shared}\n' in (checkout / 'site.conf').read_text()
+    build = shared / 'nccl-tests-2.19.6-0123456789ab'
+    build.mkdir(parents=True)
+    for sub in ('bin', 'captures'):            # the replay stand-in's
+        os.symlink(os.path.join(REPLAY, sub), build / sub)
+    (build / STAMP).write_text('')
+    rc, line = hook(checkout, empty_env())
+    assert rc == 0 and line.startswith('HEALTHY: '), line
 
 
 def test_local_never_matches_a_node_of_a_configured_site(checkout,
