@@ -193,7 +193,7 @@ def reference_dir(env=None):
 def cache_dir(env=None):
     """The build cache: ``$CCL_HEALTH_CACHE``, else the site pointer's
     ``cache``, else ``$XDG_CACHE_HOME/ccl-health/builds`` (default
-    ``~/.cache``: the caller's home, which NHC's root is not)."""
+    ``~/.cache``: the home of whoever runs it, root's under NHC)."""
     env = os.environ if env is None else env
     return os.path.abspath(
         env.get('CCL_HEALTH_CACHE') or site_pointer(env).get('cache') or

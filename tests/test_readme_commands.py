@@ -233,7 +233,7 @@ def as_run_here(cmd, work):
         (standin / 'sbatch').chmod(0o755)
         env['PATH'] = f'{standin}{os.pathsep}{env["PATH"]}'
         return words, env, {1}, rf'^ccl-health nightly {where} \S+: NEW: ' \
-            r'[1-9]\d* new failure
+            r'[1-9]\d* new failure'
     if exe == 'scripts/validate':
         return words, env, {0}, r'^OK: \d+ system\(s\) \(.*local'
     if exe == 'scripts/calibrate':
