@@ -123,6 +123,10 @@ def as_run_here(cmd, work):
         cmd = cmd[cron.end():].replace('/opt/ccl-health/', '').replace(
             '/srv/www/ccl-health', str(work / 'www'))
     words = shlex.split(cmd)
+    if words[:2] == ['env', '-i']:
+        # as NHC / slurmd start it: an empty environment
+        words = words[2:]
+        env = {}
     while words and re.match(r'^[A-Z_]+=', words[0]):
         k, v = words.pop(0).split('=', 1)
         env[k] = v
@@ -227,6 +231,11 @@ def as_run_here(cmd, work):
         # (tests/test_site_pointer.py: what was submitted)
         standin = work / 'sbatch-refuses'
         standin.mkdir(exist_ok=True)
+        # each line a first night of its own (the page lines show it twice)
+        n = len(list(work.glob('night-*')))
+        env['CCL_HEALTH_OUTPUT'] = str(work / f'night-{n}')
+        words[words.index('--publish') + 1] = str(work / f'night-{n}' /
+                                                   'www')
         (standin / 'sbatch').write_text(
             '#!/bin/sh\necho "sbatch: error: stand-in: refused" >&2\n'
             'exit 1\n')
@@ -240,7 +249,7 @@ def as_run_here(cmd, work):
         return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
     if exe == 'scripts/ccl-health-check':
         # no GPU here: the hook says so, exit 2, never a reason to drain
-        env.pop('CCL_HEALTH_ASSUME_GPUS')
+        env.pop('CCL_HEALTH_ASSUME_GPUS', None)
         return words, env, {0, 1, 2}, r'^(HEALTHY|SKIPPED|UNHEALTHY|COULD-NOT-CHECK): '
     if exe == 'scripts/init-site':
         # its site pointer beside the copy (never this checkout's
@@ -282,7 +291,8 @@ def test_every_readme_command_is_covered():
             cmd = re.sub(r'^(\S+\s+){5}(cd \S+ && )?', '', cmd).replace(
                 '/opt/ccl-health/', '')
         assert cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_',
-                               'source .venv/bin/activate')) or \
+                               'source .venv/bin/activate',
+                               'env -i scripts/')) or \
             any(cmd.startswith(k) for k in NOT_HERE), \
             f'README command neither run by this test nor in NOT_HERE: {cmd}'
 
