@@ -172,6 +172,7 @@ def test_the_nightly_from_cron_without_gpus_submits_to_slurm(slurm,
     ref.write_text(ref.read_text().replace('system: local', 'system: '
                                            'mycluster', 1))
     doc = yaml.safe_load((site / 'site' / 'mycluster.yaml').read_text())
+    doc['system'] = 'mycluster'
     for key in ('libfabric', 'plugin'):
         (tmp_path / f'no-{key}' / 'lib').mkdir(parents=True)
         doc['build'][key]['prefix'] = str(tmp_path / f'no-{key}')
@@ -186,12 +187,14 @@ def test_the_nightly_from_cron_without_gpus_submits_to_slurm(slurm,
          str(tmp_path / 'www'), '--output', str(tmp_path / 'out'),
          '--night', 'n1', '--', '-n', 'AllReduceSweep%transport=intra'],
         env=env, cwd=str(tree), capture_output=True, text=True, timeout=600)
-    log = (tmp_path / 'www' / 'nights' / 'n1' / 'run.log').read_text()
+    run_log = tmp_path / 'www' / 'nights' / 'n1' / 'run.log'
+    assert run_log.exists(), p.stdout + p.stderr
+    log = run_log.read_text()
     assert re.search(r'^ccl-health: this host has no GPU \(.*\); submitting '
                      r'to mycluster:gpu ', log, re.M), log[-3000:]
     assert p.returncode == 0, p.stdout + p.stderr + log[-3000:]
     assert re.match(r'ccl-health nightly mycluster:gpu n1: all clear, '
-                    r'nothing new \(1 case: 1 pass', p.stdout), p.stdout
+                    r'nothing new \(1 cases?: 1 pass', p.stdout), p.stdout
     report = json.loads(sorted((tmp_path / 'out' / 'reports').glob(
         'run-*.json'))[-1].read_text())
     [tc] = [t for t in report['runs'][-1]['testcases'] if not t['fixture']]
