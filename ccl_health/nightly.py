@@ -41,7 +41,6 @@ import datetime
 import html
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -347,6 +346,7 @@ def _cause(rc, env, log_path, system=''):
     run on this host (it made a dry run), else its exit code (a
     batch-scheduled ``system`` is submitted to from a host without GPUs:
     :func:`ccl_health.sitedata.sysconfig.submitted_to`)."""
+    import shutil
     from ccl_health import resources
     from ccl_health.evidence import node
     from ccl_health.sitedata import sysconfig
