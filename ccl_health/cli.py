@@ -74,8 +74,11 @@ def _job_folders(out):
 RUN_HELP = """\
 Build what is tested, sweep every transport on this machine with one MPI
 rank per GPU, print one verdict line per transport and where the results
-are.  Without GPUs: say so, render the job scripts (ReFrame dry run),
-exit 0.  Progress (build steps, the size a sweep reached) is printed every
+are.  On a host without GPUs (a login node, cron, scrontab) the jobs of
+a batch-scheduled system (its partitions' scheduler slurm / squeue, with
+sbatch on PATH) are submitted all the same, and the run says so; for a
+system whose jobs run on this host (`local`), or without sbatch here (a
+laptop): say so, render the job scripts (ReFrame dry run), exit 0.  Progress (build steps, the size a sweep reached) is printed every
 $CCL_HEALTH_PROGRESS_S seconds (20); ReFrame's full output is in
 <output>/reframe.log.  It ends with the history findings (drop, drift,
 recovery) of the keys it measured.  Exit 0 pass, 1 a failure or a new drop
@@ -192,13 +195,17 @@ def _selection(args):
 
 
 def _check_config_dir():
-    """A ``CCL_HEALTH_CONFIG_DIR`` without system files: one line before
-    ReFrame would print its traceback."""
+    """A ``CCL_HEALTH_CONFIG_DIR`` (or a site pointer's site directory)
+    without system files: one line before ReFrame would print its
+    traceback."""
     from ccl_health.sitedata import sysconfig
-    mine = os.environ.get('CCL_HEALTH_CONFIG_DIR')
-    if mine and not sysconfig.system_files(mine):
+    mine = resources.config_dir()
+    if not sysconfig.system_files(mine):
+        src = (f'CCL_HEALTH_CONFIG_DIR={mine}'
+               if os.environ.get('CCL_HEALTH_CONFIG_DIR') else
+               f'{resources.site_pointer_path()}: {mine}')
         raise CclHealthError(
-            f'CCL_HEALTH_CONFIG_DIR={mine}: no system file in '
+            f'{src}: no system file in '
             f'{os.path.join(mine, sysconfig.SYSTEMS)} (it names the folder '
             f'that holds systems/: scripts/init-site DIR makes DIR/config)')
 
@@ -225,9 +232,18 @@ def cmd_run(args):
     gpus = node.detect_gpus()
     dry = args.dry_run
     system = _system_asked(args.reframe_args)
-    if gpus.count == 0:
+    batch, why_not = submitted_to(system, gpus) if gpus.count == 0 \
+        else ([], '')
+    if batch:
+        # a login node, a scrontab job: the jobs run on the compute nodes
+        print(f'ccl-health: this host has no GPU ({gpus.why_none}); '
+              + ('rendering' if dry else 'submitting') + ' to '
+              f'{", ".join(batch)} (a batch-scheduled system); outputs in '
+              f'{out}', flush=True)
+    elif gpus.count == 0:
         where = f'--system {system}' if system else 'this machine'
-        print(f'ccl-health: {gpus.why_none}: nothing can be swept here. '
+        print(f'ccl-health: {gpus.why_none}: nothing can be swept here'
+              + (f' ({why_not})' if why_not else '') + '. '
               f'Showing what would run for {where} (ReFrame dry run'
               + ('' if system else ', the local system pretending 2 GPUs')
               + f'); job scripts under {stage}.', flush=True)
@@ -338,6 +354,17 @@ def _history_lines(db_url, run_id):
                 print(('NEW ' if id(f) in fresh and not line.startswith(' ')
                        else '') + line)
         return nightly.needs_a_person(new)
+
+
+def submitted_to(system, gpus):
+    """``(partitions, why not)``: the partitions the run's jobs are
+    submitted to from a host without GPUs (:func:`ccl_health.sitedata.
+    sysconfig.submitted_to`: every one batch-scheduled, its sbatch here),
+    else ``[]``: a dry run."""
+    import socket
+    from ccl_health.sitedata import sysconfig
+    return sysconfig.submitted_to(resources.config_dir(), system,
+                                  socket.gethostname(), gpus)
 
 
 def _system_asked(reframe_args):
@@ -500,7 +527,8 @@ def main(argv=None):
                    'selection')
     p.add_argument('--dry-run', action='store_true',
                    help='render the job scripts, run nothing (ReFrame '
-                   '--dry-run); automatic without GPUs')
+                   '--dry-run); automatic without GPUs where the jobs '
+                   'would run on this host (the local system)')
     p.add_argument('reframe_args', nargs='*', metavar='-- REFRAME_OPTIONS',
                    help='after --: passed to reframe, e.g. -S max_size=1G. '
                    'A selection (-n, -t, -E, --mode, --maintainer, '

@@ -357,14 +357,25 @@ def _open_db(db_url):
     return store.open_store(db_url)
 
 
-def _cause(rc, env, log_path):
-    """Why the main command recorded nothing: no GPUs (it made a dry run),
-    else its exit code."""
+def _cause(rc, env, log_path, system=''):
+    """Why the main command recorded nothing: no GPUs where its jobs would
+    run on this host (it made a dry run), else its exit code (a
+    batch-scheduled ``system`` is submitted to from a host without GPUs:
+    :func:`ccl_health.sitedata.sysconfig.submitted_to`)."""
+    import shutil
+    from ccl_health import resources
     from ccl_health.evidence import node
+    from ccl_health.sitedata import sysconfig
     gpus = node.detect_gpus(env)
-    if gpus.count == 0:
-        return (f'{gpus.why_none}: scripts/run made a dry run (job '
-                f'scripts rendered, nothing run); see {log_path}')
+    batch, why_not = sysconfig.submitted_to(
+        resources.config_dir(env), system, socket.gethostname(), gpus,
+        lambda cmd: shutil.which(cmd, path=env.get('PATH'))) \
+        if gpus.count == 0 else ([], '')
+    if gpus.count == 0 and not batch:
+        return (f'{gpus.why_none}'
+                + (f' ({why_not})' if why_not else '') +
+                f': scripts/run made a dry run (job scripts rendered, '
+                f'nothing run); see {log_path}')
     return f'scripts/run exited {rc} and recorded nothing; see {log_path}'
 
 
@@ -385,7 +396,9 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                     f'next night tells what it measured')
                 print(lines[0], flush=True)
                 return 'aborted', EXIT_ABORTED, lines
-            cause = '' if cases else _cause(rc, env, log_path)
+            cause = '' if cases else _cause(
+                rc, env, log_path, args.system + (
+                    f':{args.partition}' if args.partition else ''))
             mark = ledger.mark(db) if db is not None else None
             told = news.night(db, run_id, args.system, args.partition, head,
                               cause=cause, labels=killed)

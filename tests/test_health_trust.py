@@ -302,14 +302,17 @@ def test_perlmutter_without_an_intra_reference(tmp_path):
     # the issue's example: on Perlmutter the hook said HEALTHY with no
     # reference at all
     line = could_not_check(tmp_path, env={
-        'CCL_HEALTH_HOSTNAME': 'nid001234', 'CCL_HEALTH_FAKE_GPUS': '4'})
+        'CCL_HEALTH_HOSTNAME': 'nid001234', 'CCL_HEALTH_FAKE_GPUS': '4',
+        # nid<N> is LUMI's too (tests/test_site_pointer.py)
+        'CCL_HEALTH_SYSTEM': 'perlmutter'})
     assert line.startswith('COULD-NOT-CHECK: no reference for perlmutter:gpu '
                            'intra all_reduce 1 node x 4 GPUs'), line
 
 
 def test_gpu_the_driver_does_not_list_is_a_node_fault(tmp_path):
     rc, line, _ = hook(tmp_path, env={'CCL_HEALTH_HOSTNAME': 'nid001234',
-                                      'CCL_HEALTH_FAKE_GPUS': '3'})
+                                      'CCL_HEALTH_FAKE_GPUS': '3',
+                                      'CCL_HEALTH_SYSTEM': 'perlmutter'})
     assert rc == 1
     assert line == ('UNHEALTHY: isolate: '
                     'missing GPU: nvidia-smi lists 3 of the 4 GPUs '
@@ -337,18 +340,31 @@ def test_host_name_matching_no_system(tmp_path):
     assert "host name 'ci-test-host' matches no system" in line, line
 
 
-def test_first_matching_system_wins_and_local_comes_last(tmp_path):
-    # file-name order, but a system matching any host ('.*') comes last;
-    # all are named `local` (its site and reference files), the winner is
-    # the one whose partition is `gpu`
+def test_one_matching_system_else_could_not_check(tmp_path):
+    # never another system's references: two systems matching the host
+    # is ambiguous, whatever their order (issue 38: it took the first)
     cfg = _config(tmp_path, {'a_any': (['.*'], {'gpu2': 2}),
                              'b_match': (['ci-test'], {'gpu': 2}),
                              'c_match': (['ci-'], {'gpu2': 2})}, 'local')
+    line = could_not_check(tmp_path, '--config-dir', cfg)
+    assert line.startswith("COULD-NOT-CHECK: ambiguous: host name "
+                           "'ci-test-host' matches local ('ci-test'), "
+                           "local ('ci-') of "), line
+    # one match: that one, never the system matching any host
+    cfg = _config(tmp_path / 'b', {'a_any': (['.*'], {'gpu2': 2}),
+                                   'b_match': (['ci-test'], {'gpu': 2})},
+                  'local')
     rc, line, _ = hook(tmp_path, '--config-dir', cfg)
     assert rc == 0 and 'on local:gpu,' in line, line
-    cfg = _config(tmp_path / 'b', {'a_any': (['.*'], {'gpu': 2}),
+    # a site's own configuration: the system matching any host is no
+    # match of its nodes (issue 38: `local` judged an A100 node with H200
+    # figures)
+    cfg = _config(tmp_path / 'c', {'a_any': (['.*'], {'gpu': 2}),
                                    'z': (['nomatch'], {'gpu2': 2})}, 'local')
-    rc, line, _ = hook(tmp_path, '--config-dir', cfg)
+    line = could_not_check(tmp_path, '--config-dir', cfg)
+    assert "matches no system of " in line and "local matches any host " \
+        "and is no match on a site's own configuration" in line, line
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg, '--system', 'local')
     assert rc == 0 and 'on local:gpu,' in line, line
 
 

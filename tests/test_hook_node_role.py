@@ -275,7 +275,9 @@ def cpu_node(tmp_path, slurm_gres='(null)'):
     (b / 'rocminfo').chmod(0o755)
     env['PATH'] = f'{tmp_path / "slurmbin"}{os.pathsep}{b}{os.pathsep}' \
         '/usr/bin:/bin'
-    env.update(CCL_HEALTH_HOSTNAME='nid001234',
+    # nid<N> is LUMI's too: the shipped configuration names no single
+    # system for it (tests/test_site_pointer.py), Perlmutter's site does
+    env.update(CCL_HEALTH_HOSTNAME='nid001234', CCL_HEALTH_SYSTEM='perlmutter',
                CCL_HEALTH_SYSFS=os.path.join(SYSFS, 'cpu-node'))
     return env
 

@@ -168,12 +168,15 @@ def parser(description=''):
                     "else the site file's health.launcher, else "
                     f'"{DEFAULT_LAUNCHER}"')
     ap.add_argument('--site-dir', help='folder of site/<system>.yaml '
-                    '(default $CCL_HEALTH_SITE_DIR, else site/)')
+                    '(default $CCL_HEALTH_SITE_DIR, else <dir>/site of the '
+                    'site pointer site.conf, else site/)')
     ap.add_argument('--reference-dir', help='folder of '
                     'reference/<system>.yaml (default '
-                    '$CCL_HEALTH_REFERENCE_DIR, else reference/)')
+                    '$CCL_HEALTH_REFERENCE_DIR, else <dir>/reference of '
+                    'site.conf, else reference/)')
     ap.add_argument('--config-dir', help='ReFrame configuration (default '
-                    '$CCL_HEALTH_CONFIG_DIR or config/)')
+                    '$CCL_HEALTH_CONFIG_DIR, else <dir>/config of site.conf, '
+                    'else config/)')
     ap.add_argument('--db', help=DB_HELP)
     ap.add_argument('--no-record', action='store_true',
                     help='do not record the result in the performance '
@@ -219,6 +222,9 @@ class Settings:
     site_dir: str
     reference_dir: str
     config_dir: str
+    #: the ReFrame systems are a site's own (``config_dir`` is not the
+    #: shipped ``config/``): `local` is then no host-name match
+    site_configured: bool
     db: Optional[str]
     no_record: bool
     json: Optional[str]
@@ -296,19 +302,32 @@ def parse(argv, env=None, t0=None, description=''):
                                     f'{err.strerror or err}') from None
     folders = {}
     # folders the user named: a mistake is said before anything is measured
-    for key, opt, var, shipped in (
+    # else the site pointer's site directory (site.conf: found with an
+    # empty environment too), else the shipped folders
+    from ccl_health import CclHealthError
+    try:
+        resources.site_pointer(env)
+    except CclHealthError as err:
+        raise CouldNotCheck(str(err)) from None
+    for key, opt, var, in_use in (
             ('site_dir', '--site-dir', 'CCL_HEALTH_SITE_DIR',
-             resources.shipped_site_dir),
+             resources.site_dir),
             ('reference_dir', '--reference-dir', 'CCL_HEALTH_REFERENCE_DIR',
-             resources.shipped_reference_dir),
+             resources.reference_dir),
             ('config_dir', '--config-dir', 'CCL_HEALTH_CONFIG_DIR',
-             lambda: resources.path('config'))):
-        value = getattr(args, key) or env.get(var) or shipped()
+             resources.config_dir)):
+        value = getattr(args, key) or in_use(env)
         if not os.path.isdir(value):
-            src = opt if getattr(args, key) else var
+            src = opt if getattr(args, key) else var if env.get(var) else \
+                f'{resources.site_pointer_path(env)}: dir ='
             raise CouldNotCheck(f'{src} {value}: no such folder')
         folders[key] = value
     host = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
+    # a site's own systems (named here, by the variable or by the site
+    # pointer), not the shipped examples: `local` (any host) is then no
+    # host-name match (ccl_health.hook.where)
+    site_configured = os.path.realpath(folders['config_dir']) != \
+        os.path.realpath(resources.path('config'))
     return Settings(
         limit=limit, size=args.size, size_bytes=size_bytes,
         iters=args.iters, repeats=args.repeats,
@@ -318,7 +337,7 @@ def parse(argv, env=None, t0=None, description=''):
         tests_prefix=args.tests_prefix,
         launcher=None if launcher is None else tuple(
             launcher_value(launcher)),
-        **folders,
+        **folders, site_configured=site_configured,
         db=db, db_source=db_source if db else '',
         no_record=args.no_record, json=args.json,
         hostname=host,

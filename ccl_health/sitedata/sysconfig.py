@@ -107,3 +107,59 @@ def partition_gpus(partition):
     count = sum(n for n, _ in devs)
     arch = next((a for _, a in devs if a), '')
     return count, arch, vendor_of(arch)
+
+
+#: ReFrame's schedulers that run a job on this host, not through a batch
+#: system
+HERE_SCHEDULERS = ('local',)
+#: the command each batch scheduler of ReFrame submits a job with
+SUBMIT_COMMAND = {'slurm': 'sbatch', 'squeue': 'sbatch', 'pbs': 'qsub',
+                  'torque': 'qsub', 'sge': 'qsub', 'lsf': 'bsub',
+                  'oar': 'oarsub', 'flux': 'flux'}
+
+
+def submitted_to(config_dir, asked, hostname, gpus, which=None):
+    """Where ReFrame's jobs go when none runs on this host: ``(['mycluster:
+    gpu', ...], '')``, the partitions ReFrame would use (``asked``: its
+    ``--system`` value ``SYSTEM`` or ``SYSTEM:PARTITION``, else the system
+    whose ``hostnames`` match ``hostname``) when every one of them is
+    scheduled by a batch system (Slurm: ``slurm`` / ``squeue``, ...) whose
+    submit command (``sbatch``) is on PATH (``which``, default
+    :func:`shutil.which`).  ``([], why)`` otherwise: one of them runs its
+    jobs on this host (``local``; ``why`` empty), the submit command is
+    not here (a laptop: ``why`` names it), or the system is not found
+    (ReFrame itself says so).  ``gpus`` are the GPUs a system file that
+    counts this host's sees."""
+    import shutil
+    which = which or shutil.which
+    sysname, _, partname = (asked or '').partition(':')
+    systems = []
+    for _, path in system_files(config_dir):
+        try:
+            system = load_system_file(path, gpus,
+                                      'ccl_health_where_jobs_go').system
+        except Exception:          # ReFrame's own load names the error
+            continue
+        if isinstance(system, dict):
+            systems.append(system)
+    if sysname:
+        system = next((s for s in systems if s.get('name') == sysname), None)
+    else:
+        try:
+            system = system_of_host(systems, hostname)
+        except re.error:
+            system = None
+    if system is None:
+        return [], ''
+    parts = [p for p in system.get('partitions') or []
+             if not partname or p.get('name') == partname]
+    scheds = {p.get('scheduler', 'local') for p in parts}
+    if not parts or scheds & set(HERE_SCHEDULERS):
+        return [], ''
+    names = [f'{system["name"]}:{p.get("name")}' for p in parts]
+    missing = sorted({SUBMIT_COMMAND[s] for s in scheds
+                      if s in SUBMIT_COMMAND and not which(SUBMIT_COMMAND[s])})
+    if missing:
+        return [], (f'{", ".join(names)} submits with {", ".join(missing)}, '
+                    f'which is not on PATH here')
+    return names, ''
