@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Optional, Tuple
 
-from ccl_health import argnumbers, identity, resources
+from ccl_health import identity, resources
 from ccl_health.outputs import state_dir
 
 HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
@@ -142,9 +142,9 @@ def parser(description=''):
                     f'{MAX_LIMIT:g})')
     ap.add_argument('--size', help="default: the site file's health.size, "
                     f'else {DEFAULT_SIZE}')
-    ap.add_argument('--iters', type=argnumbers.COUNT, default=10,
+    ap.add_argument('--iters', type=int, default=10,
                     help='timed iterations of each all_reduce (-n)')
-    ap.add_argument('--repeats', type=argnumbers.COUNT, default=2,
+    ap.add_argument('--repeats', type=int, default=2,
                     help='tries: a later try may absorb a bandwidth '
                     'shortfall only; wrong results, non-finite values, a '
                     'crash or incomplete output in any try is the verdict')
