@@ -56,3 +56,17 @@ def judged_at_read(monkeypatch):
         return each(db, keys, *a, **kw)
     monkeypatch.setattr(reads, 'each_key', counting)
     return judged
+
+
+#: the checkout's own site pointer (scripts/init-site writes it): a test
+#: that leaves one behind would point every later test at its site
+_POINTER = os.path.join(REPO, 'site.conf')
+_POINTER_BEFORE = os.path.exists(_POINTER)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.path.exists(_POINTER) and not _POINTER_BEFORE:
+        os.unlink(_POINTER)
+        print(f'\nFAILED: a test wrote {_POINTER} (run init-site with '
+              f'CCL_HEALTH_SITE_CONF set); removed it')
+        session.exitstatus = 1

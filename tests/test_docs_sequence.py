@@ -106,6 +106,11 @@ def test_a_new_site_follows_the_pages_in_order(tmp_path, monkeypatch):
     work = _work(tmp_path)
     home = work / 'home'
     monkeypatch.setenv('HOME', str(home))
+    # init-site writes the site pointer of the checkout it runs from: this
+    # one's goes beside the test's site, never into the repository's
+    # (every later test would read it: tests/test_site_pointer.py tests
+    # the checkout's own place)
+    monkeypatch.setenv('CCL_HEALTH_SITE_CONF', str(work / 'site.conf'))
     for k in ('CCL_HEALTH_DB', 'CCL_HEALTH_SYSTEM', 'CCL_HEALTH_PUBLISH'):
         monkeypatch.delenv(k, raising=False)
     made, done, skipped = False, [], []

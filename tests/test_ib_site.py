@@ -64,8 +64,11 @@ def site(tmp_path_factory):
     """``(folder, environment with the three exports)`` of the site."""
     d = tmp_path_factory.mktemp('ibsite')
     mine = d / 'mysite'
+    # its site pointer beside the site, never this checkout's site.conf
     p = subprocess.run([os.path.join(SCRIPTS, 'init-site'), str(mine)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ,
+                                CCL_HEALTH_SITE_CONF=str(d / 'site.conf')))
     assert p.returncode == 0, p.stderr
     exports = _exports(p.stdout)
     assert len(exports) == 3
