@@ -91,7 +91,8 @@ def test_every_command_of_the_pages_is_run_or_needs_gpus_or_slurm():
     cmds = sequence()
     assert cmds[0] == ('sites.md', 'scripts/init-site ~/mysite')
     for page, cmd in cmds:
-        ok = cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_',
+        ok = cmd.startswith(('scripts/', 'env -i scripts/', 'reframe ',
+                             'CCL_HEALTH_',
                              'source .venv/bin/activate')) or \
             any(re.match(k, cmd) for k in NEEDS)
         assert ok, f'{page}: a command this test does not know: {cmd}'
