@@ -65,6 +65,16 @@ def classify(text, path):
                          f'nor an NCCL/RCCL debug log (nothing recognisable)')
 
 
+def _only_said(text):
+    """Whether the output ``text`` holds nothing of a run but how it ended
+    (errors, a signal): no header, rank line, row or summary."""
+    res = nccltests.parse_text(text)
+    return bool(res.errors) and not (
+        res.rows or res.devices or res.min_bytes is not None or
+        res.tests_version or res.out_of_bounds is not None or
+        res.avg_busbw is not None)
+
+
 def _read(path):
     try:
         with open(path, errors='replace') as fp:
@@ -154,6 +164,14 @@ def explain(files, *, system=None, partition=None, reference_file=None,
          'nodestate': watched}[kind].append((path, text))
     if unrecognised and not (outputs or jsons or logs or watched):
         raise unrecognised[0]
+    # a job's stderr beside its output that says only how a process died
+    # (the launcher's or the C library's words: "Signal: Aborted (6)"): the
+    # same run's, read with it
+    said_only = [(p, t) for p, t in outputs if _only_said(t)]
+    if said_only and (len(said_only) < len(outputs) or jsons):
+        outputs = [o for o in outputs if o not in said_only]
+    else:
+        said_only = []
     if len(outputs) > 1 or len(jsons) > 1:
         raise CclHealthError(
             f'{(outputs + jsons)[-1][0]}: one run at a time (got '
@@ -170,6 +188,10 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         res = nccltests.parse_any(jsons[0][1], origin)
     else:
         res = nccltests.parse(stdout, jsons[0][1] if jsons else None, origin)
+    for _, text in said_only:
+        said = nccltests.parse_text(text)
+        res.errors += [e for e in said.errors if e not in res.errors]
+        res.signal = res.signal or said.signal
 
     # the transport, from the logs and the NCCL lines of the output
     source = outputs[0][0] if outputs else ''
@@ -298,7 +320,8 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     if res.tests_version:
         versions['nccl_tests'] = res.tests_version
     if res.nccl_version:
-        versions['nccl_code'] = res.nccl_version
+        versions['rccl_code' if res.format.startswith('rccl') else
+                 'nccl_code'] = res.nccl_version
     if res.library_version:
         versions['library'] = res.library_version
     versions.update(ev.versions)

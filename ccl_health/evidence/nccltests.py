@@ -80,8 +80,12 @@ _HASHLESS = re.compile(r'^(?:nThreads?:? \d|Out of bounds values\s*:'
 _RUN_HEADER = re.compile(
     r'^#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\s+(?:nRanks:?\s+\d+\s+)?'
     r'minBytes:?\s+(\d+)\s+maxBytes:?\s+(\d+)\s+step:\s*(\d+)\((\w+)\)')
-_VERSION = re.compile(r'^#\s*nccl-tests version\s+(\S+)\s+nccl-headers=(\d+)'
-                      r'\s+nccl-library=(\d+)')
+# "# nccl-tests version %s nccl-headers=%d nccl-library=%d" (nccl-tests
+# src/util.cu); rccl-tests since its 2.18 releases prints the same banner
+# with its own names: "# rccl-tests version %s rccl-headers=%d
+# rccl-library=%d"
+_VERSION = re.compile(r'^#\s*([nr]ccl)-tests version\s+(\S+)\s+'
+                      r'[nr]ccl-headers=(\d+)\s+[nr]ccl-library=(\d+)')
 _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
 _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
@@ -108,6 +112,59 @@ _ERROR = re.compile(
 TEST_ERROR = re.compile(
     r'\bTest (?:NCCL|CUDA|HIP) failure\b|\bTest failure\b|'
     r'\bNCCL failure \S+\.cu:\d+|Test timeout|#wrong=')
+#: the names of the signals a crashed process is announced with
+_SIGNAL_NAMES = {4: 'Illegal instruction', 6: 'Aborted', 7: 'Bus error',
+                 8: 'Floating point exception', 11: 'Segmentation fault'}
+_SIGNAL_NUMBERS = {v.lower(): k for k, v in _SIGNAL_NAMES.items()}
+#: a process of the run that died of a signal, as the one who saw it
+#: announces it (each a ``(regex, how)``; ``how`` gives the signal's name
+#: and number from the match):
+#: Open MPI's handler (opal/util/stacktrace.c: "[%s:%05d] Signal: %s
+#: (%d)"), mpirun / prterun ("... noticed that process rank %d with PID %d
+#: on node %s exited on signal %d (%s)."), MPICH's "EXIT STRING: %s
+#: (signal %d)", UCX's "Caught signal %d (%s: ...)", the shell and srun
+#: ("Segmentation fault (core dumped)", "srun: error: %s: task %d:
+#: Aborted (core dumped)"), and glibc's abort on a damaged heap
+#: (malloc/malloc.c malloc_printerr: "free(): corrupted unsorted chunks",
+#: "double free or corruption (out)", ...; older glibc wraps it as "*** Error
+#: in `%s': %s: 0x%s ***") and on a smashed stack: both abort (signal 6)
+_SIGNAL = (
+    (re.compile(r'\bSignal: ([A-Z][\w ]*?) \((\d+)\)'),
+     lambda m: (m.group(1), int(m.group(2)))),
+    (re.compile(r'\bexited on signal (\d+)(?: \(([^)]+)\))?'),
+     lambda m: (m.group(2), int(m.group(1)))),
+    (re.compile(r'EXIT STRING: ([A-Z][\w ]*?) \(signal (\d+)\)'),
+     lambda m: (m.group(1), int(m.group(2)))),
+    (re.compile(r'\bCaught signal (\d+) \(([A-Z][\w ]*?)[:)]'),
+     lambda m: (m.group(2), int(m.group(1)))),
+    (re.compile(r'^(?:.*?: line \d+: *\d+ +|srun: error: \S+: tasks? '
+                r'[\d,\-]+: )?(Segmentation fault|Aborted|Bus error|'
+                r'Illegal instruction|Floating point exception)'
+                r'(?: +\(core dumped\))?(?:\s|$)'),
+     lambda m: (m.group(1), None)),
+    (re.compile(r'^(?:\*\*\* Error in `[^`]*\'?: )?(?:(?:free|malloc|realloc|'
+                r'calloc|munmap_chunk|malloc_consolidate|_int_free|'
+                r'_int_malloc|tcache_thread_shutdown)\(\): [a-z]|double free '
+                r'or corruption|corrupted size vs\. prev_size|corrupted '
+                r'double-linked list)|\*\*\* stack smashing detected \*\*\*'),
+     lambda m: ('Aborted', 6)),
+)
+
+
+def signal_of(line):
+    """``'<name> (<number>)'`` of the signal ``line`` announces a process
+    died of (:data:`_SIGNAL`), or None."""
+    for rx, how in _SIGNAL:
+        m = rx.search(line)
+        if m:
+            name, num = how(m)
+            if num is None:
+                num = _SIGNAL_NUMBERS.get((name or '').lower())
+            name = name or _SIGNAL_NAMES.get(num) or 'signal'
+            return f'{name} ({num})' if num is not None else name
+    return None
+
+
 _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
 #: the start of a data row: size, count, type
 _ROW_START = re.compile(r'^\d+\s+\d+\s+[A-Za-z]\w*\b')
@@ -405,8 +462,12 @@ def parse_text(text):
                 continue
             m = _VERSION.match(s)
             if m:
-                res.tests_version = m.group(1)
-                res.nccl_version = int(m.group(3))
+                if m.group(1) == 'rccl':
+                    res.tests_version = 'rccl-tests ' + m.group(2)
+                    res.format = 'rccl-tests'
+                else:
+                    res.tests_version = m.group(2)
+                res.nccl_version = int(m.group(4))
             m = _STARTING.match(s)
             if m:
                 res.collective = m.group(1)
@@ -435,6 +496,11 @@ def parse_text(text):
         row = _parse_row(s, res.check_column == 'error', per_iter)
         if row:
             res.rows.append(row)
+            continue
+        sig = signal_of(s)
+        if sig:
+            res.errors.append(s)
+            res.signal = res.signal or sig
         elif _ERROR.search(s):
             res.errors.append(s)
         elif _ROW_START.match(s) and res.check_column is not None:

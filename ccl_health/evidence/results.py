@@ -115,6 +115,14 @@ class SweepResult:
     #: ``nGpus`` (GPUs per process) and ``nThread(s)`` of the header
     gpus_per_process: Optional[int] = None
     threads: Optional[int] = None
+    #: the signal a process of the run died of, as its launcher, the C
+    #: library or the shell announced it ('Aborted (6)', 'Segmentation
+    #: fault (11)'), or None
+    signal: Optional[str] = None
+    #: where the header is missing, the sizes of the command line pasted
+    #: with the output (``all_reduce_perf -b 64K -e 4G -f 2``): where the
+    #: sweep was asked to go (``min_bytes`` .. ``max_bytes`` stay None)
+    command_sizes: Optional[tuple] = None
 
     @property
     def complete(self):

@@ -59,6 +59,7 @@ import dataclasses
 import re
 from typing import List, Optional
 
+from ccl_health.evidence.nccltests import signal_of as nccltests_signal
 from ccl_health.judge import ceiling as bounds
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 from ccl_health.judge.verdicts import Verdict, finite
@@ -250,6 +251,14 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: {what} reported {oob} out-of-bounds value(s) '
             f'("Out of bounds values : {oob} FAILED")')
+    sig = getattr(result, 'signal', None)
+    if sig:
+        # announced by the launcher, the C library or the shell: whatever
+        # exit status was given, a process of the run died
+        said = next((e for e in errs if nccltests_signal(e)), errs[0] if
+                    errs else '')
+        return Verdict.CRASH, (f'crash: a process of {what} died of signal '
+                               f'{sig}: {said[:200]}')
     if exit_status is not None and exit_status != 0:
         done = (' after a complete table' if getattr(result, 'complete',
                                                      False) else '')
