@@ -165,6 +165,35 @@ def signal_of(line):
     return None
 
 
+#: the command line of a run pasted with its output: the program
+#: (``all_reduce_perf``, ``all_gather_perf_mpi``) and its ``-b`` / ``-e`` /
+#: ``-f`` (nccl-tests src/common.cu: ``--minbytes``, ``--maxbytes``,
+#: ``--stepfactor``; sizes with a K / M / G suffix, powers of 1024)
+_COMMAND = re.compile(r'(?:^|[\s/])([a-z_]+)_perf(?:_mpi)?(?=\s)(.*)$')
+_CMD_OPT = re.compile(r'(?:^|\s)(-b|-e|-f|--minbytes|--maxbytes|'
+                      r'--stepfactor)(?:\s+|=)(\d+)([KkMmGg]?)\b')
+_UNITS = {'': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30}
+
+
+def _command(res, line):
+    """Read the collective and the sizes asked of a pasted command line
+    (a sweep by a factor: ``-b``, ``-e`` and ``-f`` >= 2 all given)."""
+    m = _COMMAND.search(line)
+    if not m:
+        return False
+    opts = {}
+    for o in _CMD_OPT.finditer(m.group(2)):
+        key = {'--minbytes': '-b', '--maxbytes': '-e',
+               '--stepfactor': '-f'}.get(o.group(1), o.group(1))
+        opts[key] = int(o.group(2)) * _UNITS[o.group(3).lower()]
+    if not ('-b' in opts or '-e' in opts):
+        return False
+    res.collective = res.collective or m.group(1) + '_perf'
+    if '-b' in opts and '-e' in opts and opts.get('-f', 0) >= 2:
+        res.command_sizes = (opts['-b'], opts['-e'], opts['-f'])
+    return True
+
+
 _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
 #: the start of a data row: size, count, type
 _ROW_START = re.compile(r'^\d+\s+\d+\s+[A-Za-z]\w*\b')
@@ -496,6 +525,8 @@ def parse_text(text):
         row = _parse_row(s, res.check_column == 'error', per_iter)
         if row:
             res.rows.append(row)
+            continue
+        if '_perf' in s and _command(res, s):
             continue
         sig = signal_of(s)
         if sig:

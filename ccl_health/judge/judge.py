@@ -275,10 +275,18 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
             f'{hosts}): separate runs, not one communicator (nccl-tests '
             f'built without MPI under a launcher, or several runs in one '
             f'text)')
+    summary = _summary_said(result)
     if not rows:
         if exit_status is None and getattr(result, 'closed', False) is None:
             return Verdict.COULD_NOT_CHECK, (
                 f'could not check: no result rows from {what}')
+        if summary:
+            # the run reached its end; its rows are not in the text (left
+            # out of a paste): what they say could not be checked
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: the result rows of {what} are not in the '
+                f'text, only its closing summary ({summary}): the sizes and '
+                f'their bandwidth could not be checked')
         return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
     if not getattr(result, 'complete', False):
         if getattr(result, 'closed', False) is None and \
@@ -286,6 +294,17 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
             return Verdict.COULD_NOT_CHECK, (
                 f'could not check: rccl-tests JSON lines carry no closing '
                 f'summary; give the stdout of {what} too')
+        swept = _header_sizes(result) or expected_sizes
+        if swept and not _repeated(rows) and \
+                not _missing_sizes(rows, expected_sizes, exact_sizes, result):
+            # every size of the sweep is there; only the closing lines are
+            # not (not pasted, or cut after the last row)
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: every size {_swept_by(result, expected_sizes)}'
+                f' ({len(swept)}) is in the output of {what}, but not its '
+                f'closing summary ("Out of bounds values" / "Avg bus '
+                f'bandwidth" lines): its own check of the results could not '
+                f'be read')
         return Verdict.INCOMPLETE, (
             f'incomplete: {what} stopped after {len(rows)} size(s) without '
             f'its closing summary ("Out of bounds values" / "Avg bus '
@@ -312,11 +331,34 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
     return None
 
 
+def _summary_said(result):
+    """The closing lines the output shows (``Out of bounds values : 0
+    OK``, ``Avg bus bandwidth : x``), as a phrase, or ''."""
+    said = []
+    oob = getattr(result, 'out_of_bounds', None)
+    if oob is not None:
+        said.append(f'"Out of bounds values : {oob}"')
+    avg = getattr(result, 'avg_busbw', None)
+    if avg is not None:
+        said.append(f'"Avg bus bandwidth : {avg:g}"')
+    return ', '.join(said)
+
+
+def _swept_by(result, expected):
+    """Who asked for the sizes :func:`_header_sizes` gives."""
+    if getattr(result, 'min_bytes', None) is not None:
+        return 'announced by its header'
+    if getattr(result, 'command_sizes', None):
+        return 'asked by the command line pasted with it'
+    return 'asked'
+
+
 def _missing_sizes(rows, expected, exact, result):
     """The reason when sizes asked, or announced by the run's own header
     (``minBytes`` .. ``maxBytes`` by ``step``), are missing, else None."""
     for sizes, source in ((expected, 'asked'),
-                          (_header_sizes(result), 'announced by its header')):
+                          (_header_sizes(result),
+                           _swept_by(result, None))):
         if not sizes:
             continue
         got = {r.size for r in rows}
