@@ -709,7 +709,9 @@ def judge(ev: CaseEvidence) -> Judgement:
     judged = [judge_attempt(ev, a) for a in ev.attempts]
     pick = len(judged) - 1
     for i, (v, _, _) in enumerate(judged[:-1]):
-        if v.failed and v not in ABSORBED:
+        # a try that could not be checked is not absorbed either: only a
+        # shortfall is
+        if (v.failed or v is Verdict.COULD_NOT_CHECK) and v not in ABSORBED:
             pick = i
             break
     v, reason, found = judged[pick]
