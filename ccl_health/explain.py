@@ -205,8 +205,11 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     notes = list(res.notes)
     proof_doc = None
     if asked is None:
+        # NCCL's lines inline in the output are a debug log too
         why = ('no NCCL debug log among the files' if not logs and
-               not ev.via else 'no channel lines in the debug logs')
+               not ev.via and not ev.nccl_lines else
+               'no channel lines in the debug logs' if logs else
+               'no channel lines among the NCCL lines of the output')
         proof_doc = {'asked': None, 'proven': None, 'ok': False,
                      'reason': f'the transport is not proven: {why}'}
     elif asked not in TRANSPORTS:

@@ -465,8 +465,8 @@ def _feed_asked(ev, text, pm, source):
         ev.plugin_asked = ev.plugin_asked or m.group(1)
     m = _PLUGIN_NOT_FOUND.search(text)
     if m and 'NET/Plugin' in text and \
-            m.group(1).rstrip(':,') not in _DEFAULT_PLUGIN_NAMES:
-        ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,')
+            m.group(1).rstrip(':,.') not in _DEFAULT_PLUGIN_NAMES:
+        ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,.')
     fm = _PLUGIN_FAILED.search(text)
     builtin = fm is not None and (fm.group(1) or fm.group(2) or '').strip() \
         in BUILTIN_NETS        # 2.28: "Failed to initialize NET plugin IB"

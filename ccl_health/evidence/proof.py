@@ -100,6 +100,11 @@ def _no_channel_fallback(asked, t, ev):
     ``NET/OFI`` lines only), or None when none shows anything."""
     if ev.nranks_seen == 1:
         return None        # one rank connects nothing: it needs no network
+    if not ev.plugin_asked:
+        # NCCL's "Using network IB" alone is its choice at init, not a
+        # connection: a fallback without channels only where the log shows
+        # the plugin it asks for failing or not found
+        return None
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
     if ev.plugin_asked:
         # the plugin asked for was not found: NCCL's own network instead
@@ -125,6 +130,15 @@ def _no_channel_fallback(asked, t, ev):
     return Proof(asked, proven, False,
                  head + 'no channel lines (the run stopped before its '
                  'channels were connected, or the log was cut)')
+
+
+def _gdr_off(t, ev):
+    """Where GPUDirect RDMA was asked (``t``) and the log says it was
+    turned off ("disabling GDR", "GPU Direct RDMA Disabled for HCA"), that
+    line, as a clause; else ''."""
+    if t is None or not t.needs_gdr or not ev.gdr_off_reason:
+        return ''
+    return f'; GPUDirect RDMA was turned off: {ev.gdr_off_reason}'
 
 
 def _missing_ranks(ev, expected):
@@ -237,10 +251,19 @@ def _prove(t, ev, nodes):
         fb = _no_channel_fallback(asked, t, ev)
         if fb is not None:
             return fb
+        named = sorted({r.using_network for r in ev.ranks.values()
+                        if r.using_network} | ({ev.using_network} if
+                                               ev.using_network else set()))
+        if named:
+            return Proof(asked, None, False,
+                         f'no channel line in the log (NCCL named network '
+                         f'{", ".join(named)} at init, and no connection is '
+                         f'shown): the transport is not proven'
+                         f'{_gdr_off(t, ev)}')
         return Proof(asked, None, False,
                      'no channel was connected (no "via" lines in the NCCL '
                      'debug log): the run stopped before NCCL set up its '
-                     'transports')
+                     'transports' + _gdr_off(t, ev))
     if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
         return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
@@ -316,7 +339,7 @@ def _prove_plugin(t, p, ev, seen):
                '' if ev.plugin_name else '; no "Loaded net plugin" line')
         return Proof(t.name, p.name, False,
                      f'fell back to {p.title} instead of the plugin '
-                     f'({seen}){why}')
+                     f'({seen}){why}{_gdr_off(t, ev)}')
     plugin = ev.plugin_name
     if not plugin:
         return Proof(t.name, p.name, False,
