@@ -127,7 +127,8 @@ _SIGNAL_NUMBERS = {v.lower(): k for k, v in _SIGNAL_NAMES.items()}
 #: Aborted (core dumped)"), and glibc's abort on a damaged heap
 #: (malloc/malloc.c malloc_printerr: "free(): corrupted unsorted chunks",
 #: "double free or corruption (out)", ...; older glibc wraps it as "*** Error
-#: in `%s': %s: 0x%s ***") and on a smashed stack: both abort (signal 6)
+#: in `%s': %s: 0x%s ***", older still "*** glibc detected *** %s: %s: 0x%s
+#: ***") and on a smashed stack: both abort (signal 6)
 _SIGNAL = (
     (re.compile(r'\bSignal: ([A-Z][\w ]*?) \((\d+)\)'),
      lambda m: (m.group(1), int(m.group(2)))),
@@ -142,7 +143,8 @@ _SIGNAL = (
                 r'Illegal instruction|Floating point exception)'
                 r'(?: +\(core dumped\))?(?:\s|$)'),
      lambda m: (m.group(1), None)),
-    (re.compile(r'^(?:\*\*\* Error in `[^`]*\'?: )?(?:(?:free|malloc|realloc|'
+    (re.compile(r'^(?:\*\*\* Error in `[^`]*\'?: |\*\*\* glibc detected '
+                r'\*\*\* [^:]*: )?(?:(?:free|malloc|realloc|'
                 r'calloc|munmap_chunk|malloc_consolidate|_int_free|'
                 r'_int_malloc|tcache_thread_shutdown)\(\): [a-z]|double free '
                 r'or corruption|corrupted size vs\. prev_size|corrupted '
@@ -526,12 +528,12 @@ def parse_text(text):
         if row:
             res.rows.append(row)
             continue
-        if '_perf' in s and _command(res, s):
-            continue
         sig = signal_of(s)
         if sig:
             res.errors.append(s)
             res.signal = res.signal or sig
+        elif '_perf' in s and _command(res, s):
+            continue
         elif _ERROR.search(s):
             res.errors.append(s)
         elif _ROW_START.match(s) and res.check_column is not None:

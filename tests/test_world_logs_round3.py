@@ -1,0 +1,330 @@
+"""Issue 43: read the world's logs, round 3: say only what the paste shows.
+
+Each class is read in the readers and the judge (so every door reads it
+alike), proven on real outputs published by others
+(tests/fixtures/published/SOURCES.md, "Issue 43") through ``scripts/explain``
+and through every door of the cross-door matrix
+(tests/test_cross_door.py ``through_every_door``), and on lines built from
+the upstream format strings:
+
+* H: a crash announced by the launcher or the C library (Open MPI's
+  handler ``[%s:%05d] Signal: %s (%d)``, mpirun's "exited on signal %d
+  (%s)", srun's "task %d: %s", the shell's "Aborted (core dumped)",
+  glibc's malloc_printerr messages) is a crash naming the signal, never
+  "nothing recognisable";
+* E: an output that shows its closing summary, or every size of its sweep,
+  reached its end: what the paste left out is could-not-check, never
+  incomplete;
+* G: NCCL's ``Using network IB`` without a channel line proves no transport
+  and no fallback; NCCL's probe of the default ``libnccl-net.so`` is no
+  plugin asked;
+* extras: rccl-tests' ``# rccl-tests version ... rccl-headers=...`` banner,
+  a GDR-off line named where GPUDirect RDMA was asked, and an output with
+  NCCL INFO lines inline is not "without a debug log"."""
+
+import glob
+import os
+import random
+
+import pytest
+
+import mutations as M
+from conftest import REPO
+from test_cross_door import capture, through_every_door
+
+from ccl_health import explain as X
+from ccl_health.evidence import debuglog, nccltests
+from ccl_health.judge.judge import judge_output
+from ccl_health.judge.verdicts import Verdict
+
+PUB = os.path.join(REPO, 'tests', 'fixtures', 'published')
+
+
+def pub(name):
+    return os.path.join(PUB, name)
+
+
+def text_of(name):
+    with open(pub(name)) as fp:
+        return fp.read()
+
+
+# -- H: crashes announced by the launcher or the C library -----------------
+
+#: real pastes: (file, signal named)
+CRASHES = [
+    # all_reduce_perf -g 8 under Open MPI: its openib warnings, then its
+    # signal handler's lines; no nccl-tests line at all
+    ('nccl-tests_openmpi-segfault-before-header_8gpu_nccl-issue-817.txt',
+     'Segmentation fault (11)'),
+    # all_reduce_perf in 4 containers: UCX / UCC backtraces, then Open MPI's
+    ('nccl-tests_ucx-backtrace-then-openmpi-segfault_4container_nccl-tests-'
+     'issue-218.txt', 'Segmentation fault (11)'),
+]
+
+
+@pytest.mark.parametrize('name,signal', CRASHES)
+@pytest.mark.parametrize('status', [0, None])
+def test_a_crash_announced_by_the_launcher_is_a_crash(name, signal, status):
+    doc = X.explain([pub(name)], exit_status=status)
+    assert doc['files'] == [{'path': pub(name), 'kind': 'output'}]
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert f'died of signal {signal}' in doc['reason']
+    assert 'CRASH' in X.render(doc)
+
+
+@pytest.mark.parametrize('name,signal', CRASHES)
+def test_a_crash_announced_by_the_launcher_is_a_crash_in_every_door(
+        tmp_path, name, signal):
+    got = through_every_door(tmp_path, 'intra', text_of(name), [], rc=0)
+    assert set(got.values()) == {'crash'}, got
+
+
+#: lines built from the upstream format strings (Open MPI
+#: opal/util/stacktrace.c and orte/prte's help-errmgr-base.txt, Slurm's
+#: srun, bash, MPICH's hydra, UCX's ucs/debug, glibc malloc/malloc.c
+#: malloc_printerr and debug/stack_chk_fail), with the signal each names
+SIGNAL_LINES = [
+    ('[node01:12345] Signal: Aborted (6)', 'Aborted (6)'),
+    ('[node01:12345] Signal: Bus error (7)', 'Bus error (7)'),
+    ('mpirun noticed that process rank 3 with PID 4242 on node node01 '
+     'exited on signal 11 (Segmentation fault).', 'Segmentation fault (11)'),
+    ('prterun noticed that process rank 0 with PID 0 on node node01 exited '
+     'on signal 6 (Aborted).', 'Aborted (6)'),
+    ('srun: error: nid001234: task 5: Segmentation fault (core dumped)',
+     'Segmentation fault (11)'),
+    ('srun: error: nid001234: tasks 0-7: Aborted (core dumped)',
+     'Aborted (6)'),
+    ('./run.sh: line 12: 861483 Aborted                 (core dumped) '
+     './build/all_reduce_perf -b 8 -e 1G -f 2', 'Aborted (6)'),
+    ('Segmentation fault (core dumped)', 'Segmentation fault (11)'),
+    ('YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault '
+     '(signal 11)', 'Segmentation fault (11)'),
+    ('[node01:4242:0:4250] Caught signal 11 (Segmentation fault: address '
+     'not mapped to object at address 0x8)', 'Segmentation fault (11)'),
+    ('free(): corrupted unsorted chunks', 'Aborted (6)'),
+    ('double free or corruption (out)', 'Aborted (6)'),
+    ('malloc(): corrupted top size', 'Aborted (6)'),
+    ("*** Error in `./build/all_reduce_perf': free(): invalid pointer: "
+     "0x00007f00deadbeef ***", 'Aborted (6)'),
+    ('*** glibc detected *** all_reduce_perf: free(): invalid next size '
+     '(fast): 0x00007f9c73913ec0 ***', 'Aborted (6)'),
+    ('*** stack smashing detected ***: terminated', 'Aborted (6)'),
+]
+
+
+@pytest.mark.parametrize('line,signal', SIGNAL_LINES)
+def test_every_form_of_a_signal_is_read(line, signal):
+    assert nccltests.signal_of(line) == signal
+    # after a complete healthy table, with exit status 0: still a crash
+    text, logs = capture('intra')
+    res = nccltests.parse_text(text + line + '\n')
+    assert res.signal == signal and res.complete
+    v, why = judge_output(res, 0)
+    assert v is Verdict.CRASH and signal in why and line[:40] in why
+
+
+@pytest.mark.parametrize('line,signal', SIGNAL_LINES[::3])
+def test_a_signal_after_a_healthy_table_is_a_crash_in_every_door(
+        tmp_path, line, signal):
+    text, logs = capture('intra')
+    got = through_every_door(tmp_path, 'intra', text + line + '\n', logs,
+                             rc=0)
+    assert set(got.values()) == {'crash'}, got
+
+
+@pytest.mark.parametrize('line', [
+    'the job has been aborted.', 'Primary job  terminated normally, but 1 '
+    'process returned', 'comm 0x1 rank 0 nranks 2 - Abort COMPLETE',
+    '# Collective test concluded: all_reduce_perf'])
+def test_words_that_are_no_signal_are_not_one(line):
+    assert nccltests.signal_of(line) is None
+
+
+def test_a_jobs_stderr_with_the_signal_is_read_with_its_output(tmp_path):
+    """The job's stderr beside its output: the signal it names makes the
+    run a crash (mpirun's words alone are still not read)."""
+    text, logs = capture('intra')
+    out = tmp_path / 'stdout.txt'
+    out.write_text(text)
+    err = tmp_path / 'stderr.txt'
+    err.write_text('[vm:26138] *** Process received signal ***\n'
+                   '[vm:26138] Signal: Aborted (6)\n'
+                   '[vm:26138] Signal code:  (-6)\n')
+    doc = X.explain([str(out), str(err), *logs], exit_status=0,
+                    transport_asked='intra')
+    assert doc['verdict'] == 'crash' and 'Aborted (6)' in doc['reason']
+    assert {'path': str(err), 'kind': 'output'} in doc['files']
+
+
+# -- E: what the paste left out is not a failure ----------------------------
+
+B200_CUT = 'nccl-tests_all_gather_b200-4pod-16rank_rows-truncated-by-author_' \
+    'dranet-gke.txt'
+MI250X = 'rccl-tests_all_gather_mi250x-4node-32rank_srun-label_no-header_' \
+    'rccl-issue-1490.txt'
+
+
+@pytest.mark.parametrize('status', [0, None])
+def test_a_paste_with_only_its_summary_is_not_checked_not_failed(status):
+    doc = X.explain([pub(B200_CUT)], exit_status=status)
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+    assert 'not in the text' in doc['reason']
+    assert 'Avg bus bandwidth : 22.2173' in doc['reason']
+
+
+def test_every_size_of_the_pasted_command_without_its_summary(tmp_path):
+    """ROCm/rccl#1490's table (rank 0's, behind srun's label) with the
+    author's own command line above it and its two summary lines left out:
+    all 17 sizes of ``-b 64K -e 4G -f 2`` are there."""
+    lines = text_of(MI250X).splitlines(keepends=True)
+    rows = [ln for ln in lines if 'Out of bounds' not in ln and
+            'Avg bus bandwidth' not in ln]
+    cmd = (' 0: srun --nodes=4 --ntasks-per-node=8 --cpus-per-task=8 '
+           '--threads-per-core=1 --label -- all_gather_perf -b 64K -e 4G '
+           '-f 2 -g 1\n')
+    path = tmp_path / 'pasted.txt'
+    path.write_text(cmd + ''.join(rows))
+    res = nccltests.parse_text(path.read_text())
+    assert res.command_sizes == (64 << 10, 4 << 30, 2)
+    assert res.collective == 'all_gather_perf' and len(res.rows) == 17
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['verdict'] == 'could-not-check', doc['reason']
+    assert 'every size asked by the command line' in doc['reason']
+    assert 'stopped after' not in doc['reason']
+    # a row gone as well: the run did not get to its end
+    last = max(i for i, ln in enumerate(rows) if ' 4294967296 ' in ln)
+    path.write_text(cmd + ''.join(rows[:last] + rows[last + 1:]))
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['verdict'] == 'incomplete', doc['reason']
+
+
+def test_a_cut_table_of_our_own_runs_stays_never_a_pass(tmp_path):
+    text, logs = capture('intra')
+    rnd = random.Random(43)
+    for damaged in (M.drop_closing(text), M.only_header(text),
+                    M.drop_row(text, rnd, 'end')):
+        got = through_every_door(tmp_path, 'intra', damaged, logs)
+        assert len(set(got.values())) == 1 and 'pass' not in got.values(), \
+            got
+
+
+# -- G: no transport claimed without a channel line -------------------------
+
+USING_IB = [
+    # "Using network IB", "GPU Direct RDMA Disabled for HCA", 16 ranks asked
+    'nccl-debug_using-network-ib_gdr-disabled-hca_no-channels_nccl-issue-'
+    '1537.log',
+    # NCCL 2.28's "NET/Plugin: Could not find: libnccl-net.so" (its default
+    # probe) and "Using network IB"
+    'nccl-debug_could-not-find-default-plugin_using-network-ib_no-channels_'
+    'nccl-issue-1925.log',
+    # NCCL 2.19's default probe, two hosts each "Using network IB"
+    'nccl-debug_default-plugin-dlerror_using-network-ib_2host-no-channels_'
+    'nccl-tests-issue-185.log',
+]
+
+
+@pytest.mark.parametrize('name', USING_IB)
+@pytest.mark.parametrize('asked', [None, 'net-plugin', 'net-plugin-gdr',
+                                   'net-ib'])
+def test_using_network_without_a_channel_proves_nothing(name, asked):
+    ev = debuglog.read_evidence([pub(name)])
+    assert ev.plugin_asked is None and debuglog.asked_from_log(ev) is None
+    doc = X.explain([pub(name)], transport_asked=asked)
+    t = doc['transport']
+    assert t['proven'] is None and not t['ok'], t
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+    assert 'fell back' not in t['reason'] and 'fallback' not in doc['reason']
+
+
+@pytest.mark.parametrize('line', [
+    'h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.',
+    'h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using '
+    'internal network plugin.',
+    'h:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), '
+    'using internal implementation'])
+def test_the_default_plugin_probe_is_no_plugin_asked(tmp_path, line):
+    log = tmp_path / 'nccl.log'
+    log.write_text(line + '\nh:1:1 [0] NCCL INFO Using network IB\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert ev.plugin_asked is None and debuglog.asked_from_log(ev) is None
+    # a plugin named by the environment and not found is one: a fallback
+    log.write_text('h:1:1 [0] NCCL INFO NET/Plugin: Could not find: '
+                   'libnccl-net-ofi.so. Using internal network plugin.\n'
+                   'h:1:1 [0] NCCL INFO Using network Socket\n'
+                   'h:2:2 [1] NCCL INFO Using network Socket\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert debuglog.asked_from_log(ev) == 'net-plugin'
+    proof = debuglog.prove(None, ev)
+    assert proof.proven == 'net-socket' and not proof.ok
+
+
+# -- extras -------------------------------------------------------------------
+
+@pytest.mark.parametrize('name,version,code', [
+    ('rccl-tests_all_reduce_banner-2.17.9_8gpu-1node_aion-perf-notes.txt',
+     'rccl-tests 2.17.9-develop:2596ca5f71', 22707),
+    ('rccl-tests_banner-2.18.3_header-only_mi50-4gpu_mx-llama-cpp-issue-7.'
+     'txt', 'rccl-tests 2.18.3-HEAD:418cd5f', 23004)])
+def test_the_rccl_tests_banner_names_rccl_tests_and_its_versions(
+        name, version, code):
+    doc = X.explain([pub(name)], exit_status=0)
+    assert doc['format'] == 'rccl-tests'
+    assert doc['versions']['nccl_tests'] == version
+    assert doc['versions']['rccl_code'] == code
+    assert 'nccl_code' not in doc['versions']
+
+
+def test_the_rccl_tests_banner_from_its_format_string():
+    # rccl-tests src/util.cu: "# rccl-tests version %s rccl-headers=%d
+    # rccl-library=%d"; nccl-tests: the same with nccl-
+    res = nccltests.parse_text('# rccl-tests version 2.19.0 rccl-headers=23'
+                               '100 rccl-library=23101\n')
+    assert (res.format, res.tests_version, res.nccl_version) == \
+        ('rccl-tests', 'rccl-tests 2.19.0', 23101)
+    res = nccltests.parse_text('# nccl-tests version 2.17.6 nccl-headers='
+                               '22809 nccl-library=22809\n')
+    assert (res.format, res.tests_version, res.nccl_version) == \
+        ('nccl-tests', '2.17.6', 22809)
+
+
+@pytest.mark.parametrize('name,said', [
+    ('nccl-debug_ib-no-gdr_gdr-disabled-no-module_2host_nccl-issue-899.log',
+     "GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)"),
+    ('nccl-debug_using-network-ib_gdr-disabled-hca_no-channels_nccl-issue-'
+     '1537.log', "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'"),
+    ('nccl-debug_libfabric-v10_efa-no-gdr_g6e-4pod-rank0.log',
+     'disabling GDR')])
+def test_a_gdr_off_line_is_named_when_gdr_was_asked(name, said):
+    doc = X.explain([pub(name)], transport_asked='net-plugin-gdr')
+    assert not doc['transport']['ok']
+    assert said in doc['transport']['reason'], doc['transport']['reason']
+    assert doc['verdict'] != 'pass'
+
+
+@pytest.mark.parametrize('name', [
+    'nccl-tests_with-log_socket-lo_nccl-2.4.8_nccl-issue-352.txt',
+    'nccl-tests_broadcast_c0-error-na_2node_ibverbs-warn_nccl-tests-issue-'
+    '82.txt'])
+def test_an_output_with_nccl_lines_inline_has_a_debug_log(name):
+    doc = X.explain([pub(name)], exit_status=0)
+    assert 'no NCCL debug log among the files' not in doc['transport'][
+        'reason']
+    assert 'no channel lines among the NCCL lines of the output' in \
+        doc['transport']['reason']
+    assert doc['verdict'] != 'pass'
+
+
+# -- never a false pass -------------------------------------------------------
+
+def test_no_published_file_passes_with_exit_status_zero():
+    names = sorted(os.path.basename(p) for p in glob.glob(pub('*'))
+                   if not p.endswith('.md'))
+    for name in names:
+        try:
+            doc = X.explain([pub(name)], exit_status=0)
+        except Exception as err:          # an unreadable file is exit 2
+            assert 'explain' not in str(type(err)), (name, err)
+            continue
+        assert doc['verdict'] != 'pass', (name, doc['reason'])
