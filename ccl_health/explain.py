@@ -199,7 +199,15 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
     # host names where the lines carry them (NCCL's nNodes counts host
     # hashes: NCCL_HOSTID splits one host), else the log's own node count
-    nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
+    if not nodes and res.rank_lines_partial:
+        # a cut listing names some of the run's hosts only: NCCL's own
+        # count of them, or the hosts of its lines where they are more,
+        # else unknown (never the hosts that happen to be shown)
+        seen = list(getattr(ev, 'hosts', []) or [])
+        nodes = ev.nnodes_seen or (len(seen) if len(seen) > len(res.hosts)
+                                   else None)
+    else:
+        nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
     from_log = None if transport_asked else transport.asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
@@ -343,6 +351,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': res.format, 'source': res.source,
         'collective': res.collective, 'nranks': ranks, 'hosts': hosts,
+        'rank_lines_cut': bool(res.rank_lines_partial),
         'complete': res.complete, 'out_of_bounds': res.out_of_bounds,
         'avg_busbw': _num(res.avg_busbw), 'errors': res.errors,
         'json_error': res.json_error, 'notes': notes,
@@ -405,11 +414,13 @@ def render(doc):
     if doc['format'] is None:
         out.append('output     none (debug log only: bandwidth not judged)')
     else:
+        where = (f'; hosts shown: {", ".join(doc["hosts"]) or "none"} (the '
+                 f'rank lines are cut)' if doc.get('rank_lines_cut') else
+                 f' on {", ".join(doc["hosts"]) or "?"}')
         out.append(
             f'output     {doc["format"]} ({doc["source"]}), {state}; '
             f'{doc["collective"] or "collective unknown"}, '
-            f'{doc["nranks"] or "?"} ranks on '
-            f'{", ".join(doc["hosts"]) or "?"}')
+            f'{doc["nranks"] or "?"} ranks{where}')
     if doc['versions']:
         out.append('versions   ' + ', '.join(
             f'{k} {v}' for k, v in doc['versions'].items()))

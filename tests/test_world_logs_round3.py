@@ -328,3 +328,59 @@ def test_no_published_file_passes_with_exit_status_zero():
             assert 'explain' not in str(type(err)), (name, err)
             continue
         assert doc['verdict'] != 'pass', (name, doc['reason'])
+
+
+# -- C: a rank count never from a cut listing ---------------------------------
+
+SOPERATOR = 'nccl-tests_all_reduce_srun-2node-8tpn_rank-lines-cut_h100_' \
+    'soperator-pr-428.txt'
+
+
+def test_a_cut_listing_takes_its_ranks_from_the_launcher_line():
+    """nebius/soperator#428: ``srun --nodes=2 --ntasks-per-node=8 ...
+    -g 1`` and rank lines 0..11 only (the window cut them): 16 ranks, the
+    nodes and GPUs per node unknown (never "12 ranks", "1 node")."""
+    res = nccltests.parse_text(text_of(SOPERATOR))
+    assert res.launcher_ranks == 16 and res.collective == 'all_reduce_perf'
+    assert res.nranks == 16 and res.rank_lines_partial
+    doc = X.explain([pub(SOPERATOR)], exit_status=0)
+    assert doc['nranks'] == 16
+    assert '? node(s) x ? GPUs' in doc['reference']['key']
+    text = X.render(doc)
+    assert '16 ranks; hosts shown: worker-1, worker-0 (the rank lines are ' \
+        'cut)' in text
+
+
+@pytest.mark.parametrize('launcher,ranks', [
+    ('mpirun -np 16 --map-by ppr:8:node ./build/all_reduce_perf -b 8 -e 8G '
+     '-f 2 -g 1', 16),
+    ('mpirun -np 2 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 4', 8),
+    ('srun -N 4 --ntasks-per-node 8 all_reduce_perf -b 8 -e 8G -f 2', 32),
+    ('srun --ntasks=12 all_reduce_perf -b 8 -e 8G -f 2 -g 1', 12)])
+def test_the_launcher_line_names_the_ranks_of_a_cut_listing(launcher,
+                                                           ranks):
+    # nccl-tests src/util.cu writeDeviceReport's rank line, ranks 0..2 only
+    lines = [launcher,
+             '# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: '
+             '2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 '
+             'graph: 0', '#', '# Using devices']
+    lines += [f'#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on      node1 '
+              f'device {r:2d} [0x{r:02x}] NVIDIA H100 80GB HBM3'
+              for r in range(3)]
+    res = nccltests.parse_text('\n'.join(lines) + '\n')
+    assert res.nranks == ranks and res.rank_lines_partial
+
+
+def test_a_cut_listing_with_rows_counts_by_the_factor(tmp_path):
+    """The Spectrum-X H200 run (16 ranks, one process of 8 GPUs per node)
+    with its rank lines cut after rank 4: 16 by the busbw / algbw factor,
+    the nodes unknown (was "1 node(s) x 16 GPUs")."""
+    name = 'nccl-tests_all_reduce_h200-2node-16rank_485gbps_spectrum-x-' \
+        'roce-doc.txt'
+    kept = [ln for ln in text_of(name).splitlines(keepends=True)
+            if not any(f'Rank {r:2d} ' in ln for r in range(5, 16))]
+    path = tmp_path / 'cut.txt'
+    path.write_text(''.join(kept))
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['nranks'] == 16 and doc['rank_lines_cut']
+    assert '? node(s) x ? GPUs' in doc['reference']['key']

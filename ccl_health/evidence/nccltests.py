@@ -175,6 +175,31 @@ _COMMAND = re.compile(r'(?:^|[\s/])([a-z_]+)_perf(?:_mpi)?(?=\s)(.*)$')
 _CMD_OPT = re.compile(r'(?:^|\s)(-b|-e|-f|--minbytes|--maxbytes|'
                       r'--stepfactor)(?:\s+|=)(\d+)([KkMmGg]?)\b')
 _UNITS = {'': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30}
+#: the processes a launcher line asks for: mpirun / mpiexec / prterun
+#: ``-np N`` / ``-n N``; srun ``-n N`` / ``--ntasks=N``, or ``-N`` /
+#: ``--nodes`` times ``--ntasks-per-node``
+_MPI_NP = re.compile(r'\b(?:mpirun|mpiexec|prterun)\b.*?\s(?:-np|-n|--np|'
+                     r'-c)[\s=]+(\d+)\b')
+_SRUN = re.compile(r'\bsrun\b')
+_SRUN_NTASKS = re.compile(r'\s(?:-n|--ntasks)[\s=]+(\d+)\b')
+_SRUN_NODES = re.compile(r'\s(?:-N|--nodes)[\s=]+(\d+)\b')
+_SRUN_PER_NODE = re.compile(r'\s--ntasks-per-node[\s=]+(\d+)\b')
+
+
+def _launched(line):
+    """The processes the launcher part ``line`` of a command asks for, or
+    None."""
+    m = _MPI_NP.search(line)
+    if m:
+        return int(m.group(1))
+    if _SRUN.search(line):
+        m = _SRUN_NTASKS.search(line)
+        if m:
+            return int(m.group(1))
+        n, per = _SRUN_NODES.search(line), _SRUN_PER_NODE.search(line)
+        if n and per:
+            return int(n.group(1)) * int(per.group(1))
+    return None
 
 
 def _command(res, line):
@@ -191,6 +216,13 @@ def _command(res, line):
     if not ('-b' in opts or '-e' in opts):
         return False
     res.collective = res.collective or m.group(1) + '_perf'
+    procs = _launched(line[:m.start()])
+    if procs:
+        per = 1
+        for flag in ('-g', '-t'):
+            o = re.search(r'(?:^|\s)' + flag + r'\s+(\d+)\b', m.group(2))
+            per *= int(o.group(1)) if o else 1
+        res.launcher_ranks = procs * per
     if '-b' in opts and '-e' in opts and opts.get('-f', 0) >= 2:
         res.command_sizes = (opts['-b'], opts['-e'], opts['-f'])
     return True
@@ -380,23 +412,35 @@ def _rank_count(res, logged):
     (:func:`ccl_health.evidence.collectives.ranks_of_factor`), or None:
     unknown, never one rank by default."""
     ids = set(res.rank_ids)
+    factor = _factor_ranks(res)
     if res.devices and not _processes_cut(res) and (
             res.repeated_ranks or not res.rank_ids or
             ids == set(range(len(ids)))):
-        if not (logged and max(logged) > len(ids) and not res.repeated_ranks):
-            return len(ids) if res.repeated_ranks else len(res.devices)
+        seen = len(ids) if res.repeated_ranks else len(res.devices)
+        # the rank lines are cut where the launcher line, NCCL's own
+        # lines or the busbw / algbw factor name more ranks
+        more = [n for n in (max(logged) if logged else None,
+                            res.launcher_ranks, factor) if n and n > seen]
+        if res.repeated_ranks or not more:
+            return seen
     res.rank_lines_partial = bool(res.devices)
     if logged:
         return max(logged)
-    if res.collective and res.rows:
-        from ccl_health.evidence import collectives
-        pairs = [(m.algbw, m.busbw) for r in res.rows
-                 for m in (r.out_of_place, r.in_place) if m is not None]
-        try:
-            return collectives.ranks_of_factor(res.collective, pairs)
-        except CclHealthError:
-            return None
-    return None
+    return res.launcher_ranks or factor
+
+
+def _factor_ranks(res):
+    """The rank count the busbw / algbw factor of the collective shows,
+    or None."""
+    if not (res.collective and res.rows):
+        return None
+    from ccl_health.evidence import collectives
+    pairs = [(m.algbw, m.busbw) for r in res.rows
+             for m in (r.out_of_place, r.in_place) if m is not None]
+    try:
+        return collectives.ranks_of_factor(res.collective, pairs)
+    except CclHealthError:
+        return None
 
 
 def _finish(res, logged=()):

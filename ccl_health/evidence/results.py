@@ -123,6 +123,10 @@ class SweepResult:
     #: with the output (``all_reduce_perf -b 64K -e 4G -f 2``): where the
     #: sweep was asked to go (``min_bytes`` .. ``max_bytes`` stay None)
     command_sizes: Optional[tuple] = None
+    #: the ranks the pasted launcher line asks for (``mpirun -np 16``,
+    #: ``srun --nodes 2 --ntasks-per-node 8``, times the program's ``-g`` /
+    #: ``-t``), or None
+    launcher_ranks: Optional[int] = None
 
     @property
     def complete(self):
