@@ -384,3 +384,54 @@ def test_a_cut_listing_with_rows_counts_by_the_factor(tmp_path):
     doc = X.explain([str(path)], exit_status=0)
     assert doc['nranks'] == 16 and doc['rank_lines_cut']
     assert '? node(s) x ? GPUs' in doc['reference']['key']
+
+
+# -- F: a plugin that fails after its channels were connected -----------------
+
+POLARIS_LOG = 'nccl-debug_aws-libfabric-cxi_gdrdma_plugin-loaded_polaris-2node.log'
+
+#: aws-ofi-nccl 1.21.1's own format strings (src/nccl_ofi_net.cpp:854,
+#: src/nccl_ofi_ofiutils.cpp:273, src/nccl_ofi_api.cpp:268) behind NCCL's
+#: logger prefix ("%s:%d:%d [%d] %s:%d NCCL WARN "): the plugin-init class
+#: of the WARN table, printed while connecting
+PLUGIN_ERRORS = [
+    'x3006c0s1b0n0:4138719:4138800 [1] nccl_net_ofi_net.cpp:854 NCCL WARN '
+    'NET/OFI Creating new endpoint for domain 0x7f9befa99380 failed',
+    "x3006c0s1b0n0:4138719:4138800 [1] nccl_net_ofi_ofiutils.cpp:273 NCCL "
+    "WARN NET/OFI Couldn't allocate endpoint. RC: -12, ERROR: Cannot "
+    "allocate memory",
+]
+
+
+@pytest.mark.parametrize('line', PLUGIN_ERRORS)
+def test_a_plugin_error_after_its_channels_is_a_crash_not_a_fallback(
+        tmp_path, line):
+    """The Polaris log (2 nodes, 21 channels ``via NET/AWS Libfabric/N/
+    GDRDMA``, no socket anywhere) with the plugin's error after them: the
+    plugin ran and failed, a crash naming its error (was ``fallback``)."""
+    log = tmp_path / 'nccl.log'
+    log.write_text(text_of(POLARIS_LOG) + line + '\n')
+    doc = X.explain([str(log)], transport_asked='net-plugin-gdr')
+    assert doc['transport']['proven'] == 'net-plugin-gdr'
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'failed after its channels were connected' in doc['reason']
+    assert line.split('NCCL WARN ')[1][:40] in doc['reason']
+    assert 'fallback' not in doc['reason']
+
+
+def test_a_plugin_error_after_its_channels_is_a_crash_in_every_door(
+        tmp_path):
+    text, logs = capture('net-socket')
+    log = tmp_path / 'plugin.log'
+    log.write_text(text_of(POLARIS_LOG) + PLUGIN_ERRORS[0] + '\n')
+    got = through_every_door(tmp_path, 'net-socket', text, [str(log)], rc=0)
+    assert 'pass' not in got.values() and 'fallback' not in got.values(), \
+        got
+
+
+@pytest.mark.parametrize('name', [
+    'nccl-debug_ofi-init-failed_socket_aws-ofi-nccl-issue-889.log',
+    'nccl-debug_ofi-init-failed_mixed-socket_aws-ofi-nccl-issue-715.log'])
+def test_a_plugin_that_failed_to_start_is_still_a_fallback(name):
+    doc = X.explain([pub(name)])
+    assert doc['verdict'] == 'fallback', doc['reason']

@@ -420,7 +420,11 @@ def _version_groups(vers):
         for v, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])))
 
 
-def _warn_failure(warns):
+def _warn_failure(warns, proof=None):
+    """``(verdict, reason)`` of the first fatal WARN, or None.  A plugin
+    that failed to start is a fallback; the same error where the plugin's
+    own channels were connected (``proof`` proves the plugin) is no
+    fallback: the plugin failed while it ran, a crash."""
     fatal = [w for w in warns if w.fatal and not w.benign]
     if not fatal:
         return None
@@ -429,6 +433,12 @@ def _warn_failure(warns):
     v = {'plugin-init': Verdict.FALLBACK, 'link-down': Verdict.NODE_FAULT
          }.get(w.fatal, Verdict.CRASH)
     where = f' in {w.source}' if w.source else ''
+    ran = str(getattr(proof, 'proven', None) or '')
+    if v is Verdict.FALLBACK and ran.startswith('net-plugin'):
+        return Verdict.CRASH, (
+            f'crash: the net plugin failed after its channels were connected '
+            f'({ran} proven): NCCL WARN of class {w.fatal}{where}: '
+            f'{w.text[:200]}{more}')
     return v, (f'{v}: NCCL WARN of class {w.fatal}{where}: '
                f'{w.text[:200]}{more}')
 
@@ -470,7 +480,7 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if res is None:
         # no output, but a log saying an operation failed: that failure;
         # or a log proving another transport than asked: a fallback
-        warn = _warn_failure(warns)
+        warn = _warn_failure(warns, att.proof)
         if warn:
             return warn[0], f'{warn[1]} (no output of {ev.what})', []
         verdict, why = _proven(ev, att)
@@ -485,7 +495,7 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     found = findings(res, ev.reference)
     if bad and bad[0] in (Verdict.HANG, Verdict.WRONG_RESULTS):
         return bad[0], bad[1], found
-    warn = _warn_failure(warns)
+    warn = _warn_failure(warns, att.proof)
     if warn and bad is not None and bad[0] is Verdict.INCOMPLETE and \
             not getattr(res, 'closed', False):
         # the output stopped after a fatal WARN: the run failed there
