@@ -435,3 +435,64 @@ def test_a_plugin_error_after_its_channels_is_a_crash_in_every_door(
 def test_a_plugin_that_failed_to_start_is_still_a_fallback(name):
     doc = X.explain([pub(name)])
     assert doc['verdict'] == 'fallback', doc['reason']
+
+
+# -- B: tables behind a launcher's rank tags ----------------------------------
+
+def _tagged(text, cut_at):
+    """``text`` as MPICH / Intel MPI ``-prepend-rank`` print it (``[%d] ``
+    before every line of rank 0), the row of ``cut_at`` bytes cut in two by
+    rank 1's NCCL line (its own tag first), as two processes' writes
+    interleave; and a tag written into the middle of the next row."""
+    out = []
+    rows = 0
+    for line in text.splitlines():
+        toks = line.split()
+        if toks and toks[0].isdigit() and len(toks) > 8:
+            rows += 1
+            if int(toks[0]) == cut_at:
+                out.append('[0] ' + '  '.join(toks[:5]) + '[1] vm:26139:26139'
+                           ' [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via '
+                           'P2P/CUMEM/read')
+                out.append('[0] ' + '  '.join(toks[5:]))
+                continue
+            if int(toks[0]) == cut_at * 2:
+                out.append('[0] ' + '  '.join(toks[:5]) + '[0]   ' +
+                           '  '.join(toks[5:]))
+                continue
+        out.append('[0] ' + line)
+    return '\n'.join(out) + '\n', rows
+
+
+def test_rows_behind_rank_tags_and_interleaved_lines_are_all_read(tmp_path):
+    text, logs = capture('intra')
+    plain = nccltests.parse_text(text)
+    tagged, rows = _tagged(text, 64 << 20)
+    res = nccltests.parse_text(tagged)
+    assert len(res.rows) == rows == len(plain.rows)
+    assert [(r.size, r.busbw) for r in res.rows] == \
+        [(r.size, r.busbw) for r in plain.rows]
+    assert res.complete
+    path = tmp_path / 'tagged.txt'
+    path.write_text(tagged)
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['files'][0]['kind'] == 'output' and len(doc['rows']) == rows
+
+
+def test_a_collapse_behind_rank_tags_is_seen_in_every_door(tmp_path):
+    """A busbw that collapses at 64 MiB (a fifth of its value), in a table
+    behind rank tags with another process's line written into that row:
+    below the reference in every door (was: 0 rows, a debug log only)."""
+    text, logs = capture('intra')
+    row = next(ln for ln in text.splitlines()
+               if ln.split()[:1] == [str(64 << 20)])
+    slow = row
+    for col in (6, 7, 10, 11):        # algbw, busbw of both halves
+        toks = slow.split()
+        v = float(toks[col]) / 5
+        slow = slow.replace(f' {toks[col]} ', f' {v:.2f} ', 1)
+    tagged, _ = _tagged(text.replace(row, slow), 64 << 20)
+    got = through_every_door(tmp_path, 'intra', tagged, logs, rc=0)
+    # the hook checks its own probe size (1 GiB) only: fine there
+    assert got.pop('hook') == 'pass'
+    assert set(got.values()) == {'below-reference'}, got

@@ -360,6 +360,12 @@ def _parse_row(line, delta_col=False, per_iter=False):
 _LOG_NRANKS = re.compile(r'\brank \d+ nranks (\d+)', re.I)
 
 
+#: a launcher's tag at the end of a line's text: where another process's
+#: line (its own tag first) was written into the middle of a row
+_TAG_TAIL = re.compile(r'\s*\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?\s*$')
+_TAG_MID = re.compile(r'\s*\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?\s*')
+
+
 def _strip_nccl_log(lines, warn_lines=None, sizes=None):
     """Yield the lines of ``lines`` without prefixes and with NCCL's own
     log lines removed, joining a table row that a log line cut in two.
@@ -375,7 +381,9 @@ def _strip_nccl_log(lines, warn_lines=None, sizes=None):
             n = _LOG_NRANKS.search(line)
             if n and sizes is not None:
                 sizes.append(int(n.group(1)))
-            head = line[:m.start()]
+            # the launcher's tag of the other process's line ("[1] ",
+            # "[1,1]<stdout>: ") that cut the row is not the row's
+            head = _TAG_TAIL.sub(' ', line[:m.start()])
             if not _BARE_HOST.match(head):     # a row cut by the log line
                 pending += head
             continue
@@ -569,6 +577,10 @@ def parse_text(text):
             res.errors.append(s)
             continue
         row = _parse_row(s, res.check_column == 'error', per_iter)
+        if not row and _ROW_START.match(s) and _TAG_MID.search(s):
+            # a launcher's tag written into the middle of the row
+            row = _parse_row(_TAG_MID.sub(' ', s),
+                             res.check_column == 'error', per_iter)
         if row:
             res.rows.append(row)
             continue
