@@ -496,3 +496,61 @@ def test_a_collapse_behind_rank_tags_is_seen_in_every_door(tmp_path):
     # the hook checks its own probe size (1 GiB) only: fine there
     assert got.pop('hook') == 'pass'
     assert set(got.values()) == {'below-reference'}, got
+
+
+# -- D: several runs in one paste ---------------------------------------------
+
+POLARIS_SOCKET = 'nccl-debug_socket_default-no-plugin_polaris-2node.log'
+
+
+def test_two_runs_pasted_one_after_the_other_are_not_one_mixed_run(tmp_path):
+    """The two real Polaris logs (the same job without the plugin: 8
+    processes over NET/Socket, communicator 0x915e...; with it: 4 processes
+    over NET/AWS Libfabric/GDRDMA), pasted one after the other: two runs,
+    each named with what it shows, never one run whose ranks "used
+    different networks" (was ``fallback``)."""
+    log = tmp_path / 'pasted.log'
+    log.write_text(text_of(POLARIS_SOCKET) + text_of(POLARIS_LOG))
+    ev = debuglog.read_evidence([str(log)])
+    assert len(ev.runs) == 2
+    for asked in (None, 'net-plugin-gdr', 'net-socket'):
+        doc = X.explain([str(log)], transport_asked=asked)
+        t = doc['transport']
+        assert t['proven'] is None and not t['ok'], t
+        assert 'the log holds 2 separate runs' in t['reason']
+        assert 'NET/Socket x24' in t['reason'] and \
+            'NET/AWS Libfabric/GDRDMA x21' in t['reason']
+        assert 'different networks' not in t['reason']
+        assert doc['verdict'] == 'could-not-check', doc['reason']
+    # each alone is what it was
+    for name, proven in ((POLARIS_SOCKET, 'net-socket'),
+                         (POLARIS_LOG, 'net-plugin-gdr')):
+        assert debuglog.read_evidence([pub(name)]).runs == []
+        assert X.explain([pub(name)])['transport']['proven'] == proven
+
+
+def test_communicators_joined_by_a_rank_are_one_run(tmp_path):
+    """NCCL's init line ("comm %p rank %d nranks %d ... commId 0x%llx -
+    Init COMPLETE", src/init.cc): a world communicator and its
+    sub-communicators share ranks: one run; two that share none: two."""
+    def init(host, pid, rank, n, comm):
+        return (f'{host}:{pid}:{pid} [0] NCCL INFO comm 0x1 rank {rank} '
+                f'nranks {n} cudaDev 0 nvmlDev 0 busId 1000 commId {comm} '
+                f'- Init COMPLETE\n')
+
+    def chan(host, pid, net):
+        return (f'{host}:{pid}:{pid + 1} [0] NCCL INFO Channel 00/0 : 0[0] '
+                f'-> 1[0] [send] via NET/{net}/0\n')
+    log = tmp_path / 'one.log'
+    log.write_text(init('a', 1, 0, 2, '0xaa') + init('b', 2, 1, 2, '0xaa') +
+                   init('a', 1, 0, 1, '0xbb') + init('b', 2, 0, 1, '0xcc') +
+                   chan('a', 1, 'IB') + chan('b', 2, 'IB'))
+    assert debuglog.read_evidence([str(log)]).runs == []
+    log.write_text(init('a', 1, 0, 2, '0xaa') + init('b', 2, 1, 2, '0xaa') +
+                   init('c', 3, 0, 2, '0xdd') + init('d', 4, 1, 2, '0xdd') +
+                   chan('a', 1, 'IB') + chan('b', 2, 'IB') +
+                   chan('c', 3, 'Socket') + chan('d', 4, 'Socket'))
+    ev = debuglog.read_evidence([str(log)])
+    assert sorted(map(sorted, ev.runs)) == [['a:1', 'b:2'], ['c:3', 'd:4']]
+    proof = debuglog.prove('net-ib', ev, nodes=2)
+    assert proof.proven is None and 'separate runs' in proof.reason

@@ -132,6 +132,38 @@ def _no_channel_fallback(asked, t, ev):
                  'channels were connected, or the log was cut)')
 
 
+def _several_runs(ev):
+    """Where the log holds separate runs (communicators that share no
+    rank: :attr:`ccl_health.evidence.debuglog.Evidence.runs`) whose ranks
+    show different networks or channels: one line naming each run's hosts
+    and what it shows (each is judged on its own, never as one run whose
+    ranks differ); else None."""
+    runs = getattr(ev, 'runs', None) or []
+    if len(runs) < 2:
+        return None
+    shown = []
+    for keys in runs:
+        ranks = [ev.ranks[k] for k in keys]
+        via = {}
+        for r in ranks:
+            for k, n in r.via.items():
+                via[k] = via.get(k, 0) + n
+        nets = sorted({n for r in ranks for n in r.networks})
+        hosts = sorted({k.rsplit(':', 1)[0] for k in keys})
+        what = (_describe(via) if via else
+                'network ' + ', '.join(nets) + ' named, no channel line'
+                if nets else 'no channel line')
+        shown.append((', '.join(hosts[:3]) + (', ...' if len(hosts) > 3
+                                                else ''), len(keys), what))
+    if len({w for _, _, w in shown}) < 2:
+        return None
+    parts = '; '.join(f'run {i + 1} on {h} ({n} process(es)): {w}'
+                      for i, (h, n, w) in enumerate(shown))
+    return (f'the log holds {len(runs)} separate runs (communicators that '
+            f'share no rank): {parts}: the transport is not proven for one '
+            f'run; give each run\'s log alone')
+
+
 def _gdr_off(t, ev):
     """Where GPUDirect RDMA was asked (``t``) and the log says it was
     turned off ("disabling GDR", "GPU Direct RDMA Disabled for HCA"), that
@@ -183,6 +215,9 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '
                          'asked' + shown)
+    several = _several_runs(ev)
+    if several:
+        return Proof(asked, None, False, several)
     kept_on = not any(ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
                                                       'NCCL_SHM_DISABLE'))
     if from_log and nodes == 1 and kept_on and ev.proven() == 'intra':
