@@ -644,10 +644,15 @@ def test_healthy_tables_without_a_log_are_read_whole_and_never_pass(
 def test_a_table_whose_rows_the_author_cut_is_never_a_pass():
     # "# ... (truncated NCCL output for brevity) ..." between the rank lines
     # and the summary: 16 ranks on 4 pods, no row to judge
+    # and the summary: 16 ranks on 4 pods, no row to judge; the run's own
+    # summary is there: it reached its end, so what the rows said could not
+    # be checked, never a failure (issue 43, class E)
     doc = doc_of(B200_CUT, exit_status=0)
     assert doc['nranks'] == 16 and len(doc['hosts']) == 4
-    assert not doc['rows'] and doc['verdict'] == 'incomplete'
-    assert 'no result rows' in doc['reason']
+    assert not doc['rows'] and doc['verdict'] == 'could-not-check'
+    assert doc['exit_code'] == 2
+    assert 'result rows' in doc['reason'] and 'not in the text' in \
+        doc['reason'] and 'Out of bounds values : 0' in doc['reason']
 
 
 def test_one_process_driving_eight_gpus_is_eight_ranks():

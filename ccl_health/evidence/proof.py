@@ -86,6 +86,11 @@ def _no_channel_fallback(asked, t, ev):
     ``NET/OFI`` lines only), or None when none shows anything."""
     if ev.nranks_seen == 1:
         return None        # one rank connects nothing: it needs no network
+    if not ev.plugin_asked:
+        # NCCL's "Using network IB" alone is its choice at init, not a
+        # connection: a fallback without channels only where the log shows
+        # the plugin it asks for failing or not found
+        return None
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
     if ev.plugin_asked:
         # the plugin asked for was not found: NCCL's own network instead
@@ -113,6 +118,47 @@ def _no_channel_fallback(asked, t, ev):
     return Proof(asked, proven, False,
                  head + 'no channel lines (the run stopped before its '
                  'channels were connected, or the log was cut)')
+
+
+def _several_runs(ev):
+    """Where the log holds separate runs (communicators that share no
+    rank: :attr:`ccl_health.evidence.debuglog.Evidence.runs`) whose ranks
+    show different networks or channels: one line naming each run's hosts
+    and what it shows (each is judged on its own, never as one run whose
+    ranks differ); else None."""
+    runs = getattr(ev, 'runs', None) or []
+    if len(runs) < 2:
+        return None
+    shown = []
+    for keys in runs:
+        ranks = [ev.ranks[k] for k in keys]
+        via = {}
+        for r in ranks:
+            for k, n in r.via.items():
+                via[k] = via.get(k, 0) + n
+        nets = sorted({n for r in ranks for n in r.networks})
+        hosts = sorted({k.rsplit(':', 1)[0] for k in keys})
+        what = (_describe(via) if via else
+                'network ' + ', '.join(nets) + ' named, no channel line'
+                if nets else 'no channel line')
+        shown.append((', '.join(hosts[:3]) + (', ...' if len(hosts) > 3
+                                                else ''), len(keys), what))
+    if len({w for _, _, w in shown}) < 2:
+        return None
+    parts = '; '.join(f'run {i + 1} on {h} ({n} process(es)): {w}'
+                      for i, (h, n, w) in enumerate(shown))
+    return (f'the log holds {len(runs)} separate runs (communicators that '
+            f'share no rank): {parts}: the transport is not proven for one '
+            f'run; give each run\'s log alone')
+
+
+def _gdr_off(t, ev):
+    """Where GPUDirect RDMA was asked (``t``) and the log says it was
+    turned off ("disabling GDR", "GPU Direct RDMA Disabled for HCA"), that
+    line, as a clause; else ''."""
+    if t is None or not t.needs_gdr or not ev.gdr_off_reason:
+        return ''
+    return f'; GPUDirect RDMA was turned off: {ev.gdr_off_reason}'
 
 
 def _missing_ranks(ev, expected):
@@ -157,6 +203,9 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '
                          'asked' + shown)
+    several = _several_runs(ev)
+    if several:
+        return Proof(asked, None, False, several)
     kept_on = not any(ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
                                                       'NCCL_SHM_DISABLE'))
     if from_log and nodes == 1 and kept_on and ev.proven() == 'intra':
@@ -225,10 +274,19 @@ def _prove(t, ev, nodes):
         fb = _no_channel_fallback(asked, t, ev)
         if fb is not None:
             return fb
+        named = sorted({r.using_network for r in ev.ranks.values()
+                        if r.using_network} | ({ev.using_network} if
+                                               ev.using_network else set()))
+        if named:
+            return Proof(asked, None, False,
+                         f'no channel line in the log (NCCL named network '
+                         f'{", ".join(named)} at init, and no connection is '
+                         f'shown): the transport is not proven'
+                         f'{_gdr_off(t, ev)}')
         return Proof(asked, None, False,
                      'no channel was connected (no "via" lines in the NCCL '
                      'debug log): the run stopped before NCCL set up its '
-                     'transports')
+                     'transports' + _gdr_off(t, ev))
     if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
         return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
@@ -332,7 +390,7 @@ def _prove_plugin(t, p, ev, seen):
                '' if ev.plugin_name else '; no "Loaded net plugin" line')
         return Proof(t.name, p.name, False,
                      f'fell back to {p.title} instead of the plugin '
-                     f'({seen}){why}')
+                     f'({seen}){why}{_gdr_off(t, ev)}')
     plugin = ev.plugin_name
     if not plugin:
         return Proof(t.name, p.name, False,
