@@ -60,6 +60,7 @@ import re
 from typing import List, Optional
 
 from ccl_health.judge import ceiling as bounds
+from ccl_health.judge import stalled
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 from ccl_health.judge.verdicts import Verdict, finite
 from ccl_health.units import format_size
@@ -408,10 +409,18 @@ def _warn_note(warns):
 
 
 def judge_attempt(ev: CaseEvidence, att: Attempt):
-    """``(verdict, reason, findings)`` of one attempt."""
-    res = att.result
+    """``(verdict, reason, findings)`` of one attempt; a hang and a crash
+    name their rank (:mod:`ccl_health.judge.stalled`)."""
     if att.killed:
-        return Verdict.HANG, f'hang: {att.killed}', []
+        return Verdict.HANG, f'hang: {att.killed}{stalled.hang(att)}', []
+    v, reason, found = _judge_attempt(ev, att)
+    if v is Verdict.CRASH:
+        reason += stalled.crash(att)
+    return v, reason, found
+
+
+def _judge_attempt(ev: CaseEvidence, att: Attempt):
+    res = att.result
     if att.launch_error and not getattr(res, 'rows', None):
         return Verdict.COULD_NOT_CHECK, (f'could not check: '
                                          f'{att.launch_error}'), []
