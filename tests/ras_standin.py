@@ -37,15 +37,16 @@ def report(mode, host='node1', pids=(1744, 1745, 1746, 1747)):
                       f"{pids[r]} on node {host}\n")
     if mode == 'ok':
         return head + ROW % (0, 1, 1, n, n, n, 'RUNNING', 'OK')
-    if mode == 'incomplete':
+    if mode == 'incomplete':        # rank 2 stopped (of 2 ranks: rank 1)
+        k = min(2, n - 1)
         return (head.replace('(0.00s)', '(2.05s)') +
                 ROW % (0, 1, 1, f'{n - 1}-{n}', n, n, 'RUNNING',
                        'INCOMPLETE') +
                 "\nErrors\n======\n\n"
                 "INCOMPLETE\n  Missing communicator data from 1 job process\n"
-                f"  Process {pids[2]} on node {host} managing GPU 2\n\n"
+                f"  Process {pids[k]} on node {host} managing GPU {k}\n\n"
                 "#0-0 (cf264af53edbe986) INCOMPLETE\n"
-                "  Missing communicator data from 1 rank\n" + rank(2) +
+                "  Missing communicator data from 1 rank\n" + rank(k) +
                 "\nWarnings\n========\n\nTIMEOUT\n  Encountered 2 "
                 "communication timeouts while gathering communicator data\n\n")
     if mode == 'dead':
@@ -68,7 +69,8 @@ def report(mode, host='node1', pids=(1744, 1745, 1746, 1747)):
     raise ValueError(mode)
 
 
-def _serve(conn, mode, delay):
+def _serve(conn, mode, delay, pids=None):
+    pids = tuple(pids) if pids else (1744, 1745, 1746, 1747)
     with conn:
         if mode == 'closed':
             return
@@ -97,7 +99,7 @@ def _serve(conn, mode, delay):
                 elif cmd in ('status', 'verbose status'):
                     if mode == 'slow':
                         time.sleep(delay)
-                        text = report('incomplete')
+                        text = report('incomplete', pids=pids)
                     elif mode == 'junk':
                         text = 'hello there\n\x00\x01 nothing to see\n'
                     elif mode == 'huge':
@@ -107,7 +109,7 @@ def _serve(conn, mode, delay):
                         except OSError:
                             return
                     else:
-                        text = report(mode)
+                        text = report(mode, pids=pids)
                     try:
                         conn.sendall(text.encode())
                     except OSError:
@@ -121,8 +123,8 @@ class Standin:
     """A RAS stand-in listening on ``127.0.0.1:port`` (0: any free port)
     in a thread, until :meth:`close`."""
 
-    def __init__(self, mode='incomplete', port=0, delay=3.0):
-        self.mode, self.delay = mode, delay
+    def __init__(self, mode='incomplete', port=0, delay=3.0, pids=None):
+        self.mode, self.delay, self.pids = mode, delay, pids
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(('127.0.0.1', port))
@@ -148,7 +150,7 @@ class Standin:
                 return
             self.connections += 1
             threading.Thread(target=_serve, args=(conn, self.mode,
-                                                  self.delay),
+                                                  self.delay, self.pids),
                              daemon=True).start()
 
     def close(self):

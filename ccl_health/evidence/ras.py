@@ -174,8 +174,22 @@ def address(env) -> tuple:
     return m.group(1), port
 
 
-def enabled(env):
-    """'' where RAS runs in a job run with ``env``, else why not."""
+def free_address():
+    """``localhost:<port>`` of a port free now: a RAS address of a run's
+    own (runs side by side on one node must not answer for each other)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return f'localhost:{s.getsockname()[1]}'
+
+
+def share(remaining):
+    """Seconds of a run's bound ``remaining`` kept to ask RAS before it is
+    killed: 15 %, at least 0.5 s, at most :data:`DEFAULT_BOUND`."""
+    return min(DEFAULT_BOUND, max(0.5, 0.15 * max(0.0, remaining)))
+
+
+def disabled(env):
+    """Why RAS does not run in a job run with ``env``; '' where it does."""
     if str((env or {}).get('NCCL_RAS_ENABLE', '1')).strip() == '0':
         return 'RAS disabled (NCCL_RAS_ENABLE=0)'
     return ''
@@ -403,7 +417,7 @@ def ask(env=None, nodes=(), bound=DEFAULT_BOUND, query_fn=None) -> Answer:
     whole job).  ``bound``: seconds for all of it.  Never raises."""
     env = env or {}
     host, port = address(env)
-    off = enabled(env)
+    off = disabled(env)
     if off:
         return Answer(f'{host}:{port}', why=off)
     query_fn = query_fn or query

@@ -89,13 +89,28 @@ def attempt(stdout='', logs=(), exit_status=None, *, result=None,
 def _who(killed, ras, logs, result, exit_status, text):
     """The rank a hang or a crash is named by: RAS's answer and the
     debug log that stopped first (killed), the launcher's first exit."""
-    out = {'ras': ras}
+    out = {'ras': _own(ras, result)}
     if killed:
         out['stalled'] = stalls.log_stopped_first(logs, result)
     elif exit_status not in (None, 0) or text:
         out['first_exit'] = stalls.first_exit(text, result) \
             if exit_status not in (None, 0) else None
     return out
+
+
+def _own(ras, result):
+    """RAS's answer where it can be this run's: one naming only
+    processes the run's header does not have (another job's RAS on the
+    same address) names no rank of it."""
+    pids = {p for p in getattr(result, 'rank_pids', None) or ()
+            if p is not None}
+    named = {n.pid for n in getattr(ras, 'notes', None) or ()
+             if n.pid is not None}
+    if not (pids and named) or named & pids:
+        return ras
+    return dataclasses.replace(ras, notes=[], waiting=[], why=(
+        f'RAS at {ras.address} named processes {sorted(named)[:4]}, none '
+        f'of this run (its ranks: pids {sorted(pids)[:8]})'))
 
 
 def unrun(launch_error=None, killed=None, result=None, exit_status=None,
