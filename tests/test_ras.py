@@ -256,3 +256,53 @@ def test_the_hooks_probe_hang_with_a_silent_ras_says_why(tmp_path):
         line and f'no rank named: RAS at {s.addr} did not answer within' \
         in line, line
     assert wall < 10
+
+
+# -- the sweep's time-limit path: the job script asks before the limit --------
+
+def test_the_sweeps_job_script_asks_ras_before_the_time_limit(tmp_path):
+    import subprocess
+    import types
+    from ccl_health.rfm.base import PlacedTest, RAS_FILE
+    from ccl_health.rfm.sweep import sweep_evidence
+    from ccl_health.evidence import nccltests
+    start, stop = PlacedTest.ras_cmds(types.SimpleNamespace(time_limit=4.0))
+    # the launcher outlives the moment RAS is asked (the limit less 1 s)
+    script = '\n'.join(start + ['sleep 5'] + stop)
+    header = open(os.path.join(os.path.dirname(__file__), 'replay',
+                               'captures', 'intra', 'stdout.txt')).read()
+    stdout = ''.join(ln for ln in header.splitlines(True)
+                     if ln.startswith('#'))
+    (tmp_path / 'out.txt').write_text(stdout)
+    (tmp_path / 'err.txt').write_text(
+        'slurmstepd: error: *** JOB 77 ON nid1 CANCELLED AT 2026-11-28T20:00'
+        ' DUE TO TIME LIMIT ***\n')
+    with Standin('incomplete', pids=(25480, 25481)) as s:
+        subprocess.run(['bash', '-c', script], cwd=tmp_path, timeout=30,
+                       env=dict(os.environ, NCCL_RAS_ADDR=s.addr))
+    answer = ras.read_watch(str(tmp_path / RAS_FILE))
+    assert answer is not None and answer.ok
+    ev = sweep_evidence(
+        nccltests.parse(stdout), None, None, what='all_reduce_perf',
+        transport='intra', collective='all_reduce', nodes=1,
+        gpus_per_node=2, algo='default', sizes_run=[1 << 20], exact=True,
+        killed='slurmstepd: error: *** JOB 77 CANCELLED DUE TO TIME LIMIT',
+        stdout_path=str(tmp_path / 'out.txt'),
+        stderr_path=str(tmp_path / 'err.txt'), ras=answer)
+    j = judge(ev)
+    assert j.verdict is Verdict.HANG and j.reason.endswith(
+        f': rank 1 (node1 GPU 1, pid 25481) unresponsive (NCCL RAS at '
+        f'{s.addr})'), j.reason
+
+
+def test_a_job_that_ends_in_time_never_asks(tmp_path):
+    import subprocess
+    import types
+    from ccl_health.rfm.base import PlacedTest, RAS_FILE
+    start, stop = PlacedTest.ras_cmds(types.SimpleNamespace(time_limit=40.0))
+    script = '\n'.join(start + ['true'] + stop)
+    with Standin('incomplete') as s:
+        subprocess.run(['bash', '-c', script], cwd=tmp_path, timeout=30,
+                       env=dict(os.environ, NCCL_RAS_ADDR=s.addr))
+        assert s.connections == 0
+    assert not (tmp_path / RAS_FILE).exists()
