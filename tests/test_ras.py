@@ -306,3 +306,62 @@ def test_a_job_that_ends_in_time_never_asks(tmp_path):
                        env=dict(os.environ, NCCL_RAS_ADDR=s.addr))
         assert s.connections == 0
     assert not (tmp_path / RAS_FILE).exists()
+
+
+# -- the fleet: a hung pair step names the node --------------------------------
+
+def test_a_hung_pair_step_asks_ras_on_its_nodes_and_names_the_node(
+        tmp_path, monkeypatch):
+    from ccl_health.fleet import slurm
+    from ccl_health.fleet.run import Raw, Step, judge_step
+    # srun's stand-in: its options dropped, the program run here
+    stub = tmp_path / 'bin' / 'srun'
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; '
+                    'done\nexec "$@"\n')
+    stub.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{stub.parent}{os.pathsep}'
+                       f'{os.environ["PATH"]}')
+    monkeypatch.setenv('PYTHONPATH', os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    step = Step('pair', ('nid001', 'nid002'), 30.0)
+    with Standin('mismatch', pids=(11, 12, 13, 14)) as s:
+        sched = slurm.SlurmScheduler(str(tmp_path), 2, None, None,
+                                     {'NCCL_RAS_ADDR': s.addr})
+        answer = sched.ask_ras(step)
+        assert s.connections == 1
+        assert sched.ask_ras(Step('node', ('nid001',), 5.0)) is None
+    assert answer.ok
+    v, reason, bw = judge_step(Raw(step, None, killed=True, ras=answer),
+                               1 << 20, 30.0)
+    assert str(v) == 'hang' and bw is None
+    assert reason == (f'hang: the pair step on nid001,nid002 did not finish '
+                      f'within 30 s (killed): rank 3 (node1 GPU 3, pid 14) '
+                      f'behind at AllReduce #811; 3 ranks waiting in '
+                      f'AllReduce #812 (NCCL RAS at {s.addr})')
+
+
+def test_a_hung_pair_step_whose_ras_is_silent_says_why(tmp_path, monkeypatch):
+    from ccl_health.fleet import slurm
+    from ccl_health.fleet.run import Raw, Step, judge_step
+    monkeypatch.setattr(slurm, 'RAS_BOUND', 4.0)
+    stub = tmp_path / 'bin' / 'srun'
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; '
+                    'done\nexec "$@"\n')
+    stub.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{stub.parent}{os.pathsep}'
+                       f'{os.environ["PATH"]}')
+    monkeypatch.setenv('PYTHONPATH', os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    step = Step('pair', ('nid001', 'nid002'), 30.0)
+    with Standin('silent') as s:
+        sched = slurm.SlurmScheduler(str(tmp_path), 2, None, None,
+                                     {'NCCL_RAS_ADDR': s.addr})
+        t0 = time.monotonic()
+        answer = sched.ask_ras(step)
+        assert time.monotonic() - t0 < 6
+    v, reason, _ = judge_step(Raw(step, None, killed=True, ras=answer),
+                              1 << 20, 30.0)
+    assert str(v) == 'hang' and 'no rank named: nid001: RAS at ' \
+        f'{s.addr} did not answer within' in reason, reason
