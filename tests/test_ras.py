@@ -231,10 +231,17 @@ def test_the_hooks_probe_hang_names_the_rank_ras_names(tmp_path):
     from test_health_hook import hook
     from ccl_health.db import store
     # the replayed probe is the capture's ranks 0 and 1 (pids 25480/25481)
+    import glob
     with Standin('incomplete', pids=(25480, 25481)) as s:
-        rc, line, wall = hook(tmp_path, '--limit', '6', env={
-            'CCL_HEALTH_REPLAY_STALL': '60', 'NCCL_RAS_ADDR': s.addr})
+        rc, line, wall = hook(tmp_path, '--limit', '6', '--evidence-dir',
+                              str(tmp_path / 'kept'), env={
+                                  'CCL_HEALTH_REPLAY_STALL': '60',
+                                  'NCCL_RAS_ADDR': s.addr})
         assert s.connections >= 1
+    # RAS's answer is kept with the failing check's evidence
+    [kept] = glob.glob(str(tmp_path / 'kept' / '**' / 'ras.txt'),
+                       recursive=True)
+    assert 'Missing communicator data from 1 rank' in open(kept).read()
     assert rc == 1 and line.startswith(
         'UNHEALTHY: isolate: hang: all_reduce on GPUs 0<->1 did not '
         'finish within the '), line

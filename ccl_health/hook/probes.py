@@ -112,13 +112,21 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
 
 def _keep_output(logdir, cmd, got):
     """The probe's command and output beside its debug logs (kept with them
-    when the check fails, :mod:`ccl_health.hook.keep`)."""
-    try:
-        with open(os.path.join(logdir, 'output.txt'), 'x',
-                  errors='replace') as fp:
-            fp.write(f'$ {" ".join(cmd)}\n{got.output or ""}')
-    except OSError:
-        pass
+    when the check fails, :mod:`ccl_health.hook.keep`), and what RAS said
+    of a probe past its bound (``ras.txt``)."""
+    asked = getattr(got.asked, 'address', None)
+    texts = [('output.txt', f'$ {" ".join(cmd)}\n{got.output or ""}')]
+    if asked:
+        texts.append(('ras.txt', f'# NCCL RAS at {asked}: '
+                      f'{got.asked.why or "answered"} in '
+                      f'{got.asked.seconds:g} s\n{got.asked.text}'))
+    for name, text in texts:
+        try:
+            with open(os.path.join(logdir, name), 'x',
+                      errors='replace') as fp:
+                fp.write(text)
+        except OSError:
+            pass
 
 
 def pair_rounds(gpus):
