@@ -187,10 +187,14 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         on each node of the job; stopped after the program (a run that
         ended in time is never asked)."""
         from shlex import quote
-        limit = self.time_limit
-        if not limit:
+        try:        # ReFrame keeps it in seconds; '10m' where not yet
+            limit = float(typ.Duration(self.time_limit)) \
+                if self.time_limit else 0.0
+        except (TypeError, ValueError):
+            limit = 0.0
+        if limit <= 0:
             return [], []
-        at = max(1.0, float(limit) - ras_margin(float(limit)))
+        at = max(1.0, limit - ras_margin(limit))
         py = quote(sys.executable or 'python3')
         start = [
             f'PYTHONPATH={quote(REPO)}${{PYTHONPATH:+:$PYTHONPATH}} {py} -m '
