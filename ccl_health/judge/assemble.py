@@ -92,9 +92,8 @@ def _who(killed, ras, logs, result, exit_status, text):
     out = {'ras': _own(ras, result)}
     if killed:
         out['stalled'] = stalls.log_stopped_first(logs, result)
-    elif exit_status not in (None, 0) or text:
-        out['first_exit'] = stalls.first_exit(text, result) \
-            if exit_status not in (None, 0) else None
+    elif exit_status not in (None, 0):
+        out['first_exit'] = stalls.first_exit(text, result)
     return out
 
 
