@@ -50,6 +50,9 @@ class Raw:
     #: the step's NCCL debug logs (NCCL_DEBUG_FILE), where it wrote any:
     #: the transport is proven from them (and from NCCL lines in stdout)
     debug_logs: List[str] = dataclasses.field(default_factory=list)
+    #: what NCCL's RAS said before a killed step was stopped
+    #: (:class:`ccl_health.evidence.ras.Answer`); None: not asked
+    ras: Any = None
 
 
 @dataclasses.dataclass
@@ -132,9 +135,11 @@ def judge_step(raw: Raw, size: int, limit: float,
     steps that passed."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
-    if raw.killed:
-        return (*node_judge.killed(f'{what} did not finish', limit), None)
-    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what, site))
+    killed = node_judge.killed_at(f'{what} did not finish', limit) \
+        if raw.killed else None
+    # a hang through the judge too: it names the rank and node RAS named
+    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what, site,
+                            killed=killed))
     if j.verdict is not Verdict.PASS:
         return j.verdict, j.reason, None
     row = j.attempt and [f for f in j.findings if f.size == size]

@@ -91,8 +91,9 @@ TRANSPORT_NAMES = ('CUDA_DEVICE_MAX_CONNECTIONS', 'CUDA_LAUNCH_BLOCKING',
                    'CUDA_MODULE_LOADING', 'CUDA_AUTO_BOOST',
                    'GPU_MAX_HW_QUEUES', 'HIP_FORCE_DEV_KERNARG')
 #: kept although their prefix matches: the suite's own stand-ins and
-#: settings (CCL_HEALTH_*)
-KEEP_PREFIXES = ('CCL_HEALTH_',)
+#: settings (CCL_HEALTH_*), and NCCL's RAS address and switch (NCCL_RAS_*:
+#: where it is asked which rank stopped; they shape no transport)
+KEEP_PREFIXES = ('CCL_HEALTH_', 'NCCL_RAS_')
 
 
 def shapes_transport(name):

@@ -38,6 +38,14 @@ class Attempt:
     launch_error: Optional[str] = None
     #: ``{rank: NCCL/RCCL version}`` read per rank (they must agree)
     rank_versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: what NCCL's RAS said before a killed run was stopped
+    #: (:class:`ccl_health.evidence.ras.Answer`, its ``why`` where it could
+    #: not be asked); None: not asked
+    ras: Any = None
+    #: the rank the outputs show stopped first (a hang) or exited first (a
+    #: crash): :class:`ccl_health.evidence.stalls.Named`; None: none shown
+    stalled: Any = None
+    first_exit: Any = None
 
 
 @dataclasses.dataclass

@@ -61,6 +61,7 @@ from typing import List, Optional
 
 from ccl_health.evidence.nccltests import signal_of as nccltests_signal
 from ccl_health.judge import ceiling as bounds
+from ccl_health.judge import stalled
 from ccl_health.judge.evidence import Attempt, CaseEvidence
 from ccl_health.judge.table import (
     header_sizes, impossible, missing_sizes, nonfinite_row, repeated_sizes,
@@ -374,10 +375,18 @@ def _warn_note(warns):
 
 
 def judge_attempt(ev: CaseEvidence, att: Attempt):
-    """``(verdict, reason, findings)`` of one attempt."""
-    res = att.result
+    """``(verdict, reason, findings)`` of one attempt; a hang and a crash
+    name their rank (:mod:`ccl_health.judge.stalled`)."""
     if att.killed:
-        return Verdict.HANG, f'hang: {att.killed}', []
+        return Verdict.HANG, f'hang: {att.killed}{stalled.hang(att)}', []
+    v, reason, found = _judge_attempt(ev, att)
+    if v is Verdict.CRASH:
+        reason += stalled.crash(att)
+    return v, reason, found
+
+
+def _judge_attempt(ev: CaseEvidence, att: Attempt):
+    res = att.result
     if att.launch_error and not getattr(res, 'rows', None):
         return Verdict.COULD_NOT_CHECK, (f'could not check: '
                                          f'{att.launch_error}'), []

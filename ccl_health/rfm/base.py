@@ -39,6 +39,16 @@ EXIT_STATUS_FILE = 'ccl-health-exit-status'
 #: the node's state before, while and after the program ran
 #: (``python -m ccl_health.evidence.nodestate --watch``), one JSON line a reading
 NODE_STATE_FILE = 'ccl-health-nodestate.jsonl'
+#: what NCCL's RAS said shortly before the job's time limit
+#: (``python -m ccl_health.evidence.ras --watch``): which rank stopped
+RAS_FILE = 'ccl-health-ras.json'
+
+
+def ras_margin(limit):
+    """Seconds before a job's time limit to ask RAS: its query's bound
+    and as much again for the job script (a quarter of a short limit)."""
+    from ccl_health.evidence.ras import DEFAULT_BOUND
+    return min(2 * DEFAULT_BOUND + 3, 0.25 * limit)
 
 
 class PlacedTest(rfm.RunOnlyRegressionTest):
@@ -131,14 +141,16 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         self.job.launcher.options = list(
             self.current_environ.extras.get('launcher_options', []))
         self.keep_files = list(keep_files) + ['nccl-debug.*.log',
-                                              EXIT_STATUS_FILE, CASE_FILE]
+                                              EXIT_STATUS_FILE, CASE_FILE,
+                                              RAS_FILE]
         start, stop = self.node_state_cmds() if watch else ([], [])
         if watch:
             self.keep_files.append(NODE_STATE_FILE)
-        self.prerun_cmds = list(self.prerun_cmds) + start
+        ras_start, ras_stop = self.ras_cmds()
+        self.prerun_cmds = list(self.prerun_cmds) + start + ras_start
         self.postrun_cmds = (['ccl_health_rc=$?',
                               f'echo "$ccl_health_rc" > {EXIT_STATUS_FILE}']
-                             + stop + list(self.postrun_cmds) +
+                             + ras_stop + stop + list(self.postrun_cmds) +
                              ['exit "$ccl_health_rc"'])
         if not self.is_dry_run():
             with open(os.path.join(self.stagedir, CASE_FILE), 'w') as fp:
@@ -165,6 +177,40 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         stop = ['kill -TERM "$ccl_health_watch" 2>/dev/null',
                 'wait "$ccl_health_watch" 2>/dev/null']
         return start, stop
+
+    def ras_cmds(self):
+        """``(before, after)`` lines of the job script: ask NCCL's RAS which
+        rank stopped (``python -m ccl_health.evidence.ras --watch``) shortly
+        before the job's time limit, while its processes still run: at the
+        limit less :func:`ras_margin` (the query's bound and a margin), on
+        this node and, where ``NCCL_RAS_ADDR`` listens on every interface,
+        on each node of the job; stopped after the program (a run that
+        ended in time is never asked)."""
+        from shlex import quote
+        try:        # ReFrame keeps it in seconds; '10m' where not yet
+            limit = float(typ.Duration(self.time_limit)) \
+                if self.time_limit else 0.0
+        except (TypeError, ValueError):
+            limit = 0.0
+        if limit <= 0:
+            return [], []
+        at = max(1.0, limit - ras_margin(limit))
+        py = quote(sys.executable or 'python3')
+        start = [
+            f'PYTHONPATH={quote(REPO)}${{PYTHONPATH:+:$PYTHONPATH}} {py} -m '
+            f'ccl_health.evidence.ras --watch {RAS_FILE} --at {at:.0f} '
+            f'--nodes "$(scontrol show hostnames "${{SLURM_JOB_NODELIST:-}}" '
+            f'2>/dev/null | paste -sd, -)" </dev/null >/dev/null 2>&1 &',
+            'ccl_health_ras=$!']
+        stop = ['kill -TERM "$ccl_health_ras" 2>/dev/null',
+                'wait "$ccl_health_ras" 2>/dev/null']
+        return start, stop
+
+    def ras_answer(self):
+        """What RAS said before the time limit
+        (:class:`ccl_health.evidence.ras.Answer`), or None: not asked."""
+        from ccl_health.evidence.ras import read_watch
+        return read_watch(os.path.join(self.stagedir, RAS_FILE))
 
     def node_states(self):
         """The readings of the sampler (:meth:`node_state_cmds`):

@@ -97,9 +97,35 @@ class FrameworkBase(PlacedTest):
         except OSError:
             return ''
 
+    def _hang(self):
+        """(verdict, reason) of a job Slurm ended at its time limit: the
+        one judge's ``hang``, naming the rank NCCL's RAS named before it
+        (:meth:`ras_answer`) or the debug log that stopped first; None
+        where it was not ended so."""
+        from ccl_health import summary
+        from ccl_health.judge import assemble
+        from ccl_health.judge.judge import judge
+        stage = lambda name: os.path.join(self.stagedir, sn.evaluate(name))
+        line = summary.slurm_time_limit_line(stage(self.stderr))
+        if not line:
+            return None
+        try:
+            with open(stage(self.stdout), errors='replace') as fp:
+                out = fp.read()
+        except OSError:
+            out = ''
+        j = judge(assemble.case([assemble.unrun(
+            killed=f'the job exceeded its time limit ({line})',
+            ras=self.ras_answer(), logs=self.evidence().files, stdout=out)],
+            what=f'{MODULE} {self.bench_mode}'))
+        return str(j.verdict), j.reason
+
     def _judge_output(self):
         """(verdict, reason) from the JSON alone, or None when it is
         fine."""
+        hang = self._hang()
+        if hang:
+            return hang
         doc = self._doc()
         rc = self.exit_status()
         if 'error' in doc or not doc.get('complete') or rc:
