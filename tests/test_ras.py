@@ -372,3 +372,68 @@ def test_a_hung_pair_step_whose_ras_is_silent_says_why(tmp_path, monkeypatch):
                               1 << 20, 30.0)
     assert str(v) == 'hang' and 'no rank named: nid001: RAS at ' \
         f'{s.addr} did not answer within' in reason, reason
+
+
+# -- issue 44 on 4x H200 (tests/fixtures/device/ras, README there): what
+# the device returned, read again through today's code ----------------------
+
+DEV = os.path.join(os.path.dirname(__file__), 'fixtures', 'device', 'ras')
+
+
+def _dev(*parts):
+    with open(os.path.join(DEV, *parts), errors='replace') as fp:
+        return fp.read()
+
+
+def _header_pid(out, rank):
+    import re
+    return int(re.search(rf'#\s+Rank\s+{rank} Group\s+\d+ Pid\s+(\d+)',
+                         out).group(1))
+
+
+def test_device_ras_named_the_stopped_rank_of_a_sweep():
+    """RAS's real answer (NCCL 2.28.3) while rank 2 was SIGSTOPped: read by
+    the client's parser, judged as the sweep's hang."""
+    out = _dev('stop', 'stdout.txt')
+    ans = ras.parse(_dev('stop', 'ras-2.txt'),
+                    ras.Answer('localhost:48681', answered=True))
+    [note] = [n for n in ans.notes if n.rank is not None]
+    assert (note.rank, note.gpu, note.pid) == (2, '2', _header_pid(out, 2))
+    att = assemble.attempt(out, exit_status=None, ras=ans,
+                           transport='intra', killed='all_reduce_perf did '
+                           'not finish within 15 s (killed)')
+    j = judge(assemble.case([att], what='all_reduce_perf', transport='intra',
+                            collective='all_reduce', nodes=1,
+                            gpus_per_node=4))
+    assert j.verdict is Verdict.HANG
+    assert f'rank 2 (192.0.2.2 GPU 2, pid {_header_pid(out, 2)}) ' \
+        f'unresponsive' in j.reason, j.reason
+
+
+def test_device_sigkill_names_the_rank_though_mpirun_says_pid_0():
+    """Open MPI 4.1.6 says "process rank 1 with PID 0" of a rank killed
+    from outside: the pid is the one nccl-tests' header gives rank 1."""
+    out = _dev('kill', 'stdout.txt')
+    err = _dev('kill', 'stderr.txt')
+    assert 'rank 1 with PID 0 on node vm' in err
+    att = assemble.attempt(out, exit_status=137, transport='intra',
+                           launcher_text=out + '\n' + err)
+    j = judge(assemble.case([att], what='all_reduce_perf', transport='intra',
+                            collective='all_reduce', nodes=1,
+                            gpus_per_node=4))
+    assert j.verdict is Verdict.CRASH
+    assert f'first to exit: rank 1 (vm GPU 1, pid {_header_pid(out, 1)}) ' \
+        f'(signal 9 (Killed))' in j.reason, j.reason
+
+
+def test_device_fleet_pair_step_and_hook_named_the_stopped_rank():
+    fleet = ras.parse(_dev('fleet', 'ras.txt'),
+                      ras.Answer('localhost:35919', answered=True))
+    pid = _header_pid(_dev('fleet', 'stdout.txt'), 3)
+    assert any((n.rank, n.pid) == (3, pid) for n in fleet.notes)
+    import json
+    stopped = _dev('hook-stopped.txt').split()
+    doc = json.loads(_dev('hook.json'))
+    assert doc['code'] == 1
+    assert f'rank {stopped[2]} (192.0.2.2 GPU {stopped[2]}, pid ' \
+        f'{stopped[4]}) unresponsive' in json.dumps(doc)

@@ -53,6 +53,11 @@ note "cases rc=${PIPESTATUS[0]} $(( $(date +%s)-s )) s"
 grep -P '^(stop|kill|fleet)\t' $L/cases.out >> "$S"
 save
 
+# what the cases left running (a stopped job's other ranks) is no part of
+# the hook's case: it would be named as a leftover process
+pkill -9 -f all_reduce_perf 2>/dev/null; sleep 2
+nvidia-smi --query-compute-apps=pid,name,used_memory --format=csv > $L/before-hook.txt 2>&1
+
 # hook: the probe's rank 2 (3 where 2 holds RAS's port) stopped 10 s in
 # (benchmarks/device/_ras_hook_wrap.sh as the prefix's all_reduce_perf)
 P=/tmp/ras-prefix; rm -rf $P /tmp/ras-hookpids; mkdir -p $P/bin /tmp/ras-hookpids
@@ -66,7 +71,10 @@ rc=$?
 note "hook rc=$rc $(( $(date +%s)-s )) s: $(cat $K/hook.line)"
 stopped=$(cat $K/hook-stopped.txt 2>/dev/null)
 read -r _ _ v _ pid _ <<< "$stopped"
-if [ -n "${pid:-}" ] && grep -q "rank $v (.*GPU $v, pid $pid) unresponsive" $K/hook.line; then
+# the line is cut at 256 characters (NHC, scontrol): the whole reason is
+# in --json
+if [ -n "${pid:-}" ] && grep -q "rank $v (.*GPU $v, pid $pid)" $K/hook.line &&
+    grep -q "rank $v (.*GPU $v, pid $pid) unresponsive" $K/hook.json; then
   note "hook	OK	names rank $v pid $pid ($stopped)"
 else
   note "hook	NOT OK	($stopped)"
