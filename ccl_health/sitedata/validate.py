@@ -43,12 +43,15 @@ from typing import Dict, List
 
 from ccl_health import CclHealthError, read_text, resources
 from ccl_health.judge import reference as reference_data
-from ccl_health.sitedata import overrides, schemas, sysconfig
+from ccl_health.sitedata import crosscheck, overrides, schemas, sysconfig
 from ccl_health.sitedata import site as site_data
 
 #: the GPUs a system file that counts the host's (``local``) is loaded
 #: with: some, so that its ``devices`` entry is there to be checked
 ASSUMED_GPUS = '2:sm_90'
+#: the other count it is loaded with: a system whose GPUs per node change
+#: with it counts the host's (no fixed count to check references against)
+OTHER_GPUS = '3:sm_90'
 #: the longest text of a value quoted in a line
 _SHOWN = 80
 
@@ -62,6 +65,11 @@ class Checked:
     notes: List[str] = dataclasses.field(default_factory=list)
     #: ``{name: system dict}`` of the system files that loaded
     configs: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    #: ``{name: environments}`` of the system files that loaded (None:
+    #: given, not loaded: the hook's)
+    environments: Dict[str, list] = dataclasses.field(default_factory=dict)
+    #: the systems whose GPUs per node are the host's (``local``)
+    counting: set = dataclasses.field(default_factory=set)
     sites: Dict[str, site_data.Site] = dataclasses.field(default_factory=dict)
     references: Dict[str, reference_data.SystemReference] = \
         dataclasses.field(default_factory=dict)
@@ -211,33 +219,55 @@ def config_path(config_dir, name):
     return os.path.join(config_dir, sysconfig.SYSTEMS, f'{name}.py')
 
 
-def _assumed_gpus():
+def _assumed_gpus(assumed=ASSUMED_GPUS):
     from ccl_health.evidence import node
-    return node.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': ASSUMED_GPUS})
+    return node.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': assumed})
+
+
+def counts_host_gpus(path, system):
+    """Whether the system file ``path`` (loaded as ``system``) counts the
+    host's GPUs: loaded with other GPUs, its partitions have others."""
+    try:
+        other = getattr(sysconfig.load_system_file(
+            path, _assumed_gpus(OTHER_GPUS), 'ccl_health_validate'),
+            'system', None)
+        return [sysconfig.partition_gpus(p)[0]
+                for p in other.get('partitions') or []] != \
+            [sysconfig.partition_gpus(p)[0]
+             for p in system.get('partitions') or []]
+    except Exception:
+        return True         # not checked: never an error from a guess
 
 
 def check_config(path, system=None, environments=None):
     """``(system dict or None, error lines)`` of one system file; the file
     is loaded unless its ``system`` (and ``environments``) are given."""
+    system, _, errors = load_config(path, system, environments)
+    return system, environments, errors
+
+
+def load_config(path, system=None, environments=None):
+    """:func:`check_config`, with the environments: ``(system dict or
+    None, environments or None, error lines)``."""
     if system is None:
         try:
             mod = sysconfig.load_system_file(path, _assumed_gpus(),
                                              'ccl_health_validate')
         except SyntaxError as err:
-            return None, [f'{path}: cannot load: line {err.lineno}: '
+            return None, None, [f'{path}: cannot load: line {err.lineno}: '
                           f'SyntaxError: {err.msg}']
         except Exception as err:
-            return None, [f'{path}: cannot load: {_raised_at(err, path)}'
+            return None, None, [f'{path}: cannot load: {_raised_at(err, path)}'
                           f'{type(err).__name__}: {err}']
         system = getattr(mod, 'system', None)
         environments = getattr(mod, 'environments', None)
         if not isinstance(environments, list):
-            return None, [f'{path}: environments: '
+            return None, None, [f'{path}: environments: '
                           + ('missing' if environments is None else
                              f'{_shown(environments)} is not a list')
                           + ' (the ReFrame environments of the system)']
     if not isinstance(system, dict):
-        return None, [f'{path}: system: '
+        return None, None, [f'{path}: system: '
                       + ('missing' if system is None else
                          f'{_shown(system)} is not a dict')
                       + ' (the ReFrame system dict)']
@@ -255,7 +285,7 @@ def check_config(path, system=None, environments=None):
         except (re.error, TypeError) as err:
             errors.append(f'{path}: hostnames[{i}]: bad pattern '
                           f'{_shown(patt)}: {err}')
-    return system, errors
+    return system, environments, errors
 
 
 def _raised_at(err, path):
@@ -383,10 +413,23 @@ def check(systems=None, config_dir=None, site_dir=None, reference_dir=None,
         set(in_config) & set(systems)
     for name in sorted(configs | set(loaded)):
         path, given = loaded.get(name, (config_path(config_dir, name), None))
-        system, errors = check_config(path, given, [] if given else None)
+        system, envs, errors = load_config(path, given,
+                                           [] if given else None)
         out.errors += errors
-        if system is not None:
-            out.configs[name] = system
+        if system is None:
+            continue
+        out.configs[name] = system
+        if given is None:
+            out.environments[name] = envs
+            if system.get('name') != name:
+                out.errors.append(
+                    f'{path}: name: {system.get("name")!r}, but the file is '
+                    f'that of system {name!r} (its site/{name}.yaml and '
+                    f'reference/{name}.yaml): write \'name\': {name!r}')
+            if counts_host_gpus(path, system):
+                out.counting.add(name)
+        else:
+            out.counting.add(name)      # the host's count: not checked
     paths = {name: path for name, (path, _) in loaded.items()}
     for name in systems:
         out.errors += _check_system(name, out, paths.get(name) or
@@ -430,6 +473,16 @@ def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
     if ref is not None:
         out.references[name] = ref
     errors += check_across(name, cpath, out.configs.get(name), site, ref)
+    system = out.configs.get(name)
+    if system is not None:
+        errors += crosscheck.check_system(
+            name, cpath, system, out.environments.get(name),
+            out.environments)
+    if ref is not None:
+        errors += crosscheck.check_reference(name, cpath, system, site, ref,
+                                             name in out.counting)
+    if site is not None:
+        errors += crosscheck.check_env(site)
     return errors
 
 
