@@ -308,3 +308,196 @@ def test_a_few_aliases_are_still_read():
     # the bound is on the expanded size, exactly
     small = _alias_bomb(levels=3, width=9)       # 9**4 + ... nodes: < bound
     assert schemas.load_yaml(small, 'f.yaml')['x_a3'][0][0][0] == ['lol'] * 9
+
+
+# -- issue 40: what breaks a night, each with the file, the key and the fix --
+
+def test_a_reference_size_the_sweep_never_runs(tree):
+    """3 GiB is no size of the sweep (8 B to 8 GiB by x2): its value was
+    silently never compared."""
+    edit(tree / 'reference' / 'local.yaml', '2GiB: 339.05', '3GiB: 339.05')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[1].busbw.3GiB:')
+    assert 'never measured' in line and "not one of the sweep's sizes" in line
+
+
+def test_a_reference_size_above_the_sweep(tree):
+    edit(tree / 'reference' / 'local.yaml', '8GiB: 348.56',
+         '8GiB: 348.56\n        16GiB: 350.0')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[1].busbw.16GiB:')
+    assert 'above 8GiB' in line
+
+
+def test_a_reference_size_above_the_sites_max_size(tree):
+    edit(tree / 'site' / 'perlmutter.yaml', '      NCCL_NET_PLUGIN: none\n',
+         '      NCCL_NET_PLUGIN: none\n    max_size: 128M\n')
+    edit(tree / 'reference' / 'perlmutter.yaml', 'busbw: {32MiB: 9.5}',
+         'busbw: {32MiB: 9.5, 8GiB: 9.5}')
+    line = one_error(tree, 'reference/perlmutter.yaml',
+                     'partitions.gpu.entries[0].busbw.8GiB:')
+    assert 'above 128MiB' in line
+    assert 'transports.net-socket.max_size: 128M' in line
+
+
+def test_gpus_per_node_the_partition_does_not_have(tree):
+    edit(tree / 'reference' / 'perlmutter.yaml', 'gpus_per_node: 4',
+         'gpus_per_node: 8')
+    line = one_error(tree, 'reference/perlmutter.yaml',
+                     'partitions.gpu.entries[0].gpus_per_node:')
+    assert 'has 4 GPU(s) per node' in line and 'write 4' in line
+
+
+def test_gpus_per_node_of_a_system_that_counts_the_hosts_gpus(tree):
+    """`local` counts the host's GPUs: its 4-GPU entry (from a 4-GPU
+    host) stays valid on a 2-GPU one."""
+    p = run_validate(tree, '--system', 'local')
+    assert p.returncode == 0, p.stdout
+    assert 'gpus_per_node: 4' in (tree / 'reference' / 'local.yaml') \
+        .read_text()
+
+
+def test_a_collective_that_never_matches(tree):
+    edit(tree / 'reference' / 'local.yaml', 'collective: all_reduce',
+         'collective: allreduce')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[1].collective:')
+    assert "did you mean 'all_reduce'" in line
+
+
+def test_a_reference_transport_the_site_does_not_list(tree):
+    edit(tree / 'reference' / 'local.yaml', 'transport: net-plugin\n',
+         'transport: net-ib\n')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[9].transport:')
+    assert f"'net-ib' is not listed in {tree}/site/local.yaml" in line
+
+
+def test_an_environment_that_does_not_exist(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'environs': ['PrgEnv-gnu-cuda']", "'environs': ['gnu_cuda']")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].environs:')
+    assert "no environment 'gnu_cuda'" in line
+    assert 'PrgEnv-gnu-cuda' in line
+
+
+def test_an_environment_for_another_system(tree):
+    edit(tree / 'config' / 'systems' / 'local.py',
+         "'target_systems': ['local']", "'target_systems': ['perlmutter']")
+    line = one_error(tree, 'config/systems/local.py',
+                     'environments[builtin].target_systems:')
+    assert "write ['local']" in line
+
+
+def copy_system(tree, new, name_too=True):
+    """``new`` made from perlmutter's three files, as docs/sites.md says
+    (copy one and change its name)."""
+    for folder, suffix in (('config/systems', '.py'), ('site', '.yaml'),
+                           ('reference', '.yaml')):
+        text = (tree / folder / f'perlmutter{suffix}').read_text()
+        text = text.replace("'target_systems': ['perlmutter']",
+                            f"'target_systems': ['{new}']")
+        text = text.replace('system: perlmutter', f'system: {new}')
+        if name_too:
+            text = text.replace("'name': 'perlmutter'", f"'name': '{new}'")
+        (tree / folder / f'{new}{suffix}').write_text(text)
+
+
+def test_a_system_file_named_for_another_system(tree):
+    copy_system(tree, 'mycluster', name_too=False)
+    line = one_error(tree, 'config/systems/mycluster.py', 'name:',
+                     '--system', 'mycluster')
+    assert "'perlmutter', but the file is that of system 'mycluster'" in line
+    copy_system(tree, 'mycluster')
+    assert run_validate(tree, '--system', 'mycluster').returncode == 0
+
+
+def test_a_launcher_that_is_not_reframes(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'launcher': 'srun',", "'launcher': 'srun ',")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].launcher:')
+    assert "'srun ' is not a ReFrame launcher (did you mean 'srun'?)" in line
+
+
+def test_no_partition_with_the_features_the_checks_need(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'features': ['gpu', 'nvidia'],", "'features': [],")
+    line = one_error(tree, 'config/systems/perlmutter.py', 'partitions:')
+    assert 'no partition has the features gpu' in line
+
+
+def test_no_environment_with_the_features_the_checks_need(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'features': ['ccl'],", "'features': [],")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].environs:')
+    assert "'features': ['ccl']" in line
+
+
+def test_the_features_are_those_the_checks_select_on():
+    from ccl_health.sitedata import crosscheck
+    want = set(), set()
+    for path in ('checks/collective_sweep.py', 'checks/node_health.py',
+                 'ccl_health/rfm/base.py', 'checks/fleet_acceptance.py'):
+        text = open(os.path.join(REPO, path)).read()
+        for key, into in (('valid_systems = ', want[0]),
+                          ('valid_prog_environs = ', want[1])):
+            for line in text.splitlines():
+                if line.strip().startswith(key):
+                    into.update(w.strip("'+[] ") for w in
+                                line.split('=', 1)[1].split(',')
+                                if "'+" in w)
+    assert crosscheck.required_features() == (sorted(want[0]),
+                                              sorted(want[1]))
+    assert want == ({'gpu'}, {'ccl'})
+
+
+def test_an_access_that_picks_no_nodes(tree):
+    edit(tree / 'config' / 'systems' / 'lumi.py',
+         "['--partition=standard-g', ", "[")
+    line = one_error(tree, 'config/systems/lumi.py',
+                     'partitions[gpu].access:')
+    assert 'picks no nodes' in line and 'default partition' in line
+
+
+def test_an_access_option_without_its_value(tree):
+    edit(tree / 'config' / 'systems' / 'frontier.py', "'-p batch'", "'-p'")
+    line = one_error(tree, 'config/systems/frontier.py',
+                     'partitions[batch].access[0]:')
+    assert 'has no value' in line
+
+
+def test_a_misspelt_nccl_variable(tree):
+    edit(tree / 'site' / 'perlmutter.yaml', 'NCCL_NET_GDR_LEVEL: LOC',
+         'NCCL_NET_GDR_LEVLE: LOC')
+    line = one_error(tree, 'site/perlmutter.yaml',
+                     'transports.net-plugin.env.NCCL_NET_GDR_LEVLE:')
+    assert 'did you mean NCCL_NET_GDR_LEVEL?' in line
+    assert 'NVIDIA/nccl' in line
+
+
+def test_a_misspelt_libfabric_variable(tree):
+    edit(tree / 'site' / 'perlmutter.yaml', 'FI_MR_CACHE_MONITOR:',
+         'FI_MR_CACHE_MONITER:')
+    line = one_error(tree, 'site/perlmutter.yaml',
+                     'env.FI_MR_CACHE_MONITER:')
+    assert 'did you mean FI_MR_CACHE_MONITOR?' in line
+
+
+def test_a_misspelt_key_of_the_site_file(tree):
+    edit(tree / 'site' / 'local.yaml', '\nhealth:', '\nhelth:')
+    line = one_error(tree, 'site/local.yaml', 'top level:')
+    assert "did you mean 'health' for 'helth'?" in line
+    edit(tree / 'site' / 'local.yaml', 'helth:', 'health:')
+    edit(tree / 'site' / 'local.yaml', '  partition: gpu\n',
+         '  partiton: gpu\n')
+    p = run_validate(tree)
+    assert p.returncode == 1
+    lines = p.stdout.splitlines()
+    assert lines == [
+        next(x for x in lines if "did you mean 'partition' for "
+             "'partiton'?" in x),
+        f"{tree}/site/local.yaml: health: missing key 'partition'"], lines
+    assert lines[0].startswith(f'{tree}/site/local.yaml: health: ')

@@ -70,6 +70,9 @@ class Checked:
     environments: Dict[str, list] = dataclasses.field(default_factory=dict)
     #: the systems whose GPUs per node are the host's (``local``)
     counting: set = dataclasses.field(default_factory=set)
+    #: the systems whose file has errors of its own: what it says is not
+    #: checked against the other files (one line per mistake)
+    broken: set = dataclasses.field(default_factory=set)
     sites: Dict[str, site_data.Site] = dataclasses.field(default_factory=dict)
     references: Dict[str, reference_data.SystemReference] = \
         dataclasses.field(default_factory=dict)
@@ -418,6 +421,8 @@ def check(systems=None, config_dir=None, site_dir=None, reference_dir=None,
         out.errors += errors
         if system is None:
             continue
+        if errors:
+            out.broken.add(name)
         out.configs[name] = system
         if given is None:
             out.environments[name] = envs
@@ -473,7 +478,7 @@ def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
     if ref is not None:
         out.references[name] = ref
     errors += check_across(name, cpath, out.configs.get(name), site, ref)
-    system = out.configs.get(name)
+    system = None if name in out.broken else out.configs.get(name)
     if system is not None:
         errors += crosscheck.check_system(
             name, cpath, system, out.environments.get(name),
