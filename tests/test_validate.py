@@ -346,15 +346,14 @@ def test_gpus_per_node_the_partition_does_not_have(tree):
     line = one_error(tree, 'reference/perlmutter.yaml',
                      'partitions.gpu.entries[0].gpus_per_node:')
     assert 'has 4 GPU(s) per node' in line and 'write 4' in line
-
-
-def test_gpus_per_node_of_a_system_that_counts_the_hosts_gpus(tree):
-    """`local` counts the host's GPUs: its 4-GPU entry (from a 4-GPU
-    host) stays valid on a 2-GPU one."""
+    # `local` counts the host's GPUs: its 4-GPU entry (from a 4-GPU host)
+    # and an 8-GPU one stay valid on a host of 2
+    edit(tree / 'reference' / 'perlmutter.yaml', 'gpus_per_node: 8',
+         'gpus_per_node: 4')
+    edit(tree / 'reference' / 'local.yaml', 'gpus_per_node: 2',
+         'gpus_per_node: 8')
     p = run_validate(tree, '--system', 'local')
     assert p.returncode == 0, p.stdout
-    assert 'gpus_per_node: 4' in (tree / 'reference' / 'local.yaml') \
-        .read_text()
 
 
 def test_a_collective_that_never_matches(tree):
@@ -501,3 +500,62 @@ def test_a_misspelt_key_of_the_site_file(tree):
              "'partiton'?" in x),
         f"{tree}/site/local.yaml: health: missing key 'partition'"], lines
     assert lines[0].startswith(f'{tree}/site/local.yaml: health: ')
+
+
+# -- the variables NCCL, RCCL, aws-ofi-nccl and libfabric read ---------------
+
+MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
+TARBALLS = ('rccl-rocm-5.7.1', 'aws-ofi-nccl-1.21.1', 'libfabric-1.22.0')
+
+
+def shipped_table():
+    import csv
+    from ccl_health.sitedata import envvars
+    with open(envvars.TABLE, newline='') as fp:
+        return list(csv.DictReader(fp, delimiter='\t'))
+
+
+def test_the_variable_table_names_its_sources():
+    rows = shipped_table()
+    assert {r['source'] for r in rows} == {
+        'NVIDIA/nccl', 'ROCm/rccl', 'aws/aws-ofi-nccl', 'ofiwg/libfabric'}
+    for r in rows:
+        assert r['versions'] and r['where'].rsplit(':', 1)[1].isdigit(), r
+    names = {r['name'] for r in rows}
+    # every variable the shipped site files set, and those the docs name
+    import yaml
+    for f in sorted(os.listdir(os.path.join(REPO, 'site'))):
+        if f.endswith('.yaml'):
+            doc = yaml.safe_load(open(os.path.join(REPO, 'site', f)))
+            envs = [doc.get('env') or {}] + [
+                (t or {}).get(k) or {} for t in doc['transports'].values()
+                for k in ('env', 'multi_node_env')]
+            for env in envs:
+                for key in env:
+                    if key.startswith(('NCCL_', 'FI_', 'RCCL_')):
+                        assert key in names, (f, key)
+    assert 'NCCL_NET_GDR_LEVLE' not in names
+
+
+@pytest.mark.skipif(not all(os.path.exists(os.path.join(
+    MIRROR, f'{t}.tar.gz')) for t in TARBALLS),
+    reason='no ../shared/mirror with rccl, aws-ofi-nccl and libfabric')
+def test_the_variable_table_is_read_from_the_upstream_sources(tmp_path):
+    """The rows of RCCL, aws-ofi-nccl and libfabric are what their pinned
+    release tarballs read, as the table's builder reads them."""
+    import tarfile
+    sys.path.insert(0, os.path.join(REPO, 'tests', 'fixtures', 'envvars'))
+    try:
+        import read_sources
+    finally:
+        sys.path.pop(0)
+    for t in TARBALLS:
+        with tarfile.open(os.path.join(MIRROR, f'{t}.tar.gz')) as tf:
+            tf.extractall(tmp_path, filter='data')
+    rows = read_sources.table(None, *[str(tmp_path / t) for t in TARBALLS])
+    read = list(read_sources.lines(rows))[1:]
+    shipped = ['\t'.join(r.values()) for r in shipped_table()
+               if r['source'] != 'NVIDIA/nccl']
+    assert read == shipped
+    assert any(x.startswith('FI_CXI_DISABLE_HOST_REGISTER\tofiwg/libfabric')
+               for x in read)
