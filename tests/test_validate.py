@@ -559,3 +559,68 @@ def test_the_variable_table_is_read_from_the_upstream_sources(tmp_path):
     assert read == shipped
     assert any(x.startswith('FI_CXI_DISABLE_HOST_REGISTER\tofiwg/libfabric')
                for x in read)
+
+
+# -- issue 40: the doors say what validate says ------------------------------
+
+def test_the_nightly_names_a_partition_the_system_lacks(tree):
+    """`--partition gpus`: validate's words (no partition 'gpus', has:
+    gpu), never `NOTHING MEASURED: scripts/run exited 1`."""
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    p = subprocess.run([PY, '-m', 'ccl_health.nightly', '--system', 'local',
+                        '--partition', 'gpus', '--publish',
+                        str(tree / 'www'), '--output', str(tree / 'out')],
+                       cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0] == (f'{REPO}/config/systems/local.py: partitions: no '
+                        f"partition 'gpus' in system 'local' (has: gpu); "
+                        f"did you mean 'gpu'? (asked: local:gpus)"), lines
+    assert lines[1].startswith('ccl-health nightly: COULD NOT RUN: 1 '
+                               'error(s)'), lines
+    assert len(lines) == 2 and not p.stdout
+    assert 'NOTHING MEASURED' not in p.stdout + p.stderr
+    assert not (tree / 'out').exists()
+
+
+def test_scripts_run_names_a_partition_the_system_lacks(tree):
+    out = tree / 'out'
+    p = subprocess.run([PY, '-m', 'ccl_health.cli', '--prog', 'scripts/run',
+                        'run', '--output', str(out), '--', '--system',
+                        'local:gpus'], cwd=REPO,
+                       env=dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90'),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "no partition 'gpus' in system 'local' (has: gpu)" in p.stderr
+    assert not out.exists()
+
+
+def test_a_host_that_matches_no_system(tree):
+    """Without `local` (a site's own folder), a host none of the systems'
+    hostnames match is said plainly before ReFrame falls back to its
+    `generic` system and says that nothing was selected."""
+    (tree / 'config' / 'systems' / 'local.py').unlink()
+    import re
+    import socket
+    if any(re.match(patt, socket.gethostname())
+           for c in validate.check(None, str(tree / 'config'), str(
+               tree / 'site'), str(tree / 'reference')).configs.values()
+           for patt in c.get('hostnames') or []):
+        pytest.skip('a shipped system matches this host')
+    out = tree / 'out'
+    env = dict(os.environ, CCL_HEALTH_CONFIG_DIR=str(tree / 'config'),
+               CCL_HEALTH_SITE_DIR=str(tree / 'site'),
+               CCL_HEALTH_REFERENCE_DIR=str(tree / 'reference'),
+               CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    p = subprocess.run([PY, '-m', 'ccl_health.cli', '--prog', 'scripts/run',
+                        'run', '--output', str(out)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0].startswith(
+        f"{tree}/config/systems: no system matches this host "
+        f"{socket.gethostname()!r} (hostnames of each: frontier: "), lines
+    assert 'give --system SYSTEM' in lines[0]
+    assert 'nothing was selected' not in p.stdout + p.stderr
+    assert not out.exists()

@@ -498,21 +498,47 @@ def for_run(system=None, config_dir=None, site_dir=None,
     files of ``system`` (``--system SYSTEM[:PARTITION]``), else of the
     system ReFrame picks for this host."""
     import socket
-    name = (system or '').split(':')[0]
+    name, _, part = (system or '').partition(':')
     out = check([name] if name else [], config_dir, site_dir, reference_dir,
                 every_config=True)
     if name or out.errors:
+        if part and name in out.configs:
+            out.errors += _partition_asked(name, part, out.configs[name],
+                                           config_dir)
         return out
     host = hostname or socket.gethostname()
     mine = sysconfig.system_of_host(list(out.configs.items()), host,
                                     lambda it: it[1])
     if mine is None:
-        return out           # ReFrame says that no system matches
+        # ReFrame would fall back to its `generic` system and select nothing
+        known = '; '.join(f'{n}: {c.get("hostnames") or []}'
+                          for n, c in sorted(out.configs.items()))
+        out.errors.append(
+            f'{os.path.join(config_dir or resources.config_dir(), sysconfig.SYSTEMS)}: '
+            f'no system matches this host {host!r} (hostnames of each: '
+            f'{known or "no system file"}): give --system SYSTEM, or add a '
+            f'pattern of this host to its system\'s hostnames')
+        return out
     fname, conf = mine
     name = conf.get('name') or fname
     return check([name], config_dir, site_dir, reference_dir, loaded={
         name: (config_path(config_dir or resources.config_dir(), fname),
                conf)})
+
+
+def _partition_asked(name, part, system, config_dir):
+    """The line for a partition asked (``--system SYSTEM:PART``,
+    ``scripts/nightly --partition``) that the system does not have."""
+    parts = [p.get('name') for p in system.get('partitions') or []
+             if isinstance(p, dict)]
+    if part in parts:
+        return []
+    near = difflib.get_close_matches(part, [str(p) for p in parts], n=1)
+    return [f'{config_path(config_dir or resources.config_dir(), name)}: '
+            f'partitions: no partition {part!r} in system {name!r} (has: '
+            f'{", ".join(str(p) for p in parts) or "none"})'
+            + (f'; did you mean {near[0]!r}?' if near else '')
+            + f' (asked: {name}:{part})']
 
 
 def before_run(system=None):
