@@ -23,7 +23,10 @@ For each system it checks
   (``health.partition``) and the reference's partitions exist in the
   system file; ``fleet.reference_partition`` exists in the reference; no
   transport ceiling of the site is below a reference value
-  (:func:`ccl_health.sitedata.overrides.check_ceilings`).
+  (:func:`ccl_health.sitedata.overrides.check_ceilings`); a system file
+  is named for its system; and what :mod:`ccl_health.sitedata.crosscheck`
+  checks (environments, collectives, sizes, GPU counts, features,
+  launchers and access options, the site's library variables).
 
 Every error is one line naming the file and the key path
 (``config/systems/local.py: partitions[gpu].devices[0].num_device: unknown
@@ -561,9 +564,12 @@ Check the configuration a site writes before anything runs: for one system
 or all of them, config/systems/<system>.py (loads; every key of its system,
 partition and environment dicts against ReFrame's own configuration schema,
 unknown keys included), site/<system>.yaml and reference/<system>.yaml
-(their schemas and loaders), and across them (the partitions the site file
-and the reference name exist; references name known transports; no
-transport ceiling below a reference).  One line per error naming the file
+(their schemas and loaders), and across them (the partitions, environments
+and transports named exist where they are used; reference collectives,
+sizes and GPU counts are ones a night measures; the checks' features are
+there; launchers and access options are well formed; every NCCL, RCCL,
+aws-ofi-nccl and libfabric variable set is one they read; no transport
+ceiling below a reference).  One line per error naming the file
 and the key; exit 0 with one OK line, 1 with errors, 2 when it could not
 check.  scripts/run, the health hook and the nightly run the same checks
 first."""
