@@ -505,7 +505,8 @@ def test_a_misspelt_key_of_the_site_file(tree):
 # -- the variables NCCL, RCCL, aws-ofi-nccl and libfabric read ---------------
 
 MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
-TARBALLS = ('rccl-rocm-5.7.1', 'aws-ofi-nccl-1.21.1', 'libfabric-1.22.0')
+TARBALLS = ('rccl-rocm-5.7.1', 'aws-ofi-nccl-1.21.1', 'libfabric-1.22.0',
+            'nccl-tests-2.19.6')
 
 
 def shipped_table():
@@ -518,7 +519,8 @@ def shipped_table():
 def test_the_variable_table_names_its_sources():
     rows = shipped_table()
     assert {r['source'] for r in rows} == {
-        'NVIDIA/nccl', 'ROCm/rccl', 'aws/aws-ofi-nccl', 'ofiwg/libfabric'}
+        'NVIDIA/nccl', 'ROCm/rccl', 'aws/aws-ofi-nccl', 'ofiwg/libfabric',
+        'NVIDIA/nccl-tests'}
     for r in rows:
         assert r['versions'] and r['where'].rsplit(':', 1)[1].isdigit(), r
     names = {r['name'] for r in rows}
@@ -539,10 +541,12 @@ def test_the_variable_table_names_its_sources():
 
 @pytest.mark.skipif(not all(os.path.exists(os.path.join(
     MIRROR, f'{t}.tar.gz')) for t in TARBALLS),
-    reason='no ../shared/mirror with rccl, aws-ofi-nccl and libfabric')
+    reason='no ../shared/mirror with rccl, aws-ofi-nccl, libfabric and '
+    'nccl-tests')
 def test_the_variable_table_is_read_from_the_upstream_sources(tmp_path):
-    """The rows of RCCL, aws-ofi-nccl and libfabric are what their pinned
-    release tarballs read, as the table's builder reads them."""
+    """The rows of RCCL, aws-ofi-nccl, libfabric and nccl-tests are what
+    their pinned release tarballs read, as the table's builder reads
+    them."""
     import tarfile
     sys.path.insert(0, os.path.join(REPO, 'tests', 'fixtures', 'envvars'))
     try:

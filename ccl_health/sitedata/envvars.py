@@ -4,7 +4,8 @@ shipped with the package): a variable a site sets that none of them reads
 is a typo the library ignores silently (``NCCL_NET_GDR_LEVLE``).
 
 Columns: ``name``, ``source`` (``NVIDIA/nccl``, ``ROCm/rccl``,
-``aws/aws-ofi-nccl``, ``ofiwg/libfabric``), ``versions`` (the tags or
+``aws/aws-ofi-nccl``, ``ofiwg/libfabric``, ``NVIDIA/nccl-tests``: what its
+programs read), ``versions`` (the tags or
 commits read that know it, comma-separated) and ``where`` (``path:line``
 of the first read).  The table is built by
 ``tests/fixtures/envvars/read_sources.py`` from the sources of the
