@@ -230,27 +230,28 @@ def _access(cpath, pname, access):
 
 # -- the reference and the site against the system ---------------------------
 
-def check_reference(name, cpath, system, site, ref, counts_gpus):
-    """Lines for what ``ref`` names: collectives the suite knows,
-    transports the site lists, sizes the night's sweep measures, GPUs per
-    node the partition has (unless the system file counts the host's
-    GPUs: ``counts_gpus``)."""
-    from ccl_health.evidence.collectives import COLLECTIVES, canonical
+def check_reference(name, cpath, system, site, ref, counts_gpus,
+                    collectives, canonical):
+    """Lines for what ``ref`` names: collectives the suite knows
+    (``collectives``, the names; ``canonical``: a name's known form, or
+    an error), transports the site lists, sizes the night's sweep
+    measures, GPUs per node the partition has (unless the system file
+    counts the host's GPUs: ``counts_gpus``)."""
     errors = []
     parts = {p.get('name'): p for p in (system or {}).get('partitions') or []
              if isinstance(p, dict)}
     for pname, pref in ref.partitions.items():
         for i, e in enumerate(pref.entries):
             where = f'{ref.path}: partitions.{pname}.entries[{i}]'
-            if e.collective not in COLLECTIVES:
+            if e.collective not in collectives:
                 try:
                     near = f' (did you mean {canonical(e.collective)!r}?)'
                 except Exception:
-                    near = _near(e.collective, COLLECTIVES)
+                    near = _near(e.collective, collectives)
                 errors.append(
                     f'{where}.collective: {e.collective!r} is no collective '
                     f'the suite runs, never matched{near} (known: '
-                    f'{", ".join(COLLECTIVES)})')
+                    f'{", ".join(collectives)})')
             if site is not None and e.transport not in site.transports:
                 errors.append(
                     f'{where}.transport: {e.transport!r} is not listed in '

@@ -487,8 +487,10 @@ def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
             name, cpath, system, out.environments.get(name),
             out.environments)
     if ref is not None:
-        errors += crosscheck.check_reference(name, cpath, system, site, ref,
-                                             name in out.counting)
+        from ccl_health.evidence import collectives
+        errors += crosscheck.check_reference(
+            name, cpath, system, site, ref, name in out.counting,
+            list(collectives.COLLECTIVES), collectives.canonical)
     if site is not None:
         errors += crosscheck.check_env(site)
     return errors
