@@ -253,11 +253,7 @@ def check_reference(name, cpath, system, site, ref, counts_gpus,
                     f'the suite runs, never matched{near} (known: '
                     f'{", ".join(collectives)})')
             if site is not None and e.transport not in site.transports:
-                errors.append(
-                    f'{where}.transport: {e.transport!r} is not listed in '
-                    f'{site.path} (transports: {_has(site.transports)}): '
-                    f'never run; list it there or remove the entry')
-                continue
+                continue            # a note: :func:`unlisted`
             errors += _sizes(where, e, site)
             part = parts.get(pname)
             gpus = sysconfig.partition_gpus(part)[0] if part else 0
@@ -269,6 +265,24 @@ def check_reference(name, cpath, system, site, ref, counts_gpus,
                     f'(devices): the night runs {gpus} per node and never '
                     f'finds this entry; write {gpus}')
     return errors
+
+
+def unlisted(site, ref):
+    """Notes for the reference entries of transports the site file does
+    not list: their checks are skipped (with that reason), so the entry is
+    never compared: one note per transport and partition."""
+    if site is None or ref is None:
+        return []
+    out = {}
+    for pname, pref in ref.partitions.items():
+        for i, e in enumerate(pref.entries):
+            if e.transport not in site.transports:
+                out.setdefault((pname, e.transport), []).append(i)
+    return [f'{ref.path}: partitions.{pname}.entries{at}: {t} is not listed '
+            f'in {site.path} (transports: {_has(site.transports)}): its '
+            f'checks are skipped and the entries never compared; list it '
+            f'there where the nodes have its network'
+            for (pname, t), at in sorted(out.items())]
 
 
 def _sizes(where, entry, site):

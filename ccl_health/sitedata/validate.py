@@ -493,6 +493,7 @@ def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
             list(collectives.COLLECTIVES), collectives.canonical)
     if site is not None:
         errors += crosscheck.check_env(site)
+    out.notes += crosscheck.unlisted(site, ref)
     return errors
 
 
