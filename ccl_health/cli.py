@@ -264,7 +264,7 @@ def cmd_run(args):
     cmd += ['--dry-run'] if dry else ['-r']
     cmd += args.reframe_args
     os.makedirs(os.path.dirname(report), exist_ok=True)
-    rc, stopped_by = _run_reframe(cmd, env, stage, out)
+    rc, stopped_by, lmod = _run_reframe(cmd, env, stage, out)
     db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
     if stopped_by:
         return _record_stopped(stage, env['CCL_HEALTH_RUN_ID'], db_url,
@@ -278,7 +278,9 @@ def cmd_run(args):
             return 2
         print(f'ccl-health: ReFrame wrote no report (exit code {rc}); see '
               f'{out}/reframe.log', file=sys.stderr)
-        return rc or 1
+        # no Lmod here: the tool could not run (2), nothing was measured
+        # to fail (1)
+        return 2 if lmod else rc or 1
     if dry:
         print('\n'.join(dry_run_lines(summary.load_report(report), rc)))
         return 0 if rc == 0 else rc
@@ -398,7 +400,8 @@ def _run_reframe(cmd, env, stage=None, out=None):
     (:mod:`ccl_health.progress`) every ``PROGRESS_S`` seconds.  On SIGTERM
     / SIGINT pass SIGTERM on (ReFrame aborts its cases and cancels their
     jobs), wait for it, then stop whatever this run started and is still
-    running.  Returns (exit code, the signal's name or None)."""
+    running.  Returns (exit code, the signal's name or None, whether
+    ReFrame stopped for want of Lmod)."""
     import threading
     from ccl_health.progress import Progress
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True,
@@ -448,7 +451,7 @@ def _run_reframe(cmd, env, stage=None, out=None):
         if left:
             print(f'ccl-health: stopped {len(left)} process(es) the run had '
                   f'left: {", ".join(map(str, left))}', file=sys.stderr)
-    return rc, (got[0] if got else None)
+    return rc, (got[0] if got else None), bool(lmod)
 
 
 def _wait_stopping(proc, got):

@@ -59,6 +59,16 @@ def database(base=None):
         output_dir(base), 'ccl-health.db')
 
 
+#: the folder of ``<output>`` the nightly's rehearsal keeps everything in
+#: (its database, published pages, world)
+REHEARSAL = 'rehearsal'
+
+
+def rehearsal_database(output):
+    """The rehearsal's database under ``output``."""
+    return os.path.join(output, REHEARSAL, 'ccl-health.db')
+
+
 def database_key(url=None):
     """The database ``url`` names (default: :func:`database`), as text
     without a password: a SQLite file by its real path (two spellings of

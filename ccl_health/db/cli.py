@@ -6,7 +6,7 @@ import os
 import re
 import sys
 
-from ccl_health import CclHealthError, argnumbers, summary
+from ccl_health import CclHealthError, argnumbers, outputs, summary
 from ccl_health.db import recorder, store
 
 
@@ -164,6 +164,24 @@ def _ingest_pending(db, folder):
     return bad
 
 
+def _open(args):
+    """The store ``args.db`` names; where it is missing and a rehearsal
+    left its own beside it (``<output>/rehearsal/ccl-health.db``), the
+    error says where that is."""
+    try:
+        return store.open_store(args.db, readonly=args.db_cmd not in (
+            'ingest', 'accept', 'prune', 'rejudge'))
+    except CclHealthError as err:
+        path = str(args.db or outputs.database())
+        near = outputs.rehearsal_database(os.path.dirname(
+            os.path.abspath(path))) if path and '://' not in path else ''
+        if near and not os.path.exists(path) and os.path.isfile(near):
+            raise CclHealthError(
+                f'{err}; the nightly\'s rehearsal keeps its own: {near} '
+                f'(scripts/report {args.db_cmd} --db {near})') from None
+        raise
+
+
 def cmd_db(args):
     from ccl_health import report
     from ccl_health.db import queries
@@ -171,8 +189,7 @@ def cmd_db(args):
     pending_dir = _pending_folder(args)
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
-    with store.open_store(args.db, readonly=args.db_cmd not in (
-            'ingest', 'accept', 'prune', 'rejudge')) as db:
+    with _open(args) as db:
         if args.db_cmd == 'accept':
             return cmd_accept(db, args)
         if args.db_cmd == 'prune':

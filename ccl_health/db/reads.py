@@ -387,14 +387,13 @@ def index_distinct(store, column, **fixed):
     """The distinct values of ``column`` (of :data:`STORED_ORDER`) among
     the cases whose columns equal ``fixed`` (as :func:`series_keys`),
     sorted: by :func:`index_values` where the store has the index, else
-    read whole (``SELECT DISTINCT``)."""
+    from :func:`series_keys` (read whole)."""
     if not indexed(store):
-        where, params = _equal((c, v) for c, v in fixed.items()
-                               if c in STORED_ORDER)
-        return sorted(r['v'] for r in store.query(
-            f'SELECT DISTINCT {column} AS v FROM cases WHERE 1 = 1' +
-            ''.join(' AND ' + w for w in where), tuple(params))
-            if r['v'] is not None)
+        # an older database has no series columns (kind, node): its
+        # values are those of its series keys, derived from each case
+        at = SERIES_KEY.index(column)
+        return sorted({k[at] for k in series_keys(store, **fixed)
+                       if k[at] is not None})
     upto = STORED_ORDER[:STORED_ORDER.index(column) + 1]
     return sorted({k[-1] for k in _walk(store, upto, fixed)
                    if k[-1] is not None})

@@ -245,9 +245,9 @@ def prepare(args, environ=None):
             .rstrip(':'))
     args.system, args.partition = 'local', 'gpu'
     out = os.path.abspath(args.output or outputs.output_dir())
-    root = os.path.join(out, 'rehearsal')
+    root = os.path.join(out, outputs.REHEARSAL)
     args.output = root
-    args.db = args.db or os.path.join(root, 'ccl-health.db')
+    args.db = args.db or outputs.rehearsal_database(out)
     args.publish = os.path.abspath(args.publish or os.path.join(root, 'www'))
     world = os.path.join(root, 'world')
     prefix = os.path.join(world, 'nccl-tests')

@@ -27,7 +27,7 @@ from ccl_health.sitedata import overrides
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata import sysconfig
 from ccl_health.evidence import debuglog as tproof
-from ccl_health.units import parse_size
+from ccl_health.units import SWEEP, parse_size
 
 #: what a job's PYTHONPATH needs to import this ccl_health (the checkout,
 #: or the site-packages it is installed in)
@@ -345,9 +345,9 @@ class SizeSweepMixin(rfm.RegressionTestPlugin):
     ``iters`` timed iterations after ``warmup_iters``; one performance
     variable ``busbw_<size>`` per measured size (:meth:`measured`)."""
 
-    min_size = variable(str, value='8')
-    max_size = variable(str, value='8G')
-    step_factor = variable(int, value=2)
+    min_size = variable(str, value=SWEEP[0])
+    max_size = variable(str, value=SWEEP[1])
+    step_factor = variable(int, value=SWEEP[2])
     iters = variable(int, value=20)
     warmup_iters = variable(int, value=5)
 
