@@ -1,5 +1,6 @@
 import os
 import sys
+import types
 
 import pytest
 
@@ -8,6 +9,74 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 CAPTURE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
+
+
+# -- the tiers ---------------------------------------------------------------
+# The fast tier is pure logic: no build, no package install, no server
+# (Slurm, PostgreSQL, PgBouncer), no browser, no ReFrame run.  Everything
+# else is the system tier (marker ``system``), found here from what a test
+# uses, so that a new test lands in its tier without being told:
+#   - a fixture that starts or installs something (by name, transitively);
+#   - a helper it calls that runs ReFrame, a browser, a server or a build;
+#   - the ``slurm`` marker (a Slurm cluster is a system);
+# and marked by hand (``pytestmark = pytest.mark.system``) where a module is
+# system as a whole.  ``scripts/test --fast`` runs ``-m "not system"``.
+SYSTEM_FIXTURES = {
+    'pg_url': 'a PostgreSQL server',
+    'pg_server': 'a PostgreSQL server',
+    'cluster': 'a Slurm cluster',
+    'slurm': 'a Slurm cluster',
+    'chromium': 'a Chromium browser',
+    'wheel': 'a wheel built and installed with pip',
+}
+SYSTEM_CALLS = {
+    'run_suite': 'a ReFrame run',
+    'postgres_server': 'a PostgreSQL server',
+    '_chromium': 'a Chromium browser',
+    '_browser': 'a Chromium browser',
+    'build_script': 'a build',
+    'MIRROR': 'the source tarballs of ../shared/mirror',
+    'NHC_TARBALL': 'a build of NHC from ../shared/mirror',
+}
+
+
+def _names(code):
+    """Every name a code object and the functions inside it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def system_reason(item):
+    """Why a test is of the system tier, or None (the fast tier)."""
+    if item.get_closest_marker('slurm'):
+        return 'a Slurm cluster'
+    for name in item.fixturenames:
+        if name in SYSTEM_FIXTURES:
+            return SYSTEM_FIXTURES[name]
+    params = getattr(getattr(item, 'callspec', None), 'params', {})
+    if params.get('db_url') == 'postgresql':
+        return 'a PostgreSQL server'
+    codes = [item.function.__code__] if hasattr(item, 'function') else []
+    for name in item.fixturenames:
+        for fdef in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            code = getattr(fdef.func, '__code__', None)
+            if code is not None:
+                codes.append(code)
+    for code in codes:
+        for name in sorted(_names(code) & set(SYSTEM_CALLS)):
+            return SYSTEM_CALLS[name]
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker('system'):
+            continue
+        if system_reason(item):
+            item.add_marker(pytest.mark.system)
 
 
 def read(*parts):
