@@ -244,7 +244,10 @@ def test_hook(tmp_path, name):
     assert len(lines) == 1, (p.stdout, p.stderr)
     # the rule of the matrix
     assert (p.returncode == 1) == fault, (name, lines[0])
-    assert p.returncode != 0 or not fault
+    # the line says what the exit says (docs/hook.md)
+    assert lines[0].startswith({0: 'HEALTHY: ', 1: 'UNHEALTHY: ',
+                                2: 'COULD-NOT-CHECK: '}[p.returncode]), \
+        (name, p.returncode, lines[0])
     assert p.returncode == code, (name, lines[0], p.stderr)
     if verdict:
         assert json.loads(detail.read_text())['verdict'] == verdict, lines
