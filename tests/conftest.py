@@ -28,9 +28,16 @@ SYSTEM_FIXTURES = {
     'slurm': 'a Slurm cluster',
     'chromium': 'a Chromium browser',
     'wheel': 'a wheel built and installed with pip',
+    'hip_toolchain': "a HIP compiler (Debian's ROCm, installed when missing)",
+}
+#: the values of a parametrized backend that are servers
+SYSTEM_PARAMS = {
+    'postgresql': 'a PostgreSQL server',
+    'pgbouncer': 'a PostgreSQL server behind PgBouncer',
 }
 SYSTEM_CALLS = {
     'run_suite': 'a ReFrame run',
+    'dry_run': 'a ReFrame dry run (Lmod installed when missing)',
     'postgres_server': 'a PostgreSQL server',
     '_chromium': 'a Chromium browser',
     '_browser': 'a Chromium browser',
@@ -57,8 +64,9 @@ def system_reason(item):
         if name in SYSTEM_FIXTURES:
             return SYSTEM_FIXTURES[name]
     params = getattr(getattr(item, 'callspec', None), 'params', {})
-    if params.get('db_url') == 'postgresql':
-        return 'a PostgreSQL server'
+    for value in params.values():
+        if isinstance(value, str) and value in SYSTEM_PARAMS:
+            return SYSTEM_PARAMS[value]
     codes = [item.function.__code__] if hasattr(item, 'function') else []
     for name in item.fixturenames:
         for fdef in item._fixtureinfo.name2fixturedefs.get(name, ()):

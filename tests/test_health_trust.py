@@ -17,6 +17,7 @@ import pytest
 
 from ccl_health.db import store
 from conftest import REPO
+from helpers.procs import cmdline, processes_with, wait_until
 
 FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
 REPLAY = os.path.join(REPO, 'tests', 'replay')
@@ -612,35 +613,26 @@ def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
 
 def test_sigterm_stops_the_probes_and_is_could_not_check(tmp_path):
     import signal
-    import time
     e = environ(tmp_path, {'CCL_HEALTH_REPLAY_SLEEP': '60'})
     p = subprocess.Popen([WRAPPER, '--tests-prefix', REPLAY, '--launcher',
                           os.path.join(FAKE, 'launch'), '--limit', '50'],
                          env=e, stdout=subprocess.PIPE, text=True,
                          stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(3)
+
+    def probing():
+        return [pid for pid in processes_with(str(tmp_path))
+                if any(w.endswith('all_reduce_perf') for w in cmdline(pid))]
+    # the probe runs (the replayed all_reduce_perf sleeps 60 s) before the
+    # signal comes: what it started is there to be stopped
+    assert wait_until(probing, 40), 'the probe never started'
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 2, (out, err)
     assert out == ('COULD-NOT-CHECK: stopped by SIGTERM before the check '
                    'finished\n'), (out, err)
-    time.sleep(0.5)
-    # nothing it started is left (the replayed all_reduce_perf sleeps 60 s)
-    assert not _processes_with(str(tmp_path))
-
-
-def _processes_with(text):
-    """pids of the processes whose environment holds ``text``."""
-    found = []
-    for d in os.listdir('/proc'):
-        if d.isdigit():
-            try:
-                with open(f'/proc/{d}/environ', 'rb') as fp:
-                    if text.encode() in fp.read():
-                        found.append(int(d))
-            except OSError:
-                pass
-    return found
+    # nothing it started is left
+    assert wait_until(lambda: not processes_with(str(tmp_path)), 10), \
+        [cmdline(pid) for pid in processes_with(str(tmp_path))]
 
 
 # -- the node's GPUs as its tools list them -----------------------------------

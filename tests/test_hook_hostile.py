@@ -22,6 +22,7 @@ import time
 import pytest
 
 from conftest import REPO
+from helpers.procs import processes_with, wait_until
 from test_health_trust import CAP, FAKE, REPLAY, environ, wrong_1g
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']
@@ -316,11 +317,7 @@ def test_no_database_named_records_nothing_where_it_runs(tmp_path):
 
 
 def _no_process_left(marker):
-    from test_health_trust import _processes_with
-    deadline = time.monotonic() + 5
-    while _processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _processes_with(marker)
+    return wait_until(lambda: not processes_with(marker), 5)
 
 
 def _stop_signals_deliverable():

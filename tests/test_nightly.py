@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from helpers.procs import wait_until
 from ccl_health.db import recorder, store
 from ccl_health.evidence import nccltests
 
@@ -430,10 +431,13 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
          [(f'seed-deg-{n}', _shift(first['time'], n - 31), n,
            {'NCCL_BUFFSIZE': BUFF}) for n in (32, 33)])
     # the seeded degraded runs lie 1 and 2 s after the first run: the
-    # next run must start after them to compare with seed-deg-33 (the
-    # run ids and times have a resolution of one second)
-    import time
-    time.sleep(3)
+    # next run must be measured after them (a case's time has a resolution
+    # of one second) to compare with seed-deg-33; its run id is unique
+    # whenever it starts (ccl_health/identity.py)
+    import datetime
+    last = datetime.datetime.fromisoformat(_shift(first['time'], 2))
+    assert wait_until(lambda: datetime.datetime.now(
+        datetime.timezone.utc) >= last + datetime.timedelta(seconds=1), 10)
     # the third degraded run: PASS against the reference (tolerance 35 %),
     # a new drift against history: exit 1
     p = _run(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r34',
