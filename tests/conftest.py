@@ -18,6 +18,7 @@ CAPTURE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
 # uses, so that a new test lands in its tier without being told:
 #   - a fixture that starts or installs something (by name, transitively);
 #   - a helper it calls that runs ReFrame, a browser, a server or a build;
+#   - a backend parametrized as a server (``db_url[postgresql]``);
 #   - the ``slurm`` marker (a Slurm cluster is a system);
 # and marked by hand (``pytestmark = pytest.mark.system``) where a module is
 # system as a whole.  ``scripts/test --fast`` runs ``-m "not system"``.
@@ -73,9 +74,12 @@ def system_reason(item):
             code = getattr(fdef.func, '__code__', None)
             if code is not None:
                 codes.append(code)
+    # a helper called, or a system fixture called by hand
+    # (``test_store_postgres.pg_url.__wrapped__(...)``)
+    calls = {**SYSTEM_FIXTURES, **SYSTEM_CALLS}
     for code in codes:
-        for name in sorted(_names(code) & set(SYSTEM_CALLS)):
-            return SYSTEM_CALLS[name]
+        for name in sorted(_names(code) & set(calls)):
+            return calls[name]
     return None
 
 
