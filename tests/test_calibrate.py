@@ -322,7 +322,7 @@ def test_a_first_run_without_reference_is_calibrated_from_the_store(
     turns them into the entry, and the next run passes against it.
     Through ReFrame with the replay stand-in (2x H200 intra capture)."""
     pytest.importorskip('reframe')
-    from test_reframe_replay import run_suite, verdict_lines
+    from helpers.replay import run_suite, verdict_lines
     path = refdir(tmp_path, 'system: local\npartitions:\n  gpu:\n'
                             '    entries: []\n')
     sizes = ('-S', 'min_size=1M', '-S', 'max_size=16M', '-S',

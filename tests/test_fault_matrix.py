@@ -26,7 +26,7 @@ import pytest
 import mutations
 from conftest import REPO
 from test_health_hook import FAKE, REPLAY
-from test_reframe_replay import make_site, verdict_lines
+from helpers.replay import make_site, verdict_lines
 
 pytest.importorskip('reframe')
 

@@ -182,7 +182,7 @@ def test_health_mode_through_reframe(tmp_path):
     """The same hook as a ReFrame check (the `health` mode, one job per
     node with --distribute on a real partition)."""
     pytest.importorskip('reframe')
-    from test_reframe_replay import run_suite
+    from helpers.replay import run_suite
     p, report, _ = run_suite(
         tmp_path, '-S', f'hook_launcher={os.path.join(FAKE, "launch")}',
         env={'PATH': FAKE + os.pathsep + os.environ['PATH'],

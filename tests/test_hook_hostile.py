@@ -23,7 +23,7 @@ import pytest
 
 from conftest import REPO
 from helpers.procs import processes_with, wait_until
-from test_health_trust import CAP, FAKE, REPLAY, environ, wrong_1g
+from helpers.node import CAP, FAKE, REPLAY, environ, wrong_1g
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']
 WRAPPER = os.path.join(REPO, 'scripts', 'ccl-health-check')

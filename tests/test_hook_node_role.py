@@ -30,7 +30,7 @@ from conftest import REPO
 from ccl_health.evidence.nodestate import pci, slurm
 from ccl_health.judge import node as node_judge
 from ccl_health.judge.verdicts import Verdict
-from test_health_trust import FAKE, REPLAY, environ
+from helpers.node import FAKE, REPLAY, environ
 from test_hook_hostile import (FOREIGN_NVML, SLURM_WRAPPER, _run_nhc,
                                _tests_prefix_site, nhc)  # noqa: F401
 

@@ -24,7 +24,7 @@ from conftest import REPO
 from ccl_health import CclHealthError, safefile
 from ccl_health.db import store
 from ccl_health.hook import pending
-from test_health_trust import CAP, hook, wrong_1g
+from helpers.node import CAP, hook, wrong_1g
 from test_db_state import END, db_gen, judged_in_place
 from test_db_state import written  # noqa: F401 (the fixture)
 

@@ -40,7 +40,7 @@ from ccl_health.evidence import nccltests
 
 pytest.importorskip('reframe')
 psycopg = pytest.importorskip('psycopg')
-from test_reframe_replay import make_site  # noqa: E402
+from helpers.replay import make_site  # noqa: E402
 
 DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded',
                      'raw')

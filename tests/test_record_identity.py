@@ -22,7 +22,7 @@ from conftest import REPO
 from ccl_health import CclHealthError, dburl, identity, outputs
 from ccl_health.db import store
 from ccl_health.hook import pending
-from test_health_trust import environ, hook
+from helpers.node import environ, hook
 from test_hook_pending import REPORT, _cases, _locked
 
 #: the stand-in clock: ``datetime.datetime.now`` fixed to $CCL_TEST_CLOCK
