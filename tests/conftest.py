@@ -40,6 +40,7 @@ SYSTEM_CALLS = {
     'run_suite': 'a ReFrame run',
     'dry_run': 'a ReFrame dry run (Lmod installed when missing)',
     'postgres_server': 'a PostgreSQL server',
+    'local_server': 'a PostgreSQL server',
     '_chromium': 'a Chromium browser',
     '_browser': 'a Chromium browser',
     'build_script': 'a build',

@@ -188,12 +188,12 @@ def pg_bridge(slurm):
     listens on the cluster's bridge address (a node's 127.0.0.1 is its
     own namespace's)."""
     import slurm_harness
-    import test_store_postgres as tsp
-    pgbin = tsp._bin()
+    from helpers import postgres
+    pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
     [port] = slurm_harness.free_ports(1)
-    yield from tsp.postgres_server(pgbin, slurm.ctl_addr, port,
+    yield from postgres.postgres_server(pgbin, slurm.ctl_addr, port,
                                    trust_net=slurm.net)
 
 

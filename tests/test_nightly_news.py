@@ -141,17 +141,17 @@ def pg_server():
     """The PostgreSQL server of the tests (test_store_postgres), on a free
     port of 127.0.0.1; installed there when missing, as that module does."""
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    if tsp._bin() is None and os.geteuid() == 0 and shutil.which('apt-get'):
+    from helpers import postgres
+    if postgres.pg_bin() is None and os.geteuid() == 0 and shutil.which('apt-get'):
         subprocess.run(['apt-get', 'install', '-y', '-q', 'postgresql'],
                        capture_output=True)
-    pgbin = tsp._bin()
+    pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed and cannot be installed')
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    yield from tsp.postgres_server(pgbin, '127.0.0.1', port)
+    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
 
 
 @pytest.fixture(params=['sqlite', 'postgresql'])
