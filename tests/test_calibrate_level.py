@@ -24,7 +24,7 @@ from ccl_health import cli, news
 from ccl_health.db import levels, store
 from ccl_health.judge import history, reference
 from ccl_health.units import format_size
-from test_drift import GRADED
+from helpers.drift import GRADED
 from test_nightly_news import (  # noqa: F401  (db_url, pg_server: fixtures)
     A, SIZES, T0, TOL, WHERE, Series, db_url, pg_server, rid, told)
 

@@ -46,7 +46,7 @@ from ccl_health.db import ledger, recorder, store
 from ccl_health.evidence import nccltests
 from ccl_health.judge import reference
 from ccl_health.rehearsal import scenarios
-from test_drift import DRIFT, GRADED
+from helpers.drift import DRIFT, GRADED
 
 A = 'AllReduceSweep %transport=net-socket %collective=all_reduce ' \
     '%algo=default'
