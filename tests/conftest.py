@@ -138,3 +138,25 @@ def judged_at_read(monkeypatch):
         return each(db, keys, *a, **kw)
     monkeypatch.setattr(reads, 'each_key', counting)
     return judged
+
+
+# -- the database backends ----------------------------------------------------
+
+@pytest.fixture(scope='module')
+def pg_server():
+    """The tests' PostgreSQL server (tests/helpers/postgres.py) of a module,
+    on a free port of 127.0.0.1; installed there when missing."""
+    from helpers import postgres
+    yield from postgres.local_server()
+
+
+@pytest.fixture(params=['sqlite', 'postgresql'])
+def db_url(request, tmp_path):
+    """A new, empty database of the backend: a SQLite file, or a database
+    of its own on the tests' PostgreSQL server."""
+    if request.param == 'sqlite':
+        return str(tmp_path / 'site.db')
+    from helpers import postgres
+    server = request.getfixturevalue('pg_server')
+    return postgres.fresh(server,
+                          f'soak_{request.node.name.split("[")[0][5:25]}')
