@@ -272,8 +272,8 @@ def cron_night(cluster, env, night, mailfile, scron, timeout=150):
 
 
 def _chromium_dom(page):
-    from test_report_page import _browser, _chromium
-    return _browser(_chromium(), '--dump-dom', page.as_uri())
+    from helpers.pages import find_chromium, run_chromium
+    return run_chromium(find_chromium(), '--dump-dom', page.as_uri())
 
 
 @pytest.mark.slurm
