@@ -41,7 +41,7 @@ from conftest import REPO
 from ccl_health import cli, news
 from ccl_health.db import ledger, store
 from helpers.drift import DRIFT, GRADED
-from helpers.nights import A, B, SIZES, WHERE, Series, rid, told
+from helpers.nights import A, B, SIZES, TOL, WHERE, Series, rid, told
 
 BUFF = {'NCCL_BUFFSIZE': '4063232'}
 LOST = 'intra needs at least 2 GPUs; this partition has 1 per node x 1'
