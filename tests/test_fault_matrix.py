@@ -25,7 +25,7 @@ import pytest
 
 import mutations
 from conftest import REPO
-from test_health_hook import FAKE, REPLAY
+from helpers.node import FAKE, REPLAY
 from helpers.replay import make_site, verdict_lines
 
 pytest.importorskip('reframe')

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 from conftest import REPO
 
@@ -58,3 +59,30 @@ def wrong_1g(text):
     toks = row.split()
     toks[8] = '3'                        # #wrong out-of-place
     return text.replace(row, '  '.join(toks))
+
+
+def timed_hook(tmp_path, *args, env=None, path_fake=True):
+    """(exit, the one line, seconds) of the hook on the stand-in node, in
+    the caller's environment less its GPU and site settings (``path_fake``:
+    the stand-in's tools first on PATH, else only /usr/bin:/bin)."""
+    e = dict(os.environ, CCL_HEALTH_DB=str(tmp_path / 'db.sqlite'),
+             PYTHONPATH=REPO)
+    for var in ('CUDA_VISIBLE_DEVICES', 'CCL_HEALTH_SYSTEM',
+                'CCL_HEALTH_PARTITION', 'CCL_HEALTH_CHECK_LIMIT',
+                'CCL_HEALTH_FAKE_GPUS', 'CCL_HEALTH_FAKE_MIG'):
+        e.pop(var, None)
+    e['CCL_HEALTH_HOSTNAME'] = 'ci-test-host'
+    if path_fake:
+        e['PATH'] = FAKE + os.pathsep + e['PATH']
+    else:
+        e['PATH'] = '/usr/bin:/bin'
+    e.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, '-m', 'ccl_health.hook',
+                        '--tests-prefix', REPLAY, '--launcher',
+                        os.path.join(FAKE, 'launch'),
+                        '--json', str(tmp_path / 'detail.json')] + list(args),
+                       env=e, capture_output=True, text=True, timeout=120)
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1, p.stdout + p.stderr      # one line for NHC
+    return p.returncode, lines[0], time.monotonic() - t0
