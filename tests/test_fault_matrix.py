@@ -30,6 +30,10 @@ from helpers.replay import make_site, verdict_lines
 
 pytest.importorskip('reframe')
 
+# the system tier: every fault through a ReFrame run, ingest, calibrate,
+# explain and the hook, each as processes (about 20 s a case)
+pytestmark = pytest.mark.system
+
 CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
 #: the sizes of the capture 'intra'
 SIZES = ['-S', 'min_size=8', '-S', 'max_size=8G']
