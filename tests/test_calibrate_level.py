@@ -24,9 +24,8 @@ from ccl_health import cli, news
 from ccl_health.db import levels, store
 from ccl_health.judge import history, reference
 from ccl_health.units import format_size
-from test_drift import GRADED
-from test_nightly_news import (  # noqa: F401  (db_url, pg_server: fixtures)
-    A, SIZES, T0, TOL, WHERE, Series, db_url, pg_server, rid, told)
+from helpers.drift import GRADED
+from helpers.nights import A, SIZES, T0, TOL, WHERE, Series, rid, told
 
 #: the step after the calibration: recorded values 4 % lower
 STEP = 0.96

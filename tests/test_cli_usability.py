@@ -182,7 +182,7 @@ def test_progress_through_the_main_command_with_the_replay(tmp_path):
     """The whole path without GPUs (the replay stand-ins of
     tests/test_reframe_replay.py): progress lines while ReFrame runs,
     ReFrame's own lines kept, its log file named at the end."""
-    from test_reframe_replay import run_suite
+    from helpers.replay import run_suite
     p, report, out = run_suite(tmp_path, '-n',
                                'AllReduceSweep%transport=intra',
                                env={'CCL_HEALTH_PROGRESS_S': '0.05'})

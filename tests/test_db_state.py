@@ -453,8 +453,8 @@ def test_a_state_is_one_keys_few_values(written):
 def pg_db(tmp_path_factory):
     """A fresh PostgreSQL database of the tests' server."""
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    gen = tsp.pg_url.__wrapped__(tmp_path_factory)
+    from helpers import postgres
+    gen = postgres.local_server()
     url = next(gen)
     import psycopg
     with psycopg.connect(url, autocommit=True) as conn:

@@ -25,10 +25,14 @@ import pytest
 
 import mutations
 from conftest import REPO
-from test_health_hook import FAKE, REPLAY
-from test_reframe_replay import make_site, verdict_lines
+from helpers.node import FAKE, REPLAY
+from helpers.replay import make_site, verdict_lines
 
 pytest.importorskip('reframe')
+
+# the system tier: every fault through a ReFrame run, ingest, calibrate,
+# explain and the hook, each as processes (about 20 s a case)
+pytestmark = pytest.mark.system
 
 CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
 #: the sizes of the capture 'intra'

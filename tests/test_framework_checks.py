@@ -18,7 +18,7 @@ import pytest
 from ccl_health import patterns
 from ccl_health.sitedata.site import shell_value
 from conftest import REPO
-from test_reframe_replay import make_site
+from helpers.replay import make_site
 
 pytest.importorskip('reframe')
 

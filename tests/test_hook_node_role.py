@@ -30,7 +30,7 @@ from conftest import REPO
 from ccl_health.evidence.nodestate import pci, slurm
 from ccl_health.judge import node as node_judge
 from ccl_health.judge.verdicts import Verdict
-from test_health_trust import FAKE, REPLAY, environ
+from helpers.node import FAKE, REPLAY, environ
 from test_hook_hostile import (FOREIGN_NVML, SLURM_WRAPPER, _run_nhc,
                                _tests_prefix_site, nhc)  # noqa: F401
 
@@ -620,17 +620,23 @@ def test_device_script_stand_ins(tmp_path):
     env.update(FAKE_FOREIGN_PID='', FAKE_SLURM_STATE='IDLE',
                NODE_ROLE_NOTE=str(tmp_path / 'note'),
                NODE_ROLE_LAUNCHER=os.path.join(FAKE, 'launch'))
+    detail = tmp_path / 'warn.json'
     p = subprocess.run(HOOK + ['--tests-prefix', REPLAY, '--launcher',
                                os.path.join(DEVICE, 'node_role',
-                                            'warn-launch')],
+                                            'warn-launch'),
+                               '--json', str(detail)],
                        env=environ(tmp_path, dict(env,
                                                   SLURMD_NODENAME='n01')),
                        capture_output=True, text=True, timeout=120)
     note = (tmp_path / 'note').read_text()
     assert 'the WARN appended to 2 debug log(s)' in note, (note, p.stdout)
-    # advisory where the WARN table says so (issue 27 item 2), else named
-    assert p.stdout.startswith('HEALTHY: all_reduce') or \
-        'GID table change' in p.stdout, p.stdout
+    # the WARN is advisory in the WARN table (issue 27 item 2): seen,
+    # named, and the node healthy
+    assert p.returncode == 0 and p.stdout.startswith(
+        'HEALTHY: all_reduce'), (p.stdout, p.stderr)
+    probe, = json.loads(detail.read_text())['probes']
+    assert probe['verdict'] == 'pass' and 'NCCL WARN NET/IB : Got async ' \
+        'event : GID table change (not fatal)' in probe['why'], probe
 
 
 @pytest.mark.parametrize('mode, says', [

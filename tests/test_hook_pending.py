@@ -12,10 +12,8 @@ import os
 import random
 import re
 import shutil
-import sqlite3
 import stat
 import subprocess
-import sys
 import time
 
 import pytest
@@ -24,29 +22,10 @@ from conftest import REPO
 from ccl_health import CclHealthError, safefile
 from ccl_health.db import store
 from ccl_health.hook import pending
-from test_health_trust import CAP, hook, wrong_1g
+from helpers.node import CAP, hook, wrong_1g
+from helpers.stores import REPORT, case_rows, locked
 from test_db_state import END, db_gen, judged_in_place
 from test_db_state import written  # noqa: F401 (the fixture)
-
-REPORT = [sys.executable, '-m', 'ccl_health.cli', '--prog', 'scripts/report',
-          'db']
-
-
-def _locked(path):
-    """Another writer holding the SQLite database ``path`` (BEGIN
-    IMMEDIATE): readers go on, every other writer waits."""
-    with store.open_store(str(path)):
-        pass
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    conn.execute('BEGIN IMMEDIATE')
-    return conn
-
-
-def _cases(path):
-    with store.open_store(str(path), readonly=True) as db:
-        return db.query('SELECT id, run_id, time, verdict FROM cases ORDER '
-                        'BY time, run_id')
-
 
 def _sizes(path):
     with store.open_store(str(path), readonly=True) as db:
@@ -65,7 +44,7 @@ def test_a_locked_database_keeps_the_check_and_the_next_one_records_it(
         tmp_path):
     db = tmp_path / 'db.sqlite'
     folder = tmp_path / 'state' / 'pending'
-    lock = _locked(db)
+    lock = locked(db)
     try:
         code, line, err = _healthy(tmp_path, folder)
     finally:
@@ -94,12 +73,12 @@ def test_a_locked_database_keeps_the_check_and_the_next_one_records_it(
         case.sizes[0].busbw == doc['probes'][0]['busbw']
     assert case.versions == doc['probes'][0]['versions'] and case.env
     assert case.detail['probes'] and case.reason == doc['line']
-    assert _cases(db) == []
+    assert case_rows(db) == []
     # the lock released: the next check records itself, then the kept one
     code, line, err = _healthy(tmp_path, folder)
     assert code == 0 and err == '', err
     assert pending.files(str(folder)) == []
-    rows = _cases(db)
+    rows = case_rows(db)
     assert len(rows) == 2 and rows[0]['run_id'] == case.run_id, rows
     # kept with the time it was measured, not the time it was written
     assert rows[0]['time'] == case.time
@@ -115,7 +94,7 @@ def test_the_exit_code_is_the_verdicts_and_the_failure_is_kept_whole(
         wrong_1g((d / 'intra' / 'stdout.txt').read_text()))
     db = tmp_path / 'db.sqlite'
     folder = tmp_path / 'pending'
-    lock = _locked(db)
+    lock = locked(db)
     try:
         code, line, err = hook(tmp_path, env={
             'CCL_HEALTH_PENDING_DIR': str(folder),
@@ -133,7 +112,7 @@ def test_the_exit_code_is_the_verdicts_and_the_failure_is_kept_whole(
     code, _, _ = hook(tmp_path, '--no-pairs', env={
         'CCL_HEALTH_PENDING_DIR': str(folder)})
     assert code == 0
-    assert [r['verdict'] for r in _cases(db)].count('wrong-results') == 1
+    assert [r['verdict'] for r in case_rows(db)].count('wrong-results') == 1
     assert pending.files(str(folder)) == []
 
 
@@ -168,7 +147,7 @@ def test_report_ingest_pending_records_them_and_names_a_bad_file(tmp_path):
     assert 'pending: 4 of 4 file(s) read, 3 recorded' in p.stderr
     assert '3 pending health check(s) recorded from' in p.stdout
     assert [f for f, _ in pending.files(str(folder))] == [str(bad)]
-    assert sorted(r['run_id'] for r in _cases(db)) == sorted(
+    assert sorted(r['run_id'] for r in case_rows(db)) == sorted(
         c.run_id for c in cases)
     assert not any(os.path.exists(p) for p in paths)
     # nothing left but the bad file: again, nothing recorded twice
@@ -176,7 +155,7 @@ def test_report_ingest_pending_records_them_and_names_a_bad_file(tmp_path):
                                  str(folder)], capture_output=True,
                        text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=REPO))
-    assert p.returncode == 2 and len(_cases(db)) == 3
+    assert p.returncode == 2 and len(case_rows(db)) == 3
     # a folder named that is not there: one line, exit 2, no database made
     p = subprocess.run(REPORT + ['--db', str(tmp_path / 'new.db'), 'ingest',
                                  '--pending', str(tmp_path / 'nope')],
@@ -206,7 +185,7 @@ def test_the_hook_drains_oldest_first_and_keeps_a_bad_file(tmp_path):
         assert len(pending.files(str(folder))) == 3
         done = pending.drain(s, str(folder), time.monotonic() + 60)
     assert done == [first, second]
-    assert [r['run_id'] for r in _cases(db)] == [old.run_id, newer.run_id]
+    assert [r['run_id'] for r in case_rows(db)] == [old.run_id, newer.run_id]
     assert [p for p, _ in pending.files(str(folder))] == [str(bad)]
 
 
@@ -222,7 +201,7 @@ def test_the_same_case_written_again_is_one_case(tmp_path):
     with store.open_store(db) as s:
         assert pending.ingest(s, str(folder), err=open(os.devnull, 'w')) \
             == (1, [])
-    rows = _cases(db)
+    rows = case_rows(db)
     assert [r['run_id'] for r in rows] == [case.run_id]
     assert len(_sizes(db)) == len(case.sizes) == 1
 
@@ -248,7 +227,7 @@ def test_the_hook_says_what_it_dropped(tmp_path):
     folder = tmp_path / 'pending'
     first = _keep(folder, _case('nid00001', 30), 1)[0]
     db = tmp_path / 'db.sqlite'
-    lock = _locked(db)
+    lock = locked(db)
     try:
         code, _, err = hook(tmp_path, '--no-pairs', env={
             'CCL_HEALTH_PENDING_DIR': str(folder),

@@ -551,14 +551,14 @@ def pg_url():
     """The PostgreSQL server of the tests (test_store_postgres), on a free
     port of 127.0.0.1."""
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    pgbin = tsp._bin()
+    from helpers import postgres
+    pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    yield from tsp.postgres_server(pgbin, '127.0.0.1', port)
+    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
 
 
 # -- issue 41, class 4: one teller per database and system:partition ------

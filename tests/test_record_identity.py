@@ -22,8 +22,8 @@ from conftest import REPO
 from ccl_health import CclHealthError, dburl, identity, outputs
 from ccl_health.db import store
 from ccl_health.hook import pending
-from test_health_trust import environ, hook
-from test_hook_pending import REPORT, _cases, _locked
+from helpers.node import environ, hook
+from helpers.stores import REPORT, case_rows, locked
 
 #: the stand-in clock: ``datetime.datetime.now`` fixed to $CCL_TEST_CLOCK
 CLOCK = '''
@@ -92,7 +92,7 @@ def test_two_checks_of_a_node_in_one_second_are_two_records(tmp_path):
     code, line, _ = hook(tmp_path, '--no-pairs',
                          env=_clock(tmp_path, at + 0.05))
     assert code == 0 and line.startswith('HEALTHY: '), line
-    rows = _cases(tmp_path / 'db.sqlite')
+    rows = case_rows(tmp_path / 'db.sqlite')
     assert sorted(r['verdict'] for r in rows) == ['missing-gpu', 'pass']
     assert len({r['run_id'] for r in rows}) == 2
     # the same second in the records' own time
@@ -113,7 +113,7 @@ def test_parallel_checks_and_a_drain_lose_nothing(tmp_path):
     db = tmp_path / 'db.sqlite'
     folder = tmp_path / 'pending'
     env = _clock(tmp_path, at, {'CCL_HEALTH_PENDING_DIR': str(folder)})
-    lock = _locked(db)
+    lock = locked(db)
     try:
         for fake in ('1', '2'):        # a missing-GPU check, a healthy one
             code, _, err = hook(tmp_path, *MISSING_GPU, env=dict(
@@ -136,7 +136,7 @@ def test_parallel_checks_and_a_drain_lose_nothing(tmp_path):
     p = _report(db, 'ingest', '--pending', str(folder))
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert pending.files(str(folder)) == []
-    rows = _cases(db)
+    rows = case_rows(db)
     assert len(rows) == n + 2, rows
     assert len({r['run_id'] for r in rows}) == n + 2
     assert sorted(r['verdict'] for r in rows).count('missing-gpu') == 1
@@ -149,7 +149,7 @@ def test_a_pending_check_is_recorded_only_in_its_own_database(tmp_path):
     x, y = tmp_path / 'x.sqlite', tmp_path / 'y.sqlite'
     folder = tmp_path / 'pending'
     env = {'CCL_HEALTH_PENDING_DIR': str(folder)}
-    lock = _locked(x)
+    lock = locked(x)
     try:
         code, _, err = hook(tmp_path, *MISSING_GPU, env=dict(
             env, CCL_HEALTH_DB=str(x), CCL_HEALTH_FAKE_GPUS='1'))
@@ -163,7 +163,7 @@ def test_a_pending_check_is_recorded_only_in_its_own_database(tmp_path):
     code, _, err = hook(tmp_path, '--no-pairs',
                         env=dict(env, CCL_HEALTH_DB=str(y)))
     assert code == 0 and err == '', err
-    assert [r['verdict'] for r in _cases(y)] == ['pass']
+    assert [r['verdict'] for r in case_rows(y)] == ['pass']
     assert [f for f, _ in pending.files(str(folder))] == [kept]
     assert pending.load(kept) == (case, os.path.realpath(x))
     # an ingest into Y leaves it too, and says for which database
@@ -172,15 +172,15 @@ def test_a_pending_check_is_recorded_only_in_its_own_database(tmp_path):
     assert f'pending: 1 file(s) meant for {os.path.realpath(x)}, not ' \
         f'{os.path.realpath(y)}: left in {folder}' in p.stderr, p.stderr
     assert '0 pending health check(s) recorded' in p.stdout
-    assert [r['verdict'] for r in _cases(y)] == ['pass']
+    assert [r['verdict'] for r in case_rows(y)] == ['pass']
     assert [f for f, _ in pending.files(str(folder))] == [kept]
     # a check naming X (another spelling of the same file) records it there
     code, _, err = hook(tmp_path, '--no-pairs', env=dict(
         env, CCL_HEALTH_DB=f'sqlite:///{tmp_path}/./x.sqlite'))
     assert code == 0 and err == '', err
     assert pending.files(str(folder)) == []
-    assert sorted(r['verdict'] for r in _cases(x)) == ['missing-gpu', 'pass']
-    assert [r['run_id'] for r in _cases(x) if r['verdict'] ==
+    assert sorted(r['verdict'] for r in case_rows(x)) == ['missing-gpu', 'pass']
+    assert [r['run_id'] for r in case_rows(x) if r['verdict'] ==
             'missing-gpu'] == [case.run_id]
 
 

@@ -17,7 +17,7 @@ import slurm_harness
 from ccl_health import summary
 
 pytest.importorskip('reframe')
-from test_reframe_replay import cases, run_suite, verdict_lines  # noqa: E402
+from helpers.replay import cases, run_suite, verdict_lines  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 

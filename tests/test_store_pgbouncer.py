@@ -20,7 +20,7 @@ import pytest
 
 from ccl_health.db import store
 from conftest import REPO
-from test_store_postgres import _bin, _case, postgres_server
+from helpers.postgres import intra_case, pg_bin, postgres_server
 
 psycopg = pytest.importorskip('psycopg')
 
@@ -32,7 +32,7 @@ ENV = {'SLURM_JOB_ID': '7', 'NCCL_SOCKET_IFNAME': 'hsn0',
 def servers():
     """(direct URL, URL through PgBouncer) of one database."""
     import pg_bouncer
-    pgbin = _bin()
+    pgbin = pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed (tests/test_store_postgres'
                     '.py installs it where it can)')
@@ -72,7 +72,7 @@ def backend(request, tmp_path):
 
 
 def _hook_case(node, run, env=None, detail=None):
-    case = _case(run, 1.0)
+    case = intra_case(run, 1.0)
     case.run_id = f'{run}-{node}'
     case.nodelist = node
     case.env = dict(env if env is not None else ENV)

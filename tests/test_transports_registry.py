@@ -4,6 +4,7 @@ bandwidth, the one-node switches), and ``net-ib``, NCCL's builtin
 InfiniBand / RoCE network, is proven from lines built from NCCL's own
 format strings and from a published real log."""
 
+import dataclasses
 import os
 
 import pytest
@@ -36,8 +37,9 @@ def test_transports_are_the_registry_names_in_report_order():
 def test_records_are_frozen_and_looked_up_by_name():
     t = transports.get('net-ib')
     assert transports.get(t) is t and str(t) == 'net-ib'
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         t.name = 'x'
+    assert t.name == 'net-ib' and transports.get('net-ib') is t
     with pytest.raises(CclHealthError, match="unknown transport 'ib'"):
         transports.get('ib')
     assert transports.find('ib') is None
