@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 from conftest import REPO
-from test_health_trust import FAKE, REPLAY, SYSFS_GPU
+from helpers.node import FAKE, REPLAY, SYSFS_GPU
 from test_hook_hostile import nhc  # noqa: F401  (the real NHC, built)
 
 #: what a checkout is made of (tests/ left out: product code never reads it)
