@@ -228,7 +228,7 @@ def test_the_published_two_node_crash_names_rank_7_and_its_error():
 # -- a real time-limit path: the hook's probe hangs, RAS listens --------------
 
 def test_the_hooks_probe_hang_names_the_rank_ras_names(tmp_path):
-    from test_health_hook import hook
+    from helpers.node import timed_hook as hook
     from ccl_health.db import store
     # the replayed probe is the capture's ranks 0 and 1 (pids 25480/25481)
     import glob
@@ -255,7 +255,7 @@ def test_the_hooks_probe_hang_names_the_rank_ras_names(tmp_path):
 
 
 def test_the_hooks_probe_hang_with_a_silent_ras_says_why(tmp_path):
-    from test_health_hook import hook
+    from helpers.node import timed_hook as hook
     with Standin('silent') as s:
         rc, line, wall = hook(tmp_path, '--limit', '6', env={
             'CCL_HEALTH_REPLAY_STALL': '60', 'NCCL_RAS_ADDR': s.addr})
