@@ -39,20 +39,7 @@ def _as_schema_9(url):
     """The database ``url`` without what schema 10 keeps: today's
     reading of it (read-only, nothing migrated)."""
     with store.open_store(url) as db:
-        with db.transaction():
-            if db.kind == 'sqlite':
-                for (name,) in db.conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = "
-                        "'trigger'").fetchall():
-                    db.execute(f'DROP TRIGGER {name}')
-            else:
-                db.execute('DROP TRIGGER cases_day_changed ON cases')
-                db.execute('DROP TRIGGER sizes_day_changed ON measurements')
-                db.execute('DROP TRIGGER key_state_changed ON key_state')
-            db.execute('DROP TABLE kept_days')
-            db.execute('DROP TABLE stale_keys')
-            db.execute("UPDATE meta SET value = '9' WHERE key = "
-                       "'schema_version'")
+        db_gen.as_schema_9(db)
     return url
 
 
@@ -209,7 +196,8 @@ def test_on_postgresql_the_same(pg_db, written, tmp_path):
     changed = _reads(pg_db, tmp_path / 'changed')
     _as_schema_9(pg_db)
     assert _reads(pg_db, tmp_path / 'old') == changed
-    # the same data on both backends reads the same, less its numbers'
-    # last digits (PostgreSQL's own sums): the failures and the page
-    assert kept['failed'] == today['failed']
-    assert kept['page'] == today['page']
+    # before the change, with the kept findings: the same failures,
+    # days and counts as SQLite's reading (the page's order of the keys'
+    # standing differs between the backends, whatever is kept)
+    assert {k: kept[k] for k in ('failed', 'days', 'counts')} == \
+        {k: today[k] for k in ('failed', 'days', 'counts')}

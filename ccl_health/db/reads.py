@@ -268,6 +268,14 @@ def window_keys(store, since):
     from ccl_health.judge.history import KEY, has_history
     if not indexed(store):
         return history_keys(window_cases(store, since))
+    if store.schema_version() >= 10:    # the series ids of the time index
+        cols = ', '.join(f's.{c}' for c in KEY + ('kind', 'node'))
+        return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
+                            for r in store.query(
+                                f'SELECT {cols} FROM series s WHERE s.id '
+                                f'IN (SELECT c.series_id FROM cases c WHERE '
+                                f'c.time >= ?)', (sql_time(since),)))
+                if has_history(k)}
     cols = ', '.join(KEY + ('kind', 'node'))
     return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
                         for r in store.query(
