@@ -201,3 +201,27 @@ def test_on_postgresql_the_same(pg_db, written, tmp_path):
     # standing differs between the backends, whatever is kept)
     assert {k: kept[k] for k in ('failed', 'days', 'counts')} == \
         {k: today[k] for k in ('failed', 'days', 'counts')}
+
+
+def test_the_pages_sweeps_are_read_by_the_kind_index(written):
+    """The page's window of sweeps (every kind but the probes) is read
+    through the partial kind index, never through the time index over
+    every check of its 30 days."""
+    from ccl_health.db import reads
+    from ccl_health.report import CASE_KINDS
+    path, _ = written
+    with store.open_store(path, readonly=True) as db:
+        asked = []
+        query = db.query
+        db.query = lambda sql, params=(): (asked.append((sql, params)),
+                                           query(sql, params))[1]
+        for records in (False, True):
+            rows = reads.window_cases(db, SINCE, kinds=CASE_KINDS,
+                                      records=records)
+            assert rows and all(r.get('source') != 'health' for r in rows)
+        for sql, params in asked:
+            if 'FROM cases' not in sql:
+                continue
+            plan = ' '.join(r[3] for r in db.conn.execute(
+                'EXPLAIN QUERY PLAN ' + sql, params))
+            assert 'cases_kind' in plan, plan
