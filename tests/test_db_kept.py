@@ -203,6 +203,19 @@ def test_on_postgresql_the_same(pg_db, written, tmp_path):
         {k: today[k] for k in ('failed', 'days', 'counts')}
 
 
+def _plans(db, run):
+    """The SQLite plans of every query ``run(db)`` sends."""
+    asked = []
+    query, execute = db.query, db.execute
+    db.query = lambda sql, params=(): (asked.append((sql, params)),
+                                       query(sql, params))[1]
+    db.execute = lambda sql, params=(): (asked.append((sql, params)),
+                                         execute(sql, params))[1]
+    run(db)
+    return [(sql, ' '.join(r[3] for r in db.conn.execute(
+        'EXPLAIN QUERY PLAN ' + sql, params))) for sql, params in asked]
+
+
 def test_the_pages_sweeps_are_read_by_the_kind_index(written):
     """The page's window of sweeps (every kind but the probes) is read
     through the partial kind index, never through the time index over
@@ -211,17 +224,23 @@ def test_the_pages_sweeps_are_read_by_the_kind_index(written):
     from ccl_health.report import CASE_KINDS
     path, _ = written
     with store.open_store(path, readonly=True) as db:
-        asked = []
-        query = db.query
-        db.query = lambda sql, params=(): (asked.append((sql, params)),
-                                           query(sql, params))[1]
         for records in (False, True):
             rows = reads.window_cases(db, SINCE, kinds=CASE_KINDS,
                                       records=records)
             assert rows and all(r.get('source') != 'health' for r in rows)
-        for sql, params in asked:
-            if 'FROM cases' not in sql:
-                continue
-            plan = ' '.join(r[3] for r in db.conn.execute(
-                'EXPLAIN QUERY PLAN ' + sql, params))
-            assert 'cases_kind' in plan, plan
+        plans = _plans(db, lambda db: [reads.window_cases(
+            db, SINCE, kinds=CASE_KINDS, records=r) for r in (False, True)])
+    assert plans and all('cases_kind' in plan for sql, plan in plans
+                         if 'FROM cases' in sql), plans
+
+
+def test_failed_reads_no_case_beyond_its_window(written):
+    """Every query of ``failed`` on the cases searches an index by its
+    window (none scans the table or a whole index: the unique index of
+    every run was SQLite's choice for the other kinds' runs)."""
+    path, _ = written
+    with store.open_store(path, readonly=True) as db:
+        plans = _plans(db, lambda db: queries.failed(db, 24, now=END))
+    cases = [(sql, plan) for sql, plan in plans if 'cases' in sql]
+    assert cases and not [p for p in cases if re.search(
+        r'\bSCAN (c|cases)\b', p[1])], cases

@@ -207,7 +207,7 @@ def kept_findings(store, since, runs=True, probes=None):
     import json
     from ccl_health.db import state
     from ccl_health.judge.history import detect, has_history
-    from ccl_health.judge.series import PROBE_KIND, simulated
+    from ccl_health.judge.series import HISTORY_KINDS, PROBE_KIND, simulated
     from ccl_health.judge.stream import finding_of
 
     def wanted(key):
@@ -216,10 +216,13 @@ def kept_findings(store, since, runs=True, probes=None):
     stale = {k for k in state.stale_listed(store) if wanted(k)}
     other = set()
     if runs:
-        other = {r['run_id'] for r in store.query(
-            f"SELECT DISTINCT c.run_id, c.time FROM cases c WHERE c.kind "
-            f"<> '{PROBE_KIND}' AND c.time >= ?", (sql_time(since),))
-            if _when(r['time']) >= since and not simulated(r['run_id'])}
+        # the runs of the other kinds judged against history (a fleet
+        # step is judged within its run: no finding kept), by the partial
+        # kind index
+        other = {r['run_id'] for r in window_cases(
+            store, since, columns=('run_id', 'time'), kinds=tuple(
+                k for k in HISTORY_KINDS if k != PROBE_KIND))
+            if not simulated(r['run_id'])}
     rows = store.query('SELECT case_id, key, size, kind, run_id, time, body '
                        'FROM findings WHERE time >= ?', (sql_time(since),))
     rows = [r for r in rows if _when(r['time']) >= since]
