@@ -205,8 +205,9 @@ def write_checks(db, machine, nodes, days, per_day, end, seed=2,
 def as_schema_9(db):
     """The store ``db`` (written by this version) as schema 9 left it:
     nothing kept of its days, no list of stale keys, none of their
-    triggers, the time index of the time alone (what a reader of schema 9 reads: every day counted, every
-    key of a window looked at).  Commits."""
+    triggers, the time index of the time alone (what a reader of schema
+    9 reads: every day counted, every key of a window looked at).
+    Commits."""
     with db.transaction():
         if db.kind == 'sqlite':
             for (name,) in db.conn.execute(

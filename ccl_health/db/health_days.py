@@ -27,6 +27,8 @@ COUNTED = GROUP[:4]
 #: the verdicts that are not failures (a probe that is not one of them is
 #: counted as "not good")
 GOOD = tuple(v.value for v in Verdict if v.good)
+#: :data:`GOOD` as an SQL list
+GOOD_SQL = '(' + ', '.join(f"'{v}'" for v in GOOD) + ')'
 
 
 def _is_probe(alias='c'):
@@ -140,7 +142,6 @@ def probe_counts(store, since=None, until=None):
     (text) from ``since`` to before ``until``: ``checks``, ``last`` (the
     newest time), ``failures`` (not good) and ``last_failure`` (its
     newest time, or None); counted in the database."""
-    from ccl_health.db.store import GOOD_SQL
     probe, params = _is_probe()
     window, more = _window(since, until)
     cols = ', '.join(f'c.{k}' for k in COUNTS_GROUP)

@@ -12,11 +12,6 @@ SCHEMA_VERSION = 10
 #: nothing migrated): what they lack reads as None
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
-#: the columns a schema-6 case has beside
-#: :data:`ccl_health.db.store.CASE_COLUMNS`: its history series' kind and
-#: node (:func:`ccl_health.db.store.series_columns`)
-SERIES_COLUMNS = ('kind', 'node')
-
 #: one row per case and size (schema 1)
 _RECORDS_VIEW = """CREATE VIEW records AS
            SELECT c.run_id, c.case_name, c.time, c.system, c.partition,

@@ -22,6 +22,10 @@ from a record (``'2'``) or from the database (``2``).
 
 import json
 
+#: the columns a schema-6 case has beside
+#: :data:`ccl_health.db.store.CASE_COLUMNS`: its history series' kind and
+#: node (:func:`ccl_health.db.store.series_columns`)
+SERIES_COLUMNS = ('kind', 'node')
 #: the columns of a series, in the order of the old ``cases_series``
 #: index (the loose scans of a schema 6-8 database walk them in it)
 COLUMNS = ('system', 'partition', 'kind', 'transport', 'collective',

@@ -37,7 +37,7 @@ import datetime
 import json
 
 from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
-from ccl_health.db.schema import SERIES_COLUMNS
+from ccl_health.db.series import SERIES_COLUMNS
 from ccl_health.judge import history as H
 from ccl_health.judge.stream import SeriesJudge, finding_data, finding_of
 
