@@ -171,8 +171,8 @@ def page_split(url, out):
     """The page of ``url`` drawn in this process, its time split: the
     health checks counted (their days, counts and nodes: ``counts``), the
     figures drawn (``figures``), the rest (the window's cases, findings
-    and records read, the page written: ``queries``).  Prints it as
-    JSON."""
+    and records read, the tables made, pandas and matplotlib imported,
+    the page written: ``queries``).  Prints it as JSON."""
     from ccl_health import report
     from ccl_health.report import figures, health
     spent = {'counts': 0.0, 'figures': 0.0}
@@ -273,7 +273,7 @@ def plans(url):
         sweep = db.query("SELECT * FROM cases WHERE source = 'sweep' "
                          "ORDER BY id DESC LIMIT 1")
         queries = {
-            'the window (report failed)': (
+            'the window (report failed before schema 10)': (
                 'SELECT c.id, c.run_id, c.time, c.verdict FROM cases c '
                 'WHERE c.time >= ? ORDER BY c.time, c.id', (since,))}
         for what, row in (('a node\'s history (its last 60 checks)', probe),
@@ -319,8 +319,10 @@ def plans(url):
                 'SELECT case_id, key, size, kind, run_id, time, body FROM '
                 'findings WHERE time >= ?', (since,)),
             'the other kinds\' runs of a window (failed)': (
-                f"SELECT DISTINCT c.run_id, c.time FROM cases c WHERE "
-                f"c.kind <> '{PROBE_KIND}' AND c.time >= ?", (since,)),
+                f"SELECT c.run_id, c.time FROM cases c WHERE c.time >= ? "
+                f"AND c.kind <> '{PROBE_KIND}' AND c.kind IN (?, ?, ?) "
+                f"ORDER BY c.time, c.id", (since, 'sweep', 'framework',
+                                           'other')),
             'the stale keys (failed; the page\'s probes)': (
                 'SELECT key FROM stale_keys', ()),
             'the kept days (the page)': (
@@ -337,9 +339,16 @@ def plans(url):
                 f'WHERE {probe} AND c.time >= ? AND c.time < ?',
                 pargs + (today, '9999')),
             'the keys of 7 days (detect)': (
-                'SELECT DISTINCT system, partition, transport, collective, '
-                'nodes, ranks, algo, kind, node FROM cases WHERE time >= ?',
-                (week,)),
+                'SELECT s.system, s.partition, s.transport, s.collective, '
+                's.nodes, s.ranks, s.algo, s.kind, s.node FROM series s '
+                'WHERE s.id IN (SELECT c.series_id FROM cases c WHERE '
+                'c.time >= ?)', (week,)),
+            'the sweeps of the page\'s 30 days': (
+                f"SELECT c.id FROM cases c WHERE c.time >= ? AND c.kind <> "
+                f"'{PROBE_KIND}' AND c.kind IN (?, ?, ?, ?) ORDER BY c.time, "
+                f"c.id", (reads.sql_time(datetime.datetime.fromisoformat(
+                    newest) - datetime.timedelta(days=30)), 'sweep',
+                    'framework', 'fleet', 'other')),
         })
         for what, (sql, args) in queries.items():
             if db.kind == 'sqlite':
@@ -620,8 +629,9 @@ def kept_table(data, sets):
            'goal (' + ', '.join(f'{k} {v} s' for k, v in GOALS.items()) +
            ').  `history intra --size 1G`, `since net-plugin --size 1G`.',
            '', '| data | backend | ' + ' | '.join(
-               f'`{r}`' for r in READS) + ' | page: counts / queries / '
-           'figures (cold, in-process) |',
+               f'`{r}`' for r in READS) + ' | page in-process, cold: '
+           'health-check counts / the rest (reads, tables, pandas and '
+           'matplotlib imports) / figures drawn |',
            '|---|---|' + '---|' * len(READS) + '---|']
     for k, be in rows:
         r = data[k][be]['reads']
@@ -646,7 +656,7 @@ def kept_table(data, sets):
                           f'{u["from"]})' for k, u in ups) + '.  The '
                 'PostgreSQL copy was made by `scripts/report migrate` from '
                 'the upgraded file (the kept rows copied).']
-    return out + ['']
+    return out + [''] + data.get('_issue45', []) + ['']
 
 
 def render(data):
@@ -899,6 +909,9 @@ def main(argv=None):
         REPO, 'benchmarks', 'results', 'db_scale.md'))
     ap.add_argument('--nightly-read', help=argparse.SUPPRESS)
     ap.add_argument('--page-split', nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument('--plans-only', metavar='SET', help='only the query '
+                    'plans of the database SET (e.g. frontier-12d) in '
+                    '--work, into --json')
     ap.add_argument('--render', action='store_true',
                     help='only write --out from --json')
     args = ap.parse_args(argv)
@@ -906,6 +919,25 @@ def main(argv=None):
         return nightly_read(args.nightly_read)
     if args.page_split:
         return page_split(*args.page_split)
+    if args.plans_only:
+        # the plans of --set's database in --work, SQLite and its
+        # PostgreSQL copy, into --json (the reads measured before)
+        with open(args.json) as fp:
+            data = json.load(fp)
+        name = args.plans_only
+        path = os.path.join(args.work, f'{name}.db')
+        data[name]['sqlite']['plans'] = plans(path)
+        if not args.no_pg:
+            pg = Postgres()
+            try:
+                url = pg.database(name.replace('-', '_'))
+                timed([REPORT, '--db', path, 'migrate', '--to', url])
+                data[name]['postgresql']['plans'] = plans(url)
+            finally:
+                pg.stop()
+        with open(args.json, 'w') as fp:
+            json.dump(data, fp, indent=1, sort_keys=True)
+        return 0
     if args.render:
         with open(args.json) as fp:
             data = json.load(fp)
