@@ -840,7 +840,10 @@ def render(data):
                 ' (extrapolated by the cases, not measured); PostgreSQL '
                 'leaves each old row version to VACUUM.', '']
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
-    big = max(sets, key=lambda k: data[k].get('cases', 0)) if sets else None
+    # the plans of the newest schema measured, its largest set
+    newest = max((data[k].get('schema', 8) for k in sets), default=None)
+    big = max((k for k in sets if data[k].get('schema', 8) == newest),
+              key=lambda k: data[k].get('cases', 0)) if sets else None
     if big:
         out += [f'## Query plans ({big})', '']
         for be in ('sqlite', 'postgresql'):
