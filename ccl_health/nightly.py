@@ -334,7 +334,17 @@ def _page(db_url, folder, title, publish):
     """The night's page in ``folder``; its figures cached for every night
     (``<publish>/.figures``): a night draws only what changed."""
     from ccl_health import report
+    from ccl_health.db import health_days
     from ccl_health.report.figures import CACHE
+    if _database_exists(db_url):
+        # the closed days of the health checks kept (once a day: the
+        # page, the next night's too, reads them as kept)
+        # (a database this night cannot write: the page counts them)
+        try:
+            with store.open_store(db_url) as db:
+                health_days.keep(db)
+        except store.driver_errors():
+            pass
     with store.open_store(db_url, readonly=True) as db:
         return report.build(db, folder, title=title,
                             cache=os.path.join(publish, CACHE))[0]

@@ -164,6 +164,9 @@ def test_a_level_whose_keys_were_not_judged_again_is_judged_at_read(
     path = str(tmp_path / 'level.db')
     shutil.copy(written, path)
     with store.open_store(path) as db:
+        # an older ccl-health writes a schema-9 database (it refuses a
+        # newer one); the next writer of this version migrates it
+        db_gen.as_schema_9(db)
         run = db.query("SELECT run_id, time FROM cases WHERE transport = "
                        "'intra' AND collective = 'all_gather' ORDER BY time "
                        "LIMIT 1 OFFSET 30")[0]
@@ -174,6 +177,8 @@ def test_a_level_whose_keys_were_not_judged_again_is_judged_at_read(
                 "VALUES (?, ?, 'perlmutter', 'gpu', 'intra', 'all_gather', "
                 "'test', 'old', ?)", (run['run_id'], run['time'],
                                       store.now()))
+    with store.open_store(path) as db:       # schema 10: the stale listed
+        assert db.query('SELECT count(*) AS n FROM stale_keys')[0]['n']
     kept = _answers(path)
     assert judged_at_read and {(k[2], k[3], k[7]) for k in judged_at_read} \
         == {('intra', 'all_gather', 'sweep')}

@@ -391,6 +391,14 @@ def cmd_rejudge(db, args):
                              f'keeps no judging state (open it for writing '
                              f'once to migrate it)')
     keys = state.stale_keys(db)
+    if not args.dry_run:
+        # the closed days of the health checks kept too (what the page
+        # reads: ccl_health.db.health_days.keep)
+        from ccl_health.db import health_days
+        days = health_days.keep(db)
+        if days:
+            print(f'kept {len(days)} day(s) of health checks in '
+                  f'{db.where}')
     if args.dry_run or not keys:
         print(f'{len(keys)} key(s) to judge again from their history in '
               f'{db.where}' + ('' if keys else ': every key has its state'))

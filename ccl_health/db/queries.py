@@ -199,10 +199,14 @@ def failures(store, since_hours=24, now=None):
     history.  Nothing recorded in that window is an error, not an
     all-clear.  The cases of simulated runs (:func:`simulated_runs`) are
     left out: a rehearsal is neither a failure nor an all-clear."""
+    from ccl_health.db import state
     since = window_start(since_hours, now)
-    window = [c for c in reads.window_cases(store, since)
+    kept = state.listed(store)
+    # schema 10: the window's failing cases by their index and its
+    # findings as kept (the stale keys judged); before, every case of it
+    window = [c for c in reads.window_cases(store, since, failing=kept)
               if not simulated(c)]
-    if not window:
+    if not (window or kept and _measured_since(store, since)):
         raise CclHealthError(_nothing_in_window(store, since_hours, now))
     out = []
     for c in window:
@@ -214,10 +218,23 @@ def failures(store, since_hours=24, now=None):
                            f'{c["case_name"]}: {name.upper()}: '
                            f'{shown_reason(store, c, name.upper())}'))
     # each key measured in the window judged from its recent history
-    found = [f for f in reads.window_findings(store, window, since)
+    found = [f for f in (reads.kept_findings(store, since) if kept else
+                         reads.window_findings(store, window, since))
              if f.kind != 'recovery']
     out += [(Verdict.DROP, line) for line in drop_lines(found, store)]
     return out
+
+
+def _measured_since(store, since):
+    """Is a case (not simulated) recorded from ``since`` on?  Read from
+    the newest case back, by the time index."""
+    bound = reads.sql_time(since)
+    for c in reads.newest_case_rows(store, None, ('time', 'run_id')):
+        if str(c['time']) < bound:
+            return False
+        if when(c['time']) >= since and not simulated(c):
+            return True
+    return False
 
 
 def window_runs(store, since_hours=24, now=None):

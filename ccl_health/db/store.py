@@ -22,7 +22,8 @@ from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
 from ccl_health.db.schema import (  # noqa: F401
-    READABLE_VERSIONS, SCHEMA_VERSION, SERIES_COLUMNS, _MIGRATIONS)
+    READABLE_VERSIONS, SCHEMA_VERSION, _MIGRATIONS)
+from ccl_health.db.series import SERIES_COLUMNS
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (

@@ -376,9 +376,11 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     findings = reads.judge_keys(
         store, reads.history_keys(case_rows), since,
         {c['run_id'] for c in case_rows}, standing=how)
-    probe_findings = reads.judge_keys(
-        store, {k for k in reads.window_keys(store, recent)
-                if k[7] == 'health probe'}, recent)
+    from ccl_health.db import state
+    probe_findings = reads.kept_findings(
+        store, recent, runs=False, probes=True) if state.listed(store) \
+        else reads.judge_keys(store, {k for k in reads.window_keys(
+            store, recent) if k[7] == 'health probe'}, recent)
     findings += probe_findings
     failing = _cases_frame(store, reads.window_cases(
         store, since, kinds=('health probe',), failing=True))
