@@ -351,13 +351,6 @@ def _exact(ev, result):
         return ev.exact_sizes
 
 
-def _versions(att: Attempt):
-    """``{rank: version}`` of the ranks' library versions, where known
-    (the ``NCCL version`` / ``RCCL version`` line of each rank's log,
-    :func:`ccl_health.evidence.warns.rank_versions`)."""
-    return dict(getattr(att, 'rank_versions', None) or {})
-
-
 def _version_groups(vers):
     """``2.28.3 on 3 ranks (a, b, c); 2.21.5 on 1 rank (d)``."""
     groups = {}
@@ -442,7 +435,10 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if warn and (bad is None or not bad[0].failed or
                  bad[0] is Verdict.BELOW_REFERENCE):
         return warn[0], warn[1], found
-    vers = _versions(att)
+    if warn and bad is not None and bad[0] is Verdict.CRASH:
+        return Verdict.CRASH, _crash_after(bad[1], warn, res), found
+    # the ranks' library versions, where known (each rank's log's line)
+    vers = dict(getattr(att, 'rank_versions', None) or {})
     if bad is None and len(set(vers.values())) > 1:
         return Verdict.NODE_FAULT, (
             'node-fault: ranks run different NCCL versions: ' +
@@ -519,6 +515,17 @@ def _unproven_why(att, why):
         if text.startswith(head):
             text = text[len(head):]
     return text
+
+
+def _crash_after(reason, warn, res):
+    """A crash's reason naming its first fatal WARN (the cause), then the
+    program's first error line (the tail of :func:`judge_output`'s)."""
+    errs = list(getattr(res, 'errors', []) or [])
+    first = errs[0][:200] if errs else ''
+    if first and reason.endswith(f': {first}'):
+        reason = reason[:-len(f': {first}')]
+    said = warn[1].split(': ', 1)[1]
+    return f'{reason} after {said}' + (f'; {first}' if first else '')
 
 
 def _stopped_after(warn, res, att, what):
@@ -660,7 +667,7 @@ def _contended(ev, verdict, reason):
         return verdict, reason
     from ccl_health.evidence.nodestate.diagnose import contention
     found = contention([states.get('before'), *states.get('samples', []),
-                        states.get('after')])
+                        states.get('after')], ours=ev.run_pids())
     if found is None:
         return verdict, reason
     return Verdict.CONTENDED, (f'contended: {found.text} while the run ran; '
