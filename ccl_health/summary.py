@@ -42,6 +42,8 @@ class CaseVerdict:
     shortfalls: List[Shortfall] = dataclasses.field(default_factory=list)
     checked_sizes: int = 0
     measured: dict = dataclasses.field(default_factory=dict)  # size -> busbw
+    #: the other performance values: name -> (value, unit)
+    values: dict = dataclasses.field(default_factory=dict)
     versions: dict = dataclasses.field(default_factory=dict)
     acceptance: bool = False
 
@@ -60,6 +62,12 @@ class CaseVerdict:
         if self.verdict == 'pass' and ' sizes within reference; ' in \
                 self.reason:       # the judge's reason says it already
             return f'{head}{self.reason}'
+        if self.verdict == 'pass' and not self.checked_sizes:
+            # a check without sizes (a first call, a training step): what
+            # it measured, and the judge's words
+            did = ', '.join(f'{k} {v:g} {u or ""}'.rstrip()
+                            for k, (v, u) in sorted(self.values.items()))
+            return f'{head}' + '; '.join(x for x in (did, self.reason) if x)
         if self.verdict == 'pass':
             big = max(self.measured) if self.measured else None
             at = (f'; {self.measured[big]:.1f} GB/s at {format_size(big)}'
@@ -184,6 +192,13 @@ def case_verdicts(report):
                          tc.get('collective', ''),
                          versions=tc.get('versions') or {},
                          acceptance=bool(tc.get('acceptance')))
+        sized = {k for k in (tc.get('perfvalues') or {})
+                 if k.rsplit(':', 1)[-1].startswith('busbw_')}
+        for key, vals in (tc.get('perfvalues') or {}).items():
+            if key not in sized and isinstance(vals, list) and vals and \
+                    isinstance(vals[0], (int, float)):
+                cv.values[key.rsplit(':', 1)[-1]] = (
+                    vals[0], vals[4] if len(vals) > 4 else '')
         for size, vals in busbw_perfvalues(tc.get('perfvalues')):
             value, ref, lower = vals[0], vals[1], vals[2]
             cv.measured[size] = value

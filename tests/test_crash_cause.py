@@ -92,3 +92,22 @@ def test_the_runs_own_ranks_are_never_contention(tmp_path):
     j = _case(bogus, 1, log, other, tmp_path)
     assert j.verdict is Verdict.CONTENDED
     assert 'GPU 1 in use by pid 4412' in j.reason
+
+
+def test_a_pass_without_sizes_says_what_it_did():
+    """A first call or a training step has no sizes: its pass is told in
+    the judge's words, never "0 sizes within reference"."""
+    from ccl_health import summary
+    report = {'runs': [{'testcases': [{
+        'fixture': False, 'display_name': 'TorchFirstCall',
+        'transport': 'intra', 'collective': 'torch_first_call',
+        'result': 'pass', 'verdict': 'pass',
+        'verdict_reason': 'proven intra: P2P/CUMEM on every rank',
+        'transport_proof': 'proven intra: P2P/CUMEM on every rank',
+        'perfvalues': {'local:gpu:first_call_ms': [
+            812.0, 5000.0, None, 0.0, 'ms', 'pass']}}]}]}
+    [v] = summary.case_verdicts(report)
+    line = v.line()
+    assert v.verdict == 'pass' and 'proven intra: P2P/CUMEM' in line
+    assert 'first_call_ms 812 ms' in line
+    assert 'sizes within reference' not in line, line
