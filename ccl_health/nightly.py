@@ -46,6 +46,7 @@ import signal
 import socket
 import subprocess
 import sys
+import warnings
 
 from ccl_health import (CclHealthError, dburl, identity, news, outputs,
                         rehearsal)
@@ -293,13 +294,14 @@ def _night_locked(args, publish):
     cmd = run_command(args, out, run_id)
     rc, stopped = _run_child(cmd, env, log_path)
     head = f'ccl-health nightly {where} {night_name}'
-    status, code, lines = _news(args, db_url, run_id, head, rc, stopped,
-                                env, log_path, killed)
-    page = None
-    if status != 'could-not-run' and _database_exists(db_url):
-        page = _publish(unpublished, _page, db_url, folder,
-                        f'ccl-health {where}: night '
-                        f'{os.path.basename(folder)}', publish)
+    with warnings_to(log_path):      # the standard output is the mail
+        status, code, lines = _news(args, db_url, run_id, head, rc,
+                                    stopped, env, log_path, killed)
+        page = None
+        if status != 'could-not-run' and _database_exists(db_url):
+            page = _publish(unpublished, _page, db_url, folder,
+                            f'ccl-health {where}: night '
+                            f'{os.path.basename(folder)}', publish)
     meta.update(status=status, lines=lines, exit=code,
                 finished=datetime.datetime.now().isoformat(timespec='seconds'))
     _publish(unpublished, _write_meta, folder, meta)
@@ -318,6 +320,26 @@ def _night_locked(args, publish):
             '/latest/' if latest == mine else f'/nights/{mine}/')
             if args.url else page))
     return code
+
+
+@contextlib.contextmanager
+def warnings_to(log_path):
+    """Every Python warning raised inside (matplotlib's ``AutoDateLocator
+    was unable to pick an appropriate interval``, a library's deprecation)
+    appended to the night's log ``log_path``, never printed: the nightly's
+    standard output and error are its mail.  Where the log cannot be
+    written, the warning is dropped (the mail stays the mail)."""
+    def to_log(message, category, filename, lineno, file=None, line=None):
+        try:
+            with safefile.open_append(log_path) as fp:
+                fp.write(warnings.formatwarning(message, category, filename,
+                                                lineno, line))
+        except OSError:
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter('default')
+        warnings.showwarning = to_log
+        yield
 
 
 def _publish(problems, fn, *a):
