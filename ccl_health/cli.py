@@ -250,8 +250,8 @@ def cmd_run(args):
         env.setdefault('CCL_HEALTH_ASSUME_GPUS', '2:sm_90')
         dry = True
     else:
-        print(f'ccl-health: {gpus.count} x {gpus.model} ({gpus.arch}, driver '
-              f'{gpus.driver}); outputs in {out}', flush=True)
+        print(f'ccl-health: {gpus.describe()}; outputs in {out}',
+              flush=True)
     # two runs into one output folder never share a run report
     report = os.path.join(out, 'reports', f'{identity.new("run-")}.json')
     cmd = _reframe() + ['-C', CONFIG, '-c', args.checks or SWEEP,
