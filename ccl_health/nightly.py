@@ -301,7 +301,7 @@ def _night_locked(args, publish):
         if status != 'could-not-run' and _database_exists(db_url):
             page = _publish(unpublished, _page, db_url, folder,
                             f'ccl-health {where}: night '
-                            f'{os.path.basename(folder)}', publish)
+                            f'{os.path.basename(folder)}', publish, run_id)
     meta.update(status=status, lines=lines, exit=code,
                 finished=datetime.datetime.now().isoformat(timespec='seconds'))
     _publish(unpublished, _write_meta, folder, meta)
@@ -352,14 +352,16 @@ def _publish(problems, fn, *a):
         return False
 
 
-def _page(db_url, folder, title, publish):
-    """The night's page in ``folder``; its figures cached for every night
+def _page(db_url, folder, title, publish, run_id=None):
+    """The night's page in ``folder`` (its failures: those of the night's
+    run ``run_id``); its figures cached for every night
     (``<publish>/.figures``): a night draws only what changed."""
     from ccl_health import report
     from ccl_health.report.figures import CACHE
     with store.open_store(db_url, readonly=True) as db:
         return report.build(db, folder, title=title,
-                            cache=os.path.join(publish, CACHE))[0]
+                            cache=os.path.join(publish, CACHE),
+                            run_id=run_id)[0]
 
 
 def _database_exists(db_url):

@@ -21,7 +21,7 @@ def test_warnings_go_to_the_log_not_the_mail(tmp_path, monkeypatch, capsys):
         print('ccl-health nightly local: nothing new')
         return 'quiet', 0, ['ccl-health nightly local: nothing new']
 
-    def page(db_url, folder, title, publish):
+    def page(db_url, folder, title, publish, run_id=None):
         warnings.warn(LOCATOR, UserWarning)        # as matplotlib does
         return str(tmp_path / 'index.html')
     monkeypatch.setattr(nightly, '_run_child', lambda cmd, env, log:
