@@ -296,7 +296,8 @@ def cmd_run(args):
                          f'{dburl.shown(db_url)} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog); '
-                         f'{out}/reframe.log (ReFrame\'s full log)'))
+                         f'{out}/reframe.log (ReFrame\'s full log)',
+                         db=dburl.shown(db_url)))
     code = summary.run_exit_code(verdicts)
     new = _history_lines(db_url, env['CCL_HEALTH_RUN_ID'])
     # a new drop / drift after PASS needs a person: exit 1, never 0
