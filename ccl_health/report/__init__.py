@@ -41,7 +41,7 @@ from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
 from ccl_health.judge.series import READ_ORDER
 from ccl_health.report.health import (  # noqa: F401 (the page's parts)
     HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
-    node_rows, probe_summary)
+    node_rows, node_trends, probe_summary)
 
 #: the kinds of case, in page order
 KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
@@ -390,7 +390,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     sections, healthy = series_sections(figures, df, cases, findings,
                                         wanted, sizes)
     health = health_sections(store, figures, since)
-    nodes = node_rows(store, since, probe_findings)
+    nodes = node_trends(store, figures, node_rows(store, since,
+                                                  probe_findings), since)
     figures.finish()
     from ccl_health.db import queries
 
