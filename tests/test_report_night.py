@@ -24,7 +24,8 @@ def test_the_night_page_lists_that_nights_failures(tmp_path):
     with store.open_store(db) as s:
         s.add_case(_case('night-1', 1, 'hang', 'hang: no output for 600 s'))
         s.add_case(_case('night-2', 2, 'crash', 'crash: all_reduce_perf '
-                         'exited with status 3 after NCCL WARN socketProgress'))
+                         'exited with status 3 after NCCL WARN '
+                         'socketProgress'))
     folder = tmp_path / 'www' / 'nights' / '2026-11-03'
     page = nightly._page(db, str(folder), 'ccl-health local:gpu: night '
                          '2026-11-03', str(tmp_path / 'www'), 'night-2')
