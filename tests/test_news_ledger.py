@@ -362,7 +362,7 @@ def world(tmp_path, monkeypatch):
             fp.write('ran\n')
         return 0, None
 
-    def page(db_url, folder, title, publish=None):
+    def page(db_url, folder, title, publish=None, run_id=None):
         path = os.path.join(folder, 'index.html')
         with open(path, 'w') as fp:
             fp.write(title)
