@@ -58,6 +58,9 @@ def test_a_crash_names_its_warn_and_the_error_without_the_row(tmp_path):
     # the WARN is the cause, named before anything else the program said
     assert first.startswith('crash: all_reduce_perf exited with status 3')
     assert WARN in first, j.reason
+    # early enough for a mail line cut at its width: before the log's name
+    assert j.reason.index(WARN) < 100 and \
+        'in nccl-debug.vm.707.log)' in first
     # the rank's own error follows, the size row and the host cut from it
     assert f'vm: {ERROR[:60]}' in j.reason
     assert '33554432' not in j.reason and '-1vm' not in j.reason

@@ -436,7 +436,7 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
                  bad[0] is Verdict.BELOW_REFERENCE):
         return warn[0], warn[1], found
     if warn and bad is not None and bad[0] is Verdict.CRASH:
-        return Verdict.CRASH, _crash_after(bad[1], warn, res), found
+        return Verdict.CRASH, _crash_after(bad[1], warns, res), found
     # the ranks' library versions, where known (each rank's log's line)
     vers = dict(getattr(att, 'rank_versions', None) or {})
     if bad is None and len(set(vers.values())) > 1:
@@ -517,15 +517,15 @@ def _unproven_why(att, why):
     return text
 
 
-def _crash_after(reason, warn, res):
-    """A crash's reason naming its first fatal WARN (the cause), then the
-    program's first error line (the tail of :func:`judge_output`'s)."""
-    errs = list(getattr(res, 'errors', []) or [])
-    first = errs[0][:200] if errs else ''
-    if first and reason.endswith(f': {first}'):
-        reason = reason[:-len(f': {first}')]
-    said = warn[1].split(': ', 1)[1]
-    return f'{reason} after {said}' + (f'; {first}' if first else '')
+def _crash_after(reason, warns, res):
+    """A crash's reason: its first fatal WARN (the cause), then the
+    program's first error line (:func:`judge_output`'s tail)."""
+    first = (list(getattr(res, 'errors', []) or []) or [''])[0][:200]
+    reason = reason.removesuffix(f': {first}') if first else reason
+    w = next(w for w in warns if w.fatal and not w.benign)
+    where = f', in {w.source.rsplit("/", 1)[-1]}' if w.source else ''
+    return f'{reason} after NCCL WARN {w.text[:200]} (fatal: {w.fatal}' \
+        f'{where})' + (f'; {first}' if first else '')
 
 
 def _stopped_after(warn, res, att, what):
@@ -548,8 +548,8 @@ def _stopped_after(warn, res, att, what):
 
 
 def _key(ev):
-    return (f'{ev.transport or "?"} {ev.collective or "?"} '
-            f'{ev.nodes or "?"} node(s) x {ev.gpus_per_node or "?"} GPUs')
+    return f'{ev.transport or "?"} {ev.collective or "?"} {ev.nodes or "?"}' \
+        f' node(s) x {ev.gpus_per_node or "?"} GPUs'
 
 
 def _logs_of_other_processes(att):
