@@ -250,8 +250,8 @@ def cmd_run(args):
         env.setdefault('CCL_HEALTH_ASSUME_GPUS', '2:sm_90')
         dry = True
     else:
-        print(f'ccl-health: {gpus.count} x {gpus.model} ({gpus.arch}, driver '
-              f'{gpus.driver}); outputs in {out}', flush=True)
+        print(f'ccl-health: {gpus.describe()}; outputs in {out}',
+              flush=True)
     # two runs into one output folder never share a run report
     report = os.path.join(out, 'reports', f'{identity.new("run-")}.json')
     cmd = _reframe() + ['-C', CONFIG, '-c', args.checks or SWEEP,
@@ -298,7 +298,8 @@ def cmd_run(args):
                          f'{dburl.shown(db_url)} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog); '
-                         f'{out}/reframe.log (ReFrame\'s full log)'))
+                         f'{out}/reframe.log (ReFrame\'s full log)',
+                         db=dburl.shown(db_url)))
     code = summary.run_exit_code(verdicts)
     new = _history_lines(db_url, env['CCL_HEALTH_RUN_ID'])
     # a new drop / drift after PASS needs a person: exit 1, never 0

@@ -444,7 +444,8 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     counts = {}
     for c in mine:
         counts[c['verdict']] = counts.get(c['verdict'], 0) + 1
-    tally = f'{len(mine)} cases' + (': ' if counts else '') + ', '.join(
+    tally = f'{len(mine)} case{"" if len(mine) == 1 else "s"}' + (
+        ': ' if counts else '') + ', '.join(
         f'{n} {v}' for v, n in sorted(counts.items()))
     n_missing = sum(len(names) for _, names in missing)
     if total.needs_a_person:

@@ -46,6 +46,7 @@ import signal
 import socket
 import subprocess
 import sys
+import warnings
 
 from ccl_health import (CclHealthError, dburl, identity, news, outputs,
                         rehearsal)
@@ -293,13 +294,14 @@ def _night_locked(args, publish):
     cmd = run_command(args, out, run_id)
     rc, stopped = _run_child(cmd, env, log_path)
     head = f'ccl-health nightly {where} {night_name}'
-    status, code, lines = _news(args, db_url, run_id, head, rc, stopped,
-                                env, log_path, killed)
-    page = None
-    if status != 'could-not-run' and _database_exists(db_url):
-        page = _publish(unpublished, _page, db_url, folder,
-                        f'ccl-health {where}: night '
-                        f'{os.path.basename(folder)}', publish)
+    with warnings_to(log_path):      # the standard output is the mail
+        status, code, lines = _news(args, db_url, run_id, head, rc,
+                                    stopped, env, log_path, killed)
+        page = None
+        if status != 'could-not-run' and _database_exists(db_url):
+            page = _publish(unpublished, _page, db_url, folder,
+                            f'ccl-health {where}: night '
+                            f'{os.path.basename(folder)}', publish, run_id)
     meta.update(status=status, lines=lines, exit=code,
                 finished=datetime.datetime.now().isoformat(timespec='seconds'))
     _publish(unpublished, _write_meta, folder, meta)
@@ -320,6 +322,26 @@ def _night_locked(args, publish):
     return code
 
 
+@contextlib.contextmanager
+def warnings_to(log_path):
+    """Every Python warning raised inside (matplotlib's ``AutoDateLocator
+    was unable to pick an appropriate interval``, a library's deprecation)
+    appended to the night's log ``log_path``, never printed: the nightly's
+    standard output and error are its mail.  Where the log cannot be
+    written, the warning is dropped (the mail stays the mail)."""
+    def to_log(message, category, filename, lineno, file=None, line=None):
+        try:
+            with safefile.open_append(log_path) as fp:
+                fp.write(warnings.formatwarning(message, category, filename,
+                                                lineno, line))
+        except OSError:
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter('default')
+        warnings.showwarning = to_log
+        yield
+
+
 def _publish(problems, fn, *a):
     """``fn(*a)``; an error writing (disk full, read-only folder) is
     appended to ``problems`` and gives False."""
@@ -330,8 +352,9 @@ def _publish(problems, fn, *a):
         return False
 
 
-def _page(db_url, folder, title, publish):
-    """The night's page in ``folder``; its figures cached for every night
+def _page(db_url, folder, title, publish, run_id=None):
+    """The night's page in ``folder`` (its failures: those of the night's
+    run ``run_id``); its figures cached for every night
     (``<publish>/.figures``): a night draws only what changed."""
     from ccl_health import report
     from ccl_health.db import health_days
@@ -347,7 +370,8 @@ def _page(db_url, folder, title, publish):
             pass
     with store.open_store(db_url, readonly=True) as db:
         return report.build(db, folder, title=title,
-                            cache=os.path.join(publish, CACHE))[0]
+                            cache=os.path.join(publish, CACHE),
+                            run_id=run_id)[0]
 
 
 def _database_exists(db_url):

@@ -95,7 +95,7 @@ def test_a_new_failure_is_told_once_then_still_failing(db):
     m3 = mail(db, 3)
     assert m3.code == 0 and m3.lines == [
         'night 3: nothing new, still failing from earlier nights: 1 '
-        'failure(s), 0 finding(s) (1 cases: 1 crash; vs run nightly-002)']
+        'failure(s), 0 finding(s) (1 case: 1 crash; vs run nightly-002)']
     assert _count([m1, m2, m3], 'CRASH ') == 1
 
 
@@ -362,7 +362,7 @@ def world(tmp_path, monkeypatch):
             fp.write('ran\n')
         return 0, None
 
-    def page(db_url, folder, title, publish=None):
+    def page(db_url, folder, title, publish=None, run_id=None):
         path = os.path.join(folder, 'index.html')
         with open(path, 'w') as fp:
             fp.write(title)

@@ -385,7 +385,7 @@ def test_nights_end_to_end(db_url, tmp_path, small_disk):
         script[n], mails[n] = set(expect), lines
         return lines
 
-    night(1, 'healthy', text='all clear, nothing new (1 cases: 1 pass; '
+    night(1, 'healthy', text='all clear, nothing new (1 case: 1 pass; '
           'nothing told before)')
     # -5 % once: inside the reference's tolerance, not yet a change
     night(2, 'drift', text='all clear, nothing new')

@@ -235,8 +235,11 @@ def cmd_db(args):
         elif args.db_cmd == 'runs':
             return cmd_runs(db, args)
         elif args.db_cmd == 'since':
-            res = queries.since_when(db, args.transport, args.size,
-                                     args.system, args.partition, args.node)
+            streak, good = queries.bad_streak(
+                db, args.transport, args.size, args.system, args.partition,
+                args.node)
+            res = (streak[-1]['time'], streak[-1]['run_id'],
+                   len(streak)) if streak else None
             last = queries.latest(db, args.transport, args.system,
                                   args.partition, args.node)
             v = queries.stored_verdict(last['verdict'])
@@ -255,6 +258,8 @@ def cmd_db(args):
                 return 0
             print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
                   f'{res[2]} run(s) in a row; last: {last["verdict"]})')
+            for line in queries.changed_between(db, good, streak[-1]):
+                print(f'    changed: {line}')
             if note:
                 print(note)
             return verdict.exit_code([v]) or verdict.EXIT_FAIL
@@ -285,6 +290,11 @@ def cmd_db(args):
                 print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
                       f'x{ratio:.3f}' if ratio else
                       f'{name:<45} {size:>7}  {a} -> {b} GB/s')
+            # what differs (versions, environment), a crash's case too
+            for name, lines in queries.run_changes(db, args.run_a,
+                                                   args.run_b):
+                print(f'{name}:')
+                print('\n'.join(f'    changed: {ln}' for ln in lines))
         elif args.db_cmd == 'detect':
             from ccl_health.db import reads
             queries.check_not_empty(db)

@@ -488,6 +488,17 @@ def since_when(store, transport, size=None, system=None, partition=None,
     reference or with a drop or drift there (the findings kept with it:
     :func:`ccl_health.db.reads.judge_keys`).  Read from the newest case
     back until a good one."""
+    streak, _ = bad_streak(store, transport, size, system, partition, node)
+    if not streak:
+        return None
+    first = streak[-1]
+    return first['time'], first['run_id'], len(streak)
+
+
+def bad_streak(store, transport, size=None, system=None, partition=None,
+               node=None):
+    """``(streak, good)`` of :func:`since_when`: the bad cases, newest
+    first, and the good case just before them (None: none recorded)."""
     keys = scope_keys(store, transport, system, partition, node)
     size = check_size(store, size, keys, transport, system, partition)
     n = SINCE_PAGE
@@ -504,10 +515,25 @@ def since_when(store, transport, size=None, system=None, partition=None,
         if len(streak) < len(cases) or complete:
             break
         n *= 4
-    if not streak:
-        return None
-    first = streak[-1]
-    return first['time'], first['run_id'], len(streak)
+    good = cases[len(streak)] if len(streak) < len(cases) else None
+    return streak, good
+
+
+def changed_between(store, good, bad):
+    """The ``changed:`` lines (:func:`ccl_health.judge.attribution.
+    changes`: versions, node list, environment) between the case rows
+    ``good`` and ``bad`` (read in full by their ids), for a failure as for
+    a drift; None ``good``: no earlier passing run."""
+    from ccl_health.judge.attribution import changes
+    if good is None:
+        return ['no earlier passing run of this configuration']
+    rows = {c['id']: c for c in store.cases('WHERE id IN (?, ?)',
+                                            (good['id'], bad['id']))}
+    g, b = rows.get(good['id']), rows.get(bad['id'])
+    if g is None or b is None:
+        return []
+    return changes(g, b) or [f'nothing recorded changed since run '
+                             f'{g["run_id"]} ({g["time"]})']
 
 
 def _bad_runs_at(store, cases, transport, size):
@@ -538,6 +564,8 @@ def compare(store, run_a, run_b):
             'WHERE run_id = ?', (run,)) if r['size'] is not None}
     a, b = by(run_a), by(run_b)
     common = sorted(set(a) & set(b))
+    if not common and run_changes(store, run_a, run_b):
+        return []           # nothing measured in both: what changed says
     if not common:
         raise CclHealthError(
             f'runs {run_a!r} and {run_b!r} have no measured case and size in '
@@ -548,3 +576,20 @@ def compare(store, run_a, run_b):
         rows.append((key[0], format_size(key[1]), va, vb,
                      vb / va if va and vb is not None else None))
     return rows
+
+
+def run_changes(store, run_a, run_b):
+    """``[(case name, changed lines)]``: per case the two runs both hold,
+    the versions and environment that differ from run A to run B
+    (:func:`ccl_health.judge.attribution.changes`), a crash's case too
+    (it measured nothing); the cases where nothing differs left out."""
+    from ccl_health.judge.attribution import changes
+    a = {c['case_name']: c for c in store.cases('WHERE run_id = ?',
+                                                (run_a,))}
+    out = []
+    for c in store.cases('WHERE run_id = ?', (run_b,)):
+        if c['case_name'] in a:
+            lines = changes(a[c['case_name']], c)
+            if lines:
+                out.append((c['case_name'], lines))
+    return out

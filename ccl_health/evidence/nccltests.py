@@ -232,6 +232,12 @@ _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
 #: the start of a data row: size, count, type
 _ROW_START = re.compile(r'^\d+\s+\d+\s+[A-Za-z]\w*\b')
 _TIME = re.compile(r'^\d{2}:\d{2}:\d{2}$')
+#: an error printed behind the start of a size's row: nccl-tests prints a
+#: size's preamble (size, count, type, redop, root) before timing it, and a
+#: rank that fails there prints its "<host>: Test NCCL failure ..." on the
+#: same line, glued to the root column
+_ROW_THEN_ERROR = re.compile(
+    r'^(?P<size>\d+)\s+\d+\s+[A-Za-z]\w*\s+\S+\s+-?\d+(?P<err>\S.*)$')
 _COUNT = re.compile(r'^-?\d+$')
 
 #: nccl-tests < 2.12 (``error`` column): a result is wrong when its largest
@@ -479,6 +485,16 @@ def _run_header(res, m):
     res.step_factor = res.step if m.group(6) == 'factor' else None
 
 
+def _error_of(line):
+    """The error of ``line`` without the row preamble it was printed
+    behind (:data:`_ROW_THEN_ERROR`): ``vm: Test NCCL failure ... (at size
+    134217728 B)``; other lines as they are."""
+    m = _ROW_THEN_ERROR.match(line)
+    if not m or not _ERROR.search(m.group('err')):
+        return line
+    return f'{m.group("err").strip()} (at size {m.group("size")} B)'
+
+
 def parse_text(text):
     """Parse the stdout of an nccl-tests / rccl-tests binary."""
     res = SweepResult(source='text', closed=False)
@@ -591,7 +607,7 @@ def parse_text(text):
         elif '_perf' in s and _command(res, s):
             continue
         elif _ERROR.search(s):
-            res.errors.append(s)
+            res.errors.append(_error_of(s))
         elif _ROW_START.match(s) and res.check_column is not None:
             head = s          # joined with the rest of the row that follows
     res.errors.extend(w for w in warns if _ERROR.search(w))

@@ -25,6 +25,15 @@ class Gpus:
     #: ``GPU-<hex>``); empty where unknown
     uuids: List[str] = dataclasses.field(default_factory=list)
 
+    def describe(self):
+        """``2 x NVIDIA H200 (sm_90, driver 570.124.06)``: only what is
+        known (an assumed count has no driver: ``2 x assumed (2:sm_80)
+        (sm_80)``, never ``driver )``)."""
+        facts = ', '.join(x for x in (
+            self.arch, f'driver {self.driver}' if self.driver else '') if x)
+        return (f'{self.count} x {self.model or "GPU"}' +
+                (f' ({facts})' if facts else ''))
+
 
 def _run(cmd, timeout=20, env=None, keep_stdout=False):
     """``(stdout, stderr)`` of ``cmd``; on failure ``(None, 'exit N:

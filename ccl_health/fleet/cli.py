@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 from typing import Dict
@@ -473,10 +474,12 @@ def _rehearsal(args, cfg, out_dir):
 
 # -- main ---------------------------------------------------------------------
 
-def next_step(s):
-    """What to do after a fleet run, in one line."""
+def next_step(s, again=''):
+    """What to do after a fleet run, in one line; ``again``: the options
+    of this run that the next command needs too (``--site X``)."""
     part = f'--partition {s["partition"]}' if s.get('partition') else \
         '--partition PART'
+    part += f' {again}' if again else ''
     if s.get('simulated'):
         return (f'the same on the cluster: scripts/fleet {part} (add --drain '
                 f'to drain the bad nodes)')
@@ -614,8 +617,10 @@ def _main(argv, prog):
                                  '--db' if args.simulate else 'nothing')
     report.write(summary, run_dir)
     _keep(summary, args, cfg)
-    print(summary_text(summary, path) + f'\n  next: {next_step(summary)}',
-          flush=True)
+    again = ' '.join(f'--{k} {shlex.quote(v)}' for k, v in (
+        ('site', args.site), ('system', args.system)) if v)
+    print(summary_text(summary, path) +
+          f'\n  next: {next_step(summary, again)}', flush=True)
     return exit_code(summary)
 
 

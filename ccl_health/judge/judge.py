@@ -308,13 +308,6 @@ def _exact(ev, result):
         return ev.exact_sizes
 
 
-def _versions(att: Attempt):
-    """``{rank: version}`` of the ranks' library versions, where known
-    (the ``NCCL version`` / ``RCCL version`` line of each rank's log,
-    :func:`ccl_health.evidence.warns.rank_versions`)."""
-    return dict(getattr(att, 'rank_versions', None) or {})
-
-
 def _version_groups(vers):
     """``2.28.3 on 3 ranks (a, b, c); 2.21.5 on 1 rank (d)``."""
     groups = {}
@@ -417,7 +410,10 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
     if warn and (bad is None or not bad[0].failed or
                  bad[0] is Verdict.BELOW_REFERENCE):
         return warn[0], warn[1], found
-    vers = _versions(att)
+    if warn and bad is not None and bad[0] is Verdict.CRASH:
+        return Verdict.CRASH, _crash_after(bad[1], warns, res), found
+    # the ranks' library versions, where known (each rank's log's line)
+    vers = dict(getattr(att, 'rank_versions', None) or {})
     if bad is None and len(set(vers.values())) > 1:
         return Verdict.NODE_FAULT, (
             'node-fault: ranks run different NCCL versions: ' +
@@ -496,6 +492,17 @@ def _unproven_why(att, why):
     return text
 
 
+def _crash_after(reason, warns, res):
+    """A crash's reason: its first fatal WARN (the cause), then the
+    program's first error line (:func:`judge_output`'s tail)."""
+    first = (list(getattr(res, 'errors', []) or []) or [''])[0][:200]
+    reason = reason.removesuffix(f': {first}') if first else reason
+    w = next(w for w in warns if w.fatal and not w.benign)
+    where = f', in {w.source.rsplit("/", 1)[-1]}' if w.source else ''
+    return f'{reason} after NCCL WARN {w.text[:200]} (fatal: {w.fatal}' \
+        f'{where})' + (f'; {first}' if first else '')
+
+
 def _stopped_after(warn, res, att, what):
     """``(verdict, reason)`` of an output that stopped, without its
     closing summary, after a fatal WARN: a ``hang`` where the program had
@@ -516,8 +523,8 @@ def _stopped_after(warn, res, att, what):
 
 
 def _key(ev):
-    return (f'{ev.transport or "?"} {ev.collective or "?"} '
-            f'{ev.nodes or "?"} node(s) x {ev.gpus_per_node or "?"} GPUs')
+    return f'{ev.transport or "?"} {ev.collective or "?"} {ev.nodes or "?"}' \
+        f' node(s) x {ev.gpus_per_node or "?"} GPUs'
 
 
 def _logs_of_other_processes(att):
@@ -635,7 +642,7 @@ def _contended(ev, verdict, reason):
         return verdict, reason
     from ccl_health.evidence.nodestate.diagnose import contention
     found = contention([states.get('before'), *states.get('samples', []),
-                        states.get('after')])
+                        states.get('after')], ours=ev.run_pids())
     if found is None:
         return verdict, reason
     return Verdict.CONTENDED, (f'contended: {found.text} while the run ran; '

@@ -41,7 +41,7 @@ from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
 from ccl_health.judge.series import READ_ORDER
 from ccl_health.report.health import (  # noqa: F401 (the page's parts)
     HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
-    node_rows, probe_summary)
+    node_rows, node_trends, probe_summary)
 
 #: the kinds of case, in page order
 KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
@@ -329,7 +329,7 @@ def page_window(store, days=PAGE_DAYS):
 
 
 def build(store, outdir, title='ccl-health report', sizes=None, now=None,
-          days=PAGE_DAYS, cache=None, inline=None):
+          days=PAGE_DAYS, cache=None, inline=None, run_id=None):
     """Write ``outdir/index.html`` and its figures beside it (PNG files,
     :mod:`ccl_health.report.figures`: drawn only where their data changed
     since the figure in ``cache``, default ``outdir/.figures``; inline too
@@ -339,7 +339,9 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     The page is of the last ``days`` days recorded (:func:`page_window`),
     read bounded (:mod:`ccl_health.db.reads`); a series with a finding, a
     failure or a change of version in it gets its own figures, the others
-    one panel each in their group's figure (:func:`series_sections`)."""
+    one panel each in their group's figure (:func:`series_sections`).
+    ``run_id``: the page of one night (the nightly's): its failures
+    section lists that run's failures, not the window's."""
     from ccl_health.report import figures as figs_
     wanted = parse_trend_sizes(sizes)
     try:
@@ -390,13 +392,17 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     sections, healthy = series_sections(figures, df, cases, findings,
                                         wanted, sizes)
     health = health_sections(store, figures, since)
-    nodes = node_rows(store, since, probe_findings)
+    nodes = node_trends(store, figures, node_rows(store, since,
+                                                  probe_findings), since)
     figures.finish()
     from ccl_health.db import queries
 
     def shown(case):
         return queries.shown_reason(store, case)
-    fails = failure_rows(everything, reason=shown)
+    mine = everything
+    if run_id is not None and not everything.empty:
+        mine = everything[everything['run_id'] == run_id]
+    fails = failure_rows(mine, reason=shown)
     # every finding of the series; the nodes' newest (every node with one
     # is in the nodes to look at)
     frows = finding_rows(
@@ -413,7 +419,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         window=f'the {days:g} days to {newest}' if newest else 'nothing',
         summary=table.to_dict('records') if not table.empty else [],
         summary_columns=list(table.columns),
-        failure_counts=failure_counts(everything),
+        failure_counts=failure_counts(mine), night_run=run_id,
         failures=fails[:FAILURES_LISTED], n_failures=len(fails),
         skipped=failure_rows(cases, (Verdict.SKIPPED.value,), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,

@@ -173,6 +173,50 @@ def days_rows(store, since, cache):
     return out
 
 
+#: the nodes to look at that get a trend figure of their own probes (the
+#: newest problems first)
+NODE_TRENDS = 12
+
+
+def node_trend_rows(store, node, since):
+    """``[(time, transport, size, busbw, verdict)]`` of ``node``'s health
+    probes since ``since``, oldest first: at each probe's largest size
+    (one point per probe), busbw None where it measured nothing."""
+    from ccl_health.db.health_days import _is_probe
+    probe, params = _is_probe()
+    rows = store.query(
+        f"""SELECT c.id AS id, c.time AS time, c.transport AS transport,
+                   c.verdict AS verdict, m.size AS size, m.busbw AS busbw
+            FROM cases c LEFT JOIN measurements m ON m.case_id = c.id
+            WHERE c.time >= ? AND c.nodelist = ? AND {probe}""",
+        (reads.sql_time(since), node) + params)
+    best = {}
+    for r in rows:
+        old = best.get(r['id'])
+        if old is None or (r['size'] or 0) > (old['size'] or 0):
+            best[r['id']] = r
+    return sorted((str(r['time']), r['transport'] or '-',
+                   int(r['size'] or 0),
+                   None if r['busbw'] is None else float(r['busbw']),
+                   r['verdict']) for r in best.values())
+
+
+def node_trends(store, figures, nodes, since):
+    """Each of the first :data:`NODE_TRENDS` ``nodes`` (rows of
+    :func:`node_rows`) given ``figure``: the trend of its own health
+    probes (:func:`ccl_health.report.plots.node_trend`)."""
+    from ccl_health.report import plots
+    for row in nodes[:NODE_TRENDS]:
+        data = node_trend_rows(store, row['node'], since)
+        if not data:
+            continue
+        row['figure'] = figures.add(
+            f'node_{_slug(row["node"])}.png',
+            f'{row["node"]}: its health probes over time',
+            lambda d=data, n=row['node']: plots.node_trend(d, n), data)
+    return nodes
+
+
 def node_rows(store, since, findings=()):
     """The nodes whose health probes need a look: those with probes that
     were not good since ``since`` (counted per node and verdict in the
