@@ -96,7 +96,7 @@ def first_exit(text, result=None) -> Optional[Named]:
             sig = f'signal {m.group(4)}' + (f' ({m.group(5)})'
                                              if m.group(5) else '')
             # Open MPI says "with PID 0" for a process killed from
-            # outside (seen on 4x H200, tests/fixtures/device/ras): no pid
+            # outside (seen on 4x H200, the device proof of issue 44): no pid
             pid = int(m.group(2)) or None
             found = Named('exited', 'the launcher (mpirun)',
                           int(m.group(1)), m.group(3), pid, how=sig)

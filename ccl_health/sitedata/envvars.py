@@ -8,7 +8,7 @@ Columns: ``name``, ``source`` (``NVIDIA/nccl``, ``ROCm/rccl``,
 programs read), ``versions`` (the tags or
 commits read that know it, comma-separated) and ``where`` (``path:line``
 of the first read).  The table is built by
-``tests/fixtures/envvars/read_sources.py`` from the sources of the
+the test suite's ``read_sources.py`` (its envvars fixtures) from the sources of the
 mirror (``builders/sources.yaml``) and NVIDIA/nccl's tags; nothing here
 reads it."""
 
