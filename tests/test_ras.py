@@ -317,11 +317,9 @@ def test_a_job_that_ends_in_time_never_asks(tmp_path):
 
 # -- the fleet: a hung pair step names the node --------------------------------
 
-def test_a_hung_pair_step_asks_ras_on_its_nodes_and_names_the_node(
-        tmp_path, monkeypatch):
-    from ccl_health.fleet import slurm
-    from ccl_health.fleet.run import Raw, Step, judge_step
-    # srun's stand-in: its options dropped, the program run here
+def _srun_runs_here(tmp_path, monkeypatch):
+    """srun's stand-in on PATH: its options dropped, the program run
+    here."""
     stub = tmp_path / 'bin' / 'srun'
     stub.parent.mkdir()
     stub.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; '
@@ -331,6 +329,13 @@ def test_a_hung_pair_step_asks_ras_on_its_nodes_and_names_the_node(
                        f'{os.environ["PATH"]}')
     monkeypatch.setenv('PYTHONPATH', os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
+
+
+def test_a_hung_pair_step_asks_ras_on_its_nodes_and_names_the_node(
+        tmp_path, monkeypatch):
+    from ccl_health.fleet import slurm
+    from ccl_health.fleet.run import Raw, Step, judge_step
+    _srun_runs_here(tmp_path, monkeypatch)
     step = Step('pair', ('nid001', 'nid002'), 30.0)
     with Standin('mismatch', pids=(11, 12, 13, 14)) as s:
         sched = slurm.SlurmScheduler(str(tmp_path), 2, None, None,
@@ -352,15 +357,7 @@ def test_a_hung_pair_step_whose_ras_is_silent_says_why(tmp_path, monkeypatch):
     from ccl_health.fleet import slurm
     from ccl_health.fleet.run import Raw, Step, judge_step
     monkeypatch.setattr(slurm, 'RAS_BOUND', 4.0)
-    stub = tmp_path / 'bin' / 'srun'
-    stub.parent.mkdir()
-    stub.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; '
-                    'done\nexec "$@"\n')
-    stub.chmod(0o755)
-    monkeypatch.setenv('PATH', f'{stub.parent}{os.pathsep}'
-                       f'{os.environ["PATH"]}')
-    monkeypatch.setenv('PYTHONPATH', os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
+    _srun_runs_here(tmp_path, monkeypatch)
     step = Step('pair', ('nid001', 'nid002'), 30.0)
     with Standin('silent') as s:
         sched = slurm.SlurmScheduler(str(tmp_path), 2, None, None,
