@@ -69,14 +69,18 @@ def required_features():
 
 # -- the system file ---------------------------------------------------------
 
-def check_system(name, cpath, system, environments, all_environments):
+def check_system(name, cpath, system, environments, all_environments,
+                 counts_gpus=False):
     """Lines for the system dict of ``cpath``: its environs exist and are
     meant for it, its environments name systems that exist, its launcher
     and scheduler are ReFrame's, its access options pick nodes, and a
     partition has the features the checks select on.
     ``all_environments``: ``{system name: its environments}`` of every
     system file loaded (ReFrame loads them all into one configuration);
-    ``environments`` None: not known (the hook's loaded system)."""
+    ``environments`` None: not known (the hook's loaded system).
+    ``counts_gpus``: the file counts this host's GPUs (``local``): its
+    partition has the GPU features only where GPUs were found, so on a
+    host without them nothing selected is its dry run, not a mistake."""
     errors = []
     parts = [p for p in system.get('partitions') or [] if isinstance(p, dict)]
     if environments is not None:
@@ -102,7 +106,7 @@ def check_system(name, cpath, system, environments, all_environments):
                 f'environs of checks/*.py): add \'features\': '
                 f'{efeat!r} to its environment, or nothing runs there')
         ok.append(part)
-    if parts and not ok:
+    if parts and not ok and not counts_gpus:
         errors.append(
             f'{cpath}: partitions: no partition has the features '
             f'{", ".join(pfeat)} the checks select on (valid_systems of '
@@ -230,6 +234,16 @@ def _access(cpath, pname, access):
 
 # -- the reference and the site against the system ---------------------------
 
+def _framework_key(collective, collectives):
+    """A collective the framework checks record (``ccl_health/rfm/
+    framework.py``): ``torch_<collective>``, ``torch_first_call``,
+    ``torch_replay``, ``torch_train_<model>``."""
+    rest = collective[len('torch_'):] if collective.startswith('torch_') \
+        else None
+    return rest is not None and (rest in collectives or rest in (
+        'first_call', 'replay') or rest.startswith('train_'))
+
+
 def check_reference(name, cpath, system, site, ref, counts_gpus,
                     collectives, canonical):
     """Lines for what ``ref`` names: collectives the suite knows
@@ -243,7 +257,8 @@ def check_reference(name, cpath, system, site, ref, counts_gpus,
     for pname, pref in ref.partitions.items():
         for i, e in enumerate(pref.entries):
             where = f'{ref.path}: partitions.{pname}.entries[{i}]'
-            if e.collective not in collectives:
+            if e.collective not in collectives and \
+                    not _framework_key(e.collective, collectives):
                 try:
                     near = f' (did you mean {canonical(e.collective)!r}?)'
                 except Exception:

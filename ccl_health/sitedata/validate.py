@@ -485,7 +485,7 @@ def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
     if system is not None:
         errors += crosscheck.check_system(
             name, cpath, system, out.environments.get(name),
-            out.environments)
+            out.environments, counts_gpus=name in out.counting)
     if ref is not None:
         from ccl_health.evidence import collectives
         errors += crosscheck.check_reference(
