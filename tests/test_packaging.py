@@ -67,6 +67,10 @@ def test_every_test_import_is_installed_by_the_test_extra():
     # the tests' own helper modules and the benchmarks' they import
     local |= {f[:-3] for d in ('tests', 'benchmarks')
               for f in os.listdir(os.path.join(REPO, d)) if f.endswith('.py')}
+    # and the builders of fixtures (tests/fixtures/*/*.py), run by tests
+    local |= {f[:-3] for d, _, fs in os.walk(os.path.join(REPO, 'tests',
+                                                         'fixtures'))
+              for f in fs if f.endswith('.py')}
     found = set()
     for f in os.listdir(os.path.join(REPO, 'tests')) + [
             os.path.join('helpers', h) for h in os.listdir(
