@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import shlex
 import subprocess
 import sys
 from typing import Dict
@@ -617,7 +616,7 @@ def _main(argv, prog):
                                  '--db' if args.simulate else 'nothing')
     report.write(summary, run_dir)
     _keep(summary, args, cfg)
-    again = ' '.join(f'--{k} {shlex.quote(v)}' for k, v in (
+    again = ' '.join(f'--{k} {shell.quote(v)}' for k, v in (
         ('site', args.site), ('system', args.system)) if v)
     print(summary_text(summary, path) +
           f'\n  next: {next_step(summary, again)}', flush=True)
