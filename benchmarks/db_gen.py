@@ -204,11 +204,39 @@ def write_checks(db, machine, nodes, days, per_day, end, seed=2,
     return done
 
 
+def as_schema_9(db):
+    """The store ``db`` (written by this version) as schema 9 left it:
+    nothing kept of its days, no list of stale keys, none of their
+    triggers, the time index of the time alone (what a reader of schema
+    9 reads: every day counted, every key of a window looked at).
+    Commits."""
+    with db.transaction():
+        if db.kind == 'sqlite':
+            for (name,) in db.conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = "
+                    "'trigger'").fetchall():
+                db.execute(f'DROP TRIGGER {name}')
+        else:
+            db.execute('DROP TRIGGER IF EXISTS cases_day_changed ON cases')
+            db.execute('DROP TRIGGER IF EXISTS sizes_day_changed ON '
+                       'measurements')
+            db.execute('DROP TRIGGER IF EXISTS key_state_changed ON '
+                       'key_state')
+        db.execute('DROP INDEX IF EXISTS cases_time')
+        db.execute('CREATE INDEX cases_time ON cases (time)')
+        db.execute('DROP TABLE IF EXISTS kept_days')
+        db.execute('DROP TABLE IF EXISTS stale_keys')
+        db.execute("UPDATE meta SET value = '9' WHERE key = "
+                   "'schema_version'")
+    db._version = 9
+
+
 def as_schema_8(db):
     """The store ``db`` (written by this version) as schema 8 left it: no
     table of the series, no series id, the series index of ten columns
     and the kind index of every kind (the schema's own statements).  For
     the upgrade's measurement and test; commits."""
+    as_schema_9(db)
     with db.transaction():
         for stmt in ('DROP INDEX cases_by_series', 'DROP INDEX cases_kind',
                      'ALTER TABLE cases DROP COLUMN series_id',

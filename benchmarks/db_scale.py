@@ -51,7 +51,7 @@ from ccl_health.db import schema
 
 REPORT = os.path.join(REPO, 'scripts', 'report')
 PY = sys.executable
-READS = ('failed', 'detect', 'runs', 'nightly', 'page')
+READS = ('failed', 'detect', 'runs', 'history', 'since', 'nightly', 'page')
 
 
 # -- the PostgreSQL server of the tests ---------------------------------------
@@ -68,6 +68,19 @@ class Postgres:
             port = s.getsockname()[1]
         self._gen = t.postgres_server(pgbin, '127.0.0.1', port)
         self.url = next(self._gen)
+        self._t, self._bin = t, pgbin
+        import psycopg
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            self.data = conn.execute('SHOW data_directory').fetchone()[0]
+
+    def restart(self):
+        """Its shared buffers emptied (the options it was started with:
+        postmaster.opts)."""
+        r = self._t._as_postgres([f'{self._bin}/pg_ctl', '-D', self.data,
+                                  '-w', '-m', 'fast', '-l', os.path.join(
+                                      os.path.dirname(self.data), 'log'),
+                                  'restart'])
+        assert r.returncode == 0, r.stderr
 
     def database(self, name):
         import psycopg
@@ -102,6 +115,10 @@ def read_cmd(name, url, work):
         return [REPORT, '--db', url, 'detect']
     if name == 'runs':
         return [REPORT, '--db', url, 'runs', '--last', '5']
+    if name == 'history':
+        return [REPORT, '--db', url, 'history', 'intra', '--size', '1G']
+    if name == 'since':
+        return [REPORT, '--db', url, 'since', 'net-plugin', '--size', '1G']
     if name == 'page':
         out = os.path.join(work, 'page')
         shutil.rmtree(out, ignore_errors=True)
@@ -123,14 +140,87 @@ def nightly_read(url):
               f'{night.lines[0][:80]}')
 
 
-def time_reads(url, work):
+def _uncache(path):
+    """The files at ``path`` (a file or a folder) dropped from the page
+    cache (``posix_fadvise``: no root needed)."""
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def cold(url, pg):
+    """Nothing of the database ``url`` in memory: the SQLite file (and
+    its WAL) dropped from the page cache; PostgreSQL restarted (its
+    shared buffers) and its files dropped."""
+    if url.startswith('postgresql://'):
+        pg.restart()
+        _uncache(pg.data)
+    else:
+        for ext in ('', '-wal', '-shm'):
+            _uncache(url + ext)
+
+
+def page_split(url, out):
+    """The page of ``url`` drawn in this process, its time split: the
+    health checks counted (their days, counts and nodes: ``counts``), the
+    figures drawn (``figures``), the rest (the window's cases, findings
+    and records read, the tables made, pandas and matplotlib imported,
+    the page written: ``queries``).  Prints it as JSON."""
+    from ccl_health import report
+    from ccl_health.report import figures, health
+    spent = {'counts': 0.0, 'figures': 0.0}
+
+    def timing(fn, what):
+        def run(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[what] += time.perf_counter() - t
+        return run
+    for name in ('days_rows', 'probe_summary', 'node_rows'):
+        setattr(health, name, timing(getattr(health, name), 'counts'))
+    report.probe_summary = health.probe_summary
+    report.node_rows = health.node_rows
+    add = figures.Figures.add
+
+    def add_timed(self, name, caption, draw, *data):
+        return add(self, name, caption, timing(draw, 'figures'), *data)
+    figures.Figures.add = add_timed
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    with store.open_store(url, readonly=True) as db:
+        report.build(db, out)
+    total = time.perf_counter() - t
+    print(json.dumps({'total': round(total, 2), 'counts': round(
+        spent['counts'], 2), 'figures': round(spent['figures'], 2),
+        'queries': round(total - spent['counts'] - spent['figures'], 2)}))
+
+
+def time_reads(url, work, pg=None):
     out = {}
     for name in READS:
+        cold(url, pg)
         wall, rss, rc, line = timed(read_cmd(name, url, work))
-        out[name] = {'s': round(wall, 2), 'rss_mib': rss and round(rss),
-                     'rc': rc, 'line': line}
-        print(f'    {name:8} {wall:7.2f} s {rss or 0:6.0f} MiB rc={rc}  '
-              f'{line[:70]}', flush=True)
+        again = timed(read_cmd(name, url, work))[0]
+        out[name] = {'s': round(wall, 2), 'again_s': round(again, 2),
+                     'rss_mib': rss and round(rss), 'rc': rc, 'line': line}
+        print(f'    {name:8} {wall:7.2f} s cold {again:7.2f} s again '
+              f'{rss or 0:6.0f} MiB rc={rc}  {line[:60]}', flush=True)
+    cold(url, pg)
+    out['page_split'] = json.loads(subprocess.run(
+        [PY, os.path.abspath(__file__), '--page-split', url, os.path.join(
+            work, 'page-split')], capture_output=True, text=True,
+        check=True).stdout.strip().splitlines()[-1])
+    print(f'    page split (cold): {out["page_split"]}', flush=True)
     page = os.path.join(work, 'page')
     out['page']['mib'] = round(sum(
         os.path.getsize(os.path.join(page, f)) for f in os.listdir(page)) /
@@ -185,7 +275,7 @@ def plans(url):
         sweep = db.query("SELECT * FROM cases WHERE source = 'sweep' "
                          "ORDER BY id DESC LIMIT 1")
         queries = {
-            'the window (report failed)': (
+            'the window (report failed before schema 10)': (
                 'SELECT c.id, c.run_id, c.time, c.verdict FROM cases c '
                 'WHERE c.time >= ? ORDER BY c.time, c.id', (since,))}
         for what, row in (('a node\'s history (its last 60 checks)', probe),
@@ -220,6 +310,48 @@ def plans(url):
             "system || '' = ? AND kind IN ('sweep', 'framework', 'other') "
             "AND kind <> 'health probe' GROUP BY run_id",
             ('nightly-%', 'frontier'))
+        from ccl_health.db import health_days
+        from ccl_health.judge.series import PROBE_KIND
+        probe, pargs = health_days._is_probe()
+        week = reads.sql_time(datetime.datetime.fromisoformat(newest) -
+                              datetime.timedelta(days=7))
+        today = newest[:10]
+        queries.update({
+            'the findings of a window (failed; the page\'s probes)': (
+                'SELECT case_id, key, size, kind, run_id, time, body FROM '
+                'findings WHERE time >= ?', (since,)),
+            'the other kinds\' runs of a window (failed)': (
+                f"SELECT c.run_id, c.time FROM cases c WHERE c.time >= ? "
+                f"AND c.kind <> '{PROBE_KIND}' AND c.kind IN (?, ?, ?) "
+                f"ORDER BY c.time, c.id", (since, 'sweep', 'framework',
+                                           'other')),
+            'the stale keys (failed; the page\'s probes)': (
+                'SELECT key FROM stale_keys', ()),
+            'the kept days (the page)': (
+                'SELECT day, rows, counts FROM kept_days WHERE day >= ? AND '
+                'version = ?', (today, health_days.KEPT_VERSION)),
+            'a day\'s probes counted (the page: the open day)': (
+                f'SELECT c.system, c.partition, c.collective, c.transport, '
+                f'c.nodes, c.ranks, c.algo, COUNT(*) AS checks, MAX(c.time) '
+                f'FROM cases c WHERE {probe} AND c.time >= ? AND c.time < ? '
+                f'GROUP BY c.system, c.partition, c.collective, c.transport,'
+                f' c.nodes, c.ranks, c.algo', pargs + (today, '9999')),
+            'a day\'s probes (the page: the open day)': (
+                f'SELECT c.id, c.verdict, c.ranks, c.nodelist FROM cases c '
+                f'WHERE {probe} AND c.time >= ? AND c.time < ?',
+                pargs + (today, '9999')),
+            'the keys of 7 days (detect)': (
+                'SELECT s.system, s.partition, s.transport, s.collective, '
+                's.nodes, s.ranks, s.algo, s.kind, s.node FROM series s '
+                'WHERE s.id IN (SELECT c.series_id FROM cases c WHERE '
+                'c.time >= ?)', (week,)),
+            'the sweeps of the page\'s 30 days': (
+                f"SELECT c.id FROM cases c WHERE c.time >= ? AND c.kind <> "
+                f"'{PROBE_KIND}' AND c.kind IN (?, ?, ?, ?) ORDER BY c.time, "
+                f"c.id", (reads.sql_time(datetime.datetime.fromisoformat(
+                    newest) - datetime.timedelta(days=30)), 'sweep',
+                    'framework', 'fleet', 'other')),
+        })
         for what, (sql, args) in queries.items():
             if db.kind == 'sqlite':
                 lines = [r[3] for r in db.conn.execute(
@@ -238,8 +370,20 @@ def measure(name, path, work, pg, result):
     PostgreSQL copy."""
     print(f'  {name}: SQLite {os.path.getsize(path) / 2**20:.0f} MiB',
           flush=True)
+    upgrade = None
+    with store.open_store(path, readonly=True) as db:
+        have = db.schema_version()
+    if have < store.SCHEMA_VERSION:     # the first writer migrates it
+        t = time.perf_counter()
+        with store.open_store(path):
+            pass
+        upgrade = {'from': have, 's': round(time.perf_counter() - t, 1)}
+        print(f'  schema {have} -> {store.SCHEMA_VERSION}: '
+              f'{upgrade["s"]} s', flush=True)
     entry = {'sqlite': {'sizes': sqlite_sizes(path), 'plans': plans(path),
-                        'reads': time_reads(path, work)}}
+                        'reads': time_reads(path, work, pg)}}
+    if upgrade:
+        entry['sqlite']['upgrade'] = upgrade
     if pg:
         url = pg.database(name.replace('-', '_'))
         t = time.perf_counter()
@@ -249,7 +393,7 @@ def measure(name, path, work, pg, result):
         entry['postgresql'] = {'migrate_s': round(time.perf_counter() - t,
                                                   1),
                                'sizes': pg_sizes(url), 'plans': plans(url),
-                               'reads': time_reads(url, work)}
+                               'reads': time_reads(url, work, pg)}
     entry['schema'] = schema.SCHEMA_VERSION
     result[name] = entry
 
@@ -327,6 +471,18 @@ def set_writers(args, work, pg, result):
 # -- the page -------------------------------------------------------------------
 
 NOTES = [
+    '- Schema 10 (issue 45): `failed` reads the window\'s failing cases '
+    'by the partial index `cases_bad` and its findings by the time index '
+    'of `findings` (and those of the other kinds\' runs of its window '
+    'before it, by `findings_run`), and judges at read only the keys the '
+    'database lists stale (`stale_keys`, kept by triggers on `key_state`):'
+    ' no longer every case and every key of its day (94,080 at Frontier).'
+    '  The page reads each closed day of the health checks as kept '
+    '(`kept_days`: the nightly keeps them, a case of a kept day written, '
+    'changed or removed drops it, by triggers) and counts only the others'
+    ' (today\'s); its probes\' findings as `failed`\'s.  `detect`\'s keys '
+    'of 7 days from the time index alone (`cases_time` on time, id and '
+    'series id: each key once from `series`).',
     '- `failed` and `detect`: the findings each case was judged to have '
     'when it was written (`ccl_health/db/keystate.py`: each key\'s judging '
     'state after its newest case, stepped in the write\'s transaction), '
@@ -452,6 +608,59 @@ def _case_rows(entry, checks):
             'sqlite_autoindex_measurements'))) / checks
 
 
+#: issue 45's goals, cold seconds
+GOALS = {'failed': 2, 'detect': 2, 'runs': 2, 'history': 2, 'since': 2,
+         'nightly': 2, 'page': 10}
+
+
+def kept_table(data, sets):
+    """Issue 45 (schema 10: the closed days kept, the stale keys listed):
+    each read cold (the database dropped from memory: the SQLite file
+    from the page cache, PostgreSQL restarted and its files dropped) and
+    again, against its goal; the page's time split."""
+    rows = [(k, be) for k in sets for be in ('sqlite', 'postgresql')
+            if be in data[k] and 'page_split' in data[k][be]['reads']]
+    if not rows:
+        return []
+    out = ['', '### Schema 10: what the page and `failed` ask every day, '
+           'kept (issue 45)', '',
+           'Cold: the database dropped from memory before the read (the '
+           'SQLite file and its WAL from the page cache, `posix_fadvise`; '
+           'PostgreSQL restarted and its files dropped); again: the same '
+           'read at once after.  Seconds, cold / again; **bold**: past the '
+           'goal (' + ', '.join(f'{k} {v} s' for k, v in GOALS.items()) +
+           ').  `history intra --size 1G`, `since net-plugin --size 1G`.',
+           '', '| data | backend | ' + ' | '.join(
+               f'`{r}`' for r in READS) + ' | page in-process, cold: '
+           'health-check counts / the rest (reads, tables, pandas and '
+           'matplotlib imports) / figures drawn |',
+           '|---|---|' + '---|' * len(READS) + '---|']
+    for k, be in rows:
+        r = data[k][be]['reads']
+
+        def cell(x):
+            if x not in r:
+                return '-'
+            c, a = r[x]['s'], r[x].get('again_s')
+            text = f'{c:.1f} / {a:.1f}' if a is not None else f'{c:.1f}'
+            return f'**{text}**' if c > GOALS[x] else text
+        sp = r['page_split']
+        out.append(f'| {k} | {be} | ' + ' | '.join(cell(x) for x in READS)
+                   + f' | {sp["counts"]:.1f} / {sp["queries"]:.1f} / '
+                   f'{sp["figures"]:.1f} (of {sp["total"]:.1f}) |')
+    ups = [(k, data[k]['sqlite']['upgrade']) for k in sets
+           if data[k].get('sqlite', {}).get('upgrade')]
+    if ups:
+        out += ['', 'The first writer of the schema-9 database brings it to '
+                'schema 10 (lists the stale keys: reads every key\'s state '
+                'once; keeps the 31 closed days before the newest case): ' +
+                '; '.join(f'{k}: {u["s"]} s (SQLite, from schema '
+                          f'{u["from"]})' for k, u in ups) + '.  The '
+                'PostgreSQL copy was made by `scripts/report migrate` from '
+                'the upgraded file (the kept rows copied).']
+    return out + [''] + data.get('_issue45', []) + ['']
+
+
 def render(data):
     sets = [k for k in ('nights-1', 'nights-365') if k in data] + sorted(
         k for k in data if k.startswith('perlmutter')) + sorted(
@@ -486,6 +695,7 @@ def render(data):
                        ' | '.join(_cell(r.get(x)) for x in (
                            'failed', 'detect', 'runs', 'nightly', 'page')) +
                        ' |')
+    out += kept_table(data, sets)
     out += ['', 'Before (DB_SCALE.md, SQLite): ' + '; '.join(
         f'{k}: {v}' for k, v in BEFORE.items()) + '.', ''] + page_table()
     kept = [(k, be) for k in sets for be in ('sqlite', 'postgresql')
@@ -565,6 +775,9 @@ def render(data):
             if be not in data[k0] or be not in data[k1]:
                 continue
             for x in READS:
+                if x not in data[k0][be]['reads'] or \
+                        x not in data[k1][be]['reads']:
+                    continue
                 a0 = data[k0][be]['reads'][x]['s']
                 a1 = data[k1][be]['reads'][x]['s']
                 out.append(f'| {be} | {x} | {a0:.2f} | {a1:.2f} |')
@@ -629,7 +842,10 @@ def render(data):
                 ' (extrapolated by the cases, not measured); PostgreSQL '
                 'leaves each old row version to VACUUM.', '']
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
-    big = max(sets, key=lambda k: data[k].get('cases', 0)) if sets else None
+    # the plans of the newest schema measured, its largest set
+    newest = max((data[k].get('schema', 8) for k in sets), default=None)
+    big = max((k for k in sets if data[k].get('schema', 8) == newest),
+              key=lambda k: data[k].get('cases', 0)) if sets else None
     if big:
         out += [f'## Query plans ({big})', '']
         for be in ('sqlite', 'postgresql'):
@@ -697,11 +913,36 @@ def main(argv=None):
     ap.add_argument('--out', default=os.path.join(
         REPO, 'benchmarks', 'results', 'db_scale.md'))
     ap.add_argument('--nightly-read', help=argparse.SUPPRESS)
+    ap.add_argument('--page-split', nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument('--plans-only', metavar='SET', help='only the query '
+                    'plans of the database SET (e.g. frontier-12d) in '
+                    '--work, into --json')
     ap.add_argument('--render', action='store_true',
                     help='only write --out from --json')
     args = ap.parse_args(argv)
     if args.nightly_read:
         return nightly_read(args.nightly_read)
+    if args.page_split:
+        return page_split(*args.page_split)
+    if args.plans_only:
+        # the plans of --set's database in --work, SQLite and its
+        # PostgreSQL copy, into --json (the reads measured before)
+        with open(args.json) as fp:
+            data = json.load(fp)
+        name = args.plans_only
+        path = os.path.join(args.work, f'{name}.db')
+        data[name]['sqlite']['plans'] = plans(path)
+        if not args.no_pg:
+            pg = Postgres()
+            try:
+                url = pg.database(name.replace('-', '_'))
+                timed([REPORT, '--db', path, 'migrate', '--to', url])
+                data[name]['postgresql']['plans'] = plans(url)
+            finally:
+                pg.stop()
+        with open(args.json, 'w') as fp:
+            json.dump(data, fp, indent=1, sort_keys=True)
+        return 0
     if args.render:
         with open(args.json) as fp:
             data = json.load(fp)

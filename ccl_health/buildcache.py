@@ -51,7 +51,7 @@ from typing import Dict, List, Tuple
 
 import yaml
 
-from ccl_health import CclHealthError, shell
+from ccl_health import CclHealthError, resources, shell
 
 STAMP = '.ccl-health-complete'
 
@@ -301,7 +301,7 @@ def resolve_mirror(option=None, env=None):
 
 
 def cache_dir(env=None):
-    env = os.environ if env is None else env
-    return os.path.abspath(env.get('CCL_HEALTH_CACHE') or os.path.join(
-        env.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-        'ccl-health', 'builds'))
+    """The build cache (:func:`ccl_health.resources.cache_dir`: the
+    variable, else the site pointer's, else the caller's home)."""
+    from ccl_health import resources
+    return resources.cache_dir(env)

@@ -7,7 +7,6 @@
 """
 
 import argparse
-import datetime
 import hashlib
 import os
 import signal
@@ -15,8 +14,8 @@ import subprocess
 import sys
 import tempfile
 
-from ccl_health import (CclHealthError, entry, helptext, outputs, resources,
-                        safefile)
+from ccl_health import (CclHealthError, entry, helptext, identity, outputs,
+                        resources, safefile)
 from ccl_health.db import aborted
 from ccl_health.db import calibrate
 from ccl_health import reportcli as dbcli
@@ -75,8 +74,11 @@ def _job_folders(out):
 RUN_HELP = """\
 Build what is tested, sweep every transport on this machine with one MPI
 rank per GPU, print one verdict line per transport and where the results
-are.  Without GPUs: say so, render the job scripts (ReFrame dry run),
-exit 0.  Progress (build steps, the size a sweep reached) is printed every
+are.  On a host without GPUs (a login node, cron, scrontab) the jobs of
+a batch-scheduled system (its partitions' scheduler slurm / squeue, with
+sbatch on PATH) are submitted all the same, and the run says so; for a
+system whose jobs run on this host (`local`), or without sbatch here (a
+laptop): say so, render the job scripts (ReFrame dry run), exit 0.  Progress (build steps, the size a sweep reached) is printed every
 $CCL_HEALTH_PROGRESS_S seconds (20); ReFrame's full output is in
 <output>/reframe.log.  It ends with the history findings (drop, drift,
 recovery) of the keys it measured.  Exit 0 pass, 1 a failure or a new drop
@@ -104,39 +106,86 @@ def user_selects(reframe_args):
     return False
 
 
+def _rendered_cases(report):
+    """The test cases a dry run rendered a job script for: neither a build
+    nor skipped nor failed."""
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            if not tc.get('fixture') and tc.get('result') == 'pass':
+                yield tc
+
+
 def rendered(report):
     """What a dry run rendered, from its run report: ``['16 tasks on 2
     nodes of frontier:batch (8 per node)', ...]``, one per distinct
-    shape, fixtures (builds) left out."""
+    shape, fixtures (builds), skipped and failed cases left out."""
     shapes = {}
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            if tc.get('fixture') or tc.get('result') == 'skip':
-                continue
-            tasks = tc.get('num_tasks') or 1
-            per = tc.get('num_tasks_per_node') or tasks
-            nodes = tc.get('num_nodes') or max(1, -(-tasks // per))
-            key = (f'{tasks} task{"s" if tasks != 1 else ""} on {nodes} '
-                   f'node{"s" if nodes != 1 else ""} of {tc.get("system")}:'
-                   f'{tc.get("partition")} ({per} per node)')
-            shapes[key] = shapes.get(key, 0) + 1
+    for tc in _rendered_cases(report):
+        tasks = tc.get('num_tasks') or 1
+        per = tc.get('num_tasks_per_node') or tasks
+        nodes = tc.get('num_nodes') or max(1, -(-tasks // per))
+        key = (f'{tasks} task{"s" if tasks != 1 else ""} on {nodes} '
+               f'node{"s" if nodes != 1 else ""} of {tc.get("system")}:'
+               f'{tc.get("partition")} ({per} per node)')
+        shapes[key] = shapes.get(key, 0) + 1
     return [f'{n} x {k}' for k, n in shapes.items()]
 
 
 def job_scripts(report):
     """The job scripts this run rendered, from its run report: one per
-    test case that was neither a build nor skipped (a reused output
-    folder keeps the scripts of earlier runs and other systems beside
-    them: never counted)."""
+    test case that was neither a build nor skipped nor failed (a reused
+    output folder keeps the scripts of earlier runs and other systems
+    beside them: never counted)."""
     out = []
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            if tc.get('fixture') or tc.get('result') == 'skip':
-                continue
-            path = os.path.join(tc.get('stagedir') or '', 'rfm_job.sh')
-            if tc.get('stagedir') and os.path.exists(path):
-                out.append(path)
+    for tc in _rendered_cases(report):
+        path = os.path.join(tc.get('stagedir') or '', 'rfm_job.sh')
+        if tc.get('stagedir') and os.path.exists(path):
+            out.append(path)
     return sorted(set(out))
+
+
+def _one_line(text):
+    return ' '.join(str(text or '').split())
+
+
+def dry_run_lines(report, rc):
+    """What a dry run ends with: the job scripts it rendered, each case
+    it skipped with the reason (a transport the site file does not list),
+    and, where ReFrame failed a case (rc != 0), that it did: never
+    "PASSED" after a FAILED."""
+    scripts = job_scripts(report)
+    shapes = rendered(report)
+    skipped, failed = {}, []
+    for run in report.get('runs', [])[-1:]:
+        for tc in run.get('testcases', []):
+            if tc.get('fixture') and tc.get('result') != 'fail':
+                continue
+            name = tc.get('display_name') or tc.get('name') or '?'
+            if tc.get('result') == 'skip':
+                why = _one_line(tc.get('skip_reason') or
+                                tc.get('fail_reason')) or 'skipped'
+                checks = skipped.setdefault(why, {})
+                check = name.split(' %')[0]
+                checks[check] = checks.get(check, 0) + 1
+            elif tc.get('result') == 'fail':
+                reason = _one_line(tc.get('fail_reason')) or 'failed'
+                failed.append(f'ccl-health: FAILED {name}: {reason[:300]}')
+    head = (f'ccl-health: dry run rendered {len(scripts)} job scripts'
+            + (f': {"; ".join(shapes)}' if shapes else '')
+            + f', e.g. {scripts[0] if scripts else "(none)"}.  Nothing '
+            f'was run or measured')
+    if rc == 0 and not failed:
+        head += (' (ReFrame\'s PASSED above means the scripts were '
+                 'rendered); on a node with GPUs scripts/run runs them')
+    else:
+        head += (f'; {len(failed) or "some"} case(s) could not be rendered '
+                 f'(ReFrame exit code {rc}; FAILED above, each named '
+                 f'below): fix them before a real run')
+    skips = [f'ccl-health: skipped {sum(checks.values())} case(s) ('
+             + ', '.join(c + (f' x{n}' if n > 1 else '')
+                         for c, n in checks.items()) + f'): {why}'
+             for why, checks in skipped.items()]
+    return [head] + skips + failed
 
 
 def _selection(args):
@@ -146,13 +195,17 @@ def _selection(args):
 
 
 def _check_config_dir():
-    """A ``CCL_HEALTH_CONFIG_DIR`` without system files: one line before
-    ReFrame would print its traceback."""
+    """A ``CCL_HEALTH_CONFIG_DIR`` (or a site pointer's site directory)
+    without system files: one line before ReFrame would print its
+    traceback."""
     from ccl_health.sitedata import sysconfig
-    mine = os.environ.get('CCL_HEALTH_CONFIG_DIR')
-    if mine and not sysconfig.system_files(mine):
+    mine = resources.config_dir()
+    if not sysconfig.system_files(mine):
+        src = (f'CCL_HEALTH_CONFIG_DIR={mine}'
+               if os.environ.get('CCL_HEALTH_CONFIG_DIR') else
+               f'{resources.site_pointer_path()}: {mine}')
         raise CclHealthError(
-            f'CCL_HEALTH_CONFIG_DIR={mine}: no system file in '
+            f'{src}: no system file in '
             f'{os.path.join(mine, sysconfig.SYSTEMS)} (it names the folder '
             f'that holds systems/: scripts/init-site DIR makes DIR/config)')
 
@@ -180,19 +233,28 @@ def cmd_run(args):
     gpus = node.detect_gpus()
     dry = args.dry_run
     system = _system_asked(args.reframe_args)
-    if gpus.count == 0:
+    batch, why_not = submitted_to(system, gpus) if gpus.count == 0 \
+        else ([], '')
+    if batch:
+        # a login node, a scrontab job: the jobs run on the compute nodes
+        print(f'ccl-health: this host has no GPU ({gpus.why_none}); '
+              + ('rendering' if dry else 'submitting') + ' to '
+              f'{", ".join(batch)} (a batch-scheduled system); outputs in '
+              f'{out}', flush=True)
+    elif gpus.count == 0:
         where = f'--system {system}' if system else 'this machine'
-        print(f'ccl-health: {gpus.why_none}: nothing can be swept here. '
+        print(f'ccl-health: {gpus.why_none}: nothing can be swept here'
+              + (f' ({why_not})' if why_not else '') + '. '
               f'Showing what would run for {where} (ReFrame dry run'
               + ('' if system else ', the local system pretending 2 GPUs')
               + f'); job scripts under {stage}.', flush=True)
         env.setdefault('CCL_HEALTH_ASSUME_GPUS', '2:sm_90')
         dry = True
     else:
-        print(f'ccl-health: {gpus.count} x {gpus.model} ({gpus.arch}, driver '
-              f'{gpus.driver}); outputs in {out}', flush=True)
-    stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
-    report = os.path.join(out, 'reports', f'run-{stamp}.json')
+        print(f'ccl-health: {gpus.describe()}; outputs in {out}',
+              flush=True)
+    # two runs into one output folder never share a run report
+    report = os.path.join(out, 'reports', f'{identity.new("run-")}.json')
     cmd = _reframe() + ['-C', CONFIG, '-c', args.checks or SWEEP,
                         '--report-file', report, '--stage', stage,
                         '--output', outputdir]
@@ -203,7 +265,7 @@ def cmd_run(args):
     cmd += ['--dry-run'] if dry else ['-r']
     cmd += args.reframe_args
     os.makedirs(os.path.dirname(report), exist_ok=True)
-    rc, stopped_by = _run_reframe(cmd, env, stage, out)
+    rc, stopped_by, lmod = _run_reframe(cmd, env, stage, out)
     db_url = env.get('CCL_HEALTH_DB') or os.path.join(out, 'ccl-health.db')
     if stopped_by:
         return _record_stopped(stage, env['CCL_HEALTH_RUN_ID'], db_url,
@@ -217,17 +279,11 @@ def cmd_run(args):
             return 2
         print(f'ccl-health: ReFrame wrote no report (exit code {rc}); see '
               f'{out}/reframe.log', file=sys.stderr)
-        return rc or 1
+        # no Lmod here: the tool could not run (2), nothing was measured
+        # to fail (1)
+        return 2 if lmod else rc or 1
     if dry:
-        data = summary.load_report(report)
-        scripts = job_scripts(data)
-        shapes = rendered(data)
-        print(f'ccl-health: dry run rendered {len(scripts)} job scripts'
-              + (f': {"; ".join(shapes)}' if shapes else '')
-              + f', e.g. {scripts[0] if scripts else "(none)"}.  Nothing '
-              f'was run or measured (ReFrame\'s PASSED above means the '
-              f'scripts were rendered); on a node with GPUs scripts/run '
-              f'runs them')
+        print('\n'.join(dry_run_lines(summary.load_report(report), rc)))
         return 0 if rc == 0 else rc
     data = summary.load_report(report)
     verdicts = summary.case_verdicts(data)
@@ -243,7 +299,8 @@ def cmd_run(args):
                          f'{dburl.shown(db_url)} (performance database); '
                          f'{out}/results.db (ReFrame results storage); '
                          f'{out}/perflogs (perflog); '
-                         f'{out}/reframe.log (ReFrame\'s full log)'))
+                         f'{out}/reframe.log (ReFrame\'s full log)',
+                         db=dburl.shown(db_url)))
     code = summary.run_exit_code(verdicts)
     new = _history_lines(db_url, env['CCL_HEALTH_RUN_ID'])
     # a new drop / drift after PASS needs a person: exit 1, never 0
@@ -303,6 +360,16 @@ def _history_lines(db_url, run_id):
         return nightly.needs_a_person(new)
 
 
+def submitted_to(system, gpus):
+    """``(partitions, why not)``: the partitions the run's jobs are
+    submitted to from a host without GPUs (:func:`ccl_health.evidence.
+    nodefacts.submitted_to`: every one batch-scheduled, its sbatch here),
+    else ``[]``: a dry run."""
+    import socket
+    return node.submitted_to(resources.config_dir(), system,
+                             socket.gethostname(), gpus)
+
+
 def _system_asked(reframe_args):
     """The ``--system`` given to ReFrame, or ''."""
     for i, a in enumerate(reframe_args):
@@ -334,7 +401,8 @@ def _run_reframe(cmd, env, stage=None, out=None):
     (:mod:`ccl_health.progress`) every ``PROGRESS_S`` seconds.  On SIGTERM
     / SIGINT pass SIGTERM on (ReFrame aborts its cases and cancels their
     jobs), wait for it, then stop whatever this run started and is still
-    running.  Returns (exit code, the signal's name or None)."""
+    running.  Returns (exit code, the signal's name or None, whether
+    ReFrame stopped for want of Lmod)."""
     import threading
     from ccl_health.progress import Progress
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True,
@@ -384,7 +452,7 @@ def _run_reframe(cmd, env, stage=None, out=None):
         if left:
             print(f'ccl-health: stopped {len(left)} process(es) the run had '
                   f'left: {", ".join(map(str, left))}', file=sys.stderr)
-    return rc, (got[0] if got else None)
+    return rc, (got[0] if got else None), bool(lmod)
 
 
 def _wait_stopping(proc, got):
@@ -463,7 +531,8 @@ def main(argv=None):
                    'selection')
     p.add_argument('--dry-run', action='store_true',
                    help='render the job scripts, run nothing (ReFrame '
-                   '--dry-run); automatic without GPUs')
+                   '--dry-run); automatic without GPUs where the jobs '
+                   'would run on this host (the local system)')
     p.add_argument('reframe_args', nargs='*', metavar='-- REFRAME_OPTIONS',
                    help='after --: passed to reframe, e.g. -S max_size=1G. '
                    'A selection (-n, -t, -E, --mode, --maintainer, '

@@ -5,7 +5,7 @@ URL is shown only through :func:`shown`, which never prints a password
 (``docs/database.md``: keep it in ``PGPASSFILE`` or a service file)."""
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ccl_health import CclHealthError
 
@@ -53,6 +53,22 @@ def shown(url):
                 user = cred.split(':', 1)[0]
                 text = text.replace(netloc, f'{user}:***@{host}', 1)
     return _PASSWORD_PARAM.sub(r'\1***', text)
+
+
+def without_password(url):
+    """A PostgreSQL ``url`` with no password at all (in its authority or
+    a ``password`` parameter): the same text whether the password was in
+    the URL or in ``PGPASSFILE``, so it names the database (a key); a
+    path as given."""
+    url = str(url or '')
+    if not is_postgres(url):
+        return url
+    parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition('@')
+    query = urlencode([(k, v) for k, v in parse_qsl(
+        parts.query, keep_blank_values=True) if k.lower() != 'password'])
+    return urlunsplit((parts.scheme, (user.partition(':')[0] + '@' if at
+                                      else '') + host, parts.path, query, ''))
 
 
 def hide_in(text, url):

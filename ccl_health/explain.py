@@ -67,6 +67,16 @@ def classify(text, path):
                          f'nor an NCCL/RCCL debug log (nothing recognisable)')
 
 
+def _only_said(text):
+    """Whether the output ``text`` holds nothing of a run but how it ended
+    (errors, a signal): no header, rank line, row or summary."""
+    res = nccltests.parse_text(text)
+    return bool(res.errors) and not (
+        res.rows or res.devices or res.min_bytes is not None or
+        res.tests_version or res.out_of_bounds is not None or
+        res.avg_busbw is not None)
+
+
 def _read(path):
     try:
         with open(path, errors='replace') as fp:
@@ -158,6 +168,14 @@ def explain(files, *, system=None, partition=None, reference_file=None,
          'nodestate': watched}[kind].append((path, text))
     if unrecognised and not (outputs or jsons or logs or watched):
         raise unrecognised[0]
+    # a job's stderr beside its output that says only how a process died
+    # (the launcher's or the C library's words: "Signal: Aborted (6)"): the
+    # same run's, read with it
+    said_only = [(p, t) for p, t in outputs if _only_said(t)]
+    if said_only and (len(said_only) < len(outputs) or jsons):
+        outputs = [o for o in outputs if o not in said_only]
+    else:
+        said_only = []
     if len(outputs) > 1 or len(jsons) > 1:
         raise CclHealthError(
             f'{(outputs + jsons)[-1][0]}: one run at a time (got '
@@ -174,6 +192,10 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         res = nccltests.parse_any(jsons[0][1], origin)
     else:
         res = nccltests.parse(stdout, jsons[0][1] if jsons else None, origin)
+    for _, text in said_only:
+        said = nccltests.parse_text(text)
+        res.errors += [e for e in said.errors if e not in res.errors]
+        res.signal = res.signal or said.signal
 
     # the transport, from the logs and the NCCL lines of the output
     source = outputs[0][0] if outputs else ''
@@ -181,14 +203,25 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
     # host names where the lines carry them (NCCL's nNodes counts host
     # hashes: NCCL_HOSTID splits one host), else the log's own node count
-    nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
+    if not nodes and res.rank_lines_partial:
+        # a cut listing names some of the run's hosts only: NCCL's own
+        # count of them, or the hosts of its lines where they are more,
+        # else unknown (never the hosts that happen to be shown)
+        seen = list(getattr(ev, 'hosts', []) or [])
+        nodes = ev.nnodes_seen or (len(seen) if len(seen) > len(res.hosts)
+                                   else None)
+    else:
+        nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
     from_log = None if transport_asked else asked_from_log(ev)
     asked = transport_asked or from_log or ev.proven()
     notes = list(res.notes)
     proof_doc = None
     if asked is None:
+        # NCCL's lines inline in the output are a debug log too
         why = ('no NCCL debug log among the files' if not logs and
-               not ev.via else 'no channel lines in the debug logs')
+               not ev.via and not ev.nccl_lines else
+               'no channel lines in the debug logs' if logs else
+               'no channel lines among the NCCL lines of the output')
         proof_doc = {'asked': None, 'proven': None, 'ok': False,
                      'reason': f'the transport is not proven: {why}'}
     elif asked not in TRANSPORTS:
@@ -302,7 +335,8 @@ def explain(files, *, system=None, partition=None, reference_file=None,
     if res.tests_version:
         versions['nccl_tests'] = res.tests_version
     if res.nccl_version:
-        versions['nccl_code'] = res.nccl_version
+        versions['rccl_code' if res.format.startswith('rccl') else
+                 'nccl_code'] = res.nccl_version
     if res.library_version:
         versions['library'] = res.library_version
     versions.update(ev.versions)
@@ -321,6 +355,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         'files': [{'path': p, 'kind': kinds[p]} for p in files],
         'format': res.format, 'source': res.source,
         'collective': res.collective, 'nranks': ranks, 'hosts': hosts,
+        'rank_lines_cut': bool(res.rank_lines_partial),
         'complete': res.complete, 'out_of_bounds': res.out_of_bounds,
         'avg_busbw': _num(res.avg_busbw), 'errors': res.errors,
         'json_error': res.json_error, 'notes': notes,
@@ -383,11 +418,13 @@ def render(doc):
     if doc['format'] is None:
         out.append('output     none (debug log only: bandwidth not judged)')
     else:
+        where = (f'; hosts shown: {", ".join(doc["hosts"]) or "none"} (the '
+                 f'rank lines are cut)' if doc.get('rank_lines_cut') else
+                 f' on {", ".join(doc["hosts"]) or "?"}')
         out.append(
             f'output     {doc["format"]} ({doc["source"]}), {state}; '
             f'{doc["collective"] or "collective unknown"}, '
-            f'{doc["nranks"] or "?"} ranks on '
-            f'{", ".join(doc["hosts"]) or "?"}')
+            f'{doc["nranks"] or "?"} ranks{where}')
     if doc['versions']:
         out.append('versions   ' + ', '.join(
             f'{k} {v}' for k, v in doc['versions'].items()))

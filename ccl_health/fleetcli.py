@@ -12,7 +12,6 @@ straggler; 2: the tool could not run, or nodes could not be checked (one
 line on stderr)."""
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -21,13 +20,13 @@ import subprocess
 import sys
 from typing import Dict
 
-from ccl_health import (CclHealthError, argnumbers, outputs, read_text, resources,
-                        safefile, shell)
+from ccl_health import (CclHealthError, argnumbers, identity, outputs,
+                        read_text, resources, safefile, shell)
 from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.fleet import plan
 from ccl_health.fleet import fleetreport as report
-from ccl_health.sitedata.fleetconfig import FleetConfig
+from ccl_health.sitedata.fleetconfig import PROOF_ENV, FleetConfig
 from ccl_health.fleet.hostlist import expand_hostlist
 from ccl_health.fleet.rounds import Fleet, exit_code, summary_text
 
@@ -133,7 +132,8 @@ def load_site(args):
             site = site_data.load(resources.site_dir(), name,
                                   benign_check=check_benign)
     raw = site.fleet if site is not None else None
-    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>')
+    cfg = FleetConfig.from_dict(raw, site.path if site else '<defaults>',
+                                site.transports if site else None)
     from ccl_health.fleet import systemic
     systemic.switches(cfg)            # a bad topology stops us here
     _check_ceilings(site, cfg)
@@ -158,10 +158,12 @@ def _expand_refs(value):
 
 
 def step_env(site, cfg: FleetConfig) -> Dict[str, str]:
-    """The environment of pair and group steps: the site's common variables
-    and the transport's (multi-node), then the fleet block's ``env``;
-    ``${NAME}`` expanded from this environment."""
-    env = {}
+    """The environment of pair and group steps: where the fleet proves the
+    transport, NCCL's channel lines into the step's output
+    (:data:`ccl_health.sitedata.fleetconfig.PROOF_ENV`); the site's common
+    variables and the transport's (multi-node), then the fleet block's
+    ``env``; ``${NAME}`` expanded from this environment."""
+    env = dict(PROOF_ENV) if cfg.prove_transport else {}
     if site is not None:
         build = site.build or {}
         values = {
@@ -261,7 +263,8 @@ def allocate(args, argv, cfg, run_id, run_dir):
         seen = '; '.join(f'{n}: {s}' for n, s in list(other.items())[:3])
         raise CclHealthError(f'no usable node in {where}{among}'
                              f'{f" ({seen})" if seen else ""}')
-    os.makedirs(run_dir, exist_ok=True)
+    safefile.own_dir(run_dir, 'fleet run folder',
+                     below=outputs.output_dir())
     nodefile = os.path.join(run_dir, 'nodes.txt')
     safefile.write_atomic(nodefile, '\n'.join(nodes) + '\n')
     other_file = os.path.join(run_dir, 'not-checked.json')
@@ -289,9 +292,9 @@ def allocate(args, argv, cfg, run_id, run_dir):
                              'PATH?)') from None
     summary_path = os.path.join(run_dir, 'fleet.json')
     try:
-        with open(summary_path) as fp:
-            summary = json.load(fp)
-    except (OSError, ValueError):
+        summary = json.loads(safefile.read_own(summary_path,
+                                               'fleet run summary'))
+    except (OSError, ValueError, TypeError):
         raise CclHealthError(f'the run inside the allocation left no '
                              f'{summary_path} (salloc exit {proc.returncode})'
                              ) from None
@@ -395,7 +398,8 @@ def run_resume(args, site, cfg, run_id):
     env = step_env(site, cfg) if sim is None else {}
 
     def make_slurm_scheduler(reservation):
-        os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
+        safefile.own_dir(os.path.join(run_dir, 'nodes'), 'fleet run folder',
+                         below=out_dir)
         sched = slurm.SlurmScheduler(
             run_dir, cfg.tasks_per_node, progs.node, progs.step, env,
             list(cfg.srun) + [f'--reservation={reservation}'],
@@ -420,8 +424,7 @@ def run_resume(args, site, cfg, run_id):
         summary['env_dropped'] = slurm.clean_environ()[1]
         if summary.get('skipped'):
             if args.json:
-                with open(args.json, 'w') as fp:
-                    json.dump(summary, fp, indent=1)
+                safefile.write_json(args.json, summary)
             print(resume.summary_text(summary), flush=True)
             return resume.exit_code(summary)
         report.write_resume(summary, run_dir)
@@ -438,6 +441,18 @@ def run_resume(args, site, cfg, run_id):
         return resume.exit_code(summary)
 
 
+def _simulated_proof(cfg):
+    """A simulated step prints a table, no NCCL line: the site's
+    ``prove_transport`` is said and not applied (else every step would be
+    could-not-check)."""
+    if cfg.prove_transport:
+        cfg.prove_transport = False
+        print(f'fleet: simulated steps print no NCCL channel lines: '
+              f'fleet.prove_transport (true) not applied; on the cluster '
+              f'every step proves {cfg.transport}', file=sys.stderr,
+              flush=True)
+
+
 def _rehearsal(args, cfg, out_dir):
     """``--resume --simulate PLAN``: the folder of the rehearsal (its
     state, never the real one's), its simulated Slurm and the simulated
@@ -450,6 +465,7 @@ def _rehearsal(args, cfg, out_dir):
     except (OSError, ValueError) as err:
         raise CclHealthError(f'--simulate: {err}') from None
     folder = os.path.join(out_dir, FOLDER)
+    _simulated_proof(cfg)
     try:
         sim = SimSlurm(fplan, expand_hostlist(args.nodelist), folder)
     except ValueError as err:
@@ -464,10 +480,12 @@ def _rehearsal(args, cfg, out_dir):
 
 # -- main ---------------------------------------------------------------------
 
-def next_step(s):
-    """What to do after a fleet run, in one line."""
+def next_step(s, again=''):
+    """What to do after a fleet run, in one line; ``again``: the options
+    of this run that the next command needs too (``--site X``)."""
     part = f'--partition {s["partition"]}' if s.get('partition') else \
         '--partition PART'
+    part += f' {again}' if again else ''
     if s.get('simulated'):
         return (f'the same on the cluster: scripts/fleet {part} (add --drain '
                 f'to drain the bad nodes)')
@@ -487,8 +505,9 @@ def next_step(s):
 
 
 def new_run_id():
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime('%Y%m%dT%H%M%SZ') + f'-{os.getpid()}'
+    """A fleet run's identity (:func:`ccl_health.identity.new`): its
+    folder's name; its records' run id is ``fleet-`` and this."""
+    return identity.new()
 
 
 def main(argv=None, prog='scripts/fleet'):
@@ -534,6 +553,10 @@ def _main(argv, prog):
             raise CclHealthError('--simulate needs --nodelist (the nodes)')
         return run_resume(args, site, cfg, run_id)
     run_dir = os.path.join(outputs.output_dir(), 'fleet', run_id)
+    # a run folder of this user only (another user's could hold planted
+    # links, or swap a step's files before they are read back)
+    safefile.own_dir(os.path.join(run_dir, 'nodes'), 'fleet run folder',
+                     below=outputs.output_dir())
     sched = None
     unavailable = {}
     if args.not_checked:
@@ -552,6 +575,7 @@ def _main(argv, prog):
         except (OSError, ValueError) as err:
             raise CclHealthError(f'--simulate: {err}') from None
         nodes = expand_hostlist(args.nodelist)
+        _simulated_proof(cfg)
         sched = SimScheduler(fplan, size=cfg.size_bytes,
                              tasks_per_node=cfg.tasks_per_node,
                              max_parallel=cfg.max_parallel, grace=cfg.grace)
@@ -575,7 +599,6 @@ def _main(argv, prog):
             nodes_program=progs.nodes)
     else:
         return allocate(args, argv, cfg, run_id, run_dir)
-    os.makedirs(os.path.join(run_dir, 'nodes'), exist_ok=True)
     summary = Fleet(nodes, sched, cfg, unavailable=unavailable,
                     actions=site.actions if site else None,
                     site=site).run()
@@ -601,8 +624,10 @@ def _main(argv, prog):
                                  '--db' if args.simulate else 'nothing')
     report.write(summary, run_dir)
     _keep(summary, args, cfg)
-    print(summary_text(summary, path) + f'\n  next: {next_step(summary)}',
-          flush=True)
+    again = ' '.join(f'--{k} {shell.quote(v)}' for k, v in (
+        ('site', args.site), ('system', args.system)) if v)
+    print(summary_text(summary, path) +
+          f'\n  next: {next_step(summary, again)}', flush=True)
     return exit_code(summary)
 
 

@@ -5,6 +5,7 @@ the hook is one ``COULD-NOT-CHECK`` line, exit 2."""
 import json
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -142,12 +143,15 @@ def _finish(res, settings, t0):
     from ccl_health.hook.record import bounded_record, json_document
     _PRINTED.clear()
     path = getattr(settings, 'json', None)
+    unwritten = None
     if path:
         try:
             _write_json(path, json_document(res, settings))
         except (OSError, TypeError, ValueError) as err:
-            res = _plain(f'--json {path}: cannot write: {err} (measured: '
-                         f'{res.line})', t0, (res.system, res.partition))
+            # an extra file: the measured verdict stands (the fleet's
+            # probe always passes --json; a full folder must not hide a
+            # bad node), and a note says what was not written
+            unwritten = f'--json {path}: cannot write: {err}'
     dropped = dict(getattr(settings, 'dropped', ()) or ())
     if dropped and res.code != 0 and res.verdict in (
             Verdict.FALLBACK, Verdict.BELOW_REFERENCE):
@@ -155,6 +159,8 @@ def _finish(res, settings, t0):
         res.line += (f' (clean environment: dropped the caller\'s '
                      f'{", ".join(sorted(dropped))})')
     code = _emit(res)
+    if unwritten:
+        _say(f'({unwritten}; the verdict above stands)')
     note = None
     if settings is not None and not settings.no_record:
         if not settings.db:
@@ -165,11 +171,11 @@ def _finish(res, settings, t0):
             note, drained = bounded_record(settings, res, dict(settings.env),
                                            min(RECORD_BOUND, left))
             if note:
-                print(f'({note})', file=sys.stderr, flush=True)
+                _say(f'({note})')
             elif drained:
                 note = (f'recorded, and {drained} pending check(s) from '
                         f'{settings.pending_dir}')
-    if path and note is not None:
+    if path and note is not None and not unwritten:
         try:
             _write_json(path, json_document(res, settings, recorded=note or
                                             'recorded'))
@@ -178,7 +184,29 @@ def _finish(res, settings, t0):
     return code
 
 
+def _say(note):
+    """A note on stderr; one that cannot be written (a full disk behind
+    stderr) is dropped, never an error after the verdict."""
+    try:
+        print(note, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def _write_json(path, doc):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and (stat.S_ISCHR(st.st_mode) or
+                           stat.S_ISFIFO(st.st_mode)):
+        # a device or a pipe named itself (not through a link): written
+        # into, never replaced by a file
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, 'w') as fp:
+            json.dump(doc, fp, indent=1)
+            fp.write('\n')
+        return
     try:
         safefile.write_json(path, doc)
     except PermissionError:

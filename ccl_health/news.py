@@ -44,6 +44,7 @@ it once printed), :func:`told_state`, :func:`untold_runs`,
 import dataclasses
 import json
 
+from ccl_health.db import ledger
 from ccl_health.db import queries
 from ccl_health.db import reads
 from ccl_health.judge import series
@@ -120,7 +121,7 @@ def told_state(db, system):
     """{(system, partition, key, size): :class:`State`}: the last told of
     each item of ``system``."""
     out = {}
-    for r in db.told(system):
+    for r in ledger.told(db, system):
         out[(r['system'], r['partition'], r['key'], r['size'])] = State(
             r['state'], r['verdict'], r['band'], r['finding'], r['run_id'])
     return out
@@ -317,7 +318,7 @@ def untold_runs(db, system, partition, run_id):
     ledger began and before ``run_id`` (tonight), never told (killed,
     crashed, aborted nights), oldest first.  None before the first told
     night (an existing database: its old runs are not news)."""
-    nights = db.told_nights(system, partition or '')
+    nights = ledger.told_nights(db, system, partition or '')
     starts = _starts(db, system, partition)
     began = [starts[n['run_id']] for n in nights if n['run_id'] in starts]
     if not began:
@@ -333,7 +334,7 @@ def untold_runs(db, system, partition, run_id):
 def last_complete(db, system, partition):
     """The run id of the last told night whose cases were all measured
     (the measure of the next nights), or None."""
-    done = [n for n in db.told_nights(system, partition or '')
+    done = [n for n in ledger.told_nights(db, system, partition or '')
             if n['status'] == COMPLETE]
     return done[-1]['run_id'] if done else None
 
@@ -406,7 +407,7 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
         rows += ch.rows
         nights.append(dict(zip(('system', 'partition'), sp), run_id=rid,
                            status='aborted' if aborted else 'late'))
-    told_ids = {n['run_id'] for n in (db.told_nights(system, partition or '')
+    told_ids = {n['run_id'] for n in (ledger.told_nights(db, system, partition or '')
                                       if db else [])}
     for rid, what in labels.items():
         if rid != run_id and rid not in told_ids and not cases_of(rid):
@@ -439,13 +440,14 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
         ('partial' if measured else 'nothing')
     nights.append(dict(zip(('system', 'partition'), sp), run_id=run_id,
                        status=status, measured=len(measured)))
-    told_nights = db.told_nights(system, partition or '') if db else []
+    told_nights = ledger.told_nights(db, system, partition or '') if db else []
     vs = f'vs run {told_nights[-1]["run_id"]}' if told_nights else \
         'nothing told before'
     counts = {}
     for c in mine:
         counts[c['verdict']] = counts.get(c['verdict'], 0) + 1
-    tally = f'{len(mine)} cases' + (': ' if counts else '') + ', '.join(
+    tally = f'{len(mine)} case{"" if len(mine) == 1 else "s"}' + (
+        ': ' if counts else '') + ', '.join(
         f'{n} {v}' for v, n in sorted(counts.items()))
     n_missing = sum(len(names) for _, names in missing)
     if total.needs_a_person:
@@ -509,22 +511,22 @@ def tell(db, night_, told_in, scope=None, show=None, read_again=None,
          mark=None):
     """Record ``night_`` (:class:`Night`) as told by the nightly run
     ``told_in``, once for every nightly of the database: under
-    :meth:`ccl_health.db.store.Store.news_held` of ``scope`` ((system,
+    :func:`ccl_health.db.ledger.held` of ``scope`` ((system,
     partition); another nightly of the database waits, whatever its
     publish folder), the news read again (``read_again()``) where the
-    ledger moved since ``mark`` (:meth:`Store.told_mark` before
+    ledger moved since ``mark`` (:func:`ccl_health.db.ledger.mark` before
     ``night_`` was read), appended, shown (``show(night)`` prints the
     mail), then committed.  A nightly killed before its mail was shown
     recorded nothing: the next night tells it.  Returns the night told."""
     if scope is None:
-        db.record_told(night_.rows, night_.nights, told_in)
+        ledger.record(db, night_.rows, night_.nights, told_in)
         if show:
             show(night_)
         return night_
-    with db.news_held(*scope):
-        if read_again is not None and db.told_mark() != mark:
+    with ledger.held(db, *scope):
+        if read_again is not None and ledger.mark(db) != mark:
             night_ = read_again()
-        db.append_told(night_.rows, night_.nights, told_in)
+        ledger.append(db, night_.rows, night_.nights, told_in)
         if show:
             show(night_)
     return night_

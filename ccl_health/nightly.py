@@ -46,9 +46,11 @@ import signal
 import socket
 import subprocess
 import sys
+import warnings
 
-from ccl_health import CclHealthError, dburl, news, outputs, rehearsal
-from ccl_health.db import store
+from ccl_health import (CclHealthError, dburl, identity, news, outputs,
+                        rehearsal)
+from ccl_health.db import ledger, store
 from ccl_health.judge import verdicts as V
 from ccl_health.oneline import clean
 from ccl_health import safefile
@@ -253,8 +255,8 @@ def night(args):
 def _night_locked(args, publish):
     now = datetime.datetime.now()
     night_name = args.night or now.strftime('%Y-%m-%d')
-    run_id = (f'{news.RUN_PREFIX}{now.strftime("%Y%m%dT%H%M%S")}-'
-              f'{socket.gethostname().split(".")[0]}-{os.getpid()}')
+    run_id = identity.new(news.RUN_PREFIX,
+                          socket.gethostname().split('.')[0])
     folder = night_folder(publish, night_name, run_id)
     out = os.path.abspath(args.output or outputs.output_dir())
     db_url = args.db or os.environ.get('CCL_HEALTH_DB') or \
@@ -292,13 +294,14 @@ def _night_locked(args, publish):
     cmd = run_command(args, out, run_id)
     rc, stopped = _run_child(cmd, env, log_path)
     head = f'ccl-health nightly {where} {night_name}'
-    status, code, lines = _news(args, db_url, run_id, head, rc, stopped,
-                                env, log_path, killed)
-    page = None
-    if status != 'could-not-run' and _database_exists(db_url):
-        page = _publish(unpublished, _page, db_url, folder,
-                        f'ccl-health {where}: night '
-                        f'{os.path.basename(folder)}', publish)
+    with warnings_to(log_path):      # the standard output is the mail
+        status, code, lines = _news(args, db_url, run_id, head, rc,
+                                    stopped, env, log_path, killed)
+        page = None
+        if status != 'could-not-run' and _database_exists(db_url):
+            page = _publish(unpublished, _page, db_url, folder,
+                            f'ccl-health {where}: night '
+                            f'{os.path.basename(folder)}', publish, run_id)
     meta.update(status=status, lines=lines, exit=code,
                 finished=datetime.datetime.now().isoformat(timespec='seconds'))
     _publish(unpublished, _write_meta, folder, meta)
@@ -319,6 +322,26 @@ def _night_locked(args, publish):
     return code
 
 
+@contextlib.contextmanager
+def warnings_to(log_path):
+    """Every Python warning raised inside (matplotlib's ``AutoDateLocator
+    was unable to pick an appropriate interval``, a library's deprecation)
+    appended to the night's log ``log_path``, never printed: the nightly's
+    standard output and error are its mail.  Where the log cannot be
+    written, the warning is dropped (the mail stays the mail)."""
+    def to_log(message, category, filename, lineno, file=None, line=None):
+        try:
+            with safefile.open_append(log_path) as fp:
+                fp.write(warnings.formatwarning(message, category, filename,
+                                                lineno, line))
+        except OSError:
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter('default')
+        warnings.showwarning = to_log
+        yield
+
+
 def _publish(problems, fn, *a):
     """``fn(*a)``; an error writing (disk full, read-only folder) is
     appended to ``problems`` and gives False."""
@@ -329,14 +352,26 @@ def _publish(problems, fn, *a):
         return False
 
 
-def _page(db_url, folder, title, publish):
-    """The night's page in ``folder``; its figures cached for every night
+def _page(db_url, folder, title, publish, run_id=None):
+    """The night's page in ``folder`` (its failures: those of the night's
+    run ``run_id``); its figures cached for every night
     (``<publish>/.figures``): a night draws only what changed."""
     from ccl_health import report
+    from ccl_health.db import health_days
     from ccl_health.report.figures import CACHE
+    if _database_exists(db_url):
+        # the closed days of the health checks kept (once a day: the
+        # page, the next night's too, reads them as kept)
+        # (a database this night cannot write: the page counts them)
+        try:
+            with store.open_store(db_url) as db:
+                health_days.keep(db)
+        except store.driver_errors():
+            pass
     with store.open_store(db_url, readonly=True) as db:
         return report.build(db, folder, title=title,
-                            cache=os.path.join(publish, CACHE))[0]
+                            cache=os.path.join(publish, CACHE),
+                            run_id=run_id)[0]
 
 
 def _database_exists(db_url):
@@ -356,14 +391,24 @@ def _open_db(db_url):
     return store.open_store(db_url)
 
 
-def _cause(rc, env, log_path):
-    """Why the main command recorded nothing: no GPUs (it made a dry run),
-    else its exit code."""
+def _cause(rc, env, log_path, system=''):
+    """Why the main command recorded nothing: no GPUs where its jobs would
+    run on this host (it made a dry run), else its exit code (a
+    batch-scheduled ``system`` is submitted to from a host without GPUs:
+    :func:`ccl_health.evidence.nodefacts.submitted_to`)."""
+    import shutil
+    from ccl_health import resources
     from ccl_health.evidence import nodefacts as node
     gpus = node.detect_gpus(env)
-    if gpus.count == 0:
-        return (f'{gpus.why_none}: scripts/run made a dry run (job '
-                f'scripts rendered, nothing run); see {log_path}')
+    batch, why_not = node.submitted_to(
+        resources.config_dir(env), system, socket.gethostname(), gpus,
+        lambda cmd: shutil.which(cmd, path=env.get('PATH'))) \
+        if gpus.count == 0 else ([], '')
+    if gpus.count == 0 and not batch:
+        return (f'{gpus.why_none}'
+                + (f' ({why_not})' if why_not else '') +
+                f': scripts/run made a dry run (job scripts rendered, '
+                f'nothing run); see {log_path}')
     return f'scripts/run exited {rc} and recorded nothing; see {log_path}'
 
 
@@ -384,8 +429,10 @@ def _news(args, db_url, run_id, head, rc, stopped, env, log_path, killed):
                     f'next night tells what it measured')
                 print(lines[0], flush=True)
                 return 'aborted', EXIT_ABORTED, lines
-            cause = '' if cases else _cause(rc, env, log_path)
-            mark = db.told_mark() if db is not None else None
+            cause = '' if cases else _cause(
+                rc, env, log_path, args.system + (
+                    f':{args.partition}' if args.partition else ''))
+            mark = ledger.mark(db) if db is not None else None
             told = news.night(db, run_id, args.system, args.partition, head,
                               cause=cause, labels=killed)
             if db is None:

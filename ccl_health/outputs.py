@@ -9,6 +9,8 @@ import gc
 import os
 import sys
 
+from ccl_health import dburl
+
 DEFAULT = 'ccl-health-output'
 
 
@@ -55,3 +57,26 @@ def database(base=None):
     ``<output>/ccl-health.db``."""
     return os.environ.get('CCL_HEALTH_DB') or os.path.join(
         output_dir(base), 'ccl-health.db')
+
+
+#: the folder of ``<output>`` the nightly's rehearsal keeps everything in
+#: (its database, published pages, world)
+REHEARSAL = 'rehearsal'
+
+
+def rehearsal_database(output):
+    """The rehearsal's database under ``output``."""
+    return os.path.join(output, REHEARSAL, 'ccl-health.db')
+
+
+def database_key(url=None):
+    """The database ``url`` names (default: :func:`database`), as text
+    without a password: a SQLite file by its real path (two spellings of
+    one file are one key), a PostgreSQL URL without its password
+    (:func:`ccl_health.dburl.without_password`) and spelled
+    ``postgresql://``.  What a pending health check says it was meant for
+    (:mod:`ccl_health.hook.pending`)."""
+    url = url or database()
+    if dburl.is_postgres(url):
+        return 'postgresql://' + dburl.without_password(url).split('://', 1)[1]
+    return os.path.realpath(os.path.abspath(dburl.sqlite_path(url)))

@@ -6,7 +6,7 @@ import os
 import re
 import sys
 
-from ccl_health import CclHealthError, argnumbers, summary
+from ccl_health import CclHealthError, argnumbers, outputs, summary
 from ccl_health.db import recorder, store
 from ccl_health.judge import finding, series
 
@@ -166,14 +166,31 @@ def _ingest_pending(db, folder):
     return bad
 
 
+def _open(args):
+    """The store ``args.db`` names; where it is missing and a rehearsal
+    left its own beside it (``<output>/rehearsal/ccl-health.db``), the
+    error says where that is."""
+    try:
+        return store.open_store(args.db, readonly=args.db_cmd not in (
+            'ingest', 'accept', 'prune', 'rejudge'))
+    except CclHealthError as err:
+        path = str(args.db or outputs.database())
+        near = outputs.rehearsal_database(os.path.dirname(
+            os.path.abspath(path))) if path and '://' not in path else ''
+        if near and not os.path.exists(path) and os.path.isfile(near):
+            raise CclHealthError(
+                f'{err}; the nightly\'s rehearsal keeps its own: {near} '
+                f'(scripts/report {args.db_cmd} --db {near})') from None
+        raise
+
+
 def cmd_db(args):
     """``scripts/report <question>``: each question its own function
     (:data:`_QUESTIONS`), on the database opened once here."""
     pending_dir = _pending_folder(args)
     # questions never create a database (an empty new one would answer
     # "nothing failed"), and a read-only one can still be read
-    with store.open_store(args.db, readonly=args.db_cmd not in (
-            'ingest', 'accept', 'prune', 'rejudge')) as db:
+    with _open(args) as db:
         if args.db_cmd == 'ingest':
             return _ingest(db, args, pending_dir)
         return _QUESTIONS[args.db_cmd](db, args)
@@ -228,8 +245,11 @@ def _failed(db, args):
 def _since(db, args):
     from ccl_health.db import queries
     from ccl_health.judge import verdicts as verdict
-    res = queries.since_when(db, args.transport, args.size,
-                             args.system, args.partition, args.node)
+    streak, good = queries.bad_streak(
+        db, args.transport, args.size, args.system, args.partition,
+        args.node)
+    res = (streak[-1]['time'], streak[-1]['run_id'],
+           len(streak)) if streak else None
     last = queries.latest(db, args.transport, args.system,
                           args.partition, args.node)
     v = queries.stored_verdict(last['verdict'])
@@ -248,6 +268,8 @@ def _since(db, args):
         return 0
     print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
           f'{res[2]} run(s) in a row; last: {last["verdict"]})')
+    for line in queries.changed_between(db, good, streak[-1]):
+        print(f'    changed: {line}')
     if note:
         print(note)
     return verdict.exit_code([v]) or verdict.EXIT_FAIL
@@ -285,6 +307,10 @@ def _compare(db, args):
         print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
               f'x{ratio:.3f}' if ratio else
               f'{name:<45} {size:>7}  {a} -> {b} GB/s')
+    # what differs (versions, environment), a crash's case too
+    for name, lines in queries.run_changes(db, args.run_a, args.run_b):
+        print(f'{name}:')
+        print('\n'.join(f'    changed: {ln}' for ln in lines))
     return 0
 
 
@@ -397,6 +423,14 @@ def cmd_rejudge(db, args):
                              f'keeps no judging state (open it for writing '
                              f'once to migrate it)')
     keys = state.stale_keys(db)
+    if not args.dry_run:
+        # the closed days of the health checks kept too (what the page
+        # reads: ccl_health.db.health_days.keep)
+        from ccl_health.db import health_days
+        days = health_days.keep(db)
+        if days:
+            print(f'kept {len(days)} day(s) of health checks in '
+                  f'{db.where}')
     if args.dry_run or not keys:
         print(f'{len(keys)} key(s) to judge again from their history in '
               f'{db.where}' + ('' if keys else ': every key has its state'))

@@ -13,6 +13,13 @@ symbolic link, and creates or checks a folder under a shared directory.
   a lock file (:func:`locked`).
 * :func:`symlink_atomic`: the link made under a random name, then renamed
   over the old one.
+* :func:`own_dir`: a folder the suite writes in and reads back from (a
+  fleet run's folder, its state's): made where missing, else used only
+  when it (and the folders above it, to a given one) is a real folder of
+  this user; :func:`read_own` reads back a file only when it is a
+  regular file of this user (never through a link); :func:`open_new`
+  makes a file exclusively (a step's output, read back through the same
+  descriptor).
 * :func:`private_dir`: a folder with a stable name (the same one every run)
   under a shared directory (``/tmp``): made mode 0700, or, if it is there
   already, used only when it is a real folder (not a symbolic link) owned
@@ -185,6 +192,93 @@ def private_dir(path, what='folder'):
             f'{path}: not used as the {what}: {why} (another user may have '
             f'made it; remove it, or choose another path)')
     return path
+
+
+def _refuse_dir(path, st, what):
+    if stat.S_ISLNK(st.st_mode):
+        why = 'it is a symbolic link'
+    elif not stat.S_ISDIR(st.st_mode):
+        why = 'it is not a folder'
+    elif st.st_uid != os.geteuid():
+        why = f'it is owned by uid {st.st_uid}, not {os.geteuid()}'
+    else:
+        return
+    raise CclHealthError(
+        f'{path}: not used as the {what}: {why} (another user could plant '
+        f'links in it or swap its files; remove it, or choose another '
+        f'output folder)')
+
+
+def own_dir(path, what='folder', below=None):
+    """The folder ``path``, made with its parents where missing; it, and
+    every folder between ``below`` (not itself) and it, is used only when
+    it is a real folder (not a symbolic link) of this user: in another
+    user's folder a file the suite writes could be a planted link, and
+    one it reads back could be swapped (:class:`CclHealthError`, one
+    line).  Returns ``path``."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise CclHealthError(f'{path}: cannot create the {what}: '
+                             f'{err.strerror or err}') from None
+    path = os.path.abspath(path)
+    stop = os.path.abspath(below) if below else None
+    chain, p = [], path
+    while True:
+        chain.append(p)
+        up = os.path.dirname(p)
+        if stop is None or p == stop or up == p or \
+                not p.startswith(stop + os.sep):
+            break
+        p = up
+    if stop is not None and chain[-1] == stop:
+        chain.pop()
+    for p in reversed(chain):
+        _refuse_dir(p, os.lstat(p), what)
+    return path
+
+
+def read_own(path, what='file'):
+    """The text of ``path`` (None where it is missing), read only when it
+    is a regular file of this user, never through a link
+    (``O_NOFOLLOW``): one planted by another user is
+    :class:`CclHealthError`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                     getattr(os, 'O_CLOEXEC', 0))
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CclHealthError(f'{path}: not read as the {what}: it is a '
+                                 f'symbolic link') from None
+        raise
+    with os.fdopen(fd, 'rb') as fp:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CclHealthError(f'{path}: not read as the {what}: not a '
+                                 f'regular file')
+        if st.st_uid != os.geteuid():
+            raise CclHealthError(f'{path}: not read as the {what}: it is '
+                                 f'owned by uid {st.st_uid}, not '
+                                 f'{os.geteuid()} (another user may have '
+                                 f'planted it)')
+        return fp.read().decode('utf-8', errors='replace')
+
+
+def open_new(path, binary=False):
+    """``path`` made anew for writing and reading back (``w+``), mode
+    0600: what is at that name is removed first, then the file is made
+    exclusively (``O_EXCL | O_NOFOLLOW``): never a planted link or file.
+    Read it back through the same object (``seek(0)``): a file swapped
+    in at the name meanwhile is never what is read."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                 getattr(os, 'O_CLOEXEC', 0), 0o600)
+    return os.fdopen(fd, 'w+b' if binary else 'w+')
 
 
 @contextlib.contextmanager

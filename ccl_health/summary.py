@@ -38,8 +38,12 @@ class CaseVerdict:
     shortfalls: List[Shortfall] = dataclasses.field(default_factory=list)
     checked_sizes: int = 0
     measured: dict = dataclasses.field(default_factory=dict)  # size -> busbw
+    #: the other performance values: name -> (value, unit)
+    values: dict = dataclasses.field(default_factory=dict)
     versions: dict = dataclasses.field(default_factory=dict)
     acceptance: bool = False
+    #: ReFrame's own result of the case (``pass``, ``fail``, ``skip``)
+    rfm_result: str = ''
 
     @property
     def failed(self):
@@ -56,6 +60,12 @@ class CaseVerdict:
         if self.verdict == 'pass' and ' sizes within reference; ' in \
                 self.reason:       # the judge's reason says it already
             return f'{head}{self.reason}'
+        if self.verdict == 'pass' and not self.checked_sizes:
+            # a check without sizes (a first call, a training step): what
+            # it measured, and the judge's words
+            did = ', '.join(f'{k} {v:g} {u or ""}'.rstrip()
+                            for k, (v, u) in sorted(self.values.items()))
+            return f'{head}' + '; '.join(x for x in (did, self.reason) if x)
         if self.verdict == 'pass':
             big = max(self.measured) if self.measured else None
             at = (f'; {self.measured[big]:.1f} GB/s at {format_size(big)}'
@@ -179,7 +189,15 @@ def case_verdicts(report):
                          tc.get('proven_transport', ''),
                          tc.get('collective', ''),
                          versions=tc.get('versions') or {},
-                         acceptance=bool(tc.get('acceptance')))
+                         acceptance=bool(tc.get('acceptance')),
+                         rfm_result=tc.get('result') or '')
+        sized = {k for k in (tc.get('perfvalues') or {})
+                 if k.rsplit(':', 1)[-1].startswith('busbw_')}
+        for key, vals in (tc.get('perfvalues') or {}).items():
+            if key not in sized and isinstance(vals, list) and vals and \
+                    isinstance(vals[0], (int, float)):
+                cv.values[key.rsplit(':', 1)[-1]] = (
+                    vals[0], vals[4] if len(vals) > 4 else '')
         for size, vals in busbw_perfvalues(tc.get('perfvalues')):
             value, ref, lower = vals[0], vals[1], vals[2]
             cv.measured[size] = value
@@ -217,7 +235,8 @@ def load_report(path):
     return data
 
 
-def render(verdicts, where=None):
+def render(verdicts, where=None, db=None):
+    """The verdict block; ``db``: the database a next step names."""
     lines = []
     for cv in verdicts:
         lines.append(cv.line())
@@ -229,9 +248,40 @@ def render(verdicts, where=None):
     lines.append(f'{npass} passed, {nfail} failed, {nskip} skipped'
                  + (f', {nunj} not judged (no reference or could not check)'
                     if nunj else ''))
+    lines += _reframe_and_next(verdicts, db)
     if where:
         lines.append(f'results stored in: {where}')
     return '\n'.join(lines)
+
+
+def _reframe_and_next(verdicts, db=None):
+    """Where ReFrame's own summary says FAILED of a case not judged here
+    (no reference: ReFrame fails a performance check it has nothing to
+    compare with), the line that says so; and, for cases without a
+    reference (a new node's first run), the one next step."""
+    out = []
+    unref = [cv for cv in verdicts
+             if Verdict.parse(cv.verdict) is Verdict.NO_REFERENCE]
+    told = [cv for cv in verdicts if cv.rfm_result == 'fail' and
+            not cv.failed]
+    if told:
+        names = ', '.join(cv.transport or cv.name for cv in told[:4]) + (
+            ', ...' if len(told) > 4 else '')
+        out.append(f'ReFrame\'s [ FAILED ] above counts {len(told)} '
+                   f'case{"" if len(told) == 1 else "s"} not judged here '
+                   f'({names}): without a reference ReFrame fails what it '
+                   f'cannot compare; the verdict is this block\'s')
+    if unref and not any(cv.failed for cv in verdicts):
+        sysparts = sorted({(cv.system, cv.partition) for cv in unref})
+        sys_, part = sysparts[0] if len(sysparts) == 1 else \
+            ('<system>', '<partition>')
+        out.append(f'next: record their reference from this run\'s '
+                   f'measurements (docs/sites.md, "References and '
+                   f'calibration"): scripts/calibrate --db '
+                   f'{db or "<database>"} '
+                   f'--system {sys_ or "<system>"} --partition '
+                   f'{part or "<partition>"}')
+    return out
 
 
 def run_exit_code(verdicts):

@@ -33,6 +33,12 @@ def format_size(nbytes):
     return f'{nbytes}B'
 
 
+#: the night's sweep: ``(min_size, max_size, step_factor)`` of the
+#: collective sweeps (``-S min_size=...`` changes a run, the site's
+#: ``max_size`` caps a transport); what a reference size must be one of
+SWEEP = ('8', '8G', 2)
+
+
 def size_sweep(min_bytes, max_bytes, factor=2):
     """The sizes nccl-tests runs for ``-b min -e max -f factor``."""
     lo, hi = parse_size(min_bytes), parse_size(max_bytes)

@@ -1,9 +1,12 @@
-"""Collective sweeps over every transport (intra, net-socket, net-plugin,
-net-plugin-gdr), checked against reference/<system>.yaml.
+"""Collective sweeps over every transport (intra, net-socket, net-ib,
+net-ib-gdr, net-plugin, net-plugin-gdr), checked against
+reference/<system>.yaml.  A transport the site file does not list is
+skipped with that reason.
 
 The plugin transports are checks of their own (``...PluginSweep``): only
 they depend on the plugin and libfabric builds, so a plugin that does not
-build fails them (build-failed) and leaves intra and net-socket running.
+build fails them (build-failed) and leaves intra and net-socket running;
+on a site that lists no plugin transport nothing is built for them.
 
 The binaries are the site's own where ``site/<system>.yaml`` names them
 (``build.nccl_tests.prefix`` / ``build.rccl_tests.prefix``: the sweep as
@@ -16,11 +19,13 @@ import reframe as rfm
 from reframe.core.builtins import parameter
 
 from ccl_health.evidence.collectives import SWEPT
-from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
+from ccl_health.rfm.base import PLUGIN_TRANSPORTS, plugin_mixin
 from ccl_health.rfm.sweep import sweep_base
 
 #: the variant this system's site file asks for
 SweepBase = sweep_base()
+#: the plugin build where the site lists a plugin transport, else none
+PluginMixin = plugin_mixin()
 
 
 @rfm.simple_test
@@ -29,13 +34,13 @@ class AllReduceSweep(SweepBase):
 
 
 @rfm.simple_test
-class AllReducePluginSweep(PluginBuildMixin, SweepBase):
+class AllReducePluginSweep(PluginMixin, SweepBase):
     collective = parameter(['all_reduce'])
     transport = parameter(PLUGIN_TRANSPORTS)
 
 
 @rfm.simple_test
-class AllReduceAlgoSweep(PluginBuildMixin, SweepBase):
+class AllReduceAlgoSweep(PluginMixin, SweepBase):
     """NCCL_ALGO default / Ring / Tree at scale over the plugin: where Ring
     collapses at mid sizes on many nodes (Frontier, 64 nodes)."""
     collective = parameter(['all_reduce'])
@@ -65,6 +70,6 @@ class CollectiveSweep(SweepBase):
 
 
 @rfm.simple_test
-class CollectivePluginSweep(PluginBuildMixin, CollectiveSweep):
+class CollectivePluginSweep(PluginMixin, CollectiveSweep):
     """:class:`CollectiveSweep` over the network plugin."""
     transport = parameter(PLUGIN_TRANSPORTS)

@@ -33,7 +33,9 @@ from ccl_health import resources
 from ccl_health.fleet.resume import exit_code as resume_exit_code
 from ccl_health.fleet.resume import summary_text as resume_text
 from ccl_health.fleet.rounds import exit_code, summary_text
+from ccl_health.rfm.base import runtime_site
 from ccl_health.sitedata.sysconfig import partition_gpus
+from ccl_health.sitedata.transports import fleet_default
 from ccl_health.judge.verdicts import Verdict, worst
 
 REPO = resources.PACKAGE_PARENT
@@ -70,6 +72,11 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
     def needs_slurm(self):
         self.skip_if(not partition_gpus(self.current_partition)[0],
                      'no GPU on this partition')
+        site = runtime_site(self.current_system.name)
+        self.skip_if(site is not None and not (site.fleet or {}).get(
+            'transport') and fleet_default(site.transports) is None,
+            f'no network transport for the fleet\'s pairs and groups: '
+            f'{site and site.path} lists none under transports:')
         sched = self.current_partition.scheduler.registered_name
         self.skip_if(sched not in SLURM,
                      f'the fleet runs its steps with srun: scheduler '

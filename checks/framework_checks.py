@@ -9,7 +9,7 @@ import reframe as rfm
 from reframe.core.builtins import parameter
 
 from ccl_health.evidence.collectives import TORCH_DEFAULT
-from ccl_health.rfm.base import PLUGIN_TRANSPORTS, PluginBuildMixin
+from ccl_health.rfm.base import PLUGIN_TRANSPORTS, plugin_mixin
 from ccl_health.rfm.framework import (MpiFirstCallBase, PatternReplayBase,
                                       TorchBandwidthBase, TorchFirstCallBase,
                                       TrainingStepBase)
@@ -58,23 +58,26 @@ class TorchTrainingStep(TrainingStepBase):
     the network plugin (``model``: every model of the tool)."""
 
 
-# The same checks over the network plugin: only these depend on its build.
+# The same checks over the network plugin: only these depend on its build
+# (none where the site file lists no plugin transport: skipped, with why).
+PluginMixin = plugin_mixin()
+
 
 @rfm.simple_test
-class TorchBandwidthPlugin(PluginBuildMixin, TorchBandwidth):
+class TorchBandwidthPlugin(PluginMixin, TorchBandwidth):
     transport = parameter(PLUGIN_TRANSPORTS)
 
 
 @rfm.simple_test
-class TorchFirstCallPlugin(PluginBuildMixin, TorchFirstCall):
+class TorchFirstCallPlugin(PluginMixin, TorchFirstCall):
     transport = parameter(PLUGIN_TRANSPORTS)
 
 
 @rfm.simple_test
-class TorchPatternReplayPlugin(PluginBuildMixin, TorchPatternReplay):
+class TorchPatternReplayPlugin(PluginMixin, TorchPatternReplay):
     transport = parameter(PLUGIN_TRANSPORTS)
 
 
 @rfm.simple_test
-class TorchTrainingStepPlugin(PluginBuildMixin, TorchTrainingStep):
+class TorchTrainingStepPlugin(PluginMixin, TorchTrainingStep):
     transport = parameter(PLUGIN_TRANSPORTS)

@@ -25,6 +25,9 @@ import pytest
 from ccl_health import buildcache
 from conftest import REPO
 
+# the system tier: builds with Debian's ROCm (installed when missing)
+pytestmark = pytest.mark.system
+
 pytest.importorskip('reframe')
 
 MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')

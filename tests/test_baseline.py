@@ -23,7 +23,7 @@ from ccl_health.db import queries, store
 from ccl_health.db import schema
 from ccl_health.db import reads
 from ccl_health.judge import history
-from test_drift import DRIFT, GRADED, device_runs
+from helpers.drift import DRIFT, GRADED, device_runs
 
 MiB = 1 << 20
 SIZES = (64 * MiB, 128 * MiB, 256 * MiB)

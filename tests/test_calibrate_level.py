@@ -25,9 +25,8 @@ from ccl_health.db import levels, store
 from ccl_health.judge import history, reference
 from ccl_health.judge import series
 from ccl_health.units import format_size
-from test_drift import GRADED
-from test_nightly_news import (  # noqa: F401  (db_url, pg_server: fixtures)
-    A, SIZES, T0, TOL, WHERE, Series, db_url, pg_server, rid, told)
+from helpers.drift import GRADED
+from helpers.nights import A, SIZES, T0, TOL, WHERE, Series, rid, told
 
 #: the step after the calibration: recorded values 4 % lower
 STEP = 0.96
@@ -96,6 +95,20 @@ def calibrate(how, tmp_path, db, reports):
     assert cli.main(args) == 0
 
 
+def _two_nights_calibrated(how, folder, db):
+    """Two healthy nights recorded in ``db``, then a calibration from them
+    (``how``: report or db) into ``folder/ref``; the nights."""
+    (folder / 'ref').mkdir(parents=True, exist_ok=True)
+    nights = Nights(db)
+    reports = []
+    for n in (1, 2):
+        case = nights.healthy(n)
+        nights.night(n, case)
+        reports.append(run_report(folder / f'run-{n}.json', case, n))
+    calibrate(how, folder, db, reports)
+    return nights
+
+
 @pytest.mark.parametrize('how', ['report', 'db'])
 def test_a_step_after_a_calibration_is_told_by_its_third_night(
         how, db_url, tmp_path, monkeypatch, capsys):
@@ -109,14 +122,7 @@ def test_a_step_after_a_calibration_is_told_by_its_third_night(
     PostgreSQL."""
     db = db_url
     monkeypatch.setenv('CCL_HEALTH_DB', db)
-    (tmp_path / 'ref').mkdir()
-    nights = Nights(db)
-    reports = []
-    for n in (1, 2):
-        case = nights.healthy(n)
-        nights.night(n, case)
-        reports.append(run_report(tmp_path / f'run-{n}.json', case, n))
-    calibrate(how, tmp_path, db, reports)
+    nights = _two_nights_calibrated(how, tmp_path, db)
     out = capsys.readouterr().out
     assert f'{db}: recorded the baseline of 1 configuration(s) (3 sizes)' \
         in out, out
@@ -159,16 +165,9 @@ def test_report_and_db_record_the_same_level(tmp_path, monkeypatch,
     got = {}
     for how in ('report', 'db'):
         folder = tmp_path / how
-        (folder / 'ref').mkdir(parents=True)
         db = str(folder / 'site.db')
         monkeypatch.setenv('CCL_HEALTH_DB', db)
-        nights = Nights(db)
-        reports = []
-        for n in (1, 2):
-            case = nights.healthy(n)
-            nights.night(n, case)
-            reports.append(run_report(folder / f'run-{n}.json', case, n))
-        calibrate(how, folder, db, reports)
+        _two_nights_calibrated(how, folder, db)
         with store.open_store(db, readonly=True) as s:
             rows = s.baselines()
             recorded = s.records()

@@ -205,6 +205,9 @@ COMMANDS = {
     'ccl_health.judge.validate': 'usage: scripts/validate',
     'ccl_health.report': 'usage:',
     'ccl_health.initsite': 'usage: scripts/init-site',
+    'ccl_health.evidence.ras': 'usage: python -m ccl_health.evidence.ras',
+    'ccl_health.torch_bench.port': 'usage: python3 -m '
+                                   'ccl_health.torch_bench.port',
 }
 
 

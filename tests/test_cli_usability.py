@@ -182,7 +182,7 @@ def test_progress_through_the_main_command_with_the_replay(tmp_path):
     """The whole path without GPUs (the replay stand-ins of
     tests/test_reframe_replay.py): progress lines while ReFrame runs,
     ReFrame's own lines kept, its log file named at the end."""
-    from test_reframe_replay import run_suite
+    from helpers.replay import run_suite
     p, report, out = run_suite(tmp_path, '-n',
                                'AllReduceSweep%transport=intra',
                                env={'CCL_HEALTH_PROGRESS_S': '0.05'})
@@ -228,7 +228,8 @@ def test_lmod_missing_gives_the_hint(tmp_path):
                 env=env)
     if 'sane Lmod' not in p.stdout:
         pytest.skip('this machine has Lmod')
-    assert p.returncode != 0
+    # the tool could not run (2): never the code of a measured failure (1)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr
     assert 'CCL_HEALTH_MODULES_SYSTEM=nomod' in p.stderr
 
 

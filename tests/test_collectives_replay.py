@@ -14,7 +14,7 @@ import pytest
 
 from ccl_health.evidence.collectives import SWEPT
 from conftest import REPO
-from test_reframe_replay import make_site, verdict_lines
+from helpers.replay import make_site, verdict_lines
 
 pytest.importorskip('reframe')
 

@@ -212,7 +212,7 @@ def test_the_whole_reframe_path_agrees(tmp_path, case):
     import subprocess
     import sys
     from ccl_health.db import store
-    from test_reframe_replay import make_site, verdict_lines
+    from helpers.replay import make_site, verdict_lines
     root = tmp_path / 'cap'
     shutil.copytree(os.path.join(CAP, 'intra'), root / 'intra')
     (root / 'intra' / 'result.json').unlink()

@@ -29,6 +29,10 @@ from ccl_health.db import schema
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
 
+# the system tier: databases of 40 and 400 days generated, and the reads
+# timed on them (minutes)
+pytestmark = pytest.mark.system
+
 NODES, PER_DAY = 30, 10
 #: (days of checks, nights): longer than every window read (30 days, and
 #: each key's 60 cases before it)

@@ -73,7 +73,7 @@ def test_a_schema_8_database_migrates_to_the_same_answers(recorded,
         assert db.schema_version() == 8 and not series.ided(db)
         before = _answers(old)
     with store.open_store(old) as db:           # opened for writing
-        assert db.schema_version() == 9
+        assert db.schema_version() == store.SCHEMA_VERSION
         n = db.query('SELECT count(*) AS n FROM series')[0]['n']
         assert n == 12 + 15
         assert db.query('SELECT count(*) AS n FROM cases WHERE series_id '
@@ -105,12 +105,12 @@ def test_a_case_written_again_moves_to_its_series(tmp_path):
     """The run report writes a case again: a case given another transport
     is in that transport's series only, and the series it left, now
     empty, is gone."""
-    from test_store_postgres import _case
+    from helpers.postgres import intra_case
     path = str(tmp_path / 'moved.db')
     with store.open_store(path) as db:
-        db.add_case(_case('run-01', 1.0))
-        db.add_case(_case('run-02', 1.0))
-        moved = _case('run-02', 1.0)
+        db.add_case(intra_case('run-01', 1.0))
+        db.add_case(intra_case('run-02', 1.0))
+        moved = intra_case('run-02', 1.0)
         moved.transport, moved.sizes = 'net-socket', []
         db.add_case(moved)
         keys = reads.series_keys(db)
@@ -120,7 +120,7 @@ def test_a_case_written_again_moves_to_its_series(tmp_path):
                 db, key, '9999', 10, ('id', 'run_id'))]
             assert runs == (['run-02'] if key[2] == 'net-socket' else
                             ['run-01'])
-        moved = _case('run-01', 1.0)
+        moved = intra_case('run-01', 1.0)
         moved.transport, moved.sizes = 'net-socket', []
         db.add_case(moved)
         assert [k[2] for k in reads.series_keys(db)] == ['net-socket']
@@ -158,9 +158,9 @@ def test_an_older_source_migrates_into_postgresql_with_its_series(
     """scripts/report migrate from a schema-8 file: the series numbered on
     the way; the same answers from PostgreSQL."""
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    gen = tsp.pg_url.__wrapped__(tmp_path)
-    url = tsp._fresh(next(gen), 'series8')
+    from helpers import postgres
+    gen = postgres.local_server()
+    url = postgres.fresh(next(gen), 'series8')
     try:
         old = _as_schema_8(_copy(recorded, str(tmp_path / 'old.db')))
         from ccl_health.db import migrate
@@ -169,8 +169,8 @@ def test_an_older_source_migrates_into_postgresql_with_its_series(
         assert counts['series'] == 27
         assert _answers(url) == _answers(recorded)
         with store.open_store(url) as db:      # writing goes on
-            db.add_case(tsp._case('run-29', 1.0))
-            db.add_case(tsp._case('run-28', 1.0))
+            db.add_case(postgres.intra_case('run-29', 1.0))
+            db.add_case(postgres.intra_case('run-28', 1.0))
             assert db.query('SELECT count(*) AS n FROM series')[0]['n'] == 28
             # a series stored draws no id: 34 M checks a year would
             assert db.query("SELECT last_value AS n FROM "

@@ -90,7 +90,7 @@ def _write(path):
         db.add_cases(late)
         db.add_cases(nights[12])
         again = nights[-1][3]
-        again.reason = 'the run report'
+        again.reason, again.source = 'the run report', 'report'
         db.add_case(again)
         run = nights[25][5]
         db.accept([{'run_id': run.run_id, 'run_time': run.time,
@@ -166,6 +166,9 @@ def test_a_level_whose_keys_were_not_judged_again_is_judged_at_read(
     path = str(tmp_path / 'level.db')
     shutil.copy(written, path)
     with store.open_store(path) as db:
+        # an older ccl-health writes a schema-9 database (it refuses a
+        # newer one); the next writer of this version migrates it
+        db_gen.as_schema_9(db)
         run = db.query("SELECT run_id, time FROM cases WHERE transport = "
                        "'intra' AND collective = 'all_gather' ORDER BY time "
                        "LIMIT 1 OFFSET 30")[0]
@@ -176,6 +179,8 @@ def test_a_level_whose_keys_were_not_judged_again_is_judged_at_read(
                 "VALUES (?, ?, 'perlmutter', 'gpu', 'intra', 'all_gather', "
                 "'test', 'old', ?)", (run['run_id'], run['time'],
                                       store.now()))
+    with store.open_store(path) as db:       # schema 10: the stale listed
+        assert db.query('SELECT count(*) AS n FROM stale_keys')[0]['n']
     kept = _answers(path)
     assert judged_at_read and {(k[2], k[3], k[7]) for k in judged_at_read} \
         == {('intra', 'all_gather', 'sweep')}
@@ -455,8 +460,8 @@ def test_a_state_is_one_keys_few_values(written):
 def pg_db(tmp_path_factory):
     """A fresh PostgreSQL database of the tests' server."""
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    gen = tsp.pg_url.__wrapped__(tmp_path_factory)
+    from helpers import postgres
+    gen = postgres.local_server()
     url = next(gen)
     import psycopg
     with psycopg.connect(url, autocommit=True) as conn:

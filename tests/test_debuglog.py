@@ -8,8 +8,11 @@ nranks %d ... - Init COMPLETE"; src/misc/param.cc: "%s set by environment
 to %s.") and aws-ofi-nccl's ("NET/OFI aws-ofi-nccl initialization
 failed")."""
 
+import re
+
 import pytest
 
+from ccl_health import CclHealthError
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog as D
 from ccl_health.evidence.proof import asked_from_log, prove
@@ -230,7 +233,9 @@ def test_text_that_merely_names_nccl_is_not_a_log(tmp_path):
     assert ev.nccl_lines == 0
     p = tmp_path / 'notes.txt'
     p.write_text('RCCL Test Data\nsome numbers 1 2 3\n')
-    with pytest.raises(Exception):
+    with pytest.raises(CclHealthError, match=re.escape(
+            f'{p}: not an nccl-tests / rccl-tests output nor an NCCL/RCCL '
+            'debug log')):
         X.classify(p.read_text(), str(p))
 
 

@@ -6,6 +6,7 @@ environment (the final code's lines name the action)."""
 
 import json
 import os
+import re
 import tarfile
 
 import pytest
@@ -24,6 +25,34 @@ def test_the_same_verdicts_before_and_after_the_restructure():
     before, after = _verdicts('before'), _verdicts('after')
     assert before == after == _verdicts('final')
     assert [v for _, v in after] == ['skipped'] * 5 + ['below-reference']
+
+
+def test_the_devices_sweep_judged_by_todays_code(tmp_path):
+    """The net-socket sweep of the final run (its output and both ranks'
+    debug logs, kept in verdicts-final.tgz) through today's readers and
+    judge (ccl_health.explain, as a run made elsewhere): the verdict the
+    device's run recorded, below the reference at the same 9 sizes."""
+    from ccl_health import explain
+    with tarfile.open(os.path.join(D, 'verdicts-final',
+                                   'verdicts-final.tgz')) as tf:
+        tf.extractall(tmp_path, filter='data')
+    stage = tmp_path / 'keep' / 'socket-stage'
+    files = [str(stage / 'rfm_job.out')] + sorted(
+        str(p) for p in stage.glob('nccl-debug.*.log'))
+    doc = explain.explain(files, system='local', partition='gpu',
+                          transport_asked='net-socket', exit_status=0)
+    recorded = open(os.path.join(D, 'verdicts-final',
+                                 'verdicts-final.tsv')).read().splitlines()
+    name, verdict, reason = next(ln.split('\t', 2) for ln in recorded
+                                 if 'net-socket' in ln and
+                                 'skipped' not in ln)
+    assert doc['verdict'] == verdict == 'below-reference', doc['reason']
+    # the same sizes below, measured the same
+    below = re.findall(r'(\d+[KMG]iB) ([\d.]+) vs ([\d.]+) GB/s', reason)
+    assert len(below) == 9
+    for size, got, ref in below:
+        assert f'{size} {got} vs {ref} GB/s' in doc['reason'], (size,
+                                                                 doc['reason'])
 
 
 def _summary(folder='hostile-hook'):

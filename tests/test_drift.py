@@ -7,7 +7,6 @@ on seeded synthetic series (the rates over 1000 seeds are in
 benchmarks/results/drift_table.md, made by benchmarks/drift_table.py)."""
 
 import json
-import os
 import random
 import sqlite3
 
@@ -18,30 +17,14 @@ from ccl_health.hook import judging
 from ccl_health.hook import record
 from ccl_health.hook.probe import Probe
 from ccl_health.judge import attribution, history
-from ccl_health.judge.series import series_key
-from ccl_health.evidence import nccltests
 from ccl_health.db import queries
 from ccl_health.db import recorder
 from ccl_health.db import store
 from ccl_health.db import schema
-from conftest import REPO
+from ccl_health.judge.series import series_key
+from helpers.drift import GRADED, device_runs
 
-DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift')
-GRADED = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded')
 MiB = 1 << 20
-
-
-def device_runs(folder=DRIFT):
-    """[(label, {size: busbw})] of the recorded runs, in order, read with
-    the suite's parser from the raw nccl-tests outputs."""
-    out = []
-    raw = os.path.join(folder, 'raw')
-    for name in sorted(os.listdir(raw)):
-        with open(os.path.join(raw, name)) as fp:
-            res = nccltests.parse_text(fp.read())
-        assert res.closed and res.wrong_total == 0, name
-        out.append((name[4:-4], {r.size: r.busbw for r in res.rows}))
-    return out
 
 
 def rec(i, size, busbw, verdict='pass', case='AllReduceSweep %transport=x',

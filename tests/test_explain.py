@@ -159,8 +159,11 @@ def test_damaged_outputs(tmp_path):
     cases = {
         'nan.txt': (M.inject_nonfinite(text, 20, 0, 2, '-nan'),
                     'wrong-results', 1),
+        # every size there, its summary not: could not check (issue 43)
         'cut.txt': (M.truncate_lines(text, M.closing_index(text)),
-                    'incomplete', 1),
+                    'could-not-check', 2),
+        'short.txt': (M.truncate_lines(text, M.row_indexes(text)[-1]),
+                      'incomplete', 1),
         'cuda.txt': (M.insert_line(text, 15, M.FAILURE_LINES['test-cuda']),
                      'crash', 1),
         'oob.txt': (M.oob_failed(text, 4), 'wrong-results', 1),

@@ -28,7 +28,7 @@ def doc_of(*names, **kw):
 LOGS_ALONE = [
     # prefix-less lines, numbered by the author: IB with GPUDirect RDMA
     ('nccl-debug_no-prefix_ring-ib-gdrdma_2node_nccl-issue-385.log',
-     'net-ib', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2')),
+     'net-ib-gdr', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2')),
     # two log lines merged into one by concurrent writers
     ('nccl-debug_merged-lines_ring-p2p_1node_nccl-issue-147.log',
      'intra', True, ('P2P/IPC x',)),
@@ -54,7 +54,7 @@ LOGS_ALONE = [
     # 2 nodes (SH-IDC1-10-142-5-42 and -123): IB with GPUDirect RDMA
     # between them, P2P/IPC/read inside each
     ('nccl-debug_ib-gdrdma_p2p-ipc-read_2node_nccl-issue-834.log',
-     'net-ib', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2',
+     'net-ib-gdr', True, ('GPUDirect RDMA on every path', 'NET/IB/GDRDMA x2',
                       'P2P/IPC x11')),
     # NCCL 2.2x "comm ... busId ... commId ... - Init COMPLETE" and NVLS
     # tree lines, but no channel line: nothing proven
@@ -108,10 +108,12 @@ def test_the_transport_asked_is_read_from_the_log_in_every_door():
     name = 'nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log'
     ev = debuglog.read_evidence([pub(name)])
     proof = prove(None, ev)
-    assert proof.asked == 'net-plugin-gdr' and proof.proven == 'net-ib'
+    assert proof.asked == 'net-plugin-gdr' and proof.proven == 'net-ib-gdr'
     assert not proof.ok
-    # asked for IB (--transport), the same log is proven IB
+    # asked for IB (--transport), the same log is proven IB, with
+    # GPUDirect RDMA on every channel
     assert prove('net-ib', ev).ok
+    assert prove('net-ib-gdr', ev).ok
 
 
 def test_the_oldest_hashless_table_with_an_error_column_is_wrong_results():
@@ -177,7 +179,8 @@ LOGS_THAT_FAILED = [
     # loaded, and NCCL's builtin IB carried every channel: a fallback the
     # log alone proves, failed whatever the bandwidth (issue 31.2)
     ('nccl-debug_builtin-ib-roce_gdrdma_ofi-plugin-unused_8rank-node.log',
-     'fallback', 'net-ib', False, ('instead of the plugin', 'libnccl-net.so'),
+     'fallback', 'net-ib-gdr', False, ('instead of the plugin',
+                                       'libnccl-net.so'),
      ('fallback: fell back to', 'no output of the run')),
     # HPC-X's IB plugin (ib_plugin.c): RDMA completions with status=12
     # (retry exceeded, vendor err 129) from one peer; no channel line kept
@@ -640,10 +643,15 @@ def test_healthy_tables_without_a_log_are_read_whole_and_never_pass(
 def test_a_table_whose_rows_the_author_cut_is_never_a_pass():
     # "# ... (truncated NCCL output for brevity) ..." between the rank lines
     # and the summary: 16 ranks on 4 pods, no row to judge
+    # and the summary: 16 ranks on 4 pods, no row to judge; the run's own
+    # summary is there: it reached its end, so what the rows said could not
+    # be checked, never a failure (issue 43, class E)
     doc = doc_of(B200_CUT, exit_status=0)
     assert doc['nranks'] == 16 and len(doc['hosts']) == 4
-    assert not doc['rows'] and doc['verdict'] == 'incomplete'
-    assert 'no result rows' in doc['reason']
+    assert not doc['rows'] and doc['verdict'] == 'could-not-check'
+    assert doc['exit_code'] == 2
+    assert 'result rows' in doc['reason'] and 'not in the text' in \
+        doc['reason'] and 'Out of bounds values : 0' in doc['reason']
 
 
 def test_one_process_driving_eight_gpus_is_eight_ranks():

@@ -25,10 +25,14 @@ import pytest
 
 import mutations
 from conftest import REPO
-from test_health_hook import FAKE, REPLAY
-from test_reframe_replay import make_site, verdict_lines
+from helpers.node import FAKE, REPLAY
+from helpers.replay import make_site, verdict_lines
 
 pytest.importorskip('reframe')
+
+# the system tier: every fault through a ReFrame run, ingest, calibrate,
+# explain and the hook, each as processes (about 20 s a case)
+pytestmark = pytest.mark.system
 
 CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
 #: the sizes of the capture 'intra'
@@ -67,6 +71,11 @@ def good(case):
     return case == 'harmless-prefix'
 
 
+#: damage that leaves the output's own check unreadable (issue 43, class
+#: E): could-not-check in every door
+UNCHECKABLE = ('drop-closing', 'zero-rows')
+
+
 @pytest.mark.parametrize('case', CASES)
 def test_sweep_ingest_calibrate_explain(tmp_path, case):
     capdir, text, rc = damaged_capture(tmp_path, case)
@@ -90,6 +99,12 @@ def test_sweep_ingest_calibrate_explain(tmp_path, case):
     if good(case):
         assert p.returncode == 0 and ' PASS ' in line, p.stdout[-2000:]
         assert recorded['verdict'] == 'pass'
+    elif case in UNCHECKABLE:
+        # issue 43, class E: every size without the closing summary, or a
+        # summary without its rows, is what could not be checked, never a
+        # measured failure (exit 2), and never a pass
+        assert p.returncode == 2, (case, line)
+        assert recorded['verdict'] == 'could-not-check', (case, line)
     else:
         assert p.returncode == 1, (case, line)
         assert ' PASS ' not in line and recorded['verdict'] not in (

@@ -125,6 +125,43 @@ def test_errors_are_one_line_exit_2(tmp_path):
         assert len(p.stderr.strip().splitlines()) == 1 and text in p.stderr
 
 
+def test_the_fleet_transport_is_one_the_site_lists():
+    """Without fleet.transport the fleet takes the strongest network the
+    site file lists that does not require GPUDirect RDMA: an InfiniBand
+    site without the plugin gets net-ib, never the unlisted net-plugin
+    (issue 38.3); a transport the file does not list is an error naming
+    the file and the key."""
+    def site(names, fleet=''):
+        text = 'transports:\n' + ''.join(f'  {n}:\n    env: {{}}\n'
+                                         for n in names)
+        return site_data.parse(text + fleet, 'x.yaml')
+    for names, want in [
+            (['intra', 'net-socket', 'net-ib', 'net-ib-gdr'], 'net-ib'),
+            (['intra', 'net-ib-gdr', 'net-socket'], 'net-socket'),
+            (['intra', 'net-socket', 'net-ib', 'net-plugin',
+              'net-plugin-gdr'], 'net-plugin'),
+            (['net-socket'], 'net-socket')]:
+        s = site(names)
+        cfg = FleetConfig.from_dict(s.fleet, s.path, s.transports)
+        assert cfg.transport == want, names
+    # named in the block, and listed: taken as named
+    s = site(['intra', 'net-ib', 'net-ib-gdr'],
+             'fleet:\n  transport: net-ib-gdr\n')
+    assert FleetConfig.from_dict(s.fleet, s.path, s.transports).transport \
+        == 'net-ib-gdr'
+    with pytest.raises(CclHealthError) as e:
+        site(['intra', 'net-ib'], 'fleet:\n  transport: net-plugin\n')
+    assert str(e.value) == ('x.yaml: fleet.transport: net-plugin is not '
+                            'listed under transports: (it lists intra, '
+                            'net-ib)')
+    s = site(['intra'])
+    with pytest.raises(CclHealthError, match=r'x.yaml: fleet.transport: '
+                       r'the site file lists no network transport'):
+        FleetConfig.from_dict(s.fleet, s.path, s.transports)
+    with pytest.raises(CclHealthError, match='lists no network'):
+        site(['intra'], 'fleet:\n  size: 1G\n')
+
+
 def test_site_fleet_block_is_checked_naming_file_and_key(tmp_path):
     base = 'transports:\n  net-socket:\n    env: {}\n'
     s = site_data.parse(base + 'fleet:\n  transport: net-socket\n  '

@@ -134,7 +134,7 @@ def test_no_candidate_touches_nothing(tmp_path):
 
 
 def test_fleet_acceptance_resume_dry_run(tmp_path):
-    from test_site_dryrun import dry_run
+    from helpers.dryrun import dry_run
     cases = dry_run(tmp_path, 'frontier', '--mode', 'acceptance', '-n',
                     '^FleetAcceptance', '-S', 'resume=1')
     script = cases['FleetAcceptance'][0]

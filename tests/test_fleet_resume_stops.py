@@ -272,6 +272,20 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(standin):
             'events'][-1]['event']
 
 
+def _until_nothing_runs(standin, bound=30):
+    """Until the stand-in's sruns and tasks are gone (they get SIGTERM
+    when the resume dies), at most ``bound`` s."""
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            standin.assert_nothing_running()
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def test_a_sigkill_leaves_no_step_running(standin):
     """SIGKILL cannot be handled (Slurm's after KillWait): the sruns get
     SIGTERM when the resume dies and stop their tasks."""
@@ -279,15 +293,7 @@ def test_a_sigkill_leaves_no_step_running(standin):
     standin.wait_at('node', proc)
     proc.kill()
     _finish(proc)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            standin.assert_nothing_running()
-            break
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    _until_nothing_runs(standin)
 
 
 def test_the_decision_waits_for_the_steps_jobs_to_leave_the_queue(standin):
@@ -358,15 +364,7 @@ def _killed_after_state_resume(standin):
                                                            'alloc'}
     assert standin.slurm()['resv'], 'the killed resume left its reservation'
     (standin.dir / 'at-node').unlink()
-    deadline = time.monotonic() + 30
-    while True:             # its sruns die with it (the test above)
-        try:
-            standin.assert_nothing_running()
-            break
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    _until_nothing_runs(standin)        # its sruns die with it
     return nodes
 
 

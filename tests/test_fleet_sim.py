@@ -120,6 +120,19 @@ def test_judge_node_needs_the_hooks_json_for_a_verdict():
         (Verdict.MISSING_GPU, 'UNHEALTHY: gpu')
     assert judge_node(Raw(step, 2, 'COULD-NOT-CHECK: x\n'), 10)[0] is \
         Verdict.COULD_NOT_CHECK
+    # issue 41: the hook's --json could not be written (a full shared
+    # folder): its exit 1 and UNHEALTHY line still drain the node...
+    v, why, _ = judge_node(Raw(step, 1, 'UNHEALTHY: isolate: missing GPU\n',
+                               'note: --json x: No space left on device\n'),
+                           10)
+    assert v is Verdict.NODE_FAULT and v.failed and why.startswith(
+        'UNHEALTHY: isolate: missing GPU')
+    # ... but never srun's own failure, nor a healthy line without JSON
+    assert judge_node(Raw(step, 1, 'UNHEALTHY: x\n', 'srun: error: Unable '
+                          'to create step for job 5\n'), 10)[0] is \
+        Verdict.COULD_NOT_CHECK
+    assert judge_node(Raw(step, 0, 'HEALTHY: x\n'), 10)[0] is \
+        Verdict.COULD_NOT_CHECK
     assert judge_node(Raw(step, None, killed=True), 10)[0] is Verdict.HANG
 
 

@@ -18,7 +18,7 @@ import pytest
 from ccl_health import patterns
 from ccl_health.sitedata.site import shell_value
 from conftest import REPO
-from test_reframe_replay import make_site
+from helpers.replay import make_site
 
 pytest.importorskip('reframe')
 
@@ -101,7 +101,7 @@ def dry(tmp_path_factory):
 
 def test_bandwidth_command_lines(dry):
     names = [n for n in dry if n.startswith('TorchBandwidth')]
-    assert len(names) == 20                   # 5 transports x 4 collectives
+    assert len(names) == 24                   # 6 transports x 4 collectives
     # net-ib needs an InfiniBand / RoCE network: local's site file has none
     text, tc = dry['TorchBandwidth %transport=net-ib '
                    '%torch_collective=all_reduce']
@@ -122,7 +122,15 @@ def test_bandwidth_command_lines(dry):
     assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
     assert env['NCCL_NVLS_ENABLE'] == '0'
     assert 'NCCL_P2P_DISABLE' not in env
-    assert env['MASTER_PORT'].isdigit()
+    # a rendezvous port of the job's own, picked free on the node as the
+    # job starts (before the launch), its fixed block where none is found
+    lines = text.splitlines()
+    pick = [i for i, ln in enumerate(lines)
+            if ln.startswith('export MASTER_PORT=$(python3 -m '
+                             'ccl_health.torch_bench.port --count 10')]
+    assert pick and pick[0] < lines.index(launch_line(text)), text
+    fixed = lines[pick[0]].rsplit('echo ', 1)[1].rstrip(')')
+    assert fixed.isdigit() and f'--default {fixed}' in lines[pick[0]]
     text, _ = dry['TorchBandwidth %transport=net-socket '
                   '%torch_collective=reduce_scatter']
     assert '--transport net-socket --sizes 1MiB:1GiB' in launch_line(text)
@@ -163,7 +171,8 @@ def test_training_step_command_lines(dry):
     names = sorted(n for n in dry if n.startswith('TorchTrainingStep'))
     assert names == [f'TorchTrainingStep{p} %transport={t} %model={m}'
                      for p, t in (('', 'intra'), ('', 'net-ib'),
-                                  ('', 'net-socket'), ('Plugin', 'net-plugin'),
+                                  ('', 'net-ib-gdr'), ('', 'net-socket'),
+                                  ('Plugin', 'net-plugin'),
                                   ('Plugin', 'net-plugin-gdr'))
                      for m in ('comm', 'compute')]
     text, tc = dry['TorchTrainingStep %transport=intra %model=comm']
@@ -308,6 +317,9 @@ def test_stand_in_runs_pass_with_perf_variables(tmp_path):
 
 @pytest.mark.parametrize('fail, verdict, words, code', [
     ('crash', 'CRASH', 'NCCL error: unhandled system error', 1),
+    # the failing rank's own error, not the launcher's banner after it
+    ('rendezvous', 'CRASH', 'DistNetworkError: The server socket has '
+     'failed to listen', 1),
     ('wrong', 'WRONG-RESULTS', '7 wrong elements after one all_reduce', 1),
     # no log, no proof: the tool cannot judge the transport (exit 2)
     ('nolog', 'COULD-NOT-CHECK', 'no NCCL debug log was written', 2),

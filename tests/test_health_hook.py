@@ -8,44 +8,17 @@ tests.  tests/test_health_trust.py has the error classes of issue 11."""
 import json
 import os
 import subprocess
-import sys
-import time
 
 import pytest
 
 from ccl_health.hook import probes
 from ccl_health.db import store
 from conftest import REPO
+from helpers.node import FAKE, timed_hook
 
-FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
-REPLAY = os.path.join(REPO, 'tests', 'replay')
 #: PCI bus stand-ins (CCL_HEALTH_SYSFS): with two GPUs, with none
 SYSFS_GPU = os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'gpu-node')
 SYSFS_CPU = os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'cpu-node')
-
-
-def hook(tmp_path, *args, env=None, path_fake=True):
-    e = dict(os.environ, CCL_HEALTH_DB=str(tmp_path / 'db.sqlite'),
-             PYTHONPATH=REPO)
-    for var in ('CUDA_VISIBLE_DEVICES', 'CCL_HEALTH_SYSTEM',
-                'CCL_HEALTH_PARTITION', 'CCL_HEALTH_CHECK_LIMIT',
-                'CCL_HEALTH_FAKE_GPUS', 'CCL_HEALTH_FAKE_MIG'):
-        e.pop(var, None)
-    e['CCL_HEALTH_HOSTNAME'] = 'ci-test-host'
-    if path_fake:
-        e['PATH'] = FAKE + os.pathsep + e['PATH']
-    else:
-        e['PATH'] = '/usr/bin:/bin'
-    e.update(env or {})
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, '-m', 'ccl_health.hook',
-                        '--tests-prefix', REPLAY, '--launcher',
-                        os.path.join(FAKE, 'launch'),
-                        '--json', str(tmp_path / 'detail.json')] + list(args),
-                       env=e, capture_output=True, text=True, timeout=120)
-    lines = p.stdout.strip().splitlines()
-    assert len(lines) == 1, p.stdout + p.stderr      # one line for NHC
-    return p.returncode, lines[0], time.monotonic() - t0
 
 
 def ref_1g():
@@ -57,7 +30,7 @@ def ref_1g():
 
 
 def test_healthy_node(tmp_path):
-    rc, line, _ = hook(tmp_path)
+    rc, line, _ = timed_hook(tmp_path)
     assert rc == 0
     ref, _ = ref_1g()
     assert line.startswith(f'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s '
@@ -70,7 +43,7 @@ def test_healthy_node(tmp_path):
 
 
 def test_degraded_link_is_named_with_numbers(tmp_path):
-    rc, line, _ = hook(tmp_path, env={
+    rc, line, _ = timed_hook(tmp_path, env={
         'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel'})
     assert rc == 1
     ref, low = ref_1g()
@@ -91,7 +64,7 @@ def test_degraded_link_is_named_with_numbers(tmp_path):
 def test_retry_avoids_a_false_drain(tmp_path):
     # first try degraded, second healthy: healthy (one of two passes)
     flag = tmp_path / 'once'
-    rc, line, _ = hook(tmp_path, env={
+    rc, line, _ = timed_hook(tmp_path, env={
         'CCL_HEALTH_REPLAY_INTRA': 'intra-1channel',
         'CCL_HEALTH_REPLAY_ONCE': str(flag)})
     assert rc == 0 and line.startswith('HEALTHY'), line
@@ -99,7 +72,7 @@ def test_retry_avoids_a_false_drain(tmp_path):
 
 def test_hang_ends_within_the_limit(tmp_path):
     # started (its header printed), then no progress: a hang
-    rc, line, wall = hook(tmp_path, '--limit', '4', env={
+    rc, line, wall = timed_hook(tmp_path, '--limit', '4', env={
         'CCL_HEALTH_REPLAY_STALL': '60'})
     assert rc == 1 and line.startswith('UNHEALTHY: isolate: '
                                        'hang: all_reduce on GPUs '
@@ -112,7 +85,7 @@ def test_hang_ends_within_the_limit(tmp_path):
 def test_hidden_gpu_is_the_environment_not_the_node(tmp_path):
     # nvidia-smi lists both GPUs: CUDA_VISIBLE_DEVICES hiding one is the
     # hook's environment, never a reason to drain
-    rc, line, _ = hook(tmp_path, env={'CUDA_VISIBLE_DEVICES': '0'})
+    rc, line, _ = timed_hook(tmp_path, env={'CUDA_VISIBLE_DEVICES': '0'})
     assert rc == 2
     assert line == ("COULD-NOT-CHECK: CUDA_VISIBLE_DEVICES='0' leaves 1 of "
                     "the 2 GPUs of local:gpu visible (2 listed by the "
@@ -121,7 +94,7 @@ def test_hidden_gpu_is_the_environment_not_the_node(tmp_path):
 
 def test_missing_gpu(tmp_path):
     # the node's driver lists fewer GPUs than the node must have
-    rc, line, _ = hook(tmp_path, '--expect-gpus', '2',
+    rc, line, _ = timed_hook(tmp_path, '--expect-gpus', '2',
                        env={'CCL_HEALTH_FAKE_GPUS': '1'})
     assert rc == 1
     assert line == ('UNHEALTHY: isolate: '
@@ -135,7 +108,7 @@ def test_missing_gpu(tmp_path):
 def test_missing_binary_could_not_check(tmp_path):
     empty = tmp_path / 'empty'
     (empty / 'bin').mkdir(parents=True)
-    rc, line, _ = hook(tmp_path, '--tests-prefix', str(empty))
+    rc, line, _ = timed_hook(tmp_path, '--tests-prefix', str(empty))
     assert rc == 2 and line.startswith('COULD-NOT-CHECK: ')
     assert 'all_reduce_perf is missing' in line
 
@@ -146,14 +119,14 @@ def test_no_driver_could_not_check(tmp_path):
     nodriver = tmp_path / 'no-driver-bin'
     nodriver.mkdir()
     # a GPU on the PCI bus: the driver, not the node, is missing
-    rc, line, _ = hook(tmp_path, path_fake=False,
+    rc, line, _ = timed_hook(tmp_path, path_fake=False,
                        env={'PATH': str(nodriver),
                             'CCL_HEALTH_SYSFS': SYSFS_GPU})
     assert rc == 2 and line.startswith(
         'COULD-NOT-CHECK: no GPU found (nvidia-smi: not installed; '
         'rocminfo: not installed)'), line
     # none on the bus either: not a GPU node (tests/test_hook_node_role.py)
-    rc, line, _ = hook(tmp_path, path_fake=False,
+    rc, line, _ = timed_hook(tmp_path, path_fake=False,
                        env={'PATH': str(nodriver),
                             'CCL_HEALTH_SYSFS': SYSFS_CPU})
     assert rc == 0 and line.startswith('SKIPPED: not a GPU node'), line
@@ -182,7 +155,7 @@ def test_health_mode_through_reframe(tmp_path):
     """The same hook as a ReFrame check (the `health` mode, one job per
     node with --distribute on a real partition)."""
     pytest.importorskip('reframe')
-    from test_reframe_replay import run_suite
+    from helpers.replay import run_suite
     p, report, _ = run_suite(
         tmp_path, '-S', f'hook_launcher={os.path.join(FAKE, "launch")}',
         env={'PATH': FAKE + os.pathsep + os.environ['PATH'],

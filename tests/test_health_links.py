@@ -18,7 +18,7 @@ from ccl_health.db import store
 from ccl_health.judge.linkjudge import judge_links
 from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
-from test_health_hook import hook
+from helpers.node import timed_hook
 
 REPLAY = os.path.join(REPO, 'tests', 'replay')
 STAND_IN = os.path.join(REPLAY, 'links', 'ccl-health-links')
@@ -44,7 +44,7 @@ def links_hook(tmp_path, *args, matrix='2gpu-healthy.txt', env=None,
          'CCL_HEALTH_REPLAY_LINKS': matrix,
          'CCL_HEALTH_REPLAY_LINKS_ARGS': str(tmp_path / 'links-args')}
     e.update(env or {})
-    return hook(tmp_path, '--tests-prefix', prefix or prefix_with_links(
+    return timed_hook(tmp_path, '--tests-prefix', prefix or prefix_with_links(
         tmp_path), *args, env=e)
 
 
@@ -373,7 +373,7 @@ def test_site_nvbandwidth(tmp_path):
     """A site without ccl-health-links that names NVIDIA's nvbandwidth:
     its write-CE matrix (text built from nvbandwidth's format strings,
     tests/test_links.py) judged the same way, each slow direction named."""
-    from test_links import WRITE, WRITE_DESC, nvb_output
+    from helpers.nvbandwidth import WRITE, WRITE_DESC, nvb_output
     out = tmp_path / 'nvb.txt'
     out.write_text(nvb_output(WRITE, WRITE_DESC, [[None, 386.1],
                                                   [90.5, None]]))

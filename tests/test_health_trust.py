@@ -17,48 +17,12 @@ import pytest
 
 from ccl_health.db import store
 from conftest import REPO
+from helpers.node import (CAP, FAKE, REPLAY, ROW_1G, WRAPPER, environ, hook,
+                          wrong_1g)
+from helpers.procs import cmdline, processes_with, wait_until
 
-FAKE = os.path.join(REPO, 'tests', 'replay', 'fake-node')
-REPLAY = os.path.join(REPO, 'tests', 'replay')
-CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap')
-WRAPPER = os.path.join(REPO, 'scripts', 'ccl-health-check')
 UUID0 = 'GPU-0c2f6d13-c7f6-4b78-6145-e06e786e4c2b'   # the fake nvidia-smi's
 UUID1 = 'GPU-1c2f6d13-c7f6-4b78-6145-e06e786e4c2b'
-CLEAN = ('CUDA_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES',
-         'CCL_HEALTH_SYSTEM', 'CCL_HEALTH_PARTITION', 'CCL_HEALTH_CHECK_LIMIT',
-         'CCL_HEALTH_CHECK_LAUNCHER', 'CCL_HEALTH_FAKE_GPUS',
-         'CCL_HEALTH_FAKE_MIG', 'CCL_HEALTH_SITE_DIR',
-         'CCL_HEALTH_REFERENCE_DIR', 'CCL_HEALTH_CONFIG_DIR',
-         'CCL_HEALTH_REPLAY_DIR', 'CCL_HEALTH_REPLAY_INTRA',
-         # what says Slurm runs the node (tests/test_hook_node_role.py)
-         'SLURMD_NODENAME', 'NHC_RM', 'SLURM_JOB_ID', 'SLURM_SCONTROL')
-#: a PCI bus with two GPUs (CCL_HEALTH_SYSFS): the stand-in node is a GPU node
-SYSFS_GPU = os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'gpu-node')
-
-
-def environ(tmp_path, env=None):
-    e = dict(os.environ, CCL_HEALTH_DB=str(tmp_path / 'db.sqlite'),
-             PYTHONPATH=REPO, CCL_HEALTH_HOSTNAME='ci-test-host')
-    for var in CLEAN:
-        e.pop(var, None)
-    e['PATH'] = FAKE + os.pathsep + e['PATH']
-    e['CCL_HEALTH_SYSFS'] = SYSFS_GPU
-    e.update(env or {})
-    return e
-
-
-def hook(tmp_path, *args, env=None, cmd=None):
-    """(exit code, the one line, stderr) of the hook; asserts ONE line."""
-    cmd = cmd or [sys.executable, '-m', 'ccl_health.hook']
-    p = subprocess.run(cmd + ['--tests-prefix', REPLAY, '--launcher',
-                              os.path.join(FAKE, 'launch'),
-                              '--json', str(tmp_path / 'detail.json')]
-                       + list(args), env=environ(tmp_path, env),
-                       capture_output=True, text=True, timeout=120)
-    lines = p.stdout.splitlines()
-    assert len(lines) == 1, (p.returncode, p.stdout, p.stderr)
-    assert 'Traceback' not in p.stdout
-    return p.returncode, lines[0], p.stderr
 
 
 def could_not_check(tmp_path, *args, env=None, cmd=None):
@@ -193,7 +157,6 @@ def mutated(tmp_path, stdout=None, rc=None, logs=True):
             'CCL_HEALTH_REPLAY_INTRA': 'mut'}
 
 
-ROW_1G = re.compile(r'^\s*1073741824\s.*$', re.M)
 
 
 def upto_1g(text):
@@ -205,13 +168,6 @@ def nan_1g(text):
     row = ROW_1G.search(text).group(0)
     toks = row.split()
     toks[7] = toks[11] = 'nan'          # busbw out-of-place and in-place
-    return text.replace(row, '  '.join(toks))
-
-
-def wrong_1g(text):
-    row = ROW_1G.search(text).group(0)
-    toks = row.split()
-    toks[8] = '3'                        # #wrong out-of-place
     return text.replace(row, '  '.join(toks))
 
 
@@ -302,14 +258,17 @@ def test_perlmutter_without_an_intra_reference(tmp_path):
     # the issue's example: on Perlmutter the hook said HEALTHY with no
     # reference at all
     line = could_not_check(tmp_path, env={
-        'CCL_HEALTH_HOSTNAME': 'nid001234', 'CCL_HEALTH_FAKE_GPUS': '4'})
+        'CCL_HEALTH_HOSTNAME': 'nid001234', 'CCL_HEALTH_FAKE_GPUS': '4',
+        # nid<N> is LUMI's too (tests/test_site_pointer.py)
+        'CCL_HEALTH_SYSTEM': 'perlmutter'})
     assert line.startswith('COULD-NOT-CHECK: no reference for perlmutter:gpu '
                            'intra all_reduce 1 node x 4 GPUs'), line
 
 
 def test_gpu_the_driver_does_not_list_is_a_node_fault(tmp_path):
     rc, line, _ = hook(tmp_path, env={'CCL_HEALTH_HOSTNAME': 'nid001234',
-                                      'CCL_HEALTH_FAKE_GPUS': '3'})
+                                      'CCL_HEALTH_FAKE_GPUS': '3',
+                                      'CCL_HEALTH_SYSTEM': 'perlmutter'})
     assert rc == 1
     assert line == ('UNHEALTHY: isolate: '
                     'missing GPU: nvidia-smi lists 3 of the 4 GPUs '
@@ -337,18 +296,31 @@ def test_host_name_matching_no_system(tmp_path):
     assert "host name 'ci-test-host' matches no system" in line, line
 
 
-def test_first_matching_system_wins_and_local_comes_last(tmp_path):
-    # file-name order, but a system matching any host ('.*') comes last;
-    # all are named `local` (its site and reference files), the winner is
-    # the one whose partition is `gpu`
+def test_one_matching_system_else_could_not_check(tmp_path):
+    # never another system's references: two systems matching the host
+    # is ambiguous, whatever their order (issue 38: it took the first)
     cfg = _config(tmp_path, {'a_any': (['.*'], {'gpu2': 2}),
                              'b_match': (['ci-test'], {'gpu': 2}),
                              'c_match': (['ci-'], {'gpu2': 2})}, 'local')
+    line = could_not_check(tmp_path, '--config-dir', cfg)
+    assert line.startswith("COULD-NOT-CHECK: ambiguous: host name "
+                           "'ci-test-host' matches local ('ci-test'), "
+                           "local ('ci-') of "), line
+    # one match: that one, never the system matching any host
+    cfg = _config(tmp_path / 'b', {'a_any': (['.*'], {'gpu2': 2}),
+                                   'b_match': (['ci-test'], {'gpu': 2})},
+                  'local')
     rc, line, _ = hook(tmp_path, '--config-dir', cfg)
     assert rc == 0 and 'on local:gpu,' in line, line
-    cfg = _config(tmp_path / 'b', {'a_any': (['.*'], {'gpu': 2}),
+    # a site's own configuration: the system matching any host is no
+    # match of its nodes (issue 38: `local` judged an A100 node with H200
+    # figures)
+    cfg = _config(tmp_path / 'c', {'a_any': (['.*'], {'gpu': 2}),
                                    'z': (['nomatch'], {'gpu2': 2})}, 'local')
-    rc, line, _ = hook(tmp_path, '--config-dir', cfg)
+    line = could_not_check(tmp_path, '--config-dir', cfg)
+    assert "matches no system of " in line and "local matches any host " \
+        "and is no match on a site's own configuration" in line, line
+    rc, line, _ = hook(tmp_path, '--config-dir', cfg, '--system', 'local')
     assert rc == 0 and 'on local:gpu,' in line, line
 
 
@@ -610,35 +582,26 @@ def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
 
 def test_sigterm_stops_the_probes_and_is_could_not_check(tmp_path):
     import signal
-    import time
     e = environ(tmp_path, {'CCL_HEALTH_REPLAY_SLEEP': '60'})
     p = subprocess.Popen([WRAPPER, '--tests-prefix', REPLAY, '--launcher',
                           os.path.join(FAKE, 'launch'), '--limit', '50'],
                          env=e, stdout=subprocess.PIPE, text=True,
                          stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(3)
+
+    def probing():
+        return [pid for pid in processes_with(str(tmp_path))
+                if any(w.endswith('all_reduce_perf') for w in cmdline(pid))]
+    # the probe runs (the replayed all_reduce_perf sleeps 60 s) before the
+    # signal comes: what it started is there to be stopped
+    assert wait_until(probing, 40), 'the probe never started'
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 2, (out, err)
     assert out == ('COULD-NOT-CHECK: stopped by SIGTERM before the check '
                    'finished\n'), (out, err)
-    time.sleep(0.5)
-    # nothing it started is left (the replayed all_reduce_perf sleeps 60 s)
-    assert not _processes_with(str(tmp_path))
-
-
-def _processes_with(text):
-    """pids of the processes whose environment holds ``text``."""
-    found = []
-    for d in os.listdir('/proc'):
-        if d.isdigit():
-            try:
-                with open(f'/proc/{d}/environ', 'rb') as fp:
-                    if text.encode() in fp.read():
-                        found.append(int(d))
-            except OSError:
-                pass
-    return found
+    # nothing it started is left
+    assert wait_until(lambda: not processes_with(str(tmp_path)), 10), \
+        [cmdline(pid) for pid in processes_with(str(tmp_path))]
 
 
 # -- the node's GPUs as its tools list them -----------------------------------

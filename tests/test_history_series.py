@@ -345,15 +345,15 @@ def test_health_days_in_sqlite(tmp_path, monkeypatch):
 @pytest.fixture(scope='module')
 def pg_url():
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    pgbin = tsp._bin()
+    from helpers import postgres
+    pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed (tests/test_store_postgres '
                     'installs it)')
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    yield from tsp.postgres_server(pgbin, '127.0.0.1', port)
+    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
 
 
 def test_health_days_in_postgresql(pg_url, tmp_path, monkeypatch):

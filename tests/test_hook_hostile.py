@@ -22,7 +22,8 @@ import time
 import pytest
 
 from conftest import REPO
-from test_health_trust import CAP, FAKE, REPLAY, environ, wrong_1g
+from helpers.procs import processes_with, wait_until
+from helpers.node import CAP, FAKE, REPLAY, environ, wrong_1g
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']
 WRAPPER = os.path.join(REPO, 'scripts', 'ccl-health-check')
@@ -244,7 +245,10 @@ def test_hook(tmp_path, name):
     assert len(lines) == 1, (p.stdout, p.stderr)
     # the rule of the matrix
     assert (p.returncode == 1) == fault, (name, lines[0])
-    assert p.returncode != 0 or not fault
+    # the line says what the exit says (docs/hook.md)
+    assert lines[0].startswith({0: 'HEALTHY: ', 1: 'UNHEALTHY: ',
+                                2: 'COULD-NOT-CHECK: '}[p.returncode]), \
+        (name, p.returncode, lines[0])
     assert p.returncode == code, (name, lines[0], p.stderr)
     if verdict:
         assert json.loads(detail.read_text())['verdict'] == verdict, lines
@@ -313,11 +317,7 @@ def test_no_database_named_records_nothing_where_it_runs(tmp_path):
 
 
 def _no_process_left(marker):
-    from test_health_trust import _processes_with
-    deadline = time.monotonic() + 5
-    while _processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _processes_with(marker)
+    return wait_until(lambda: not processes_with(marker), 5)
 
 
 def _stop_signals_deliverable():

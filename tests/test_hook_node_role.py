@@ -31,7 +31,7 @@ from ccl_health.evidence.nodestate import pci
 from ccl_health.evidence.nodestate import slurmnode as slurm
 from ccl_health.judge import nodejudge as node_judge
 from ccl_health.judge.verdicts import Verdict
-from test_health_trust import FAKE, REPLAY, environ
+from helpers.node import FAKE, REPLAY, environ
 from test_hook_hostile import (FOREIGN_NVML, SLURM_WRAPPER, _run_nhc,
                                _tests_prefix_site, nhc)  # noqa: F401
 
@@ -194,8 +194,8 @@ def test_partition_from_slurm_where_the_configuration_matches():
 
 SCONTROL = '''#!/bin/sh
 # stand-in scontrol: answers "-o show node NAME" with the record in
-# $FAKE_SCONTROL_RECORD named NAME (FAKE_SCONTROL=fail / hang / notfound
-# for the failures), records every call
+# $FAKE_SCONTROL_RECORD named NAME (FAKE_SCONTROL=fail / hang / notfound /
+# noconfig for the failures), records every call
 echo "scontrol $*" >> "${FAKE_SCONTROL_CALLS:-/dev/null}"
 if [ "$1 $2 $3" = "-o show node" ]; then
     case "${FAKE_SCONTROL:-answer}" in
@@ -203,6 +203,8 @@ if [ "$1 $2 $3" = "-o show node" ]; then
               exit 1 ;;
         hang) exec sleep 60 ;;
         notfound) echo "Node $4 not found"; exit 1 ;;
+        noconfig) echo "scontrol: fatal: Could not establish a configuration source" >&2
+                  exit 1 ;;
     esac
     sed "s/^NodeName=[^ ]*/NodeName=$4/" "$FAKE_SCONTROL_RECORD"
 fi
@@ -274,7 +276,9 @@ def cpu_node(tmp_path, slurm_gres='(null)'):
     (b / 'rocminfo').chmod(0o755)
     env['PATH'] = f'{tmp_path / "slurmbin"}{os.pathsep}{b}{os.pathsep}' \
         '/usr/bin:/bin'
-    env.update(CCL_HEALTH_HOSTNAME='nid001234',
+    # nid<N> is LUMI's too: the shipped configuration names no single
+    # system for it (tests/test_site_pointer.py), Perlmutter's site does
+    env.update(CCL_HEALTH_HOSTNAME='nid001234', CCL_HEALTH_SYSTEM='perlmutter',
                CCL_HEALTH_SYSFS=os.path.join(SYSFS, 'cpu-node'))
     return env
 
@@ -617,14 +621,88 @@ def test_device_script_stand_ins(tmp_path):
     env.update(FAKE_FOREIGN_PID='', FAKE_SLURM_STATE='IDLE',
                NODE_ROLE_NOTE=str(tmp_path / 'note'),
                NODE_ROLE_LAUNCHER=os.path.join(FAKE, 'launch'))
+    detail = tmp_path / 'warn.json'
     p = subprocess.run(HOOK + ['--tests-prefix', REPLAY, '--launcher',
                                os.path.join(DEVICE, 'node_role',
-                                            'warn-launch')],
+                                            'warn-launch'),
+                               '--json', str(detail)],
                        env=environ(tmp_path, dict(env,
                                                   SLURMD_NODENAME='n01')),
                        capture_output=True, text=True, timeout=120)
     note = (tmp_path / 'note').read_text()
     assert 'the WARN appended to 2 debug log(s)' in note, (note, p.stdout)
-    # advisory where the WARN table says so (issue 27 item 2), else named
-    assert p.stdout.startswith('HEALTHY: all_reduce') or \
-        'GID table change' in p.stdout, p.stdout
+    # the WARN is advisory in the WARN table (issue 27 item 2): seen,
+    # named, and the node healthy
+    assert p.returncode == 0 and p.stdout.startswith(
+        'HEALTHY: all_reduce'), (p.stdout, p.stderr)
+    probe, = json.loads(detail.read_text())['probes']
+    assert probe['verdict'] == 'pass' and 'NCCL WARN NET/IB : Got async ' \
+        'event : GID table change (not fatal)' in probe['why'], probe
+
+
+@pytest.mark.parametrize('mode, says', [
+    ('fail', 'failed (exit 1): slurm_load_node error: Unable to contact '
+             'slurm controller (connect failure)'),
+    ('hang', 'gave no answer within 2.0 s')])
+def test_scontrol_on_path_that_fails_is_could_not_check(tmp_path, mode, says):
+    # Slurm not named (no SLURMD_NODENAME, no NHC_RM) and its scontrol on
+    # PATH failing or hanging: nothing is known of the node's role (a job
+    # may run on it), never "no resource manager" and a drained leftover
+    t0 = time.monotonic()
+    rc, line, d = hook(tmp_path, stand_ins(tmp_path, 'ALLOCATED', mode=mode,
+                                           foreign=True), '--limit', '8',
+                       slurmd=False)
+    assert rc == 2 and line.startswith(
+        'COULD-NOT-CHECK: `scontrol -o show node ci-test-host` ('), line
+    assert says in d['line'] and 'whether Slurm runs this node is not ' \
+        'known' in d['line'], d['line']
+    assert f'pid {os.getpid()}' in d['line'] and 'Slurm did not answer' in \
+        d['line']
+    assert not d['probe_started'] and time.monotonic() - t0 < 8
+
+
+def _site_gpus_per_node(tmp_path, n):
+    d = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), d)
+    y = d / 'perlmutter.yaml'
+    y.write_text(y.read_text().replace(
+        'health:\n  partition: gpu\n',
+        f'health:\n  partition: gpu\n  gpus_per_node: {n}\n'))
+    assert f'gpus_per_node: {n}' in y.read_text()
+    return str(d)
+
+
+@pytest.mark.parametrize('how', ['expect-gpus', 'site', 'slurm-partition'])
+def test_gpus_that_left_the_bus_are_missing_not_a_cpu_node(tmp_path, how):
+    # no GPU on the PCI bus, none answers, Slurm's GRES empty: yet the
+    # node must have GPUs: missing-gpu (exit 1), never "not a GPU node"
+    env = cpu_node(tmp_path)
+    args = []
+    if how == 'expect-gpus':
+        args = ['--expect-gpus', '4']
+    elif how == 'site':
+        env['CCL_HEALTH_SITE_DIR'] = _site_gpus_per_node(tmp_path, 4)
+    else:
+        (tmp_path / 'record.txt').write_text(
+            record('nid001234', 'IDLE', '(null)', 'gpu'))
+    rc, line, d = hook(tmp_path, env, *args)
+    assert rc == 1 and line.startswith('UNHEALTHY: ') and \
+        'missing GPU: no GPU found' in line and \
+        'perlmutter:gpu has 4 GPUs' in line, line
+    assert d['verdict'] == 'missing-gpu' and not d['probe_started']
+    said = d['role']['gpus_said']
+    assert {'expect-gpus': '--expect-gpus 4',
+            'site': 'health.gpus_per_node 4',
+            'slurm-partition': 'Slurm puts it in partition gpu'}[how] in \
+        said, said
+
+
+def test_scontrol_without_a_slurm_configuration_is_no_resource_manager(
+        tmp_path):
+    # Slurm's client on a machine of no cluster (configless, no slurmd):
+    # no job of Slurm's can run here
+    rc, line, d = hook(tmp_path, stand_ins(tmp_path, mode='noconfig'),
+                       slurmd=False)
+    assert rc == 0 and line.startswith('HEALTHY: all_reduce'), line
+    assert d['role']['source'] == '' and 'Could not establish a ' \
+        'configuration source' in d['role']['why']

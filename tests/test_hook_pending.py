@@ -10,11 +10,10 @@ import datetime
 import json
 import os
 import random
+import re
 import shutil
-import sqlite3
 import stat
 import subprocess
-import sys
 import time
 
 import pytest
@@ -23,29 +22,10 @@ from conftest import REPO
 from ccl_health import CclHealthError, safefile
 from ccl_health.db import store
 from ccl_health.hook import pending
-from test_health_trust import CAP, hook, wrong_1g
+from helpers.node import CAP, hook, wrong_1g
+from helpers.stores import REPORT, case_rows, locked
 from test_db_state import END, db_gen, judged_in_place
 from test_db_state import written  # noqa: F401 (the fixture)
-
-REPORT = [sys.executable, '-m', 'ccl_health.cli', '--prog', 'scripts/report',
-          'db']
-
-
-def _locked(path):
-    """Another writer holding the SQLite database ``path`` (BEGIN
-    IMMEDIATE): readers go on, every other writer waits."""
-    with store.open_store(str(path)):
-        pass
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    conn.execute('BEGIN IMMEDIATE')
-    return conn
-
-
-def _cases(path):
-    with store.open_store(str(path), readonly=True) as db:
-        return db.query('SELECT id, run_id, time, verdict FROM cases ORDER '
-                        'BY time, run_id')
-
 
 def _sizes(path):
     with store.open_store(str(path), readonly=True) as db:
@@ -64,7 +44,7 @@ def test_a_locked_database_keeps_the_check_and_the_next_one_records_it(
         tmp_path):
     db = tmp_path / 'db.sqlite'
     folder = tmp_path / 'state' / 'pending'
-    lock = _locked(db)
+    lock = locked(db)
     try:
         code, line, err = _healthy(tmp_path, folder)
     finally:
@@ -84,17 +64,21 @@ def test_a_locked_database_keeps_the_check_and_the_next_one_records_it(
     assert _mode(folder) == 0o700 and _mode(path) == 0o600
     case = pending.read(path)
     assert case.verdict == 'pass' and case.nodelist == 'ci-test-host'
-    assert case.run_id == f'health-{case.time}-ci-test-host'
+    # its identity: the time to the microsecond, host, process, count and
+    # random bits (ccl_health.identity.new), never the time to the second
+    assert re.fullmatch(r'health-\d{8}T\d{6}\.\d{6}Z-ci-test-host-\d+-\d+-'
+                        r'[0-9a-f]{8}', case.run_id), case.run_id
+    assert pending.load(path)[1] == os.path.realpath(db)
     assert case.sizes and case.sizes[0].size == 1 << 30 and \
         case.sizes[0].busbw == doc['probes'][0]['busbw']
     assert case.versions == doc['probes'][0]['versions'] and case.env
     assert case.detail['probes'] and case.reason == doc['line']
-    assert _cases(db) == []
+    assert case_rows(db) == []
     # the lock released: the next check records itself, then the kept one
     code, line, err = _healthy(tmp_path, folder)
     assert code == 0 and err == '', err
     assert pending.files(str(folder)) == []
-    rows = _cases(db)
+    rows = case_rows(db)
     assert len(rows) == 2 and rows[0]['run_id'] == case.run_id, rows
     # kept with the time it was measured, not the time it was written
     assert rows[0]['time'] == case.time
@@ -110,7 +94,7 @@ def test_the_exit_code_is_the_verdicts_and_the_failure_is_kept_whole(
         wrong_1g((d / 'intra' / 'stdout.txt').read_text()))
     db = tmp_path / 'db.sqlite'
     folder = tmp_path / 'pending'
-    lock = _locked(db)
+    lock = locked(db)
     try:
         code, line, err = hook(tmp_path, env={
             'CCL_HEALTH_PENDING_DIR': str(folder),
@@ -128,7 +112,7 @@ def test_the_exit_code_is_the_verdicts_and_the_failure_is_kept_whole(
     code, _, _ = hook(tmp_path, '--no-pairs', env={
         'CCL_HEALTH_PENDING_DIR': str(folder)})
     assert code == 0
-    assert [r['verdict'] for r in _cases(db)].count('wrong-results') == 1
+    assert [r['verdict'] for r in case_rows(db)].count('wrong-results') == 1
     assert pending.files(str(folder)) == []
 
 
@@ -137,8 +121,11 @@ def _case(node, minutes, rng=None):
         minutes=minutes), rng or random.Random(minutes))
 
 
-def _keep(folder, case, age, most=100, max_bytes=1 << 30):
-    path, dropped = pending.keep(case, str(folder), most, max_bytes)
+def _keep(folder, case, age, most=100, max_bytes=1 << 30, db=None):
+    """``case`` kept pending in ``folder``, meant for the database ``db``
+    (default: ``db.sqlite`` beside the folder), ``age`` its time."""
+    db = db or os.path.join(os.path.dirname(str(folder)), 'db.sqlite')
+    path, dropped = pending.keep(case, str(folder), most, max_bytes, db)
     os.utime(path, (1e9 + age, 1e9 + age))       # oldest: smallest age
     return path, dropped
 
@@ -160,7 +147,7 @@ def test_report_ingest_pending_records_them_and_names_a_bad_file(tmp_path):
     assert 'pending: 4 of 4 file(s) read, 3 recorded' in p.stderr
     assert '3 pending health check(s) recorded from' in p.stdout
     assert [f for f, _ in pending.files(str(folder))] == [str(bad)]
-    assert sorted(r['run_id'] for r in _cases(db)) == sorted(
+    assert sorted(r['run_id'] for r in case_rows(db)) == sorted(
         c.run_id for c in cases)
     assert not any(os.path.exists(p) for p in paths)
     # nothing left but the bad file: again, nothing recorded twice
@@ -168,7 +155,7 @@ def test_report_ingest_pending_records_them_and_names_a_bad_file(tmp_path):
                                  str(folder)], capture_output=True,
                        text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=REPO))
-    assert p.returncode == 2 and len(_cases(db)) == 3
+    assert p.returncode == 2 and len(case_rows(db)) == 3
     # a folder named that is not there: one line, exit 2, no database made
     p = subprocess.run(REPORT + ['--db', str(tmp_path / 'new.db'), 'ingest',
                                  '--pending', str(tmp_path / 'nope')],
@@ -198,7 +185,7 @@ def test_the_hook_drains_oldest_first_and_keeps_a_bad_file(tmp_path):
         assert len(pending.files(str(folder))) == 3
         done = pending.drain(s, str(folder), time.monotonic() + 60)
     assert done == [first, second]
-    assert [r['run_id'] for r in _cases(db)] == [old.run_id, newer.run_id]
+    assert [r['run_id'] for r in case_rows(db)] == [old.run_id, newer.run_id]
     assert [p for p, _ in pending.files(str(folder))] == [str(bad)]
 
 
@@ -214,7 +201,7 @@ def test_the_same_case_written_again_is_one_case(tmp_path):
     with store.open_store(db) as s:
         assert pending.ingest(s, str(folder), err=open(os.devnull, 'w')) \
             == (1, [])
-    rows = _cases(db)
+    rows = case_rows(db)
     assert [r['run_id'] for r in rows] == [case.run_id]
     assert len(_sizes(db)) == len(case.sizes) == 1
 
@@ -224,14 +211,14 @@ def test_the_pending_folder_is_bounded_the_oldest_dropped_first(tmp_path):
     paths = [_keep(folder, _case('nid00001', i), i, most=3)[0]
              for i in range(1, 4)]
     path, dropped = pending.keep(_case('nid00001', 9), str(folder), 3,
-                                 1 << 30)
+                                 1 << 30, str(tmp_path / 'db.sqlite'))
     assert dropped == [paths[0]]
     assert sorted(p for p, _ in pending.files(str(folder))) == sorted(
         paths[1:] + [path])
     # the bytes: the new one stays whatever its size
     size = os.path.getsize(path)
     path2, dropped = pending.keep(_case('nid00001', 10), str(folder), 100,
-                                  size)
+                                  size, str(tmp_path / 'db.sqlite'))
     assert sorted(dropped) == sorted(paths[1:] + [path])
     assert [p for p, _ in pending.files(str(folder))] == [path2]
 
@@ -240,7 +227,7 @@ def test_the_hook_says_what_it_dropped(tmp_path):
     folder = tmp_path / 'pending'
     first = _keep(folder, _case('nid00001', 30), 1)[0]
     db = tmp_path / 'db.sqlite'
-    lock = _locked(db)
+    lock = locked(db)
     try:
         code, _, err = hook(tmp_path, '--no-pairs', env={
             'CCL_HEALTH_PENDING_DIR': str(folder),
@@ -258,7 +245,8 @@ def test_a_pending_folder_that_is_not_private_is_not_used(tmp_path):
     folder.mkdir(mode=0o777)
     os.chmod(folder, 0o777)
     with pytest.raises(CclHealthError) as err:
-        pending.keep(_case('nid00001', 1), str(folder), 10, 1 << 20)
+        pending.keep(_case('nid00001', 1), str(folder), 10, 1 << 20,
+                     str(tmp_path / 'db.sqlite'))
     assert 'lets others write in it' in str(err.value)
     assert pending.files(str(folder)) == []
 
@@ -274,7 +262,7 @@ def test_a_pending_check_recorded_late_is_judged_in_its_place(
                            timedelta(days=1, minutes=13), random.Random(4))
     old.sizes[0].busbw *= 0.5
     folder = tmp_path / 'pending'
-    _keep(folder, old, 1)
+    _keep(folder, old, 1, db=path)
     with store.open_store(path) as db:
         before = db.query("SELECT last_time FROM key_state WHERE key LIKE "
                           "'%nid00007%'")[0]['last_time']

@@ -37,7 +37,7 @@ from ccl_health.fleet import slurmsteps as slurm
 from ccl_health.hook import keep
 from ccl_health.oneline import REASON_MAX, clean
 from conftest import REPO
-from test_health_trust import CAP, FAKE, REPLAY, environ
+from helpers.node import CAP, FAKE, REPLAY, environ
 from test_hook_hostile import SLURM_WRAPPER, _tests_prefix_site
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']

@@ -197,6 +197,7 @@ LAYERS = (
     ('small utilities', (
         'ccl_health', 'ccl_health.argnumbers', 'ccl_health.buildcache',
         'ccl_health.dburl', 'ccl_health.entry', 'ccl_health.helptext',
+        'ccl_health.identity',
         'ccl_health.oneline', 'ccl_health.outputs', 'ccl_health.patterns',
         'ccl_health.progress', 'ccl_health.resources', 'ccl_health.safefile',
         'ccl_health.shell', 'ccl_health.stops', 'ccl_health.units')),

@@ -12,9 +12,15 @@ from conftest import REPO
 INIT = os.path.join(REPO, 'scripts', 'init-site')
 
 
-def init(*args):
+def init(*args, pointer=None):
+    """``scripts/init-site ARGS``; its site pointer in ``pointer`` (a
+    folder of the test: the checkout's own ``site.conf`` is never
+    written by the tests), default beside the first argument."""
+    pointer = pointer or os.path.join(os.path.dirname(str(args[0])),
+                                      'site.conf')
     return subprocess.run([INIT, *map(str, args)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120,
+                          env=dict(os.environ, CCL_HEALTH_SITE_CONF=pointer))
 
 
 def _exports(text):

@@ -5,6 +5,7 @@ strings (tests/mutations.py cites them)."""
 import glob
 import os
 import random
+import re
 
 import mutations
 from conftest import REPO
@@ -56,8 +57,14 @@ def case(text=None, rc=0, entry='lookup', attempts=None, **kw):
 def test_the_real_capture_passes_with_every_size_found():
     j = judge(case())
     assert j.verdict is Verdict.PASS, j.reason
-    assert j.reason.startswith('31 sizes within reference') or \
-        'sizes within reference' in j.reason
+    # the sizes both measured (the capture's rows) and in the reference
+    measured = {int(ln.split()[0]) for ln in _intra().splitlines()
+                if re.match(r'\s+\d+\s+\d+\s+float\s', ln)}
+    refd = reference.load_for_system(REFDIR, 'local').lookup(
+        'gpu', 'intra', 'all_reduce', 1, 2).busbw
+    both = len(measured & set(refd))
+    assert len(measured) == 31 and both == 14
+    assert j.reason.startswith(f'{both} sizes within reference; '), j.reason
     assert j.attempt == 1 and len(j.findings) == 31
     assert all(f.verdict in ('pass', 'no-reference') for f in j.findings)
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ccl_health import news, nightly
-from ccl_health.db import store
+from ccl_health.db import ledger, store
 from ccl_health.db import schema
 from ccl_health.judge import casejudge as judge
 
@@ -96,7 +96,7 @@ def test_a_new_failure_is_told_once_then_still_failing(db):
     m3 = mail(db, 3)
     assert m3.code == 0 and m3.lines == [
         'night 3: nothing new, still failing from earlier nights: 1 '
-        'failure(s), 0 finding(s) (1 cases: 1 crash; vs run nightly-002)']
+        'failure(s), 0 finding(s) (1 case: 1 crash; vs run nightly-002)']
     assert _count([m1, m2, m3], 'CRASH ') == 1
 
 
@@ -209,7 +209,7 @@ def test_a_killed_night_is_told_by_the_next_once(db):
         f'nightly-002)']
     assert m4.code == 0 and m4.lines == [m4.lines[0]]
     assert _count([m1, m3, m4], 'CRASH ') == 1
-    assert [n['status'] for n in db.told_nights('local', 'gpu')] == \
+    assert [n['status'] for n in ledger.told_nights(db, 'local', 'gpu')] == \
         ['complete', 'late', 'complete', 'complete']
 
 
@@ -313,12 +313,12 @@ def test_an_old_database_gets_the_ledger_on_open(tmp_path):
         record(s, 'nightly-001', 1, 'crash')
     before = open(path, 'rb').read()
     with store.open_store(path, readonly=True) as s:
-        assert s.told('local') == [] and s.told_nights('local', 'gpu') == []
+        assert ledger.told(s, 'local') == [] and ledger.told_nights(s, 'local', 'gpu') == []
     assert open(path, 'rb').read() == before
     with store.open_store(path) as s:
         assert s.schema_version() == schema.SCHEMA_VERSION
         m = mail(s, 1)
-        assert m.code == 1 and len(s.told('local')) == 1
+        assert m.code == 1 and len(ledger.told(s, 'local')) == 1
         assert s.cases()[0]['verdict'] == 'crash'      # old rows kept
 
 
@@ -363,7 +363,7 @@ def world(tmp_path, monkeypatch):
             fp.write('ran\n')
         return 0, None
 
-    def page(db_url, folder, title, publish=None):
+    def page(db_url, folder, title, publish=None, run_id=None):
         path = os.path.join(folder, 'index.html')
         with open(path, 'w') as fp:
             fp.write(title)
@@ -544,7 +544,7 @@ def test_the_ledger_on_postgresql(pg_url):
         assert told[2].lines[3].startswith(f'recovered: {CASE}: pass')
         assert _count(told, 'WORSE ') == 1 and \
             _count(told, 'recovered: ') == 1
-        assert len(s.told_nights('local', 'gpu')) == 5
+        assert len(ledger.told_nights(s, 'local', 'gpu')) == 5
 
 
 @pytest.fixture(scope='module')
@@ -552,14 +552,14 @@ def pg_url():
     """The PostgreSQL server of the tests (test_store_postgres), on a free
     port of 127.0.0.1."""
     pytest.importorskip('psycopg')
-    import test_store_postgres as tsp
-    pgbin = tsp._bin()
+    from helpers import postgres
+    pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    yield from tsp.postgres_server(pgbin, '127.0.0.1', port)
+    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
 
 
 # -- issue 41, class 4: one teller per database and system:partition ------
@@ -579,7 +579,7 @@ def test_two_nightlies_of_one_database_tell_a_new_failure_once(tmp_path):
 
     def nightly_of(rid, first):
         with store.open_store(path, timeout=60) as db:
-            mark = db.told_mark()
+            mark = ledger.mark(db)
             told = news.night(db, rid, 'local', 'gpu', rid)
             if not first:
                 inside.wait(30)         # the first holds the ledger now
@@ -606,7 +606,7 @@ def test_two_nightlies_of_one_database_tell_a_new_failure_once(tmp_path):
     assert sorted(shown) == ['nightly-002', 'nightly-003'], shown
     assert told_crash == ['nightly-002'], shown
     with store.open_store(path, readonly=True) as db:
-        crash_rows = [r for r in db.told('local')
+        crash_rows = [r for r in ledger.told(db, 'local')
                       if r['state'] == 'failing']
     assert len(crash_rows) == 1, crash_rows
 
@@ -626,8 +626,8 @@ def test_a_nightly_killed_before_its_mail_tells_it_next_night(tmp_path):
             raise KeyboardInterrupt     # the kill, before anything printed
         with pytest.raises(KeyboardInterrupt):
             news.tell(db, told, 'nightly-002', scope=('local', 'gpu'),
-                      show=dies, mark=db.told_mark())
-        assert [r for r in db.told('local') if r['state'] == 'failing'] == []
+                      show=dies, mark=ledger.mark(db))
+        assert [r for r in ledger.told(db, 'local') if r['state'] == 'failing'] == []
         record(db, 'nightly-003', 3, verdict='crash', reason='crash: rank 1')
         m3 = news.night(db, 'nightly-003', 'local', 'gpu', 'n3')
     assert sum('CRASH' in ln for ln in m3.lines) >= 1, m3.lines

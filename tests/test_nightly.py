@@ -34,12 +34,13 @@ import pytest
 import yaml
 
 from conftest import REPO
+from helpers.procs import wait_until
 from ccl_health.db import recorder, store
 from ccl_health.evidence import nccltests
 
 pytest.importorskip('reframe')
 psycopg = pytest.importorskip('psycopg')
-from test_reframe_replay import make_site  # noqa: E402
+from helpers.replay import make_site  # noqa: E402
 
 DRIFT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'drift-graded',
                      'raw')
@@ -187,12 +188,12 @@ def pg_bridge(slurm):
     listens on the cluster's bridge address (a node's 127.0.0.1 is its
     own namespace's)."""
     import slurm_harness
-    import test_store_postgres as tsp
-    pgbin = tsp._bin()
+    from helpers import postgres
+    pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
     [port] = slurm_harness.free_ports(1)
-    yield from tsp.postgres_server(pgbin, slurm.ctl_addr, port,
+    yield from postgres.postgres_server(pgbin, slurm.ctl_addr, port,
                                    trust_net=slurm.net)
 
 
@@ -271,8 +272,8 @@ def cron_night(cluster, env, night, mailfile, scron, timeout=150):
 
 
 def _chromium_dom(page):
-    from test_report_page import _browser, _chromium
-    return _browser(_chromium(), '--dump-dom', page.as_uri())
+    from helpers.pages import find_chromium, run_chromium
+    return run_chromium(find_chromium(), '--dump-dom', page.as_uri())
 
 
 @pytest.mark.slurm
@@ -430,10 +431,13 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
          [(f'seed-deg-{n}', _shift(first['time'], n - 31), n,
            {'NCCL_BUFFSIZE': BUFF}) for n in (32, 33)])
     # the seeded degraded runs lie 1 and 2 s after the first run: the
-    # next run must start after them to compare with seed-deg-33 (the
-    # run ids and times have a resolution of one second)
-    import time
-    time.sleep(3)
+    # next run must be measured after them (a case's time has a resolution
+    # of one second) to compare with seed-deg-33; its run id is unique
+    # whenever it starts (ccl_health/identity.py)
+    import datetime
+    last = datetime.datetime.fromisoformat(_shift(first['time'], 2))
+    assert wait_until(lambda: datetime.datetime.now(
+        datetime.timezone.utc) >= last + datetime.timedelta(seconds=1), 10)
     # the third degraded run: PASS against the reference (tolerance 35 %),
     # a new drift against history: exit 1
     p = _run(dict(base, CCL_HEALTH_REPLAY_NET_SOCKET='r34',

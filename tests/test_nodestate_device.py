@@ -130,16 +130,36 @@ def test_two_runs_at_once_see_each_others_ranks():
 
 
 def test_job_script_starts_and_stops_the_sampler():
+    """Today's sampler lines of a job script (ccl_health.rfm.base) are the
+    ones that sampled on the device, but for the interpreter, the tree and
+    the sampler's module (the package was split by flow since): the module
+    they name now runs the sampler."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+    from ccl_health.rfm.base import PlacedTest
     with open(os.path.join(F, 'sweeps', 'stage-busy', 'rfm_job.sh')) as fp:
-        script = fp.read()
-    # captured before the package was split by flow (ccl_health.nodestate
-    # is now ccl_health.evidence.nodestate)
-    start = script.index('-m ccl_health.nodestate --watch '
-                         'ccl-health-nodestate.jsonl --run-id ')
-    launch = script.index('all_reduce_perf')
-    stop = script.index('kill -TERM "$ccl_health_watch"')
-    assert start < launch < stop
-    assert 'export CCL_HEALTH_RUN_ID=' in script
+        script = fp.read().splitlines()
+    run_id = next(ln.split('=', 1)[1] for ln in script
+                  if ln.startswith('export CCL_HEALTH_RUN_ID='))
+    start, stop = PlacedTest.node_state_cmds(SimpleNamespace(run_id=run_id))
+    launch = next(i for i, ln in enumerate(script) if 'all_reduce_perf' in ln)
+    pattern = re.compile(r'^PYTHONPATH=\S+\$\{PYTHONPATH:\+:\$PYTHONPATH\} '
+                         r'\S+ -m (\S+) ')
+
+    def sampler(line):
+        """(the module, the line without the interpreter and tree)"""
+        m = pattern.match(line)
+        return (m.group(1), line[m.end():]) if m else (None, line)
+    device = script[launch - len(start):launch]
+    assert [sampler(ln)[1] for ln in device] == \
+        [sampler(ln)[1] for ln in start]
+    assert script[launch + 3:launch + 3 + len(stop)] == stop
+    assert sampler(device[0])[0] == 'ccl_health.nodestate'
+    module = sampler(start[0])[0]
+    p = subprocess.run([sys.executable, '-m', module, '--help'], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and '--watch' in p.stdout, p.stderr
 
 
 def test_sweep_verdicts_and_history_on_the_device_database():

@@ -62,12 +62,19 @@ def test_every_test_import_is_installed_by_the_test_extra():
              'slurm_harness', 'scrontab_build', 'builders', '_deps',
              'test_reframe_replay', 'slurm_standin', 'db_gen',
              'test_site_dryrun', 'test_health_hook', 'test_fleet_cli',
-             'test_history', 'test_calibrate', 'torch', 'numpy'}
+             'test_history', 'test_calibrate', 'torch', 'numpy',
+             'helpers'}
     # the tests' own helper modules and the benchmarks' they import
     local |= {f[:-3] for d in ('tests', 'benchmarks')
               for f in os.listdir(os.path.join(REPO, d)) if f.endswith('.py')}
+    # and the builders of fixtures (tests/fixtures/*/*.py), run by tests
+    local |= {f[:-3] for d, _, fs in os.walk(os.path.join(REPO, 'tests',
+                                                         'fixtures'))
+              for f in fs if f.endswith('.py')}
     found = set()
-    for f in os.listdir(os.path.join(REPO, 'tests')):
+    for f in os.listdir(os.path.join(REPO, 'tests')) + [
+            os.path.join('helpers', h) for h in os.listdir(
+                os.path.join(REPO, 'tests', 'helpers'))]:
         if f.endswith('.py'):
             text = open(os.path.join(REPO, 'tests', f)).read()
             for a, b in re.findall(r'^\s*from ([A-Za-z_]\w*)[\w.]* import '

@@ -28,6 +28,17 @@ NOT_HERE = {
     'mpirun -np 2 python3 -m ccl_health.torch_bench': 'needs 2 GPUs and '
     'PyTorch; the tool is tested by tests/test_torch_bench.py',
 }
+#: docs/sites.md's InfiniBand example system: not shipped; made in a site's
+#: copy by tests/test_docs_sequence.py and tests/test_ib_site.py, which run
+#: these there
+for _cmd in ('scripts/validate --system mycluster',
+             'CCL_HEALTH_MODULES_SYSTEM=nomod scripts/run --dry-run -- '
+             '--system mycluster',
+             "scripts/fleet --simulate site/fleet-faults.example.json "
+             "--nodelist 'gpu[001-016]' --site mycluster"):
+    NOT_HERE[_cmd] = ('the example system mycluster of docs/sites.md (not '
+                      'shipped): tests/test_docs_sequence.py runs it in a '
+                      'site copy')
 
 
 def pages():
@@ -98,7 +109,9 @@ def _home(work, cmd):
     elif '~/mysite' in cmd and not (home / 'mysite').exists():
         subprocess.run([os.path.join(REPO, 'scripts', 'init-site'),
                         str(home / 'mysite')], check=True,
-                       capture_output=True)
+                       capture_output=True, env=dict(
+                           os.environ, CCL_HEALTH_SITE_CONF=str(
+                               home / 'mysite.conf')))
     return re.sub(r'(?<![\w/])~/', str(home) + '/', cmd), home
 
 
@@ -121,6 +134,10 @@ def as_run_here(cmd, work):
         cmd = cmd[cron.end():].replace('/opt/ccl-health/', '').replace(
             '/srv/www/ccl-health', str(work / 'www'))
     words = shlex.split(cmd)
+    if words[:2] == ['env', '-i']:
+        # as NHC / slurmd start it: an empty environment
+        words = words[2:]
+        env = {}
     while words and re.match(r'^[A-Z_]+=', words[0]):
         k, v = words.pop(0).split('=', 1)
         env[k] = v
@@ -213,20 +230,42 @@ def as_run_here(cmd, work):
         # replay stand-ins)
         env['CCL_HEALTH_MODULES_SYSTEM'] = 'nomod'
         env.pop('CCL_HEALTH_ASSUME_GPUS')
-        where = f'{words[words.index("--system") + 1]}:' \
-            f'{words[words.index("--partition") + 1]}'
-        return words, env, {2}, rf'^ccl-health nightly {where} \S+: ' \
-            r'NOTHING MEASURED: no GPU found \(.*\): scripts/run made a ' \
-            r'dry run'
+        system = words[words.index("--system") + 1]
+        where = f'{system}:{words[words.index("--partition") + 1]}'
+        if system == 'local':
+            return words, env, {2}, rf'^ccl-health nightly {where} \S+: ' \
+                r'NOTHING MEASURED: no GPU found \(.*\): scripts/run made ' \
+                r'a dry run'
+        # a site system is scheduled by Slurm: its jobs are submitted
+        # from a host without GPUs (cron on a login node); here a
+        # stand-in sbatch refuses them, which is the night's news
+        # (tests/test_site_pointer.py: what was submitted)
+        standin = work / 'sbatch-refuses'
+        standin.mkdir(exist_ok=True)
+        # each line a first night of its own (the page lines show it twice)
+        n = len(list(work.glob('night-*')))
+        env['CCL_HEALTH_OUTPUT'] = str(work / f'night-{n}')
+        words[words.index('--publish') + 1] = str(work / f'night-{n}' /
+                                                   'www')
+        (standin / 'sbatch').write_text(
+            '#!/bin/sh\necho "sbatch: error: stand-in: refused" >&2\n'
+            'exit 1\n')
+        (standin / 'sbatch').chmod(0o755)
+        env['PATH'] = f'{standin}{os.pathsep}{env["PATH"]}'
+        return words, env, {1}, rf'^ccl-health nightly {where} \S+: NEW: ' \
+            r'[1-9]\d* new failure'
     if exe == 'scripts/validate':
         return words, env, {0}, r'^OK: \d+ system\(s\) \(.*local'
     if exe == 'scripts/calibrate':
         return words + ['--dry-run'], env, {0}, r'reference/local\.yaml'
     if exe == 'scripts/ccl-health-check':
         # no GPU here: the hook says so, exit 2, never a reason to drain
-        env.pop('CCL_HEALTH_ASSUME_GPUS')
+        env.pop('CCL_HEALTH_ASSUME_GPUS', None)
         return words, env, {0, 1, 2}, r'^(HEALTHY|SKIPPED|UNHEALTHY|COULD-NOT-CHECK): '
     if exe == 'scripts/init-site':
+        # its site pointer beside the copy (never this checkout's
+        # site.conf, which every other test would read)
+        env['CCL_HEALTH_SITE_CONF'] = words[1] + '.conf'
         return words, env, {0}, r'^  export CCL_HEALTH_CONFIG_DIR=\S+$'
     if exe == 'scripts/fleet':
         if '--simulate' in words:
@@ -263,7 +302,8 @@ def test_every_readme_command_is_covered():
             cmd = re.sub(r'^(\S+\s+){5}(cd \S+ && )?', '', cmd).replace(
                 '/opt/ccl-health/', '')
         assert cmd.startswith(('scripts/', 'reframe ', 'CCL_HEALTH_',
-                               'source .venv/bin/activate')) or \
+                               'source .venv/bin/activate',
+                               'env -i scripts/')) or \
             any(cmd.startswith(k) for k in NOT_HERE), \
             f'README command neither run by this test nor in NOT_HERE: {cmd}'
 

@@ -5,7 +5,6 @@ is a real failure mode captured on the device (fallback, one NVLink channel,
 a crashed rank) or produced here (a hang past the time limit, a missing
 binary)."""
 
-import json
 import os
 import subprocess
 import sys
@@ -13,63 +12,10 @@ import sys
 import pytest
 import yaml
 
-from ccl_health.sitedata.transports import NAMES as TRANSPORTS
 from conftest import REPO
+from helpers.replay import cases, make_site, run_suite, verdict_lines
 
 pytest.importorskip('reframe')
-
-
-def make_site(tmp_path, tests_prefix=None):
-    site = yaml.safe_load(open(os.path.join(REPO, 'site', 'local.yaml')))
-    for key in ('libfabric', 'plugin'):
-        d = tmp_path / f'fake-{key}' / 'lib'
-        d.mkdir(parents=True)
-        site['build'][key]['prefix'] = str(d.parent)
-    site['build']['nccl_tests'] = {
-        'prefix': tests_prefix or os.path.join(REPO, 'tests', 'replay')}
-    sdir = tmp_path / 'site'
-    sdir.mkdir()
-    (sdir / 'local.yaml').write_text(yaml.safe_dump(site))
-    return str(sdir)
-
-
-def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None,
-              checks=None):
-    out = tmp_path / 'out'
-    full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-                    CCL_HEALTH_LAUNCHER='local',
-                    CCL_HEALTH_SITE_DIR=make_site(tmp_path, tests_prefix),
-                    CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
-    full_env.update(env or {})
-    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
-           str(out)] + (['--checks', checks] if checks else [])
-    if reframe_args:
-        cmd += ['--'] + list(reframe_args)
-    p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
-                       text=True, timeout=600)
-    reports = sorted((out / 'reports').glob('run-*.json'))
-    report = json.loads(reports[-1].read_text()) if reports else None
-    return p, report, out
-
-
-def verdict_lines(stdout):
-    """{transport: line}; lines of other collectives than all_reduce are
-    keyed '<collective> <transport>'."""
-    transports = TRANSPORTS
-    lines = stdout.split('== ccl-health verdict ==')[1].strip().splitlines()
-    out = {}
-    for ln in lines:
-        words = ln.split()
-        if words and words[0] in transports:
-            out[words[0]] = ln
-        elif len(words) > 1 and words[1] in transports:
-            out[f'{words[0]} {words[1]}'] = ln
-    return out
-
-
-def cases(report):
-    return {tc['transport']: tc for tc in report['runs'][-1]['testcases']
-            if not tc['fixture']}
 
 
 def test_healthy_node_every_transport(tmp_path):
@@ -81,10 +27,11 @@ def test_healthy_node_every_transport(tmp_path):
     assert 'PASS' in v['net-plugin'] and 'NET/Libfabric' in v['net-plugin']
     assert 'SKIPPED' in v['net-plugin-gdr'] and 'GDR not supported' in \
         v['net-plugin-gdr']
-    # no InfiniBand / RoCE on local: net-ib is skipped, with the reason
-    assert 'SKIPPED' in v['net-ib'] and 'not configured for local' in \
-        v['net-ib']
-    assert '3 passed, 0 failed, 2 skipped' in p.stdout
+    # no InfiniBand / RoCE on local: net-ib and net-ib-gdr are skipped,
+    # with the reason
+    for ib in ('net-ib', 'net-ib-gdr'):
+        assert 'SKIPPED' in v[ib] and 'not configured for local' in v[ib]
+    assert '3 passed, 0 failed, 3 skipped' in p.stdout
     tc = cases(report)
     assert tc['net-plugin']['proven_transport'] == 'net-plugin'
     assert tc['net-plugin']['versions']['plugin_version'] == '1.21.1'

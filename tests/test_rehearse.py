@@ -100,7 +100,7 @@ def test_a_series_of_rehearsal_nights(tmp_path):
 
     # night 1 and 2: healthy; the second compares with the first
     mail, case, records = night('healthy', 0)
-    assert 'all clear, nothing new (1 cases: 1 pass; nothing told before)' \
+    assert 'all clear, nothing new (1 case: 1 pass; nothing told before)' \
         in mail[0]
     assert case['verdict'] == 'pass' and case['proven'] == 'net-socket'
     assert case['case_name'].startswith('AllReduceSweep %transport='
@@ -110,7 +110,7 @@ def test_a_series_of_rehearsal_nights(tmp_path):
         open(healthy_captures()[0]).read()).rows}
     assert healthy_1 == want             # what the capture measured
     mail, case, records = night('healthy', 0)
-    assert f'all clear, nothing new (1 cases: 1 pass; vs run {seen[0]})' \
+    assert f'all clear, nothing new (1 case: 1 pass; vs run {seen[0]})' \
         in mail[0]
     # night 3: drift: -5 %, inside the reference's tolerance: a pass,
     # recorded 5 % below the capture it replays (night 3: capture 3)

@@ -99,6 +99,49 @@ def test_default_database_path_missing_is_an_error(tmp_path):
     assert not (tmp_path / 'out').exists()
 
 
+def test_after_a_rehearsal_the_error_names_its_database(tmp_path):
+    """The nightly's rehearsal keeps its database under
+    <output>/rehearsal/: `scripts/report failed` says where (issue 40)."""
+    out = tmp_path / 'out'
+    rehearsed = out / 'rehearsal' / 'ccl-health.db'
+    rehearsed.parent.mkdir(parents=True)
+    with store.open_store(str(rehearsed)) as db:
+        db.add_case(case('run-1', 'intra', 'pass', ago(hours=1),
+                         sizes=SIZES))
+    env = dict(os.environ, CCL_HEALTH_OUTPUT=str(out))
+    env.pop('CCL_HEALTH_DB', None)
+    p = subprocess.run(['bash', REPORT, 'failed'], capture_output=True,
+                       text=True, cwd=REPO, env=env, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.splitlines() == [
+        f'ccl-health: error: {out}/ccl-health.db: no such performance '
+        f'database; the nightly\'s rehearsal keeps its own: {rehearsed} '
+        f'(scripts/report failed --db {rehearsed})'], p.stderr
+    assert not (out / 'ccl-health.db').exists()
+    rc, text, err = report(rehearsed, 'failed')
+    assert rc == 0 and 'nothing failed' in text, (text, err)
+
+
+def test_history_of_an_unknown_node_in_an_older_database(tmp_path):
+    """A database written before the series columns (schema 1, health
+    probes of node vm), read without migrating: one line, exit 2, the
+    nodes recorded (issue 40: was sqlite3.OperationalError, exit 1)."""
+    src = os.path.join(REPO, 'tests', 'fixtures', 'device', 'history-health',
+                       'keep', 'health.db')
+    path = tmp_path / 'health.db'
+    shutil.copy(src, path)
+    for cmd in ('history', 'since'):
+        rc, out, err = report(path, cmd, 'intra', '--node', 'nosuch')
+        assert rc == 2, (out, err)
+        assert err.splitlines() == [
+            "ccl-health: error: no health probes of intra on node 'nosuch' "
+            "(recorded: 1 node(s): vm)"], err
+    rc, out, err = report(path, 'history', 'intra', '--node', 'vm')
+    assert rc == 0 and 'health-' in out, (out, err)
+    with sqlite3.connect(path) as conn:      # read as it was: not migrated
+        assert conn.execute('SELECT value FROM meta').fetchone() == ('1',)
+
+
 def test_ingest_may_create_the_database(tmp_path):
     run = glob.glob(os.path.join(REPO, 'tests', 'fixtures', 'device',
                                  'suite-run', 'keep', 'o-main', 'reports',

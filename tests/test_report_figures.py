@@ -17,7 +17,7 @@ from ccl_health import report
 from ccl_health.db import store
 from ccl_health.db import health_days as hd
 from ccl_health.report import figures, health, plots
-from test_report_page import T0, _case
+from helpers.pages import T0, page_case
 
 MiB = 1 << 20
 
@@ -31,7 +31,7 @@ def _sweeps(s, nights, drop_night=None,
                 bw = 330.0 + d % 3
                 if d == drop_night and (coll, tr) == ('all_reduce', 'intra'):
                     bw = 90.0
-                c = _case(f'night-{d}', d, transport=tr, collective=coll,
+                c = page_case(f'night-{d}', d, transport=tr, collective=coll,
                           bw=bw)
                 if nccl:
                     c.versions = dict(c.versions or {},
@@ -59,7 +59,7 @@ def _every_series_dropped_once(path):
         for d in range(8):
             for tr in ('intra', 'net-socket', 'net-plugin',
                        'net-plugin-gdr'):
-                s.add_case(_case(f'night-{d}', d, transport=tr,
+                s.add_case(page_case(f'night-{d}', d, transport=tr,
                                  bw=90.0 if d == 6 else 330.0 + d % 2))
 
 
@@ -72,7 +72,7 @@ def test_only_series_that_need_a_look_get_their_own_figures(tmp_path):
     path = str(tmp_path / 'r.db')
     with store.open_store(path) as s:
         _sweeps(s, 8, drop_night=6)
-        s.add_case(_case('night-7', 7.3, transport='net-plugin',
+        s.add_case(page_case('night-7', 7.3, transport='net-plugin',
                          verdict='hang', sizes=[(8, 0.0)],
                          reason='hang: no output for 600 s'))
     page, _ = _build(path, tmp_path / 'rep')
@@ -141,7 +141,7 @@ def test_a_figure_is_drawn_again_only_when_its_data_changed(tmp_path,
         _sweeps(s, 8, drop_night=6)
         for d in range(3):
             for n in range(4):
-                s.add_case(_case(f'h{d}{n}', d + n / 10, source='health',
+                s.add_case(page_case(f'h{d}{n}', d + n / 10, source='health',
                                  name='node-health', nodelist=f'n{n}',
                                  sizes=[(1 << 30, 331.0 - n)]))
     calls = _count_draws(monkeypatch)
@@ -214,7 +214,7 @@ def _probes(path, days=3, nodes=5):
         for d in range(days):
             for n in range(nodes):
                 bad = (d, n) == (1, 2)
-                s.add_case(_case(
+                s.add_case(page_case(
                     f'h{d}-{n}', d + n / 100, source='health',
                     name='node-health', nodelist=f'n{n}',
                     verdict='crash' if bad else 'pass',
@@ -245,7 +245,7 @@ def test_health_days_day_by_day_and_cached(tmp_path, monkeypatch):
         assert calls == []
     # a probe added to the newest day: that day is computed again, only
     with store.open_store(path) as s:
-        s.add_case(_case('h2-9', 2.5, source='health', name='node-health',
+        s.add_case(page_case('h2-9', 2.5, source='health', name='node-health',
                          nodelist='n9', sizes=[(1 << 30, 100.0)]))
     with store.open_store(path, readonly=True) as s:
         rows = health.days_rows(s, None, cache)
@@ -269,13 +269,13 @@ def test_nodes_to_look_at_counted_and_listed(tmp_path):
 
 
 def test_self_contained_on_the_command_line(tmp_path):
-    from test_report_page import cli
+    from helpers.pages import report_cli
     path = str(tmp_path / 'r.db')
     _every_series_dropped_once(path)
-    rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'a'))
+    rc, _, err = report_cli(path, 'report', '--out', str(tmp_path / 'a'))
     assert rc == 0, err
     assert 'data:image/png' not in (tmp_path / 'a' / 'index.html').read_text()
-    rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'b'),
+    rc, _, err = report_cli(path, 'report', '--out', str(tmp_path / 'b'),
                      '--self-contained')
     assert rc == 0, err
     html = (tmp_path / 'b' / 'index.html').read_text()
@@ -292,7 +292,7 @@ def test_the_nodes_findings_are_capped_the_series_never(tmp_path,
                 collectives=('all_reduce',))
         for d in range(8):
             for n in range(3):
-                s.add_case(_case(f'h{d}-{n}', d + 0.2 + n / 100,
+                s.add_case(page_case(f'h{d}-{n}', d + 0.2 + n / 100,
                                  source='health', name='node-health',
                                  nodelist=f'n{n}', sizes=[(
                                      1 << 30, 100.0 if d == 7 else

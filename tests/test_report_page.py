@@ -5,11 +5,12 @@ reference band and labels drops with their run, lists every failure, and
 looks right in a real browser (headless Chromium: the page's text from
 --dump-dom, and a screenshot that is not blank)."""
 
-import datetime
+import base64
 import glob
+import io
 import os
+import re
 import shutil
-import subprocess
 
 import pytest
 
@@ -18,6 +19,7 @@ from ccl_health.db import store
 from ccl_health.judge.verdicts import GOOD
 from ccl_health.report import plots
 from conftest import REPO
+from helpers.pages import find_chromium, page_case, report_cli, run_chromium
 
 FIXTURE_DBS = sorted(glob.glob(os.path.join(
     REPO, 'tests', 'fixtures', '**', '*.db'), recursive=True))
@@ -26,39 +28,11 @@ REFRAME_DBS = [p for p in FIXTURE_DBS if os.path.basename(p) == 'results.db']
 #: where the screenshots of the fixture databases' pages are kept (cited by
 #: the issue's closing note); written when CCL_HEALTH_SCREENSHOTS is set
 SHOTS = os.path.join(REPO, 'tests', 'fixtures', 'report-screenshots')
-T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
 
 
 def _short(path):
     return os.path.relpath(path, os.path.join(REPO, 'tests', 'fixtures',
                                               'device')).replace(os.sep, '_')
-
-
-def cli(db, *args):
-    p = subprocess.run(['bash', os.path.join(REPO, 'scripts', 'report'),
-                        '--db', str(db), *args], capture_output=True,
-                       text=True, cwd=REPO, timeout=300)
-    return p.returncode, p.stdout, p.stderr
-
-
-def _case(run, day, transport='intra', collective='all_reduce',
-          verdict='pass', bw=330.0, source='check', name=None, sizes=None,
-          reason='', tolerance=0.1, nodelist=''):
-    sizes = sizes or [(8, 0.002 * bw / 330), (1 << 20, 40.0 * bw / 330),
-                      (1 << 30, bw)]
-    return store.CaseRecord(
-        run, name or (f'AllReduceSweep %transport={transport}'
-                      if collective == 'all_reduce' else
-                      f'CollectiveSweep %transport={transport} '
-                      f'%coll={collective}'), verdict,
-        time=(T0 + datetime.timedelta(days=day)).isoformat(),
-        system='local', partition='gpu', nodes=1, ranks=2,
-        collective=collective, transport=transport, source=source,
-        reason=reason, nodelist=nodelist,
-        sizes=[store.SizeRecord(s, b, time_oop_us=s / max(b, 1e-9) / 1e3 + 9,
-                                ref=(330.0 if s == 1 << 30 else None),
-                                tolerance=tolerance if s == 1 << 30 else None,
-                                verdict='pass') for s, b in sizes])
 
 
 @pytest.fixture
@@ -72,19 +46,19 @@ def mixed(tmp_path):
         for d in range(8):
             run = f'night-{d}'
             bw = 90.0 if d == 6 else 330.0 + d
-            s.add_case(_case(run, d, bw=bw))
-            s.add_case(_case(run, d, collective='all_gather', bw=80.0))
-            s.add_case(_case(run, d + 0.1, source='health', name='node-health',
+            s.add_case(page_case(run, d, bw=bw))
+            s.add_case(page_case(run, d, collective='all_gather', bw=80.0))
+            s.add_case(page_case(run, d + 0.1, source='health', name='node-health',
                              sizes=[(1 << 30, 331.0)], nodelist=f'n{d % 2}',
                              tolerance=None if d == 3 else 0.05))
-        s.add_case(_case('night-7', 7.2, transport='net-plugin',
+        s.add_case(page_case('night-7', 7.2, transport='net-plugin',
                          verdict='build-failed', sizes=[(8, 0.0)],
                          reason='build-failed: aws-ofi-nccl: configure: '
                          'error: libfabric not found'))
-        s.add_case(_case('night-7', 7.3, transport='net-socket',
+        s.add_case(page_case('night-7', 7.3, transport='net-socket',
                          verdict='hang', sizes=[(8, 0.0)],
                          reason='hang: no output for 600 s'))
-        s.add_case(_case('night-7', 7.4, transport='net-socket',
+        s.add_case(page_case('night-7', 7.4, transport='net-socket',
                          collective='alltoall', verdict='aborted',
                          sizes=[(8, 0.0)], reason='aborted: SIGTERM'))
     return path
@@ -156,7 +130,7 @@ def test_trend_dated_with_band_and_labelled_drop(mixed):
 
 def test_page_sections_and_terminal(mixed, tmp_path):
     out = tmp_path / 'rep'
-    rc, text, err = cli(mixed, 'report', '--out', str(out))
+    rc, text, err = report_cli(mixed, 'report', '--out', str(out))
     assert rc == 0, err
     page = (out / 'index.html').read_text()
     assert '{{' not in page and '}}' not in page
@@ -189,11 +163,11 @@ def test_page_sections_and_terminal(mixed, tmp_path):
 
 def test_sizes_chosen_by_the_user(mixed, tmp_path):
     out = tmp_path / 'rep'
-    rc, _, err = cli(mixed, 'report', '--out', str(out), '--sizes', '1M')
+    rc, _, err = report_cli(mixed, 'report', '--out', str(out), '--sizes', '1M')
     assert rc == 0, err
     trends = sorted(f for f in os.listdir(out) if f.startswith('trend_'))
     assert trends and all(f.endswith('_1MiB.png') for f in trends)
-    rc, _, err = cli(mixed, 'report', '--out', str(out), '--sizes', '3M')
+    rc, _, err = report_cli(mixed, 'report', '--out', str(out), '--sizes', '3M')
     assert rc == 2 and 'trend size(s) 3MiB never recorded' in err
     assert '1GiB' in err
 
@@ -204,7 +178,7 @@ def test_terminal_says_how_many_findings_it_keeps(tmp_path):
     with store.open_store(path) as s:
         for d in range(8):
             bw = 10.0 if d in (6, 7) else 100.0 + d % 2
-            s.add_case(_case(f'n{d}', d, sizes=[(z, bw) for z, _ in sizes]))
+            s.add_case(page_case(f'n{d}', d, sizes=[(z, bw) for z, _ in sizes]))
     with _open(path) as s:
         _, text = report.build(s, str(tmp_path / 'rep'))
     assert 'findings against history: the newest 20 of 42 (22 older on ' \
@@ -215,7 +189,7 @@ def test_terminal_says_how_many_findings_it_keeps(tmp_path):
 def test_every_fixture_database_renders(path, tmp_path):
     db = tmp_path / os.path.basename(path)
     shutil.copy(path, db)
-    rc, text, err = cli(db, 'report', '--out', str(tmp_path / 'rep'))
+    rc, text, err = report_cli(db, 'report', '--out', str(tmp_path / 'rep'))
     assert rc == 0, err
     assert 'report: ' in text
     page = (tmp_path / 'rep' / 'index.html').read_text()
@@ -227,42 +201,15 @@ def test_every_fixture_database_renders(path, tmp_path):
 
 @pytest.mark.parametrize('path', REFRAME_DBS[:1])
 def test_reframe_results_storage_is_named(path, tmp_path):
-    rc, _, err = cli(path, 'report', '--out', str(tmp_path / 'rep'))
+    rc, _, err = report_cli(path, 'report', '--out', str(tmp_path / 'rep'))
     assert rc == 2 and "ReFrame's results storage" in err
     assert 'Traceback' not in err
 
 
 # -- a real browser -----------------------------------------------------------
-def _chromium():
-    for name in ('chromium', 'chromium-browser', 'google-chrome'):
-        exe = shutil.which(name)
-        if exe:
-            return exe
-    if os.geteuid() != 0 or not shutil.which('apt-get'):
-        pytest.skip('no chromium, and not root with apt-get to install '
-                    'Debian\'s chromium package')
-    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-    for cmd in (['apt-get', 'update', '-q'],
-                ['apt-get', 'install', '-y', '-q', 'chromium']):
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                           timeout=900)
-        if p.returncode:
-            pytest.skip(f'could not install chromium ({" ".join(cmd)}: '
-                        f'{p.stderr.strip().splitlines()[-1:]})')
-    return shutil.which('chromium')
-
-
 @pytest.fixture(scope='module')
 def chromium():
-    return _chromium()
-
-
-def _browser(exe, *args):
-    p = subprocess.run([exe, '--headless', '--no-sandbox', '--disable-gpu',
-                        '--hide-scrollbars', *args], capture_output=True,
-                       text=True, timeout=180)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return p.stdout
+    return find_chromium()
 
 
 WIDTH, HEIGHT = 1200, 2400
@@ -274,10 +221,10 @@ def test_page_in_chromium(path, tmp_path, chromium):
     from PIL import Image
     db = tmp_path / _short(path)      # the page names the fixture
     shutil.copy(path, db)
-    rc, _, err = cli(db, 'report', '--out', str(tmp_path / 'rep'))
+    rc, _, err = report_cli(db, 'report', '--out', str(tmp_path / 'rep'))
     assert rc == 0, err
     url = (tmp_path / 'rep' / 'index.html').as_uri()
-    dom = _browser(chromium, '--dump-dom', url)
+    dom = run_chromium(chromium, '--dump-dom', url)
     for heading in ('Summary', 'Failures', 'Against history', 'Plots'):
         assert f'>{heading}</h2>' in dom
     with _open(str(db)) as s:
@@ -286,7 +233,7 @@ def test_page_in_chromium(path, tmp_path, chromium):
         if c['verdict'] not in GOOD:
             assert c['verdict'] in dom
     shot = tmp_path / 'shot.png'
-    _browser(chromium, f'--window-size={WIDTH},{HEIGHT}',
+    run_chromium(chromium, f'--window-size={WIDTH},{HEIGHT}',
              f'--screenshot={shot}', url)
     img = Image.open(shot).convert('RGB')
     assert img.size == (WIDTH, HEIGHT)
@@ -295,18 +242,27 @@ def test_page_in_chromium(path, tmp_path, chromium):
     assert inked > 0.01, f'blank page ({inked:.2%} of pixels inked)'
     # the headings' rule and the summary table's header: the CSS applied
     assert ((px == [238, 238, 238]).all(axis=2)).sum() > 500
-    if any(r for r in cases) and any(
-            c['verdict'] in ('pass', 'below-reference') for c in cases):
-        # plots drawn: matplotlib's blue line somewhere on the page
-        blue = (np.abs(px.astype(int) - [31, 119, 180]).sum(axis=2) < 60)
-        assert blue.sum() > 50 or 'data:image/png' not in dom
+    if any(c['verdict'] in ('pass', 'below-reference') for c in cases):
+        # plots drawn: the page shows figures, and matplotlib's blue line
+        # is in them (on the page, or in a figure below the screenshot)
+        srcs = re.findall(r'<img[^>]* src="([^"]+)"', dom)
+        assert srcs, 'no plot on the page of measured cases'
+        blue = 0
+        for src in srcs:
+            if src.startswith('data:image/png;base64,'):
+                data = io.BytesIO(base64.b64decode(src.split(',', 1)[1]))
+            else:
+                data = tmp_path / 'rep' / src
+            fig = np.asarray(Image.open(data).convert('RGB')).astype(int)
+            blue += (np.abs(fig - [31, 119, 180]).sum(axis=2) < 60).sum()
+        assert blue > 50, f'no line drawn in the {len(srcs)} plot(s)'
     keep = os.environ.get('CCL_HEALTH_SCREENSHOTS')
     if keep:
         # the whole page, cut below its end, at half size
         page = (tmp_path / 'rep' / 'index.html').read_text()
         tall = min(20000, 1400 + 480 * page.count('<img') +
                    40 * page.count('<tr'))
-        _browser(chromium, f'--window-size={WIDTH},{tall}',
+        run_chromium(chromium, f'--window-size={WIDTH},{tall}',
                  f'--screenshot={shot}', url)
         img = Image.open(shot).convert('RGB')
         ink = np.where((np.asarray(img).min(axis=2) < 250).any(axis=1))[0]
@@ -339,15 +295,15 @@ def test_page_in_chromium_gives_the_reasons_of_report_failed(tmp_path,
     import re
     db = tmp_path / 'hist.db'
     shutil.copy(HIST, db)
-    rc, text, err = cli(db, 'failed', '--hours', '1e7')
+    rc, text, err = report_cli(db, 'failed', '--hours', '1e7')
     assert rc == 1, err
     said = [re.match(r'^\S+  \S+  .*?: [A-Z-]+: (.*)$', ln).group(1)
             for ln in text.splitlines()
             if re.match(r'^\d{4}-\d\d-\d\dT', ln)]
     assert len(said) == 3
-    rc, _, err = cli(db, 'report', '--out', str(tmp_path / 'rep'))
+    rc, _, err = report_cli(db, 'report', '--out', str(tmp_path / 'rep'))
     assert rc == 0, err
-    dom = _browser(chromium, '--dump-dom',
+    dom = run_chromium(chromium, '--dump-dom',
                    (tmp_path / 'rep' / 'index.html').as_uri())
     shown = _page_reasons(dom)
     assert sorted(shown) == sorted(said)

@@ -19,7 +19,7 @@ from ccl_health.evidence import benignwarns, warns
 from ccl_health.judge import reference
 from ccl_health.sitedata import overrides, site
 from conftest import REPO
-from test_health_trust import CAP, FAKE, REPLAY, environ
+from helpers.node import CAP, FAKE, REPLAY, environ
 
 SITE_DIR = os.path.join(REPO, 'site')
 REF_DIR = os.path.join(REPO, 'reference')

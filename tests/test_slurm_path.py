@@ -6,8 +6,10 @@ itself and comes out as a hang.  Skipped, with the reason, where Slurm can
 be neither installed nor started (no root, no apt-get); deselect with
 ``-m "not slurm"``."""
 
+import json
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -15,7 +17,7 @@ import slurm_harness
 from ccl_health import summary
 
 pytest.importorskip('reframe')
-from test_reframe_replay import cases, run_suite, verdict_lines  # noqa: E402
+from helpers.replay import cases, run_suite, verdict_lines  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 
@@ -129,3 +131,82 @@ def test_slurm_time_limit_wording_is_a_hang(tmp_path):
         'result': 'fail', 'fail_phase': 'run', 'fail_reason':
         'job error: [jobid=1] job timed out (3.1s > 3.0s)',
         'time_run': 3.1, 'time_limit': 3.0})[0] == 'hang'
+
+
+#: a site's own system scheduled by Slurm (this test's cluster: partition
+#: gpu, squeue: no accounting), two GPUs per node
+MYCLUSTER = '''system = {
+    'name': 'mycluster', 'descr': 'a Slurm cluster of the tests',
+    'hostnames': [r'gpu\\d+$'], 'modules_system': 'nomod',
+    'partitions': [{
+        'name': 'gpu', 'descr': 'two GPUs per node', 'scheduler': 'squeue',
+        'launcher': 'srun', 'access': ['-p gpu'], 'environs': ['builtin'],
+        'max_jobs': 1, 'features': ['gpu', 'nvidia'],
+        'devices': [{'type': 'gpu', 'arch': 'sm_90', 'num_devices': 2}],
+        'extras': {'max_nodes': 1}}],
+}
+environments = [{'name': 'builtin', 'target_systems': ['mycluster'],
+                 'cc': 'gcc', 'cxx': 'g++', 'ftn': '', 'features': ['ccl']}]
+'''
+
+
+def test_the_nightly_from_cron_without_gpus_submits_to_slurm(slurm,
+                                                              tmp_path):
+    """cron on a host without GPUs (issue 38, item 1): a site made by
+    init-site outside the checkout (its own system `mycluster`, scheduled
+    by Slurm), the nightly started with an empty environment (cron's PATH
+    with Slurm's commands; SLURM_CONF only because this test's Slurm keeps
+    its slurm.conf in the test's folder): its sweep is a job of the real
+    Slurm, the night is recorded and published (it said NOTHING MEASURED:
+    ... scripts/run made a dry run)."""
+    import yaml
+    from test_site_pointer import init_site, make_checkout
+    tree = make_checkout(tmp_path)
+    site = tmp_path / 'mysite'
+    init_site(tree, site, '--from', 'local')
+    for sub, ext in (('config/systems', 'py'), ('site', 'yaml'),
+                     ('reference', 'yaml')):
+        os.rename(site / sub / f'local.{ext}', site / sub / f'mycluster.{ext}')
+    (site / 'config' / 'systems' / 'mycluster.py').write_text(MYCLUSTER)
+    ref = site / 'reference' / 'mycluster.yaml'
+    ref.write_text(ref.read_text().replace('system: local', 'system: '
+                                           'mycluster', 1))
+    # its partition has 2 GPUs a node: the entries of other counts are
+    # ones it never runs (scripts/validate says so, and stops the night)
+    rdoc = yaml.safe_load(ref.read_text())
+    for part in rdoc['partitions'].values():
+        part['entries'] = [e for e in part['entries']
+                           if e.get('gpus_per_node', 2) == 2]
+    ref.write_text(yaml.safe_dump(rdoc))
+    doc = yaml.safe_load((site / 'site' / 'mycluster.yaml').read_text())
+    doc['system'] = 'mycluster'
+    for key in ('libfabric', 'plugin'):
+        (tmp_path / f'no-{key}' / 'lib').mkdir(parents=True)
+        doc['build'][key]['prefix'] = str(tmp_path / f'no-{key}')
+    doc['build']['nccl_tests'] = {'prefix': os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), 'replay')}
+    (site / 'site' / 'mycluster.yaml').write_text(yaml.safe_dump(doc))
+    env = {'PATH': slurm.env()['PATH'], 'HOME': str(tmp_path),
+           'SLURM_CONF': slurm.conf}
+    p = subprocess.run(
+        [str(tree / '.venv' / 'bin' / 'python'), '-m', 'ccl_health.nightly',
+         '--system', 'mycluster', '--partition', 'gpu', '--publish',
+         str(tmp_path / 'www'), '--output', str(tmp_path / 'out'),
+         '--night', 'n1', '--', '-n', 'AllReduceSweep%transport=intra'],
+        env=env, cwd=str(tree), capture_output=True, text=True, timeout=600)
+    run_log = tmp_path / 'www' / 'nights' / 'n1' / 'run.log'
+    assert run_log.exists(), p.stdout + p.stderr
+    log = run_log.read_text()
+    assert re.search(r'^ccl-health: this host has no GPU \(.*\); submitting '
+                     r'to mycluster:gpu ', log, re.M), log[-3000:]
+    assert p.returncode == 0, p.stdout + p.stderr + log[-3000:]
+    assert re.match(r'ccl-health nightly mycluster:gpu n1: all clear, '
+                    r'nothing new \(1 cases?: 1 pass', p.stdout), p.stdout
+    report = json.loads(sorted((tmp_path / 'out' / 'reports').glob(
+        'run-*.json'))[-1].read_text())
+    [tc] = [t for t in report['runs'][-1]['testcases'] if not t['fixture']]
+    assert tc['system'] == 'mycluster' and tc['scheduler'] == 'squeue'
+    job = slurm_job(slurm, tc['jobid'])
+    assert job['JobState'] == 'COMPLETED' and job['Partition'] == 'gpu'
+    assert (tmp_path / 'www' / 'latest').resolve() == \
+        tmp_path / 'www' / 'nights' / 'n1'

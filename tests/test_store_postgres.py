@@ -3,110 +3,31 @@ code as SQLite (a postgresql:// URL).  The test starts its own server
 (Debian's PostgreSQL, installed if missing) in a temporary folder, as the
 postgres user, and stops it afterwards."""
 
-import glob
+import dataclasses
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
+from ccl_health import identity
 from ccl_health.db import reads
 from ccl_health.judge import history
-from ccl_health.judge import series
-from ccl_health.db import recorder
 from ccl_health.db import store
 from ccl_health.db import schema
-from conftest import CAPTURE, read
+from ccl_health.judge import series
+from conftest import CAPTURE
+from helpers.postgres import fresh as _fresh
+from helpers.postgres import intra_case as _case
+from helpers.postgres import local_server
 
 psycopg = pytest.importorskip('psycopg')
 
 
-def _bin():
-    # CCL_HEALTH_PG_BIN: a PostgreSQL of another layout (the device's,
-    # benchmarks/device/db_writers_on_device.sh)
-    if os.environ.get('CCL_HEALTH_PG_BIN'):
-        return os.environ['CCL_HEALTH_PG_BIN']
-    found = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'))
-    return os.path.dirname(found[-1]) if found else None
-
-
-def _as_postgres(cmd):
-    if os.geteuid() == 0:
-        cmd = ['runuser', '-u', 'postgres', '--'] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-def postgres_server(pgbin, address, port, trust_net=None):
-    """A PostgreSQL server of the test (``initdb`` in a temporary folder
-    outside pytest's root-only tmp, as the postgres user), listening on
-    ``address:port`` (``trust_net``: a network also let in, e.g. a test
-    cluster's bridge).  A generator: yields its URL once it answers,
-    stops it and removes its folder when resumed."""
-    import pathlib
-    import tempfile
-    base = pathlib.Path(tempfile.mkdtemp(prefix='ccl-health-pg-'))
-    os.chmod(base, 0o777)
-    data, sock = base / 'data', base / 'sock'
-    sock.mkdir()
-    os.chmod(sock, 0o777)
-    if os.geteuid() == 0:
-        shutil.chown(base, 'postgres')
-        shutil.chown(sock, 'postgres')
-    r = _as_postgres([f'{pgbin}/initdb', '-D', str(data), '-A', 'trust',
-                      '-U', 'postgres'])
-    assert r.returncode == 0, r.stderr
-    if trust_net:
-        with open(data / 'pg_hba.conf', 'a') as fp:
-            fp.write(f'host all all {trust_net} trust\n')
-    r = _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-w', '-l',
-                      str(base / 'log'), '-o',
-                      f'-p {port} -k {sock} -c listen_addresses={address}',
-                      'start'])
-    assert r.returncode == 0, r.stderr + r.stdout
-    url = f'postgresql://postgres@{address}:{port}/postgres'
-    for _ in range(50):
-        try:
-            psycopg.connect(url).close()
-            break
-        except psycopg.Error:
-            time.sleep(0.2)
-    yield url
-    _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
-                  'stop'])
-    shutil.rmtree(base, ignore_errors=True)
-
-
 @pytest.fixture(scope='module')
 def pg_url(tmp_path_factory):
-    if _bin() is None and os.geteuid() == 0 and shutil.which('apt-get'):
-        cmd = ['apt-get', 'install', '-y', '-q', 'postgresql']
-        if subprocess.run(cmd, capture_output=True).returncode:
-            subprocess.run(['apt-get', 'update', '-q'], capture_output=True)
-            subprocess.run(cmd, capture_output=True)
-    pgbin = _bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed and cannot be installed')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    yield from postgres_server(pgbin, '127.0.0.1', port)
-
-
-def _case(run, busbw, verdict='pass'):
-    from ccl_health.evidence import nccltests_json
-    res = nccltests_json.parse_json(read(CAPTURE, 'intra', 'result.json'))
-    sizes = recorder.sizes_from_sweep(res)
-    for s in sizes:
-        s.busbw = s.busbw * busbw
-    return store.CaseRecord(run, 'AllReduceSweep %transport=intra', verdict,
-                            time=f'2026-11-{int(run[-2:]):02d}T02:00:00+00:00',
-                            system='local', partition='gpu', nodes=1,
-                            ranks=2, collective='all_reduce',
-                            transport='intra', sizes=sizes,
-                            versions={'nccl_version': '2.28.3'})
+    yield from local_server()
 
 
 def test_same_code_path_on_postgresql(pg_url):
@@ -121,8 +42,16 @@ def test_same_code_path_on_postgresql(pg_url):
         for i in range(1, 12):
             db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
         db.add_case(_case('run-12', 0.5))
-        # a second write of the same case updates, never duplicates
-        db.add_case(_case('run-12', 0.5, verdict='below-reference'))
+        # another check under the same identity is refused (in the
+        # pipeline: the connection goes on), the first kept
+        with pytest.raises(identity.Taken):
+            db.add_case(_case('run-12', 0.7, verdict='below-reference'))
+        assert db.cases("WHERE run_id = 'run-12'")[0]['verdict'] == 'pass'
+        # a second write of the same case (the run report after the
+        # check) updates, never duplicates
+        db.add_case(dataclasses.replace(
+            _case('run-12', 0.5, verdict='below-reference'),
+            source='report'))
         assert len(db.cases()) == 12
         assert db.cases("WHERE run_id = 'run-12'")[0]['verdict'] == \
             'below-reference'
@@ -194,14 +123,6 @@ def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
 
 
 # -- issue 30: migrate, bounded reads, concurrent writers --------------------
-
-def _fresh(pg_url, name):
-    """A new, empty database of the test's server: its URL."""
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS {name}')
-        conn.execute(f'CREATE DATABASE {name}')
-    return pg_url.rsplit('/', 1)[0] + '/' + name
-
 
 def _everything(url):
     from ccl_health.db import queries

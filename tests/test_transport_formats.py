@@ -428,15 +428,17 @@ def test_collnet_plugin_lines_are_neither_load_nor_failure():
 def test_builtin_ib_is_a_fallback_from_the_plugin(gdr):
     ev = plugin_run('IB', ['NET/Plugin: Could not find: libnccl-net.so. Using '
                            'internal network plugin.'], gdr=gdr)
-    assert ev.proven() == 'net-ib'
+    shown = 'net-ib-gdr' if gdr else 'net-ib'
+    assert ev.proven() == shown
     for asked in ('net-plugin', 'net-plugin-gdr'):
         proof = prove(asked, ev, nodes=2)
-        assert not proof.ok and proof.proven == 'net-ib'
+        assert not proof.ok and proof.proven == shown
         assert "fell back to NCCL's builtin NET/IB" in proof.reason
         assert 'Could not find: libnccl-net.so' in proof.reason
     assert not prove('net-socket', ev, nodes=2).ok
     assert not prove('intra', ev).ok
     assert prove('net-ib', ev, nodes=2).ok
+    assert prove('net-ib-gdr', ev, nodes=2).ok == bool(gdr)
 
 
 # -- mixed ranks --------------------------------------------------------------

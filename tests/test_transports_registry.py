@@ -4,6 +4,7 @@ bandwidth, the one-node switches), and ``net-ib``, NCCL's builtin
 InfiniBand / RoCE network, is proven from lines built from NCCL's own
 format strings and from a published real log."""
 
+import dataclasses
 import os
 
 import pytest
@@ -26,8 +27,8 @@ SHIPPED = sorted(f[:-5] for f in os.listdir(SITE_DIR) if f.endswith('.yaml'))
 
 def test_transports_are_the_registry_names_in_report_order():
     assert TRANSPORTS == tuple(t.name for t in transports.REGISTRY)
-    assert TRANSPORTS == ('intra', 'net-socket', 'net-ib', 'net-plugin',
-                          'net-plugin-gdr')
+    assert TRANSPORTS == ('intra', 'net-socket', 'net-ib', 'net-ib-gdr',
+                          'net-plugin', 'net-plugin-gdr')
     assert len(set(TRANSPORTS)) == len(TRANSPORTS)
     assert [transports.order(t) for t in TRANSPORTS] == list(
         range(len(TRANSPORTS)))
@@ -37,8 +38,9 @@ def test_transports_are_the_registry_names_in_report_order():
 def test_records_are_frozen_and_looked_up_by_name():
     t = transports.get('net-ib')
     assert transports.get(t) is t and str(t) == 'net-ib'
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         t.name = 'x'
+    assert t.name == 'net-ib' and transports.get('net-ib') is t
     with pytest.raises(CclHealthError, match="unknown transport 'ib'"):
         transports.get('ib')
     assert transports.find('ib') is None
@@ -59,21 +61,19 @@ def test_schema_enums_are_the_registry():
 
 
 @pytest.mark.parametrize('name', SHIPPED)
-def test_site_files_name_registry_transports_and_every_required_one(name):
+def test_site_files_name_registry_transports_and_the_rest_is_unavailable(
+        name):
     s = site.load(SITE_DIR, name)
     assert set(s.transports) <= set(TRANSPORTS)
     for t in transports.REGISTRY:
-        if t.optional:
-            assert (t.name in s.transports) == (s.unavailable(t.name) is None)
-        else:
-            assert t.name in s.transports and s.unavailable(t.name) is None
+        assert (t.name in s.transports) == (s.unavailable(t.name) is None)
 
 
 def test_plugin_and_builtin_transports_split_the_registry():
     plugin = transports.plugin_names()
     builtin = transports.builtin_names()
     assert plugin == ['net-plugin', 'net-plugin-gdr']
-    assert builtin == ['intra', 'net-socket', 'net-ib']
+    assert builtin == ['intra', 'net-socket', 'net-ib', 'net-ib-gdr']
     assert sorted(plugin + builtin) == sorted(TRANSPORTS)
     # only the plugin transports take the plugin build's placeholders
     for t in transports.REGISTRY:
@@ -113,23 +113,33 @@ def test_ideal_bandwidth_source_comes_from_the_record():
         C.ideal_busbw('net-foo', nic_gbps=400)
 
 
-def test_an_optional_transport_the_site_lacks_is_unavailable_not_an_error():
+def test_a_transport_the_site_does_not_list_is_unavailable_not_an_error():
     s = site.load(SITE_DIR, 'local')
     why = s.unavailable('net-ib')
     assert why and 'net-ib' in why and 'not configured for local' in why
     assert s.unavailable('net-socket') is None
-    # a required transport that a site lacks stays an error
-    bare = site.parse('system: x\ntransports:\n  intra:\n    env: {}\n')
-    assert bare.unavailable('net-socket') is None
-    with pytest.raises(CclHealthError, match="'net-socket' is not config"):
-        bare.transport('net-socket')
+    # every transport, the plugin's and net-socket's too (an InfiniBand
+    # site without the plugin, issue 38.3): unavailable with the reason,
+    # naming what the file lists; only asking for its settings is an error
+    ib = site.parse('system: x\ntransports:\n  intra:\n    env: {}\n'
+                    '  net-ib:\n    env: {}\n', 'x.yaml')
+    for name in ('net-socket', 'net-ib-gdr', 'net-plugin', 'net-plugin-gdr'):
+        why = ib.unavailable(name)
+        assert why.startswith(f'{name} (') and 'not configured for x' in why
+        assert 'x.yaml lists intra, net-ib under transports:' in why
+    assert ib.unavailable('net-ib') is None
+    with pytest.raises(CclHealthError, match="'net-plugin' is not config"):
+        ib.transport('net-plugin')
 
 
 def test_path_rules():
     ib, sock = transports.get('net-ib'), transports.get('net-socket')
     plug, gdr = transports.get('net-plugin'), transports.get('net-plugin-gdr')
-    intra = transports.get('intra')
+    intra, ibgdr = transports.get('intra'), transports.get('net-ib-gdr')
     assert ib.accepts_path('NET/IB') and ib.accepts_path('NET/IB/GDRDMA')
+    assert ibgdr.accepts_path('NET/IB/GDRDMA')
+    assert not ibgdr.accepts_path('NET/IB')
+    assert not ibgdr.accepts_path('NET/Libfabric/GDRDMA')
     assert not ib.accepts_path('NET/IBext_v8')       # NCCL's external plugin
     assert plug.accepts_path('NET/IBext_v8') and not plug.accepts_path(
         'NET/IB')
@@ -194,14 +204,91 @@ def ib_run(nets=('IB', 'IB'), gdr=('/GDRDMA', '/GDRDMA'), hcas=2,
 @pytest.mark.parametrize('link', ['IB', 'RoCE'])
 def test_builtin_ib_on_every_rank_is_net_ib(gdr, link):
     ev = ib_run(gdr=(gdr, gdr), link=link)
-    assert ev.proven() == 'net-ib' and ev.plugin_name is None
+    shown = 'net-ib-gdr' if gdr else 'net-ib'
+    assert ev.proven() == shown and ev.plugin_name is None
     proof = prove('net-ib', ev, nodes=2)
-    assert proof.ok and proof.proven == 'net-ib'
+    assert proof.ok and proof.proven == shown
     assert proof.reason.startswith("NCCL's builtin NET/IB")
     assert ('GPUDirect RDMA on every path' in proof.reason) == bool(gdr)
+    # net-ib-gdr only with /GDRDMA on every channel
+    assert prove('net-ib-gdr', ev, nodes=2).ok == bool(gdr)
     # and it is nothing else
     for asked in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
         assert not prove(asked, ev, nodes=2).ok, asked
+
+
+# NVIDIA/nccl src/graph/topo.cc (2.18-2.29): what NCCL says of an HCA whose
+# GPUDirect RDMA support it did not find (src/transport/net_ib: no
+# nvidia_peermem / nv_peer_mem module, no DMA-BUF)
+TOPO_GDR = "NET/%s : GPU Direct RDMA %s for HCA %d '%s'"
+
+
+def ib_gdr_lost_run():
+    """Two nodes over NCCL's builtin IB; gpu02 without nvidia_peermem: its
+    HCA says GPU Direct RDMA Disabled and its channels have no /GDRDMA."""
+    lines = []
+    for i, (host, pid) in enumerate((('gpu01', 100), ('gpu02', 200))):
+        on = i == 0
+        lines.append(info(cfmt(TOPO_GDR, 'IB', 'Enabled' if on else
+                               'Disabled', 0, 'mlx5_0'), host, pid))
+        lines.append(info(cfmt(USING_NETWORK, 'IB'), host, pid))
+        for ch in range(2):
+            flag = '/GDRDMA' if on else ''
+            lines.append(info(cfmt(NET_SEND, ch, 0, i, 0, 1 - i, 0, 'IB', 0,
+                                   flag, '', ''), host, pid))
+            lines.append(info(cfmt(NET_RECV, ch, 0, 1 - i, 0, i, 0, 'IB', 0,
+                                   flag, '', ''), host, pid))
+    return transport.evidence_from_text('\n'.join(lines))
+
+
+def test_net_ib_gdr_lost_on_a_node_is_a_fallback_not_a_pass():
+    """GPUDirect RDMA lost on one node (nvidia_peermem not loaded): net-ib
+    still passes (it does not require it, and says so), net-ib-gdr is a
+    fallback naming the channels, NCCL's line and what to look at."""
+    from ccl_health.judge.caseevidence import Attempt, CaseEvidence
+    from ccl_health.judge.casejudge import judge
+    from ccl_health.judge.verdicts import Verdict
+    from ccl_health.evidence import nccltests
+    ev = ib_gdr_lost_run()
+    assert ev.proven() == 'net-ib'
+    ok = prove('net-ib', ev, nodes=2)
+    assert ok.ok and 'GPUDirect RDMA on 4 of 8 network channel lines' in \
+        ok.reason
+    lost = prove('net-ib-gdr', ev, nodes=2)
+    assert not lost.ok and (lost.asked, lost.proven) == ('net-ib-gdr',
+                                                         'net-ib')
+    assert lost.reason.startswith(
+        "NCCL's builtin NET/IB ran without GPUDirect RDMA on 4 of 8 network "
+        "channels (NET/IB x4, NET/IB/GDRDMA x4): NET/IB : GPU Direct RDMA "
+        "Disabled for HCA 0 'mlx5_0'"), lost.reason
+    assert 'nvidia_peermem' in lost.reason
+    table = ('#       size         count      type   redop    root     time  '
+             ' algbw   busbw #wrong     time   algbw   busbw #wrong\n'
+             '  1073741824     268435456     float     sum      -1  44739.2  '
+             '  24.00    24.00      0  44739.2    24.00    24.00      0\n'
+             '# Out of bounds values : 0 OK\n'
+             '# Avg bus bandwidth    : 24.00\n')
+    j = judge(CaseEvidence(
+        what='all_reduce_perf', transport='net-ib-gdr',
+        collective='all_reduce', nodes=2, gpus_per_node=1,
+        attempts=[Attempt(nccltests.parse_text(table), 0, None, lost, ev,
+                          [])]))
+    assert j.verdict is Verdict.FALLBACK, j.reason
+    assert 'without GPUDirect RDMA' in j.reason
+    # every channel with /GDRDMA: net-ib-gdr passes
+    full = ib_run()
+    assert full.proven() == 'net-ib-gdr'
+    assert prove('net-ib-gdr', full, nodes=2).ok
+
+
+def test_net_ib_gdr_without_channel_lines_is_not_called_a_fallback():
+    """Ranks that said ``Using network IB`` but connected no channel: the
+    network asked for, GPUDirect RDMA unknown: not proven, no fallback."""
+    lines = [info(cfmt(USING_NETWORK, 'IB'), h, pid)
+             for h, pid in (('gpu01', 100), ('gpu02', 200))]
+    ev = transport.evidence_from_text('\n'.join(lines))
+    proof = prove('net-ib-gdr', ev, nodes=2)
+    assert not proof.ok and proof.proven is None
 
 
 def test_net_ib_that_fell_back_to_sockets_says_why():
@@ -225,7 +312,7 @@ def test_net_ib_disabled_by_the_environment_is_named():
 
 def test_sockets_asked_but_ib_used_is_not_a_fallback():
     proof = prove('net-socket', ib_run(), nodes=2)
-    assert not proof.ok and proof.proven == 'net-ib'
+    assert not proof.ok and proof.proven == 'net-ib-gdr'
     assert proof.reason.startswith("asked for NET/Socket but NCCL used "
                                    "NCCL's builtin NET/IB")
     assert 'fell back' not in proof.reason
@@ -274,20 +361,22 @@ def test_published_roce_log_is_net_ib_and_a_plugin_fallback():
     assert len(ev.ranks) == 8 and ev.hosts == ['tpgds-aihub0008']
     assert ev.net_paths == {'NET/IB/GDRDMA': 64}
     assert all(r.using_network == 'IB' for r in ev.ranks.values())
-    assert ev.proven() == 'net-ib'
+    assert ev.proven() == 'net-ib-gdr'
     # the ranks of this node: NCCL's builtin IB with GPUDirect RDMA
-    proof = prove('net-ib', ev, nodes=1)
-    assert proof.ok, proof.reason
-    assert 'GPUDirect RDMA on every path' in proof.reason
+    for asked in ('net-ib', 'net-ib-gdr'):
+        proof = prove(asked, ev, nodes=1)
+        assert proof.ok, proof.reason
+        assert 'GPUDirect RDMA on every path' in proof.reason
     # the job had two nodes: one node's logs do not prove the other's
     two = prove('net-ib', ev, nodes=2)
     assert not two.ok and 'debug logs from only 1 host' in two.reason
     # aws-ofi-nccl loaded, then NCCL used its own IB: a fallback
     for asked in ('net-plugin', 'net-plugin-gdr'):
         p = prove(asked, ev, nodes=1)
-        assert not p.ok and p.proven == 'net-ib'
+        assert not p.ok and p.proven == 'net-ib-gdr'
         assert p.reason.startswith("fell back to NCCL's builtin NET/IB "
-                                   "instead of the plugin")
+                                   "with GPUDirect RDMA instead of the "
+                                   "plugin")
         assert 'plugin AWS Libfabric loaded but NCCL did not use it' in \
             p.reason
     assert not prove('net-socket', ev, nodes=1).ok

@@ -308,3 +308,329 @@ def test_a_few_aliases_are_still_read():
     # the bound is on the expanded size, exactly
     small = _alias_bomb(levels=3, width=9)       # 9**4 + ... nodes: < bound
     assert schemas.load_yaml(small, 'f.yaml')['x_a3'][0][0][0] == ['lol'] * 9
+
+
+# -- issue 40: what breaks a night, each with the file, the key and the fix --
+
+def test_a_reference_size_the_sweep_never_runs(tree):
+    """3 GiB is no size of the sweep (8 B to 8 GiB by x2): its value was
+    silently never compared."""
+    edit(tree / 'reference' / 'local.yaml', '2GiB: 339.05', '3GiB: 339.05')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[1].busbw.3GiB:')
+    assert 'never measured' in line and "not one of the sweep's sizes" in line
+
+
+def test_a_reference_size_above_the_sweep(tree):
+    edit(tree / 'reference' / 'local.yaml', '8GiB: 348.56',
+         '8GiB: 348.56\n        16GiB: 350.0')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[1].busbw.16GiB:')
+    assert 'above 8GiB' in line
+
+
+def test_a_reference_size_above_the_sites_max_size(tree):
+    edit(tree / 'site' / 'perlmutter.yaml', '      NCCL_NET_PLUGIN: none\n',
+         '      NCCL_NET_PLUGIN: none\n    max_size: 128M\n')
+    edit(tree / 'reference' / 'perlmutter.yaml', 'busbw: {32MiB: 9.5}',
+         'busbw: {32MiB: 9.5, 8GiB: 9.5}')
+    line = one_error(tree, 'reference/perlmutter.yaml',
+                     'partitions.gpu.entries[0].busbw.8GiB:')
+    assert 'above 128MiB' in line
+    assert 'transports.net-socket.max_size: 128M' in line
+
+
+def test_gpus_per_node_the_partition_does_not_have(tree):
+    edit(tree / 'reference' / 'perlmutter.yaml', 'gpus_per_node: 4',
+         'gpus_per_node: 8')
+    line = one_error(tree, 'reference/perlmutter.yaml',
+                     'partitions.gpu.entries[0].gpus_per_node:')
+    assert 'has 4 GPU(s) per node' in line and 'write 4' in line
+    # `local` counts the host's GPUs: its 4-GPU entry (from a 4-GPU host)
+    # and an 8-GPU one stay valid on a host of 2
+    edit(tree / 'reference' / 'perlmutter.yaml', 'gpus_per_node: 8',
+         'gpus_per_node: 4')
+    edit(tree / 'reference' / 'local.yaml', 'gpus_per_node: 2',
+         'gpus_per_node: 8')
+    p = run_validate(tree, '--system', 'local')
+    assert p.returncode == 0, p.stdout
+
+
+def test_a_collective_that_never_matches(tree):
+    edit(tree / 'reference' / 'local.yaml', 'collective: all_reduce',
+         'collective: allreduce')
+    line = one_error(tree, 'reference/local.yaml',
+                     'partitions.gpu.entries[1].collective:')
+    assert "did you mean 'all_reduce'" in line
+
+
+def test_a_reference_transport_the_site_does_not_list(tree):
+    """Its checks are skipped (with that reason): the entry is never
+    compared.  Said, not an error: a site without that network keeps the
+    entries of the file it copied."""
+    edit(tree / 'reference' / 'local.yaml', 'transport: net-plugin\n',
+         'transport: net-ib\n')
+    p = run_validate(tree, '--system', 'local')
+    assert p.returncode == 0, p.stdout
+    [line] = p.stdout.splitlines()
+    assert line.startswith('OK: 1 system(s) (local)'), line
+    assert (f'{tree}/reference/local.yaml: partitions.gpu.entries[9]: '
+            f'net-ib is not listed in {tree}/site/local.yaml') in line
+
+
+def test_an_environment_that_does_not_exist(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'environs': ['PrgEnv-gnu-cuda']", "'environs': ['gnu_cuda']")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].environs:')
+    assert "no environment 'gnu_cuda'" in line
+    assert 'PrgEnv-gnu-cuda' in line
+
+
+def test_an_environment_for_another_system(tree):
+    edit(tree / 'config' / 'systems' / 'local.py',
+         "'target_systems': ['local']", "'target_systems': ['perlmutter']")
+    line = one_error(tree, 'config/systems/local.py',
+                     'environments[builtin].target_systems:')
+    assert "write ['local']" in line
+
+
+def copy_system(tree, new, name_too=True):
+    """``new`` made from perlmutter's three files, as docs/sites.md says
+    (copy one and change its name)."""
+    for folder, suffix in (('config/systems', '.py'), ('site', '.yaml'),
+                           ('reference', '.yaml')):
+        text = (tree / folder / f'perlmutter{suffix}').read_text()
+        text = text.replace("'target_systems': ['perlmutter']",
+                            f"'target_systems': ['{new}']")
+        text = text.replace('system: perlmutter', f'system: {new}')
+        if name_too:
+            text = text.replace("'name': 'perlmutter'", f"'name': '{new}'")
+        (tree / folder / f'{new}{suffix}').write_text(text)
+
+
+def test_a_system_file_named_for_another_system(tree):
+    copy_system(tree, 'mycluster', name_too=False)
+    line = one_error(tree, 'config/systems/mycluster.py', 'name:',
+                     '--system', 'mycluster')
+    assert "'perlmutter', but the file is that of system 'mycluster'" in line
+    copy_system(tree, 'mycluster')
+    assert run_validate(tree, '--system', 'mycluster').returncode == 0
+
+
+def test_a_launcher_that_is_not_reframes(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'launcher': 'srun',", "'launcher': 'srun ',")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].launcher:')
+    assert "'srun ' is not a ReFrame launcher (did you mean 'srun'?)" in line
+
+
+def test_no_partition_with_the_features_the_checks_need(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'features': ['gpu', 'nvidia'],", "'features': [],")
+    line = one_error(tree, 'config/systems/perlmutter.py', 'partitions:')
+    assert 'no partition has the features gpu' in line
+
+
+def test_no_environment_with_the_features_the_checks_need(tree):
+    edit(tree / 'config' / 'systems' / 'perlmutter.py',
+         "'features': ['ccl'],", "'features': [],")
+    line = one_error(tree, 'config/systems/perlmutter.py',
+                     'partitions[gpu].environs:')
+    assert "'features': ['ccl']" in line
+
+
+def test_the_features_are_those_the_checks_select_on():
+    from ccl_health.sitedata import crosscheck
+    want = set(), set()
+    for path in ('checks/collective_sweep.py', 'checks/node_health.py',
+                 'ccl_health/rfm/base.py', 'checks/fleet_acceptance.py'):
+        text = open(os.path.join(REPO, path)).read()
+        for key, into in (('valid_systems = ', want[0]),
+                          ('valid_prog_environs = ', want[1])):
+            for line in text.splitlines():
+                if line.strip().startswith(key):
+                    into.update(w.strip("'+[] ") for w in
+                                line.split('=', 1)[1].split(',')
+                                if "'+" in w)
+    assert crosscheck.required_features() == (sorted(want[0]),
+                                              sorted(want[1]))
+    assert want == ({'gpu'}, {'ccl'})
+
+
+def test_an_access_that_picks_no_nodes(tree):
+    edit(tree / 'config' / 'systems' / 'lumi.py',
+         "['--partition=standard-g', ", "[")
+    line = one_error(tree, 'config/systems/lumi.py',
+                     'partitions[gpu].access:')
+    assert 'picks no nodes' in line and 'default partition' in line
+
+
+def test_an_access_option_without_its_value(tree):
+    edit(tree / 'config' / 'systems' / 'frontier.py', "'-p batch'", "'-p'")
+    line = one_error(tree, 'config/systems/frontier.py',
+                     'partitions[batch].access[0]:')
+    assert 'has no value' in line
+
+
+def test_a_misspelt_nccl_variable(tree):
+    edit(tree / 'site' / 'perlmutter.yaml', 'NCCL_NET_GDR_LEVEL: LOC',
+         'NCCL_NET_GDR_LEVLE: LOC')
+    line = one_error(tree, 'site/perlmutter.yaml',
+                     'transports.net-plugin.env.NCCL_NET_GDR_LEVLE:')
+    assert 'did you mean NCCL_NET_GDR_LEVEL?' in line
+    assert 'NVIDIA/nccl' in line
+
+
+def test_a_misspelt_libfabric_variable(tree):
+    edit(tree / 'site' / 'perlmutter.yaml', 'FI_MR_CACHE_MONITOR:',
+         'FI_MR_CACHE_MONITER:')
+    line = one_error(tree, 'site/perlmutter.yaml',
+                     'env.FI_MR_CACHE_MONITER:')
+    assert 'did you mean FI_MR_CACHE_MONITOR?' in line
+
+
+def test_a_misspelt_key_of_the_site_file(tree):
+    edit(tree / 'site' / 'local.yaml', '\nhealth:', '\nhelth:')
+    line = one_error(tree, 'site/local.yaml', 'top level:')
+    assert "did you mean 'health' for 'helth'?" in line
+    edit(tree / 'site' / 'local.yaml', 'helth:', 'health:')
+    edit(tree / 'site' / 'local.yaml', '  partition: gpu\n',
+         '  partiton: gpu\n')
+    p = run_validate(tree)
+    assert p.returncode == 1
+    lines = p.stdout.splitlines()
+    assert lines == [
+        next(x for x in lines if "did you mean 'partition' for "
+             "'partiton'?" in x),
+        f"{tree}/site/local.yaml: health: missing key 'partition'"], lines
+    assert lines[0].startswith(f'{tree}/site/local.yaml: health: ')
+
+
+# -- the variables NCCL, RCCL, aws-ofi-nccl and libfabric read ---------------
+
+MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
+TARBALLS = ('rccl-rocm-5.7.1', 'aws-ofi-nccl-1.21.1', 'libfabric-1.22.0',
+            'nccl-tests-2.19.6')
+
+
+def shipped_table():
+    import csv
+    from ccl_health.sitedata import envvars
+    with open(envvars.TABLE, newline='') as fp:
+        return list(csv.DictReader(fp, delimiter='\t'))
+
+
+def test_the_variable_table_names_its_sources():
+    rows = shipped_table()
+    assert {r['source'] for r in rows} == {
+        'NVIDIA/nccl', 'ROCm/rccl', 'aws/aws-ofi-nccl', 'ofiwg/libfabric',
+        'NVIDIA/nccl-tests'}
+    for r in rows:
+        assert r['versions'] and r['where'].rsplit(':', 1)[1].isdigit(), r
+    names = {r['name'] for r in rows}
+    # every variable the shipped site files set, and those the docs name
+    import yaml
+    for f in sorted(os.listdir(os.path.join(REPO, 'site'))):
+        if f.endswith('.yaml'):
+            doc = yaml.safe_load(open(os.path.join(REPO, 'site', f)))
+            envs = [doc.get('env') or {}] + [
+                (t or {}).get(k) or {} for t in doc['transports'].values()
+                for k in ('env', 'multi_node_env')]
+            for env in envs:
+                for key in env:
+                    if key.startswith(('NCCL_', 'FI_', 'RCCL_')):
+                        assert key in names, (f, key)
+    assert 'NCCL_NET_GDR_LEVLE' not in names
+
+
+@pytest.mark.skipif(not all(os.path.exists(os.path.join(
+    MIRROR, f'{t}.tar.gz')) for t in TARBALLS),
+    reason='no ../shared/mirror with rccl, aws-ofi-nccl, libfabric and '
+    'nccl-tests')
+def test_the_variable_table_is_read_from_the_upstream_sources(tmp_path):
+    """The rows of RCCL, aws-ofi-nccl, libfabric and nccl-tests are what
+    their pinned release tarballs read, as the table's builder reads
+    them."""
+    import tarfile
+    sys.path.insert(0, os.path.join(REPO, 'tests', 'fixtures', 'envvars'))
+    try:
+        import read_sources
+    finally:
+        sys.path.pop(0)
+    for t in TARBALLS:
+        with tarfile.open(os.path.join(MIRROR, f'{t}.tar.gz')) as tf:
+            tf.extractall(tmp_path, filter='data')
+    rows = read_sources.table(None, *[str(tmp_path / t) for t in TARBALLS])
+    read = list(read_sources.lines(rows))[1:]
+    shipped = ['\t'.join(r.values()) for r in shipped_table()
+               if r['source'] != 'NVIDIA/nccl']
+    assert read == shipped
+    assert any(x.startswith('FI_CXI_DISABLE_HOST_REGISTER\tofiwg/libfabric')
+               for x in read)
+
+
+# -- issue 40: the doors say what validate says ------------------------------
+
+def test_the_nightly_names_a_partition_the_system_lacks(tree):
+    """`--partition gpus`: validate's words (no partition 'gpus', has:
+    gpu), never `NOTHING MEASURED: scripts/run exited 1`."""
+    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    p = subprocess.run([PY, '-m', 'ccl_health.nightly', '--system', 'local',
+                        '--partition', 'gpus', '--publish',
+                        str(tree / 'www'), '--output', str(tree / 'out')],
+                       cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0] == (f'{REPO}/config/systems/local.py: partitions: no '
+                        f"partition 'gpus' in system 'local' (has: gpu); "
+                        f"did you mean 'gpu'? (asked: local:gpus)"), lines
+    assert lines[1].startswith('ccl-health nightly: COULD NOT RUN: 1 '
+                               'error(s)'), lines
+    assert len(lines) == 2 and not p.stdout
+    assert 'NOTHING MEASURED' not in p.stdout + p.stderr
+    assert not (tree / 'out').exists()
+
+
+def test_scripts_run_names_a_partition_the_system_lacks(tree):
+    out = tree / 'out'
+    p = subprocess.run([PY, '-m', 'ccl_health.cli', '--prog', 'scripts/run',
+                        'run', '--output', str(out), '--', '--system',
+                        'local:gpus'], cwd=REPO,
+                       env=dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90'),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "no partition 'gpus' in system 'local' (has: gpu)" in p.stderr
+    assert not out.exists()
+
+
+def test_a_host_that_matches_no_system(tree):
+    """Without `local` (a site's own folder), a host none of the systems'
+    hostnames match is said plainly before ReFrame falls back to its
+    `generic` system and says that nothing was selected."""
+    (tree / 'config' / 'systems' / 'local.py').unlink()
+    import re
+    import socket
+    if any(re.match(patt, socket.gethostname())
+           for c in validate.check(None, str(tree / 'config'), str(
+               tree / 'site'), str(tree / 'reference')).configs.values()
+           for patt in c.get('hostnames') or []):
+        pytest.skip('a shipped system matches this host')
+    out = tree / 'out'
+    env = dict(os.environ, CCL_HEALTH_CONFIG_DIR=str(tree / 'config'),
+               CCL_HEALTH_SITE_DIR=str(tree / 'site'),
+               CCL_HEALTH_REFERENCE_DIR=str(tree / 'reference'),
+               CCL_HEALTH_ASSUME_GPUS='2:sm_90')
+    p = subprocess.run([PY, '-m', 'ccl_health.cli', '--prog', 'scripts/run',
+                        'run', '--output', str(out)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0].startswith(
+        f"{tree}/config/systems: no system matches this host "
+        f"{socket.gethostname()!r} (hostnames of each: frontier: "), lines
+    assert 'give --system SYSTEM' in lines[0]
+    assert 'nothing was selected' not in p.stdout + p.stderr
+    assert not out.exists()

@@ -44,6 +44,14 @@ def _sh(cmd, **kw):
     return p
 
 
+@pytest.fixture(scope='module', autouse=True)
+def _times():
+    """What the steps took, told after the module's tests (pytest -s shows
+    it): a report, not a test."""
+    yield
+    print('\nwheel test steps (s):', TIMES)
+
+
 def _pip_opts():
     opts = ['-q', '--disable-pip-version-check']
     if os.environ.get('CCL_HEALTH_WHEELS'):
@@ -282,8 +290,3 @@ def test_the_hook_without_its_extras_still_answers(bare_venv, elsewhere):
             env=no_gpus(where, env))
     assert p.returncode == 2 and p.stdout.startswith('COULD-NOT-CHECK: ')
     assert len(p.stdout.splitlines()) == 1
-
-
-def test_zz_times():
-    """What the steps took (pytest -s shows it)."""
-    print('\nwheel test steps (s):', TIMES)

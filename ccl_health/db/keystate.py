@@ -37,6 +37,7 @@ import datetime
 import json
 
 from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
+from ccl_health.db.seriestable import SERIES_COLUMNS
 from ccl_health.judge import history as H
 from ccl_health.judge.series import KEY, has_history, series_key, simulated
 from ccl_health.judge.stream import SeriesJudge, finding_data, finding_of
@@ -290,6 +291,33 @@ def stale_keys(store, levels=None):
     keys = recorded_keys(store)
     return sorted(keys - set(fresh(store, keys, levels, states=False)),
                   key=key_text)
+
+
+def listed(store):
+    """Does the store list its stale keys (schema 10: table
+    ``stale_keys``)?  From then on only a writer of this version or newer
+    writes a state or a level (an older one refuses a newer schema), and
+    every level it writes judges again the keys it names
+    (:func:`relevel`): a key's kept state is stale exactly while it is
+    listed.  The database keeps the list: a state written takes its key
+    off, a state removed puts it on (triggers, schema 10)."""
+    return store.schema_version() >= 10
+
+
+def fill_stale(store):
+    """List the keys stale now (:func:`stale_keys`: reads every key once;
+    the migration to schema 10)."""
+    keys = stale_keys(store)
+    store.conn.cursor().executemany(store._sql(
+        'INSERT INTO stale_keys (key) VALUES (?)'),
+        [(key_text(k),) for k in keys])
+
+
+def stale_listed(store):
+    """The keys listed stale (schema 10; :func:`listed`), as series
+    keys."""
+    return {tuple(json.loads(r['key'])) for r in store.query(
+        'SELECT key FROM stale_keys')}
 
 
 def rejudge(store, keys, progress=None):

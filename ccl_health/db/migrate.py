@@ -20,7 +20,10 @@ from ccl_health.judge.series import STORED_ORDER
 #: the tables moved, parents first
 TABLES = ('cases', 'series', 'measurements', 'blobs', 'acceptances',
           'news_told', 'news_nights', 'baselines', 'health_daily',
-          'key_state', 'findings')
+          'key_state', 'findings', 'kept_days', 'stale_keys')
+#: the tables whose triggers keep what is kept (schema 10): off while the
+#: rows are copied as they are (the kept rows with them)
+KEEPING = ('cases', 'measurements', 'key_state')
 #: rows read from the source at a time
 BATCH = 5000
 
@@ -41,6 +44,8 @@ def migrate(src, url, progress=None):
                 f'migrate: {dburl.shown(url)} already holds cases: a migration never '
                 f'merges two databases (give an empty database)')
         with dst.transaction():
+            for table in KEEPING:
+                dst.execute(f'ALTER TABLE {table} DISABLE TRIGGER USER')
             for table in TABLES:
                 have = src.columns(table)
                 if not have:
@@ -86,6 +91,12 @@ def migrate(src, url, progress=None):
                     counts['series'] = _write_series(dst, made)
                 if 'id' in cols:
                     _sequence(dst, table)
+            if 'stale_keys' not in counts:      # an older source
+                from ccl_health.db import health_days, keystate as state
+                state.fill_stale(dst)
+                health_days.keep(dst, each_day=False)
+            for table in KEEPING:
+                dst.execute(f'ALTER TABLE {table} ENABLE TRIGGER USER')
         dst.execute('ANALYZE')
         dst.conn.commit()
     return counts

@@ -186,10 +186,14 @@ def failures(store, since_hours=24, now=None):
     history.  Nothing recorded in that window is an error, not an
     all-clear.  The cases of simulated runs (:func:`simulated_runs`) are
     left out: a rehearsal is neither a failure nor an all-clear."""
+    from ccl_health.db import keystate as state
     since = window_start(since_hours, now)
-    window = [c for c in reads.window_cases(store, since)
+    kept = state.listed(store)
+    # schema 10: the window's failing cases by their index and its
+    # findings as kept (the stale keys judged); before, every case of it
+    window = [c for c in reads.window_cases(store, since, failing=kept)
               if not simulated(c)]
-    if not window:
+    if not (window or kept and _measured_since(store, since)):
         raise CclHealthError(_nothing_in_window(store, since_hours, now))
     out = []
     for c in window:
@@ -201,10 +205,23 @@ def failures(store, since_hours=24, now=None):
                            f'{c["case_name"]}: {name.upper()}: '
                            f'{shown_reason(store, c, name.upper())}'))
     # each key measured in the window judged from its recent history
-    found = [f for f in reads.window_findings(store, window, since)
+    found = [f for f in (reads.kept_findings(store, since) if kept else
+                         reads.window_findings(store, window, since))
              if f.kind != 'recovery']
     out += [(Verdict.DROP, line) for line in drop_lines(found, store)]
     return out
+
+
+def _measured_since(store, since):
+    """Is a case (not simulated) recorded from ``since`` on?  Read from
+    the newest case back, by the time index."""
+    bound = reads.sql_time(since)
+    for c in reads.newest_case_rows(store, None, ('time', 'run_id')):
+        if str(c['time']) < bound:
+            return False
+        if when(c['time']) >= since and not simulated(c):
+            return True
+    return False
 
 
 def window_runs(store, since_hours=24, now=None):
@@ -458,6 +475,17 @@ def since_when(store, transport, size=None, system=None, partition=None,
     reference or with a drop or drift there (the findings kept with it:
     :func:`ccl_health.db.reads.judge_keys`).  Read from the newest case
     back until a good one."""
+    streak, _ = bad_streak(store, transport, size, system, partition, node)
+    if not streak:
+        return None
+    first = streak[-1]
+    return first['time'], first['run_id'], len(streak)
+
+
+def bad_streak(store, transport, size=None, system=None, partition=None,
+               node=None):
+    """``(streak, good)`` of :func:`since_when`: the bad cases, newest
+    first, and the good case just before them (None: none recorded)."""
     keys = scope_keys(store, transport, system, partition, node)
     size = check_size(store, size, keys, transport, system, partition)
     n = SINCE_PAGE
@@ -474,10 +502,25 @@ def since_when(store, transport, size=None, system=None, partition=None,
         if len(streak) < len(cases) or complete:
             break
         n *= 4
-    if not streak:
-        return None
-    first = streak[-1]
-    return first['time'], first['run_id'], len(streak)
+    good = cases[len(streak)] if len(streak) < len(cases) else None
+    return streak, good
+
+
+def changed_between(store, good, bad):
+    """The ``changed:`` lines (:func:`ccl_health.judge.attribution.
+    changes`: versions, node list, environment) between the case rows
+    ``good`` and ``bad`` (read in full by their ids), for a failure as for
+    a drift; None ``good``: no earlier passing run."""
+    from ccl_health.judge.attribution import changes
+    if good is None:
+        return ['no earlier passing run of this configuration']
+    rows = {c['id']: c for c in store.cases('WHERE id IN (?, ?)',
+                                            (good['id'], bad['id']))}
+    g, b = rows.get(good['id']), rows.get(bad['id'])
+    if g is None or b is None:
+        return []
+    return changes(g, b) or [f'nothing recorded changed since run '
+                             f'{g["run_id"]} ({g["time"]})']
 
 
 def _bad_runs_at(store, cases, transport, size):
@@ -508,6 +551,8 @@ def compare(store, run_a, run_b):
             'WHERE run_id = ?', (run,)) if r['size'] is not None}
     a, b = by(run_a), by(run_b)
     common = sorted(set(a) & set(b))
+    if not common and run_changes(store, run_a, run_b):
+        return []           # nothing measured in both: what changed says
     if not common:
         raise CclHealthError(
             f'runs {run_a!r} and {run_b!r} have no measured case and size in '
@@ -518,3 +563,20 @@ def compare(store, run_a, run_b):
         rows.append((key[0], format_size(key[1]), va, vb,
                      vb / va if va and vb is not None else None))
     return rows
+
+
+def run_changes(store, run_a, run_b):
+    """``[(case name, changed lines)]``: per case the two runs both hold,
+    the versions and environment that differ from run A to run B
+    (:func:`ccl_health.judge.attribution.changes`), a crash's case too
+    (it measured nothing); the cases where nothing differs left out."""
+    from ccl_health.judge.attribution import changes
+    a = {c['case_name']: c for c in store.cases('WHERE run_id = ?',
+                                                (run_a,))}
+    out = []
+    for c in store.cases('WHERE run_id = ?', (run_b,)):
+        if c['case_name'] in a:
+            lines = changes(a[c['case_name']], c)
+            if lines:
+                out.append((c['case_name'], lines))
+    return out

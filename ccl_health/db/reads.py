@@ -20,11 +20,12 @@ than asked (times recorded with another UTC offset sort by their text),
 and the rows are then kept by their real time
 (:func:`ccl_health.db.queries.when`)."""
 
-from ccl_health.db.schema import GOOD_SQL
+from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge import history
 from ccl_health.judge.series import SERIES_KEY, STORED_ORDER
 from ccl_health.db.keyreads import (
-    LOOKBACK, RECORDS, indexed, key_cases_before, key_history, of_key,
+    LOOKBACK, RECORDS, indexed, key_cases_before, key_history, key_where,
+    of_key,
     select_cols, sql_time, when, with_docs, with_refs)
 
 #: the columns of a case a listing or a judgement needs
@@ -72,6 +73,13 @@ def window_cases(store, since, until=None, columns=CASE_LIGHT, kinds=None,
         sql += ' AND c.run_id LIKE ?'
         params.append(run_prefix + '%')
     if kinds is not None and indexed(store):
+        from ccl_health.judge.series import PROBE_KIND
+        if PROBE_KIND not in kinds and store.schema_version() >= 9:
+            # the literal of the partial kind index (schema 9: without
+            # the probes), so it is the one read, never every case of
+            # the window (a month of Frontier's checks for the page's
+            # sweeps)
+            sql += f" AND c.kind <> '{PROBE_KIND}'"
         sql += f' AND c.kind IN ({", ".join("?" * len(kinds))})'
         params += list(kinds)
     rows = store.query(sql + ' ORDER BY c.time, c.id', tuple(params))
@@ -158,6 +166,86 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
     return sorted(out, key=finding_order)
 
 
+def _in_window(store, key, since):
+    """The run ids of the key ``key``'s cases (not simulated) recorded
+    from ``since`` on, read by its series index."""
+    from ccl_health.judge.series import simulated
+    where, params, _ = key_where(store, key)
+    return {r['run_id'] for r in store.query(
+        f'SELECT c.run_id, c.time FROM cases c WHERE {where} AND c.time >= '
+        f'?', tuple(params) + (sql_time(since),))
+        if _when(r['time']) >= since and not simulated(r['run_id'])}
+
+
+def kept_findings(store, since, runs=True, probes=None):
+    """The history findings of a window (schema 10, the stale keys
+    listed: :func:`ccl_health.db.keystate.listed`), read from what is kept,
+    never from every key of the window: the findings kept of its cases
+    (by the time index of ``findings``), the stale keys measured in it
+    judged from their history (:func:`each_key`), each key's as
+    :func:`judge_keys` gives them.  ``runs``: the findings of the window's
+    runs (as :func:`window_findings` of its cases, ``report failed``):
+    also those of their cases before ``since``, of keys measured in the
+    window; a health check is a run of its own (one case: the hook's
+    run id), so those are of the other kinds' runs (by the kind index);
+    False: the findings of the cases from ``since`` on (``judge_keys``
+    without runs).  ``probes``: True, of the health probes' keys only;
+    False, of the others only."""
+    import json
+    from ccl_health.db import keystate as state
+    from ccl_health.judge.history import detect, has_history
+    from ccl_health.judge.series import HISTORY_KINDS, PROBE_KIND, simulated
+    from ccl_health.judge.stream import finding_of
+
+    def wanted(key):
+        return has_history(key) and (probes is None or
+                                     (key[7] == PROBE_KIND) == probes)
+    stale = {k for k in state.stale_listed(store) if wanted(k)}
+    other = set()
+    if runs:
+        # the runs of the other kinds judged against history (a fleet
+        # step is judged within its run: no finding kept), by the partial
+        # kind index
+        other = {r['run_id'] for r in window_cases(
+            store, since, columns=('run_id', 'time'), kinds=tuple(
+                k for k in HISTORY_KINDS if k != PROBE_KIND))
+            if not simulated(r['run_id'])}
+    rows = store.query('SELECT case_id, key, size, kind, run_id, time, body '
+                       'FROM findings WHERE time >= ?', (sql_time(since),))
+    rows = [r for r in rows if _when(r['time']) >= since]
+    seen = {r['case_id'] for r in rows}
+    early = []
+    for run_ids in (sorted(other)[j:j + 500]
+                    for j in range(0, len(other), 500)):
+        early += [r for r in store.query(
+            f'SELECT case_id, key, size, kind, run_id, time, body FROM '
+            f'findings WHERE run_id IN ({", ".join("?" * len(run_ids))})',
+            tuple(run_ids)) if r['case_id'] not in seen and
+            _when(r['time']) < since]
+    measured = {}
+
+    def in_window(key):
+        if key not in measured:
+            measured[key] = _in_window(store, key, since)
+        return bool(measured[key])
+    out = []
+    for r, before in [(r, False) for r in rows] + [(r, True) for r in early]:
+        key = tuple(json.loads(r['key']))
+        if not wanted(key) or key in stale or (before and
+                                                not in_window(key)):
+            continue
+        out.append(finding_of(json.loads(r['body']), r['kind'],
+                              r['run_id'], r['time'], key, r['size'],
+                              r['case_id']))
+    acc, base = store.acceptances(), store.baselines()
+    for key, records in each_key(store, {k for k in stale
+                                         if in_window(k)}, state.EVER):
+        judged = (measured[key] | other) if runs else \
+            (lambda rec: _when(rec['time']) >= since)
+        out += detect(records, runs=judged, accepted=acc, baselines=base)
+    return sorted(out, key=finding_order)
+
+
 #: the order of a key's findings at a size: its drops and recoveries, an
 #: intermittent pattern, its drifts (as :func:`ccl_health.judge.history.
 #: detect` gives them)
@@ -177,6 +265,14 @@ def window_keys(store, since):
     from ccl_health.judge.series import KEY, has_history
     if not indexed(store):
         return history_keys(window_cases(store, since))
+    if store.schema_version() >= 10:    # the series ids of the time index
+        cols = ', '.join(f's.{c}' for c in KEY + ('kind', 'node'))
+        return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
+                            for r in store.query(
+                                f'SELECT {cols} FROM series s WHERE s.id '
+                                f'IN (SELECT c.series_id FROM cases c WHERE '
+                                f'c.time >= ?)', (sql_time(since),)))
+                if has_history(k)}
     cols = ', '.join(KEY + ('kind', 'node'))
     return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
                         for r in store.query(
@@ -372,14 +468,13 @@ def index_distinct(store, column, **fixed):
     """The distinct values of ``column`` (of :data:`STORED_ORDER`) among
     the cases whose columns equal ``fixed`` (as :func:`series_keys`),
     sorted: by :func:`index_values` where the store has the index, else
-    read whole (``SELECT DISTINCT``)."""
+    from :func:`series_keys` (read whole)."""
     if not indexed(store):
-        where, params = _equal((c, v) for c, v in fixed.items()
-                               if c in STORED_ORDER)
-        return sorted(r['v'] for r in store.query(
-            f'SELECT DISTINCT {column} AS v FROM cases WHERE 1 = 1' +
-            ''.join(' AND ' + w for w in where), tuple(params))
-            if r['v'] is not None)
+        # an older database has no series columns (kind, node): its
+        # values are those of its series keys, derived from each case
+        at = SERIES_KEY.index(column)
+        return sorted({k[at] for k in series_keys(store, **fixed)
+                       if k[at] is not None})
     upto = STORED_ORDER[:STORED_ORDER.index(column) + 1]
     return sorted({k[-1] for k in _walk(store, upto, fixed)
                    if k[-1] is not None})

@@ -6,9 +6,9 @@ made elsewhere)."""
 
 import functools
 import os
-import socket
 import subprocess
 
+from ccl_health import identity
 from ccl_health import resources
 from ccl_health import summary
 from ccl_health.judge.reference import busbw_perfvalues
@@ -142,7 +142,7 @@ def known_nodelist(nodes):
 
 
 def default_run_id():
-    import datetime
-    return (os.environ.get('CCL_HEALTH_RUN_ID') or
-            datetime.datetime.now(datetime.timezone.utc).strftime(
-                '%Y%m%dT%H%M%SZ') + f'-{socket.gethostname()}-{os.getpid()}')
+    """The run id of a sweep run: ``$CCL_HEALTH_RUN_ID`` (what
+    ``scripts/run`` and the nightly give every case of one run), else a
+    new identity (:func:`ccl_health.identity.new`)."""
+    return os.environ.get('CCL_HEALTH_RUN_ID') or identity.new()

@@ -30,7 +30,7 @@ import statistics
 
 from ccl_health import CclHealthError
 from ccl_health.db import seriestable as series
-from ccl_health.db.schema import GOOD_SQL
+from ccl_health.db.verdictsql import GOOD_SQL
 
 #: the youngest age a site may roll up (days): the nights and the
 #: hook's last days stay as they were

@@ -4,34 +4,17 @@ lacks, in order).  A statement is SQL (``{pk}``, ``{blob}``: the
 dialect's), ``(dialect, SQL)`` for one dialect only, or a function of the
 store."""
 
+from ccl_health.db import health_days
 from ccl_health.db import seriestable as series
-from ccl_health.judge.series import KEY, KIND, NODE, PROBE_KIND, STORED_ORDER
-from ccl_health.judge.verdicts import GOOD, Verdict
+from ccl_health.db.verdictsql import GOOD_SQL
+from ccl_health.judge.series import KEY, PROBE_KIND, STORED_ORDER
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
-
-#: the columns a schema-6 case has beside
-#: :data:`ccl_health.db.store.CASE_COLUMNS`: its history series' kind and
-#: node (:func:`ccl_health.db.store.series_columns`)
-SERIES_COLUMNS = (KIND, NODE)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 
-def verdict_list(verdicts):
-    """A group of verdicts (:mod:`ccl_health.judge.verdicts`) as an SQL
-    list, ``('pass', 'skipped')``, in the order given: the one way a query
-    names a group (each checked to be a verdict, so nothing else is ever
-    spelled into SQL; an index and the queries that use it spell it
-    alike)."""
-    return '(' + ', '.join(f"'{Verdict.parse(v).value}'"
-                           for v in verdicts) + ')'
-
-
-#: the good verdicts as SQL: the cases not in it are those of the partial
-#: index ``cases_bad`` (a query names them so to use it)
-GOOD_SQL = verdict_list(GOOD)
 #: the history key's columns as SQL lists: of a configuration (schema 1),
 #: of a series in the order the database keeps it (schema 6, 9)
 _KEY_SQL = ', '.join(KEY)
@@ -53,6 +36,51 @@ _RECORDS_VIEW = """CREATE VIEW records AS
                   m.algbw_oop, m.algbw_ip, m.time_oop_us, m.time_ip_us,
                   m.ref, m.tolerance, m.verdict AS size_verdict
            FROM cases c LEFT JOIN measurements m ON m.case_id = c.id"""
+
+#: the list of stale keys kept by the database (schema 10): a key's state
+#: written (its levels those of now: every writer judges with them) takes
+#: it off the list, a state removed (a key emptied, a test's) puts it on
+_STALE_TRIGGERS = [
+    ('sqlite', """CREATE TRIGGER IF NOT EXISTS key_state_added AFTER INSERT
+        ON key_state BEGIN DELETE FROM stale_keys WHERE key = NEW.key;
+        END"""),
+    ('sqlite', """CREATE TRIGGER IF NOT EXISTS key_state_changed AFTER
+        UPDATE ON key_state BEGIN DELETE FROM stale_keys WHERE key =
+        NEW.key; INSERT OR IGNORE INTO stale_keys (key) SELECT OLD.key
+        WHERE OLD.key <> NEW.key; END"""),
+    ('sqlite', """CREATE TRIGGER IF NOT EXISTS key_state_removed AFTER
+        DELETE ON key_state BEGIN INSERT OR IGNORE INTO stale_keys (key)
+        VALUES (OLD.key); END"""),
+    ('postgresql', """CREATE OR REPLACE FUNCTION ccl_health_state_changed()
+        RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+          IF TG_OP <> 'INSERT' AND (TG_OP = 'DELETE' OR OLD.key <> NEW.key)
+          THEN
+            INSERT INTO stale_keys (key) VALUES (OLD.key)
+              ON CONFLICT DO NOTHING;
+          END IF;
+          IF TG_OP <> 'DELETE' THEN
+            DELETE FROM stale_keys WHERE key = NEW.key;
+          END IF;
+          RETURN NULL; END $$"""),
+    ('postgresql', """CREATE TRIGGER key_state_changed AFTER INSERT OR
+        UPDATE OR DELETE ON key_state FOR EACH ROW EXECUTE FUNCTION
+        ccl_health_state_changed()"""),
+]
+
+
+def _fill_stale(store):
+    """Schema 10: the keys whose kept state is not theirs, listed
+    (:func:`ccl_health.db.keystate.fill_stale`; that module reads this
+    one)."""
+    from ccl_health.db import keystate as state
+    state.fill_stale(store)
+
+
+def _keep_days(store):
+    """Schema 10: the closed days of the page's window kept, in the
+    migration's transaction (:func:`ccl_health.db.health_days.keep`)."""
+    health_days.keep(store, each_day=False)
+
 
 _MIGRATIONS = {
     1: [
@@ -212,6 +240,31 @@ _MIGRATIONS = {
         'DROP INDEX IF EXISTS cases_kind',
         'CREATE INDEX IF NOT EXISTS cases_kind ON cases (kind, time) WHERE '
         f"kind <> '{PROBE_KIND}'",
+    ],
+    # what the page and ``failed`` ask every day, kept instead of
+    # recomputed (issue 45): each closed day's health checks (their
+    # distribution over the nodes and their counts, ccl_health.db.
+    # health_days ``keep``), a day's row dropped by the database itself
+    # when a case of that day is written, changed or removed; and the keys
+    # whose kept judging state is not theirs (made before schema 8, or
+    # with levels an older ccl-health recorded: ccl_health.db.keystate), a
+    # list the writer of a key's state empties, so a read judges those
+    # keys only, never looks at every key of its window
+    10: [
+        """CREATE TABLE IF NOT EXISTS kept_days (
+            day TEXT PRIMARY KEY, version INTEGER NOT NULL,
+            rows TEXT NOT NULL, counts TEXT NOT NULL, made TEXT NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS stale_keys (key TEXT PRIMARY KEY)""",
+        # the time index with each case's id and series id: the series
+        # of a window (detect's 7 days, 660,000 checks at Frontier) read
+        # from the index alone, never from the cases' rows; still in the
+        # order of (time, id), the order every window and page reads
+        'DROP INDEX IF EXISTS cases_time',
+        'CREATE INDEX IF NOT EXISTS cases_time ON cases (time, id, '
+        'series_id)',
+    ] + health_days.TRIGGERS + _STALE_TRIGGERS + [
+        _fill_stale,
+        _keep_days,
     ],
 }
 

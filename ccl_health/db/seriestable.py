@@ -22,7 +22,12 @@ from a record (``'2'``) or from the database (``2``).
 
 import json
 
-from ccl_health.judge.series import STORED_ORDER
+from ccl_health.judge.series import KIND, NODE, STORED_ORDER
+
+#: the columns a schema-6 case has beside
+#: :data:`ccl_health.db.store.CASE_COLUMNS`: its history series' kind and
+#: node (:func:`ccl_health.db.store.series_columns`)
+SERIES_COLUMNS = (KIND, NODE)
 
 #: the placeholder of a case's ``series_id`` in its insert: the id of the
 #: series stored just before it in the same transaction (:func:`put`)

@@ -17,12 +17,12 @@ import pathlib
 import sqlite3
 from typing import Dict, List, Optional
 
-from ccl_health import CclHealthError, dburl
+from ccl_health import CclHealthError, dburl, identity
 from ccl_health.judge.verdicts import NAMES, Verdict
 
 # the schema's versions and statements (tests read _MIGRATIONS here)
-from ccl_health.db.schema import (
-    READABLE_VERSIONS, SCHEMA_VERSION, SERIES_COLUMNS, _MIGRATIONS)
+from ccl_health.db.schema import READABLE_VERSIONS, SCHEMA_VERSION, _MIGRATIONS
+from ccl_health.db.seriestable import SERIES_COLUMNS
 
 #: columns of a test case, in order (besides id)
 CASE_COLUMNS = (
@@ -51,10 +51,10 @@ def series_columns(row):
 
 
 
-#: the columns of a news ledger row (:meth:`Store.record_told`)
+#: the columns of a news ledger row (:func:`ccl_health.db.ledger.record`)
 TOLD_COLUMNS = ('system', 'partition', 'key', 'size', 'state', 'verdict',
                 'band', 'finding', 'run_id')
-#: the columns of a told night (:meth:`Store.record_told`)
+#: the columns of a told night (:func:`ccl_health.db.ledger.record`)
 NIGHT_COLUMNS = ('system', 'partition', 'run_id', 'status', 'measured')
 
 #: the columns of an acceptance that name what it accepts (None: any)
@@ -354,6 +354,7 @@ class Store:
             if begin and not self.conn.closed:
                 self.conn.autocommit = False
 
+    # long: one case's rows in one transaction, each table in turn
     def _write_case(self, case):
         from ccl_health.db import docs
         from ccl_health.db import seriestable as series
@@ -394,22 +395,28 @@ class Store:
             return (f'INSERT INTO cases ({cols}) VALUES ({", ".join(marks)})'
                     f' ON CONFLICT (run_id, case_name) DO {then}',
                     tuple(params))
+        # never another check under a stored one's identity
+        same = f' WHERE {identity.SAME_RECORD_SQL}' if case.time else ''
         if self.kind == 'postgresql' or sqlite3.sqlite_version_info >= (
                 3, 35):
             # a new case (every hook's) in one round trip; a case written
             # again (the run report after the check) keeps what it had
             got = self.query(*insert(case, f'NOTHING RETURNING {back}'))
             updated = not got
-            row = got[0] if got else self.query(*insert(
+            got = got or self.query(*insert(
                 docs.keep_env(self, case),
-                f'UPDATE SET {updates} RETURNING {back}'))[0]
+                f'UPDATE SET {updates}{same} RETURNING {back}'))
         else:
-            updated = True
-            self.execute(*insert(docs.keep_env(self, case),
-                                 f'UPDATE SET {updates}'))
-            row = self.query(f'SELECT {back} FROM cases WHERE run_id = ? '
-                             f'AND case_name = ?', (case.run_id,
-                                                    case.case_name))[0]
+            updated, got = True, []
+            if not same or identity.same_record(self._stored(case), case):
+                self.execute(*insert(docs.keep_env(self, case),
+                                     f'UPDATE SET {updates}'))
+                got = self.query(f'SELECT {back} FROM cases WHERE run_id = '
+                                 f'? AND case_name = ?', (case.run_id,
+                                                          case.case_name))
+        if not got:
+            raise identity.taken(case, self._stored(case))
+        row = got[0]
         docs.stored(self, refs, row)
         case_id = row['id']
         kind_node = series_columns(row)
@@ -430,6 +437,12 @@ class Store:
                 [(case_id,) + tuple(getattr(s, c) for c in SIZE_COLUMNS)
                  for s in case.sizes])
         return case_id
+
+    def _stored(self, case):
+        """The stored row of ``case``'s identity (None: none)."""
+        return next(iter(self.query(
+            'SELECT source, time, verdict, reason FROM cases WHERE run_id = '
+            '? AND case_name = ?', (case.run_id, case.case_name))), None)
 
     # -- acceptances (scripts/report accept) ------------------------------
     def schema_version(self):
@@ -494,70 +507,6 @@ class Store:
                          'undone_at = ? WHERE id = ?', (who, now(), acc_id))
             state.relevel(self, rows)
         return rows[0]
-
-    # -- the news ledger (ccl_health.news) -------------------------------
-    def told(self, system=None):
-        """The ledger rows (dicts), oldest first (``system``: of that system
-        only); none in a database older than schema 4."""
-        if self.schema_version() < 4:
-            return []
-        if system is None:
-            return self.query('SELECT * FROM news_told ORDER BY id')
-        return self.query('SELECT * FROM news_told WHERE system = ? ORDER BY '
-                          'id', (system,))
-
-    def told_nights(self, system, partition):
-        """The nightly runs whose news was told for ``system`` and
-        ``partition`` ('' for a whole system), oldest first."""
-        if self.schema_version() < 4:
-            return []
-        return self.query('SELECT * FROM news_nights WHERE system = ? AND '
-                          'partition = ? ORDER BY id', (system, partition))
-
-    def record_told(self, rows, nights, told_in):
-        """Append what a mail told, in one transaction: ``rows`` (dicts of
-        :data:`TOLD_COLUMNS`) and ``nights`` (dicts of
-        :data:`NIGHT_COLUMNS`), told by the nightly run ``told_in``."""
-        with self.transaction():
-            self.append_told(rows, nights, told_in)
-
-    def append_told(self, rows, nights, told_in):
-        """:meth:`record_told` inside the caller's transaction (the
-        nightly's :meth:`news_held`: appended, printed, then committed)."""
-        at = datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec='microseconds')
-        for table, cols, items in (('news_told', TOLD_COLUMNS, rows),
-                                   ('news_nights', NIGHT_COLUMNS, nights)):
-            names = cols + ('told_in', 'told_at')
-            for item in items:
-                self.execute(
-                    f'INSERT INTO {table} ({", ".join(names)}) VALUES '
-                    f'({", ".join("?" * len(names))})',
-                    tuple(item.get(c) for c in cols) + (told_in, at))
-
-    def told_mark(self):
-        """What the ledger holds, as one comparable value (the newest row
-        of each table): a change between two reads means another nightly
-        told something meanwhile."""
-        if self.schema_version() < 4:
-            return None
-        return tuple(self.query(f'SELECT MAX(id) AS m FROM {t}')[0]['m']
-                     for t in ('news_told', 'news_nights'))
-
-    @contextlib.contextmanager
-    def news_held(self, system, partition):
-        """One teller of the news of ``system:partition`` at a time, for
-        every nightly of this database whatever its publish folder: a
-        write transaction (SQLite: the database's one writer; PostgreSQL:
-        and an advisory lock of the key, held to its end).  What is told
-        is appended in it (:meth:`append_told`), printed, then committed
-        as it ends: a nightly killed before it printed told nothing and
-        recorded nothing."""
-        with self.transaction():
-            if self.kind == 'postgresql':
-                self.execute('SELECT pg_advisory_xact_lock(hashtext(?))',
-                             (f'ccl-health news {system}:{partition}',))
-            yield self
 
     # -- baselines (a calibration's level: ccl_health/db/levels.py) ------
     def baselines(self):

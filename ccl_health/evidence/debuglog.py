@@ -106,6 +106,9 @@ _RANK_OF = re.compile(r'\brank (\d+) nranks (\d+)', re.IGNORECASE)
 #: "comm %p rank %d nRanks %d nNodes %d localRanks %d" (src/init.cc, NCCL
 #: 2.12 and later; RCCL alike): the nodes of the communicator
 _NNODES = re.compile(r'\bnRanks (\d+) nNodes (\d+)')
+#: "... busId %lx commId 0x%llx - Init START / COMPLETE" (src/init.cc,
+#: NCCL 2.1x and later; RCCL alike): the communicator a rank joins
+_COMM_ID = re.compile(r'\bcommId (0x[0-9a-fA-F]+)')
 #: the environment NCCL echoes: "NCCL_NET set by environment to IB"
 _ENV_ECHO = re.compile(r'\b((?:NCCL|RCCL)_\w+) set by environment to (.*?)\s*$')
 #: the plugin named by the environment (NCCL 2.2x: "NET/Plugin: Plugin name
@@ -151,6 +154,8 @@ class RankEvidence:
     ib_off_reason: Optional[str] = None
     #: the rank ids its lines name (channel lines, "rank N nranks M")
     ids: set = dataclasses.field(default_factory=set)
+    #: the communicators its init lines name ("commId 0x5ae77eb5ea4ec1ee")
+    comm_ids: set = dataclasses.field(default_factory=set)
     #: the versions its own lines print ("NCCL version 2.21.5+cuda12.4")
     versions: Dict[str, str] = dataclasses.field(default_factory=dict)
     #: aws-ofi-nccl / aws-ofi-rccl spoke for this rank ("NET/OFI ...")
@@ -228,6 +233,9 @@ class Evidence:
     using_network: Optional[str] = None
     gdr_off_reason: Optional[str] = None
     ib_off_reason: Optional[str] = None
+    #: the log's separate runs (:func:`_runs`): rank keys per run, where
+    #: the log holds two or more communicators that share no rank
+    runs: List[List[str]] = dataclasses.field(default_factory=list)
     warnings: List[str] = dataclasses.field(default_factory=list)
     ranks: Dict[str, RankEvidence] = dataclasses.field(default_factory=dict)
     #: channel lines ("... via ...") whose path was not understood
@@ -446,6 +454,9 @@ def _feed_asked(ev, text, pm, source):
     m = _NNODES.search(text)
     if m:
         ev.nnodes_seen = max(ev.nnodes_seen or 0, int(m.group(2)))
+    m = _COMM_ID.search(text)
+    if m and (pm or source):
+        _rank(ev, pm, source).comm_ids.add(m.group(1))
     m = _ENV_ECHO.search(text)
     if m:
         ev.env.setdefault(m.group(1), m.group(2).rstrip('.'))
@@ -457,8 +468,8 @@ def _feed_asked(ev, text, pm, source):
         ev.plugin_asked = ev.plugin_asked or m.group(1)
     m = _PLUGIN_NOT_FOUND.search(text)
     if m and 'NET/Plugin' in text and \
-            m.group(1).rstrip(':,') not in _DEFAULT_PLUGIN_NAMES:
-        ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,')
+            m.group(1).rstrip(':,.') not in _DEFAULT_PLUGIN_NAMES:
+        ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,.')
     fm = _PLUGIN_FAILED.search(text)
     builtin = fm is not None and (fm.group(1) or fm.group(2) or '').strip() \
         in BUILTIN_NETS        # 2.28: "Failed to initialize NET plugin IB"
@@ -528,7 +539,29 @@ def _merged_hosts(ev):
     return out
 
 
+def _runs(ev):
+    """The separate runs of the log: groups of rank keys whose
+    communicators (``commId``) are joined by no rank (union of the ranks
+    that share one), where there are two or more; else [].  Ranks whose
+    lines name no communicator belong to none."""
+    parent = {}
+
+    def root(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    for key, r in ev.ranks.items():
+        for c in r.comm_ids:
+            parent[root(('c', c))] = root(('r', key))
+    groups = {}
+    for key, r in ev.ranks.items():
+        if r.comm_ids:
+            groups.setdefault(root(('r', key)), []).append(key)
+    return list(groups.values()) if len(groups) > 1 else []
+
+
 def _aggregate(ev):
+    ev.runs = _runs(ev)
     merged = _merged_hosts(ev)
     if merged:
         ev.hosts[:] = [h for h in ev.hosts if h not in merged]

@@ -79,8 +79,12 @@ _HASHLESS = re.compile(r'^(?:nThreads?:? \d|Out of bounds values\s*:'
 _RUN_HEADER = re.compile(
     r'^#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\s+(?:nRanks:?\s+\d+\s+)?'
     r'minBytes:?\s+(\d+)\s+maxBytes:?\s+(\d+)\s+step:\s*(\d+)\((\w+)\)')
-_VERSION = re.compile(r'^#\s*nccl-tests version\s+(\S+)\s+nccl-headers=(\d+)'
-                      r'\s+nccl-library=(\d+)')
+# "# nccl-tests version %s nccl-headers=%d nccl-library=%d" (nccl-tests
+# src/util.cu); rccl-tests since its 2.18 releases prints the same banner
+# with its own names: "# rccl-tests version %s rccl-headers=%d
+# rccl-library=%d"
+_VERSION = re.compile(r'^#\s*([nr]ccl)-tests version\s+(\S+)\s+'
+                      r'[nr]ccl-headers=(\d+)\s+[nr]ccl-library=(\d+)')
 _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
 _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
@@ -107,10 +111,132 @@ _ERROR = re.compile(
 TEST_ERROR = re.compile(
     r'\bTest (?:NCCL|CUDA|HIP) failure\b|\bTest failure\b|'
     r'\bNCCL failure \S+\.cu:\d+|Test timeout|#wrong=')
+#: the names of the signals a crashed process is announced with
+_SIGNAL_NAMES = {4: 'Illegal instruction', 6: 'Aborted', 7: 'Bus error',
+                 8: 'Floating point exception', 11: 'Segmentation fault'}
+_SIGNAL_NUMBERS = {v.lower(): k for k, v in _SIGNAL_NAMES.items()}
+#: a process of the run that died of a signal, as the one who saw it
+#: announces it (each a ``(regex, how)``; ``how`` gives the signal's name
+#: and number from the match):
+#: Open MPI's handler (opal/util/stacktrace.c: "[%s:%05d] Signal: %s
+#: (%d)"), mpirun / prterun ("... noticed that process rank %d with PID %d
+#: on node %s exited on signal %d (%s)."), MPICH's "EXIT STRING: %s
+#: (signal %d)", UCX's "Caught signal %d (%s: ...)", the shell and srun
+#: ("Segmentation fault (core dumped)", "srun: error: %s: task %d:
+#: Aborted (core dumped)"), and glibc's abort on a damaged heap
+#: (malloc/malloc.c malloc_printerr: "free(): corrupted unsorted chunks",
+#: "double free or corruption (out)", ...; older glibc wraps it as "*** Error
+#: in `%s': %s: 0x%s ***", older still "*** glibc detected *** %s: %s: 0x%s
+#: ***") and on a smashed stack: both abort (signal 6)
+_SIGNAL = (
+    (re.compile(r'\bSignal: ([A-Z][\w ]*?) \((\d+)\)'),
+     lambda m: (m.group(1), int(m.group(2)))),
+    (re.compile(r'\bexited on signal (\d+)(?: \(([^)]+)\))?'),
+     lambda m: (m.group(2), int(m.group(1)))),
+    (re.compile(r'EXIT STRING: ([A-Z][\w ]*?) \(signal (\d+)\)'),
+     lambda m: (m.group(1), int(m.group(2)))),
+    (re.compile(r'\bCaught signal (\d+) \(([A-Z][\w ]*?)[:)]'),
+     lambda m: (m.group(2), int(m.group(1)))),
+    (re.compile(r'^(?:.*?: line \d+: *\d+ +|srun: error: \S+: tasks? '
+                r'[\d,\-]+: )?(Segmentation fault|Aborted|Bus error|'
+                r'Illegal instruction|Floating point exception)'
+                r'(?: +\(core dumped\))?(?:\s|$)'),
+     lambda m: (m.group(1), None)),
+    (re.compile(r'^(?:\*\*\* Error in `[^`]*\'?: |\*\*\* glibc detected '
+                r'\*\*\* [^:]*: )?(?:(?:free|malloc|realloc|'
+                r'calloc|munmap_chunk|malloc_consolidate|_int_free|'
+                r'_int_malloc|tcache_thread_shutdown)\(\): [a-z]|double free '
+                r'or corruption|corrupted size vs\. prev_size|corrupted '
+                r'double-linked list)|\*\*\* stack smashing detected \*\*\*'),
+     lambda m: ('Aborted', 6)),
+)
+
+
+def signal_of(line):
+    """``'<name> (<number>)'`` of the signal ``line`` announces a process
+    died of (:data:`_SIGNAL`), or None."""
+    for rx, how in _SIGNAL:
+        m = rx.search(line)
+        if m:
+            name, num = how(m)
+            if num is None:
+                num = _SIGNAL_NUMBERS.get((name or '').lower())
+            name = name or _SIGNAL_NAMES.get(num) or 'signal'
+            return f'{name} ({num})' if num is not None else name
+    return None
+
+
+#: the command line of a run pasted with its output: the program
+#: (``all_reduce_perf``, ``all_gather_perf_mpi``) and its ``-b`` / ``-e`` /
+#: ``-f`` (nccl-tests src/common.cu: ``--minbytes``, ``--maxbytes``,
+#: ``--stepfactor``; sizes with a K / M / G suffix, powers of 1024)
+_COMMAND = re.compile(r'(?:^|[\s/])([a-z_]+)_perf(?:_mpi)?(?=\s)(.*)$')
+_CMD_OPT = re.compile(r'(?:^|\s)(-b|-e|-f|--minbytes|--maxbytes|'
+                      r'--stepfactor)(?:\s+|=)(\d+)([KkMmGg]?)\b')
+_UNITS = {'': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30}
+#: the processes a launcher line asks for: mpirun / mpiexec / prterun
+#: ``-np N`` / ``-n N``; srun ``-n N`` / ``--ntasks=N``, or ``-N`` /
+#: ``--nodes`` times ``--ntasks-per-node``
+_MPI_NP = re.compile(r'\b(?:mpirun|mpiexec|prterun)\b.*?\s(?:-np|-n|--np|'
+                     r'-c)[\s=]+(\d+)\b')
+_SRUN = re.compile(r'\bsrun\b')
+_SRUN_NTASKS = re.compile(r'\s(?:-n|--ntasks)[\s=]+(\d+)\b')
+_SRUN_NODES = re.compile(r'\s(?:-N|--nodes)[\s=]+(\d+)\b')
+_SRUN_PER_NODE = re.compile(r'\s--ntasks-per-node[\s=]+(\d+)\b')
+
+
+def _launched(line):
+    """The processes the launcher part ``line`` of a command asks for, or
+    None."""
+    m = _MPI_NP.search(line)
+    if m:
+        return int(m.group(1))
+    if _SRUN.search(line):
+        m = _SRUN_NTASKS.search(line)
+        if m:
+            return int(m.group(1))
+        n, per = _SRUN_NODES.search(line), _SRUN_PER_NODE.search(line)
+        if n and per:
+            return int(n.group(1)) * int(per.group(1))
+    return None
+
+
+def _command(res, line):
+    """Read the collective and the sizes asked of a pasted command line
+    (a sweep by a factor: ``-b``, ``-e`` and ``-f`` >= 2 all given)."""
+    m = _COMMAND.search(line)
+    if not m:
+        return False
+    opts = {}
+    for o in _CMD_OPT.finditer(m.group(2)):
+        key = {'--minbytes': '-b', '--maxbytes': '-e',
+               '--stepfactor': '-f'}.get(o.group(1), o.group(1))
+        opts[key] = int(o.group(2)) * _UNITS[o.group(3).lower()]
+    if not ('-b' in opts or '-e' in opts):
+        return False
+    res.collective = res.collective or m.group(1) + '_perf'
+    procs = _launched(line[:m.start()])
+    if procs:
+        per = 1
+        for flag in ('-g', '-t'):
+            o = re.search(r'(?:^|\s)' + flag + r'\s+(\d+)\b', m.group(2))
+            per *= int(o.group(1)) if o else 1
+        res.launcher_ranks = procs * per
+    if '-b' in opts and '-e' in opts and opts.get('-f', 0) >= 2:
+        res.command_sizes = (opts['-b'], opts['-e'], opts['-f'])
+    return True
+
+
 _DATE = re.compile(r'^\d{4}-\d{2}-\d{2}$')
 #: the start of a data row: size, count, type
 _ROW_START = re.compile(r'^\d+\s+\d+\s+[A-Za-z]\w*\b')
 _TIME = re.compile(r'^\d{2}:\d{2}:\d{2}$')
+#: an error printed behind the start of a size's row: nccl-tests prints a
+#: size's preamble (size, count, type, redop, root) before timing it, and a
+#: rank that fails there prints its "<host>: Test NCCL failure ..." on the
+#: same line, glued to the root column
+_ROW_THEN_ERROR = re.compile(
+    r'^(?P<size>\d+)\s+\d+\s+[A-Za-z]\w*\s+\S+\s+-?\d+(?P<err>\S.*)$')
 _COUNT = re.compile(r'^-?\d+$')
 
 #: nccl-tests < 2.12 (``error`` column): a result is wrong when its largest
@@ -239,6 +365,12 @@ def _parse_row(line, delta_col=False, per_iter=False):
 _LOG_NRANKS = re.compile(r'\brank \d+ nranks (\d+)', re.I)
 
 
+#: a launcher's tag at the end of a line's text: where another process's
+#: line (its own tag first) was written into the middle of a row
+_TAG_TAIL = re.compile(r'\s*\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?\s*$')
+_TAG_MID = re.compile(r'\s*\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?\s*')
+
+
 def _strip_nccl_log(lines, warn_lines=None, sizes=None):
     """Yield the lines of ``lines`` without prefixes and with NCCL's own
     log lines removed, joining a table row that a log line cut in two.
@@ -254,7 +386,9 @@ def _strip_nccl_log(lines, warn_lines=None, sizes=None):
             n = _LOG_NRANKS.search(line)
             if n and sizes is not None:
                 sizes.append(int(n.group(1)))
-            head = line[:m.start()]
+            # the launcher's tag of the other process's line ("[1] ",
+            # "[1,1]<stdout>: ") that cut the row is not the row's
+            head = _TAG_TAIL.sub(' ', line[:m.start()])
             if not _BARE_HOST.match(head):     # a row cut by the log line
                 pending += head
             continue
@@ -291,23 +425,35 @@ def _rank_count(res, logged):
     (:func:`ccl_health.evidence.collectives.ranks_of_factor`), or None:
     unknown, never one rank by default."""
     ids = set(res.rank_ids)
+    factor = _factor_ranks(res)
     if res.devices and not _processes_cut(res) and (
             res.repeated_ranks or not res.rank_ids or
             ids == set(range(len(ids)))):
-        if not (logged and max(logged) > len(ids) and not res.repeated_ranks):
-            return len(ids) if res.repeated_ranks else len(res.devices)
+        seen = len(ids) if res.repeated_ranks else len(res.devices)
+        # the rank lines are cut where the launcher line, NCCL's own
+        # lines or the busbw / algbw factor name more ranks
+        more = [n for n in (max(logged) if logged else None,
+                            res.launcher_ranks, factor) if n and n > seen]
+        if res.repeated_ranks or not more:
+            return seen
     res.rank_lines_partial = bool(res.devices)
     if logged:
         return max(logged)
-    if res.collective and res.rows:
-        from ccl_health.evidence import collectives
-        pairs = [(m.algbw, m.busbw) for r in res.rows
-                 for m in (r.out_of_place, r.in_place) if m is not None]
-        try:
-            return collectives.ranks_of_factor(res.collective, pairs)
-        except CclHealthError:
-            return None
-    return None
+    return res.launcher_ranks or factor
+
+
+def _factor_ranks(res):
+    """The rank count the busbw / algbw factor of the collective shows,
+    or None."""
+    if not (res.collective and res.rows):
+        return None
+    from ccl_health.evidence import collectives
+    pairs = [(m.algbw, m.busbw) for r in res.rows
+             for m in (r.out_of_place, r.in_place) if m is not None]
+    try:
+        return collectives.ranks_of_factor(res.collective, pairs)
+    except CclHealthError:
+        return None
 
 
 def _finish(res, logged=()):
@@ -336,6 +482,16 @@ def _run_header(res, m):
     res.min_bytes, res.max_bytes = int(m.group(3)), int(m.group(4))
     res.step = int(m.group(5))
     res.step_factor = res.step if m.group(6) == 'factor' else None
+
+
+def _error_of(line):
+    """The error of ``line`` without the row preamble it was printed
+    behind (:data:`_ROW_THEN_ERROR`): ``vm: Test NCCL failure ... (at size
+    134217728 B)``; other lines as they are."""
+    m = _ROW_THEN_ERROR.match(line)
+    if not m or not _ERROR.search(m.group('err')):
+        return line
+    return f'{m.group("err").strip()} (at size {m.group("size")} B)'
 
 
 # long: one pass over the lines of an output: a state machine
@@ -405,8 +561,12 @@ def parse_text(text):
                 continue
             m = _VERSION.match(s)
             if m:
-                res.tests_version = m.group(1)
-                res.nccl_version = int(m.group(3))
+                if m.group(1) == 'rccl':
+                    res.tests_version = 'rccl-tests ' + m.group(2)
+                    res.format = 'rccl-tests'
+                else:
+                    res.tests_version = m.group(2)
+                res.nccl_version = int(m.group(4))
             m = _STARTING.match(s)
             if m:
                 res.collective = m.group(1)
@@ -433,10 +593,21 @@ def parse_text(text):
             res.errors.append(s)
             continue
         row = _parse_row(s, res.check_column == 'error', per_iter)
+        if not row and _ROW_START.match(s) and _TAG_MID.search(s):
+            # a launcher's tag written into the middle of the row
+            row = _parse_row(_TAG_MID.sub(' ', s),
+                             res.check_column == 'error', per_iter)
         if row:
             res.rows.append(row)
-        elif _ERROR.search(s):
+            continue
+        sig = signal_of(s)
+        if sig:
             res.errors.append(s)
+            res.signal = res.signal or sig
+        elif '_perf' in s and _command(res, s):
+            continue
+        elif _ERROR.search(s):
+            res.errors.append(_error_of(s))
         elif _ROW_START.match(s) and res.check_column is not None:
             head = s          # joined with the rest of the row that follows
     res.errors.extend(w for w in warns if _ERROR.search(w))

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from typing import List, Optional
 
+from ccl_health.sitedata import sysconfig
+
 
 @dataclasses.dataclass
 class Gpus:
@@ -24,6 +26,15 @@ class Gpus:
     #: the UUID of each GPU, by index (nvidia-smi ``GPU-<uuid>``, rocminfo
     #: ``GPU-<hex>``); empty where unknown
     uuids: List[str] = dataclasses.field(default_factory=list)
+
+    def describe(self):
+        """``2 x NVIDIA H200 (sm_90, driver 570.124.06)``: only what is
+        known (an assumed count has no driver: ``2 x assumed (2:sm_80)
+        (sm_80)``, never ``driver )``)."""
+        facts = ', '.join(x for x in (
+            self.arch, f'driver {self.driver}' if self.driver else '') if x)
+        return (f'{self.count} x {self.model or "GPU"}' +
+                (f' ({facts})' if facts else ''))
 
 
 def _run(cmd, timeout=20, env=None, keep_stdout=False):
@@ -340,7 +351,6 @@ def load_system_file(path, gpus, prefix='ccl_health_config'):
     :class:`Gpus`) as the GPUs it detects: a system file that counts the
     GPUs of the host (``local``) counts these, detected once by the caller
     (or assumed, to check its shape)."""
-    from ccl_health.sitedata import sysconfig
     global detect_gpus
     detect = detect_gpus
     detect_gpus = lambda env=None, whole_node=False: gpus  # noqa: E731
@@ -348,3 +358,51 @@ def load_system_file(path, gpus, prefix='ccl_health_config'):
         return sysconfig.load_file(path, prefix)
     finally:
         detect_gpus = detect
+
+
+def submitted_to(config_dir, asked, hostname, gpus, which=None):
+    """Where ReFrame's jobs go when none runs on this host: ``(['mycluster:
+    gpu', ...], '')``, the partitions ReFrame would use (``asked``: its
+    ``--system`` value ``SYSTEM`` or ``SYSTEM:PARTITION``, else the system
+    whose ``hostnames`` match ``hostname``) when every one of them is
+    scheduled by a batch system (Slurm: ``slurm`` / ``squeue``, ...) whose
+    submit command (``sbatch``) is on PATH (``which``, default
+    :func:`shutil.which`).  ``([], why)`` otherwise: one of them runs its
+    jobs on this host (``local``; ``why`` empty), the submit command is
+    not here (a laptop: ``why`` names it), or the system is not found
+    (ReFrame itself says so).  ``gpus`` are the GPUs a system file that
+    counts this host's sees."""
+    import shutil
+    which = which or shutil.which
+    sysname, _, partname = (asked or '').partition(':')
+    systems = []
+    for _, path in sysconfig.system_files(config_dir):
+        try:
+            system = load_system_file(path, gpus,
+                                      'ccl_health_where_jobs_go').system
+        except Exception:          # ReFrame's own load names the error
+            continue
+        if isinstance(system, dict):
+            systems.append(system)
+    if sysname:
+        system = next((s for s in systems if s.get('name') == sysname), None)
+    else:
+        try:
+            system = sysconfig.system_of_host(systems, hostname)
+        except re.error:
+            system = None
+    if system is None:
+        return [], ''
+    parts = [p for p in system.get('partitions') or []
+             if not partname or p.get('name') == partname]
+    scheds = {p.get('scheduler', 'local') for p in parts}
+    if not parts or scheds & set(sysconfig.HERE_SCHEDULERS):
+        return [], ''
+    names = [f'{system["name"]}:{p.get("name")}' for p in parts]
+    submit = sysconfig.SUBMIT_COMMAND
+    missing = sorted({submit[s] for s in scheds
+                      if s in submit and not which(submit[s])})
+    if missing:
+        return [], (f'{", ".join(names)} submits with {", ".join(missing)}, '
+                    f'which is not on PATH here')
+    return names, ''

@@ -86,6 +86,11 @@ def _no_channel_fallback(asked, t, ev):
     ``NET/OFI`` lines only), or None when none shows anything."""
     if ev.nranks_seen == 1:
         return None        # one rank connects nothing: it needs no network
+    if not ev.plugin_asked:
+        # NCCL's "Using network IB" alone is its choice at init, not a
+        # connection: a fallback without channels only where the log shows
+        # the plugin it asks for failing or not found
+        return None
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
     if ev.plugin_asked:
         # the plugin asked for was not found: NCCL's own network instead
@@ -101,7 +106,9 @@ def _no_channel_fallback(asked, t, ev):
         return None
     proven = 'net-ib' if all(r.networks == {'IB'} for r in fell) \
         else 'net-socket'
-    if t is not None and t.name == proven:
+    if t is not None and t.network == transports.get(proven).network:
+        # the network asked for (GPUDirect RDMA or not shows only on the
+        # channel lines there are none of)
         return None
     line = next((r.fell_back_line for r in fell if r.fell_back_line), None)
     why = f': {line}' if line else ''
@@ -111,6 +118,47 @@ def _no_channel_fallback(asked, t, ev):
     return Proof(asked, proven, False,
                  head + 'no channel lines (the run stopped before its '
                  'channels were connected, or the log was cut)')
+
+
+def _several_runs(ev):
+    """Where the log holds separate runs (communicators that share no
+    rank: :attr:`ccl_health.evidence.debuglog.Evidence.runs`) whose ranks
+    show different networks or channels: one line naming each run's hosts
+    and what it shows (each is judged on its own, never as one run whose
+    ranks differ); else None."""
+    runs = getattr(ev, 'runs', None) or []
+    if len(runs) < 2:
+        return None
+    shown = []
+    for keys in runs:
+        ranks = [ev.ranks[k] for k in keys]
+        via = {}
+        for r in ranks:
+            for k, n in r.via.items():
+                via[k] = via.get(k, 0) + n
+        nets = sorted({n for r in ranks for n in r.networks})
+        hosts = sorted({k.rsplit(':', 1)[0] for k in keys})
+        what = (_describe(via) if via else
+                'network ' + ', '.join(nets) + ' named, no channel line'
+                if nets else 'no channel line')
+        shown.append((', '.join(hosts[:3]) + (', ...' if len(hosts) > 3
+                                                else ''), len(keys), what))
+    if len({w for _, _, w in shown}) < 2:
+        return None
+    parts = '; '.join(f'run {i + 1} on {h} ({n} process(es)): {w}'
+                      for i, (h, n, w) in enumerate(shown))
+    return (f'the log holds {len(runs)} separate runs (communicators that '
+            f'share no rank): {parts}: the transport is not proven for one '
+            f'run; give each run\'s log alone')
+
+
+def _gdr_off(t, ev):
+    """Where GPUDirect RDMA was asked (``t``) and the log says it was
+    turned off ("disabling GDR", "GPU Direct RDMA Disabled for HCA"), that
+    line, as a clause; else ''."""
+    if t is None or not t.needs_gdr or not ev.gdr_off_reason:
+        return ''
+    return f'; GPUDirect RDMA was turned off: {ev.gdr_off_reason}'
 
 
 def _missing_ranks(ev, expected):
@@ -155,6 +203,9 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '
                          'asked' + shown)
+    several = _several_runs(ev)
+    if several:
+        return Proof(asked, None, False, several)
     kept_on = not any(ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
                                                       'NCCL_SHM_DISABLE'))
     if from_log and nodes == 1 and kept_on and ev.proven() == 'intra':
@@ -223,10 +274,19 @@ def _prove(t, ev, nodes):
         fb = _no_channel_fallback(asked, t, ev)
         if fb is not None:
             return fb
+        named = sorted({r.using_network for r in ev.ranks.values()
+                        if r.using_network} | ({ev.using_network} if
+                                               ev.using_network else set()))
+        if named:
+            return Proof(asked, None, False,
+                         f'no channel line in the log (NCCL named network '
+                         f'{", ".join(named)} at init, and no connection is '
+                         f'shown): the transport is not proven'
+                         f'{_gdr_off(t, ev)}')
         return Proof(asked, None, False,
                      'no channel was connected (no "via" lines in the NCCL '
                      'debug log): the run stopped before NCCL set up its '
-                     'transports')
+                     'transports' + _gdr_off(t, ev))
     if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
         return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
@@ -256,8 +316,8 @@ def _prove(t, ev, nodes):
 def _prove_builtin(t, p, ev, seen):
     """``t`` one of NCCL's builtin networks, ``p`` what the channels
     prove."""
-    if p is t:
-        paths = ev.net_paths
+    paths = ev.net_paths
+    if p.network == t.network and all(t.accepts_path(k) for k in paths):
         total = sum(paths.values())
         on = sum(n for k, n in paths.items() if k.endswith('/GDRDMA'))
         if total and on == total:
@@ -271,6 +331,9 @@ def _prove_builtin(t, p, ev, seen):
             gdr = (f', GPUDirect RDMA on {on} of {total} network channel '
                    f'lines')
         return Proof(t.name, p.name, True, f'{t.passed}{gdr} ({seen})')
+    if p.network == t.network:
+        # the network asked for, without GPUDirect RDMA on every channel
+        return _gdr_lost(t, p, ev, seen, f'{p.title} ran')
     if p.builtin and transports.order(p.name) < transports.order(t.name):
         # a weaker builtin network: sockets instead of IB
         why = (f': {ev.ib_off_reason}' if t.network == 'IB' and
@@ -291,6 +354,31 @@ def _prove_builtin(t, p, ev, seen):
                  f'({seen}): a plugin was loaded (NCCL_NET_PLUGIN)')
 
 
+#: why NCCL's builtin IB finds no GPUDirect RDMA for an HCA
+#: (src/transport/net_ib: ncclIbGdrSupport() looks for the kernel module,
+#: /sys/module/nvidia_peermem or the older nv_peer_mem's
+#: /sys/kernel/mm/memory_peers/nv_mem; ncclIbDmaBufSupport() for DMA-BUF;
+#: src/graph/topo.cc then logs "NET/IB : GPU Direct RDMA Disabled for HCA")
+IB_GDR_HINT = ('NCCL found no GPUDirect RDMA support for the HCA: is the '
+               'nvidia_peermem module loaded (/sys/module/nvidia_peermem), '
+               'or DMA-BUF available?')
+
+
+def _gdr_lost(t, p, ev, seen, what):
+    """A transport that needs GPUDirect RDMA on every network channel
+    (``t``) that ran without it on some (``p``): a fallback, with the
+    log's reason (and, for NET/IB, what to look at)."""
+    nets = ev.net_paths
+    off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
+    why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
+    if t.network == 'IB' and (not ev.gdr_off_reason or
+                              'for HCA' in ev.gdr_off_reason):
+        why += f'{"; " if why else ": "}{IB_GDR_HINT}'
+    return Proof(t.name, p.name, False,
+                 f'{what} without GPUDirect RDMA on {off} of '
+                 f'{sum(nets.values())} network channels ({seen}){why}')
+
+
 def _prove_plugin(t, p, ev, seen):
     """``t`` a transport over the net plugin, ``p`` what the channels
     prove."""
@@ -302,7 +390,7 @@ def _prove_plugin(t, p, ev, seen):
                '' if ev.plugin_name else '; no "Loaded net plugin" line')
         return Proof(t.name, p.name, False,
                      f'fell back to {p.title} instead of the plugin '
-                     f'({seen}){why}')
+                     f'({seen}){why}{_gdr_off(t, ev)}')
     plugin = ev.plugin_name
     if not plugin:
         return Proof(t.name, p.name, False,
@@ -315,9 +403,4 @@ def _prove_plugin(t, p, ev, seen):
     if not t.needs_gdr or p.needs_gdr:
         return Proof(t.name, p.name, True,
                      f'{t.passed.format(plugin=plugin)} ({seen}){named}')
-    nets = ev.net_paths
-    off = sum(n for k, n in nets.items() if not k.endswith('/GDRDMA'))
-    why = f': {ev.gdr_off_reason}' if ev.gdr_off_reason else ''
-    return Proof(t.name, p.name, False,
-                 f'plugin {plugin} ran without GPUDirect RDMA on {off} of '
-                 f'{sum(nets.values())} network channels ({seen}){why}')
+    return _gdr_lost(t, p, ev, seen, f'plugin {plugin} ran')

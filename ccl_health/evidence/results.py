@@ -115,6 +115,18 @@ class SweepResult:
     #: ``nGpus`` (GPUs per process) and ``nThread(s)`` of the header
     gpus_per_process: Optional[int] = None
     threads: Optional[int] = None
+    #: the signal a process of the run died of, as its launcher, the C
+    #: library or the shell announced it ('Aborted (6)', 'Segmentation
+    #: fault (11)'), or None
+    signal: Optional[str] = None
+    #: where the header is missing, the sizes of the command line pasted
+    #: with the output (``all_reduce_perf -b 64K -e 4G -f 2``): where the
+    #: sweep was asked to go (``min_bytes`` .. ``max_bytes`` stay None)
+    command_sizes: Optional[tuple] = None
+    #: the ranks the pasted launcher line asks for (``mpirun -np 16``,
+    #: ``srun --nodes 2 --ntasks-per-node 8``, times the program's ``-g`` /
+    #: ``-t``), or None
+    launcher_ranks: Optional[int] = None
 
     @property
     def complete(self):
@@ -163,13 +175,18 @@ class SweepResult:
         ``step``), or None when the header was not read.  The program
         rounds each size down to whole elements of its type, so compare
         with the rows' sizes by that rule."""
-        if None in (self.min_bytes, self.max_bytes, self.step) or \
-                self.step < 1 or self.min_bytes < 0:
+        lo, hi, step, factor = self.min_bytes, self.max_bytes, self.step, \
+            self.step_factor
+        if None in (lo, hi, step) and self.command_sizes:
+            # no header: the command line pasted with the output
+            lo, hi, step = self.command_sizes
+            factor = step
+        if None in (lo, hi, step) or step < 1 or lo < 0:
             return None
-        sizes, size = [], self.min_bytes
-        while size <= self.max_bytes and len(sizes) < 10000:
+        sizes, size = [], lo
+        while size <= hi and len(sizes) < 10000:
             sizes.append(size)
-            nxt = size * self.step if self.step_factor else size + self.step
+            nxt = size * step if factor else size + step
             if nxt <= size:
                 break
             size = nxt

@@ -40,6 +40,8 @@ import itertools
 import json
 from typing import Dict, FrozenSet, List, Sequence
 
+from ccl_health import safefile
+
 #: what a broken node does to every step it is part of
 NODE_FAULTS = ('crash', 'slow', 'wrong', 'hang')
 #: a step's outcome, worst first (a hang hides everything else)
@@ -138,8 +140,8 @@ class FaultPlan:
         return h / 2 ** 32 < self.broken_fabric
 
     def save(self, path):
-        with open(path, 'w') as fp:
-            json.dump(self.to_dict(), fp, indent=1, sort_keys=True)
+        safefile.write_atomic(path, json.dumps(self.to_dict(), indent=1,
+                                               sort_keys=True))
 
     def outcome(self, nodes: Sequence[str]) -> Outcome:
         nodes = list(nodes)

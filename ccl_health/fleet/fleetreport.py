@@ -13,12 +13,15 @@ from typing import List
 
 from ccl_health import safefile
 from ccl_health.judge import series
+from ccl_health.fleet.hostlist import natural_key
 from ccl_health.judge.verdicts import Verdict
 
 PAGE = 'fleet.html'
 SUMMARY = 'fleet.json'
 #: above this many nodes the pair matrix becomes a list of failed pairs
 MATRIX_MAX = 64
+#: up to this many nodes each bar of the per-node chart is named under it
+NAMED_BARS = 64
 
 #: the head of both pages (the fleet run and the back-to-service run)
 _HEAD = """<!doctype html>
@@ -43,7 +46,7 @@ _TEMPLATE = _HEAD + """<h1>{{ 'SIMULATED ' if s.get('simulated') else '' }}Fleet
 rehearsed the procedure on the simulated scheduler with a fault plan; no node
 was measured and nothing here is a finding about the machine (recorded:
 {{ s.get('recorded') or 'nothing' }}).</p>{% endif %}
-<p class="note">{{ s.system }} {{ s.partition }}: {{ s.nodes_checked }} nodes
+<p class="note">{{ where + ': ' if where }}{{ s.nodes_checked }} nodes
 checked in {{ '%.0f' % s.seconds }} s over {{ s.rounds|length }} rounds.</p>
 <table>
 <tr><th>healthy</th><td class="ok">{{ s.healthy|length }}</td></tr>
@@ -89,7 +92,9 @@ def _e(text):
 
 
 def distribution_svg(busbw, marked, threshold=None, width=900, height=220):
-    """A strip of per-node busbw (sorted), outliers in red."""
+    """A strip of per-node busbw (sorted), outliers in red; each bar
+    named by its node under it (up to :data:`NAMED_BARS` nodes; more: in
+    each bar's tooltip)."""
     items = sorted(busbw.items(), key=lambda kv: kv[1])
     if not items:
         return '<p class="note">no node busbw (no node check reported one)</p>'
@@ -97,24 +102,32 @@ def distribution_svg(busbw, marked, threshold=None, width=900, height=220):
     n = len(items)
     pad = 40
     w = (width - 2 * pad) / max(1, n)
+    base = height - 20                    # the bars' baseline
+    named = n <= NAMED_BARS
+    room = 6 + 5 * max(len(str(k)) for k, _ in items) if named else 0
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-           f'height="{height}" role="img" aria-label="per-node busbw">',
+           f'height="{height + room}" role="img" aria-label="per-node busbw">',
            f'<text x="4" y="14" font-size="11">GB/s (max {top / 1.1:.1f})'
            f'</text>']
     for i, (node, v) in enumerate(items):
         h = (height - 40) * v / top
         x = pad + i * w
         colour = '#b00020' if node in marked else '#4a7ab5'
-        out.append(f'<rect x="{x:.2f}" y="{height - 20 - h:.2f}" '
+        out.append(f'<rect x="{x:.2f}" y="{base - h:.2f}" '
                    f'width="{max(w - 0.5, 0.5):.2f}" height="{h:.2f}" '
                    f'fill="{colour}"><title>{_e(node)}: {v:.2f} GB/s'
                    f'</title></rect>')
+        if named:            # the bar's node, under it
+            cx, cy = x + w / 2, base + 4
+            out.append(f'<text x="{cx:.2f}" y="{cy:.2f}" font-size="9" '
+                       f'text-anchor="end" transform="rotate(-60 {cx:.2f} '
+                       f'{cy:.2f})">{_e(node)}</text>')
     if threshold:
-        y = height - 20 - (height - 40) * threshold / top
+        y = base - (height - 40) * threshold / top
         out.append(f'<line x1="{pad}" x2="{width - pad}" y1="{y:.2f}" '
                    f'y2="{y:.2f}" stroke="#b00020" stroke-dasharray="4 3"/>')
-    out.append(f'<text x="{pad}" y="{height - 4}" font-size="11">{n} nodes, '
-               f'slowest left</text></svg>')
+    out.append(f'<text x="{pad if not named else 4}" y="{height + room - 4}" '
+               f'font-size="11">{n} nodes, slowest left</text></svg>')
     return '\n'.join(out)
 
 
@@ -134,7 +147,8 @@ def pairs_html(summary):
     steps = pair_steps(summary)
     if not steps:
         return '<p class="note">no pair steps</p>'
-    nodes = sorted({n for a, b, *_ in steps for n in (a, b)})
+    nodes = sorted({n for a, b, *_ in steps for n in (a, b)},
+                   key=natural_key)
     links = {frozenset((a, b)) for a, b, _ in summary['suspect_links']}
     if len(nodes) > MATRIX_MAX:
         bad = [s for s in steps if s[2] != 'pass' or
@@ -248,8 +262,9 @@ def render(summary):
     s.setdefault('run_id', '')
     s.setdefault('system', '')
     s.setdefault('partition', '')
+    where = ':'.join(x for x in (s['system'], s['partition']) if x)
     return env.from_string(_TEMPLATE).render(
-        s=s, named=named_rows(s),
+        s=s, named=named_rows(s), where=where,
         dist=Markup(distribution_svg(s.get('node_busbw', {}),
                                      set(s['stragglers']),
                                      b.threshold if b else None)),

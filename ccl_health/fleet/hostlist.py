@@ -38,3 +38,11 @@ def expand_hostlist(text: str) -> List[str]:
                 for tail in expand_hostlist(post) if post else ['']:
                     out.append(f'{pre}{str(i).zfill(len(lo))}{tail}')
     return out
+
+
+def natural_key(name):
+    """The sort key of a node name as people count: ``n2`` before ``n10``
+    (its digit runs compared as numbers)."""
+    import re
+    return [(0, int(part), '') if part.isdigit() else (1, 0, part)
+            for part in re.split(r'(\d+)', str(name)) if part]

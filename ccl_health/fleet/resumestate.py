@@ -16,7 +16,7 @@ import stat
 import tempfile
 from typing import Dict, Optional
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 
 STATE = 'nodes.json'
 
@@ -29,7 +29,7 @@ def _now():
 def open_lock(path: str) -> int:
     """The descriptor of the lock file ``path``, made if missing: never
     through a link (O_NOFOLLOW), only a regular file of this user."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    safefile.own_dir(os.path.dirname(path), 'fleet state folder')
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW |
                      os.O_CLOEXEC, 0o600)
@@ -70,14 +70,28 @@ def state_path(output_dir: str) -> str:
     return os.path.join(output_dir, 'fleet', STATE)
 
 
+def state_dir(output_dir: str, make: bool = False) -> str:
+    """The state's folder (``<output>/fleet``), made when ``make``; one
+    that is there is used only when it is a real folder of this user
+    (:func:`ccl_health.safefile.own_dir`): in another user's folder a
+    planted ``nodes.json`` would resume its nodes unchecked."""
+    folder = os.path.dirname(state_path(output_dir))
+    if make or os.path.lexists(folder):
+        safefile.own_dir(folder, 'fleet state folder')
+    return folder
+
+
 def load_state(output_dir: str) -> dict:
     """``{node: {'passes', 'checks', 'fails', 'events': [{time, event,
     reason}], 'last_check': {time, outcome, reason}}}`` (events: drain,
-    pass, fail, could-not-check, resume)."""
+    pass, fail, could-not-check, resume).  A state file (or its folder)
+    of another user, or a link, is refused (:class:`CclHealthError`),
+    never trusted."""
+    state_dir(output_dir)
     try:
-        with open(state_path(output_dir)) as fp:
-            doc = json.load(fp)
-    except (OSError, ValueError):
+        text = safefile.read_own(state_path(output_dir), 'fleet state')
+        doc = json.loads(text) if text is not None else {}
+    except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -85,13 +99,14 @@ def load_state(output_dir: str) -> dict:
 def save_state(output_dir: str, state: dict):
     """The whole state, atomically: a new file of its own (never through a
     link), then renamed over the old one."""
-    _save_json(state_path(output_dir), state)
+    _save_json(output_dir, state_path(output_dir), state)
 
 
-def _save_json(path: str, doc: dict):
-    """``doc`` into ``path``, atomically and durably (fsync before the
-    rename): a new file of its own, never through a link."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+def _save_json(output_dir: str, path: str, doc: dict):
+    """``doc`` into ``path`` (in the state folder of ``output_dir``, of
+    this user), atomically and durably (fsync before the rename): a new
+    file of its own, never through a link."""
+    state_dir(output_dir, make=True)
     fd, tmp = tempfile.mkstemp(prefix='.nodes-', suffix='.tmp',
                                dir=os.path.dirname(path))
     try:
@@ -128,13 +143,16 @@ def intent_path(output_dir: str, partition: Optional[str]) -> str:
 
 def load_intent(output_dir: str, partition: Optional[str]) -> Optional[dict]:
     """``{'reservation', 'nodes': {node: reason}, 'resumed': bool, 'pid',
-    'host', 'started'}`` of a resume not finished, or None."""
+    'host', 'started'}`` of a resume not finished, or None.  A file (or
+    folder) of another user, or a link, is refused, never acted on."""
+    state_dir(output_dir)
     try:
-        with open(intent_path(output_dir, partition)) as fp:
-            doc = json.load(fp)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
+        text = safefile.read_own(intent_path(output_dir, partition),
+                                 'unfinished resume')
+        if text is None:
+            return None
+        doc = json.loads(text)
+    except ValueError as err:
         raise CclHealthError(f'{intent_path(output_dir, partition)}: an '
                              f'unfinished resume that cannot be read '
                              f'({err}): check its nodes by hand, then remove '
@@ -143,7 +161,7 @@ def load_intent(output_dir: str, partition: Optional[str]) -> Optional[dict]:
 
 
 def save_intent(output_dir: str, partition: Optional[str], intent: dict):
-    _save_json(intent_path(output_dir, partition), intent)
+    _save_json(output_dir, intent_path(output_dir, partition), intent)
 
 
 def drop_intent(output_dir: str, partition: Optional[str]):
@@ -154,6 +172,7 @@ def drop_intent(output_dir: str, partition: Optional[str]):
 def update_state(output_dir: str, change):
     """``change(state)`` on the state read under its lock, then saved:
     what another run wrote meanwhile is kept."""
+    state_dir(output_dir, make=True)
     with locked(state_path(output_dir) + '.lock'):
         state = load_state(output_dir)
         out = change(state)

@@ -50,6 +50,9 @@ class Raw:
     #: the step's NCCL debug logs (NCCL_DEBUG_FILE), where it wrote any:
     #: the transport is proven from them (and from NCCL lines in stdout)
     debug_logs: List[str] = dataclasses.field(default_factory=list)
+    #: what NCCL's RAS said before a killed step was stopped
+    #: (:class:`ccl_health.evidence.ras.Answer`); None: not asked
+    ras: Any = None
 
 
 @dataclasses.dataclass
@@ -79,8 +82,9 @@ def _last_line(text):
 
 def judge_node(raw: Raw, limit: float):
     """``(verdict, reason, busbw)`` of one node check.  Healthy only on
-    exit 0 with the hook's JSON saying so too; bad only on exit 1 with the
-    hook's JSON saying so (an exit 1 of srun itself is not the hook's);
+    exit 0 with the hook's JSON saying so too; bad on exit 1 with the
+    hook's JSON saying so, or, where its JSON could not be written, with
+    its ``UNHEALTHY:`` line (an exit 1 of srun itself is not the hook's);
     a kill at the bound is a hang (bad)."""
     node = raw.step.nodes[0]
     if raw.killed:
@@ -100,7 +104,14 @@ def judge_node(raw: Raw, limit: float):
         if not v.failed:
             v = Verdict.CRASH
         return v, doc.get('line') or line or 'UNHEALTHY', None
-    why = srun_failure(raw) or line or _last_line(raw.stderr)
+    srun_said = srun_failure(raw)
+    if raw.code == 1 and doc is None and not srun_said and \
+            line.startswith('UNHEALTHY: '):
+        # the hook measured a fault and said so, but its --json could not
+        # be written (a full shared folder, issue 41): its line is its
+        # verdict, never lost to the tool's own trouble
+        return Verdict.NODE_FAULT, line, None
+    why = srun_said or line or _last_line(raw.stderr)
     if raw.code in (0, 1) and doc is None:
         why = (f'exit status {raw.code} but no --json file from the node '
                f'check ({why or "no output"})')
@@ -124,9 +135,11 @@ def judge_step(raw: Raw, size: int, limit: float,
     steps that passed."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
-    if raw.killed:
-        return (*node_judge.killed(f'{what} did not finish', limit), None)
-    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what, site))
+    killed = node_judge.killed_at(f'{what} did not finish', limit) \
+        if raw.killed else None
+    # a hang through the judge too: it names the rank and node RAS named
+    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what, site,
+                            killed=killed))
     if j.verdict is not Verdict.PASS:
         return j.verdict, j.reason, None
     row = j.attempt and [f for f in j.findings if f.size == size]

@@ -18,6 +18,7 @@ drained node the plan leaves healthy passes."""
 import json
 import os
 
+from ccl_health import safefile
 from ccl_health.fleet import resumestate
 
 #: the folder of a rehearsal under the output folder
@@ -59,10 +60,9 @@ class SimSlurm:
         self.save()
 
     def save(self):
-        os.makedirs(self.folder, exist_ok=True)
-        with open(self.path, 'w') as fp:
-            json.dump({n: list(v) for n, v in sorted(self.nodes.items())},
-                      fp, indent=1)
+        safefile.own_dir(self.folder, 'rehearsal folder')
+        safefile.write_json(self.path, {n: list(v) for n, v in
+                                        sorted(self.nodes.items())})
 
     def _run(self, cmd, timeout=60):
         if cmd[:1] == ['sinfo']:

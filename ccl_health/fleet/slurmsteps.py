@@ -10,10 +10,11 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 from ccl_health.oneline import clean
 from ccl_health.fleet.rounds import Raw, Step
 from ccl_health.stops import dies_with_parent
@@ -25,6 +26,10 @@ USABLE = ('idle', 'mix', 'alloc', 'comp')
 
 #: seconds to wait for an srun to end after SIGTERM before SIGKILL
 TERM_WAIT = 5.0
+#: seconds, in all, to ask NCCL's RAS on a hung step's nodes before it is
+#: stopped, and the most nodes asked (one RAS answers for the whole step)
+RAS_BOUND = 20.0
+RAS_NODES = 4
 
 #: variables that shape a collective's transport: never taken from the
 #: caller's environment (one exported NCCL_P2P_DISABLE=1 would fail every
@@ -134,12 +139,33 @@ def _remove(path):
 
 
 def _read_json(path):
+    """The node check's JSON document, read only when it is a regular
+    file of this user, never through a link
+    (:func:`ccl_health.safefile.read_own`): a document another user
+    planted or swapped in is none (never a forged pass)."""
     try:
-        with open(path) as fp:
-            doc = json.load(fp)
-    except (OSError, ValueError):
+        text = safefile.read_own(path, 'node check\'s JSON')
+        doc = json.loads(text) if text is not None else None
+    except (OSError, ValueError, CclHealthError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def _read_back(fp):
+    """What a step wrote into ``fp`` (:func:`ccl_health.safefile.
+    open_new`), read through the same descriptor, then closed."""
+    try:
+        fp.flush()
+        os.lseek(fp.fileno(), 0, os.SEEK_SET)
+        data = b''
+        while True:
+            chunk = os.read(fp.fileno(), 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        return data.decode('utf-8', errors='replace')
+    finally:
+        fp.close()
 
 
 class SlurmScheduler:
@@ -154,7 +180,10 @@ class SlurmScheduler:
                  step_program: Callable[[Sequence[str]], List[str]],
                  step_env: Dict[str, str], srun_options=(),
                  max_parallel: int = 512, grace: float = 10.0,
-                 poll: float = 0.2, nodes_program=None):
+                 poll: float = 0.2, nodes_program=None,
+                 ras_program=lambda bound: [
+                     sys.executable, '-m', 'ccl_health.evidence.ras',
+                     '--bound', f'{bound:.1f}']):
         #: the caller's environment without its transport settings
         #: (:func:`clean_environ`); what was dropped goes in fleet.json
         self.base_env, self.env_dropped = clean_environ()
@@ -175,6 +204,9 @@ class SlurmScheduler:
         #: called between polls (``Held.check`` of :mod:`ccl_health.stops`):
         #: what it raises stops the running steps (waited for) and goes on
         self.check_stop = None
+        #: ``ras_program(bound) -> argv`` run by ``srun --overlap`` on a
+        #: hung step's node (None: RAS is not asked)
+        self.ras_program = ras_program
 
     def now(self):
         return time.monotonic() - self.t0
@@ -195,11 +227,14 @@ class SlurmScheduler:
         self.count += 1
         base = os.path.join(self.workdir, 'steps', f'{self.count:06d}-'
                             f'{step.kind}')
-        os.makedirs(os.path.dirname(base), exist_ok=True)
-        with open(base + '.cmd', 'w') as fp:
-            fp.write(' '.join(argv) + '\n')
-        out = open(base + '.out', 'w')
-        err = open(base + '.err', 'w')
+        # a run folder of this user only; each file made anew (never a
+        # planted link), its output read back through its own descriptor
+        safefile.own_dir(os.path.dirname(base), 'fleet run folder',
+                         below=os.path.dirname(os.path.abspath(
+                             self.workdir)))
+        safefile.write_atomic(base + '.cmd', ' '.join(argv) + '\n')
+        out = safefile.open_new(base + '.out')
+        err = safefile.open_new(base + '.err')
         started = self.now()
         try:
             # its own session (a stop is passed on here, by us), and
@@ -223,7 +258,10 @@ class SlurmScheduler:
         if proc.poll() is not None:
             return True
         if run['term_at'] is None and now >= run['deadline']:
-            # srun passes SIGTERM on to the step and ends it
+            # which rank stopped, asked while it still runs; then srun
+            # passes SIGTERM on to the step and ends it
+            run['ras'] = self.ask_ras(run['step'])
+            now = self.now()
             run['killed'] = True
             run['term_at'] = now
             self._signal(proc, signal.SIGTERM)
@@ -241,16 +279,51 @@ class SlurmScheduler:
             pass
 
     def _finish(self, run) -> Raw:
-        run['out'].close()
-        run['err'].close()
-        with open(run['base'] + '.out', errors='replace') as fp:
-            stdout = fp.read()
-        with open(run['base'] + '.err', errors='replace') as fp:
-            stderr = fp.read()
+        stdout, stderr = (_read_back(run['out']), _read_back(run['err']))
         doc = _read_json(run['json']) if run['json'] else None
         code = None if run['killed'] else run['proc'].returncode
         return Raw(run['step'], code, stdout, stderr, doc, run['killed'],
-                   run['started'], self.now() - run['started'])
+                   run['started'], self.now() - run['started'],
+                   ras=run.get('ras'))
+
+    def ask_ras(self, step: Step):
+        """What NCCL's RAS says of a pair / group ``step`` that passed its
+        bound (:class:`ccl_health.evidence.ras.Answer`), asked on its
+        nodes in turn (``srun --overlap``: beside the step, in its
+        environment) until one answers, :data:`RAS_BOUND` s in all; None
+        for a node check (the hook asks its own)."""
+        if step.kind == 'node' or self.ras_program is None:
+            return None
+        from ccl_health.evidence.ras import Answer
+        env = dict(self.base_env)
+        env.update(self.step_env)
+        deadline = time.monotonic() + RAS_BOUND
+        whys = []
+        for node in step.nodes[:RAS_NODES]:
+            left = deadline - time.monotonic()
+            if left < 2:
+                break
+            argv = ['srun', '--overlap', '--nodes=1', '--ntasks=1',
+                    f'--nodelist={node}', '--time=1',
+                    '--job-name=ccl-health-ras'] + list(
+                        self.ras_program(max(1.0, left - 1.5)))
+            try:
+                p = subprocess.run(argv, env=env, capture_output=True,
+                                   text=True, errors='replace',
+                                   timeout=left, start_new_session=True)
+                got = Answer.from_dict(json.loads(p.stdout or 'null'))
+            except subprocess.TimeoutExpired:
+                whys.append(f'{node}: no answer within {left:.0f} s')
+                continue
+            except (OSError, ValueError) as err:
+                whys.append(f'{node}: {clean(str(err), 120)}')
+                continue
+            if got is not None and got.ok:
+                return got
+            whys.append(f'{node}: ' + (got.why if got is not None else
+                                       clean(p.stderr or 'no answer', 120)))
+        return Answer(','.join(step.nodes[:RAS_NODES]),
+                      why='; '.join(whys) or 'no time left to ask RAS')
 
     def run(self, steps: List[Step]) -> List[Raw]:
         queue = list(steps)

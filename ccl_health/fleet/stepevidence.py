@@ -55,7 +55,8 @@ def _reference_entry(cfg, nodes):
     return entry, ''
 
 
-def step_evidence(raw, size: int, cfg: FleetConfig, what: str, site=None):
+def step_evidence(raw, size: int, cfg: FleetConfig, what: str, site=None,
+                  killed=None):
     """The fleet step's adapter to the case assembler
     (:mod:`ccl_health.judge.assemble`): the step's table (stdout), exit
     status, debug logs (``raw.debug_logs``, and the NCCL lines of its
@@ -65,14 +66,19 @@ def step_evidence(raw, size: int, cfg: FleetConfig, what: str, site=None):
 
     Without a debug log the transport is could-not-check only where the
     fleet asks for proof (``prove_transport``); without a reference
-    (``reference``) the bandwidth is left to the relative rules."""
+    (``reference``) the bandwidth is left to the relative rules.
+    ``killed``: why it was stopped at its bound (a hang), with what NCCL's
+    RAS said first (``raw.ras``) and srun's stderr (the first rank that
+    exited, for a crash)."""
     from ccl_health.judge import assemble
     nodes = len(raw.step.nodes)
     att = assemble.attempt(
         raw.stdout or '', raw.debug_logs, raw.code, result=raw.result,
         parse=nccltests.parse_text, transport=cfg.transport,
         nodes=nodes or 1, proof_required=bool(cfg.prove_transport),
-        launch_error=srun_failure(raw))
+        launch_error=srun_failure(raw), killed=killed,
+        ras=getattr(raw, 'ras', None),
+        launcher_text=(raw.stdout or '') + '\n' + (raw.stderr or ''))
     entry, missing = _reference_entry(cfg, nodes)
     return assemble.case(
         [att], what=what, transport=cfg.transport, collective='all_reduce',

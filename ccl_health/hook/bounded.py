@@ -45,12 +45,17 @@ class Outcome:
     started: bool = False
     #: it could not be started at all (``OSError``): the reason
     not_started: str = ''
+    #: what the caller's ``before_kill`` returned (a timed-out run only)
+    asked: object = None
 
 
-def bounded(cmd, env, timeout, started=None):
+def bounded(cmd, env, timeout, started=None, before_kill=None):
     """Run ``cmd`` (stdout and stderr together) for at most ``timeout``
     seconds (:class:`Outcome`); ``started``: a compiled pattern whose
-    match in the output means the program began its timed work."""
+    match in the output means the program began its timed work;
+    ``before_kill``: called (bounded by the caller) when the bound has
+    passed, before the group is killed (NCCL's RAS asked which rank
+    stopped), its answer kept in ``asked``."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -63,12 +68,17 @@ def bounded(cmd, env, timeout, started=None):
                        seconds=time.monotonic() - t0)
     with _LOCK:
         _RUNNING.add(proc)
-    timed_out = False
+    timed_out, asked = False, None
     try:
         try:
             out = proc.communicate(timeout=max(0.01, timeout))[0]
         except subprocess.TimeoutExpired:
             timed_out = True
+            if before_kill is not None:
+                try:
+                    asked = before_kill()
+                except Exception as err:    # never in the way of the kill
+                    asked = err
             kill(proc)
             try:        # a rank that left the group may hold the pipe
                 out = proc.communicate(timeout=2)[0]
@@ -83,7 +93,7 @@ def bounded(cmd, env, timeout, started=None):
     return Outcome(out, None if timed_out else proc.returncode,
                    time.monotonic() - t0, timed_out,
                    bool(started.search(out)) if started is not None else
-                   bool(out.strip()))
+                   bool(out.strip()), asked=asked)
 
 
 def kill(proc):

@@ -156,6 +156,58 @@ def resource_manager(settings, environ, found):
 # long: the hook's steps in the order they run, each bounded by the one limit;
 # to split at the probes (issue 39)
 def _check(settings, environ, before, found, work):
+    from ccl_health.evidence import nodefacts as node
+    from ccl_health.judge import nodejudge as node_judge
+    from ccl_health.evidence.nodestate import pci
+    t0 = settings.t0
+    rm = resource_manager(settings, environ, found)
+    allowed, no_probe = node_judge.probe_allowed(rm.node, rm.own_job)
+    found['job'] = no_probe
+    gpus = node.detect_gpus(environ, whole_node=True)
+    skip = None
+    if gpus.count == 0:
+        on_bus = pci.gpus(pci.root_of(environ))
+        found['role']['pci_gpus'] = on_bus
+        skip = node_judge.not_a_gpu_node(rm.node, on_bus, gpus.count)
+
+    def skipped():
+        return _result(*skip, (), time.monotonic() - t0,
+                       prefix=judging_words.SKIPPED)
+    try:
+        return _check_system(settings, environ, before, found, work, rm,
+                             allowed, gpus, skip, skipped)
+    except CouldNotCheck:
+        if skip is None or settings.expect_gpus or \
+                found['role'].get('gpus_said'):
+            raise
+        # no GPU anywhere and nothing named says it has some: the
+        # system's files are not for this node (a CPU node)
+        return skipped()
+
+
+def gpus_said(settings, site, conf, rm_node):
+    """What says this node has GPUs, where none is on its PCI bus and
+    none answers (its GPUs may have left the bus): ``--expect-gpus``, the
+    site file's ``health.gpus_per_node``, or Slurm's record of the node
+    in a partition of the system with GPUs (host-name patterns are no
+    such word: a CPU node may match them); '' where nothing does."""
+    from ccl_health.hook.where import gpu_count, slurm_matches
+    if settings.expect_gpus:
+        return f'--expect-gpus {settings.expect_gpus}'
+    health = getattr(site, 'health', None)
+    if health is not None and health.gpus_per_node:
+        return f'{site.path}: health.gpus_per_node {health.gpus_per_node}'
+    for part in (conf or {}).get('partitions') or []:
+        if gpu_count(part) and slurm_matches(part, rm_node):
+            return (f'Slurm puts it in partition {part.get("name")} '
+                    f'({gpu_count(part)} GPUs)')
+    return ''
+
+
+# long: the hook's steps in the order they run, each bounded by the one limit;
+# the probing part is replaced by one probe process (issue 42)
+def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
+                  skip, skipped):
     from ccl_health import CclHealthError
     from ccl_health.evidence import programs
     from ccl_health.evidence import nodefacts as node
@@ -168,17 +220,7 @@ def _check(settings, environ, before, found, work):
     from ccl_health.judge import validate
     from ccl_health.evidence.nodestate import pci
     t0 = settings.t0
-    rm = resource_manager(settings, environ, found)
-    allowed, no_probe = node_judge.probe_allowed(rm.node, rm.own_job)
-    found['job'] = no_probe
-    gpus = node.detect_gpus(environ, whole_node=True)
-    if gpus.count == 0:
-        on_bus = pci.gpus(pci.root_of(environ))
-        found['role']['pci_gpus'] = on_bus
-        skip = node_judge.not_a_gpu_node(rm.node, on_bus, gpus.count)
-        if skip is not None:
-            return _result(*skip, (), time.monotonic() - t0,
-                           prefix=judging_words.SKIPPED)
+    no_probe = found['job']
     system, conf, fname = find_system(settings, gpus)
     found['system'] = system
     # the checks of scripts/validate first (a missing file is the loaders'
@@ -208,6 +250,12 @@ def _check(settings, environ, before, found, work):
     partition, configured = find_partition(settings, system, conf, site,
                                            fname, gpus, rm.node)
     found['partition'] = partition
+    if skip is not None:
+        said = gpus_said(settings, site, conf, rm.node)
+        if not said:
+            return skipped()
+        # no GPU on the bus, yet the node must have some: missing-gpu
+        found['role']['gpus_said'] = said
     deadline = settings.deadline - reserve(settings.limit)
 
     def result_of(verdict, why, probes=(), attempts=1):

@@ -37,7 +37,7 @@ class HookResult:
     #: the cause named first (:data:`ccl_health.sitedata.nodeactions.CAUSES`)
     cause: object = None
     #: what the resource manager said of the node (:class:`ccl_health.
-    #: evidence.nodestate.slurm.Reading`'s dict), and the PCI bus's GPUs
+    #: evidence.nodestate.slurmnode.Reading`'s dict), and the PCI bus's GPUs
     role: dict = dataclasses.field(default_factory=dict)
     #: the folder keeping the probes' outputs and logs of a failing check
     #: (:mod:`ccl_health.hook.keep`), or why they were not kept
@@ -129,12 +129,14 @@ def gpus_text(gpus):
 
 
 def probe_attempt(got, launcher, what, limit=None, program=None,
-                  logs=()):
+                  logs=(), ras_answer=None):
     """What one run of a probe left (``got``:
     :class:`ccl_health.hook.bounded.Outcome`) as an attempt: a launcher that
     could not start, a limit too short to start (``launch_error``:
     could not check), a program that started and stopped progressing
-    (``killed``: a hang), else its output, exit status and logs."""
+    (``killed``: a hang, with what NCCL's RAS said first: ``ras_answer``,
+    :mod:`ccl_health.evidence.ras`), else its output, exit status and
+    logs."""
     from ccl_health.judge import assemble
     if got.not_started:
         return assemble.unrun(launch_error=f'cannot start the launcher '
@@ -143,7 +145,11 @@ def probe_attempt(got, launcher, what, limit=None, program=None,
     if got.timed_out:
         from ccl_health.judge import nodejudge as node
         if got.started:     # the judge names the hang from the kill
-            return assemble.unrun(killed=node.unfinished(what, got.seconds))
+            from ccl_health.evidence.ras import Answer
+            return assemble.unrun(
+                killed=node.unfinished(what, got.seconds),
+                ras=ras_answer if isinstance(ras_answer, Answer) else None,
+                logs=logs, stdout=got.output)
         return assemble.unrun(launch_error=node.stopped(
             what, False, got.seconds, limit)[1])
     res = program.parse(got.output) if program is not None else None

@@ -4,7 +4,8 @@ The probes write their NCCL debug logs (and their output,
 ``output.txt``) in a work folder; the judge's reason may name a log
 (``NCCL WARN of class ... in <path>``), and that line becomes the drain
 reason.  So the work folder is made where it can stay: a new folder
-``check-<time>-XXXXXX`` (``mkdtemp``) under the evidence folder
+``check-<time>-XXXXXX`` (``mkdtemp``: unique; the time to the
+microsecond, :func:`ccl_health.identity.stamp`) under the evidence folder
 (``--evidence-dir``, ``$CCL_HEALTH_EVIDENCE_DIR``, else
 ``<state>/ccl-health/evidence``, :func:`ccl_health.outputs.state_dir`),
 which must be a real folder of this user that no one else can write in
@@ -30,9 +31,8 @@ import os
 import re
 import shutil
 import stat
-import time
 
-from ccl_health import CclHealthError, safefile
+from ccl_health import CclHealthError, identity, safefile
 from ccl_health.hook import bounded as run
 from ccl_health.oneline import clean
 
@@ -50,8 +50,10 @@ def workdir(settings):
         try:
             os.makedirs(os.path.dirname(root), exist_ok=True)
             safefile.private_dir(root, 'evidence folder')
-            stamp = time.strftime('%Y%m%dT%H%M%S')
-            return run.temporary_folder(f'{PREFIX}{stamp}-', root), ''
+            # mkdtemp's name is unique; the time is an identity's, short
+            # (the line that names a log in it is a drain reason of 256)
+            return run.temporary_folder(f'{PREFIX}{identity.stamp()}-',
+                                        root), ''
         except (OSError, CclHealthError) as err:
             return run.temporary_folder(), f'not kept: {err}'
     return run.temporary_folder(), 'not kept: no evidence folder'

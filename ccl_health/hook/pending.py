@@ -4,8 +4,10 @@ When the hook's bounded write (:func:`ccl_health.hook.record.bounded_record`)
 fails or gives up (a SQLite file locked by 64 hooks at once, a PostgreSQL
 server restarting, a network blip), its case (:func:`record.case_of`, the
 very object it tried to write: same run id, time, sizes, versions,
-environment and detail) is kept as one JSON file ``case-<time>-<host>-
-<pid>-<random>.json`` in the pending folder (``--pending-dir``,
+environment and detail), with the database it was meant for (named
+without a password: :func:`ccl_health.outputs.database_key`), is kept as
+one JSON file ``case-<identity>.json`` (:func:`ccl_health.identity.new`)
+in the pending folder (``--pending-dir``,
 ``$CCL_HEALTH_PENDING_DIR``, else ``<state>/ccl-health/pending``), a
 private folder (:func:`ccl_health.safefile.private_dir`), written
 atomically (:func:`ccl_health.safefile.write_atomic`, mode 0600).  At most
@@ -13,10 +15,13 @@ atomically (:func:`ccl_health.safefile.write_atomic`, mode 0600).  At most
 :data:`~ccl_health.hook.settings.PENDING_MB` MiB are kept, the oldest
 dropped first (and said so in the hook's note); the one just kept stays.
 
-A kept file is recorded by the next check whose own write succeeds
-(:func:`drain`, oldest first, within what is left of its bound) or by
-``scripts/report ingest --pending [DIR]`` (:func:`ingest`); each file is
-removed only after its transaction committed.  Writing a case again is
+A kept file is recorded only in the database it was meant for: by the
+next check whose own write to that database succeeds (:func:`drain`,
+oldest first, within what is left of its bound) or by ``scripts/report
+ingest --pending [DIR]`` naming that database (:func:`ingest`); a file
+meant for another database is left in place for a check or an ingest
+that names it.  Each file is removed only after its transaction
+committed.  Writing a case again is
 idempotent (:meth:`ccl_health.db.store.Store.add_case` updates by
 ``(run_id, case_name)``): a write the hook gave up on that commits later
 in its abandoned thread, or two drains of one shared folder at once, leave
@@ -31,7 +36,8 @@ import stat
 import sys
 import time
 
-from ccl_health import CclHealthError, safefile
+from ccl_health import CclHealthError, identity, safefile
+from ccl_health.outputs import database_key
 
 #: a pending file's name starts with this and ends with :data:`SUFFIX`
 PREFIX = 'case-'
@@ -46,10 +52,13 @@ LOCK = '.drain.lock'
 
 # -- one case as a file -------------------------------------------------------
 
-def to_doc(case):
+def to_doc(case, database):
     """``case`` (a :class:`ccl_health.db.store.CaseRecord`) whole, as a
-    JSON document."""
-    return {'format': FORMAT, 'case': dataclasses.asdict(case)}
+    JSON document, with the database it was meant for (``database``, a
+    path or URL: kept as :func:`~ccl_health.outputs.database_key` names
+    it, never with a password)."""
+    return {'format': FORMAT, 'database': database_key(database),
+            'case': dataclasses.asdict(case)}
 
 
 def from_doc(doc):
@@ -84,12 +93,31 @@ def from_doc(doc):
     return case
 
 
+def meant_for(doc):
+    """The database a pending file's document was meant for
+    (:func:`~ccl_health.outputs.database_key`); None in a file of a version
+    that did not say (recorded only where a person names the database:
+    ``scripts/report ingest --pending``)."""
+    meant = doc.get('database') if isinstance(doc, dict) else None
+    if meant is not None and (not isinstance(meant, str) or not meant):
+        raise CclHealthError('its database is not text')
+    return meant
+
+
 def read(path):
     """The case kept in the file ``path`` (:class:`CclHealthError` naming
     the file when it cannot be read)."""
+    return load(path)[0]
+
+
+def load(path):
+    """``(case, database)`` of the file ``path``: the case kept and the
+    database it was meant for (:func:`meant_for`); :class:`CclHealthError`
+    naming the file when it cannot be read."""
     try:
         with open(path, encoding='utf-8') as fp:
-            return from_doc(json.load(fp))
+            doc = json.load(fp)
+        return from_doc(doc), meant_for(doc)
     except (OSError, ValueError, TypeError, CclHealthError) as err:
         why = err.strerror if isinstance(err, OSError) and err.strerror \
             else err
@@ -108,25 +136,23 @@ def files(folder):
         name.endswith(SUFFIX), stat.S_ISREG)]
 
 
-def keep(case, folder, most, max_bytes):
-    """Keep ``case`` in a new file of ``folder`` (made private when
-    missing); then drop the oldest others until at most ``most`` files of
-    at most ``max_bytes`` in all are left.  Returns ``(path, dropped)``;
-    :class:`CclHealthError` (one line) where it cannot be kept."""
+def keep(case, folder, most, max_bytes, database):
+    """Keep ``case``, meant for ``database`` (a path or URL), in a new
+    file of ``folder`` (made private when missing); then drop the oldest
+    others until at most ``most`` files of at most ``max_bytes`` in all
+    are left.  Returns ``(path, dropped)``; :class:`CclHealthError` (one
+    line) where it cannot be kept."""
     try:
         os.makedirs(os.path.dirname(folder), exist_ok=True)
     except OSError as err:
         raise CclHealthError(f'{folder}: cannot create the pending folder: '
                              f'{err.strerror or err}') from None
     safefile.private_dir(folder, 'pending folder')
-    host = ''.join(c if c.isalnum() or c in '-.' else '_'
-                   for c in (case.nodelist or 'host'))[:64]
-    name = (f'{PREFIX}{time.strftime("%Y%m%dT%H%M%S")}-{host}-{os.getpid()}'
-            f'-{os.urandom(4).hex()}{SUFFIX}')
-    path = os.path.join(folder, name)
+    path = os.path.join(folder, identity.new(PREFIX, case.nodelist or 'host')
+                        + SUFFIX)
     try:
-        safefile.write_atomic(path, json.dumps(to_doc(case), default=str),
-                              mode=0o600)
+        safefile.write_atomic(path, json.dumps(to_doc(case, database),
+                                               default=str), mode=0o600)
     except (OSError, TypeError, ValueError) as err:
         raise CclHealthError(f'{path}: cannot keep the check: '
                              f'{getattr(err, "strerror", None) or err}') \
@@ -160,17 +186,20 @@ def _remove(path):
 # -- recording them -----------------------------------------------------------
 
 def drain(db, folder, deadline, recorded=None):
-    """Record the pending files of ``folder`` in the open store ``db``,
-    oldest first, each in its own transaction and removed once it
-    committed (its path appended to ``recorded``); a new one is started
-    only while the time left before ``deadline`` (``time.monotonic``) is
-    more than twice the slowest write so far, and none while another
-    process records the folder (:data:`LOCK`).  A file that cannot be read
-    or written is left (``ingest`` names it).  Returns ``recorded``."""
+    """Record the pending files of ``folder`` meant for the open store
+    ``db`` in it, oldest first, each in its own transaction and removed
+    once it committed (its path appended to ``recorded``); a new one is
+    started only while the time left before ``deadline``
+    (``time.monotonic``) is more than twice the slowest write so far, and
+    none while another process records the folder (:data:`LOCK`).  A file
+    meant for another database (or one that does not say) is left for a
+    check or an ingest that names it; a file that cannot be read or
+    written is left (``ingest`` names it).  Returns ``recorded``."""
     recorded = [] if recorded is None else recorded
     found = files(folder)
     if not found:
         return recorded
+    here = database_key(db.where)
     slowest = 0.05
     try:
         with safefile.locked(os.path.join(folder, LOCK),
@@ -182,7 +211,10 @@ def drain(db, folder, deadline, recorded=None):
                     break
                 t = time.monotonic()
                 try:
-                    db.add_case(read(path))
+                    case, meant = load(path)
+                    if meant != here:          # another database's
+                        continue
+                    db.add_case(case)
                 except Exception:              # noqa: B902 the next one
                     continue
                 finally:
@@ -195,26 +227,37 @@ def drain(db, folder, deadline, recorded=None):
 
 
 def ingest(db, folder, err=None):
-    """Record every pending file of ``folder`` in ``db``, oldest first,
-    with progress on ``err`` (stderr); a file that cannot be read is named
-    with its path, kept and skipped.  Returns ``(recorded, bad)``."""
+    """Record the pending files of ``folder`` meant for ``db`` (and those
+    of a version that did not say which database: a person named this
+    one) in it, oldest first, with progress on ``err`` (stderr); a file
+    meant for another database is left in place (how many, and for which
+    database, said on ``err``); a file that cannot be read, or whose
+    identity another check holds (:class:`ccl_health.identity.Taken`), is
+    named with its path, kept and skipped.  Returns ``(recorded, bad)``."""
     err = err or sys.stderr
-    done, bad = 0, []
+    done, bad, others = 0, [], {}
     if not files(folder):
         return done, bad
+    here = database_key(db.where)
     with safefile.locked(os.path.join(folder, LOCK)):
         found = files(folder)  # what a hook left while we waited for it
         for i, (path, _) in enumerate(found, 1):
             try:
-                case = read(path)
+                case, meant = load(path)
+                if meant not in (None, here):
+                    others[meant] = others.get(meant, 0) + 1
+                else:
+                    db.add_case(case)
+                    _remove(path)
+                    done += 1
             except CclHealthError as why:
                 bad.append(path)
                 print(f'{why} (kept; skipped)', file=err, flush=True)
-            else:
-                db.add_case(case)
-                _remove(path)
-                done += 1
             if i % 100 == 0 or i == len(found):
                 print(f'pending: {i} of {len(found)} file(s) read, {done} '
                       f'recorded', file=err, flush=True)
+    for meant, n in sorted(others.items()):
+        print(f'pending: {n} file(s) meant for {meant}, not {here}: left '
+              f'in {folder} (scripts/report --db {meant} ingest --pending '
+              f'records them)', file=err, flush=True)
     return done, bad

@@ -90,30 +90,44 @@ def run_probe(probe, binary, launcher, env, deadline, iters, workdir,
     if remaining < 1:
         att = judging.not_started_attempt(what, limit)
         return judge_probe(probe, att, ''), att
+    from ccl_health.evidence import ras
     logdir = run.temporary_folder('probe-', workdir)
     penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
                 NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
+    # its own RAS port (probes run side by side); a share of the bound to
+    # ask it which rank stopped, before the probe is killed
+    penv.setdefault('NCCL_RAS_ADDR', ras.free_address())
+    asking = 0.0 if ras.disabled(penv) else ras.share(remaining)
     cmd = list(launcher) + [str(len(probe.gpus)), binary] + program.options(
         probe.size, probe.size, 2, iters, 2, max(1, int(remaining) - 1),
         json_file=None)
-    got = run.bounded(cmd, penv, remaining, started=STARTED)
+    got = run.bounded(cmd, penv, remaining - asking, started=STARTED,
+                      before_kill=lambda: ras.ask(penv, bound=asking))
     probe.seconds = got.seconds
     _keep_output(logdir, cmd, got)
     att = judging.probe_attempt(
         got, launcher, what, limit, program,
-        logs=debuglog.debug_log_files(logdir))
+        logs=debuglog.debug_log_files(logdir), ras_answer=got.asked)
     return judge_probe(probe, att, judging.launcher_words(got.output)), att
 
 
 def _keep_output(logdir, cmd, got):
     """The probe's command and output beside its debug logs (kept with them
-    when the check fails, :mod:`ccl_health.hook.keep`)."""
-    try:
-        with open(os.path.join(logdir, 'output.txt'), 'x',
-                  errors='replace') as fp:
-            fp.write(f'$ {" ".join(cmd)}\n{got.output or ""}')
-    except OSError:
-        pass
+    when the check fails, :mod:`ccl_health.hook.keep`), and what RAS said
+    of a probe past its bound (``ras.txt``)."""
+    asked = getattr(got.asked, 'address', None)
+    texts = [('output.txt', f'$ {" ".join(cmd)}\n{got.output or ""}')]
+    if asked:
+        texts.append(('ras.txt', f'# NCCL RAS at {asked}: '
+                      f'{got.asked.why or "answered"} in '
+                      f'{got.asked.seconds:g} s\n{got.asked.text}'))
+    for name, text in texts:
+        try:
+            with open(os.path.join(logdir, name), 'x',
+                      errors='replace') as fp:
+                fp.write(text)
+        except OSError:
+            pass
 
 
 def pair_rounds(gpus):

@@ -14,8 +14,7 @@ import socket
 import threading
 import time
 
-from ccl_health import dburl
-
+from ccl_health import dburl, identity
 
 #: a failure's detail is kept whole up to this many characters of JSON
 #: (stored compressed: :mod:`ccl_health.db.docs`); a longer one keeps its
@@ -32,6 +31,7 @@ def case_of(args, res, environ=None):
     check that shares them), a failure's whole (:func:`full_detail`)."""
     from ccl_health.db import recorder
     from ccl_health.db import store
+    from ccl_health.hook import settings
     sizes = []
     main_probe = res.probes[0] if res.probes else None
     if main_probe and main_probe.busbw:
@@ -44,8 +44,13 @@ def case_of(args, res, environ=None):
     # the check's time, not its write's: a case kept pending and recorded
     # later has the time it was measured
     when = store.now()
+    # the check's one identity (made with its settings), else a new one:
+    # never the time to the second (two checks of a node in one second
+    # are two records)
+    run_id = getattr(args, 'run_id', None) or identity.new(
+        settings.RUN_PREFIX, host)
     return store.CaseRecord(
-        run_id=f'health-{when}-{host}', time=when,
+        run_id=run_id, time=when,
         case_name='node-health', verdict=res.verdict, system=res.system,
         partition=res.partition, nodelist=host, nodes=1,
         ranks=len(main_probe.gpus) if main_probe else None,
@@ -174,7 +179,7 @@ def _keep(settings, case):
         return '; not kept: no pending folder'
     try:
         path, dropped = pending.keep(case, folder, settings.pending_keep,
-                                     settings.pending_bytes)
+                                     settings.pending_bytes, settings.db)
     except CclHealthError as err:
         return f'; not kept: {err}'
     note = (f'; kept in {path}, recorded by the next check or '

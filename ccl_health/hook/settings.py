@@ -9,6 +9,7 @@ the probes' clean environment (:func:`clean_environment`)."""
 
 import argparse
 import dataclasses
+import errno
 import math
 import os
 import shlex
@@ -16,7 +17,7 @@ import socket
 import time
 from typing import Optional, Tuple
 
-from ccl_health import argnumbers, resources
+from ccl_health import identity, resources
 from ccl_health.outputs import state_dir
 
 HEALTHY, UNHEALTHY, COULD_NOT_CHECK = 0, 1, 2
@@ -34,6 +35,8 @@ MAX_REPEATS = 20
 MAX_ITERS = 10000
 MAX_GPUS = 1024
 MAX_SIZE = 64 << 30
+#: the run ids of health checks start with this
+RUN_PREFIX = 'health-'
 #: the longest the hook waits on its performance database (s)
 RECORD_BOUND = 2.0
 #: a failing check's evidence (its probes' outputs and NCCL debug logs,
@@ -88,8 +91,9 @@ TRANSPORT_NAMES = ('CUDA_DEVICE_MAX_CONNECTIONS', 'CUDA_LAUNCH_BLOCKING',
                    'CUDA_MODULE_LOADING', 'CUDA_AUTO_BOOST',
                    'GPU_MAX_HW_QUEUES', 'HIP_FORCE_DEV_KERNARG')
 #: kept although their prefix matches: the suite's own stand-ins and
-#: settings (CCL_HEALTH_*)
-KEEP_PREFIXES = ('CCL_HEALTH_',)
+#: settings (CCL_HEALTH_*), and NCCL's RAS address and switch (NCCL_RAS_*:
+#: where it is asked which rank stopped; they shape no transport)
+KEEP_PREFIXES = ('CCL_HEALTH_', 'NCCL_RAS_')
 
 
 def shapes_transport(name):
@@ -139,9 +143,9 @@ def parser(description=''):
                     f'{MAX_LIMIT:g})')
     ap.add_argument('--size', help="default: the site file's health.size, "
                     f'else {DEFAULT_SIZE}')
-    ap.add_argument('--iters', type=argnumbers.COUNT, default=10,
+    ap.add_argument('--iters', type=int, default=10,
                     help='timed iterations of each all_reduce (-n)')
-    ap.add_argument('--repeats', type=argnumbers.COUNT, default=2,
+    ap.add_argument('--repeats', type=int, default=2,
                     help='tries: a later try may absorb a bandwidth '
                     'shortfall only; wrong results, non-finite values, a '
                     'crash or incomplete output in any try is the verdict')
@@ -165,12 +169,15 @@ def parser(description=''):
                     "else the site file's health.launcher, else "
                     f'"{DEFAULT_LAUNCHER}"')
     ap.add_argument('--site-dir', help='folder of site/<system>.yaml '
-                    '(default $CCL_HEALTH_SITE_DIR, else site/)')
+                    '(default $CCL_HEALTH_SITE_DIR, else <dir>/site of the '
+                    'site pointer site.conf, else site/)')
     ap.add_argument('--reference-dir', help='folder of '
                     'reference/<system>.yaml (default '
-                    '$CCL_HEALTH_REFERENCE_DIR, else reference/)')
+                    '$CCL_HEALTH_REFERENCE_DIR, else <dir>/reference of '
+                    'site.conf, else reference/)')
     ap.add_argument('--config-dir', help='ReFrame configuration (default '
-                    '$CCL_HEALTH_CONFIG_DIR or config/)')
+                    '$CCL_HEALTH_CONFIG_DIR, else <dir>/config of site.conf, '
+                    'else config/)')
     ap.add_argument('--db', help=DB_HELP)
     ap.add_argument('--no-record', action='store_true',
                     help='do not record the result in the performance '
@@ -216,11 +223,17 @@ class Settings:
     site_dir: str
     reference_dir: str
     config_dir: str
+    #: the ReFrame systems are a site's own (``config_dir`` is not the
+    #: shipped ``config/``): `local` is then no host-name match
+    site_configured: bool
     db: Optional[str]
     no_record: bool
     json: Optional[str]
     hostname: str
-    #: marks the probes' processes as ours (ccl_health.evidence.nodestate)
+    #: the check's identity (:func:`ccl_health.identity.new`): its
+    #: record's run id, in its kept evidence folder's and pending file's
+    #: names; marks the probes' processes as ours
+    #: (ccl_health.evidence.nodestate)
     run_id: str
     xid_state: Optional[str]
     #: where a failing check's evidence is kept, and the bounds
@@ -247,6 +260,7 @@ class Settings:
         return self.deadline - time.monotonic()
 
 
+# long: each option checked in the order of --help, one error line each
 def parse(argv, env=None, t0=None, description=''):
     """The options and the environment, checked (site file not read yet)."""
     env = os.environ if env is None else env
@@ -279,25 +293,43 @@ def parse(argv, env=None, t0=None, description=''):
         db, db_source = env.get('CCL_HEALTH_DB') or None, 'CCL_HEALTH_DB'
     if args.json:
         try:                       # fail before measuring, not after
-            with open(args.json, 'a'):
-                pass
+            # never through a link (one planted there is replaced by the
+            # atomic write, its target never made nor touched)
+            os.close(os.open(args.json, os.O_WRONLY | os.O_APPEND |
+                             os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             0o666))
         except OSError as err:
-            raise CouldNotCheck(f'--json {args.json}: cannot write: '
-                                f'{err.strerror or err}') from None
+            if err.errno != errno.ELOOP and not os.path.islink(args.json):
+                raise CouldNotCheck(f'--json {args.json}: cannot write: '
+                                    f'{err.strerror or err}') from None
     folders = {}
     # folders the user named: a mistake is said before anything is measured
-    for key, opt, var, shipped in (
+    # else the site pointer's site directory (site.conf: found with an
+    # empty environment too), else the shipped folders
+    from ccl_health import CclHealthError
+    try:
+        resources.site_pointer(env)
+    except CclHealthError as err:
+        raise CouldNotCheck(str(err)) from None
+    for key, opt, var, in_use in (
             ('site_dir', '--site-dir', 'CCL_HEALTH_SITE_DIR',
-             resources.shipped_site_dir),
+             resources.site_dir),
             ('reference_dir', '--reference-dir', 'CCL_HEALTH_REFERENCE_DIR',
-             resources.shipped_reference_dir),
+             resources.reference_dir),
             ('config_dir', '--config-dir', 'CCL_HEALTH_CONFIG_DIR',
-             lambda: resources.path('config'))):
-        value = getattr(args, key) or env.get(var) or shipped()
+             resources.config_dir)):
+        value = getattr(args, key) or in_use(env)
         if not os.path.isdir(value):
-            src = opt if getattr(args, key) else var
+            src = opt if getattr(args, key) else var if env.get(var) else \
+                f'{resources.site_pointer_path(env)}: dir ='
             raise CouldNotCheck(f'{src} {value}: no such folder')
         folders[key] = value
+    host = env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname()
+    # a site's own systems (named here, by the variable or by the site
+    # pointer), not the shipped examples: `local` (any host) is then no
+    # host-name match (ccl_health.hook.where)
+    site_configured = os.path.realpath(folders['config_dir']) != \
+        os.path.realpath(resources.path('config'))
     return Settings(
         limit=limit, size=args.size, size_bytes=size_bytes,
         iters=args.iters, repeats=args.repeats,
@@ -307,11 +339,13 @@ def parse(argv, env=None, t0=None, description=''):
         tests_prefix=args.tests_prefix,
         launcher=None if launcher is None else tuple(
             launcher_value(launcher)),
-        **folders,
+        **folders, site_configured=site_configured,
         db=db, db_source=db_source if db else '',
         no_record=args.no_record, json=args.json,
-        hostname=env.get('CCL_HEALTH_HOSTNAME') or socket.gethostname(),
-        run_id=f'health-{os.getpid()}-{int(time.time())}',
+        hostname=host,
+        # the check's one identity: its record, its kept evidence folder,
+        # its pending file, and the mark of its probes' processes
+        run_id=identity.new(RUN_PREFIX, host),
         xid_state=env.get('CCL_HEALTH_XID_STATE') or None,
         **_kept(args, env, 'evidence', EVIDENCE_KEEP, EVIDENCE_MB),
         **_kept(args, env, 'pending', PENDING_KEEP, PENDING_MB),

@@ -66,7 +66,17 @@ def gpu_count(part):
 def find_system(settings, gpus):
     """``(system name, system dict or None, its file name)`` for this
     host; ``None``: a system named by --system that the ReFrame
-    configuration does not have."""
+    configuration does not have.
+
+    Never another system's references: unnamed, the system is the one
+    whose ``hostnames`` patterns match this host, when exactly one does;
+    several matching (Perlmutter's and LUMI's compute nodes are both
+    ``nid<N>``) or none is :class:`CouldNotCheck` naming the host and what
+    matched.  A system matching any host (`local`, ``.*``) is a match only
+    where no other system matches and the systems are the shipped ones:
+    never on a node of a site's own configuration (the site pointer,
+    ``CCL_HEALTH_CONFIG_DIR``, ``--config-dir``)."""
+    from ccl_health.sitedata.sysconfig import matches_any_host
     cfg = settings.config_dir
     names = config_system_names(cfg)
     if settings.system:
@@ -74,7 +84,11 @@ def find_system(settings, gpus):
             return settings.system, load_config_system(
                 cfg, settings.system, gpus), settings.system
         return settings.system, None, settings.system
+    hits, anyhost = [], []
     for fname, conf in config_systems(cfg, gpus):
+        if matches_any_host(conf):
+            anyhost.append((fname, conf))
+            continue
         for patt in conf['hostnames']:
             try:
                 hit = re.match(patt, settings.hostname)
@@ -83,11 +97,26 @@ def find_system(settings, gpus):
                     f'{config_system_path(cfg, fname)}: hostnames '
                     f'pattern {patt!r}: {err}') from None
             if hit:
-                return conf['name'], conf, fname
+                hits.append((fname, conf, patt))
+                break
+    name_it = 'name the system: --system or CCL_HEALTH_SYSTEM'
+    if len(hits) > 1:
+        raise CouldNotCheck(
+            f'ambiguous: host name {settings.hostname!r} matches '
+            + ', '.join(f'{c["name"]} ({p!r})' for _, c, p in hits)
+            + f' of {cfg}: {name_it}')
+    if hits:
+        fname, conf, _ = hits[0]
+        return conf['name'], conf, fname
+    if anyhost and not settings.site_configured:
+        fname, conf = anyhost[0]
+        return conf['name'], conf, fname
+    every = (f'; {", ".join(c["name"] for _, c in anyhost)} matches any '
+             f'host and is no match on a site\'s own configuration'
+             if anyhost else '')
     raise CouldNotCheck(
         f'host name {settings.hostname!r} matches no system of {cfg} '
-        f'(hostnames patterns of {", ".join(names)}): give --system '
-        f'or CCL_HEALTH_SYSTEM')
+        f'(hostnames patterns of {", ".join(names)}{every}): {name_it}')
 
 
 def counts_what_is_there(config_dir, fname, gpus, partition):
@@ -135,7 +164,7 @@ def _access_names(access):
 
 def slurm_matches(part, rm_node):
     """Whether Slurm's record of this node (``rm_node``: :class:`ccl_health.
-    evidence.nodestate.slurm.SlurmNode`) is a node of the ReFrame partition
+    evidence.nodestate.slurmnode.SlurmNode`) is a node of the ReFrame partition
     ``part``: its name is one of the node's Partitions, or what its
     ``access`` asks for (``-p`` partitions, ``-C`` features) is the
     node's."""

@@ -26,7 +26,7 @@ try alone before judging them together:
 
 import dataclasses
 
-from ccl_health.evidence import debuglog, nccltests
+from ccl_health.evidence import debuglog, nccltests, stalls
 from ccl_health.evidence import warns as W
 from ccl_health.evidence.proof import prove
 from ccl_health.judge import ceiling as bounds
@@ -50,7 +50,7 @@ def evidence(logs=(), stdout='', source='stdout'):
 def attempt(stdout='', logs=(), exit_status=None, *, result=None,
             parse=None, source='stdout', debug=None, transport=None,
             nodes=1, proof=PROVE, proof_required=True, killed=None,
-            launch_error=None):
+            launch_error=None, ras=None, launcher_text=None):
     """One run of a case from what it left: its output ``stdout`` (named
     ``source`` in what is read; ``result``: already parsed, else
     ``parse(stdout)``, by default nccl-tests' text or JSON reader), its
@@ -63,8 +63,12 @@ def attempt(stdout='', logs=(), exit_status=None, *, result=None,
     required (``proof_required`` False) and neither a log nor a channel
     line was left, there is no proof (never a failed one).  ``proof``: the
     door's own where it already knows the ask cannot be proven.
-    ``killed``: why it was stopped from outside (a hang);
-    ``launch_error``: it never ran (could not check)."""
+    ``killed``: why it was stopped from outside (a hang), ``ras``: what
+    NCCL's RAS said before it was stopped (:mod:`ccl_health.evidence.ras`);
+    ``launch_error``: it never ran (could not check).  ``launcher_text``:
+    the launcher's words (its stderr; default ``stdout``), where the first
+    rank that exited is read (:func:`ccl_health.evidence.stalls.
+    first_exit`)."""
     logs = list(logs or ())
     if result is None and (stdout or parse is not None):
         result = (parse or nccltests.parse)(stdout or '')
@@ -76,15 +80,50 @@ def attempt(stdout='', logs=(), exit_status=None, *, result=None,
                           expected_ranks=getattr(result, 'nranks', None))
     warn_list, versions = W.read_logs(logs, stdout or '', source)
     return Attempt(result, exit_status, killed, proof, ev, warn_list,
-                   launch_error, rank_versions=versions)
+                   launch_error, rank_versions=versions,
+                   **_who(killed, ras, logs, result, exit_status,
+                          launcher_text if launcher_text is not None
+                          else stdout))
 
 
-def unrun(launch_error=None, killed=None, result=None, exit_status=None):
+def _who(killed, ras, logs, result, exit_status, text):
+    """The rank a hang or a crash is named by: RAS's answer and the
+    debug log that stopped first (killed), the launcher's first exit."""
+    out = {'ras': _own(ras, result)}
+    if killed:
+        out['stalled'] = stalls.log_stopped_first(logs, result)
+    elif exit_status not in (None, 0):
+        out['first_exit'] = stalls.first_exit(text, result)
+    return out
+
+
+def _own(ras, result):
+    """RAS's answer where it can be this run's: one naming only
+    processes the run's header does not have (another job's RAS on the
+    same address) names no rank of it."""
+    pids = {p for p in getattr(result, 'rank_pids', None) or ()
+            if p is not None}
+    named = {n.pid for n in getattr(ras, 'notes', None) or ()
+             if n.pid is not None}
+    if not (pids and named) or named & pids:
+        return ras
+    return dataclasses.replace(ras, notes=[], waiting=[], why=(
+        f'RAS at {ras.address} named processes {sorted(named)[:4]}, none '
+        f'of this run (its ranks: pids {sorted(pids)[:8]})'))
+
+
+def unrun(launch_error=None, killed=None, result=None, exit_status=None,
+          ras=None, logs=(), stdout=''):
     """An attempt that left nothing to read: the program never ran
     (``launch_error``: could not check; ``result``: what the launcher
     printed instead, with its ``exit_status``), or it was stopped from
-    outside before it said anything (``killed``: a hang)."""
-    return Attempt(result, exit_status, killed, launch_error=launch_error)
+    outside (``killed``: a hang; ``ras``: what NCCL's RAS said first; its
+    ``logs`` and ``stdout`` so far name the rank where RAS could not)."""
+    header = nccltests.parse(stdout) if result is None and stdout \
+        else result             # the ranks' hosts and pids, for naming
+    return Attempt(result, exit_status, killed, launch_error=launch_error,
+                   **_who(killed, ras, list(logs or ()), header,
+                          exit_status, stdout))
 
 
 def benign_of(site):

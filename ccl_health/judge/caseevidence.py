@@ -38,6 +38,14 @@ class Attempt:
     launch_error: Optional[str] = None
     #: ``{rank: NCCL/RCCL version}`` read per rank (they must agree)
     rank_versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: what NCCL's RAS said before a killed run was stopped
+    #: (:class:`ccl_health.evidence.ras.Answer`, its ``why`` where it could
+    #: not be asked); None: not asked
+    ras: Any = None
+    #: the rank the outputs show stopped first (a hang) or exited first (a
+    #: crash): :class:`ccl_health.evidence.stalls.Named`; None: none shown
+    stalled: Any = None
+    first_exit: Any = None
 
 
 @dataclasses.dataclass
@@ -83,3 +91,26 @@ class CaseEvidence:
     @property
     def last(self) -> Optional[Attempt]:
         return self.attempts[-1] if self.attempts else None
+
+    def run_pids(self):
+        """The pids of the case's own rank processes, as the run names
+        them: the ``Pid`` of nccl-tests' rank lines (its JSON ``devices``)
+        and the ``host:pid`` of NCCL's logger prefix (debug logs, the NCCL
+        lines of the output).  A rank still alive on its GPU after another
+        rank crashed is the run's, never a process sharing the GPUs.  Only
+        on a case of one node (nodes unknown: every process on one host):
+        the pids of other hosts say nothing of this node's processes."""
+        seen = set()
+        for att in self.attempts:
+            res = att.result
+            seen.update((h, p) for h, p in zip(
+                getattr(res, 'rank_hosts', None) or (),
+                getattr(res, 'rank_pids', None) or ()) if p is not None)
+            for rank in (getattr(att.debug, 'ranks', None) or {}).values():
+                pid = getattr(rank, 'pid', None)
+                if pid is not None:
+                    seen.add((str(rank.key).rsplit(':', 1)[0], pid))
+        hosts = {str(h).split('.')[0] for h, _ in seen}
+        if (self.nodes or 1) > 1 or (self.nodes is None and len(hosts) > 1):
+            return set()
+        return {p for _, p in seen}

@@ -59,8 +59,13 @@ import dataclasses
 import re
 from typing import List, Optional
 
+from ccl_health.evidence.nccltests import signal_of as nccltests_signal
 from ccl_health.judge import ceiling as bounds
+from ccl_health.judge import stalled
 from ccl_health.judge.caseevidence import Attempt, CaseEvidence
+from ccl_health.judge.table import (
+    header_sizes, impossible, missing_sizes, nonfinite_row, repeated_sizes,
+    summary_said, swept_by)
 from ccl_health.judge.verdicts import Verdict, finite
 from ccl_health.units import format_size
 
@@ -166,48 +171,6 @@ def case_verdict(verdict, sizes):
 
 # -- the output ---------------------------------------------------------------
 
-def _header_sizes(result):
-    """The sizes the run's own header announces (``minBytes``, ``maxBytes``,
-    ``step``: :meth:`ccl_health.evidence.results.SweepResult.
-    expected_sizes`), or None."""
-    sizes = result.expected_sizes() if hasattr(result, 'expected_sizes') \
-        else None
-    if not sizes or sizes[0] <= 0 or (getattr(result, 'step_factor', None)
-                                      and result.step_factor < 2):
-        return None
-    return sizes
-
-
-def _impossible(rows, ceiling):
-    """``(size, why)`` of the first row with a time <= 0 or a busbw above
-    the case's bound (:func:`ccl_health.judge.ceiling.bound`), else
-    None."""
-    for r in rows:
-        for m in (r.out_of_place, r.in_place):
-            if m is None:
-                continue
-            if finite(m.time_us) and m.time_us <= 0:
-                return r.size, f'time {m.time_us:g} us <= 0'
-            if finite(m.algbw) and m.algbw < 0 or \
-                    finite(m.busbw) and m.busbw < 0:
-                return r.size, 'negative bandwidth'
-            if ceiling and finite(m.busbw) and m.busbw > ceiling:
-                return r.size, (f'busbw {m.busbw:.4g} GB/s above '
-                                f'{ceiling:g} GB/s, the most this case '
-                                f'can reach')
-    return None
-
-
-def _repeated(rows):
-    seen, out = {}, []
-    for r in rows:
-        if r.size in seen and (seen[r.size] != r.busbw) and \
-                r.size not in out:
-            out.append(r.size)
-        seen.setdefault(r.size, r.busbw)
-    return out
-
-
 # long: the verdict rules in their order of precedence, read top to bottom
 def judge_output(result, exit_status, expected_sizes=None, what='the run',
                  *, ceiling=None, ceiling_source='', exact_sizes=True):
@@ -220,14 +183,14 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
     rows = list(getattr(result, 'rows', []) or [])
     if getattr(result, 'timed_out', False):
         return Verdict.HANG, f'hang: {what} timed out an operation{first_err}'
-    bad = [r.size for r in rows if _nonfinite_row(r)]
+    bad = [r.size for r in rows if nonfinite_row(r)]
     if bad:
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: non-finite time or bandwidth (nan / inf) at '
             f'{len(bad)} size(s), first {bad[0]} B')
     if ceiling is None:         # nothing known of the case: the generous bound
         ceiling, ceiling_source = bounds.bound(None)
-    imp = _impossible(rows, ceiling)
+    imp = impossible(rows, ceiling)
     if imp:
         src = f' ({ceiling_source})' if 'most this case' in imp[1] and \
             ceiling_source else ''
@@ -251,6 +214,14 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
         return Verdict.WRONG_RESULTS, (
             f'wrong-results: {what} reported {oob} out-of-bounds value(s) '
             f'("Out of bounds values : {oob} FAILED")')
+    sig = getattr(result, 'signal', None)
+    if sig:
+        # announced by the launcher, the C library or the shell: whatever
+        # exit status was given, a process of the run died
+        said = next((e for e in errs if nccltests_signal(e)), errs[0] if
+                    errs else '')
+        return Verdict.CRASH, (f'crash: a process of {what} died of signal '
+                               f'{sig}: {said[:200]}')
     if exit_status is not None and exit_status != 0:
         done = (' after a complete table' if getattr(result, 'complete',
                                                      False) else '')
@@ -267,10 +238,18 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
             f'{hosts}): separate runs, not one communicator (nccl-tests '
             f'built without MPI under a launcher, or several runs in one '
             f'text)')
+    summary = summary_said(result)
     if not rows:
         if exit_status is None and getattr(result, 'closed', False) is None:
             return Verdict.COULD_NOT_CHECK, (
                 f'could not check: no result rows from {what}')
+        if summary:
+            # the run reached its end; its rows are not in the text (left
+            # out of a paste): what they say could not be checked
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: the result rows of {what} are not in the '
+                f'text, only its closing summary ({summary}): the sizes and '
+                f'their bandwidth could not be checked')
         return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
     if not getattr(result, 'complete', False):
         if getattr(result, 'closed', False) is None and \
@@ -278,16 +257,27 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
             return Verdict.COULD_NOT_CHECK, (
                 f'could not check: rccl-tests JSON lines carry no closing '
                 f'summary; give the stdout of {what} too')
+        swept = header_sizes(result) or expected_sizes
+        if swept and not repeated_sizes(rows) and \
+                not missing_sizes(rows, expected_sizes, exact_sizes, result):
+            # every size of the sweep is there; only the closing lines are
+            # not (not pasted, or cut after the last row)
+            return Verdict.COULD_NOT_CHECK, (
+                f'could not check: every size {swept_by(result, expected_sizes)}'
+                f' ({len(swept)}) is in the output of {what}, but not its '
+                f'closing summary ("Out of bounds values" / "Avg bus '
+                f'bandwidth" lines): its own check of the results could not '
+                f'be read')
         return Verdict.INCOMPLETE, (
             f'incomplete: {what} stopped after {len(rows)} size(s) without '
             f'its closing summary ("Out of bounds values" / "Avg bus '
             f'bandwidth" lines)')
-    twice = _repeated(rows)
+    twice = repeated_sizes(rows)
     if twice:
         return Verdict.INCOMPLETE, (
             f'incomplete: {len(twice)} size(s) printed twice with different '
             f'values, first {twice[0]} B: the table is ambiguous')
-    missing = _missing_sizes(rows, expected_sizes, exact_sizes, result)
+    missing = missing_sizes(rows, expected_sizes, exact_sizes, result)
     if missing:
         return Verdict.INCOMPLETE, missing.replace('{what}', what)
     if all(r.wrong is None for r in rows):
@@ -302,39 +292,6 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
         return Verdict.COULD_NOT_CHECK, (
             f'could not check: the exit status of {what} is unknown')
     return None
-
-
-def _missing_sizes(rows, expected, exact, result):
-    """The reason when sizes asked, or announced by the run's own header
-    (``minBytes`` .. ``maxBytes`` by ``step``), are missing, else None."""
-    for sizes, source in ((expected, 'asked'),
-                          (_header_sizes(result), 'announced by its header')):
-        if not sizes:
-            continue
-        got = {r.size for r in rows}
-        if not exact:       # the program rounds sizes to the rank count
-            if len(got) < len(sizes):
-                return (f'incomplete: {len(got)} of {len(sizes)} sizes '
-                        f'in the output of {{what}}')
-            continue
-        # the header's small sizes may be rounded to the element size
-        missing = [s for s in sizes if s not in got and (
-            source == 'asked' or s >= 4096)]
-        if source != 'asked' and len(got) < len(sizes):
-            return (f'incomplete: {len(got)} of {len(sizes)} sizes '
-                    f'{source} in the output of {{what}}')
-        if missing:
-            return (f'incomplete: {len(missing)} of {len(sizes)} sizes '
-                    f'{source} missing from the output, first '
-                    f'{missing[0]} B')
-    return None
-
-
-def _nonfinite_row(r):
-    ms = [m for m in (r.out_of_place, r.in_place) if m is not None]
-    return not ms or r.busbw is None or any(
-        getattr(m, 'invalid', None) or not all(
-            map(finite, (m.time_us, m.algbw, m.busbw))) for m in ms)
 
 
 # -- the whole case -----------------------------------------------------------
@@ -352,13 +309,6 @@ def _exact(ev, result):
         return ev.exact_sizes
 
 
-def _versions(att: Attempt):
-    """``{rank: version}`` of the ranks' library versions, where known
-    (the ``NCCL version`` / ``RCCL version`` line of each rank's log,
-    :func:`ccl_health.evidence.warns.rank_versions`)."""
-    return dict(getattr(att, 'rank_versions', None) or {})
-
-
 def _version_groups(vers):
     """``2.28.3 on 3 ranks (a, b, c); 2.21.5 on 1 rank (d)``."""
     groups = {}
@@ -370,7 +320,11 @@ def _version_groups(vers):
         for v, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])))
 
 
-def _warn_failure(warns):
+def _warn_failure(warns, proof=None):
+    """``(verdict, reason)`` of the first fatal WARN, or None.  A plugin
+    that failed to start is a fallback; the same error where the plugin's
+    own channels were connected (``proof`` proves the plugin) is no
+    fallback: the plugin failed while it ran, a crash."""
     fatal = [w for w in warns if w.fatal and not w.benign]
     if not fatal:
         return None
@@ -379,6 +333,12 @@ def _warn_failure(warns):
     v = {'plugin-init': Verdict.FALLBACK, 'link-down': Verdict.NODE_FAULT
          }.get(w.fatal, Verdict.CRASH)
     where = f' in {w.source}' if w.source else ''
+    ran = str(getattr(proof, 'proven', None) or '')
+    if v is Verdict.FALLBACK and ran.startswith('net-plugin'):
+        return Verdict.CRASH, (
+            f'crash: the net plugin failed after its channels were connected '
+            f'({ran} proven): NCCL WARN of class {w.fatal}{where}: '
+            f'{w.text[:200]}{more}')
     return v, (f'{v}: NCCL WARN of class {w.fatal}{where}: '
                f'{w.text[:200]}{more}')
 
@@ -409,10 +369,18 @@ def _warn_note(warns):
 
 
 def judge_attempt(ev: CaseEvidence, att: Attempt):
-    """``(verdict, reason, findings)`` of one attempt."""
-    res = att.result
+    """``(verdict, reason, findings)`` of one attempt; a hang and a crash
+    name their rank (:mod:`ccl_health.judge.stalled`)."""
     if att.killed:
-        return Verdict.HANG, f'hang: {att.killed}', []
+        return Verdict.HANG, f'hang: {att.killed}{stalled.hang(att)}', []
+    v, reason, found = _judge_attempt(ev, att)
+    if v is Verdict.CRASH:
+        reason += stalled.crash(att)
+    return v, reason, found
+
+
+def _judge_attempt(ev: CaseEvidence, att: Attempt):
+    res = att.result
     if att.launch_error and not getattr(res, 'rows', None):
         return Verdict.COULD_NOT_CHECK, (f'could not check: '
                                          f'{att.launch_error}'), []
@@ -420,7 +388,7 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if res is None:
         # no output, but a log saying an operation failed: that failure;
         # or a log proving another transport than asked: a fallback
-        warn = _warn_failure(warns)
+        warn = _warn_failure(warns, att.proof)
         if warn:
             return warn[0], f'{warn[1]} (no output of {ev.what})', []
         verdict, why = _proven(ev, att)
@@ -435,7 +403,7 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     found = findings(res, ev.reference)
     if bad and bad[0] in (Verdict.HANG, Verdict.WRONG_RESULTS):
         return bad[0], bad[1], found
-    warn = _warn_failure(warns)
+    warn = _warn_failure(warns, att.proof)
     if warn and bad is not None and bad[0] is Verdict.INCOMPLETE and \
             not getattr(res, 'closed', False):
         # the output stopped after a fatal WARN: the run failed there
@@ -443,7 +411,10 @@ def judge_attempt(ev: CaseEvidence, att: Attempt):
     if warn and (bad is None or not bad[0].failed or
                  bad[0] is Verdict.BELOW_REFERENCE):
         return warn[0], warn[1], found
-    vers = _versions(att)
+    if warn and bad is not None and bad[0] is Verdict.CRASH:
+        return Verdict.CRASH, _crash_after(bad[1], warns, res), found
+    # the ranks' library versions, where known (each rank's log's line)
+    vers = dict(getattr(att, 'rank_versions', None) or {})
     if bad is None and len(set(vers.values())) > 1:
         return Verdict.NODE_FAULT, (
             'node-fault: ranks run different NCCL versions: ' +
@@ -522,6 +493,17 @@ def _unproven_why(att, why):
     return text
 
 
+def _crash_after(reason, warns, res):
+    """A crash's reason: its first fatal WARN (the cause), then the
+    program's first error line (:func:`judge_output`'s tail)."""
+    first = (list(getattr(res, 'errors', []) or []) or [''])[0][:200]
+    reason = reason.removesuffix(f': {first}') if first else reason
+    w = next(w for w in warns if w.fatal and not w.benign)
+    where = f', in {w.source.rsplit("/", 1)[-1]}' if w.source else ''
+    return f'{reason} after NCCL WARN {w.text[:200]} (fatal: {w.fatal}' \
+        f'{where})' + (f'; {first}' if first else '')
+
+
 def _stopped_after(warn, res, att, what):
     """``(verdict, reason)`` of an output that stopped, without its
     closing summary, after a fatal WARN: a ``hang`` where the program had
@@ -542,8 +524,8 @@ def _stopped_after(warn, res, att, what):
 
 
 def _key(ev):
-    return (f'{ev.transport or "?"} {ev.collective or "?"} '
-            f'{ev.nodes or "?"} node(s) x {ev.gpus_per_node or "?"} GPUs')
+    return f'{ev.transport or "?"} {ev.collective or "?"} {ev.nodes or "?"}' \
+        f' node(s) x {ev.gpus_per_node or "?"} GPUs'
 
 
 def _logs_of_other_processes(att):
@@ -629,8 +611,29 @@ def _proven(ev, att):
     if not proof.ok:
         if getattr(proof, 'proven', None) is None:
             return Verdict.COULD_NOT_CHECK, f'could not check: {proof.reason}'
+        beyond = _beyond_proven(ev, att, proof)
+        if beyond:
+            return Verdict.COULD_NOT_CHECK, f'could not check: {beyond}'
         return Verdict.FALLBACK, f'fallback: {proof.reason}'
     return None, proof.reason
+
+
+def _beyond_proven(ev, att, proof):
+    """Why a fallback the log shows cannot be the run's transport (its
+    output measured more than that transport can carry: a debug log cut
+    by a full disk, or not of this run), or None."""
+    if proof.proven != 'net-socket':
+        return None
+    bound = bounds.socket_bound(ev.nodes, ev.gpus_per_node)
+    rows = getattr(att.result, 'rows', None) or []
+    best = max((m.busbw for r in rows for m in (r.out_of_place, r.in_place)
+                if m is not None and finite(m.busbw)), default=None)
+    if bound is None or best is None or best <= bound.gbps:
+        return None
+    return (f'the transport is not proven: {best:.4g} GB/s measured, '
+            f'above what NET/Socket can carry ({bound.reason}), yet the '
+            f'debug log shows: {proof.reason} (the log is not all of this '
+            f'run\'s)')
 
 
 def _contended(ev, verdict, reason):
@@ -640,7 +643,7 @@ def _contended(ev, verdict, reason):
         return verdict, reason
     from ccl_health.evidence.nodestate.diagnose import contention
     found = contention([states.get('before'), *states.get('samples', []),
-                        states.get('after')])
+                        states.get('after')], ours=ev.run_pids())
     if found is None:
         return verdict, reason
     return Verdict.CONTENDED, (f'contended: {found.text} while the run ran; '
@@ -659,7 +662,9 @@ def judge(ev: CaseEvidence) -> Judgement:
     judged = [judge_attempt(ev, a) for a in ev.attempts]
     pick = len(judged) - 1
     for i, (v, _, _) in enumerate(judged[:-1]):
-        if v.failed and v not in ABSORBED:
+        # a try that could not be checked is not absorbed either: only a
+        # shortfall is
+        if (v.failed or v is Verdict.COULD_NOT_CHECK) and v not in ABSORBED:
             pick = i
             break
     v, reason, found = judged[pick]

@@ -178,6 +178,36 @@ def bound(transport=None, *, nodes=None, links: Optional[Links] = None,
                              f'{net.reason})')
 
 
+#: GB/s of the fastest PCIe link a GPU sits on, one direction: PCIe 6.0
+#: x16 (64 GT/s x 16 lanes / 8 bits, before any encoding: 128 GB/s)
+PCIE_FASTEST_GBPS = 64 * 16 / 8
+
+
+def socket_bound(nodes=None, gpus_per_node=None) -> Optional[Bound]:
+    """The most NCCL's socket transport (``net-socket``) can carry, as a
+    busbw, or None where it is not derived.  NCCL's sockets have no
+    GPUDirect (its log: ``NET/Socket : GPU Direct RDMA Disabled``): every
+    byte a GPU sends over them is staged through host memory, across that
+    GPU's PCIe link.  On one node every rank's traffic goes over the
+    sockets, so a rank's busbw (the bytes it sends per second: nccl-tests
+    ``doc/PERFORMANCE.md``) is bounded by its PCIe link, at most
+    :data:`PCIE_FASTEST_GBPS`, x :data:`NVLS_FACTOR` to stay generous
+    (a real socket run of the captures: about 4 GB/s, 100 GbE: 12.5);
+    on several nodes the node's traffic to the network spreads over its
+    GPUs' links: x ``gpus_per_node`` (unknown: None)."""
+    per_gpu = NVLS_FACTOR * PCIE_FASTEST_GBPS
+    why = (f'{NVLS_FACTOR:g} x {PCIE_FASTEST_GBPS:g} GB/s (PCIe 6.0 x16, '
+           f'one direction: NCCL sockets stage every byte in host memory)')
+    if nodes in (None, 1):
+        return Bound(per_gpu, f'bound {per_gpu:g} GB/s of NET/Socket on one '
+                              f'node: {why}')
+    if not gpus_per_node:
+        return None
+    gbps = per_gpu * gpus_per_node
+    return Bound(gbps, f'bound {gbps:g} GB/s of NET/Socket: {gpus_per_node} '
+                       f'GPUs per node x {why}')
+
+
 def links_of_node(node_state, gpus=None) -> Optional[Links]:
     """The NVLink facts of ``gpus`` (NVML indices; None: every GPU) from a
     node state reading (:class:`ccl_health.evidence.nodestate.nodedata.NodeState`):

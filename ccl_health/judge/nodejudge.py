@@ -94,10 +94,16 @@ def no_time(what, limit=None):
         f'--limit)')
 
 
+def killed_at(what, limit):
+    """Why a step the fleet killed at its bound was stopped (an
+    :class:`~ccl_health.judge.caseevidence.Attempt`'s ``killed``)."""
+    return f'{what} within {limit:g} s (killed)'
+
+
 def killed(what, limit):
     """``(verdict, reason)`` of a step the fleet killed at its bound: the
     node check or collective gave nothing within ``limit`` s: a hang."""
-    return Verdict.HANG, f'hang: {what} within {limit:g} s (killed)'
+    return Verdict.HANG, f'hang: {killed_at(what, limit)}'
 
 
 def not_run(why):

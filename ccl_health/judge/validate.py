@@ -23,7 +23,10 @@ For each system it checks
   (``health.partition``) and the reference's partitions exist in the
   system file; ``fleet.reference_partition`` exists in the reference; no
   transport ceiling of the site is below a reference value
-  (:func:`ccl_health.sitedata.overrides.check_ceilings`).
+  (:func:`ccl_health.sitedata.overrides.check_ceilings`); a system file
+  is named for its system; and what :mod:`ccl_health.sitedata.crosscheck`
+  checks (environments, collectives, sizes, GPU counts, features,
+  launchers and access options, the site's library variables).
 
 Every error is one line naming the file and the key path
 (``config/systems/local.py: partitions[gpu].devices[0].num_device: unknown
@@ -44,13 +47,16 @@ from typing import Dict, List
 from ccl_health import CclHealthError, read_text, resources
 from ccl_health.evidence import nodefacts as node_evidence
 from ccl_health.judge import reference as reference_data
-from ccl_health.sitedata import overrides, schemas, sysconfig
+from ccl_health.sitedata import crosscheck, overrides, schemas, sysconfig
 from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 
 #: the GPUs a system file that counts the host's (``local``) is loaded
 #: with: some, so that its ``devices`` entry is there to be checked
 ASSUMED_GPUS = '2:sm_90'
+#: the other count it is loaded with: a system whose GPUs per node change
+#: with it counts the host's (no fixed count to check references against)
+OTHER_GPUS = '3:sm_90'
 #: the longest text of a value quoted in a line
 _SHOWN = 80
 
@@ -64,6 +70,14 @@ class Checked:
     notes: List[str] = dataclasses.field(default_factory=list)
     #: ``{name: system dict}`` of the system files that loaded
     configs: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    #: ``{name: environments}`` of the system files that loaded (None:
+    #: given, not loaded: the hook's)
+    environments: Dict[str, list] = dataclasses.field(default_factory=dict)
+    #: the systems whose GPUs per node are the host's (``local``)
+    counting: set = dataclasses.field(default_factory=set)
+    #: the systems whose file has errors of its own: what it says is not
+    #: checked against the other files (one line per mistake)
+    broken: set = dataclasses.field(default_factory=set)
     sites: Dict[str, site_data.Site] = dataclasses.field(default_factory=dict)
     references: Dict[str, reference_data.SystemReference] = \
         dataclasses.field(default_factory=dict)
@@ -213,32 +227,54 @@ def config_path(config_dir, name):
     return os.path.join(config_dir, sysconfig.SYSTEMS, f'{name}.py')
 
 
-def _assumed_gpus():
-    return node_evidence.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': ASSUMED_GPUS})
+def _assumed_gpus(assumed=ASSUMED_GPUS):
+    return node_evidence.detect_gpus({'CCL_HEALTH_ASSUME_GPUS': assumed})
+
+
+def counts_host_gpus(path, system):
+    """Whether the system file ``path`` (loaded as ``system``) counts the
+    host's GPUs: loaded with other GPUs, its partitions have others."""
+    try:
+        other = getattr(node_evidence.load_system_file(
+            path, _assumed_gpus(OTHER_GPUS), 'ccl_health_validate'),
+            'system', None)
+        return [sysconfig.partition_gpus(p)[0]
+                for p in other.get('partitions') or []] != \
+            [sysconfig.partition_gpus(p)[0]
+             for p in system.get('partitions') or []]
+    except Exception:
+        return True         # not checked: never an error from a guess
 
 
 def check_config(path, system=None, environments=None):
     """``(system dict or None, error lines)`` of one system file; the file
     is loaded unless its ``system`` (and ``environments``) are given."""
+    system, _, errors = load_config(path, system, environments)
+    return system, environments, errors
+
+
+def load_config(path, system=None, environments=None):
+    """:func:`check_config`, with the environments: ``(system dict or
+    None, environments or None, error lines)``."""
     if system is None:
         try:
             mod = node_evidence.load_system_file(
                 path, _assumed_gpus(), 'ccl_health_validate')
         except SyntaxError as err:
-            return None, [f'{path}: cannot load: line {err.lineno}: '
+            return None, None, [f'{path}: cannot load: line {err.lineno}: '
                           f'SyntaxError: {err.msg}']
         except Exception as err:
-            return None, [f'{path}: cannot load: {_raised_at(err, path)}'
+            return None, None, [f'{path}: cannot load: {_raised_at(err, path)}'
                           f'{type(err).__name__}: {err}']
         system = getattr(mod, 'system', None)
         environments = getattr(mod, 'environments', None)
         if not isinstance(environments, list):
-            return None, [f'{path}: environments: '
+            return None, None, [f'{path}: environments: '
                           + ('missing' if environments is None else
                              f'{_shown(environments)} is not a list')
                           + ' (the ReFrame environments of the system)']
     if not isinstance(system, dict):
-        return None, [f'{path}: system: '
+        return None, None, [f'{path}: system: '
                       + ('missing' if system is None else
                          f'{_shown(system)} is not a dict')
                       + ' (the ReFrame system dict)']
@@ -256,7 +292,7 @@ def check_config(path, system=None, environments=None):
         except (re.error, TypeError) as err:
             errors.append(f'{path}: hostnames[{i}]: bad pattern '
                           f'{_shown(patt)}: {err}')
-    return system, errors
+    return system, environments, errors
 
 
 def _raised_at(err, path):
@@ -385,10 +421,25 @@ def check(systems=None, config_dir=None, site_dir=None, reference_dir=None,
         set(in_config) & set(systems)
     for name in sorted(configs | set(loaded)):
         path, given = loaded.get(name, (config_path(config_dir, name), None))
-        system, errors = check_config(path, given, [] if given else None)
+        system, envs, errors = load_config(path, given,
+                                           [] if given else None)
         out.errors += errors
-        if system is not None:
-            out.configs[name] = system
+        if system is None:
+            continue
+        if errors:
+            out.broken.add(name)
+        out.configs[name] = system
+        if given is None:
+            out.environments[name] = envs
+            if system.get('name') != name:
+                out.errors.append(
+                    f'{path}: name: {system.get("name")!r}, but the file is '
+                    f'that of system {name!r} (its site/{name}.yaml and '
+                    f'reference/{name}.yaml): write \'name\': {name!r}')
+            if counts_host_gpus(path, system):
+                out.counting.add(name)
+        else:
+            out.counting.add(name)      # the host's count: not checked
     paths = {name: path for name, (path, _) in loaded.items()}
     for name in systems:
         out.errors += _check_system(name, out, paths.get(name) or
@@ -432,6 +483,19 @@ def _check_system(name, out, cpath, site_dir, reference_dir, in_config,
     if ref is not None:
         out.references[name] = ref
     errors += check_across(name, cpath, out.configs.get(name), site, ref)
+    system = None if name in out.broken else out.configs.get(name)
+    if system is not None:
+        errors += crosscheck.check_system(
+            name, cpath, system, out.environments.get(name),
+            out.environments, counts_gpus=name in out.counting)
+    if ref is not None:
+        from ccl_health.evidence import collectives
+        errors += crosscheck.check_reference(
+            name, cpath, system, site, ref, name in out.counting,
+            list(collectives.COLLECTIVES), collectives.canonical)
+    if site is not None:
+        errors += crosscheck.check_env(site)
+    out.notes += crosscheck.unlisted(site, ref)
     return errors
 
 
@@ -442,21 +506,47 @@ def for_run(system=None, config_dir=None, site_dir=None,
     files of ``system`` (``--system SYSTEM[:PARTITION]``), else of the
     system ReFrame picks for this host."""
     import socket
-    name = (system or '').split(':')[0]
+    name, _, part = (system or '').partition(':')
     out = check([name] if name else [], config_dir, site_dir, reference_dir,
                 every_config=True)
     if name or out.errors:
+        if part and name in out.configs:
+            out.errors += _partition_asked(name, part, out.configs[name],
+                                           config_dir)
         return out
     host = hostname or socket.gethostname()
     mine = sysconfig.system_of_host(list(out.configs.items()), host,
                                     lambda it: it[1])
     if mine is None:
-        return out           # ReFrame says that no system matches
+        # ReFrame would fall back to its `generic` system and select nothing
+        known = '; '.join(f'{n}: {c.get("hostnames") or []}'
+                          for n, c in sorted(out.configs.items()))
+        out.errors.append(
+            f'{os.path.join(config_dir or resources.config_dir(), sysconfig.SYSTEMS)}: '
+            f'no system matches this host {host!r} (hostnames of each: '
+            f'{known or "no system file"}): give --system SYSTEM, or add a '
+            f'pattern of this host to its system\'s hostnames')
+        return out
     fname, conf = mine
     name = conf.get('name') or fname
     return check([name], config_dir, site_dir, reference_dir, loaded={
         name: (config_path(config_dir or resources.config_dir(), fname),
                conf)})
+
+
+def _partition_asked(name, part, system, config_dir):
+    """The line for a partition asked (``--system SYSTEM:PART``,
+    ``scripts/nightly --partition``) that the system does not have."""
+    parts = [p.get('name') for p in system.get('partitions') or []
+             if isinstance(p, dict)]
+    if part in parts:
+        return []
+    near = difflib.get_close_matches(part, [str(p) for p in parts], n=1)
+    return [f'{config_path(config_dir or resources.config_dir(), name)}: '
+            f'partitions: no partition {part!r} in system {name!r} (has: '
+            f'{", ".join(str(p) for p in parts) or "none"})'
+            + (f'; did you mean {near[0]!r}?' if near else '')
+            + f' (asked: {name}:{part})']
 
 
 def before_run(system=None):
@@ -479,9 +569,12 @@ Check the configuration a site writes before anything runs: for one system
 or all of them, config/systems/<system>.py (loads; every key of its system,
 partition and environment dicts against ReFrame's own configuration schema,
 unknown keys included), site/<system>.yaml and reference/<system>.yaml
-(their schemas and loaders), and across them (the partitions the site file
-and the reference name exist; references name known transports; no
-transport ceiling below a reference).  One line per error naming the file
+(their schemas and loaders), and across them (the partitions, environments
+and transports named exist where they are used; reference collectives,
+sizes and GPU counts are ones a night measures; the checks' features are
+there; launchers and access options are well formed; every NCCL, RCCL,
+aws-ofi-nccl and libfabric variable set is one they read; no transport
+ceiling below a reference).  One line per error naming the file
 and the key; exit 0 with one OK line, 1 with errors, 2 when it could not
 check.  scripts/run, the health hook and the nightly run the same checks
 first."""

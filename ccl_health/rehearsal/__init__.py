@@ -9,7 +9,8 @@ makes them (:mod:`.scenarios`: ``healthy``, ``drift``, ``collapse``,
 ``crash``, ``hang``).
 
 :func:`prepare` turns the nightly's options into a rehearsal: the `local`
-system's `gpu` partition, jobs on this host (ReFrame's local scheduler,
+system's `gpu` partition (the shipped one, whatever systems the site's
+copy holds), jobs on this host (ReFrame's local scheduler,
 no launcher), the rehearsal's own site file (the stand-in as the
 nccl-tests installation) and reference (the medians of the healthy
 captures, the shipped tolerance), the sweep narrowed to the captured case
@@ -244,9 +245,9 @@ def prepare(args, environ=None):
             .rstrip(':'))
     args.system, args.partition = 'local', 'gpu'
     out = os.path.abspath(args.output or outputs.output_dir())
-    root = os.path.join(out, 'rehearsal')
+    root = os.path.join(out, outputs.REHEARSAL)
     args.output = root
-    args.db = args.db or os.path.join(root, 'ccl-health.db')
+    args.db = args.db or outputs.rehearsal_database(out)
     args.publish = os.path.abspath(args.publish or os.path.join(root, 'www'))
     world = os.path.join(root, 'world')
     prefix = os.path.join(world, 'nccl-tests')
@@ -263,6 +264,9 @@ def prepare(args, environ=None):
     environ.pop('CCL_HEALTH_SLURM_ACCESS', None)
     n = node()
     environ.update(
+        # the shipped `local` system, whatever site's systems the profile
+        # (CCL_HEALTH_CONFIG_DIR) or the site pointer (site.conf) names
+        CCL_HEALTH_CONFIG_DIR=resources.path('config'),
         CCL_HEALTH_SITE_DIR=os.path.join(world, 'site'),
         CCL_HEALTH_REFERENCE_DIR=os.path.join(world, 'reference'),
         CCL_HEALTH_REPLAY_DIR=os.path.join(world, 'captures'),

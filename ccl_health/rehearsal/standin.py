@@ -49,7 +49,7 @@ import sys
 import time
 
 #: the source tree this program lies in, when it runs from one (the
-#: links of ``tests/replay/bin``): its own rule comes first, whatever
+#: test suite's replay links to it): its own rule comes first, whatever
 #: Python runs it; a copy (:func:`ccl_health.rehearsal.write_standin`)
 #: takes the package of the Python it names
 _TREE = os.path.dirname(os.path.dirname(os.path.dirname(

@@ -31,7 +31,7 @@ import datetime
 import os
 import re
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 from ccl_health.sitedata import transports
 from ccl_health.db import reads
 from ccl_health.judge.finding import where_text
@@ -40,8 +40,9 @@ from ccl_health.units import format_size, parse_size
 from ccl_health.judge.verdicts import GOOD, Verdict
 from ccl_health.judge.attribution import ATTRIBUTION_FIELDS
 from ccl_health.judge.series import READ_ORDER
-from ccl_health.report.health import (
-    NODES_LISTED, health_sections, node_rows, probe_summary)
+from ccl_health.report.health import (  # noqa: F401 (the page's parts)
+    HEALTH_DAYS_LISTED, NODES_LISTED, HealthSection, health_sections,
+    node_rows, node_trends, probe_summary)
 
 #: the kinds of case, in page order
 KINDS = ('sweep', 'health probe', 'fleet', 'framework', 'other')
@@ -330,7 +331,7 @@ def page_window(store, days=PAGE_DAYS):
 
 # long: the page's sections in page order
 def build(store, outdir, title='ccl-health report', sizes=None, now=None,
-          days=PAGE_DAYS, cache=None, inline=None):
+          days=PAGE_DAYS, cache=None, inline=None, run_id=None):
     """Write ``outdir/index.html`` and its figures beside it (PNG files,
     :mod:`ccl_health.report.figures`: drawn only where their data changed
     since the figure in ``cache``, default ``outdir/.figures``; inline too
@@ -340,7 +341,9 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     The page is of the last ``days`` days recorded (:func:`page_window`),
     read bounded (:mod:`ccl_health.db.reads`); a series with a finding, a
     failure or a change of version in it gets its own figures, the others
-    one panel each in their group's figure (:func:`series_sections`)."""
+    one panel each in their group's figure (:func:`series_sections`).
+    ``run_id``: the page of one night (the nightly's): its failures
+    section lists that run's failures, not the window's."""
     from ccl_health.report import figures as figs_
     wanted = parse_trend_sizes(sizes)
     try:
@@ -377,9 +380,11 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     findings = reads.judge_keys(
         store, reads.history_keys(case_rows), since,
         {c['run_id'] for c in case_rows}, standing=how)
-    probe_findings = reads.judge_keys(
-        store, {k for k in reads.window_keys(store, recent)
-                if k[7] == 'health probe'}, recent)
+    from ccl_health.db import keystate as state
+    probe_findings = reads.kept_findings(
+        store, recent, runs=False, probes=True) if state.listed(store) \
+        else reads.judge_keys(store, {k for k in reads.window_keys(
+            store, recent) if k[7] == 'health probe'}, recent)
     findings += probe_findings
     failing = _cases_frame(store, reads.window_cases(
         store, since, kinds=('health probe',), failing=True))
@@ -389,13 +394,17 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     sections, healthy = series_sections(figures, df, cases, findings,
                                         wanted, sizes)
     health = health_sections(store, figures, since)
-    nodes = node_rows(store, since, probe_findings)
+    nodes = node_trends(store, figures, node_rows(store, since,
+                                                  probe_findings), since)
     figures.finish()
     from ccl_health.db import queries
 
     def shown(case):
         return queries.shown_reason(store, case)
-    fails = failure_rows(everything, reason=shown)
+    mine = everything
+    if run_id is not None and not everything.empty:
+        mine = everything[everything['run_id'] == run_id]
+    fails = failure_rows(mine, reason=shown)
     # every finding of the series; the nodes' newest (every node with one
     # is in the nodes to look at)
     frows = finding_rows(
@@ -412,7 +421,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         window=f'the {days:g} days to {newest}' if newest else 'nothing',
         summary=table.to_dict('records') if not table.empty else [],
         summary_columns=list(table.columns),
-        failure_counts=failure_counts(everything),
+        failure_counts=failure_counts(mine), night_run=run_id,
         failures=fails[:FAILURES_LISTED], n_failures=len(fails),
         skipped=failure_rows(cases, (Verdict.SKIPPED.value,), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
@@ -426,8 +435,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
     try:
-        with open(page, 'w', encoding='utf-8') as fp:
-            fp.write(html)
+        # atomic, never through a link planted at the page's name
+        safefile.write_atomic(page, html)
     except OSError as err:
         raise CclHealthError(f'{page}: cannot write the page: '
                              f'{err.strerror or err}') from None

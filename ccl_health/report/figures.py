@@ -20,11 +20,10 @@ import dataclasses
 import functools
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, safefile
 
 #: a page of at most this many figures carries them inline too
 INLINE_FIGURES = 12
@@ -185,15 +184,22 @@ def _place(cached, path):
     except OSError:             # leave both names)
         pass
     folder = os.path.dirname(path) or '.'
-    tmp = os.path.join(folder, f'.tmp-{os.getpid()}-{os.path.basename(path)}')
+    # a random temporary name (a fixed one could be a planted link that
+    # the copy would write through)
+    tmp = os.path.join(folder, f'.tmp-{os.urandom(8).hex()}-'
+                       f'{os.path.basename(path)}')
     try:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
         try:
             os.link(cached, tmp)
         except OSError:
-            shutil.copyfile(cached, tmp)
-        os.replace(tmp, path)
+            with open(cached, 'rb') as fp:
+                safefile.write_atomic(path, fp.read())
+        else:
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                os.unlink(tmp)
+                raise
     except OSError as err:
         raise CclHealthError(f'{path}: cannot write the figure: '
                              f'{err.strerror or err}') from None

@@ -14,7 +14,7 @@ from typing import List
 
 from ccl_health import CclHealthError
 from ccl_health.db import keyreads
-from ccl_health.db.schema import GOOD_SQL
+from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge.series import KEY
 from ccl_health.units import format_size
 
@@ -37,19 +37,14 @@ def _slug(text):
 def probe_summary(store, since, now=None):
     """The summary rows of the health probes since ``since``, one per
     system, partition, collective, transport, nodes, ranks and algo over
-    every node, counted in the database (never read probe by probe)."""
-    from ccl_health.db.health_days import _is_probe
+    every node, counted in the database (never read probe by probe; the
+    closed days' counts kept: :func:`ccl_health.db.health_days.
+    window_counts`)."""
+    from ccl_health.db.health_days import COUNTS_GROUP as g, _is_probe
+    from ccl_health.db.health_days import window_counts
     probe, params = _is_probe()
-    g = KEY
-    cols = ', '.join(f'c.{k}' for k in g)
-    rows = store.query(
-        f"""SELECT {cols}, COUNT(*) AS checks, MAX(c.time) AS last,
-                   SUM(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN 1 ELSE 0
-                       END) AS failures,
-                   MAX(CASE WHEN c.verdict NOT IN {GOOD_SQL} THEN c.time
-                       END) AS last_failure
-            FROM cases c WHERE c.time >= ? AND {probe}
-            GROUP BY {cols}""", (keyreads.sql_time(since),) + params)
+    # per group, the kept days' counts and the others' (schema 10)
+    rows = window_counts(store, keyreads.sql_time(since))
     now = now or datetime.datetime.now(datetime.timezone.utc)
     out = []
     for r in rows:
@@ -128,18 +123,31 @@ def days_rows(store, since, cache):
     the folder ``cache`` under a hash of that day's cases (how many and
     the newest id, counted from the time index) and of the code: a day is
     computed again only when a case of it was added or removed, so a
-    nightly page computes its newest day, not the month."""
+    nightly page computes its newest day, not the month.  The days the
+    database keeps (schema 10, :func:`ccl_health.db.health_days.keep`)
+    are read as kept, and only the days after them counted."""
     from ccl_health.db import health_days as hd
     from ccl_health.report.figures import digest, write_whole
+    # the kept days (schema 10) as kept; the others from the first of
+    # them on (today's, as a rule) by the cache below
+    have = hd.kept_days(store, since) if since and hd.kept(store) else {}
+    last = hd.newest_day(store) if have else None
+    rest = since
+    while rest and last and rest <= last and rest in have:
+        rest = hd._next_day(rest)
     marks = store.query(
         'SELECT substr(c.time, 1, 10) AS day, COUNT(*) AS n, MAX(c.id) AS '
-        'last FROM cases c' + (' WHERE c.time >= ?' if since else '') +
-        ' GROUP BY substr(c.time, 1, 10)', (since,) if since else ())
+        'last FROM cases c' + (' WHERE c.time >= ?' if rest else '') +
+        ' GROUP BY substr(c.time, 1, 10)', (rest,) if rest else ())
     with open(hd.__file__, 'rb') as fp:
         code = fp.read()
     out = []
-    for m in sorted(marks, key=lambda m: str(m['day'])):
-        day = str(m['day'])
+    days = {str(m['day']): m for m in marks if str(m['day']) not in have}
+    for day in sorted(set(days) | set(have)):
+        if day in have:
+            out += have[day][0]
+            continue
+        m = days[day]
         try:
             after = (datetime.date.fromisoformat(day) +
                      datetime.timedelta(days=1)).isoformat()
@@ -163,6 +171,50 @@ def days_rows(store, since, cache):
             pass                # no cache: computed again next time
         out += rows
     return out
+
+
+#: the nodes to look at that get a trend figure of their own probes (the
+#: newest problems first)
+NODE_TRENDS = 12
+
+
+def node_trend_rows(store, node, since):
+    """``[(time, transport, size, busbw, verdict)]`` of ``node``'s health
+    probes since ``since``, oldest first: at each probe's largest size
+    (one point per probe), busbw None where it measured nothing."""
+    from ccl_health.db.health_days import _is_probe
+    probe, params = _is_probe()
+    rows = store.query(
+        f"""SELECT c.id AS id, c.time AS time, c.transport AS transport,
+                   c.verdict AS verdict, m.size AS size, m.busbw AS busbw
+            FROM cases c LEFT JOIN measurements m ON m.case_id = c.id
+            WHERE c.time >= ? AND c.nodelist = ? AND {probe}""",
+        (keyreads.sql_time(since), node) + params)
+    best = {}
+    for r in rows:
+        old = best.get(r['id'])
+        if old is None or (r['size'] or 0) > (old['size'] or 0):
+            best[r['id']] = r
+    return sorted((str(r['time']), r['transport'] or '-',
+                   int(r['size'] or 0),
+                   None if r['busbw'] is None else float(r['busbw']),
+                   r['verdict']) for r in best.values())
+
+
+def node_trends(store, figures, nodes, since):
+    """Each of the first :data:`NODE_TRENDS` ``nodes`` (rows of
+    :func:`node_rows`) given ``figure``: the trend of its own health
+    probes (:func:`ccl_health.report.plots.node_trend`)."""
+    from ccl_health.report import plots
+    for row in nodes[:NODE_TRENDS]:
+        data = node_trend_rows(store, row['node'], since)
+        if not data:
+            continue
+        row['figure'] = figures.add(
+            f'node_{_slug(row["node"])}.png',
+            f'{row["node"]}: its health probes over time',
+            lambda d=data, n=row['node']: plots.node_trend(d, n), data)
+    return nodes
 
 
 def node_rows(store, since, findings=()):

@@ -365,3 +365,36 @@ def healthy_figure(panels, over='time'):
         axes[0].xaxis.set_major_formatter(mt.FuncFormatter(
             lambda v, _: format_size(int(round(v))) if v >= 1 else ''))
     return fig
+
+
+def node_trend(rows, node):
+    """One node's health probes over time as PNG: ``rows`` of
+    :func:`ccl_health.report.health.node_trend_rows` (time, transport,
+    size, busbw, verdict); one line per transport and size, a probe that
+    was not good marked in red (at 0 where it measured nothing)."""
+    import pandas as pd
+    import matplotlib.dates as mdates
+    df = pd.DataFrame(rows, columns=['time', 'transport', 'size', 'busbw',
+                                     'verdict'])
+    df['when'] = pd.to_datetime(df['time'], utc=True, format='ISO8601')
+    fig = _figure(11, 2.6, left=0.07, right=0.72, bottom=0.22, top=0.88)
+    ax = fig.subplots()
+    for (transport, size), grp in df.groupby(['transport', 'size']):
+        got = grp[grp['busbw'].notna()]
+        ax.plot(got['when'], got['busbw'].astype(float), 'o-', ms=4,
+                label=f'{transport} {format_size(int(size)) if size else ""}'
+                .strip())
+    bad = df[df['verdict'] != 'pass']
+    if not bad.empty:
+        ax.plot(bad['when'], bad['busbw'].fillna(0).astype(float), 'x',
+                color='tab:red', ms=8, mew=2, label='not good')
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel('busbw (GB/s)')
+    ax.set_xlabel('probe time (UTC)')
+    loc = mdates.AutoDateLocator(tz='UTC')
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz='UTC'))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
+    ax.set_title(f'{node}: health probes', fontsize=10)
+    return _png(fig)

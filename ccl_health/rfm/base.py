@@ -29,7 +29,7 @@ from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata import sysconfig
 from ccl_health.evidence import debuglog as tproof
 from ccl_health.evidence.proof import prove
-from ccl_health.units import parse_size
+from ccl_health.units import SWEEP, parse_size
 
 #: what a job's PYTHONPATH needs to import this ccl_health (the checkout,
 #: or the site-packages it is installed in)
@@ -41,6 +41,16 @@ EXIT_STATUS_FILE = 'ccl-health-exit-status'
 #: the node's state before, while and after the program ran
 #: (``python -m ccl_health.evidence.nodestate --watch``), one JSON line a reading
 NODE_STATE_FILE = 'ccl-health-nodestate.jsonl'
+#: what NCCL's RAS said shortly before the job's time limit
+#: (``python -m ccl_health.evidence.ras --watch``): which rank stopped
+RAS_FILE = 'ccl-health-ras.json'
+
+
+def ras_margin(limit):
+    """Seconds before a job's time limit to ask RAS: its query's bound
+    and as much again for the job script (a quarter of a short limit)."""
+    from ccl_health.evidence.ras import DEFAULT_BOUND
+    return min(2 * DEFAULT_BOUND + 3, 0.25 * limit)
 
 
 class PlacedTest(rfm.RunOnlyRegressionTest):
@@ -134,14 +144,16 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         self.job.launcher.options = list(
             self.current_environ.extras.get('launcher_options', []))
         self.keep_files = list(keep_files) + ['nccl-debug.*.log',
-                                              EXIT_STATUS_FILE, CASE_FILE]
+                                              EXIT_STATUS_FILE, CASE_FILE,
+                                              RAS_FILE]
         start, stop = self.node_state_cmds() if watch else ([], [])
         if watch:
             self.keep_files.append(NODE_STATE_FILE)
-        self.prerun_cmds = list(self.prerun_cmds) + start
+        ras_start, ras_stop = self.ras_cmds()
+        self.prerun_cmds = list(self.prerun_cmds) + start + ras_start
         self.postrun_cmds = (['ccl_health_rc=$?',
                               f'echo "$ccl_health_rc" > {EXIT_STATUS_FILE}']
-                             + stop + list(self.postrun_cmds) +
+                             + ras_stop + stop + list(self.postrun_cmds) +
                              ['exit "$ccl_health_rc"'])
         if not self.is_dry_run():
             with open(os.path.join(self.stagedir, CASE_FILE), 'w') as fp:
@@ -168,6 +180,40 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         stop = ['kill -TERM "$ccl_health_watch" 2>/dev/null',
                 'wait "$ccl_health_watch" 2>/dev/null']
         return start, stop
+
+    def ras_cmds(self):
+        """``(before, after)`` lines of the job script: ask NCCL's RAS which
+        rank stopped (``python -m ccl_health.evidence.ras --watch``) shortly
+        before the job's time limit, while its processes still run: at the
+        limit less :func:`ras_margin` (the query's bound and a margin), on
+        this node and, where ``NCCL_RAS_ADDR`` listens on every interface,
+        on each node of the job; stopped after the program (a run that
+        ended in time is never asked)."""
+        from shlex import quote
+        try:        # ReFrame keeps it in seconds; '10m' where not yet
+            limit = float(typ.Duration(self.time_limit)) \
+                if self.time_limit else 0.0
+        except (TypeError, ValueError):
+            limit = 0.0
+        if limit <= 0:
+            return [], []
+        at = max(1.0, limit - ras_margin(limit))
+        py = quote(sys.executable or 'python3')
+        start = [
+            f'PYTHONPATH={quote(REPO)}${{PYTHONPATH:+:$PYTHONPATH}} {py} -m '
+            f'ccl_health.evidence.ras --watch {RAS_FILE} --at {at:.0f} '
+            f'--nodes "$(scontrol show hostnames "${{SLURM_JOB_NODELIST:-}}" '
+            f'2>/dev/null | paste -sd, -)" </dev/null >/dev/null 2>&1 &',
+            'ccl_health_ras=$!']
+        stop = ['kill -TERM "$ccl_health_ras" 2>/dev/null',
+                'wait "$ccl_health_ras" 2>/dev/null']
+        return start, stop
+
+    def ras_answer(self):
+        """What RAS said before the time limit
+        (:class:`ccl_health.evidence.ras.Answer`), or None: not asked."""
+        from ccl_health.evidence.ras import read_watch
+        return read_watch(os.path.join(self.stagedir, RAS_FILE))
 
     def node_states(self):
         """The readings of the sampler (:meth:`node_state_cmds`):
@@ -211,9 +257,10 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
 
 class TransportMixin(rfm.RegressionTestPlugin):
     """A transport configuration (one record of
-    :mod:`ccl_health.sitedata.transports`: intra, net-socket, net-ib, net-plugin,
-    net-plugin-gdr): the site's environment of it, NCCL's debug log to one
-    file per rank, and the proof of the transport that ran.  ``transport``
+    :mod:`ccl_health.sitedata.transports`: intra, net-socket, net-ib,
+    net-ib-gdr, net-plugin, net-plugin-gdr): the site's environment of it,
+    NCCL's debug log to one file per rank, and the proof of the transport
+    that ran.  ``transport``
     is the record's name (the test names, the run report and the
     references read it); :attr:`transport_info` is the record."""
 
@@ -236,8 +283,9 @@ class TransportMixin(rfm.RegressionTestPlugin):
 
     @run_after('setup')
     def skip_unavailable_transport(self):
-        """An optional transport the site does not configure (``net-ib``
-        without InfiniBand) is skipped, with the reason."""
+        """A transport the site file does not list (``net-ib`` without
+        InfiniBand, the plugin's without a plugin) is skipped, with the
+        reason (:meth:`ccl_health.sitedata.site.Site.unavailable`)."""
         why = self._site.unavailable(self.transport)
         self.skip_if(why is not None, why)
 
@@ -300,9 +348,9 @@ class SizeSweepMixin(rfm.RegressionTestPlugin):
     ``iters`` timed iterations after ``warmup_iters``; one performance
     variable ``busbw_<size>`` per measured size (:meth:`measured`)."""
 
-    min_size = variable(str, value='8')
-    max_size = variable(str, value='8G')
-    step_factor = variable(int, value=2)
+    min_size = variable(str, value=SWEEP[0])
+    max_size = variable(str, value=SWEEP[1])
+    step_factor = variable(int, value=SWEEP[2])
     iters = variable(int, value=20)
     warmup_iters = variable(int, value=5)
 
@@ -329,7 +377,9 @@ class PluginBuildMixin(rfm.RegressionTestPlugin):
     network-plugin transports: only those depend on it, so a failed plugin
     build cannot take intra and net-socket down with it.  The check sets
     ``transport = parameter(PLUGIN_TRANSPORTS)`` in its own body (ReFrame
-    does not let two bases both define one parameter)."""
+    does not let two bases both define one parameter).  A site that lists
+    no plugin transport gets :class:`NoPluginMixin` instead
+    (:func:`plugin_mixin`)."""
 
     plugin = fixture(NetPluginBuild, scope='environment')
 
@@ -337,3 +387,38 @@ class PluginBuildMixin(rfm.RegressionTestPlugin):
         return {'plugin_library': self.plugin.library,
                 'plugin_prefix': self.plugin.prefix,
                 'libfabric_prefix': self.plugin.libfabric.prefix}
+
+
+class NoPluginMixin(rfm.RegressionTestPlugin):
+    """The plugin checks of a site whose file lists no plugin transport:
+    nothing is built for them (no plugin, no libfabric), and each is
+    skipped at setup with the reason
+    (:meth:`TransportMixin.skip_unavailable_transport`)."""
+
+    def plugin_values(self):
+        return {}
+
+
+def runtime_site(system=None, site_dir=None):
+    """The site file of ``system`` (default: the system ReFrame runs on)
+    in ``site_dir`` (default: ``CCL_HEALTH_SITE_DIR``, else the shipped
+    ``site/``), as the check files read it when they load; None when it
+    cannot be read (the checks then report its error at setup)."""
+    if system is None:
+        import reframe.core.runtime as rt
+        system = rt.runtime().system.name
+    try:
+        return site_data.load(site_dir or resources.site_dir(), system,
+                              benign_check=check_benign)
+    except (CclHealthError, OSError):
+        return None
+
+
+def plugin_mixin(system=None, site_dir=None):
+    """:class:`PluginBuildMixin` where the site file lists a plugin
+    transport (or cannot be read), else :class:`NoPluginMixin`: a site
+    without the plugin never builds it for checks that are skipped."""
+    site = runtime_site(system, site_dir)
+    if site is not None and not set(PLUGIN_TRANSPORTS) & set(site.transports):
+        return NoPluginMixin
+    return PluginBuildMixin

@@ -17,9 +17,9 @@ from reframe.core.builtins import fixture, variable
 from ccl_health import resources
 resources.importable()      # the build recipes: the checkout's or shipped
 from builders.nccl_tests import CollectiveTestsBuild  # noqa: E402
-from ccl_health import CclHealthError
 from ccl_health.evidence import programs  # noqa: E402
 from ccl_health.evidence.benignwarns import check_benign
+from ccl_health.rfm.base import runtime_site
 from ccl_health.sitedata import site as site_data
 from ccl_health.sitedata.sysconfig import partition_gpus
 
@@ -70,15 +70,8 @@ def site_installs_tests(system=None, site_dir=None):
     runs on) names its own installation of nccl-tests / rccl-tests.  A
     site file that cannot be read says no: the checks then report its
     error."""
-    if system is None:
-        import reframe.core.runtime as rt
-        system = rt.runtime().system.name
-    try:
-        site = site_data.load(site_dir or default_site_dir(), system,
-                              benign_check=check_benign)
-    except (CclHealthError, OSError):
-        return False
-    return programs.site_prefix(site.build) is not None
+    site = runtime_site(system, site_dir or default_site_dir())
+    return site is not None and programs.site_prefix(site.build) is not None
 
 
 class BuiltBinariesMixin(BuildAndRunMixin, SiteBinariesMixin):

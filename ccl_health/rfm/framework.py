@@ -20,6 +20,7 @@ ccl_health.torch_bench`` instead of an nccl-tests binary.
 
 import json
 import os
+import re
 import zlib
 
 import reframe as rfm
@@ -36,6 +37,41 @@ from ccl_health.rfm.base import REPO, PlacedTest, SizeSweepMixin, TransportMixin
 
 RESULT_JSON = 'torch-bench.json'
 MODULE = 'ccl_health.torch_bench'
+
+
+#: the last line of a Python traceback (``RuntimeError: ...``,
+#: ``torch.distributed.DistNetworkError: ...``), or the tool's own error
+#: line, behind the launcher's tag of the rank (``[1,0]<stderr>:``)
+_RANK_ERROR = re.compile(
+    r'^(?:\[[^\]]*\](?:<std\w+>)?:?\s*)?'
+    r'((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b(?::.*)?'
+    r'|ccl_health\.torch_bench: error: .*)$')
+
+
+def failing_rank_line(*texts):
+    """The failing rank's own error in ``texts`` (the job's stderr, then
+    its stdout): the first exception a rank printed (the first to fail is
+    the cause; the others fail after it), else the last line outside the
+    launcher's banners (Open MPI's blocks between lines of dashes), else
+    ''.  Never only the banner."""
+    last = ''
+    for text in texts:
+        banner = False
+        for line in (text or '').splitlines():
+            s = line.strip()
+            if not s:
+                continue
+            if set(s) <= set('-=*'):
+                banner = not banner
+                continue
+            m = _RANK_ERROR.match(s)
+            if m:
+                return m.group(1)[:300]
+            if not banner:
+                last = s
+        if last:
+            break
+    return last[:300]
 
 
 class FrameworkBase(PlacedTest):
@@ -68,12 +104,18 @@ class FrameworkBase(PlacedTest):
         env = self.run_env()
         # the suite's own package, whatever Python the job finds
         env['PYTHONPATH'] = REPO + ':${PYTHONPATH}'
-        # a rendezvous port of its own: concurrent jobs on one node
-        env['MASTER_PORT'] = str(29500 + 10 * (zlib.crc32(
-            self.unique_name.encode()) % 500))
+        # a rendezvous port of its own: checks that run at the same time
+        # on one node share nothing; a block of free ports picked on the
+        # first node, where rank 0 listens, as the job starts (this
+        # check's own fixed block where none can be picked)
+        fixed = 29500 + 10 * (zlib.crc32(self.unique_name.encode()) % 500)
+        env['MASTER_PORT'] = str(fixed)
+        self.prerun_cmds = [
+            f'export MASTER_PORT=$({self.python} -m {MODULE}.port --count '
+            f'10 --default {fixed} 2>/dev/null || echo {fixed})']
         if self.num_nodes > 1:
             # the batch script runs on the first node, where rank 0 is
-            self.prerun_cmds = ['export MASTER_ADDR=$(hostname)']
+            self.prerun_cmds.append('export MASTER_ADDR=$(hostname)')
         self.set_environment(env, [RESULT_JSON])
 
     # -- outputs -------------------------------------------------------------
@@ -89,17 +131,47 @@ class FrameworkBase(PlacedTest):
         return self._parsed_doc
 
     def _stderr_tail(self):
+        """The failing rank's own error (:func:`failing_rank_line`) of the
+        job's stderr, else of its stdout."""
+        texts = []
+        for name in (self.stderr, self.stdout):
+            try:
+                with open(os.path.join(self.stagedir, sn.evaluate(name)),
+                          errors='replace') as fp:
+                    texts.append(fp.read())
+            except OSError:
+                pass
+        return failing_rank_line(*texts)
+
+    def _hang(self):
+        """(verdict, reason) of a job Slurm ended at its time limit: the
+        one judge's ``hang``, naming the rank NCCL's RAS named before it
+        (:meth:`ras_answer`) or the debug log that stopped first; None
+        where it was not ended so."""
+        from ccl_health import summary
+        from ccl_health.judge import assemble
+        from ccl_health.judge.casejudge import judge
+        stage = lambda name: os.path.join(self.stagedir, sn.evaluate(name))
+        line = summary.slurm_time_limit_line(stage(self.stderr))
+        if not line:
+            return None
         try:
-            with open(os.path.join(self.stagedir,
-                                   sn.evaluate(self.stderr))) as fp:
-                lines = [ln for ln in fp.read().splitlines() if ln.strip()]
-            return lines[-1][:300] if lines else ''
+            with open(stage(self.stdout), errors='replace') as fp:
+                out = fp.read()
         except OSError:
-            return ''
+            out = ''
+        j = judge(assemble.case([assemble.unrun(
+            killed=f'the job exceeded its time limit ({line})',
+            ras=self.ras_answer(), logs=self.evidence().files, stdout=out)],
+            what=f'{MODULE} {self.bench_mode}'))
+        return str(j.verdict), j.reason
 
     def _judge_output(self):
         """(verdict, reason) from the JSON alone, or None when it is
         fine."""
+        hang = self._hang()
+        if hang:
+            return hang
         doc = self._doc()
         rc = self.exit_status()
         if 'error' in doc or not doc.get('complete') or rc:

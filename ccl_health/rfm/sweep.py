@@ -130,6 +130,9 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             killed=killed, log_paths=self.evidence().files,
             stdout_path=os.path.join(self.stagedir,
                                      sn.evaluate(self.stdout)),
+            stderr_path=os.path.join(self.stagedir,
+                                     sn.evaluate(self.stderr)),
+            ras=self.ras_answer() if killed else None,
             site=getattr(self, '_site', None),
             node_states=self.node_states())
         self.keep_proof(ev.last.proof, ev.last.debug,
@@ -191,30 +194,38 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
 def sweep_evidence(result, exit_status, ref_entry, *, what, transport,
                    collective, nodes, gpus_per_node, algo, sizes_run, exact,
                    missing_reference='', killed=None, log_paths=(),
-                   stdout_path=None, site=None, node_states=None):
+                   stdout_path=None, site=None, node_states=None,
+                   stderr_path=None, ras=None):
     """The sweep's adapter to the case assembler
     (:mod:`ccl_health.judge.assemble`), a pure function (no ReFrame): its
-    stage's stdout (``stdout_path``, parsed as ``result``) and debug logs
+    stage's stdout (``stdout_path``, parsed as ``result``), stderr (the
+    launcher's words: which rank exited first) and debug logs
     (``log_paths``), its exit status, a Slurm time-limit line (``killed``:
-    a hang), the sizes it asked (``sizes_run``) and its reference entry."""
-    text = ''
-    if stdout_path:
-        try:
-            with open(stdout_path, errors='replace') as fp:
-                text = fp.read()
-        except OSError:
-            text = ''
+    a hang) with what NCCL's RAS said before it (``ras``), the sizes it
+    asked (``sizes_run``) and its reference entry."""
+    text, err = _read(stdout_path), _read(stderr_path)
     att = assemble.attempt(
         text, log_paths, exit_status, result=result,
         source=stdout_path or 'stdout', transport=transport,
         nodes=nodes or 1, killed=(f'the job exceeded its time limit '
-                                  f'({killed})' if killed else None))
+                                  f'({killed})' if killed else None),
+        ras=ras, launcher_text=text + '\n' + err if err else None)
     return assemble.case(
         [att], what=what, transport=transport, collective=collective,
         nodes=nodes, gpus_per_node=gpus_per_node, algo=algo,
         expected_sizes=list(sizes_run) or None, exact_sizes=exact,
         site=site, node_states=node_states, reference=ref_entry,
         missing_reference=missing_reference)
+
+
+def _read(path):
+    if not path:
+        return ''
+    try:
+        with open(path, errors='replace') as fp:
+            return fp.read()
+    except OSError:
+        return ''
 
 
 class BuildAndRunSweepBase(BuildAndRunMixin, CollectiveSweepBase):

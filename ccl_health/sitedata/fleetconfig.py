@@ -27,9 +27,23 @@ GROUP_LIMIT_RANKS = 2048
 NODE_CHECKS = ('one-step', 'per-node')
 
 
+#: the transport of the steps without a site file (with one: the site's,
+#: :func:`ccl_health.sitedata.transports.fleet_default` of what it lists)
+NO_SITE_TRANSPORT = 'net-plugin'
+#: what a step's NCCL says where the fleet proves the transport
+#: (``prove_transport``): its channel lines, into the step's output (the
+#: site's ``env`` / ``fleet.env`` may set them otherwise)
+PROOF_ENV = {'NCCL_DEBUG': 'INFO', 'NCCL_DEBUG_SUBSYS': 'INIT,NET'}
+
+
 @dataclasses.dataclass
 class FleetConfig:
-    transport: str = 'net-plugin'
+    #: the network transport of pair and group steps; from a site file:
+    #: its ``fleet.transport``, else the strongest network it lists
+    #: without GPUDirect RDMA required (:meth:`from_dict`)
+    transport: str = NO_SITE_TRANSPORT
+    #: ranks per node in pair and group steps (1: one GPU and its NIC per
+    #: node; a node's GPU count checks every GPU's path)
     tasks_per_node: int = 1
     size: str = '1G'
     round_limit: float = 120.0
@@ -111,20 +125,39 @@ class FleetConfig:
         return n
 
     @classmethod
-    def from_dict(cls, raw: Optional[dict], path='<site>'):
+    def from_dict(cls, raw: Optional[dict], path='<site>', listed=None):
+        """The configuration of the ``fleet`` block ``raw`` of the site
+        file ``path``, checked; ``listed``: the transports that site file
+        lists (None: no site file).  With a site file the transport is
+        one it lists: ``fleet.transport``, else
+        :func:`ccl_health.sitedata.transports.fleet_default`."""
+        from ccl_health.sitedata import transports
         raw = dict(raw or {})
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(raw) - names)
         if unknown:
             raise CclHealthError(f'{path}: fleet.{unknown[0]}: unknown key '
                                  f'(known: {", ".join(sorted(names))})')
+        if listed is not None:
+            listed = [n for n in transports.NAMES if n in set(listed)]
+            has = ', '.join(listed) or 'none'
+            if 'transport' not in raw:
+                raw['transport'] = transports.fleet_default(listed)
+                if raw['transport'] is None:
+                    raise CclHealthError(
+                        f'{path}: fleet.transport: the site file lists no '
+                        f'network transport (transports: {has}), and the '
+                        f'fleet\'s pairs and groups need one')
+            elif raw['transport'] not in listed:
+                raise CclHealthError(
+                    f'{path}: fleet.transport: {raw["transport"]} is not '
+                    f'listed under transports: (it lists {has})')
         cfg = cls(**raw)
         try:
             if cfg.size_bytes <= 0:
                 raise CclHealthError('must be positive')
         except CclHealthError as err:
             raise CclHealthError(f'{path}: fleet.size: {err}') from None
-        from ccl_health.sitedata import transports
         try:
             transports.get(cfg.transport)
         except CclHealthError as err:

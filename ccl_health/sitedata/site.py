@@ -102,17 +102,18 @@ class Site:
                                  f'configured for {self.system}') from None
 
     def unavailable(self, name):
-        """Why transport ``name`` cannot run on this site, or None: an
-        optional transport (:attr:`ccl_health.sitedata.transports.Transport.optional`,
-        e.g. ``net-ib`` where there is no InfiniBand) that the site file does
-        not configure.  A required one that is missing stays an error
-        (:meth:`transport`)."""
+        """Why transport ``name`` does not run on this site, or None: the
+        site file does not list it under ``transports:`` (``net-ib`` where
+        there is no InfiniBand, the plugin's where the site has none).
+        Every door skips such a transport with this reason; what needs
+        its settings anyway (:meth:`transport`) is an error."""
         t = registry.get(name)
-        if t.name in self.transports or not t.optional:
+        if t.name in self.transports:
             return None
-        return (f'{t.name} ({t.title}) is not configured for {self.system} '
-                f'in {self.path}: list it under transports: where the nodes '
-                f'have its network')
+        listed = ', '.join(n for n in registry.NAMES if n in self.transports)
+        return (f'{t.name} ({t.title}) is not configured for {self.system}: '
+                f'{self.path} lists {listed or "no transport"} under '
+                f'transports: (add it there to run it)')
 
     def render_env(self, transport, values, single_node):
         """The environment of one run: the site's common variables, the
@@ -211,7 +212,7 @@ def from_doc(doc, path='<site>', system=None, benign_check=None):
     return Site(str(doc.get('system', system or '')), path,
                 dict(doc.get('env', {})), transports, doc.get('build', {}),
                 _health(doc.get('health'), path),
-                _fleet(doc.get('fleet'), path),
+                _fleet(doc.get('fleet'), path, doc['transports']),
                 _benign(doc.get('benign_warns'), path, benign_check),
                 _actions(doc.get('actions'), path))
 
@@ -230,13 +231,14 @@ def _actions(raw, path):
     return nodeactions.check_site_actions(raw, path)
 
 
-def _fleet(raw, path):
-    """The ``fleet`` block, checked whole now (a bad size or an unknown
-    transport is an error naming the file and the key, before any run)."""
+def _fleet(raw, path, listed):
+    """The ``fleet`` block, checked whole now (a bad size, an unknown
+    transport or one the file does not list is an error naming the file
+    and the key, before any run)."""
     if raw is None:
         return None
     from ccl_health.sitedata.fleetconfig import FleetConfig
-    FleetConfig.from_dict(raw, path)
+    FleetConfig.from_dict(raw, path, listed)
     return dict(raw)
 
 

@@ -93,3 +93,12 @@ def partition_gpus(partition):
     count = sum(n for n, _ in devs)
     arch = next((a for _, a in devs if a), '')
     return count, arch, vendor_of(arch)
+
+
+#: ReFrame's schedulers that run a job on this host, not through a batch
+#: system
+HERE_SCHEDULERS = ('local',)
+#: the command each batch scheduler of ReFrame submits a job with
+SUBMIT_COMMAND = {'slurm': 'sbatch', 'squeue': 'sbatch', 'pbs': 'qsub',
+                  'torque': 'qsub', 'sge': 'qsub', 'lsf': 'bsub',
+                  'oar': 'oarsub', 'flux': 'flux'}

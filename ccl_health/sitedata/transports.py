@@ -9,7 +9,10 @@ A transport is a way NCCL / RCCL connects the ranks of a run:
   PCIe, or shared memory);
 * ``net-socket``: NCCL's builtin TCP sockets (``NET/Socket``);
 * ``net-ib``: NCCL's builtin InfiniBand / RoCE verbs network (``NET/IB``),
-  no plugin; GPUDirect RDMA where the nodes allow it (``/GDRDMA``);
+  no plugin; GPUDirect RDMA where the nodes allow it (``/GDRDMA``), not
+  required;
+* ``net-ib-gdr``: the same with GPUDirect RDMA on every network path (a
+  node where it is lost, e.g. ``nvidia_peermem`` not loaded, falls back);
 * ``net-plugin``: a network plugin (aws-ofi-nccl / aws-ofi-rccl over
   libfabric), GPUDirect RDMA off;
 * ``net-plugin-gdr``: the plugin with GPUDirect RDMA on every network path.
@@ -17,6 +20,10 @@ A transport is a way NCCL / RCCL connects the ranks of a run:
 On one node the network transports are forced through the network by
 disabling P2P and SHM (:data:`ONE_NODE_NETWORK_ENV`); on several nodes NCCL
 must find the network by itself.
+
+A site runs the transports its site file lists (``transports:`` of
+``site/<system>.yaml``); every other one is skipped with that reason in
+every door (:meth:`ccl_health.sitedata.site.Site.unavailable`).
 
 The bound of an impossible busbw is not a transport's constant: it is
 derived per case from the links (:func:`ccl_health.judge.ceiling.bound`)."""
@@ -71,10 +78,6 @@ class Transport:
     forces_network_on_one_node: bool = True
     #: :data:`IDEAL_NVLINK` or :data:`IDEAL_NIC`
     ideal_from: str = IDEAL_NIC
-    #: a site configures it only where its network exists (an InfiniBand
-    #: fabric): where the site file has no entry, its checks are skipped,
-    #: not failed
-    optional: bool = False
 
     def __str__(self):
         return self.name
@@ -119,7 +122,10 @@ REGISTRY = (
               forces_network_on_one_node=False, ideal_from=IDEAL_NVLINK),
     Transport('net-socket', 'NET/Socket', 'NCCL socket transport', 'Socket'),
     Transport('net-ib', "NCCL's builtin NET/IB", "NCCL's builtin NET/IB",
-              'IB', optional=True),
+              'IB'),
+    Transport('net-ib-gdr', "NCCL's builtin NET/IB with GPUDirect RDMA",
+              "NCCL's builtin NET/IB with GPUDirect RDMA", 'IB',
+              needs_gdr=True),
     Transport('net-plugin', 'the net plugin', 'plugin {plugin}', PLUGIN,
               uses_plugin=True),
     Transport('net-plugin-gdr', 'the net plugin with GPUDirect RDMA',
@@ -157,6 +163,17 @@ def plugin_names():
 def builtin_names():
     """The transports that need no build of their own."""
     return [t.name for t in REGISTRY if not t.uses_plugin]
+
+
+def fleet_default(listed):
+    """The transport of the fleet's pair and group steps where the site
+    file's ``fleet:`` block names none: of the transports ``listed`` (the
+    site file's ``transports:``), the network one of the strongest network
+    that does not require GPUDirect RDMA (``net-plugin``, else ``net-ib``,
+    else ``net-socket``); None when none is listed."""
+    fit = [t for t in REGISTRY if t.name in set(listed or ())
+           and t.uses_network and not t.needs_gdr]
+    return fit[-1].name if fit else None
 
 
 def order(name):

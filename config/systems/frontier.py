@@ -20,7 +20,7 @@ system = {
         'descr': 'GPU nodes: 8 GCDs per node',
         'scheduler': 'slurm',
         'launcher': 'srun',
-        'access': ['-q normal'] + ([f'-A {_account}'] if _account else []),
+        'access': ['-p batch', '-q normal'] + ([f'-A {_account}'] if _account else []),
         'environs': ['PrgEnv-gnu-rocm'],
         'max_jobs': 8,
         'features': ['gpu', 'amd'],

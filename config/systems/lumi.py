@@ -9,8 +9,11 @@ launcher's CPU mask is that of LUMI's RCCL test
 its GCD.  The Slurm account is ``-A $CCL_HEALTH_ACCOUNT`` (LUMI's
 ``project_46...``; without it sbatch takes ``SBATCH_ACCOUNT``).
 
-Compute nodes are named ``nid<N>`` like Perlmutter's: on them, give the
-health hook ``CCL_HEALTH_SYSTEM=lumi``."""
+Compute nodes are named ``nid<N>`` (six digits) like Perlmutter's: on the
+shipped configuration, where both systems are, the health hook says
+COULD-NOT-CHECK there (ambiguous) unless the system is named
+(``CCL_HEALTH_SYSTEM=lumi``); a site's own copy made by
+``scripts/init-site DIR --from lumi`` holds only this system."""
 
 import os
 
@@ -20,7 +23,10 @@ _account = os.environ.get('CCL_HEALTH_ACCOUNT')
 system = {
     'name': 'lumi',
     'descr': 'LUMI-G (MI250X, Slingshot 11)',
-    'hostnames': [r'uan\d+', r'ln\d+-nmn'],
+    # login nodes uan01..uan04 (ln01-nmn on the management network);
+    # LUMI-G nodes nid005000..nid007xxx, named like Perlmutter's (see
+    # above)
+    'hostnames': [r'uan\d+$', r'ln\d+-nmn$', r'nid\d{6}$'],
     # CCL_HEALTH_MODULES_SYSTEM=nomod renders job scripts where Lmod is
     # missing (CI); on the system itself Lmod is used.
     'modules_system': os.environ.get('CCL_HEALTH_MODULES_SYSTEM', 'lmod'),

@@ -10,7 +10,12 @@ _account = os.environ.get('CCL_HEALTH_ACCOUNT')
 system = {
     'name': 'perlmutter',
     'descr': 'NERSC Perlmutter (A100, Slingshot 11)',
-    'hostnames': [r'login\d+\.perlmutter', r'perlmutter', r'nid\d+'],
+    # login nodes login01..login40.perlmutter.nersc.gov; GPU nodes
+    # nid001000..nid008xxx, six digits: LUMI's compute nodes are named so
+    # too, so on the shipped configuration the hook says COULD-NOT-CHECK
+    # there (ambiguous) unless the system is named or the site's own copy
+    # (scripts/init-site --from perlmutter) holds only this system
+    'hostnames': [r'login\d+\.perlmutter', r'perlmutter', r'nid\d{6}$'],
     # CCL_HEALTH_MODULES_SYSTEM=nomod renders job scripts where Lmod is
     # missing (a laptop, CI: docs/sites.md "Sites from a laptop"); on the system
     # itself Lmod is used.

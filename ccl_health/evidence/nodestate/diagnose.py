@@ -121,15 +121,18 @@ def _lost(states, want):
             for i, why in sorted(seen.items())]
 
 
-def foreign_processes(states, want=lambda i: True):
+def foreign_processes(states, want=lambda i: True, ours=()):
     """``{(gpu, pid): Process}`` of every process not ours seen in any of
-    ``states`` (the most memory it was seen with)."""
+    ``states`` (the most memory it was seen with); ``ours``: pids known to
+    be ours besides those the readings name so."""
     seen = {}
     for s in states:
         for g in s.gpus:
             if not want(g.index):
                 continue
             for p in g.foreign():
+                if p.pid in ours:
+                    continue
                 key = (g.index, p.pid)
                 old = seen.get(key)
                 if old is None or (p.used_bytes or 0) > (old.used_bytes or 0):
@@ -137,8 +140,8 @@ def foreign_processes(states, want=lambda i: True):
     return seen
 
 
-def _foreign(states, want):
-    seen = foreign_processes(states, want)
+def _foreign(states, want, ours=()):
+    seen = foreign_processes(states, want, ours)
     by_gpu = {}
     for (gpu, _), p in sorted(seen.items()):
         by_gpu.setdefault(gpu, []).append(p)
@@ -286,11 +289,14 @@ def _nvlinks(first, last, want):
     return out
 
 
-def contention(states, gpus=None):
+def contention(states, gpus=None, ours=()):
     """The first cause of a shared GPU (a foreign process, or memory held
-    by something not visible), or None: what makes a sweep ``contended``."""
+    by something not visible), or None: what makes a sweep ``contended``.
+    ``ours``: pids of the run's own processes known from elsewhere (the
+    pids its ranks printed), never a foreign process."""
     want = (lambda i: True) if gpus is None else (lambda i: i in set(gpus))
+    ours = set(ours or ())
     states = [s for s in states if isinstance(s, NodeState) and s.checked]
-    causes = _foreign(states, want) or _memory_held(
+    causes = _foreign(states, want, ours) or _memory_held(
         states, want, MEMORY_HELD_FRACTION, first_is_before=False)
     return causes[0] if causes else None

@@ -13,9 +13,13 @@ Slurm runs this node when
 Where Slurm is named (the first two) and ``scontrol`` fails, hangs or
 gives no record of the node, nothing is known of the node's role: the
 hook could not check (:class:`NotAnswered`).  Where only an ``scontrol``
-on PATH was asked and it does not answer for this host (a login node, a
-machine with Slurm's client and no cluster), no resource manager runs the
-node.  ``NHC_RM`` naming another resource manager (pbs, sge, lsf) is not
+on PATH was asked, Slurm's answer that it has no such node (``Node NAME
+not found``, or exit 0 with no record of it: a login node) or that this
+host has no Slurm configuration
+(:data:`NO_CLUSTER`: a machine with Slurm's client only) means no
+resource manager runs the node; an ``scontrol`` that fails otherwise,
+hangs or cannot start says nothing of the node (a job may run on it):
+could not check too.  ``NHC_RM`` naming another resource manager (pbs, sge, lsf) is not
 Slurm: nothing is asked.  ``SLURM_SCONTROL`` names the command (as NHC's
 node-mark-offline helper reads it).
 
@@ -245,6 +249,30 @@ def own_job(environ):
     return environ.get('SLURM_JOB_ID', '')
 
 
+def _not_found(output, name):
+    """Whether ``scontrol show node NAME`` said Slurm has no such node
+    (``Node NAME not found``, src/scontrol/info_node.c): Slurm answered,
+    and this host is none of its nodes (a login node, a client)."""
+    want = f'Node {name} not found'
+    return any(ln.strip() == want for ln in (output or '').splitlines())
+
+
+#: what Slurm's client says where this host has no Slurm configuration
+#: (src/common/read_config.c: ``fatal("Could not establish a configuration
+#: source")`` since 20.02's configless mode; earlier, ``s_p_parse_file:
+#: unable to status file .../slurm.conf``): no slurmd runs here with a
+#: configuration (a configless slurmd keeps its own copy, which scontrol
+#: reads), so no job of Slurm's can run here
+NO_CLUSTER = re.compile(r'Could not establish a configuration source|'
+                        r'unable to (?:status|read|open) file \S*slurm\.conf',
+                        re.I)
+
+
+def _no_cluster(output):
+    """Whether scontrol said this host has no Slurm configuration."""
+    return bool(NO_CLUSTER.search(output or ''))
+
+
 def bound(limit):
     """The time scontrol may take within the hook's ``limit``."""
     return min(BOUND, 0.25 * limit)
@@ -277,11 +305,16 @@ def read(environ, hostname, seconds, runner):
         raise NotAnswered(f'{said} says Slurm runs this node, but {tool} is '
                           f'not on PATH')
     got = runner(list(cmd), environ, seconds)
-    node, problem = None, ''
+    node, problem, unknown_node = None, '', False
     if got.not_started:
         problem = f'could not start: {got.not_started}'
     elif got.timed_out:
         problem = f'gave no answer within {seconds:.1f} s'
+    elif _not_found(got.output, name) or _no_cluster(got.output):
+        lines = [ln.strip() for ln in (got.output or '').splitlines()
+                 if ln.strip()]
+        problem = f'failed (exit {got.returncode}): {lines[-1][:200]}'
+        unknown_node = True
     elif got.returncode != 0:
         lines = [ln.strip() for ln in (got.output or '').splitlines()
                  if ln.strip()]
@@ -292,11 +325,18 @@ def read(environ, hostname, seconds, runner):
         if node is None:
             problem = (f'gave no record of node {name}: '
                        f'{" ".join((got.output or "no output").split())[:200]}')
+            # it answered (exit 0), without this host among its nodes
+            unknown_node = True
     took = time.monotonic() - t0
     if problem:
         if said:
             raise NotAnswered(f'Slurm runs this node ({said}) but {shown} '
                               f'{problem}')
+        if not unknown_node:
+            # an scontrol that fails or hangs says nothing of the node: a
+            # job may run here, so "no resource manager" is not known
+            raise NotAnswered(f'{shown} ({exe}) {problem}: whether Slurm '
+                              f'runs this node is not known')
         return Reading(why=f'{shown} {problem}: no resource manager known '
                        f'(host-name patterns)', command=cmd, seconds=took,
                        own_job=job)

@@ -9,6 +9,7 @@ that names the file and the key path, e.g.
 ``site/frontier.yaml: transports.net-plugin.ld_library_path: '/opt/x' is
 not of type 'array'``."""
 
+import difflib
 import functools
 import json
 import math
@@ -162,8 +163,13 @@ def _message(err):
         return f'{err.instance!r} is not {err.schema["description"]}'
     if err.validator == 'additionalProperties' and \
             err.schema.get('additionalProperties') is False:
-        known = ', '.join(sorted(err.schema.get('properties', {})))
-        return f'{err.message} (known: {known})'
+        props = sorted(err.schema.get('properties', {}))
+        near = [f'{hit[0]!r} for {key!r}' for key in err.instance
+                if key not in props and isinstance(key, str)
+                for hit in [difflib.get_close_matches(key, props, n=1)]
+                if hit] if isinstance(err.instance, dict) else []
+        return (f'{err.message} (known: {", ".join(props)})' +
+                (f'; did you mean {", ".join(near)}?' if near else ''))
     return err.message
 
 

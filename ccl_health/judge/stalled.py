@@ -1,0 +1,96 @@
+"""Which rank a hang or a crash is named by, as the judge's reason says
+it (:func:`ccl_health.judge.casejudge.judge_attempt` appends it).
+
+A hang (a run stopped from outside at its bound): what NCCL's RAS said
+before it was stopped (:mod:`ccl_health.evidence.ras`)::
+
+    hang: ...: rank 2 (node1 GPU 2, pid 1746) unresponsive; 3 ranks
+    waiting in AllReduce #812 (NCCL RAS at localhost:28028)
+
+where RAS could not be asked or named no rank, the debug log that stopped
+first (:func:`ccl_health.evidence.stalls.log_stopped_first`), each source
+named; and where nothing names a rank, why (``no rank named: ...``).  The
+verdict stays ``hang`` whatever RAS answered.
+
+A crash: the first rank the launcher says exited, how, and its own error
+line (:func:`ccl_health.evidence.stalls.first_exit`)."""
+
+from ccl_health.units import format_size
+
+#: ranks named in one reason at most
+MAX_NAMED = 4
+
+_STATE = {'unresponsive': 'unresponsive', 'dead': 'dead (unreachable)',
+          'error': 'in error', 'status': 'in another state'}
+
+
+def _who(n):
+    where = ' '.join(p for p in (n.host, f'GPU {n.gpu}' if n.gpu else '')
+                     if p)
+    pid = f'pid {n.pid}' if n.pid is not None else ''
+    inner = ', '.join(p for p in (where, pid) if p)
+    head = f'rank {n.rank}' if n.rank is not None else 'process'
+    return f'{head} ({inner})' if inner else head
+
+
+def _note(n):
+    if n.state == 'behind':
+        what = f'{n.collective} ' if n.collective else 'operation '
+        at = f'#{n.count}' if n.count else 'none launched'
+        return f'{_who(n)} behind at {what}{at}'
+    detail = f' {n.detail}' if n.detail and n.state in ('status',
+                                                        'error') else ''
+    return f'{_who(n)} {_STATE.get(n.state, n.state)}{detail}'
+
+
+def _ras_text(ans):
+    notes = list(ans.notes)
+    parts = [_note(n) for n in notes[:MAX_NAMED]]
+    if len(notes) > MAX_NAMED:
+        parts.append(f'+{len(notes) - MAX_NAMED} more')
+    for w in ans.waiting[:2]:
+        what = f'{w.collective} ' if w.collective else 'operation '
+        parts.append(f'{w.ranks} ranks waiting in {what}#{w.count}')
+    return '; '.join(parts)
+
+
+def _reached(att):
+    rows = list(getattr(att.result, 'rows', None) or [])
+    if not rows:
+        return ''
+    return f' (last size done {format_size(rows[-1].size)})'
+
+
+def hang(att):
+    """What names the rank of a hang, for the reason after ``hang: ...``
+    (starting ``: ``)."""
+    ans, named = att.ras, att.stalled
+    src = f'NCCL RAS at {ans.address}' if ans is not None else ''
+    if ans is not None and ans.ok and ans.notes:
+        return f'{_reached(att)}: {_ras_text(ans)} ({src})'
+    if ans is None:
+        why = 'RAS not asked'
+    elif ans.ok and ans.all_running:
+        why = f'{src}: every communicator RUNNING OK'
+    elif ans.ok:
+        rows = ', '.join(sorted({f'{s} {e}' for s, e in ans.comms})) or \
+            'no communicator'
+        why = f'{src} named no rank ({rows})'
+    else:
+        why = ans.why
+    if named is not None:
+        return (f'{_reached(att)}: {_who(named)} stopped first, from '
+                f'{named.source} ({why})')
+    return (f'{_reached(att)}; no rank named: {why}; the outputs do not '
+            f'show which rank stopped')
+
+
+def crash(att):
+    """The first rank that exited, for a crash's reason (starting ``; ``),
+    or ''."""
+    n = att.first_exit
+    if n is None:
+        return ''
+    how = f' ({n.how})' if n.how else ''
+    err = f': {n.error}' if n.error else ''
+    return f'; first to exit: {_who(n)}{how}, from {n.source}{err}'

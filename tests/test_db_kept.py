@@ -1,0 +1,246 @@
+"""What the page and ``failed`` ask every day, kept instead of recomputed
+(issue 45, schema 10): each closed day's health checks
+(ccl_health/db/health_days.py ``keep``, table ``kept_days``) and the list
+of stale keys (ccl_health/db/keystate.py ``listed``, table ``stale_keys``).
+
+The oracle is today's reading of the same data: the database with the
+kept tables and their triggers dropped and its schema set back to 9,
+opened read-only (the reads of a schema-9 database: every day counted,
+every key of the window looked at).  What a read prints must be the same,
+on SQLite and PostgreSQL: ``failed``, the page (every line of it), its
+health-check days and counts, with every day kept, with the newest days
+not kept (counted at read), with a late case of a kept day (its day
+dropped by the database), and with every key's state gone (every key
+stale: judged at read)."""
+
+import datetime
+import os
+import random
+import re
+import shutil
+import sys
+
+import pytest
+
+from conftest import REPO
+from ccl_health.db import health_days, queries, store
+from ccl_health.report import health
+
+sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+import db_gen  # noqa: E402
+import test_db_state as tds  # noqa: E402
+from test_db_state import END, pg_db  # noqa: E402,F401  (a fixture)
+
+#: the page's window and the days it lists, from END
+SINCE = END - datetime.timedelta(days=30)
+
+
+def _as_schema_9(url):
+    """The database ``url`` without what schema 10 keeps: today's
+    reading of it (read-only, nothing migrated)."""
+    with store.open_store(url) as db:
+        db_gen.as_schema_9(db)
+    return url
+
+
+def _page(url, out):
+    """Every line of the page of ``url`` (drawn into ``out``), the
+    database's name left out."""
+    from ccl_health import report
+    with store.open_store(url, readonly=True) as db:
+        page, text = report.build(db, str(out), now=END)
+        where = str(db.where)
+    with open(page, encoding='utf-8') as fp:
+        html = fp.read().replace(where, 'DB')
+    return re.sub(r'\s+', ' ', html), text
+
+
+def _reads(url, out):
+    """What ``failed`` prints and the page shows, and the page's
+    health-check days and counts, of the database ``url``."""
+    with store.open_store(url, readonly=True) as db:
+        got = {'failed': queries.failed(db, 24, now=END),
+               'days': health.days_rows(db, SINCE.date().isoformat(),
+                                        str(out / 'days')),
+               'counts': health.probe_summary(db, SINCE, now=END)}
+    got['page'], got['summary'] = _page(url, out / 'page')
+    return got
+
+
+@pytest.fixture(scope='module')
+def written(tmp_path_factory):
+    """tests/test_db_state.py's database (drops, recoveries, drifts, an
+    intermittent node, a backfill, an acceptance), written at schema 10,
+    and today's reading of its copy."""
+    base = tmp_path_factory.mktemp('kept')
+    path = tds._write(str(base / 'db.db'))
+    with store.open_store(path) as db:          # as the nightly does
+        assert len(health_days.keep(db)) >= 12
+    old = str(base / 'old.db')
+    shutil.copy(path, old)
+    return path, _reads(_as_schema_9(old), base / 'old')
+
+
+def _kept(path):
+    with store.open_store(path, readonly=True) as db:
+        return {r['day'] for r in db.query('SELECT day FROM kept_days')}
+
+
+def _copy(path, tmp_path, name='copy.db'):
+    copy = str(tmp_path / name)
+    shutil.copy(path, copy)
+    return copy
+
+
+def test_every_read_is_todays_with_the_days_kept(written, tmp_path,
+                                                 monkeypatch):
+    path, today = written
+    # every day of the data was closed when it was written (END is past)
+    assert _kept(path) >= {(END - datetime.timedelta(days=d)).date()
+                           .isoformat() for d in range(12)}
+    computed = []
+    real = health_days.health_days
+    monkeypatch.setattr(health_days, 'health_days', lambda *a, **kw: (
+        computed.append(a[1:]), real(*a, **kw))[1])
+    got = _reads(path, tmp_path)
+    assert got == today
+    assert computed == []           # every day read as kept
+    assert any(line.startswith('DROP') for line in got['failed'])
+    assert got['days'] and got['counts']
+
+
+def test_the_days_not_kept_are_counted(written, tmp_path):
+    path, today = written
+    copy = _copy(path, tmp_path)
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute('DELETE FROM kept_days WHERE day >= ?',
+                       ((END - datetime.timedelta(days=2)).date()
+                        .isoformat(),))
+    assert _reads(copy, tmp_path) == today
+
+
+def test_a_case_of_a_kept_day_drops_it(written, tmp_path):
+    path, today = written
+    copy = _copy(path, tmp_path)
+    day = (END - datetime.timedelta(days=3)).date().isoformat()
+    assert day in _kept(copy)
+    late = db_gen.hook_case('perlmutter', 'nid00009', END - datetime.
+                            timedelta(days=3, hours=-1), random.Random(3))
+    late.verdict = 'crash'
+    with store.open_store(copy) as db:
+        db.add_case(late)
+    assert day not in _kept(copy)
+    old = _as_schema_9(_copy(copy, tmp_path, 'old.db'))
+    want = _reads(old, tmp_path / 'old')
+    assert want != today            # the late case is on the page
+    assert _reads(copy, tmp_path / 'new') == want
+    # kept again, with it
+    with store.open_store(copy) as db:
+        assert day in health_days.keep(db)
+    assert _reads(copy, tmp_path / 'again') == want
+
+
+def test_stale_keys_are_judged_at_read(written, tmp_path):
+    """Every key's state gone (a database written before schema 8): the
+    database lists every key stale, and the reads judge them from their
+    history: the same answers."""
+    path, today = written
+    copy = _copy(path, tmp_path)
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute('DELETE FROM key_state')
+            db.execute('DELETE FROM findings')
+        assert len(db.query('SELECT key FROM stale_keys')) > 8
+    assert _reads(copy, tmp_path) == today
+    # a key judged again is taken off the list
+    with store.open_store(copy) as db:
+        from ccl_health.db import keystate as state
+        keys = state.stale_keys(db)
+        state.rejudge(db, keys)
+        assert db.query('SELECT key FROM stale_keys') == []
+    assert _reads(copy, tmp_path / 'again') == today
+
+
+def test_an_older_database_is_migrated_with_its_days_and_stale_keys(
+        written, tmp_path):
+    path, today = written
+    old = _as_schema_9(_copy(path, tmp_path))
+    with store.open_store(old) as db:        # the first writer
+        assert db.schema_version() == 10
+    assert _kept(old) == _kept(path)
+    assert _reads(old, tmp_path) == today
+
+
+def test_on_postgresql_the_same(pg_db, written, tmp_path):
+    path, today = written
+    with store.open_store(path, readonly=True) as src:
+        from ccl_health.db import migrate
+        migrate.migrate(src, pg_db)
+    with store.open_store(pg_db, readonly=True) as db:
+        assert {r['day'] for r in db.query('SELECT day FROM kept_days')} \
+            == _kept(path)
+    kept = _reads(pg_db, tmp_path / 'kept')
+    # a case of a kept day drops it (the PostgreSQL trigger)
+    day = (END - datetime.timedelta(days=3)).date().isoformat()
+    with store.open_store(pg_db) as db:
+        with db.transaction():
+            db.execute("UPDATE cases SET verdict = 'crash' WHERE id = "
+                       "(SELECT min(id) FROM cases WHERE time >= ? AND "
+                       "source = 'health')", (day,))
+        assert day not in {r['day'] for r in db.query(
+            'SELECT day FROM kept_days')}
+        with db.transaction():
+            db.execute('DELETE FROM key_state')
+        assert db.query('SELECT count(*) AS n FROM stale_keys')[0]['n'] > 8
+    changed = _reads(pg_db, tmp_path / 'changed')
+    _as_schema_9(pg_db)
+    assert _reads(pg_db, tmp_path / 'old') == changed
+    # before the change, with the kept findings: the same failures,
+    # days and counts as SQLite's reading (the page's order of the keys'
+    # standing differs between the backends, whatever is kept)
+    assert {k: kept[k] for k in ('failed', 'days', 'counts')} == \
+        {k: today[k] for k in ('failed', 'days', 'counts')}
+
+
+def _plans(db, run):
+    """The SQLite plans of every query ``run(db)`` sends."""
+    asked = []
+    query, execute = db.query, db.execute
+    db.query = lambda sql, params=(): (asked.append((sql, params)),
+                                       query(sql, params))[1]
+    db.execute = lambda sql, params=(): (asked.append((sql, params)),
+                                         execute(sql, params))[1]
+    run(db)
+    return [(sql, ' '.join(r[3] for r in db.conn.execute(
+        'EXPLAIN QUERY PLAN ' + sql, params))) for sql, params in asked]
+
+
+def test_the_pages_sweeps_are_read_by_the_kind_index(written):
+    """The page's window of sweeps (every kind but the probes) is read
+    through the partial kind index, never through the time index over
+    every check of its 30 days."""
+    from ccl_health.db import reads
+    from ccl_health.report import CASE_KINDS
+    path, _ = written
+    with store.open_store(path, readonly=True) as db:
+        for records in (False, True):
+            rows = reads.window_cases(db, SINCE, kinds=CASE_KINDS,
+                                      records=records)
+            assert rows and all(r.get('source') != 'health' for r in rows)
+        plans = _plans(db, lambda db: [reads.window_cases(
+            db, SINCE, kinds=CASE_KINDS, records=r) for r in (False, True)])
+    assert plans and all('cases_kind' in plan for sql, plan in plans
+                         if 'FROM cases' in sql), plans
+
+
+def test_failed_reads_no_case_beyond_its_window(written):
+    """Every query of ``failed`` on the cases searches an index by its
+    window (none scans the table or a whole index: the unique index of
+    every run was SQLite's choice for the other kinds' runs)."""
+    path, _ = written
+    with store.open_store(path, readonly=True) as db:
+        plans = _plans(db, lambda db: queries.failed(db, 24, now=END))
+    cases = [(sql, plan) for sql, plan in plans if 'cases' in sql]
+    assert cases and not [p for p in cases if re.search(
+        r'\bSCAN (c|cases)\b', p[1])], cases

@@ -1,0 +1,556 @@
+"""Issue 43: read the world's logs, round 3: say only what the paste shows.
+
+Each class is read in the readers and the judge (so every door reads it
+alike), proven on real outputs published by others
+(tests/fixtures/published/SOURCES.md, "Issue 43") through ``scripts/explain``
+and through every door of the cross-door matrix
+(tests/test_cross_door.py ``through_every_door``), and on lines built from
+the upstream format strings:
+
+* H: a crash announced by the launcher or the C library (Open MPI's
+  handler ``[%s:%05d] Signal: %s (%d)``, mpirun's "exited on signal %d
+  (%s)", srun's "task %d: %s", the shell's "Aborted (core dumped)",
+  glibc's malloc_printerr messages) is a crash naming the signal, never
+  "nothing recognisable";
+* E: an output that shows its closing summary, or every size of its sweep,
+  reached its end: what the paste left out is could-not-check, never
+  incomplete;
+* G: NCCL's ``Using network IB`` without a channel line proves no transport
+  and no fallback; NCCL's probe of the default ``libnccl-net.so`` is no
+  plugin asked;
+* extras: rccl-tests' ``# rccl-tests version ... rccl-headers=...`` banner,
+  a GDR-off line named where GPUDirect RDMA was asked, and an output with
+  NCCL INFO lines inline is not "without a debug log"."""
+
+import glob
+import os
+import random
+
+import pytest
+
+import mutations as M
+from conftest import REPO
+from test_cross_door import capture, through_every_door
+
+from ccl_health import explain as X
+from ccl_health.evidence import debuglog, nccltests
+from ccl_health.judge.casejudge import judge_output
+from ccl_health.judge.verdicts import Verdict
+
+PUB = os.path.join(REPO, 'tests', 'fixtures', 'published')
+
+
+def pub(name):
+    return os.path.join(PUB, name)
+
+
+def text_of(name):
+    with open(pub(name)) as fp:
+        return fp.read()
+
+
+# -- H: crashes announced by the launcher or the C library -----------------
+
+#: real pastes: (file, signal named)
+CRASHES = [
+    # all_reduce_perf -g 8 under Open MPI: its openib warnings, then its
+    # signal handler's lines; no nccl-tests line at all
+    ('nccl-tests_openmpi-segfault-before-header_8gpu_nccl-issue-817.txt',
+     'Segmentation fault (11)'),
+    # all_reduce_perf in 4 containers: UCX / UCC backtraces, then Open MPI's
+    ('nccl-tests_ucx-backtrace-then-openmpi-segfault_4container_nccl-tests-'
+     'issue-218.txt', 'Segmentation fault (11)'),
+]
+
+
+@pytest.mark.parametrize('name,signal', CRASHES)
+@pytest.mark.parametrize('status', [0, None])
+def test_a_crash_announced_by_the_launcher_is_a_crash(name, signal, status):
+    doc = X.explain([pub(name)], exit_status=status)
+    assert doc['files'] == [{'path': pub(name), 'kind': 'output'}]
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert f'died of signal {signal}' in doc['reason']
+    assert 'CRASH' in X.render(doc)
+
+
+@pytest.mark.parametrize('name,signal', CRASHES)
+def test_a_crash_announced_by_the_launcher_is_a_crash_in_every_door(
+        tmp_path, name, signal):
+    got = through_every_door(tmp_path, 'intra', text_of(name), [], rc=0)
+    assert set(got.values()) == {'crash'}, got
+
+
+#: lines built from the upstream format strings (Open MPI
+#: opal/util/stacktrace.c and orte/prte's help-errmgr-base.txt, Slurm's
+#: srun, bash, MPICH's hydra, UCX's ucs/debug, glibc malloc/malloc.c
+#: malloc_printerr and debug/stack_chk_fail), with the signal each names
+SIGNAL_LINES = [
+    ('[node01:12345] Signal: Aborted (6)', 'Aborted (6)'),
+    ('[node01:12345] Signal: Bus error (7)', 'Bus error (7)'),
+    ('mpirun noticed that process rank 3 with PID 4242 on node node01 '
+     'exited on signal 11 (Segmentation fault).', 'Segmentation fault (11)'),
+    ('prterun noticed that process rank 0 with PID 0 on node node01 exited '
+     'on signal 6 (Aborted).', 'Aborted (6)'),
+    ('srun: error: nid001234: task 5: Segmentation fault (core dumped)',
+     'Segmentation fault (11)'),
+    ('srun: error: nid001234: tasks 0-7: Aborted (core dumped)',
+     'Aborted (6)'),
+    ('./run.sh: line 12: 861483 Aborted                 (core dumped) '
+     './build/all_reduce_perf -b 8 -e 1G -f 2', 'Aborted (6)'),
+    ('Segmentation fault (core dumped)', 'Segmentation fault (11)'),
+    ('YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault '
+     '(signal 11)', 'Segmentation fault (11)'),
+    ('[node01:4242:0:4250] Caught signal 11 (Segmentation fault: address '
+     'not mapped to object at address 0x8)', 'Segmentation fault (11)'),
+    ('free(): corrupted unsorted chunks', 'Aborted (6)'),
+    ('double free or corruption (out)', 'Aborted (6)'),
+    ('malloc(): corrupted top size', 'Aborted (6)'),
+    ("*** Error in `./build/all_reduce_perf': free(): invalid pointer: "
+     "0x00007f00deadbeef ***", 'Aborted (6)'),
+    ('*** glibc detected *** all_reduce_perf: free(): invalid next size '
+     '(fast): 0x00007f9c73913ec0 ***', 'Aborted (6)'),
+    ('*** stack smashing detected ***: terminated', 'Aborted (6)'),
+]
+
+
+@pytest.mark.parametrize('line,signal', SIGNAL_LINES)
+def test_every_form_of_a_signal_is_read(line, signal):
+    assert nccltests.signal_of(line) == signal
+    # after a complete healthy table, with exit status 0: still a crash
+    text, logs = capture('intra')
+    res = nccltests.parse_text(text + line + '\n')
+    assert res.signal == signal and res.complete
+    v, why = judge_output(res, 0)
+    assert v is Verdict.CRASH and signal in why and line[:40] in why
+
+
+@pytest.mark.parametrize('line,signal', SIGNAL_LINES[::3])
+def test_a_signal_after_a_healthy_table_is_a_crash_in_every_door(
+        tmp_path, line, signal):
+    text, logs = capture('intra')
+    got = through_every_door(tmp_path, 'intra', text + line + '\n', logs,
+                             rc=0)
+    assert set(got.values()) == {'crash'}, got
+
+
+@pytest.mark.parametrize('line', [
+    'the job has been aborted.', 'Primary job  terminated normally, but 1 '
+    'process returned', 'comm 0x1 rank 0 nranks 2 - Abort COMPLETE',
+    '# Collective test concluded: all_reduce_perf'])
+def test_words_that_are_no_signal_are_not_one(line):
+    assert nccltests.signal_of(line) is None
+
+
+def test_a_jobs_stderr_with_the_signal_is_read_with_its_output(tmp_path):
+    """The job's stderr beside its output: the signal it names makes the
+    run a crash (mpirun's words alone are still not read)."""
+    text, logs = capture('intra')
+    out = tmp_path / 'stdout.txt'
+    out.write_text(text)
+    err = tmp_path / 'stderr.txt'
+    err.write_text('[vm:26138] *** Process received signal ***\n'
+                   '[vm:26138] Signal: Aborted (6)\n'
+                   '[vm:26138] Signal code:  (-6)\n')
+    doc = X.explain([str(out), str(err), *logs], exit_status=0,
+                    transport_asked='intra')
+    assert doc['verdict'] == 'crash' and 'Aborted (6)' in doc['reason']
+    assert {'path': str(err), 'kind': 'output'} in doc['files']
+
+
+# -- E: what the paste left out is not a failure ----------------------------
+
+B200_CUT = 'nccl-tests_all_gather_b200-4pod-16rank_rows-truncated-by-author_' \
+    'dranet-gke.txt'
+MI250X = 'rccl-tests_all_gather_mi250x-4node-32rank_srun-label_no-header_' \
+    'rccl-issue-1490.txt'
+
+
+@pytest.mark.parametrize('status', [0, None])
+def test_a_paste_with_only_its_summary_is_not_checked_not_failed(status):
+    doc = X.explain([pub(B200_CUT)], exit_status=status)
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+    assert 'not in the text' in doc['reason']
+    assert 'Avg bus bandwidth : 22.2173' in doc['reason']
+
+
+def test_every_size_of_the_pasted_command_without_its_summary(tmp_path):
+    """ROCm/rccl#1490's table (rank 0's, behind srun's label) with the
+    author's own command line above it and its two summary lines left out:
+    all 17 sizes of ``-b 64K -e 4G -f 2`` are there."""
+    lines = text_of(MI250X).splitlines(keepends=True)
+    rows = [ln for ln in lines if 'Out of bounds' not in ln and
+            'Avg bus bandwidth' not in ln]
+    cmd = (' 0: srun --nodes=4 --ntasks-per-node=8 --cpus-per-task=8 '
+           '--threads-per-core=1 --label -- all_gather_perf -b 64K -e 4G '
+           '-f 2 -g 1\n')
+    path = tmp_path / 'pasted.txt'
+    path.write_text(cmd + ''.join(rows))
+    res = nccltests.parse_text(path.read_text())
+    assert res.command_sizes == (64 << 10, 4 << 30, 2)
+    assert res.collective == 'all_gather_perf' and len(res.rows) == 17
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['verdict'] == 'could-not-check', doc['reason']
+    assert 'every size asked by the command line' in doc['reason']
+    assert 'stopped after' not in doc['reason']
+    # a row gone as well: the run did not get to its end
+    last = max(i for i, ln in enumerate(rows) if ' 4294967296 ' in ln)
+    path.write_text(cmd + ''.join(rows[:last] + rows[last + 1:]))
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['verdict'] == 'incomplete', doc['reason']
+
+
+def test_a_cut_table_of_our_own_runs_stays_never_a_pass(tmp_path):
+    text, logs = capture('intra')
+    rnd = random.Random(43)
+    for damaged in (M.drop_closing(text), M.only_header(text),
+                    M.drop_row(text, rnd, 'end')):
+        got = through_every_door(tmp_path, 'intra', damaged, logs)
+        assert len(set(got.values())) == 1 and 'pass' not in got.values(), \
+            got
+
+
+# -- G: no transport claimed without a channel line -------------------------
+
+USING_IB = [
+    # "Using network IB", "GPU Direct RDMA Disabled for HCA", 16 ranks asked
+    'nccl-debug_using-network-ib_gdr-disabled-hca_no-channels_nccl-issue-'
+    '1537.log',
+    # NCCL 2.28's "NET/Plugin: Could not find: libnccl-net.so" (its default
+    # probe) and "Using network IB"
+    'nccl-debug_could-not-find-default-plugin_using-network-ib_no-channels_'
+    'nccl-issue-1925.log',
+    # NCCL 2.19's default probe, two hosts each "Using network IB"
+    'nccl-debug_default-plugin-dlerror_using-network-ib_2host-no-channels_'
+    'nccl-tests-issue-185.log',
+]
+
+
+@pytest.mark.parametrize('name', USING_IB)
+@pytest.mark.parametrize('asked', [None, 'net-plugin', 'net-plugin-gdr',
+                                   'net-ib'])
+def test_using_network_without_a_channel_proves_nothing(name, asked):
+    ev = debuglog.read_evidence([pub(name)])
+    assert ev.plugin_asked is None and debuglog.asked_from_log(ev) is None
+    doc = X.explain([pub(name)], transport_asked=asked)
+    t = doc['transport']
+    assert t['proven'] is None and not t['ok'], t
+    assert doc['verdict'] == 'could-not-check' and doc['exit_code'] == 2
+    assert 'fell back' not in t['reason'] and 'fallback' not in doc['reason']
+
+
+@pytest.mark.parametrize('line', [
+    'h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.',
+    'h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using '
+    'internal network plugin.',
+    'h:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), '
+    'using internal implementation'])
+def test_the_default_plugin_probe_is_no_plugin_asked(tmp_path, line):
+    log = tmp_path / 'nccl.log'
+    log.write_text(line + '\nh:1:1 [0] NCCL INFO Using network IB\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert ev.plugin_asked is None and debuglog.asked_from_log(ev) is None
+    # a plugin named by the environment and not found is one: a fallback
+    log.write_text('h:1:1 [0] NCCL INFO NET/Plugin: Could not find: '
+                   'libnccl-net-ofi.so. Using internal network plugin.\n'
+                   'h:1:1 [0] NCCL INFO Using network Socket\n'
+                   'h:2:2 [1] NCCL INFO Using network Socket\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert debuglog.asked_from_log(ev) == 'net-plugin'
+    proof = debuglog.prove(None, ev)
+    assert proof.proven == 'net-socket' and not proof.ok
+
+
+# -- extras -------------------------------------------------------------------
+
+@pytest.mark.parametrize('name,version,code', [
+    ('rccl-tests_all_reduce_banner-2.17.9_8gpu-1node_aion-perf-notes.txt',
+     'rccl-tests 2.17.9-develop:2596ca5f71', 22707),
+    ('rccl-tests_banner-2.18.3_header-only_mi50-4gpu_mx-llama-cpp-issue-7.'
+     'txt', 'rccl-tests 2.18.3-HEAD:418cd5f', 23004)])
+def test_the_rccl_tests_banner_names_rccl_tests_and_its_versions(
+        name, version, code):
+    doc = X.explain([pub(name)], exit_status=0)
+    assert doc['format'] == 'rccl-tests'
+    assert doc['versions']['nccl_tests'] == version
+    assert doc['versions']['rccl_code'] == code
+    assert 'nccl_code' not in doc['versions']
+
+
+def test_the_rccl_tests_banner_from_its_format_string():
+    # rccl-tests src/util.cu: "# rccl-tests version %s rccl-headers=%d
+    # rccl-library=%d"; nccl-tests: the same with nccl-
+    res = nccltests.parse_text('# rccl-tests version 2.19.0 rccl-headers=23'
+                               '100 rccl-library=23101\n')
+    assert (res.format, res.tests_version, res.nccl_version) == \
+        ('rccl-tests', 'rccl-tests 2.19.0', 23101)
+    res = nccltests.parse_text('# nccl-tests version 2.17.6 nccl-headers='
+                               '22809 nccl-library=22809\n')
+    assert (res.format, res.tests_version, res.nccl_version) == \
+        ('nccl-tests', '2.17.6', 22809)
+
+
+@pytest.mark.parametrize('name,said', [
+    ('nccl-debug_ib-no-gdr_gdr-disabled-no-module_2host_nccl-issue-899.log',
+     "GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)"),
+    ('nccl-debug_using-network-ib_gdr-disabled-hca_no-channels_nccl-issue-'
+     '1537.log', "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'"),
+    ('nccl-debug_libfabric-v10_efa-no-gdr_g6e-4pod-rank0.log',
+     'disabling GDR')])
+def test_a_gdr_off_line_is_named_when_gdr_was_asked(name, said):
+    doc = X.explain([pub(name)], transport_asked='net-plugin-gdr')
+    assert not doc['transport']['ok']
+    assert said in doc['transport']['reason'], doc['transport']['reason']
+    assert doc['verdict'] != 'pass'
+
+
+@pytest.mark.parametrize('name', [
+    'nccl-tests_with-log_socket-lo_nccl-2.4.8_nccl-issue-352.txt',
+    'nccl-tests_broadcast_c0-error-na_2node_ibverbs-warn_nccl-tests-issue-'
+    '82.txt'])
+def test_an_output_with_nccl_lines_inline_has_a_debug_log(name):
+    doc = X.explain([pub(name)], exit_status=0)
+    assert 'no NCCL debug log among the files' not in doc['transport'][
+        'reason']
+    assert 'no channel lines among the NCCL lines of the output' in \
+        doc['transport']['reason']
+    assert doc['verdict'] != 'pass'
+
+
+# -- never a false pass -------------------------------------------------------
+
+def test_no_published_file_passes_with_exit_status_zero():
+    names = sorted(os.path.basename(p) for p in glob.glob(pub('*'))
+                   if not p.endswith('.md'))
+    for name in names:
+        try:
+            doc = X.explain([pub(name)], exit_status=0)
+        except Exception as err:          # an unreadable file is exit 2
+            assert 'explain' not in str(type(err)), (name, err)
+            continue
+        assert doc['verdict'] != 'pass', (name, doc['reason'])
+
+
+# -- C: a rank count never from a cut listing ---------------------------------
+
+SOPERATOR = 'nccl-tests_all_reduce_srun-2node-8tpn_rank-lines-cut_h100_' \
+    'soperator-pr-428.txt'
+
+
+def test_a_cut_listing_takes_its_ranks_from_the_launcher_line():
+    """nebius/soperator#428: ``srun --nodes=2 --ntasks-per-node=8 ...
+    -g 1`` and rank lines 0..11 only (the window cut them): 16 ranks, the
+    nodes and GPUs per node unknown (never "12 ranks", "1 node")."""
+    res = nccltests.parse_text(text_of(SOPERATOR))
+    assert res.launcher_ranks == 16 and res.collective == 'all_reduce_perf'
+    assert res.nranks == 16 and res.rank_lines_partial
+    doc = X.explain([pub(SOPERATOR)], exit_status=0)
+    assert doc['nranks'] == 16
+    assert '? node(s) x ? GPUs' in doc['reference']['key']
+    text = X.render(doc)
+    assert '16 ranks; hosts shown: worker-1, worker-0 (the rank lines are ' \
+        'cut)' in text
+
+
+@pytest.mark.parametrize('launcher,ranks', [
+    ('mpirun -np 16 --map-by ppr:8:node ./build/all_reduce_perf -b 8 -e 8G '
+     '-f 2 -g 1', 16),
+    ('mpirun -np 2 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 4', 8),
+    ('srun -N 4 --ntasks-per-node 8 all_reduce_perf -b 8 -e 8G -f 2', 32),
+    ('srun --ntasks=12 all_reduce_perf -b 8 -e 8G -f 2 -g 1', 12)])
+def test_the_launcher_line_names_the_ranks_of_a_cut_listing(launcher,
+                                                           ranks):
+    # nccl-tests src/util.cu writeDeviceReport's rank line, ranks 0..2 only
+    lines = [launcher,
+             '# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: '
+             '2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 '
+             'graph: 0', '#', '# Using devices']
+    lines += [f'#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on      node1 '
+              f'device {r:2d} [0x{r:02x}] NVIDIA H100 80GB HBM3'
+              for r in range(3)]
+    res = nccltests.parse_text('\n'.join(lines) + '\n')
+    assert res.nranks == ranks and res.rank_lines_partial
+
+
+def test_a_cut_listing_with_rows_counts_by_the_factor(tmp_path):
+    """The Spectrum-X H200 run (16 ranks, one process of 8 GPUs per node)
+    with its rank lines cut after rank 4: 16 by the busbw / algbw factor,
+    the nodes unknown (was "1 node(s) x 16 GPUs")."""
+    name = 'nccl-tests_all_reduce_h200-2node-16rank_485gbps_spectrum-x-' \
+        'roce-doc.txt'
+    kept = [ln for ln in text_of(name).splitlines(keepends=True)
+            if not any(f'Rank {r:2d} ' in ln for r in range(5, 16))]
+    path = tmp_path / 'cut.txt'
+    path.write_text(''.join(kept))
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['nranks'] == 16 and doc['rank_lines_cut']
+    assert '? node(s) x ? GPUs' in doc['reference']['key']
+
+
+# -- F: a plugin that fails after its channels were connected -----------------
+
+POLARIS_LOG = 'nccl-debug_aws-libfabric-cxi_gdrdma_plugin-loaded_polaris-2node.log'
+
+#: aws-ofi-nccl 1.21.1's own format strings (src/nccl_ofi_net.cpp:854,
+#: src/nccl_ofi_ofiutils.cpp:273, src/nccl_ofi_api.cpp:268) behind NCCL's
+#: logger prefix ("%s:%d:%d [%d] %s:%d NCCL WARN "): the plugin-init class
+#: of the WARN table, printed while connecting
+PLUGIN_ERRORS = [
+    'x3006c0s1b0n0:4138719:4138800 [1] nccl_net_ofi_net.cpp:854 NCCL WARN '
+    'NET/OFI Creating new endpoint for domain 0x7f9befa99380 failed',
+    "x3006c0s1b0n0:4138719:4138800 [1] nccl_net_ofi_ofiutils.cpp:273 NCCL "
+    "WARN NET/OFI Couldn't allocate endpoint. RC: -12, ERROR: Cannot "
+    "allocate memory",
+]
+
+
+@pytest.mark.parametrize('line', PLUGIN_ERRORS)
+def test_a_plugin_error_after_its_channels_is_a_crash_not_a_fallback(
+        tmp_path, line):
+    """The Polaris log (2 nodes, 21 channels ``via NET/AWS Libfabric/N/
+    GDRDMA``, no socket anywhere) with the plugin's error after them: the
+    plugin ran and failed, a crash naming its error (was ``fallback``)."""
+    log = tmp_path / 'nccl.log'
+    log.write_text(text_of(POLARIS_LOG) + line + '\n')
+    doc = X.explain([str(log)], transport_asked='net-plugin-gdr')
+    assert doc['transport']['proven'] == 'net-plugin-gdr'
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'failed after its channels were connected' in doc['reason']
+    assert line.split('NCCL WARN ')[1][:40] in doc['reason']
+    assert 'fallback' not in doc['reason']
+
+
+def test_a_plugin_error_after_its_channels_is_a_crash_in_every_door(
+        tmp_path):
+    text, logs = capture('net-socket')
+    log = tmp_path / 'plugin.log'
+    log.write_text(text_of(POLARIS_LOG) + PLUGIN_ERRORS[0] + '\n')
+    got = through_every_door(tmp_path, 'net-socket', text, [str(log)], rc=0)
+    assert 'pass' not in got.values() and 'fallback' not in got.values(), \
+        got
+
+
+@pytest.mark.parametrize('name', [
+    'nccl-debug_ofi-init-failed_socket_aws-ofi-nccl-issue-889.log',
+    'nccl-debug_ofi-init-failed_mixed-socket_aws-ofi-nccl-issue-715.log'])
+def test_a_plugin_that_failed_to_start_is_still_a_fallback(name):
+    doc = X.explain([pub(name)])
+    assert doc['verdict'] == 'fallback', doc['reason']
+
+
+# -- B: tables behind a launcher's rank tags ----------------------------------
+
+def _tagged(text, cut_at):
+    """``text`` as MPICH / Intel MPI ``-prepend-rank`` print it (``[%d] ``
+    before every line of rank 0), the row of ``cut_at`` bytes cut in two by
+    rank 1's NCCL line (its own tag first), as two processes' writes
+    interleave; and a tag written into the middle of the next row."""
+    out = []
+    rows = 0
+    for line in text.splitlines():
+        toks = line.split()
+        if toks and toks[0].isdigit() and len(toks) > 8:
+            rows += 1
+            if int(toks[0]) == cut_at:
+                out.append('[0] ' + '  '.join(toks[:5]) + '[1] vm:26139:26139'
+                           ' [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via '
+                           'P2P/CUMEM/read')
+                out.append('[0] ' + '  '.join(toks[5:]))
+                continue
+            if int(toks[0]) == cut_at * 2:
+                out.append('[0] ' + '  '.join(toks[:5]) + '[0]   ' +
+                           '  '.join(toks[5:]))
+                continue
+        out.append('[0] ' + line)
+    return '\n'.join(out) + '\n', rows
+
+
+def test_rows_behind_rank_tags_and_interleaved_lines_are_all_read(tmp_path):
+    text, logs = capture('intra')
+    plain = nccltests.parse_text(text)
+    tagged, rows = _tagged(text, 64 << 20)
+    res = nccltests.parse_text(tagged)
+    assert len(res.rows) == rows == len(plain.rows)
+    assert [(r.size, r.busbw) for r in res.rows] == \
+        [(r.size, r.busbw) for r in plain.rows]
+    assert res.complete
+    path = tmp_path / 'tagged.txt'
+    path.write_text(tagged)
+    doc = X.explain([str(path)], exit_status=0)
+    assert doc['files'][0]['kind'] == 'output' and len(doc['rows']) == rows
+
+
+def test_a_collapse_behind_rank_tags_is_seen_in_every_door(tmp_path):
+    """A busbw that collapses at 64 MiB (a fifth of its value), in a table
+    behind rank tags with another process's line written into that row:
+    below the reference in every door (was: 0 rows, a debug log only)."""
+    text, logs = capture('intra')
+    row = next(ln for ln in text.splitlines()
+               if ln.split()[:1] == [str(64 << 20)])
+    slow = row
+    for col in (6, 7, 10, 11):        # algbw, busbw of both halves
+        toks = slow.split()
+        v = float(toks[col]) / 5
+        slow = slow.replace(f' {toks[col]} ', f' {v:.2f} ', 1)
+    tagged, _ = _tagged(text.replace(row, slow), 64 << 20)
+    got = through_every_door(tmp_path, 'intra', tagged, logs, rc=0)
+    # the hook checks its own probe size (1 GiB) only: fine there
+    assert got.pop('hook') == 'pass'
+    assert set(got.values()) == {'below-reference'}, got
+
+
+# -- D: several runs in one paste ---------------------------------------------
+
+POLARIS_SOCKET = 'nccl-debug_socket_default-no-plugin_polaris-2node.log'
+
+
+def test_two_runs_pasted_one_after_the_other_are_not_one_mixed_run(tmp_path):
+    """The two real Polaris logs (the same job without the plugin: 8
+    processes over NET/Socket, communicator 0x915e...; with it: 4 processes
+    over NET/AWS Libfabric/GDRDMA), pasted one after the other: two runs,
+    each named with what it shows, never one run whose ranks "used
+    different networks" (was ``fallback``)."""
+    log = tmp_path / 'pasted.log'
+    log.write_text(text_of(POLARIS_SOCKET) + text_of(POLARIS_LOG))
+    ev = debuglog.read_evidence([str(log)])
+    assert len(ev.runs) == 2
+    for asked in (None, 'net-plugin-gdr', 'net-socket'):
+        doc = X.explain([str(log)], transport_asked=asked)
+        t = doc['transport']
+        assert t['proven'] is None and not t['ok'], t
+        assert 'the log holds 2 separate runs' in t['reason']
+        assert 'NET/Socket x24' in t['reason'] and \
+            'NET/AWS Libfabric/GDRDMA x21' in t['reason']
+        assert 'different networks' not in t['reason']
+        assert doc['verdict'] == 'could-not-check', doc['reason']
+    # each alone is what it was
+    for name, proven in ((POLARIS_SOCKET, 'net-socket'),
+                         (POLARIS_LOG, 'net-plugin-gdr')):
+        assert debuglog.read_evidence([pub(name)]).runs == []
+        assert X.explain([pub(name)])['transport']['proven'] == proven
+
+
+def test_communicators_joined_by_a_rank_are_one_run(tmp_path):
+    """NCCL's init line ("comm %p rank %d nranks %d ... commId 0x%llx -
+    Init COMPLETE", src/init.cc): a world communicator and its
+    sub-communicators share ranks: one run; two that share none: two."""
+    def init(host, pid, rank, n, comm):
+        return (f'{host}:{pid}:{pid} [0] NCCL INFO comm 0x1 rank {rank} '
+                f'nranks {n} cudaDev 0 nvmlDev 0 busId 1000 commId {comm} '
+                f'- Init COMPLETE\n')
+
+    def chan(host, pid, net):
+        return (f'{host}:{pid}:{pid + 1} [0] NCCL INFO Channel 00/0 : 0[0] '
+                f'-> 1[0] [send] via NET/{net}/0\n')
+    log = tmp_path / 'one.log'
+    log.write_text(init('a', 1, 0, 2, '0xaa') + init('b', 2, 1, 2, '0xaa') +
+                   init('a', 1, 0, 1, '0xbb') + init('b', 2, 0, 1, '0xcc') +
+                   chan('a', 1, 'IB') + chan('b', 2, 'IB'))
+    assert debuglog.read_evidence([str(log)]).runs == []
+    log.write_text(init('a', 1, 0, 2, '0xaa') + init('b', 2, 1, 2, '0xaa') +
+                   init('c', 3, 0, 2, '0xdd') + init('d', 4, 1, 2, '0xdd') +
+                   chan('a', 1, 'IB') + chan('b', 2, 'IB') +
+                   chan('c', 3, 'Socket') + chan('d', 4, 'Socket'))
+    ev = debuglog.read_evidence([str(log)])
+    assert sorted(map(sorted, ev.runs)) == [['a:1', 'b:2'], ['c:3', 'd:4']]
+    proof = debuglog.prove('net-ib', ev, nodes=2)
+    assert proof.proven is None and 'separate runs' in proof.reason
