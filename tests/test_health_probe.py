@@ -1,0 +1,164 @@
+"""The hook through ONE probe process (issue 42): where the builders left
+``bin/ccl-health-probe`` in the tests' prefix, the copy matrix and the
+all_reduce of every GPU run in one process (CUDA and NCCL start once), its
+output is split into the two programs' outputs and judged by the same
+judges.  The oracle: the hook's other path, ``all_reduce_perf`` and
+``ccl-health-links`` run apart, on the same captures
+(tests/replay/captures/, tests/fixtures/links/) gives the same verdict and
+line.  The stand-in of the program (tests/replay/probe/ccl-health-probe)
+prints those captures as the program prints them: the copy matrix, the
+line "# ccl-health-probe all_reduce", nccl-tests' table, the ranks' NCCL
+debug logs in the one file of one process."""
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from ccl_health.evidence import copymatrix as links
+from ccl_health.evidence import nccltests
+from helpers.node import REPLAY, timed_hook
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBE = os.path.join(REPLAY, 'probe', 'ccl-health-probe')
+LINKS = os.path.join(REPLAY, 'links', 'ccl-health-links')
+CAPTURES = os.path.join(REPLAY, 'captures')
+
+
+def prefix(tmp_path, name, probe=True):
+    """An install prefix as the builders leave it: all_reduce_perf (the
+    replayed one), bin/ccl-health-links and (``probe``)
+    bin/ccl-health-probe."""
+    p = tmp_path / name
+    (p / 'bin').mkdir(parents=True)
+    os.symlink(os.path.join(REPLAY, 'bin', 'all_reduce_perf'),
+               p / 'bin' / 'all_reduce_perf')
+    os.symlink(LINKS, p / 'bin' / links.PROGRAM)
+    if probe:
+        os.symlink(PROBE, p / 'bin' / links.PROBE_PROGRAM)
+    return str(p)
+
+
+def hook(tmp_path, probe, *args, env=None, case='intra'):
+    """(exit, line, --json) of the hook with the prefix with or without
+    the one probe process, the same captures replayed."""
+    run = tmp_path / ('one' if probe else 'apart')
+    run.mkdir()
+    capdir = run / 'captures'
+    shutil.copytree(CAPTURES, capdir, symlinks=True)
+    if isinstance(case, tuple):       # (name, edit of its stdout)
+        name, edit = case
+        out = capdir / name / 'stdout.txt'
+        out.write_text(edit(out.read_text()))
+        case = name
+    e = {'CCL_HEALTH_REPLAY_DIR': str(capdir),
+         'CCL_HEALTH_REPLAY_INTRA': case,
+         'CCL_HEALTH_REPLAY_PROBE': str(capdir / case),
+         'CCL_HEALTH_REPLAY_LINKS_ARGS': str(run / 'links-args'),
+         'CCL_HEALTH_REPLAY_PROBE_ARGS': str(run / 'probe-args')}
+    e.update(env or {})
+    rc, line, wall = timed_hook(run, '--tests-prefix',
+                                prefix(run, 'prefix', probe), *args, env=e)
+    return rc, line, json.loads((run / 'detail.json').read_text()), run
+
+
+def same(tmp_path, *args, env=None, case='intra'):
+    """Both paths; their lines without the seconds at the end."""
+    one = hook(tmp_path, True, *args, env=env, case=case)
+    apart = hook(tmp_path, False, *args, env=env, case=case)
+    cut = re.compile(r', \d+\.\d s$')
+    assert (one[0], cut.sub('', one[1])) == (apart[0], cut.sub('', apart[1]))
+    assert one[2]['verdict'] == apart[2]['verdict']
+    return one, apart
+
+
+def test_healthy_node_in_one_process(tmp_path):
+    one, apart = same(tmp_path)
+    rc, line, doc, run = one
+    assert rc == 0 and line.startswith(
+        'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s (reference '), line
+    assert 'ccl-health-links 256MiB: 2 GPU->GPU 385.9-386.1 GB/s' in line
+    # one process: the copy matrix and the all_reduce asked of it, every
+    # GPU visible; neither program of the other path started
+    assert (run / 'probe-args').read_text() == (
+        '-b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2 | '
+        'CUDA_VISIBLE_DEVICES=0,1\n')
+    assert not (run / 'links-args').exists()
+    assert doc['probe_path'] == 'one process: ' + str(
+        run / 'prefix' / 'bin' / 'ccl-health-probe')
+    assert apart[2]['probe_path'] == (
+        f'apart: ccl-health-probe is not built in {apart[3]}/prefix: '
+        f'all_reduce_perf and the copy matrix run apart')
+    main = doc['probes'][0]
+    assert (main['proven'], main['verdict']) == ('intra', 'pass')
+    assert [p.get('tool', 'nccl') for p in doc['probes']] == [
+        'nccl', 'ccl-health-links']
+
+
+@pytest.mark.parametrize('matrix', ['2gpu-slow-0to1.txt', '2gpu-no-peer.txt',
+                                    '2gpu-wrong-data.txt',
+                                    '2gpu-cuda-error.txt'])
+def test_link_faults_as_apart(tmp_path, matrix):
+    (rc, line, doc, run), _ = same(tmp_path,
+                                   env={'CCL_HEALTH_REPLAY_LINKS': matrix})
+    assert rc == 1, line
+    if '# done' not in open(os.path.join(REPO, 'tests', 'fixtures', 'links',
+                                         matrix)).read():
+        # the copy matrix stopped: the all_reduce never ran, nothing of it
+        # is judged or named
+        assert [p.get('tool', 'nccl') for p in doc['probes']] == [
+            'ccl-health-links']
+
+
+def wrong(text):
+    """The capture with 5 wrong elements in place (nccl-tests' #wrong
+    column and its out-of-bounds summary, as it prints them)."""
+    row = [ln for ln in text.splitlines() if ln.strip().startswith(
+        '1073741824')][0]
+    bad = row[:row.rstrip().rindex(' ')] + '       5'
+    return text.replace(row, bad).replace(
+        'Out of bounds values : 0 OK', 'Out of bounds values : 5 FAILED')
+
+
+def test_wrong_results_as_apart(tmp_path):
+    (rc, line, doc, _), _ = same(tmp_path, case=('intra', wrong))
+    assert rc == 1 and 'wrong' in line, line
+    assert doc['verdict'] == 'wrong-results'
+
+
+def test_hang_in_the_all_reduce_ends_within_the_limit(tmp_path):
+    rc, line, doc, _ = hook(tmp_path, True, '--limit', '6', env={
+        'CCL_HEALTH_REPLAY_PROBE_STALL': '60'})
+    assert rc == 1 and doc['verdict'] == 'hang', line
+    assert 'all_reduce on GPUs 0<->1' in line, line
+    # the copy matrix completed before it: judged, and passed
+    assert doc['probes'][1]['verdict'] == 'pass'
+
+
+def test_no_pairs_runs_no_copy_matrix(tmp_path):
+    (rc, line, doc, run), _ = same(tmp_path, '--no-pairs')
+    assert rc == 0 and 'ccl-health-links' not in line, line
+    assert (run / 'probe-args').read_text().startswith('-b 0 -a 1073741824')
+
+
+def test_split_and_the_table_read():
+    """The program's output split at its all_reduce line; nccl-tests'
+    reader reads the probe's banner (its version, NCCL's)."""
+    matrix = open(os.path.join(REPO, 'tests', 'fixtures', 'links',
+                               '2gpu-healthy.txt')).read()
+    table = open(os.path.join(CAPTURES, 'intra', 'stdout.txt')).read() \
+        .replace('# nccl-tests version 2.19.6 nccl-headers=22803 '
+                 'nccl-library=22803',
+                 '# ccl-health-probe version 1 nccl-headers=22803 '
+                 'nccl-library=22803')
+    a, b = links.split_probe_output(matrix + links.PROBE_ALL_REDUCE + '\n'
+                                    + table)
+    assert a == matrix and b.startswith(links.PROBE_ALL_REDUCE)
+    assert links.parse_links(a).complete
+    res = nccltests.parse(b)
+    assert (res.tests_version, res.nccl_version) == ('ccl-health-probe 1',
+                                                     22803)
+    assert res.complete and (1 << 30) in [r.size for r in res.rows]
+    assert links.split_probe_output(matrix) == (matrix, None)
