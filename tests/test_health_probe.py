@@ -162,3 +162,27 @@ def test_split_and_the_table_read():
                                                      22803)
     assert res.complete and (1 << 30) in [r.size for r in res.rows]
     assert links.split_probe_output(matrix) == (matrix, None)
+
+
+def test_reframe_backends_read_without_importing_reframe():
+    """The launcher and scheduler names the hook's validation checks
+    against, read from ReFrame's source, are those ReFrame registers when
+    imported (the oracle), and reading them imports no ReFrame (about a
+    second of every hook run)."""
+    pytest.importorskip('reframe')
+    import subprocess
+    import sys
+    code = ('import sys\n'
+            'from ccl_health.sitedata import crosscheck as c\n'
+            'print(c.reframe_backends())\n'
+            'print(sorted(m for m in sys.modules if m.startswith("reframe")))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                         text=True, cwd=REPO, timeout=60).stdout.splitlines()
+    assert out[1] == '[]'
+    import importlib
+    from reframe.core import backends
+    for mod in (backends._launcher_backend_modules +
+                backends._scheduler_backend_modules):
+        importlib.import_module(mod)
+    assert out[0] == str((sorted(backends._launchers),
+                          sorted(backends._schedulers)))
