@@ -186,3 +186,46 @@ def test_reframe_backends_read_without_importing_reframe():
         importlib.import_module(mod)
     assert out[0] == str((sorted(backends._launchers),
                           sorted(backends._schedulers)))
+
+
+CHECK_TWICE = '''
+import sys, yaml
+from ccl_health.sitedata import schemas
+doc = yaml.safe_load(open(sys.argv[1]))
+first = schemas.errors(doc, 'site')
+had = 'jsonschema' in sys.modules
+print(first, had)
+'''
+
+
+def _check(tmp_path, state, path):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, '-c', CHECK_TWICE, str(path)],
+                       capture_output=True, text=True, cwd=REPO, timeout=60,
+                       env=dict(os.environ, XDG_STATE_HOME=str(state),
+                                PYTHONPATH=REPO))
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_a_site_file_that_passed_is_not_checked_again(tmp_path):
+    """The hook checks the same site file on every run: once it passed its
+    schema, the next process does not import jsonschema for it; a changed
+    file is checked again and its error named as a first check names it
+    (the oracle: the same file in an empty state folder); a state folder
+    that others may write in is not trusted."""
+    state = tmp_path / 'state'
+    site = os.path.join(REPO, 'site', 'local.yaml')
+    assert _check(tmp_path, state, site) == '[] True'
+    assert _check(tmp_path, state, site) == '[] False'
+    assert oct((state / 'ccl-health' / 'schema-passed').stat().st_mode &
+               0o777) == '0o600'
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text(open(site).read().replace('  partition: gpu',
+                                             '  partition: 7'))
+    fresh = _check(tmp_path, tmp_path / 'fresh', bad)
+    assert 'partition' in fresh and fresh.endswith(' True')
+    assert _check(tmp_path, state, bad) == fresh
+    os.chmod(state / 'ccl-health', 0o777)
+    assert _check(tmp_path, state, site) == '[] True'
