@@ -229,3 +229,53 @@ def test_a_site_file_that_passed_is_not_checked_again(tmp_path):
     assert _check(tmp_path, state, bad) == fresh
     os.chmod(state / 'ccl-health', 0o777)
     assert _check(tmp_path, state, site) == '[] True'
+
+
+def test_the_timing_benchmark_writes_the_references_it_needs(tmp_path):
+    """benchmarks/device/hook_timing.sh's reference step on the stand-in's
+    outputs: the shipped 2-GPU entry stays; one GPU gets the peer_copy
+    kinds the copy matrix measured (half of them); a GPU count the file
+    has no entry for gets one at 1 GiB (half of the all_reduce's busbw)."""
+    import subprocess
+    import sys
+    import yaml
+    two = tmp_path / 'probe-0,1.txt'
+    one = tmp_path / 'probe-0.txt'
+    three = tmp_path / 'probe-3.txt'
+    base = dict(os.environ, CCL_HEALTH_REPLAY_PROBE=os.path.join(
+        CAPTURES, 'intra'))
+    for out, env, args in (
+            (two, {}, []),
+            (one, {'CCL_HEALTH_REPLAY_LINKS': os.path.join(
+                REPO, 'tests', 'fixtures', 'device', 'links',
+                'links-1gpu-256M-run1.txt')}, ['-a', '0'])):
+        out.write_text(subprocess.run([PROBE] + args, env=dict(base, **env),
+                                      capture_output=True, text=True,
+                                      timeout=60).stdout)
+    # three ranks (no entry in the shipped file): the 2-GPU table with
+    # one more rank line
+    text = two.read_text()
+    rank = [ln for ln in text.splitlines() if '#  Rank  1 ' in ln][0]
+    three.write_text(text.replace(rank, rank + '\n' + rank.replace(
+        'Rank  1', 'Rank  2').replace('device  1', 'device  2')))
+    ref = tmp_path / 'local.yaml'
+    ref.write_text(open(os.path.join(REPO, 'reference', 'local.yaml')).read())
+    doc0 = yaml.safe_load(ref.read_text())
+    p = subprocess.run([sys.executable, os.path.join(
+        REPO, 'benchmarks', 'device', '_hook_timing_ref.py'), str(ref),
+        str(one), str(two), str(three)], capture_output=True, text=True,
+        env=dict(os.environ, PYTHONPATH=REPO), timeout=60)
+    assert p.returncode == 0, p.stderr
+    part = yaml.safe_load(ref.read_text())['partitions']['gpu']
+    assert part['peer_copy']['gbps'] == {'gpu_to_gpu': 386.0, 'in_gpu': 746.0,
+                                         'gpu_to_host': 27.6,
+                                         'host_to_gpu': 27.6}
+    old = doc0['partitions']['gpu']['entries']
+    new = part['entries'][len(old):]
+    assert part['entries'][:len(old)] == old
+    assert not any(e.get('gpus_per_node') == 3 for e in old)
+    res = nccltests.parse(links.split_probe_output(three.read_text())[1])
+    row = res.by_size()[1 << 30]
+    assert [(e['gpus_per_node'], e['busbw']) for e in new] == [
+        (3, {'1GiB': round(min(row.out_of_place.busbw,
+                               row.in_place.busbw) / 2, 2)})]

@@ -22,7 +22,9 @@ the judge's :func:`ccl_health.judge.nodejudge.not_a_gpu_node` and
 :func:`~ccl_health.judge.nodejudge.probe_allowed` decide), resolve
 the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
-(:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
+(:mod:`.probes`, each bounded by :mod:`.bounded`: ONE process,
+``ccl-health-probe``, for the copy matrix and the all_reduce where it is
+built, else ``all_reduce_perf`` and the copy matrix apart) in a clean environment (the
 caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
 site file's ``env`` and ``health.env`` only), read the node's state again,
 and have every probe judged by the one judge (:mod:`.judging`: each
