@@ -212,7 +212,8 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     each bounded by the one limit: the system, its site and partition
     (:func:`_find_site`); the node's GPUs (:func:`_gpu_faults`); the GPUs
     to probe and their reference (:func:`_plan`); the probes
-    (:func:`_probe`); their judging (:func:`_judged`)."""
+    (:func:`_probe`); their judging (:func:`~ccl_health.hook.judging.
+    judge_attempts`, the node's state read again)."""
     checked, site, system, conf, fname = _find_site(settings, gpus, found)
     settings = resolve(settings, site, environ)
     found['settings'] = settings
@@ -238,7 +239,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     if fault is not None:
         return fault
     plan = _plan(settings, checked, site, system, partition, gpus,
-                 expected_gpus or gpus.count, result_of)
+                 expected_gpus or gpus.count)
     tries, attempts, path = _probe(plan, work, before)
     after = read_node_state(settings)
     cases = {g: plan.evidence(g, atts, before) for g, atts in
@@ -373,8 +374,7 @@ class _Plan:
             self.pair_entry is not None, node=node)
 
 
-def _plan(settings, checked, site, system, partition, gpus, expected_gpus,
-          result_of):
+def _plan(settings, checked, site, system, partition, gpus, expected_gpus):
     """The probes' plan (:class:`_Plan`): the reference of this node's key,
     the visible GPUs, the programs (the one probe process where it is
     built, else ``all_reduce_perf`` and the copy matrix apart)."""

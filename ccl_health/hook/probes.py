@@ -228,8 +228,6 @@ def _part(got, output, started, returncode, timed_out):
                        not_started=got.not_started, asked=got.asked)
 
 
-# long: one bounded run read as two programs' outputs (the copy matrix, the
-# all_reduce), each part's end decided from what the other part shows
 def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
                     peer_copy, iters, workdir, program=None, limit=None):
     """Run ``ccl-health-probe`` once (bounded by ``deadline``): the copy
