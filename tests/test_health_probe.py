@@ -279,3 +279,55 @@ def test_the_timing_benchmark_writes_the_references_it_needs(tmp_path):
     assert [(e['gpus_per_node'], e['busbw']) for e in new] == [
         (3, {'1GiB': round(min(row.out_of_place.busbw,
                                row.in_place.busbw) / 2, 2)})]
+
+
+def test_the_one_process_gets_the_clean_environment(tmp_path):
+    """As the two programs apart (tests/test_hook_hostile.py): the caller's
+    NCCL / libfabric / CUDA tuning is dropped and named in --json, the
+    site file's env kept, NCCL's debug log asked into the probe's own
+    folder for the transport proof."""
+    seen = tmp_path / 'seen.env'
+    rc, line, doc, run = hook(tmp_path, True, env={
+        'CCL_HEALTH_REPLAY_PROBE_ENV': str(seen), 'NCCL_ALGO': 'Tree',
+        'NCCL_P2P_DISABLE': '1', 'FI_PROVIDER': 'efa',
+        'CUDA_DEVICE_MAX_CONNECTIONS': '1'})
+    assert rc == 0, line
+    got = dict(ln.split('=', 1) for ln in seen.read_text().splitlines())
+    for var in ('NCCL_ALGO', 'NCCL_P2P_DISABLE', 'FI_PROVIDER',
+                'CUDA_DEVICE_MAX_CONNECTIONS'):
+        assert var not in got and var in doc['dropped_env'], var
+    assert got['NCCL_NVLS_ENABLE'] == '0'              # site/local.yaml's env
+    assert (got['NCCL_DEBUG'], got['NCCL_DEBUG_SUBSYS']) == ('INFO',
+                                                             'INIT,NET')
+    assert os.path.basename(got['NCCL_DEBUG_FILE']) == 'nccl-debug.%h.%p.log'
+    assert got['CUDA_VISIBLE_DEVICES'] == '0,1'
+
+
+def test_sigalrm_in_the_one_process_is_one_line_and_leaves_nothing(tmp_path):
+    """NHC's watchdog (SIGALRM) while the one process hangs in its
+    all_reduce: one line, exit 2, the process stopped with the hook."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from helpers.node import environ
+    from helpers.procs import processes_with, wait_until
+    args = tmp_path / 'probe-args'
+    env = environ(tmp_path, {
+        'CCL_HEALTH_REPLAY_PROBE': os.path.join(CAPTURES, 'intra'),
+        'CCL_HEALTH_REPLAY_PROBE_STALL': '60',
+        'CCL_HEALTH_REPLAY_PROBE_ARGS': str(args)})
+    p = subprocess.Popen([sys.executable, '-m', 'ccl_health.hook',
+                          '--tests-prefix', prefix(tmp_path, 'prefix'),
+                          '--limit', '50'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    assert wait_until(args.exists, 30), 'the probe never started'
+    time.sleep(0.5)
+    p.send_signal(signal.SIGALRM)
+    out, err = p.communicate(timeout=30)
+    assert (p.returncode, out) == (
+        2, 'COULD-NOT-CHECK: stopped by SIGALRM before the check finished\n'), \
+        (out, err)
+    assert wait_until(lambda: not processes_with(str(tmp_path)), 5), \
+        'the probe outlived the hook'
