@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <thread>
 #include <vector>
 #ifdef CCL_HEALTH_PROBE
 #include <unistd.h>
@@ -151,6 +152,20 @@ static double elapsed(Gpu &g, int gpu, int repeats) {
 
 static void row(const char *src, const char *dst, size_t bytes, double s) {
     printf("%s %s %zu %.6f %.2f\n", src, dst, bytes, s, s > 0 ? bytes / s / 1e9 : 0.0);
+}
+
+/* Every visible GPU's context made at once, one thread each (made one
+ * after another, they are most of the start-up on a node of 4 or 8 GPUs);
+ * an error here is named again by the first call that needs the GPU. */
+static void start_contexts(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return;
+    std::vector<std::thread> started;
+    for (int d = 0; d < n; d++)
+        started.emplace_back([d] {
+            if (cudaSetDevice(d) == cudaSuccess) (void)cudaFree(0);
+        });
+    for (auto &t : started) t.join();
 }
 
 /* The copy matrix of every visible GPU pair (the output above). */
@@ -472,6 +487,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-w")) warmup = parse_count(argv[++i], 0);
         else usage_error("unknown option", argv[i]);
     }
+    start_contexts();
     if (bytes) copy_matrix(bytes, repeats, warmup);
 #ifdef CCL_HEALTH_PROBE
     if (ar_bytes) all_reduce(ar_bytes, ar_iters, ar_warmup);
