@@ -48,7 +48,7 @@ s=$(date +%s.%N)
 timeout 300 nvcc -O2 -o $P/bin/ccl-health-links builders/src/ccl_health_links.cu > $L/nvcc-links.log 2>&1 ||
   note "nvcc: ccl-health-links did not build (logs/nvcc-links.log)"
 timeout 300 nvcc $GEN -O2 -DCCL_HEALTH_PROBE -o $P/bin/ccl-health-probe builders/src/ccl_health_links.cu -lnccl \
-  > $L/nvcc-probe.log 2>&1 || note "nvcc: ccl-health-probe did not build (logs/nvcc-probe.log)"
+  > $L/nvcc-probe.log 2>&1 || { note "nvcc: ccl-health-probe did not build (logs/nvcc-probe.log)"; tail -n 30 $L/nvcc-probe.log; }
 note "built the programs in $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s"
 OLD=""
 if [ -f "$SRC/.mirror/nccl-tests-2.19.6.tar.gz" ]; then
@@ -66,7 +66,8 @@ SETS="0"; [ "$NGPU" -ge 2 ] && SETS="$SETS 0,1"
 [ "$NGPU" -gt 2 ] && SETS="$SETS $(seq -s, 0 $((NGPU - 1)))"
 for set in $SETS; do
   CUDA_VISIBLE_DEVICES=$set timeout 120 $P/bin/ccl-health-probe -a 1G -i 10 -W 2 > $K/probe-$set.txt 2>&1
-  echo "probe on $set: exit $?" >> $L/probes.txt
+  echo "probe on $set: exit $?" | tee -a $L/probes.txt
+  grep -E '^# (init|done|error|probe total|Out of bounds)|Test .* failure|^ +1073741824 ' $K/probe-$set.txt
 done
 timeout 120 $PY benchmarks/device/_hook_timing_ref.py reference/local.yaml $K/probe-*.txt > $L/reference.log 2>&1 ||
   note "reference: not written (logs/reference.log)"
