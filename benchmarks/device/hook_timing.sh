@@ -26,6 +26,9 @@
 set -u
 source "$(dirname "$0")/_clean_copy.sh" "${1:-${OUT:-/tmp/out}}"
 RUNS=${RUNS:-10}
+# HOOK_ENV: NAME=value words added to the hook's empty environment (none on
+# the device; a dry run without a GPU gives PATH to stand-ins there)
+HOOK_ENV=${HOOK_ENV:-}
 L=$K/logs
 export NCCL_NVLS_ENABLE=0
 note() { echo "$*" | tee -a "$K/notes.txt"; }
@@ -78,10 +81,10 @@ hook() {  # label set prefix run
   local s e rc name="$1-$2-$4"
   s=$(date +%s.%N)
   if [ "$2" = all ]; then
-    env -i PYTHONPATH="$PYTHONPATH" timeout -s KILL 120 $PY -m ccl_health.hook --tests-prefix $3 \
+    env -i PYTHONPATH="$PYTHONPATH" $HOOK_ENV timeout -s KILL 120 $PY -m ccl_health.hook --tests-prefix $3 \
       --db $K/hook.db --json $K/$name.json > $K/$name.line 2> $K/$name.err
   else
-    env -i PYTHONPATH="$PYTHONPATH" CUDA_VISIBLE_DEVICES=$2 timeout -s KILL 120 $PY -m ccl_health.hook \
+    env -i PYTHONPATH="$PYTHONPATH" $HOOK_ENV CUDA_VISIBLE_DEVICES=$2 timeout -s KILL 120 $PY -m ccl_health.hook \
       --tests-prefix $3 --db $K/hook.db --json $K/$name.json > $K/$name.line 2> $K/$name.err
   fi
   rc=$?
