@@ -18,7 +18,8 @@
 #     `scripts/run` is the documented way, ~4 min, not done here)
 #  3. the hook 10 times (RUNS) per GPU set, in an empty environment (env -i),
 #     recording into a SQLite database (--db: the record included): 1 GPU
-#     (CUDA_VISIBLE_DEVICES=0), 2 (0,1) and every GPU where there are more;
+#     (CUDA_VISIBLE_DEVICES=0), 2 (0,1) and every GPU where there are more
+#     (a part of the node's GPUs with --expect-gpus: its count);
 #     the one probe process, then the old path where it was built
 #  4. $OUT1/hook-timing.md: GPUs, kind, median, max, runs (wall, and the
 #     hook's time outside its probes); every line, --json and log in
@@ -83,9 +84,10 @@ hook() {  # label set prefix run
   if [ "$2" = all ]; then
     env -i PYTHONPATH="$PYTHONPATH" $HOOK_ENV timeout -s KILL 120 $PY -m ccl_health.hook --tests-prefix $3 \
       --db $K/hook.db --json $K/$name.json > $K/$name.line 2> $K/$name.err
-  else
+  else     # a part of the node's GPUs: the count it is to judge
     env -i PYTHONPATH="$PYTHONPATH" $HOOK_ENV CUDA_VISIBLE_DEVICES=$2 timeout -s KILL 120 $PY -m ccl_health.hook \
-      --tests-prefix $3 --db $K/hook.db --json $K/$name.json > $K/$name.line 2> $K/$name.err
+      --tests-prefix $3 --expect-gpus $(echo "$2" | tr , '\n' | wc -l) --db $K/hook.db \
+      --json $K/$name.json > $K/$name.line 2> $K/$name.err
   fi
   rc=$?
   e=$(date +%s.%N)
