@@ -427,6 +427,12 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
             short = _measured_short(ev, att, found)
             if short:
                 return Verdict.BELOW_REFERENCE, short, found
+        if v is Verdict.INCOMPLETE:
+            # the sizes it did print, measured below the reference: said
+            # too (a cut table still shows its collapse)
+            short = _measured_short(ev, att, found)
+            if short:
+                reason += f'; the sizes it shows: {short}'
         return v, reason, found
     verdict, why = _proven(ev, att)
     if verdict is Verdict.COULD_NOT_CHECK:
