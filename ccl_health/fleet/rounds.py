@@ -436,17 +436,21 @@ class Fleet:
             res = {j.step.nodes: j for j in out}
             self.pairs.extend(j for j in out if j.step.kind == 'pair')
             self._log_slow(out, base)
+            after = {'rest': self._after_rest, 'halves': self._after_halves,
+                     'leaf': self._after_leaf, 'cross': self._after_cross,
+                     'cross2': self._after_cross2,
+                     'cross1': self._after_cross1,
+                     'confirm': self._after_confirm}
             pending = []
             for how, s, why, keys in todo:
-                js = [res[k] for k in keys]
-                pending += getattr(self, f'_after_{how}')(s, why, keys, js,
-                                                          base)
+                pending += after[how](s, why, keys, [res[k] for k in keys],
+                                      base)
 
     def _bisect_plan(self, item, partners, name, groups, pairs, todo):
         """The steps of one search ``item`` in the next round: appended to
         ``groups`` and ``pairs``, with ``(how, what, why, keys)`` to
-        ``todo`` (``keys``: its steps' nodes, read back by
-        ``_after_<how>``)."""
+        ``todo`` (``keys``: its steps' nodes, read back by the
+        ``_after_<how>`` of its kind)."""
         how, s, other, why, named = item
         if how in ('cross', 'cross2'):
             self._cross_plan(how, s, other, why, groups, pairs, todo)
