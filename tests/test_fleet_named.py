@@ -207,3 +207,38 @@ def test_the_whole_run_says_so_in_its_summary_page_and_records():
               if c.verdict == 'hang']
     assert hung.case_name.startswith('fleet-group groups-8 ')
     assert hung.reason.endswith(f'; names n9 (by NCCL RAS at {ADDR})')
+
+
+def test_ras_names_a_node_by_its_address_the_header_by_its_name():
+    """On 4x H200 (NCCL 2.28.3, tests/fixtures/device/ras/fleet: the pair
+    step with rank 3 stopped) RAS printed the stopped rank's node as an
+    address (192.0.2.2); nccl-tests' header names pid 3383's host (vm):
+    that is the node named.  Without the header the address is no node
+    of the step, and nothing is named."""
+    dev = os.path.join(os.path.dirname(__file__), 'fixtures', 'device',
+                       'ras', 'fleet')
+    with open(os.path.join(dev, 'stdout.txt'), errors='replace') as fp:
+        out = fp.read()
+    with open(os.path.join(dev, 'ras.txt'), errors='replace') as fp:
+        answer = ras.parse(fp.read(), ras.Answer('localhost:35919',
+                                                 answered=True))
+    assert {n.host for n in answer.notes} == {'192.0.2.2'}
+    step = Step('pair', ('n1', 'vm'), 120.0)
+    v, why, _, named = step_judgement(
+        Raw(step, None, out, killed=True, ras=answer), 1 << 20, 120.0)
+    assert str(v) == 'hang' and 'rank 3 (192.0.2.2 GPU 3, pid 3383) ' \
+        'unresponsive' in why
+    assert named == ('vm', 'NCCL RAS at localhost:35919')
+    assert step_judgement(Raw(step, None, '', killed=True, ras=answer),
+                          1 << 20, 120.0)[3] is None
+    # the header lists pid 3383 on two hosts: the rank RAS names picks
+    # one; a rank the header does not list leaves two, and none is named
+    twice = out.replace('#  Rank  2 Group  0 Pid   3382 on         vm',
+                        '#  Rank  2 Group  0 Pid   3383 on         n1')
+    assert step_judgement(Raw(step, None, twice, killed=True, ras=answer),
+                          1 << 20, 120.0)[3] == \
+        ('vm', 'NCCL RAS at localhost:35919')
+    other = dataclasses.replace(answer, notes=[
+        dataclasses.replace(n, rank=7) for n in answer.notes])
+    assert step_judgement(Raw(step, None, twice, killed=True, ras=other),
+                          1 << 20, 120.0)[3] is None
