@@ -116,17 +116,18 @@ def test_a_second_fault_in_the_rest_is_still_searched():
 @pytest.mark.parametrize('answer,why', [
     (None, 'RAS not asked'),
     (standin('silent'), 'did not answer'),
-    # a partial answer: cut at the client's size cap
-    (standin(edit=lambda a: dataclasses.replace(a, truncated=True)),
-     'unresponsive'),
+    # a partial answer (cut at the client's size cap) naming a healthy
+    # node of the step
+    (standin(host='n5', edit=lambda a: dataclasses.replace(
+        a, truncated=True)), 'rank 2 (n5 GPU 2, pid 1746) unresponsive'),
     # garbled: names a host that is none of the step's nodes
     (standin(host='elsewhere'), 'elsewhere'),
     # two nodes named: RAS does not say which one stopped the step
     (standin(edit=lambda a: dataclasses.replace(a, notes=a.notes + [
         dataclasses.replace(a.notes[0], rank=5, host='n40', pid=99)])),
      'n40'),
-    # a rank in error, not stopped
-    (standin(edit=lambda a: dataclasses.replace(a, notes=[
+    # a rank of a healthy node in error, not stopped
+    (standin(host='n5', edit=lambda a: dataclasses.replace(a, notes=[
         dataclasses.replace(a.notes[0], state='error')])), 'in error'),
 ])
 def test_no_node_named_no_skip_the_bisection_as_before(answer, why):
@@ -138,7 +139,8 @@ def test_no_node_named_no_skip_the_bisection_as_before(answer, why):
     assert sched.steps_run == sched0.steps_run == 13
     assert [r['name'] for r in got.rounds] == \
         [r['name'] for r in before.rounds]
-    assert set(got.bad) == set(before.bad) == {"n37"}
+    # the culprit found by the search; never a node the answer named
+    assert set(got.bad) == set(before.bad) == {'n37'}
 
 
 def test_a_qualified_host_name_is_the_node():
