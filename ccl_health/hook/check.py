@@ -244,10 +244,11 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     after = read_node_state(settings)
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}
+    ours = {p for c in cases.values() for p in c.run_pids()}
     res = with_node_state(judge_attempts(
         tries, settings.repeats, result_of, plan.pair_entry, plan.size,
         plan.n, system, partition, t0, plan.links_tool, plan.links_only,
-        cases), before, after, site)
+        cases), before, after, site, ours=ours)
     res.probe_path = path
     return res
 
