@@ -934,3 +934,44 @@ def test_a_completion_error_after_the_plugins_channels_is_a_crash(
     assert doc['verdict'] == 'crash', doc['reason']
     assert line.split('NCCL WARN ')[1][:40] in doc['reason']
     assert 'fallback' not in doc['reason']
+
+
+# -- F: a second real paste: HPC-X's IB plugin failing after its channels ----
+
+#: NVIDIA/nccl#1814 (newfarmer): turn 1's window of channel lines, 13
+#: connections ``via NET/IBext_v8/N`` (HPC-X's nccl-rdma-sharp plugin) of
+#: processes 980, 981 and 984 on ``hostname-test`` (ranks 32-36 of 64)
+IBEXT_CHANNELS = 'nccl-debug_ibext-v8-channels_64rank-pid984_nccl-issue-1814.log'
+#: the description's log of the same process 984: the plugin's
+#: ``ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer ... with
+#: status=12 ... vendor err 129`` (retry exceeded), then status=5 / 249
+IBEXT_ERRORS = 'nccl-debug_ib-plugin-completion-errors_pid984_nccl-issue-' \
+    '1814.log'
+
+
+@pytest.mark.parametrize('status', [0, None])
+@pytest.mark.parametrize('asked', [None, 'net-plugin'])
+def test_the_ib_plugins_completion_error_after_its_channels_is_a_crash(
+        status, asked):
+    """Class F, second real paste: the IB plugin's channels connected, then
+    its completion errors in the same process: a crash naming the
+    plugin's error, never a fallback."""
+    files = [pub(IBEXT_CHANNELS), pub(IBEXT_ERRORS)]
+    doc = X.explain(files, transport_asked=asked, exit_status=status)
+    assert doc['transport']['proven'] == 'net-plugin', doc['transport']
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'NET/IB : Got completion from peer 172.36.143.59<44206> with ' \
+        'status=12' in doc['reason']
+    assert 'fallback' not in doc['reason']
+    # the channels alone: the plugin proven, nothing failed in sight
+    alone = X.explain([pub(IBEXT_CHANNELS)], exit_status=status)
+    assert alone['transport']['proven'] == 'net-plugin'
+    assert alone['verdict'] == 'could-not-check', alone['reason']
+
+
+def test_the_ib_plugins_completion_error_in_every_door(tmp_path):
+    text, _ = capture('net-plugin')
+    got = through_every_door(tmp_path, 'net-plugin', text,
+                             [pub(IBEXT_CHANNELS), pub(IBEXT_ERRORS)], rc=0,
+                             clean_text=text)
+    assert set(got.values()) == {'crash'}, got
