@@ -940,7 +940,7 @@ def test_a_completion_error_after_the_plugins_channels_is_a_crash(
 
 #: NVIDIA/nccl#1814 (newfarmer): turn 1's window of channel lines, 13
 #: connections ``via NET/IBext_v8/N`` (HPC-X's nccl-rdma-sharp plugin) of
-#: processes 980, 981 and 984 on ``hostname-test`` (ranks 32-36 of 64)
+#: processes 980, 981 and 984 on ``hostname-test`` (ranks 32, 33, 36 of 64)
 IBEXT_CHANNELS = 'nccl-debug_ibext-v8-channels_64rank-pid984_nccl-issue-1814.log'
 #: the description's log of the same process 984: the plugin's
 #: ``ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer ... with
