@@ -13,6 +13,7 @@ import errno
 import math
 import os
 import shlex
+import shutil
 import socket
 import time
 from typing import Optional, Tuple
@@ -112,6 +113,39 @@ def clean_environment(environ, *site_envs):
     for extra in site_envs:
         env.update({k: str(v) for k, v in (extra or {}).items()})
     return env, dict(sorted(dropped.items()))
+
+
+#: Open MPI's launch agents (``plm_rsh_agent``'s default, ``ssh : rsh``)
+RSH_AGENTS = ('ssh', 'rsh')
+
+
+def for_children(env, launcher=()):
+    """The probes' environment made to work where the hook's own is empty
+    (NHC, slurmd and cron run it under ``env -i``): no ``PATH``: the
+    standard one (``os.defpath``) and the launcher's own folder; and
+    where no ssh / rsh is on that ``PATH`` (and neither the caller nor the
+    site set it), Open MPI's ``plm_rsh_agent`` set empty: its rsh launcher
+    then steps aside for its single-node one ("isolated", Open MPI 4.0.3
+    and later, ompi PR 7340), where it would otherwise stop with "plm_rsh_agent
+    ... could not be found" (plm_rsh_component.c) before starting any
+    rank.  The hook runs on one node only, so no remote shell is needed."""
+    env = dict(env)
+    if not env.get('PATH'):
+        folders = os.defpath.split(os.pathsep)
+        first = launcher[0] if launcher else ''
+        found = first if os.sep in first else (
+            shutil.which(first, path=os.defpath) if first else None)
+        if found:
+            folder = os.path.dirname(os.path.abspath(found))
+            if folder not in folders:
+                folders.append(folder)
+        env['PATH'] = os.pathsep.join(f for f in folders if f)
+    if not any(k in env for k in ('OMPI_MCA_plm_rsh_agent',
+                                  'OMPI_MCA_orte_rsh_agent',
+                                  'OMPI_MCA_plm')) and \
+            not any(shutil.which(a, path=env['PATH']) for a in RSH_AGENTS):
+        env['OMPI_MCA_plm_rsh_agent'] = ''
+    return env
 
 
 # -- options ------------------------------------------------------------------
@@ -411,6 +445,7 @@ def resolve(settings, site, environ):
     env, dropped = clean_environment(
         environ, site.env if site is not None else {},
         getattr(health, 'env', None) or {})
+    env = for_children(env, changes.get('launcher', settings.launcher))
     changes['env'] = tuple(sorted(env.items()))
     changes['dropped'] = tuple(dropped.items())
     return dataclasses.replace(settings, **changes)
