@@ -54,6 +54,9 @@ def main(argv=None):
         old = {}
     settings = res = None
     found = ('', '')
+    from ccl_health.hook.timings import Clock
+    global CLOCK
+    CLOCK = Clock(t0)
     try:
         try:
             if EARLY:
@@ -68,7 +71,8 @@ def main(argv=None):
                     from ccl_health.db.preload import preload_in_background
                     preload_in_background(settings.db)
                 from ccl_health.hook.check import check
-                res, settings = check(settings)
+                CLOCK.mark('options')
+                res, settings = check(settings, clock=CLOCK)
             except CouldNotCheck as err:
                 res = judging.unjudged(str(err), t0, found)
         except Interrupted as sig:
@@ -123,6 +127,8 @@ def _plain(why, t0, found=('', '')):
 
 
 _PRINTED = []
+#: where this run's time went (:mod:`ccl_health.hook.timings`)
+CLOCK = None
 
 
 def _emit(res):
@@ -144,6 +150,8 @@ def _finish(res, settings, t0):
     _PRINTED.clear()
     path = getattr(settings, 'json', None)
     unwritten = None
+    if CLOCK is not None:
+        res.timings = CLOCK.as_dict()
     if path:
         try:
             _write_json(path, json_document(res, settings))
@@ -159,6 +167,8 @@ def _finish(res, settings, t0):
         res.line += (f' (clean environment: dropped the caller\'s '
                      f'{", ".join(sorted(dropped))})')
     code = _emit(res)
+    if CLOCK is not None:
+        CLOCK.mark('line')
     if unwritten:
         _say(f'({unwritten}; the verdict above stands)')
     note = None
@@ -175,6 +185,9 @@ def _finish(res, settings, t0):
             elif drained:
                 note = (f'recorded, and {drained} pending check(s) from '
                         f'{settings.pending_dir}')
+    if CLOCK is not None and note is not None:
+        CLOCK.mark('record')
+        res.timings = CLOCK.as_dict()
     if path and note is not None and not unwritten:
         try:
             _write_json(path, json_document(res, settings, recorded=note or

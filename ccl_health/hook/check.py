@@ -67,6 +67,7 @@ from ccl_health.hook.probe import Probe
 from ccl_health.hook.probes import (
     find_links_tool, find_probe_program, find_tests_prefix, pair_rounds,
     probe_env, run_links, run_one_process, run_probe)
+from ccl_health.hook.timings import Clock, probe_phases
 from ccl_health.hook.settings import (
     DEFAULT_LIMIT, CouldNotCheck, RECORD_BOUND, resolve)
 from ccl_health.hook.where import (
@@ -87,6 +88,34 @@ def read_node_state(settings):
     except Exception as err:         # our bug must not cost the verdict
         return not_checked(f'node state not read: '
                            f'{type(err).__name__}: {err}', 'error')
+
+
+def read_in_background(settings, clock):
+    """The node state's first reading started in a thread (issue 42: it
+    runs while the resource manager is asked and the site's files are
+    read and checked); the callable returned waits for it (its wait is
+    ``node_state_before_wait`` in ``clock``).  It is always complete
+    before any probe starts, so the reading is "before"."""
+    import threading
+    box = {}
+
+    def reading():
+        t = time.monotonic()
+        box['state'] = read_node_state(settings)
+        box['seconds'] = time.monotonic() - t
+    thread = threading.Thread(target=reading, daemon=True,
+                              name='ccl-health-node-state')
+    thread.start()
+
+    def before():
+        if 'told' not in box:
+            t = time.monotonic()
+            thread.join()
+            clock.aside('node_state_before_wait', time.monotonic() - t)
+            clock.add('node_state_before', box.get('seconds'))
+            box['told'] = True
+        return box['state']
+    return before
 
 
 def _no_reference(ref, system, partition, n, size=None, entry=None):
@@ -111,15 +140,19 @@ def reserve(limit):
     return min(RECORD_BOUND + 0.5, 0.15 * limit)
 
 
-def check(settings, environ=None):
+def check(settings, environ=None, clock=None):
     """The node's verdict (:class:`HookResult`); ``settings`` from
     :func:`ccl_health.hook.settings.parse`.  The node's state is read
-    first: a fault it shows is the verdict whatever else could not be
-    checked (a process on a GPU only where the node is known to run no
-    job).  Returns the result and the resolved settings."""
+    first (in a thread, while the resource manager and the site's files
+    are read: :func:`read_in_background`): a fault it shows is the verdict
+    whatever else could not be checked (a process on a GPU only where the
+    node is known to run no job).  ``clock``: where the time went
+    (:class:`ccl_health.hook.timings.Clock`, in ``res.timings``).  Returns
+    the result and the resolved settings."""
+    clock = clock or Clock(settings.t0)
     environ = dict(os.environ if environ is None else environ)
-    before = read_node_state(settings)
-    found = {'system': settings.system or '',
+    before = read_in_background(settings, clock)
+    found = {'system': settings.system or '', 'clock': clock,
              'partition': settings.partition or '', 'site': None,
              'expected': None, 'settings': settings,
              # until Slurm said otherwise, a job may run on the GPUs
@@ -131,10 +164,11 @@ def check(settings, environ=None):
     except CouldNotCheck as err:
         res = unjudged(str(err), settings.t0,
                        (found['system'], found['partition']))
-        res = with_node_state(res, before, None, found['site'],
+        res = with_node_state(res, before(), None, found['site'],
                               found['expected'], found['job'])
     res.role = found['role']
     res = with_action(res, found['site'])
+    res.timings = clock.as_dict()
     return keep.settle(res, work, not_kept, settings), found['settings']
 
 
@@ -163,6 +197,7 @@ def _check(settings, environ, before, found, work):
     from ccl_health.evidence.nodestate import pci
     t0 = settings.t0
     rm = resource_manager(settings, environ, found)
+    found['clock'].mark('resource_manager')
     allowed, no_probe = node_judge.probe_allowed(rm.node, rm.own_job)
     found['job'] = no_probe
     gpus = node.detect_gpus(environ, whole_node=True)
@@ -214,12 +249,14 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     to probe and their reference (:func:`_plan`); the probes
     (:func:`_probe`); their judging (:func:`~ccl_health.hook.judging.
     judge_attempts`, the node's state read again)."""
+    clock = found['clock']
     checked, site, system, conf, fname = _find_site(settings, gpus, found)
     settings = resolve(settings, site, environ)
     found['settings'] = settings
     partition, configured = find_partition(settings, system, conf, site,
                                            fname, gpus, rm.node)
     found['partition'] = partition
+    clock.mark('site')
     if skip is not None:
         said = gpus_said(settings, site, conf, rm.node)
         if not said:
@@ -240,8 +277,13 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         return fault
     plan = _plan(settings, checked, site, system, partition, gpus,
                  expected_gpus or gpus.count)
+    clock.mark('plan')
+    before = before()             # complete before any probe starts
     tries, attempts, path = _probe(plan, work, before)
+    clock.mark('probe')
+    probe_phases(clock, tries)
     after = read_node_state(settings)
+    clock.mark('node_state_after')
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}
     ours = {p for c in cases.values() for p in c.run_pids()}
@@ -250,6 +292,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         plan.n, system, partition, t0, plan.links_tool, plan.links_only,
         cases), before, after, site, ours=ours)
     res.probe_path = path
+    clock.mark('judging')
     return res
 
 
@@ -307,19 +350,20 @@ def _gpu_faults(gpus, expected_gpus, system, partition, before, found,
         # no GPU at all answers where the partition has some: the driver
         # no longer answers (a reboot is expected to clear it)
         res.cause = 'driver-not-answering'
-        return with_node_state(res, before, None, site, expected_gpus,
+        return with_node_state(res, before(), None, site, expected_gpus,
                                no_probe)
     expected_gpus = expected_gpus or gpus.count
     fault = node_judge.missing_gpus(
         gpus.why_none, expected_gpus, f'{system}:{partition}', gpus.count,
         'nvidia-smi' if gpus.vendor == 'nvidia' else 'rocminfo')
     if fault is not None:
-        return with_node_state(result_of(*fault), before, None, site,
+        return with_node_state(result_of(*fault), before(), None, site,
                                job=no_probe)
     if not allowed:
         # a job runs here: no probe on its GPUs; the state read is the check
+        state = before()
         return with_node_state(result_of(*node_judge.node_state_only(
-            before, no_probe)), before, None, site, expected_gpus, no_probe)
+            state, no_probe)), state, None, site, expected_gpus, no_probe)
     return None
 
 

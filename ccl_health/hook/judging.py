@@ -45,6 +45,9 @@ class HookResult:
     #: how the probes ran: ``one process: <ccl-health-probe>``, or ``apart:
     #: <why>`` (all_reduce_perf and the copy matrix), '' where none ran
     probe_path: str = ''
+    #: where the time went, seconds by phase (:mod:`ccl_health.hook.
+    #: timings`)
+    timings: dict = dataclasses.field(default_factory=dict)
 
 
 #: the line's word for a node that is not for this check (not a GPU node)

@@ -27,6 +27,9 @@ class Probe:
     exit_status: object = None
     #: the try (1, 2, ...) this probe belongs to
     attempt: int = 1
+    #: the one probe process's own time from its start to its table's end
+    #: (its ``# probe total`` line; None: not that program)
+    program_s: object = None
 
 
 @dataclasses.dataclass

@@ -219,6 +219,11 @@ def find_probe_program(prefix, site, links_tool):
     return path, ''
 
 
+#: the one probe process's own time, its last line (builders/src/
+#: ccl_health_links.cu)
+PROGRAM_TOTAL = re.compile(r'^# probe total ([0-9.]+) s$', re.M)
+
+
 def _part(got, output, started, returncode, timed_out):
     """One part of the one probe process's run, as if its program had run
     alone (what :func:`run_probe` and :func:`run_links` judge)."""
@@ -283,6 +288,8 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     if probe is None or not done:
         return lp, None
     probe.seconds = got.seconds
+    total = PROGRAM_TOTAL.search(ar_text or '')
+    probe.program_s = float(total[1]) if total else None
     part = _part(got, ar_text or '', STARTED, got.returncode, got.timed_out)
     att = judging.probe_attempt(
         part, [path], what, limit, program,

@@ -1,0 +1,106 @@
+"""Where the hook's time goes (issue 42, item 2): ``--json``'s ``timings``
+(ccl_health/hook/timings.py) and the table of
+benchmarks/device/hook_timing.sh, whose "outside the probes" column
+counted the one probe process twice (-1.03 s on 2x H200)."""
+
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from test_health_probe import hook
+
+KEEP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'hook-timing-x2',
+                    'keep')
+LINKS_FIXTURE = os.path.join(REPO, 'tests', 'fixtures', 'links',
+                             '2gpu-healthy.txt')
+#: the main thread's phases, back to back: they add up to the total
+SEQUENTIAL = ('start', 'options', 'resource_manager', 'site',
+              'node_state_before_wait', 'plan', 'probe', 'node_state_after',
+              'judging', 'line', 'record')
+
+
+def test_json_says_where_the_time_went(tmp_path):
+    rc, line, doc, run = hook(tmp_path, True)
+    assert rc == 0, line
+    t = doc['timings']
+    for phase in ('start', 'options', 'resource_manager', 'site', 'plan',
+                  'probe', 'node_state_after', 'judging', 'line', 'record',
+                  'node_state_before', 'total'):
+        assert phase in t, (phase, t)
+    assert sum(t.get(p, 0) for p in SEQUENTIAL) == pytest.approx(
+        t['total'], abs=0.02)
+    # the probe's own lines, as the program printed them (the stand-in
+    # prints the captured copy matrix: its init and copies)
+    text = open(LINKS_FIXTURE).read()
+    init = float(re.search(r'^# init ([0-9.]+) s', text, re.M)[1])
+    copies = float(re.search(r'^# done .* in ([0-9.]+) s', text, re.M)[1])
+    assert (t['probe_init'], t['probe_copies']) == (init, copies)
+    assert t['probe_all_reduce'] == pytest.approx(
+        t['probe_program'] - init - copies, abs=0.002)
+    main = doc['probes'][0]
+    assert main['program_s'] == t['probe_program']
+    assert t['probe_outside'] == pytest.approx(
+        main['seconds'] - main['program_s'], abs=0.002)
+    # the probe phase is the process's wall time, counted once
+    assert t['probe'] >= main['seconds']
+
+
+def test_the_apart_path_has_no_program_lines(tmp_path):
+    rc, line, doc, run = hook(tmp_path, False)
+    assert rc == 0, line
+    assert 'probe' in doc['timings'] and \
+        'probe_program' not in doc['timings']
+
+
+def _table(tmp_path, docs):
+    runs = tmp_path / 'runs.tsv'
+    with open(runs, 'w') as fp:
+        for name, doc in docs:
+            kind, label, i = re.fullmatch(r'(one-process|apart)-(.*)-(\d+)',
+                                          name).groups()
+            fp.write(f'{kind}\t{label}\t{i}\t{doc["code"]}\t'
+                     f'{doc["seconds"]:.3f}\t{doc["line"]}\n')
+    p = subprocess.run([sys.executable, os.path.join(
+        REPO, 'benchmarks', 'device', '_hook_timing_table.py'), str(runs),
+        str(tmp_path), '2'], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_outside_the_probes_counts_the_one_process_once(tmp_path):
+    """The device capture's --json files (the wall: the hook's own
+    seconds): the one process stood behind both probes of its try."""
+    docs = []
+    for path in sorted(glob.glob(os.path.join(KEEP, '*-0,1-*.json'))):
+        name = os.path.basename(path)[:-5]
+        doc = json.load(open(path))
+        docs.append((name, doc))
+        (tmp_path / f'{name}.json').write_text(json.dumps(doc))
+    out = _table(tmp_path, docs)
+    one = [d for n, d in docs if n.startswith('one-process')]
+    want = statistics.median(d['seconds'] - max(p['seconds'] for p in
+                                                d['probes']) for d in one)
+    row = [ln for ln in out.splitlines() if '| one-process |' in ln][0]
+    assert float(row.split('|')[6]) == pytest.approx(want, abs=0.006)
+    assert want > 0.3
+
+
+def test_the_table_gives_the_phase_medians(tmp_path):
+    docs = []
+    for i, probe in enumerate((1.0, 1.2, 1.4), 1):
+        doc = {'code': 0, 'seconds': probe + 0.5, 'line': 'HEALTHY: x',
+               'probe_path': 'one process: p', 'probes': [],
+               'timings': {'site': 0.1 * i, 'probe': probe}}
+        docs.append((f'one-process-0,1-{i}', doc))
+        (tmp_path / f'one-process-0,1-{i}.json').write_text(json.dumps(doc))
+    out = _table(tmp_path, docs)
+    assert '| 0,1 | one-process | 0.200 | 1.200 |' in out
+    row = [ln for ln in out.splitlines() if ln.startswith('| 2 (0,1) |')][0]
+    assert float(row.split('|')[6]) == pytest.approx(0.5)
