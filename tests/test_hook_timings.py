@@ -104,3 +104,26 @@ def test_the_table_gives_the_phase_medians(tmp_path):
     assert '| 0,1 | one-process | 0.200 | 1.200 |' in out
     row = [ln for ln in out.splitlines() if ln.startswith('| 2 (0,1) |')][0]
     assert float(row.split('|')[6]) == pytest.approx(0.5)
+
+
+def test_the_program_lines_of_each_try_add_up():
+    """Two tries of the one process: each one's own lines (its ``# init``,
+    ``# done ... in``, ``# nccl init``, ``# probe total``) added."""
+    from ccl_health.hook.probe import LinksProbe, Probe
+    from ccl_health.hook.timings import Clock, probe_phases
+    clock = Clock()
+    tries = []
+    for init, copies, nccl, total, wall in ((0.5, 0.01, 0.3, 1.2, 1.6),
+                                            (0.6, 0.02, 0.4, 1.4, 1.9)):
+        main = Probe((0, 1), 1 << 30, seconds=wall, program_s=total,
+                     nccl_init_s=nccl)
+        links = LinksProbe((0, 1), seconds=wall, init_s=init, copy_s=copies)
+        tries.append([main, links])
+    probe_phases(clock, tries)
+    t = clock.phases
+    assert t['probe_init'] == pytest.approx(1.1)
+    assert t['probe_copies'] == pytest.approx(0.03)
+    assert t['probe_nccl_init'] == pytest.approx(0.7)
+    assert t['probe_program'] == pytest.approx(2.6)
+    assert t['probe_all_reduce'] == pytest.approx(2.6 - 1.1 - 0.03)
+    assert t['probe_outside'] == pytest.approx(0.4 + 0.5)

@@ -27,7 +27,7 @@
  * source is ccl-health-probe, the hook's one probe process (issue 42):
  *
  *   ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP]
- *                    [-a BYTES|0] [-i ITERS] [-W WARMUP]
+ *                    [-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1]
  *
  * CUDA / HIP starts once: the copy matrix above (-b 0: none), then, after
  * the line "# ccl-health-probe all_reduce", NCCL's all_reduce (float, sum)
@@ -42,6 +42,12 @@
  * "# Out of bounds values", "# Avg bus bandwidth"; an NCCL / CUDA error
  * there is nccl-tests' "Test NCCL failure" / "Test CUDA failure" line
  * (exit 1).  NCCL's own debug log goes where NCCL_DEBUG_FILE says.
+ * "# nccl init S s" says how long ncclCommInitAll took.  -O 1 makes the
+ * communicators in a thread WHILE the copy matrix runs (its start-up
+ * hidden behind the copies); -O 0, the default, after it: nothing else
+ * runs on the GPUs while the copies are timed.  -O 1 stays off until the
+ * device shows it leaves the copy matrix's GB/s as they are
+ * (benchmarks/device/hook_timing.sh times both).
  *
  * Built with nvcc (or hipcc -x hip, gpu_compat.h) by builders/nccl_tests.py
  * into the nccl-tests / rccl-tests install prefix: bin/ccl-health-links and
@@ -57,7 +63,7 @@
 #ifdef CCL_HEALTH_PROBE
 #include <unistd.h>
 #define USAGE "ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP] " \
-    "[-a BYTES|0] [-i ITERS] [-W WARMUP]"
+    "[-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1]"
 #else
 #define USAGE "ccl-health-links [-b BYTES] [-n REPEATS] [-w WARMUP]"
 #endif
@@ -390,6 +396,32 @@ static void fill(std::vector<Rank> &r, size_t count, int into_recv) {
     }
 }
 
+/* NCCL's communicators of every visible GPU (ncclCommInitAll), made in a
+ * thread during the copy matrix (-O 1) or by all_reduce itself; never
+ * destroyed at exit (a thread still running then must not end the process
+ * with std::terminate: an error of the copies exits 1 as before). */
+struct NcclInit {
+    std::vector<ncclComm_t> comms;
+    ncclResult_t res = ncclSuccess;
+    double seconds = 0;
+    std::thread thread;
+};
+static NcclInit *nccl_init = nullptr;
+
+static void init_comms(NcclInit *init) {
+    int n = 0;
+    double t = now();
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        init->res = ncclUnhandledCudaError;
+        return;
+    }
+    init->comms.resize(n);
+    std::vector<int> devs(n);
+    for (int d = 0; d < n; d++) devs[d] = d;
+    init->res = ncclCommInitAll(init->comms.data(), n, devs.data());
+    init->seconds = now() - t;
+}
+
 static void all_reduce(size_t bytes, int iters, int warmup) {
     int n = 0, lib = 0;
     gethostname(host_name, sizeof host_name - 1);
@@ -415,10 +447,18 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
     }
     fflush(stdout);
     std::vector<Rank> r(n);
-    std::vector<ncclComm_t> comms(n);
-    std::vector<int> devs(n);
-    for (int d = 0; d < n; d++) devs[d] = d;
-    NCHECK(ncclCommInitAll(comms.data(), n, devs.data()));
+    bool overlapped = nccl_init != nullptr;
+    if (overlapped) nccl_init->thread.join();
+    else {
+        nccl_init = new NcclInit;
+        init_comms(nccl_init);
+    }
+    NCHECK(nccl_init->res);
+    if ((int)nccl_init->comms.size() != n) NCHECK(ncclInvalidUsage);
+    std::vector<ncclComm_t> &comms = nccl_init->comms;
+    printf("# nccl init %.3f s%s\n", nccl_init->seconds,
+           overlapped ? " (during the copy matrix)" : "");
+    fflush(stdout);
     for (int d = 0; d < n; d++) {
         r[d].comm = comms[d];
         ACHECK(cudaSetDevice(d), d);
@@ -467,7 +507,7 @@ int main(int argc, char **argv) {
     int repeats = 5, warmup = 1;
 #ifdef CCL_HEALTH_PROBE
     size_t ar_bytes = (size_t)1 << 30;
-    int ar_iters = 10, ar_warmup = 2;
+    int ar_iters = 10, ar_warmup = 2, overlap = 0;
 #endif
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -480,6 +520,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-a")) ar_bytes = parse_bytes(argv[++i], 1);
         else if (!strcmp(argv[i], "-i")) ar_iters = parse_count(argv[++i], 1);
         else if (!strcmp(argv[i], "-W")) ar_warmup = parse_count(argv[++i], 0);
+        else if (!strcmp(argv[i], "-O")) overlap = parse_count(argv[++i], 0) != 0;
 #else
         if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 0);
 #endif
@@ -488,6 +529,12 @@ int main(int argc, char **argv) {
         else usage_error("unknown option", argv[i]);
     }
     start_contexts();
+#ifdef CCL_HEALTH_PROBE
+    if (overlap && ar_bytes && bytes) {
+        nccl_init = new NcclInit;
+        nccl_init->thread = std::thread(init_comms, nccl_init);
+    }
+#endif
     if (bytes) copy_matrix(bytes, repeats, warmup);
 #ifdef CCL_HEALTH_PROBE
     if (ar_bytes) all_reduce(ar_bytes, ar_iters, ar_warmup);

@@ -30,6 +30,8 @@ class Probe:
     #: the one probe process's own time from its start to its table's end
     #: (its ``# probe total`` line; None: not that program)
     program_s: object = None
+    #: its ``# nccl init`` line: ncclCommInitAll's seconds
+    nccl_init_s: object = None
 
 
 @dataclasses.dataclass

@@ -222,6 +222,7 @@ def find_probe_program(prefix, site, links_tool):
 #: the one probe process's own time, its last line (builders/src/
 #: ccl_health_links.cu)
 PROGRAM_TOTAL = re.compile(r'^# probe total ([0-9.]+) s$', re.M)
+NCCL_INIT = re.compile(r'^# nccl init ([0-9.]+) s', re.M)
 
 
 def _part(got, output, started, returncode, timed_out):
@@ -290,6 +291,8 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     probe.seconds = got.seconds
     total = PROGRAM_TOTAL.search(ar_text or '')
     probe.program_s = float(total[1]) if total else None
+    init = NCCL_INIT.search(ar_text or '')
+    probe.nccl_init_s = float(init[1]) if init else None
     part = _part(got, ar_text or '', STARTED, got.returncode, got.timed_out)
     att = judging.probe_attempt(
         part, [path], what, limit, program,

@@ -13,7 +13,8 @@ programs, wall), ``node_state_after``, ``judging``, ``line`` (``--json``
 and the line), ``record``.  The one probe process's own lines, inside
 ``probe``: ``probe_init`` (CUDA started on every GPU), ``probe_copies``
 (the copy matrix), ``probe_all_reduce`` (NCCL's communicators and the
-all_reduce with its check), ``probe_program`` (its ``# probe total``),
+all_reduce with its check; ``probe_nccl_init`` the communicators alone,
+its ``# nccl init`` line), ``probe_program`` (its ``# probe total``),
 ``probe_outside`` (``probe`` less the program's own time: its start and
 its exit)."""
 
@@ -84,6 +85,9 @@ def probe_phases(clock, tries):
         copies = getattr(links, 'copy_s', None)
         clock.add('probe_init', init)
         clock.add('probe_copies', copies)
+        clock.add('probe_nccl_init', next(
+            (getattr(p, 'nccl_init_s', None) for p in probes
+             if getattr(p, 'nccl_init_s', None) is not None), None))
         if program is not None:
             clock.add('probe_program', program)
             clock.add('probe_all_reduce', program - (init or 0) -
