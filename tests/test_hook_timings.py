@@ -127,3 +127,27 @@ def test_the_program_lines_of_each_try_add_up():
     assert t['probe_program'] == pytest.approx(2.6)
     assert t['probe_all_reduce'] == pytest.approx(2.6 - 1.1 - 0.03)
     assert t['probe_outside'] == pytest.approx(0.4 + 0.5)
+
+
+def test_the_overlap_table_compares_the_two_modes(tmp_path):
+    """benchmarks/device/_probe_overlap_table.py on the device's probe
+    output (2x H200), once as -O 0 printed it and once with slower copies
+    and a '# nccl init' line as -O 1 would print them."""
+    text = open(os.path.join(KEEP, 'probe-0,1.txt')).read()
+    rank1 = [ln for ln in text.splitlines() if '#  Rank  1 ' in ln][0]
+    (tmp_path / 'overlap-O0-1.txt').write_text(text.replace(
+        rank1, rank1 + '\n# nccl init 0.400 s'))
+    slow = text.replace(' 389.74\n', ' 300.00\n').replace(
+        'probe total 1.277 s', 'probe total 0.900 s').replace(
+        rank1, rank1 + '\n# nccl init 0.420 s (during the copy matrix)')
+    (tmp_path / 'overlap-O1-1.txt').write_text(slow)
+    (tmp_path / 'overlap-O1-2.txt').write_text('# error: it stopped\n')
+    p = subprocess.run([sys.executable, os.path.join(
+        REPO, 'benchmarks', 'device', '_probe_overlap_table.py')] +
+        sorted(str(f) for f in tmp_path.iterdir()), capture_output=True,
+        text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if re.match(r'\| \d \|', ln)]
+    assert rows == [
+        '| 0 | 1 | 1 | 389.9 | 389.7 | 0.400 | 1.277 |',
+        '| 1 | 2 | 1 | 345.0 | 300.0 | 0.420 | 0.900 |']

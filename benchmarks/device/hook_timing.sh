@@ -21,9 +21,12 @@
 #     (CUDA_VISIBLE_DEVICES=0), 2 (0,1) and every GPU where there are more
 #     (a part of the node's GPUs with --expect-gpus: its count);
 #     the one probe process, then the old path where it was built
-#  4. $OUT1/hook-timing.md: GPUs, kind, median, max, runs (wall, and the
-#     hook's time outside its probes); every line, --json and log in
-#     $OUT1/hook-timing.tgz
+#  4. ccl-health-probe alone on the last GPU set, RUNS times with -O 0 and
+#     -O 1 (NCCL's communicators after / during the copy matrix)
+#  5. $OUT1/hook-timing.md: GPUs, kind, median, max, runs (wall, and the
+#     hook's time outside its probes: the probe process counted once), the
+#     medians of --json's timings by phase, -O 0 against -O 1; every line,
+#     --json and log in $OUT1/hook-timing.tgz
 set -u
 source "$(dirname "$0")/_clean_copy.sh" "${1:-${OUT:-/tmp/out}}"
 RUNS=${RUNS:-10}
@@ -102,6 +105,15 @@ for set in $SETS; do
   if [ -n "$OLD" ]; then for i in $(seq 1 $RUNS); do hook apart $label $OLD $i; done; fi
   save
 done
+# 4. the program alone, NCCL's communicators after the copies (-O 0, the
+# hook's default) and during them (-O 1): the copies' GB/s must not move
+last=${SETS##* }
+for i in $(seq 1 $RUNS); do
+  for o in 0 1; do
+    CUDA_VISIBLE_DEVICES=$last timeout 120 $P/bin/ccl-health-probe -a 1G -i 10 -W 2 -O $o > $K/overlap-O$o-$i.txt 2>&1
+  done
+done
 $PY benchmarks/device/_hook_timing_table.py $K/runs.tsv $K "$NGPU" > "$OUT1/hook-timing.md" 2> $L/table.log
+$PY benchmarks/device/_probe_overlap_table.py $K/overlap-O*.txt >> "$OUT1/hook-timing.md" 2>> $L/table.log
 cat "$OUT1/hook-timing.md"
 save
