@@ -90,8 +90,10 @@ def test_nvlink_down_and_errors_rising():
     assert kinds(causes) == ['nvlink-down', 'nvlink-errors']
     assert causes[0].text == 'GPU 0 NVLink link(s) 0 went down'
     assert causes[0].drain
-    assert causes[1].text == 'GPU 0 NVLink errors rising: link 2 replay +5'
-    assert not causes[1].drain
+    # a replay error during the check: a fault (DCGM's FAIL), drained
+    assert causes[1].text == ('GPU 0 NVLink errors during the check: link 2 '
+                              'replay +5')
+    assert causes[1].drain
     # a GPU with fewer active links than its peers, from the start
     few = [Link(i, i < 2) for i in range(4)]
     s = node(gpu(0, nvlinks=few), gpu(1, nvlinks=links))

@@ -9,21 +9,27 @@ drains a node for even when its probes passed; the list is kept small:
 * ``gpu-lost``: NVML says a GPU fell off the bus;
 * ``gpu-count``: fewer GPUs than the site / partition has;
 * ``foreign-process``: a compute process that is not ours on a GPU (on an
-  idle node: a leftover of an earlier job);
+  idle node: a leftover of an earlier job), named by the GPU it holds the
+  most memory on, with every other GPU it holds;
 * ``memory-held``: more than :data:`MEMORY_HELD_FRACTION` of a GPU's
   memory in use that no process visible here accounts for;
 * ``xid``: an XID of :data:`ccl_health.evidence.nodestate.xid.DRAIN_XIDS` in the
   kernel log since the last check;
 * ``row-remap-failure``, ``ecc-uncorrected``: the memory failed;
 * ``nvlink-down``: a link active before and down after, or a GPU with
-  fewer active links than its peers.
+  fewer active links than its peers;
+* ``nvlink-errors``: NVLink replay or recovery errors during the check, or
+  CRC errors at 100/s or more over it, as NVIDIA's DCGM health watch fails
+  a link (:data:`NVLINK_FAULTS`, :data:`NVLINK_CRC`); fewer CRC errors and
+  the ECC data counters are not named at all (they rise under traffic on a
+  healthy H200; the counts stay in the readings).
 
-The others are named, not drained for: NVLink error counters rising, a PCIe
-link narrower than its maximum (generation only judged under load: idle
-GPUs drop their PCIe generation to save power), thermal / hardware slowdown
-/ power-brake throttling (not "GPU idle", "applications clocks" or the
-software power cap alone), other XIDs, pending page retirement or row
-remapping (a reset is due), another GPU model than the site's."""
+The others are named, not drained for: a PCIe link narrower than its
+maximum (generation only judged under load: idle GPUs drop their PCIe
+generation to save power), thermal / hardware slowdown / power-brake
+throttling (not "GPU idle", "applications clocks" or the software power cap
+alone), other XIDs, pending page retirement or row remapping (a reset is
+due), another GPU model than the site's."""
 
 import dataclasses
 from typing import List, Optional
@@ -40,11 +46,36 @@ THROTTLE_CAUSES = ('hw_slowdown', 'hw_thermal_slowdown',
 #: utilization (percent) at which a reading counts as "under load" (PCIe
 #: generation judged)
 UNDER_LOAD = 20
+#: the NVLink error counters NVML gives per link (``nvmlNvLinkErrorCounter_t``:
+#: DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA, DL_ECC_DATA), all kept
+#: in the readings; which of them name a link is :data:`NVLINK_FAULTS` and
+#: :data:`NVLINK_CRC`'s
 NVLINK_ERROR_COUNTERS = ('replay', 'recovery', 'crc_flit', 'crc_data',
                          'ecc_data')
+#: NVLink judged as NVIDIA's health watch judges it: NVIDIA/DCGM 4.6.0
+#: (commit 72fa3fe), ``modules/health/DcgmHealthWatch.cpp``,
+#: ``MonitorNVLink4Fields`` (lines 2688-2803) watches exactly four counters,
+#: ``DCGM_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_TOTAL``
+#: (each the total over the GPU's links), from the start to the end of its
+#: window.  A rise of ``DCGM_LIMIT_MAX_NVLINK_ERROR`` (1,
+#: ``common/DcgmGPUHardwareLimits.h`` line 28) or more of replay or recovery
+#: is ``DCGM_HEALTH_RESULT_FAIL`` ("Replay and recovery errors are
+#: failures, not warnings", line 2766): here a cause that drains, naming its
+#: links;
+NVLINK_FAULTS = ('replay', 'recovery')
+#: CRC (flit, data) errors fail only at ``DCGM_LIMIT_MAX_NVLINK_CRC_ERROR``
+#: (100.0 per second, DcgmGPUHardwareLimits.h line 30: "RM has informed us
+#: that CRC errors only matter at rates of 100+ per second";
+#: DcgmHealthWatch.cpp lines 2772-2788: the rise over the window's seconds,
+#: summed over the links); below it DCGM only warns and nothing is named
+#: here.  The ECC data counter (DL_ECC_DATA, corrected in the link) is not
+#: one of DCGM's four: it rises under any traffic on a healthy H200 and is
+#: never named.
+NVLINK_CRC = ('crc_flit', 'crc_data')
+NVLINK_CRC_PER_SECOND = 100.0
 DRAINS = frozenset({'gpu-lost', 'gpu-count', 'foreign-process',
                     'memory-held', 'xid', 'row-remap-failure',
-                    'ecc-uncorrected', 'nvlink-down'})
+                    'ecc-uncorrected', 'nvlink-down', 'nvlink-errors'})
 ORDER = ('gpu-lost', 'gpu-count', 'foreign-process', 'memory-held', 'xid',
          'row-remap-failure', 'ecc-uncorrected', 'nvlink-down',
          'nvlink-errors', 'pcie-width', 'pcie-gen', 'throttle',
@@ -141,17 +172,37 @@ def foreign_processes(states, want=lambda i: True, ours=()):
 
 
 def _foreign(states, want, ours=()):
-    seen = foreign_processes(states, want, ours)
-    by_gpu = {}
-    for (gpu, _), p in sorted(seen.items()):
-        by_gpu.setdefault(gpu, []).append(p)
+    """One cause per process not ours, named by the GPU it holds the most
+    memory on, with every other GPU it holds (NVML lists a process once
+    per GPU: grouped by pid) and how many other such processes that GPU
+    has; the process holding the most first.  Its
+    detail keeps every GPU (``gpus``: ``{gpu: bytes}``) for ``--json``."""
+    by_pid = {}
+    for (gpu, pid), p in sorted(foreign_processes(states, want,
+                                                  ours).items()):
+        by_pid.setdefault(pid, {})[gpu] = p
+
+    def most(held):
+        return max(held, key=lambda g: ((held[g].used_bytes or 0), -g))
     out = []
-    for gpu, procs in by_gpu.items():
-        procs.sort(key=lambda p: -(p.used_bytes or 0))
-        more = f' and {len(procs) - 1} more' if len(procs) > 1 else ''
-        out.append(Cause('foreign-process', (
-            f'GPU {gpu} in use by {procs[0].text()}{more}'), gpu,
-            detail={'processes': [dataclasses.asdict(p) for p in procs]}))
+    for pid, held in sorted(by_pid.items(), key=lambda kv: (
+            -(kv[1][most(kv[1])].used_bytes or 0), kv[0])):
+        gpu = most(held)
+        also = [f'GPU {g} {_gib(held[g].used_bytes)}' if
+                held[g].used_bytes is not None else f'GPU {g}'
+                for g in sorted(held) if g != gpu]
+        text = held[gpu].text()
+        if also:
+            text = text[:-1] + f'; also on {", ".join(also)})'
+        others = sum(1 for q, h in by_pid.items() if q != pid and gpu in h)
+        if others:
+            text += f' and {others} more'
+        out.append(Cause('foreign-process', f'GPU {gpu} in use by {text}',
+                         gpu, detail={
+                             'processes': [dataclasses.asdict(held[g])
+                                           for g in sorted(held)],
+                             'gpus': {str(g): held[g].used_bytes
+                                      for g in sorted(held)}}))
     return out
 
 
@@ -177,7 +228,9 @@ def _memory_held(states, want, fraction, first_is_before=True):
                 worst[g.index] = (held, g)
         last = now
     out = []
-    for i, (held, g) in sorted(worst.items()):
+    # the GPU with the most held first
+    for i, (held, g) in sorted(worst.items(), key=lambda kv: (-kv[1][0],
+                                                              kv[0])):
         procs = 'no process visible here holds it' if not g.processes \
             else 'more than its visible processes hold'
         out.append(Cause('memory-held', (
@@ -257,6 +310,7 @@ def _nvlinks(first, last, want):
     active = {g.index: {ln.index for ln in g.nvlinks if ln.active}
               for g in last.gpus if want(g.index)}
     most = max((len(v) for v in active.values()), default=0)
+    seconds = _duration(first, last)
     for g in last.gpus:
         if not want(g.index):
             continue
@@ -273,19 +327,62 @@ def _nvlinks(first, last, want):
             out.append(Cause('nvlink-down', (
                 f'GPU {g.index} has {len(active[g.index])} active NVLink '
                 f'links, its peers {most}'), g.index))
-        rising = []
-        for ln in g.nvlinks:
-            old = before.get(ln.index)
-            if old is None:
-                continue
-            for name in NVLINK_ERROR_COUNTERS:
-                a, b = old.errors.get(name), ln.errors.get(name)
-                if a is not None and b is not None and b > a:
-                    rising.append(f'link {ln.index} {name} +{b - a}')
-        if rising:
+        out += _nvlink_errors(g.index, before, g.nvlinks, seconds)
+    return out
+
+
+def _duration(first, last):
+    """Seconds between the readings ``first`` and ``last`` (the check's
+    duration), or None where either has no time."""
+    if first is last or not first.time or not last.time or \
+            last.time <= first.time:
+        return None
+    return last.time - first.time
+
+
+def nvlink_rises(before, links):
+    """``{counter: {link: rise}}`` of the error counters of
+    :data:`NVLINK_ERROR_COUNTERS` that rose between the links ``before``
+    (``{index: Link}``) and ``links`` (a counter that fell: reset, not
+    counted)."""
+    rises = {}
+    for ln in links:
+        old = before.get(ln.index)
+        if old is None:
+            continue
+        for name in NVLINK_ERROR_COUNTERS:
+            a, b = old.errors.get(name), ln.errors.get(name)
+            if a is not None and b is not None and b > a:
+                rises.setdefault(name, {})[ln.index] = b - a
+    return rises
+
+
+def _nvlink_errors(gpu, before, links, seconds):
+    """The NVLink error counters judged as DCGM judges them (see
+    :data:`NVLINK_FAULTS`): a replay or recovery error during the check
+    names its links; CRC errors only at :data:`NVLINK_CRC_PER_SECOND` or
+    more over the check's ``seconds`` (unknown: not judged); ECC data
+    counters never.  Whatever is not named stays in the readings (the
+    ``--json`` and the record)."""
+    rises = nvlink_rises(before, links)
+
+    def links_of(names):
+        return ', '.join(f'link {i} {name} +{n}' for name in names
+                         for i, n in sorted(rises.get(name, {}).items()))
+    out = []
+    faults = [n for n in NVLINK_FAULTS if n in rises]
+    if faults:
+        out.append(Cause('nvlink-errors', (
+            f'GPU {gpu} NVLink errors during the check: '
+            f'{links_of(faults)}'), gpu))
+    crc = {n: sum(rises[n].values()) for n in NVLINK_CRC if n in rises}
+    if crc and seconds:
+        rate = sum(crc.values()) / seconds
+        if rate >= NVLINK_CRC_PER_SECOND:
             out.append(Cause('nvlink-errors', (
-                f'GPU {g.index} NVLink errors rising: '
-                f'{", ".join(rising[:3])}'), g.index))
+                f'GPU {gpu} NVLink CRC errors at {rate:.0f}/s over the '
+                f'{seconds:.1f} s check (>= {NVLINK_CRC_PER_SECOND:.0f}/s): '
+                f'{links_of(list(crc))}'), gpu))
     return out
 
 
