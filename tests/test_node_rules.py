@@ -175,3 +175,217 @@ def test_the_gpu_a_process_holds_most_on_is_named():
                                '(python3, 100.0 GiB; also on GPU 0 0.5 GiB)'
                                ' and 1 more (leftover process on an idle '
                                'node: drain)')
+
+
+# -- PCIe: sysfs trees as the kernel writes them ------------------------------
+
+def device(root, path, vendor, cls, **files):
+    """A PCI device at ``<root>/devices/<path>`` with its link under
+    ``<root>/bus/pci/devices``, as on this machine (``/sys/bus/pci/devices/
+    0000:00:03.0 -> ../../../devices/pci0000:00/0000:00:03.0``; ``vendor``
+    ``0x1af4``, ``class`` ``0x020000``, newline-ended); ``files``: the
+    other attributes (``current_link_speed='32.0 GT/s PCIe'``)."""
+    d = os.path.join(root, 'devices', *path.split('/'))
+    os.makedirs(d, exist_ok=True)
+    for name, text in dict(files, vendor=f'{vendor:#06x}',
+                           **{'class': f'{cls:#08x}'}).items():
+        with open(os.path.join(d, name), 'w') as fp:
+            fp.write(f'{text}\n')
+    link = os.path.join(root, 'bus', 'pci', 'devices', path.split('/')[-1])
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.symlink(os.path.relpath(d, os.path.dirname(link)), link)
+
+
+def aer(total, kind='FATAL', **counts):
+    """An ``aer_dev_fatal`` / ``aer_dev_nonfatal`` file as the kernel's
+    ``aer_stats_dev_attr`` writes it: a line per named bit, then the
+    total."""
+    names = ('Undefined', 'DLP', 'SDES', 'TLP', 'FCP', 'CmpltTO',
+             'CmpltAbrt', 'UnxCmplt', 'RxOF', 'MalfTLP', 'ECRC', 'UnsupReq',
+             'ACSViol', 'UncorrIntErr', 'BlockedTLP', 'AtomicOpBlocked',
+             'TLPBlockedErr', 'PoisonTLPBlocked')
+    return '\n'.join([f'{n} {counts.get(n, 0)}' for n in names] +
+                     [f'TOTAL_ERR_{kind} {total}'])
+
+
+GEN5, GEN4 = '32.0 GT/s PCIe', '16.0 GT/s PCIe'
+PORT = dict(max_link_speed=GEN5, max_link_width='16',
+            current_link_speed=GEN5, current_link_width='16')
+
+
+def node_tree(root, nic_width='16', nic_port_width='16', gpu_fatal=0,
+              gpu_nonfatal=0, port_nonfatal=0):
+    """One GPU and one ConnectX behind a switch of root complex
+    ``pci0000:17``; a Broadcom BMC NIC on ``pci0000:00`` (another root
+    complex: not near a GPU) and this machine's virtio NIC."""
+    device(root, 'pci0000:00/0000:00:03.0', 0x1af4, 0x020000)
+    device(root, 'pci0000:00/0000:00:1c.0/0000:02:00.0', 0x14e4, 0x020000,
+           current_link_speed='2.5 GT/s PCIe', current_link_width='1',
+           max_link_speed='5.0 GT/s PCIe', max_link_width='1')
+    device(root, 'pci0000:17/0000:17:01.0', 0x8086, 0x060400, **PORT,
+           aer_dev_fatal=aer(0),
+           aer_dev_nonfatal=aer(port_nonfatal, 'NONFATAL',
+                                CmpltTO=port_nonfatal))
+    device(root, 'pci0000:17/0000:17:01.0/0000:18:00.0', 0x10de, 0x030200,
+           current_link_speed='2.5 GT/s PCIe', current_link_width='16',
+           max_link_speed=GEN5, max_link_width='16',
+           aer_dev_fatal=aer(gpu_fatal, DLP=gpu_fatal),
+           aer_dev_nonfatal=aer(gpu_nonfatal, 'NONFATAL',
+                                UnsupReq=gpu_nonfatal))
+    device(root, 'pci0000:17/0000:17:02.0', 0x8086, 0x060400,
+           **dict(PORT, max_link_width=nic_port_width))
+    device(root, 'pci0000:17/0000:17:02.0/0000:19:00.0', 0x15b3, 0x020700,
+           current_link_speed=GEN5, current_link_width=nic_width,
+           max_link_speed=GEN5, max_link_width='16')
+
+
+def test_sysfs_formats():
+    from ccl_health.evidence.nodestate import pcilinks
+    assert [pcilinks.parse_speed(t) for t in (
+        '2.5 GT/s PCIe', '8.0 GT/s PCIe', '32.0 GT/s PCIe', '8 GT/s',
+        'Unknown', 'Unknown speed', '')] == [2.5, 8.0, 32.0, 8.0, None,
+                                             None, None]
+    assert [pcilinks.parse_width(t) for t in ('16', 'x8', '0', '')] == [
+        16, 8, 0, None]
+    assert pcilinks.parse_aer(aer(3, DLP=1, MalfTLP=2) +
+                              '\ndev_fatal_errs_bit[27] 1')['MalfTLP'] == 2
+    assert pcilinks.same_address('00000000:18:00.0', '0000:18:00.0')
+
+
+def test_pci_links_of_the_gpus_and_the_nics_near_them(tmp_path):
+    from ccl_health.evidence.nodestate import pcilinks
+    root = str(tmp_path)
+    node_tree(root, nic_width='8')
+    links = pcilinks.read(root)
+    # the BMC's Broadcom sits under another root complex, virtio is no
+    # NIC maker of NCCL's: neither is read
+    assert sorted(links) == ['0000:18:00.0', '0000:19:00.0']
+    gpu, nic = links['0000:18:00.0'], links['0000:19:00.0']
+    assert (gpu['role'], gpu['upstream'], gpu['speed'], gpu['max_speed'],
+            gpu['width'], gpu['max_width']) == (
+        'gpu', '0000:17:01.0', 2.5, 32.0, 16, 16)
+    assert gpu['aer_fatal']['TOTAL_ERR_FATAL'] == 0
+    assert gpu['upstream_aer_nonfatal']['TOTAL_ERR_NONFATAL'] == 0
+    assert (nic['role'], nic['vendor'], nic['width'], nic['max_width']) == (
+        'nic', 'Mellanox', 8, 16)
+    assert pcilinks.read(str(tmp_path / 'none')) is None
+
+
+def pci_reading(root, at, gpus=1):
+    """A full reading (NVML answers with the GPUs' bus ids, the PCIe links
+    from the tree at ``root``)."""
+    from ccl_health.evidence import nodestate
+    doc = nvml_reading([{0: counters()} for _ in range(gpus)])
+    doc['readings'][0]['calls'].append({
+        'call': 'nvmlDeviceGetPciInfo', 'args': [0],
+        'ok': {'busId': '00000000:18:00.0', 'domain': 0, 'bus': 0x18}})
+    s = nodestate.read(nvml=nvml.RecordedNvml(doc), vendor='nvidia',
+                       sysfs=root)
+    s.time = at
+    return s
+
+
+def test_a_nic_trained_down_is_named_not_drained(tmp_path):
+    root = str(tmp_path / 'x8')
+    node_tree(root, nic_width='8')
+    s = pci_reading(root, 1.0)
+    causes = diagnose(s, s)
+    assert [(c.kind, c.drain, c.text) for c in causes] == [(
+        'nic-pcie', False,
+        'NIC 0000:19:00.0 (Mellanox) PCIe x8 instead of x16')]
+    # x8 where its slot has only 8 lanes: what both ends support
+    root = str(tmp_path / 'slot8')
+    node_tree(root, nic_width='8', nic_port_width='8')
+    s = pci_reading(root, 1.0)
+    assert diagnose(s, s) == []
+    # the GPU's link at 2.5 GT/s idle (its sysfs speed): never judged
+    assert s.pci['0000:18:00.0']['speed'] == 2.5
+
+
+def test_aer_counters_that_rose_during_the_check(tmp_path):
+    before = pci_reading(_tree(tmp_path, 'a'), 1.0)
+    after = pci_reading(_tree(tmp_path, 'b', gpu_fatal=1, gpu_nonfatal=2,
+                              port_nonfatal=3), 3.0)
+    causes = diagnose(before, after)
+    assert [(c.kind, c.drain, c.gpu) for c in causes] == [
+        ('pcie-aer-fatal', True, 0), ('pcie-aer', False, 0),
+        ('pcie-aer', False, 0)]
+    assert [c.text for c in causes] == [
+        'GPU 0 (0000:18:00.0) PCIe AER fatal errors +1 during the check '
+        '(DLP +1)',
+        'GPU 0 (0000:18:00.0) PCIe AER non-fatal errors +2 during the check'
+        ' (UnsupReq +2)',
+        'GPU 0 (0000:18:00.0) upstream port 0000:17:01.0 PCIe AER non-fatal'
+        ' errors +3 during the check (CmpltTO +3)']
+    # counts that were there before the check and did not rise: nothing
+    assert diagnose(after, after) == []
+    from ccl_health.hook import judging
+    from ccl_health.judge.verdicts import Verdict
+    res = judging.with_action(judging.with_node_state(
+        judging.result(Verdict.PASS, 'x'), before, after))
+    assert (res.code, res.verdict, res.action) == (1, 'node-fault',
+                                                   'isolate')
+
+
+def _tree(tmp_path, name, **kw):
+    root = str(tmp_path / name)
+    node_tree(root, **kw)
+    return root
+
+
+def light(gen, width=16, busy=100, procs=True, gen_max=5):
+    from ccl_health.evidence.nodestate.nodedata import GpuState, Process
+    return NodeState(vendor='nvidia', gpus=[GpuState(
+        0, pcie_gen=gen, pcie_width=width, pcie_gen_max=gen_max,
+        pcie_width_max=16, utilization=busy,
+        processes=[Process(9, 'all_reduce_perf', GIB, True)] if procs
+        else [])], time=2.0)
+
+
+def test_gpu_link_judged_on_the_highest_seen_under_load():
+    """Idle before and after (gen 1: power saving), the probes' readings
+    show what the link trained to."""
+    from ccl_health.hook import judging
+    from ccl_health.judge.verdicts import Verdict
+    idle = light(1, busy=0, procs=False)
+
+    def judged(samples):
+        return judging.with_node_state(judging.result(Verdict.PASS, 'x'),
+                                       idle, idle, under_load=samples)
+    # the idle readings alone: nothing
+    assert diagnose(idle, idle) == []
+    ok = judged([light(2, busy=5), light(5), light(5)])
+    assert (ok.code, ok.line) == (0, 'HEALTHY: x')
+    assert ok.node_state['under_load'] == {
+        'readings': 3, 'gpus': {'0': {'gen': 5, 'width': 16, 'busy': 100}}}
+    # gen 4 at best under load, gen 5 possible: trained down, drained
+    bad = judged([light(4), light(4, busy=97), light(5, busy=3)])
+    assert bad.code == 1 and bad.line == (
+        'UNHEALTHY: GPU 0 PCIe gen 4 instead of 5 under load (100% busy): '
+        'although the probes passed: x')
+    # busy without a process (the probes had exited): not load
+    assert judged([light(4, procs=False)]).code == 0
+    # a lane lost
+    assert judged([light(5, width=8)]).line.startswith(
+        'UNHEALTHY: GPU 0 PCIe x8 instead of x16')
+
+
+def test_sampler_keeps_the_readings_taken_while_it_ran():
+    import itertools
+    import time as _time
+    from ccl_health.evidence.nodestate.sampler import Sampler
+    n = itertools.count()
+
+    def read():
+        k = next(n)
+        if k == 1:
+            raise RuntimeError('NVML went away')   # left out, not fatal
+        return light(5) if k % 2 == 0 else NodeState()
+    s = Sampler(read, interval=0.01, keep=3).start()
+    _time.sleep(0.3)
+    got = s.stop()
+    assert 1 <= len(got) <= 3 and all(x.checked for x in got)
+    # it stops by itself after its seconds
+    t = Sampler(lambda: light(5), interval=0.01, seconds=0.05).start()
+    _time.sleep(0.3)
+    assert not t._thread.is_alive()

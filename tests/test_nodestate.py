@@ -55,11 +55,12 @@ def test_foreign_process_named_first_with_pid_name_memory():
     before = node(gpu(0), gpu(1, processes=[p], memory_used=int(12.5 * GIB)))
     after = node(gpu(0, processes=[mine], memory_used=int(2.5 * GIB)),
                  gpu(1, processes=[p], memory_used=int(12.5 * GIB),
-                     pcie_width=8))
+                     pcie_width=8, utilization=90))
     causes = diagnose(before, after)
     assert kinds(causes) == ['foreign-process', 'pcie-width']
     assert causes[0].text == 'GPU 1 in use by pid 4242 (python3, 12.0 GiB)'
-    assert causes[0].drain and not causes[1].drain
+    # a link trained down under load drains too (issue 42)
+    assert causes[0].drain and causes[1].drain
     assert causes[1].text == 'GPU 1 PCIe x8 instead of x16'
 
 
@@ -103,8 +104,11 @@ def test_nvlink_down_and_errors_rising():
 
 def test_pcie_generation_only_under_load():
     idle = gpu(0, pcie_gen=1, utilization=0)
-    busy = gpu(0, pcie_gen=3, utilization=95)
+    work = [Process(9, 'all_reduce_perf', GIB, ours=True)]
+    busy = gpu(0, pcie_gen=3, utilization=95, processes=work)
     assert diagnose(node(idle)) == []
+    # busy time averaged after the probe's processes exited: not load
+    assert diagnose(node(gpu(0, pcie_gen=1, utilization=95))) == []
     assert [c.text for c in diagnose(node(busy))] == [
         'GPU 0 PCIe gen 3 instead of 5 under load (95% busy)']
 

@@ -87,6 +87,18 @@ def read_node_state(settings):
                            f'{type(err).__name__}: {err}', 'error')
 
 
+def sample_while_probing(settings):
+    """Light readings of the node's state taken while the probes run, in
+    a thread (issue 42: each GPU's PCIe link judged under load,
+    :mod:`ccl_health.evidence.nodestate.sampler`); ``.stop()`` returns
+    them."""
+    from ccl_health.evidence import nodestate
+    from ccl_health.evidence.nodestate.sampler import Sampler
+    return Sampler(lambda: nodestate.read(run_id=settings.run_id,
+                                          light=True),
+                   seconds=max(1.0, settings.left())).start()
+
+
 def _no_reference(ref, system, partition, n, size=None, entry=None):
     from ccl_health.units import format_size
     key = (f'{system}:{partition} intra all_reduce 1 node x {n} GPUs')
@@ -368,6 +380,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
 
     env['CCL_HEALTH_RUN_ID'] = settings.run_id   # the probes' ranks are ours
     tries = []
+    sampler = sample_while_probing(settings)    # the PCIe links under load
     for attempt in range(1, settings.repeats + 1):
         probes = [] if links_only else [one(probe(visible, entry,
                                                   attempt),
@@ -392,8 +405,10 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         if attempt_over(probes) != 'retry' or \
                 time.monotonic() > deadline - 2:
             break
+    loaded = sampler.stop()
     after = read_node_state(settings)
     cases = {g: evidence(g, atts) for g, atts in attempts.items()}
     return with_node_state(judge_attempts(
         tries, settings.repeats, result_of, pair_entry, size, n, system,
-        partition, t0, links_tool, links_only, cases), before, after, site)
+        partition, t0, links_tool, links_only, cases), before, after, site,
+        under_load=loaded)

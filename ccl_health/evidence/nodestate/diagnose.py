@@ -24,9 +24,16 @@ drains a node for even when its probes passed; the list is kept small:
   the ECC data counters are not named at all (they rise under traffic on a
   healthy H200; the counts stay in the readings).
 
-The others are named, not drained for: a PCIe link narrower than its
-maximum (generation only judged under load: idle GPUs drop their PCIe
-generation to save power), thermal / hardware slowdown / power-brake
+* ``pcie-width``, ``pcie-gen``: a GPU's PCIe link trained below the most
+  both ends support, seen in the readings taken under load (idle GPUs
+  drop their PCIe generation to save power: a link merely idle is never
+  judged; :func:`_pcie`);
+* ``pcie-aer-fatal``: fatal AER errors of a GPU or NIC (or the port above
+  it) that rose during the check (:func:`_pci`).
+
+The others are named, not drained for: non-fatal AER errors that rose
+(``pcie-aer``), a NIC near the GPUs whose link trained below what both ends
+support (``nic-pcie``: the check does not load the NIC), thermal / hardware slowdown / power-brake
 throttling (not "GPU idle", "applications clocks" or the software power cap
 alone), other XIDs, pending page retirement or row remapping (a reset is
 due), another GPU model than the site's."""
@@ -75,10 +82,12 @@ NVLINK_CRC = ('crc_flit', 'crc_data')
 NVLINK_CRC_PER_SECOND = 100.0
 DRAINS = frozenset({'gpu-lost', 'gpu-count', 'foreign-process',
                     'memory-held', 'xid', 'row-remap-failure',
-                    'ecc-uncorrected', 'nvlink-down', 'nvlink-errors'})
+                    'ecc-uncorrected', 'nvlink-down', 'nvlink-errors',
+                    'pcie-aer-fatal', 'pcie-width', 'pcie-gen'})
 ORDER = ('gpu-lost', 'gpu-count', 'foreign-process', 'memory-held', 'xid',
          'row-remap-failure', 'ecc-uncorrected', 'nvlink-down',
-         'nvlink-errors', 'pcie-width', 'pcie-gen', 'throttle',
+         'nvlink-errors', 'pcie-aer-fatal', 'pcie-width', 'pcie-gen',
+         'pcie-aer', 'nic-pcie', 'throttle',
          'retirement-pending', 'gpu-model', 'xid-other')
 
 
@@ -97,12 +106,14 @@ def _gib(n):
 
 
 def diagnose(before, after=None, expected_model=None, expected_count=None,
-             samples=(), memory_held=MEMORY_HELD_FRACTION, gpus=None
-             ) -> List[Cause]:
+             samples=(), memory_held=MEMORY_HELD_FRACTION, gpus=None,
+             under_load=()) -> List[Cause]:
     """Causes from the readings ``before`` and ``after`` (NodeStates;
     either may be None or not checked) and ``samples`` taken between them,
     ordered (:data:`ORDER`).  ``gpus``: the node GPU indices that matter
-    (default all)."""
+    (default all).  ``under_load``: readings taken while probes ran
+    (:mod:`.sampler`), for the PCIe links only (a probe's own processes
+    in them are not judged)."""
     states = [s for s in [before, *samples, after]
               if isinstance(s, NodeState) and s.checked]
     if not states:
@@ -126,9 +137,11 @@ def diagnose(before, after=None, expected_model=None, expected_count=None,
         if not want(g.index):
             continue
         causes += _memory_faults(first.gpu(g.index), g)
-        causes += _pcie(g)
+        causes += _pcie(states + [s for s in under_load if
+                                  isinstance(s, NodeState) and s.checked], g)
         causes += _throttle(g)
     causes += _nvlinks(first, last, want)
+    causes += _pci(first, last, want)
     if expected_model:
         bad = [g for g in last.gpus if want(g.index) and g.model and
                expected_model.lower() not in g.model.lower()]
@@ -282,18 +295,111 @@ def _memory_faults(g0, g):
     return out
 
 
-def _pcie(g):
+def under_load(g):
+    """Whether a GPU's reading was taken under load: busy
+    (:data:`UNDER_LOAD`) with a compute process on it in the same reading
+    (a reading taken just after a probe exits still averages its busy
+    time, while the link has already dropped its generation)."""
+    return g is not None and (g.utilization or 0) >= UNDER_LOAD and \
+        bool(g.processes)
+
+
+def _pcie(states, g):
+    """A GPU's link trained below the most both ends support (the vendor
+    library's maximum: NVML's is that of "this device and system"), judged
+    on the widest and fastest link seen in a reading under load
+    (:func:`under_load`): NVIDIA and AMD GPUs lower their PCIe generation
+    (AMD its width too) while idle to save power, so a link seen only idle
+    is never judged.  Drained: a link trained down stays so until the
+    slot, riser or GPU is seen to, and cuts the GPU's bandwidth to the
+    host and to its NICs (GPUDirect RDMA), which the intra-node probes do
+    not measure."""
     i = g.index
-    if g.pcie_width and g.pcie_width_max and g.pcie_width < g.pcie_width_max:
+    loaded = [x for x in (s.gpu(i) for s in states) if under_load(x)]
+    if not loaded:
+        return []
+    wmax = g.pcie_width_max or max((x.pcie_width_max or 0 for x in loaded),
+                                   default=0)
+    gmax = g.pcie_gen_max or max((x.pcie_gen_max or 0 for x in loaded),
+                                 default=0)
+    width = max((x.pcie_width or 0 for x in loaded), default=0)
+    gen = max((x.pcie_gen or 0 for x in loaded), default=0)
+    busy = max(x.utilization or 0 for x in loaded)
+    if width and wmax and width < wmax:
         return [Cause('pcie-width', (
-            f'GPU {i} PCIe x{g.pcie_width} instead of x{g.pcie_width_max}'),
-            i)]
-    if g.pcie_gen and g.pcie_gen_max and g.pcie_gen < g.pcie_gen_max and \
-            (g.utilization or 0) >= UNDER_LOAD:
+            f'GPU {i} PCIe x{width} instead of x{wmax}'), i)]
+    if gen and gmax and gen < gmax:
         return [Cause('pcie-gen', (
-            f'GPU {i} PCIe gen {g.pcie_gen} instead of {g.pcie_gen_max} '
-            f'under load ({g.utilization}% busy)'), i)]
+            f'GPU {i} PCIe gen {gen} instead of {gmax} under load '
+            f'({busy}% busy)'), i)]
     return []
+
+
+def _pci(first, last, want):
+    """From sysfs (:mod:`.pcilinks`): a NIC near the GPUs whose link
+    trained below what both ends support (named, not drained: the check
+    does not load the NIC, and the network checks measure what it
+    carries), and the AER counters of a GPU or NIC (and of the port above
+    it, where the kernel may count what the device sent) that rose between
+    the readings: fatal drains (an uncorrectable error the link could not
+    recover: the device was reset or lost), non-fatal is named."""
+    from ccl_health.evidence.nodestate.pcilinks import (generation,
+                                                        same_address)
+    now, then = last.pci or {}, first.pci or {}
+    index = {a: g.index for a in now for g in last.gpus
+             if g.pci and same_address(g.pci, a)}
+    out = []
+    for addr, facts in sorted(now.items()):
+        i = index.get(addr)
+        if facts.get('role') == 'gpu':
+            if i is not None and not want(i):
+                continue
+            who = f'GPU {i} ({addr})' if i is not None else f'GPU {addr}'
+        else:
+            who = f'NIC {addr} ({facts.get("vendor", "?")})'
+        old = then.get(addr) or {}
+        if facts.get('role') == 'nic':
+            width = max(facts.get('width') or 0, old.get('width') or 0)
+            speed = max(facts.get('speed') or 0, old.get('speed') or 0)
+            wmax, smax = facts.get('max_width'), facts.get('max_speed')
+            if width and wmax and width < wmax:
+                out.append(Cause('nic-pcie', (
+                    f'{who} PCIe x{width} instead of x{wmax}')))
+            elif speed and smax and speed < smax:
+                out.append(Cause('nic-pcie', (
+                    f'{who} PCIe gen {generation(speed) or "?"} '
+                    f'({speed:g} GT/s) instead of {generation(smax) or "?"} '
+                    f'({smax:g} GT/s)')))
+        for kind, key, words in (('pcie-aer-fatal', 'fatal', 'fatal'),
+                                 ('pcie-aer', 'nonfatal', 'non-fatal')):
+            for side, where in ((f'aer_{key}', ''), (
+                    f'upstream_aer_{key}',
+                    f' upstream port {facts.get("upstream")}')):
+                rose = _aer_rise(old.get(side), facts.get(side))
+                if rose:
+                    total, names = rose
+                    out.append(Cause(kind, (
+                        f'{who}{where} PCIe AER {words} errors +{total} '
+                        f'during the check' + (f' ({names})' if names
+                                               else '')), i))
+    return out
+
+
+def _aer_rise(old, new):
+    """``(rise of the total, 'DLP +1, ...')`` of an AER file between two
+    readings, or None (no rise, or either not read)."""
+    if not old or not new:
+        return None
+    total = next((k for k in new if k.startswith('TOTAL_')), None)
+    if total is not None and total in old:
+        rise = new[total] - old[total]
+    else:
+        rise = sum(max(0, v - old.get(k, 0)) for k, v in new.items())
+    if rise <= 0:
+        return None
+    names = ', '.join(f'{k} +{v - old.get(k, 0)}' for k, v in new.items()
+                      if not k.startswith('TOTAL_') and v > old.get(k, 0))
+    return rise, names
 
 
 def _throttle(g):
