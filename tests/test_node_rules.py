@@ -368,6 +368,11 @@ def test_gpu_link_judged_on_the_highest_seen_under_load():
     # a lane lost
     assert judged([light(5, width=8)]).line.startswith(
         'UNHEALTHY: GPU 0 PCIe x8 instead of x16')
+    # AMD: its PCIe DPM follows the link's traffic too: named, not drained
+    amd = light(4)
+    amd.vendor = 'amd'
+    causes = diagnose(amd, amd)
+    assert [(c.kind, c.drain) for c in causes] == [('pcie-gen', False)]
 
 
 def test_sampler_keeps_the_readings_taken_while_it_ran():
@@ -389,3 +394,27 @@ def test_sampler_keeps_the_readings_taken_while_it_ran():
     t = Sampler(lambda: light(5), interval=0.01, seconds=0.05).start()
     _time.sleep(0.3)
     assert not t._thread.is_alive()
+
+
+def test_counts_not_named_stay_in_json_and_the_record():
+    """The real H200 readings: the line names nothing, ``--json`` and the
+    healthy record keep what each GPU's counters rose by."""
+    from ccl_health.hook import judging, record
+    from ccl_health.judge.verdicts import Verdict
+    before, after = h200_states()
+    res = judging.with_node_state(judging.result(Verdict.PASS, 'x'),
+                                  before, after)
+    rises = res.node_state['rises']
+    # the oracle: the fixture's raw JSON, link by link
+    with open(H200_RAS) as fp:
+        raw = json.load(fp)['node_state']
+    for n in range(4):
+        links = zip(raw['before']['gpus'][n]['nvlinks'],
+                    raw['after']['gpus'][n]['nvlinks'])
+        want = sum(b['errors']['ecc_data'] - a['errors']['ecc_data']
+                   for a, b in links if b['errors'])
+        assert want > 1000
+        assert rises['nvlink'][str(n)] == {'ecc_data': want}
+    assert rises['seconds'] == round(after.time - before.time, 3)
+    assert record.short_detail(res, {})['rises'] == rises
+    assert res.line == 'HEALTHY: x'

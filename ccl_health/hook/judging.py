@@ -399,10 +399,14 @@ def with_node_state(res, before, after, site=None, expected_gpus=None,
     ``res.node_state``."""
     from ccl_health.judge import nodejudge as node
     from ccl_health.judge.verdicts import Verdict, exit_code
+    from ccl_health.evidence.nodestate.diagnose import counter_rises
     causes = causes_of(before, after, site, expected_gpus, job, under_load)
     res.node_state = node_state_detail(before, after, causes)
     if under_load:
         res.node_state['under_load'] = loaded_links(under_load)
+    rises = counter_rises(before, after)
+    if rises:
+        res.node_state['rises'] = rises
     if not causes:
         return res
     why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line

@@ -80,6 +80,14 @@ NVLINK_FAULTS = ('replay', 'recovery')
 #: never named.
 NVLINK_CRC = ('crc_flit', 'crc_data')
 NVLINK_CRC_PER_SECOND = 100.0
+#: a GPU's PCIe link trained down (:func:`_pcie`)
+PCIE_LINK = ('pcie-width', 'pcie-gen')
+#: the vendors whose GPUs run their PCIe link at its trained maximum while
+#: busy (NVIDIA: the link's speed follows the performance state, P0 while
+#: kernels run): there a link below it under load drains.  AMD's PCIe DPM
+#: picks the link's speed and width by its traffic as well (amdgpu's
+#: ``pp_dpm_pcie`` levels): a busy GPU's slower link is named only.
+LINK_AT_MAX_UNDER_LOAD = ('nvidia',)
 DRAINS = frozenset({'gpu-lost', 'gpu-count', 'foreign-process',
                     'memory-held', 'xid', 'row-remap-failure',
                     'ecc-uncorrected', 'nvlink-down', 'nvlink-errors',
@@ -150,7 +158,8 @@ def diagnose(before, after=None, expected_model=None, expected_count=None,
                 f'GPU {bad[0].index} is a {bad[0].model}, the site has '
                 f'{expected_model}'), bad[0].index))
     for c in causes:
-        c.drain = c.kind in DRAINS
+        c.drain = c.kind in DRAINS and not (
+            c.kind in PCIE_LINK and last.vendor not in LINK_AT_MAX_UNDER_LOAD)
     causes.sort(key=lambda c: ORDER.index(c.kind))
     return causes
 
@@ -310,7 +319,8 @@ def _pcie(states, g):
     on the widest and fastest link seen in a reading under load
     (:func:`under_load`): NVIDIA and AMD GPUs lower their PCIe generation
     (AMD its width too) while idle to save power, so a link seen only idle
-    is never judged.  Drained: a link trained down stays so until the
+    is never judged.  Drained on NVIDIA (:data:`LINK_AT_MAX_UNDER_LOAD`):
+    a link trained down stays so until the
     slot, riser or GPU is seen to, and cuts the GPU's bandwidth to the
     host and to its NICs (GPUDirect RDMA), which the intra-node probes do
     not measure."""
@@ -461,6 +471,41 @@ def nvlink_rises(before, links):
             if a is not None and b is not None and b > a:
                 rises.setdefault(name, {})[ln.index] = b - a
     return rises
+
+
+def counter_rises(before, after):
+    """What the error counters rose by between two full readings, named
+    or not: ``{'seconds': s, 'nvlink': {gpu: {counter: rise}}, 'aer':
+    {address: {file: rise}}}`` (only what rose; ``{}`` where nothing did or
+    either reading is missing): the counts a healthy line leaves out, kept
+    in ``--json`` and the record."""
+    if not (isinstance(before, NodeState) and before.checked and
+            isinstance(after, NodeState) and after.checked):
+        return {}
+    nvlink = {}
+    for g in after.gpus:
+        g0 = before.gpu(g.index)
+        rises = nvlink_rises({ln.index: ln for ln in (g0.nvlinks if g0
+                                                     else [])}, g.nvlinks)
+        if rises:
+            nvlink[str(g.index)] = {k: sum(v.values())
+                                    for k, v in rises.items()}
+    aer = {}
+    for addr, facts in sorted((after.pci or {}).items()):
+        old = (before.pci or {}).get(addr) or {}
+        for key in ('aer_fatal', 'aer_nonfatal', 'upstream_aer_fatal',
+                    'upstream_aer_nonfatal'):
+            rose = _aer_rise(old.get(key), facts.get(key))
+            if rose:
+                aer.setdefault(addr, {})[key] = rose[0]
+    if not nvlink and not aer:
+        return {}
+    out = {'seconds': round(_duration(before, after) or 0, 3)}
+    if nvlink:
+        out['nvlink'] = nvlink
+    if aer:
+        out['aer'] = aer
+    return out
 
 
 def _nvlink_errors(gpu, before, links, seconds):
