@@ -22,8 +22,7 @@ drains a node for even when its probes passed; the list is kept small:
   CRC errors at 100/s or more over it, as NVIDIA's DCGM health watch fails
   a link (:data:`NVLINK_FAULTS`, :data:`NVLINK_CRC`); fewer CRC errors and
   the ECC data counters are not named at all (they rise under traffic on a
-  healthy H200; the counts stay in the readings).
-
+  healthy H200; the counts stay in the readings);
 * ``pcie-width``, ``pcie-gen``: a GPU's PCIe link trained below the most
   both ends support, seen in the readings taken under load (idle GPUs
   drop their PCIe generation to save power: a link merely idle is never
@@ -32,11 +31,12 @@ drains a node for even when its probes passed; the list is kept small:
   it) that rose during the check (:func:`_pci`).
 
 The others are named, not drained for: non-fatal AER errors that rose
-(``pcie-aer``), a NIC near the GPUs whose link trained below what both ends
-support (``nic-pcie``: the check does not load the NIC), thermal / hardware slowdown / power-brake
-throttling (not "GPU idle", "applications clocks" or the software power cap
-alone), other XIDs, pending page retirement or row remapping (a reset is
-due), another GPU model than the site's."""
+(``pcie-aer``), a NIC near the GPUs whose link trained below what both
+ends support (``nic-pcie``: the check does not load the NIC), an AMD GPU's
+link below its maximum under load, thermal / hardware slowdown /
+power-brake throttling (not "GPU idle", "applications clocks" or the
+software power cap alone), other XIDs, pending page retirement or row
+remapping (a reset is due), another GPU model than the site's."""
 
 import dataclasses
 from typing import List, Optional
@@ -359,6 +359,7 @@ def _pci(first, last, want):
     index = {a: g.index for a in now for g in last.gpus
              if g.pci and same_address(g.pci, a)}
     out = []
+    ports = set()         # a port above two functions of one NIC: once
     for addr, facts in sorted(now.items()):
         i = index.get(addr)
         if facts.get('role') == 'gpu':
@@ -386,6 +387,10 @@ def _pci(first, last, want):
                     f'upstream_aer_{key}',
                     f' upstream port {facts.get("upstream")}')):
                 rose = _aer_rise(old.get(side), facts.get(side))
+                if rose and where:
+                    if (facts.get('upstream'), key) in ports:
+                        continue
+                    ports.add((facts.get('upstream'), key))
                 if rose:
                     total, names = rose
                     out.append(Cause(kind, (
