@@ -418,3 +418,34 @@ def test_counts_not_named_stay_in_json_and_the_record():
     assert rises['seconds'] == round(after.time - before.time, 3)
     assert record.short_detail(res, {})['rises'] == rises
     assert res.line == 'HEALTHY: x'
+
+
+def test_the_port_above_two_functions_of_a_nic_is_named_once(tmp_path):
+    """A dual-port ConnectX is two functions under one port: the port's
+    AER errors that rose are one cause, not one per function."""
+    from ccl_health.evidence.nodestate.diagnose import counter_rises
+
+    def tree(name, port_nonfatal):
+        root = str(tmp_path / name)
+        node_tree(root)
+        port = os.path.join(root, 'devices', 'pci0000:17', '0000:17:02.0')
+        with open(os.path.join(port, 'aer_dev_nonfatal'), 'w') as fp:
+            fp.write(aer(port_nonfatal, 'NONFATAL', CmpltTO=port_nonfatal)
+                     + '\n')
+        device(root, 'pci0000:17/0000:17:02.0/0000:19:00.1', 0x15b3,
+               0x020700, current_link_speed=GEN5, current_link_width='16',
+               max_link_speed=GEN5, max_link_width='16')
+        return root
+    before = pci_reading(tree('a', 0), 1.0)
+    after = pci_reading(tree('b', 4), 2.0)
+    assert sorted(after.pci) == ['0000:18:00.0', '0000:19:00.0',
+                                 '0000:19:00.1']
+    causes = diagnose(before, after)
+    assert [(c.kind, c.drain, c.text) for c in causes] == [(
+        'pcie-aer', False, 'NIC 0000:19:00.0 (Mellanox) upstream port '
+        '0000:17:02.0 PCIe AER non-fatal errors +4 during the check '
+        '(CmpltTO +4)')]
+    # both functions keep what they saw in --json
+    assert counter_rises(before, after)['aer'] == {
+        '0000:19:00.0': {'upstream_aer_nonfatal': 4},
+        '0000:19:00.1': {'upstream_aer_nonfatal': 4}}
