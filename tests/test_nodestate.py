@@ -290,6 +290,7 @@ def test_amdsmi_reader_on_documented_answers():
         ('amdsmi_init', [], None),
         ('amdsmi_get_processor_handles', [], 1),
         ('amdsmi_get_gpu_device_uuid', [0], 'a1ff74a1-0000-1000-807e-'),
+        ('amdsmi_get_gpu_device_bdf', [0], '0000:c1:00.0'),
         ('amdsmi_get_gpu_asic_info', [0], {'market_name': 'AMD Instinct '
                                            'MI250X', 'vendor_id': 4098}),
         ('amdsmi_get_gpu_vram_usage', [0], {'vram_total': 65520,
@@ -317,6 +318,7 @@ def test_amdsmi_reader_on_documented_answers():
     assert g.memory_total == 65520 * amd.MB and g.utilization == 100
     assert g.processes == [Process(4242, 'python3', 30 * GIB, False)]
     assert (g.pcie_width, g.pcie_width_max, g.pcie_gen) == (8, 16, 4)
+    assert g.pci == '0000:c1:00.0'
     assert [c.text for c in diagnose(s)] == [
         'GPU 0 in use by pid 4242 (python3, 30.0 GiB)',
         'GPU 0 PCIe x8 instead of x16']
