@@ -25,7 +25,9 @@ def test_the_script_parses_and_its_python_compiles():
     assert len(blocks) == 3
     for b in blocks:
         compile(b, SCRIPT, 'exec')
-    for path in ('benchmarks/device/_clean_copy.sh', 'scripts/calibrate',
+    for path in ('benchmarks/device/_clean_copy.sh',
+                 'benchmarks/device/_links_reference.py',
+                 'builders/src/ccl_health_links.cu',
                  'scripts/ccl-health-check', 'site/nhc/ccl_health.nhc',
                  'benchmarks/device/_hook_detail.py'):
         assert path in text or os.path.basename(path) in text, path
@@ -65,3 +67,29 @@ def test_summary_helper_reads_the_hooks_json(tmp_path):
     assert 'foreign-process (drain): GPU 1 in use by pid 4242 (python3, ' \
         '100.0 GiB; also on GPU 0 0.5 GiB)' in out
     assert f"held per GPU: {{'0': {GIB // 2}, '1': {100 * GIB}}}" in out
+
+
+def test_the_site_edit_gives_the_hook_its_prefix_and_launcher(tmp_path):
+    """The script's edit of the clone's site file, run on a copy of the
+    real one: the site loader reads the tests' prefix and the launcher
+    allowed to run as root (what the hook under env -i goes by)."""
+    import shutil
+    from ccl_health.evidence import programs
+    from ccl_health.evidence.benignwarns import check_benign
+    from ccl_health.sitedata import site as site_data
+    text = open(SCRIPT).read()
+    edit = re.findall(r"python3 - \"\$P\" <<'PY'\n(.*?)\nPY\n", text,
+                      re.S)[0]
+    shutil.copytree(os.path.join(REPO, 'site'), tmp_path / 'site')
+    p = subprocess.run([sys.executable, '-', '/tmp/hf-prefix'], input=edit,
+                       text=True, cwd=tmp_path, capture_output=True)
+    assert p.returncode == 0, p.stderr
+    site = site_data.load(str(tmp_path / 'site'), 'local',
+                          benign_check=check_benign)
+    assert programs.site_prefix(site.build, programs.NCCL_TESTS) == \
+        '/tmp/hf-prefix'
+    assert site.health.env == {'NCCL_NVLS_ENABLE': '0'}
+    assert site.health.launcher == [
+        'mpirun', '--allow-run-as-root', '--bind-to', 'none', '-np'] or \
+        site.health.launcher == 'mpirun --allow-run-as-root --bind-to none ' \
+                                '-np'

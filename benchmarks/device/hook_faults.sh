@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The health hook's faults on the GPUs this machine has (issue 42), from a
 # clean copy of the repository, the hook run as NHC runs it (`env -i`):
-#   0. set-up: the main command's intra sweep (builds nccl-tests and
-#      ccl-health-links from .mirror), scripts/calibrate into the copy's
-#      own reference/ (what the hook reads with an empty environment)
+#   0. set-up as a site installs the hook: the clone's .venv, nccl-tests
+#      and ccl-health-links built from .mirror into the prefix its site
+#      file names; the shipped reference (H200, 2 and 4 GPUs; one GPU: its
+#      own copies): what the hook reads with an empty environment
 #   1. idle, three times: HEALTHY, the same line each time (nothing of the
 #      NVLink counters noted); the PCIe links the sampler saw under load
 #      (--json node_state.under_load) beside nvidia-smi's
@@ -24,14 +25,14 @@
 # Each step is bounded (timeout); its line, exit status and wall time go to
 # hook-faults-summary.txt; everything (lines, --json, logs) into ONE
 # tarball, $OUT/hook-faults.tgz.
-# Needs: nvcc, mpirun (the hook's launcher), python3 with torch (steps 2,
-# 3), the offline wheels in .whl and the source mirror in .mirror (carried).
+# Needs: nvcc, mpirun (the hook's launcher), python3 with torch and
+# nvidia-ml-py (steps 2, 3; the node state), the offline wheels in .whl
+# (jsonschema and its needs, ruamel.yaml) and .mirror (nccl-tests-2.19.6
+# and nhc-1.4.3 tarballs), both carried.
 # Usage (repo root on the device):
 #   bash benchmarks/device/hook_faults.sh "$OUT"
 set -u
 source "$(dirname "$0")/_clean_copy.sh" "${1:-${OUT:-/tmp/out}}"
-# the hook under env -i finds the build where the caller's home keeps it
-unset CCL_HEALTH_CACHE
 L=$K/logs
 S=$K/hook-faults-summary.txt
 : > "$S"
@@ -51,25 +52,46 @@ MPI=$(command -v mpirun 2>/dev/null) && case ":$NHC_PATH:" in
   *":$(dirname "$MPI"):"*) ;; *) NHC_PATH=$NHC_PATH:$(dirname "$MPI") ;; esac
 note "PATH as NHC runs the hook: $NHC_PATH"
 
-# 0. the main command's intra sweep (libfabric and the plugin not built:
-# intra only; the copy's own site file says so, read by the hook too),
-# then its calibration into reference/
-mkdir -p /tmp/none/lib
-python3 - <<'PY'
-p = 'site/local.yaml'
+# 0. set-up, as a site installs the hook: a virtual environment of the
+# clone (the system's packages: NVML, torch; the carried wheels), nccl-tests
+# built from .mirror and ccl-health-links with nvcc into one prefix that the
+# clone's site file names (build.nccl_tests.prefix), its launcher allowed to
+# run as root (the device runs us as root; NHC does on a cluster), NVLink
+# multicast left off in the probes (health.env: the device has none); the
+# shipped reference (H200: 2 and 4 GPUs), and on one GPU a peer_copy
+# reference of its own copies (half of what it measures now)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+P=/tmp/hf-prefix; rm -rf $P; mkdir -p $P/bin
+s=$(date +%s)
+python3 -m venv --system-site-packages .venv > $L/venv.log 2>&1 &&
+  .venv/bin/python -m pip install -q --no-index --no-deps --no-compile "$SRC"/.whl/*.whl >> $L/venv.log 2>&1
+note "set-up: .venv rc=$? (logs/venv.log)"
+W=/tmp/hf-build; rm -rf $W; mkdir -p $W
+tar -C $W -xzf "$SRC/.mirror/nccl-tests-2.19.6.tar.gz" &&
+  timeout 300 make -C $W/nccl-tests-2.19.6 -j"$(nproc)" MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > $L/build.log 2>&1
+cp $W/nccl-tests-2.19.6/build/*_perf $P/bin/ 2>/dev/null
+timeout 300 nvcc -O2 -o $P/bin/ccl-health-links builders/src/ccl_health_links.cu > $L/nvcc.log 2>&1
+note "set-up: all_reduce_perf $([ -x $P/bin/all_reduce_perf ] && echo built || echo MISSING)," \
+  "ccl-health-links $([ -x $P/bin/ccl-health-links ] && echo built || echo MISSING), $(( $(date +%s) - s )) s"
+python3 - "$P" <<'PY'
+import sys
+p, prefix = 'site/local.yaml', sys.argv[1]
 s = open(p).read()
-s = s.replace('  libfabric:\n    prefix: null', '  libfabric:\n    prefix: /tmp/none', 1)
-s = s.replace('  plugin:\n', '  plugin:\n    prefix: /tmp/none\n', 1)
+s = s.replace('  launcher: mpirun --bind-to none -np',
+              '  launcher: mpirun --allow-run-as-root --bind-to none -np\n'
+              '  env: {NCCL_NVLS_ENABLE: "0"}', 1)
+s = s.replace('build:\n', f'build:\n  nccl_tests:\n    prefix: {prefix}\n', 1)
 open(p, 'w').write(s)
 PY
-s=$(date +%s)
-timeout 400 scripts/run --output /tmp/of -- -n 'AllReduceSweep%transport=intra' > $L/sweep.log 2>&1
-note "set-up: scripts/run intra sweep rc=$? $(( $(date +%s) - s )) s"
-timeout 120 scripts/calibrate --reference-dir reference \
-  --report /tmp/of/reports/run-*.json --tolerance intra=0.1 \
-  --source "ccl-health on $NGPU GPUs, $(date -u +%F): benchmarks/device/hook_faults.sh" > $L/calibrate.log 2>&1
-note "set-up: calibrate rc=$?"
-cp reference/local.yaml $K/reference-local.yaml 2>/dev/null
+cp site/local.yaml $K/site-local.yaml
+if [ "$NGPU" -eq 1 ]; then
+  timeout 60 $P/bin/ccl-health-links > $K/links-capture.txt 2>&1
+  timeout 60 .venv/bin/python benchmarks/device/_links_reference.py $K/links-capture.txt \
+    reference/local.yaml hook_faults.sh > $L/mkref.log 2>&1
+  note "set-up: one GPU: peer_copy reference of its own copies rc=$?"
+fi
+cp reference/local.yaml $K/reference-local.yaml
 save
 
 hook() {  # name [VAR=value ...]: the hook as NHC runs it, bounded
