@@ -84,12 +84,16 @@ def _no_channel_fallback(asked, t, ev):
     """A proof from ranks that connected no channel but show where NCCL
     went (a plugin that failed to start, ``Using network Socket``,
     ``NET/OFI`` lines only), or None when none shows anything."""
-    if ev.nranks_seen == 1:
-        return None        # one rank connects nothing: it needs no network
     if not ev.plugin_asked:
         # NCCL's "Using network IB" alone is its choice at init, not a
         # connection: a fallback without channels only where the log shows
         # the plugin it asks for failing or not found
+        return None
+    one = ev.nranks_seen == 1
+    if one and (t is not None and not t.uses_network or not any(
+            r.not_found_line or r.fell_back_line for r in ev.ranks.values())):
+        # one rank connects nothing: it needs no network, and only the
+        # plugin it asks for not found or failing shows where NCCL went
         return None
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
     if ev.plugin_asked:
@@ -110,14 +114,20 @@ def _no_channel_fallback(asked, t, ev):
         # the network asked for (GPUDirect RDMA or not shows only on the
         # channel lines there are none of)
         return None
-    line = next((r.fell_back_line for r in fell if r.fell_back_line), None)
+    line = next((r.fell_back_line or r.not_found_line for r in fell
+                 if r.fell_back_line or r.not_found_line), None)
     why = f': {line}' if line else ''
+    named = sorted({r.using_network for r in fell if r.using_network})
     head = (mixed + '; ' if mixed else
             f'fell back to {transports.get(proven).title} on '
             f'{len(fell)} rank(s) ({_labels(fell)}){why}; ')
-    return Proof(asked, proven, False,
-                 head + 'no channel lines (the run stopped before its '
-                 'channels were connected, or the log was cut)')
+    if named:
+        head += f'the network in use is the one NCCL named at init ' \
+            f'("Using network {", ".join(named)}"); '
+    return Proof(asked, proven, False, head + (
+        'no channel lines (one rank: it connected nothing)' if one else
+        'no channel lines (the run stopped before its channels were '
+        'connected, or the log was cut)'))
 
 
 def _several_runs(ev):

@@ -408,7 +408,8 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     loaded = sampler.stop()
     after = read_node_state(settings)
     cases = {g: evidence(g, atts) for g, atts in attempts.items()}
+    ours = {p for c in cases.values() for p in c.run_pids()}
     return with_node_state(judge_attempts(
         tries, settings.repeats, result_of, pair_entry, size, n, system,
         partition, t0, links_tool, links_only, cases), before, after, site,
-        under_load=loaded)
+        ours=ours, under_load=loaded)
