@@ -43,14 +43,14 @@ def test_the_week_as_the_docs_write_it(tmp_path):
             [NIGHTLY.format(f'day0{i}-first') for i in (1, 2)] +
             [calibrate] +
             [NIGHTLY.format(f'day0{i}-healthy') for i in range(3, 8)] +
-            [f'NCCL_MAX_NCHANNELS=16 ' + NIGHTLY.format(
-                f'day{i:02d}-step-NCCL_MAX_NCHANNELS') for i in (8, 9, 10)] +
+            [f'NCCL_NTHREADS=352 ' + NIGHTLY.format(
+                f'day{i:02d}-step-NCCL_NTHREADS') for i in (8, 9, 10)] +
             ['scripts/report detect',
-             'scripts/report accept nightly-dry-day10-step-NCCL_MAX_NCHANNELS'
-             ' --reason "first_week.sh: NCCL_MAX_NCHANNELS=16 accepted as '
+             'scripts/report accept nightly-dry-day10-step-NCCL_NTHREADS'
+             ' --reason "first_week.sh: NCCL_NTHREADS=352 accepted as '
              'the new level"', 'scripts/report detect',
-             'NCCL_MAX_NCHANNELS=16 ' + NIGHTLY.format(
-                 'day11-after-accept-NCCL_MAX_NCHANNELS'),
+             'NCCL_NTHREADS=352 ' + NIGHTLY.format(
+                 'day11-after-accept-NCCL_NTHREADS'),
              'NCCL_NET=bogus ' + NIGHTLY.format('day12-bogus-net'),
              NIGHTLY.format('day13-healthy-again'),
              NIGHTLY.format('day14-healthy-again'),
@@ -104,7 +104,7 @@ def test_the_step_is_the_setting_nearest_four_percent(tmp_path):
             ('a', 'NCCL_A=1', 0.99),                      # -1 %: too small
             ('b', 'NCCL_B=1', 0.955),                     # -4.5 %
             ('c', 'NCCL_C=1', 0.962),                     # -3.8 %: nearest
-            ('d', 'NCCL_D=1', (0.93, 0.99, 0.96, 0.96, 0.96)),  # 1 size -1 %
+            ('d', 'NCCL_D=1', (0.93, 0.997, 0.96, 0.96, 0.96)),  # 1 size -0.3 %
             ('e', 'NCCL_E=1', 0.80)):                     # -20 %
         _output(tmp_path / f'cand-{label}.out', f)
         (tmp_path / f'cand-{label}.env').write_text(setting + '\n')

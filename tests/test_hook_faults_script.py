@@ -26,7 +26,7 @@ def test_the_script_parses_and_its_python_compiles():
     for b in blocks:
         compile(b, SCRIPT, 'exec')
     for path in ('benchmarks/device/_clean_copy.sh',
-                 'benchmarks/device/_links_reference.py',
+                 'benchmarks/device/_hook_timing_ref.py',
                  'builders/src/ccl_health_links.cu',
                  'scripts/ccl-health-check', 'site/nhc/ccl_health.nhc',
                  'benchmarks/device/_hook_detail.py'):

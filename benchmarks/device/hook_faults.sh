@@ -2,9 +2,10 @@
 # The health hook's faults on the GPUs this machine has (issue 42), from a
 # clean copy of the repository, the hook run as NHC runs it (`env -i`):
 #   0. set-up as a site installs the hook: the clone's .venv, nccl-tests
-#      and ccl-health-links built from .mirror into the prefix its site
-#      file names; the shipped reference (H200, 2 and 4 GPUs; one GPU: its
-#      own copies): what the hook reads with an empty environment
+#      ccl-health-links and ccl-health-probe (the hook's one probe process)
+#      built into the prefix its site file names; the shipped reference
+#      (H200, 2 and 4 GPUs; the keys it lacks from the probe run now): what
+#      the hook reads with an empty environment
 #   1. idle, three times: HEALTHY, the same line each time (nothing of the
 #      NVLink counters noted); the PCIe links the sampler saw under load
 #      (--json node_state.under_load) beside nvidia-smi's
@@ -58,22 +59,29 @@ note "PATH as NHC runs the hook: $NHC_PATH"
 # clone's site file names (build.nccl_tests.prefix), its launcher allowed to
 # run as root (the device runs us as root; NHC does on a cluster), NVLink
 # multicast left off in the probes (health.env: the device has none); the
-# shipped reference (H200: 2 and 4 GPUs), and on one GPU a peer_copy
-# reference of its own copies (half of what it measures now)
+# shipped reference (H200: 2 and 4 GPUs), the keys it lacks from the probe
+# run now
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 P=/tmp/hf-prefix; rm -rf $P; mkdir -p $P/bin
 s=$(date +%s)
 python3 -m venv --system-site-packages .venv > $L/venv.log 2>&1 &&
   .venv/bin/python -m pip install -q --no-index --no-deps --no-compile "$SRC"/.whl/*.whl >> $L/venv.log 2>&1
 note "set-up: .venv rc=$? (logs/venv.log)"
+CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+GEN="-gencode=arch=compute_${CC:-90},code=sm_${CC:-90}"
 W=/tmp/hf-build; rm -rf $W; mkdir -p $W
 tar -C $W -xzf "$SRC/.mirror/nccl-tests-2.19.6.tar.gz" &&
   timeout 300 make -C $W/nccl-tests-2.19.6 -j"$(nproc)" MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > $L/build.log 2>&1
+    NVCC_GENCODE="$GEN" > $L/build.log 2>&1
 cp $W/nccl-tests-2.19.6/build/*_perf $P/bin/ 2>/dev/null
 timeout 300 nvcc -O2 -o $P/bin/ccl-health-links builders/src/ccl_health_links.cu > $L/nvcc.log 2>&1
-note "set-up: all_reduce_perf $([ -x $P/bin/all_reduce_perf ] && echo built || echo MISSING)," \
-  "ccl-health-links $([ -x $P/bin/ccl-health-links ] && echo built || echo MISSING), $(( $(date +%s) - s )) s"
+# the one probe process the hook runs where it is built (as the builders
+# put it beside ccl-health-links)
+timeout 300 nvcc $GEN -O2 -DCCL_HEALTH_PROBE -o $P/bin/ccl-health-probe builders/src/ccl_health_links.cu \
+  -lnccl > $L/nvcc-probe.log 2>&1
+for t in all_reduce_perf ccl-health-links ccl-health-probe; do
+  [ -x $P/bin/$t ] && echo "$t built" || echo "$t MISSING"
+done | paste -sd, | sed "s/^/set-up: /; s/\$/, $(( $(date +%s) - s )) s/" | tee -a "$S"
 python3 - "$P" <<'PY'
 import sys
 p, prefix = 'site/local.yaml', sys.argv[1]
@@ -85,12 +93,17 @@ s = s.replace('build:\n', f'build:\n  nccl_tests:\n    prefix: {prefix}\n', 1)
 open(p, 'w').write(s)
 PY
 cp site/local.yaml $K/site-local.yaml
-if [ "$NGPU" -eq 1 ]; then
-  timeout 60 $P/bin/ccl-health-links > $K/links-capture.txt 2>&1
-  timeout 60 .venv/bin/python benchmarks/device/_links_reference.py $K/links-capture.txt \
-    reference/local.yaml hook_faults.sh > $L/mkref.log 2>&1
-  note "set-up: one GPU: peer_copy reference of its own copies rc=$?"
-fi
+# the references this node's keys lack in the shipped file (one GPU's
+# copies, 8 GPUs' all_reduce): half of what the probe measures now
+# (benchmarks/device/_hook_timing_ref.py keeps every shipped entry)
+SETS="0"; [ "$NGPU" -ge 2 ] && SETS="$SETS 0,1"
+[ "$NGPU" -gt 2 ] && SETS="$SETS $(seq -s, 0 $((NGPU - 1)))"
+for set in $SETS; do
+  CUDA_VISIBLE_DEVICES=$set timeout 120 $P/bin/ccl-health-probe -a 1G -i 10 -W 2 > $K/probe-$set.txt 2>&1
+done
+timeout 120 .venv/bin/python benchmarks/device/_hook_timing_ref.py reference/local.yaml $K/probe-*.txt \
+  > $L/reference.log 2>&1
+note "set-up: references of this node's keys rc=$? (logs/reference.log)"
 cp reference/local.yaml $K/reference-local.yaml
 save
 

@@ -42,6 +42,9 @@ class HookResult:
     #: the folder keeping the probes' outputs and logs of a failing check
     #: (:mod:`ccl_health.hook.keep`), or why they were not kept
     evidence: str = ''
+    #: how the probes ran: ``one process: <ccl-health-probe>``, or ``apart:
+    #: <why>`` (all_reduce_perf and the copy matrix), '' where none ran
+    probe_path: str = ''
 
 
 #: the line's word for a node that is not for this check (not a GPU node)
