@@ -226,10 +226,19 @@ USING_IB = [
 ]
 
 
-@pytest.mark.parametrize('name', USING_IB)
-@pytest.mark.parametrize('asked', [None, 'net-plugin', 'net-plugin-gdr',
-                                   'net-ib'])
+#: the two of them that show NCCL's probe of its default plugin name
+DEFAULT_PROBE = USING_IB[1:]
+
+
+@pytest.mark.parametrize('name,asked', [
+    (n, a) for n in USING_IB for a in (None, 'net-plugin', 'net-plugin-gdr',
+                                       'net-ib')
+    if not (n in DEFAULT_PROBE and a in ('net-plugin', 'net-plugin-gdr'))])
 def test_using_network_without_a_channel_proves_nothing(name, asked):
+    """Nothing asked for a plugin, or IB asked: "Using network IB" proves
+    no transport (where a plugin transport is asked and the default probe
+    found none: :func:`test_the_default_probe_is_the_request_where_a_
+    plugin_is_asked`)."""
     ev = debuglog.read_evidence([pub(name)])
     assert ev.plugin_asked is None and transport_proof.asked_from_log(ev) is None
     doc = X.explain([pub(name)], transport_asked=asked)
@@ -259,6 +268,122 @@ def test_the_default_plugin_probe_is_no_plugin_asked(tmp_path, line):
     assert transport_proof.asked_from_log(ev) == 'net-plugin'
     proof = transport_proof.prove(None, ev)
     assert proof.proven == 'net-socket' and not proof.ok
+
+
+# -- the default plugin, asked -----------------------------------------------
+
+@pytest.mark.parametrize('name', DEFAULT_PROBE)
+@pytest.mark.parametrize('asked', ['net-plugin', 'net-plugin-gdr'])
+@pytest.mark.parametrize('status', [0, None])
+def test_the_default_probe_is_the_request_where_a_plugin_is_asked(
+        name, asked, status):
+    """A plugin transport asked (``--transport``, or the site's: Frontier
+    installs aws-ofi-rccl as the default ``librccl-net.so``): NCCL's probe
+    of the default name found nothing, no plugin was loaded, NCCL named
+    IB: a fallback to IB, the not-found line named (was could-not-check:
+    "no channel line ... the transport is not proven")."""
+    doc = X.explain([pub(name)], transport_asked=asked, exit_status=status)
+    t = doc['transport']
+    assert t['proven'] == 'net-ib' and not t['ok'], t
+    assert doc['verdict'] == 'fallback' and doc['exit_code'] == 1
+    assert 'libnccl-net.so' in t['reason'] and 'no plugin was loaded' in \
+        t['reason'], t['reason']
+    assert '"Using network IB"' in t['reason']
+    assert 'FALLBACK' in X.render(doc)
+
+
+def test_the_default_probe_is_a_fallback_in_every_door(tmp_path):
+    """NVIDIA/nccl-tests#185's log (two hosts, the default probe, "Using
+    network IB") beside a healthy socket table, the plugin asked: every
+    door says fallback; asked for sockets, nothing fell back."""
+    text, _ = capture('net-socket')
+    log = pub(DEFAULT_PROBE[1])
+    got = through_every_door(tmp_path, 'net-plugin', text, [log], rc=0,
+                             clean_text=text)
+    assert set(got.values()) == {'fallback'}, got
+    got = through_every_door(tmp_path, 'net-socket', text, [log], rc=0)
+    assert len(set(got.values())) == 1 and 'pass' not in got.values() and \
+        'fallback' not in got.values(), got
+
+
+def _rccl_571_default_probe(host, pid, rank, nranks, net='Socket',
+                            loaded=None):
+    """The lines RCCL 5.7.1 prints without ``NCCL_NET_PLUGIN`` (src/net.cc
+    ncclNetPluginInit: the default ``librccl-net.so``, "NET/Plugin : Plugin
+    load (%s) returned %d : %s", "NET/Plugin : No plugin found, using
+    internal implementation"; or, found, "NET/Plugin: Loaded net plugin %s
+    (v5)"), then src/init.cc's "Using network %s" and its Init COMPLETE
+    line, behind NCCL's logger prefix."""
+    pre = f'{host}:{pid}:{pid} [0] NCCL INFO '
+    name = 'librccl-net.so'
+    lines = ([pre + f'NET/Plugin: Loaded net plugin {loaded} (v5)']
+             if loaded else
+             [pre + f'NET/Plugin : Plugin load ({name}) returned 2 : {name}: '
+                    f'cannot open shared object file: No such file or '
+                    f'directory',
+              pre + 'NET/Plugin : No plugin found, using internal '
+                    'implementation'])
+    return lines + [pre + f'Using network {net}',
+                    pre + f'comm 0x1{rank} rank {rank} nranks {nranks} '
+                          f'cudaDev 0 busId c1000 localSize 0 used 0 bytes - '
+                          f'Init COMPLETE']
+
+
+def test_the_default_probe_from_the_rccl_format_strings(tmp_path):
+    log = tmp_path / 'rccl.log'
+    log.write_text('\n'.join(_rccl_571_default_probe('frontier1', 11, 0, 2) +
+                             _rccl_571_default_probe('frontier2', 22, 1, 2))
+                   + '\n')
+    ev = debuglog.read_evidence([str(log)])
+    # nothing asked for a plugin: the probe is no request (class G)
+    assert ev.plugin_asked is None and transport_proof.asked_from_log(ev) is None
+    assert transport_proof.prove(None, ev, nodes=2).proven is None
+    for asked in ('net-plugin', 'net-plugin-gdr'):
+        proof = transport_proof.prove(asked, ev, nodes=2)
+        assert proof.proven == 'net-socket' and not proof.ok, proof
+        assert 'on 2 rank(s)' in proof.reason
+        assert 'No plugin found, using internal implementation' in \
+            proof.reason and 'no plugin was loaded' in proof.reason
+        doc = X.explain([str(log)], transport_asked=asked, exit_status=0)
+        assert doc['verdict'] == 'fallback', doc['reason']
+    for asked in ('net-socket', 'net-ib', 'intra'):
+        proof = transport_proof.prove(asked, ev, nodes=2)
+        assert proof.proven is None and 'fell back' not in proof.reason, \
+            (asked, proof)
+    # the plugin found under the default name (aws-ofi-rccl as
+    # librccl-net.so): no fallback, and no channel proves it either
+    log.write_text('\n'.join(
+        _rccl_571_default_probe('frontier1', 11, 0, 2, net='AWS Libfabric',
+                                loaded='AWS Libfabric') +
+        _rccl_571_default_probe('frontier2', 22, 1, 2, net='AWS Libfabric',
+                                loaded='AWS Libfabric')) + '\n')
+    ev = debuglog.read_evidence([str(log)])
+    proof = transport_proof.prove('net-plugin', ev, nodes=2)
+    assert proof.proven is None and 'fell back' not in proof.reason, proof
+
+
+@pytest.mark.parametrize('line', [
+    # NCCL 2.19 src/net.cc: "NET/Plugin : dlerror=%s No plugin found (%s),
+    # using internal implementation"
+    'h1:1:1 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open '
+    'shared object file: No such file or directory No plugin found '
+    '(libnccl-net.so), using internal implementation',
+    # NCCL 2.2x src/plugin/plugin_open.cc: "%s/Plugin: Could not find: %s"
+    'h1:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using '
+    'internal network plugin.'])
+def test_the_default_probe_from_the_nccl_format_strings(tmp_path, line):
+    log = tmp_path / 'nccl.log'
+    log.write_text(line + '\nh1:1:1 [0] NCCL INFO Using network IB\n'
+                   'h1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 '
+                   'busId 1000 - Init COMPLETE\n'
+                   + line.replace('h1:1:1', 'h2:2:2') +
+                   '\nh2:2:2 [0] NCCL INFO Using network IB\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert transport_proof.asked_from_log(ev) is None
+    proof = transport_proof.prove('net-plugin', ev, nodes=2)
+    assert proof.proven == 'net-ib' and not proof.ok, proof
+    assert line.split('NCCL INFO ')[1][:40] in proof.reason
+    assert transport_proof.prove('net-ib', ev, nodes=2).proven is None
 
 
 # -- extras -------------------------------------------------------------------
@@ -809,3 +934,44 @@ def test_a_completion_error_after_the_plugins_channels_is_a_crash(
     assert doc['verdict'] == 'crash', doc['reason']
     assert line.split('NCCL WARN ')[1][:40] in doc['reason']
     assert 'fallback' not in doc['reason']
+
+
+# -- F: a second real paste: HPC-X's IB plugin failing after its channels ----
+
+#: NVIDIA/nccl#1814 (newfarmer): turn 1's window of channel lines, 13
+#: connections ``via NET/IBext_v8/N`` (HPC-X's nccl-rdma-sharp plugin) of
+#: processes 980, 981 and 984 on ``hostname-test`` (ranks 32, 33, 36 of 64)
+IBEXT_CHANNELS = 'nccl-debug_ibext-v8-channels_64rank-pid984_nccl-issue-1814.log'
+#: the description's log of the same process 984: the plugin's
+#: ``ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer ... with
+#: status=12 ... vendor err 129`` (retry exceeded), then status=5 / 249
+IBEXT_ERRORS = 'nccl-debug_ib-plugin-completion-errors_pid984_nccl-issue-' \
+    '1814.log'
+
+
+@pytest.mark.parametrize('status', [0, None])
+@pytest.mark.parametrize('asked', [None, 'net-plugin'])
+def test_the_ib_plugins_completion_error_after_its_channels_is_a_crash(
+        status, asked):
+    """Class F, second real paste: the IB plugin's channels connected, then
+    its completion errors in the same process: a crash naming the
+    plugin's error, never a fallback."""
+    files = [pub(IBEXT_CHANNELS), pub(IBEXT_ERRORS)]
+    doc = X.explain(files, transport_asked=asked, exit_status=status)
+    assert doc['transport']['proven'] == 'net-plugin', doc['transport']
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'NET/IB : Got completion from peer 172.36.143.59<44206> with ' \
+        'status=12' in doc['reason']
+    assert 'fallback' not in doc['reason']
+    # the channels alone: the plugin proven, nothing failed in sight
+    alone = X.explain([pub(IBEXT_CHANNELS)], exit_status=status)
+    assert alone['transport']['proven'] == 'net-plugin'
+    assert alone['verdict'] == 'could-not-check', alone['reason']
+
+
+def test_the_ib_plugins_completion_error_in_every_door(tmp_path):
+    text, _ = capture('net-plugin')
+    got = through_every_door(tmp_path, 'net-plugin', text,
+                             [pub(IBEXT_CHANNELS), pub(IBEXT_ERRORS)], rc=0,
+                             clean_text=text)
+    assert set(got.values()) == {'crash'}, got
