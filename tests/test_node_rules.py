@@ -449,3 +449,38 @@ def test_the_port_above_two_functions_of_a_nic_is_named_once(tmp_path):
     assert counter_rises(before, after)['aer'] == {
         '0000:19:00.0': {'upstream_aer_nonfatal': 4},
         '0000:19:00.1': {'upstream_aer_nonfatal': 4}}
+
+
+def test_the_hook_timing_captures_name_no_counter(tmp_path):
+    """The hook's --json of issue 42's timing runs on 2x H200
+    (tests/fixtures/device/hook-timing-x2): each HEALTHY line there ended
+    with ``noted: GPU 0 NVLink errors rising: ...`` (CRC and ECC data
+    counters a few up in 1-2 s); judged again, nothing is noted and the
+    counts stay in ``node_state.rises``."""
+    import glob
+    from ccl_health.hook import judging
+    from ccl_health.judge.verdicts import Verdict
+    paths = sorted(glob.glob(os.path.join(
+        HERE, 'fixtures', 'device', 'hook-timing-x2', 'keep', '*.json')))
+    healthy = 0
+    for path in paths:
+        with open(path) as fp:
+            doc = json.load(fp)
+        ns = doc['node_state']
+        if doc['code'] != 0 or not ns.get('after'):
+            continue
+        healthy += 1
+        # the old rule noted them
+        assert any('NVLink errors rising' in c['text']
+                   for c in ns['causes']), path
+        before = NodeState.from_dict(ns['before'])
+        after = NodeState.from_dict(ns['after'])
+        head = doc['line'].split('; noted: ')[0][len('HEALTHY: '):]
+        res = judging.with_node_state(judging.result(Verdict.PASS, head),
+                                      before, after)
+        assert (res.code, res.line) == (0, f'HEALTHY: {head}'), path
+        assert res.node_state['causes'] == []
+        rose = res.node_state['rises']['nvlink']
+        assert any(r.get('crc_data') or r.get('ecc_data')
+                   for r in rose.values())
+    assert healthy == 3
