@@ -14,8 +14,8 @@ calibrated entry where the database holds no newer level) or a run an
 operator accepted (``scripts/report accept``: its value, with the noise of
 the key's history before it at least, :func:`parts`).  From its first run
 on, a key is judged against the level (:func:`seeded`: its median and
-noise, joined by the healthy values since), until its own history is long enough
-(``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
+noise, joined by the healthy values since), until its own history is long
+enough (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
 drift).  A key with no level is judged on its history alone, and not before
 ``min_history`` healthy values exist
 (:func:`ccl_health.judge.standing.standing` says which).
@@ -176,9 +176,10 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
     it replaced: a calibration of two runs, or a part too short to judge
     on its own, understates the noise of latency-bound sizes that vary
     10-30 % night to night (issue 40).  The history before an acceptance
-    usually holds the step it accepts: its noise then counts the step too,
-    which only widens the judging of the nights after it (until they are
-    a history of their own), never narrows it.  A generator: a part's
+    usually holds the step it accepts: its noise then counts the step too
+    (a drift within it waits for the nights after the acceptance to be a
+    history of their own: :data:`DRIFT_MIN_HISTORY`), but a drop is never
+    told from a spread the key always had.  A generator: a part's
     noise is read once the parts before it were judged (their drops
     marked)."""
     cuts = levels(key, size, accepted, baselines)
