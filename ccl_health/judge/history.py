@@ -15,8 +15,8 @@ operator accepted (``scripts/report accept``: its value, with the noise of
 the key's history before it at least, :func:`parts`).  From its first run
 on, a key is judged against the level (:func:`seeded`: its median and
 noise, joined by the healthy values since), until its own history is long
-enough (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
-drift).  A key with no level is judged on its history alone, and not before
+enough (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY`
+for a drift).  A key with no level is judged on its history alone, and not before
 ``min_history`` healthy values exist
 (:func:`ccl_health.judge.standing.standing` says which).
 
