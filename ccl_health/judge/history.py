@@ -16,8 +16,8 @@ the key's history before it at least, :func:`parts`).  From its first run
 on, a key is judged against the level (:func:`seeded`: its median and
 noise, joined by the healthy values since), until its own history is long
 enough (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY`
-for a drift).  A key with no level is judged on its history alone, and not before
-``min_history`` healthy values exist
+for a drift).  A key with no level is judged on its history alone, and
+not before ``min_history`` healthy values exist
 (:func:`ccl_health.judge.standing.standing` says which).
 
 This is the one noise rule of the suite: ``calibrate`` gives a size whose
