@@ -31,6 +31,9 @@ import db_gen  # noqa: E402
 import test_db_state as tds  # noqa: E402
 from test_db_state import END, pg_db  # noqa: E402,F401  (a fixture)
 
+#: the system tier (tests/conftest.py): databases of many generated days, written and read again
+pytestmark = pytest.mark.system
+
 #: the page's window and the days it lists, from END
 SINCE = END - datetime.timedelta(days=30)
 

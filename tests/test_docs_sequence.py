@@ -9,6 +9,7 @@ it.  Each command runs as far as this host without GPUs or Slurm allows
 command that needs GPUs or a real Slurm is skipped with the reason in
 :data:`NEEDS`, never silently."""
 
+import pytest
 import os
 import re
 import shlex
@@ -18,6 +19,9 @@ import subprocess
 import test_ib_site as ib
 import test_readme_commands as rc
 from conftest import REPO
+
+#: the system tier (tests/conftest.py): the docs' commands in order from a fresh clone: ReFrame runs, nightlies
+pytestmark = pytest.mark.system
 
 PAGES = ('sites.md', 'nightly.md', 'hook.md')
 

@@ -21,6 +21,9 @@ import pytest
 
 from conftest import REPO
 
+#: the system tier (tests/conftest.py): the quick start as written: ReFrame runs
+pytestmark = pytest.mark.system
+
 #: the README's commands a newcomer does not run here, and why
 NOT_HERE = {'scripts/test': 'the test suite itself (CI runs exactly this)'}
 

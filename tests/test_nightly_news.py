@@ -43,6 +43,9 @@ from ccl_health.db import ledger, store
 from helpers.drift import DRIFT, GRADED
 from helpers.nights import A, B, SIZES, TOL, WHERE, Series, rid, told
 
+#: the system tier (tests/conftest.py): nights end to end: ReFrame runs and the nightly's mail
+pytestmark = pytest.mark.system
+
 BUFF = {'NCCL_BUFFSIZE': '4063232'}
 LOST = 'intra needs at least 2 GPUs; this partition has 1 per node x 1'
 NIGHTLY = os.path.join(REPO, 'scripts', 'nightly')

@@ -17,6 +17,9 @@ import pytest
 
 from conftest import REPO
 
+#: the system tier (tests/conftest.py): every README command run as written: ReFrame runs and nightlies
+pytestmark = pytest.mark.system
+
 HIST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'history-health',
                     'keep')
 CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'intra')

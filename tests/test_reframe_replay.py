@@ -15,6 +15,9 @@ import yaml
 from conftest import REPO
 from helpers.replay import cases, make_site, run_suite, verdict_lines
 
+#: the system tier (tests/conftest.py): ReFrame runs of the replay stand-ins
+pytestmark = pytest.mark.system
+
 pytest.importorskip('reframe')
 
 

@@ -20,6 +20,9 @@ from ccl_health.db import store
 from ccl_health.evidence import nccltests
 from ccl_health.rehearsal import healthy_captures, scenarios
 
+#: the system tier (tests/conftest.py): the nightly's rehearsal: ReFrame runs of the captures, night after night
+pytestmark = pytest.mark.system
+
 pytest.importorskip('reframe')
 
 NIGHTLY = os.path.join(REPO, 'scripts', 'nightly')

@@ -64,8 +64,12 @@ note "PATH as NHC runs the hook: $NHC_PATH"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 P=/tmp/hf-prefix; rm -rf $P; mkdir -p $P/bin
 s=$(date +%s)
-python3 -m venv --system-site-packages .venv > $L/venv.log 2>&1 &&
-  .venv/bin/python -m pip install -q --no-index --no-deps --no-compile "$SRC"/.whl/*.whl >> $L/venv.log 2>&1
+# the clone's .venv as scripts/run makes it (scripts/_venv.sh: offline from
+# the carried wheels, CCL_HEALTH_WHEELS of docs/sites.md; a python3 that is
+# itself a virtual environment lends it its packages by a .pth file, so
+# the hook finds them in NHC's empty environment too)
+( export CCL_HEALTH_WHEELS="$SRC/.whl"; source scripts/_venv.sh &&
+  ccl_venv reframe report nvidia ) > $L/venv.log 2>&1
 note "set-up: .venv rc=$? (logs/venv.log)"
 CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 GEN="-gencode=arch=compute_${CC:-90},code=sm_${CC:-90}"

@@ -11,12 +11,13 @@ A key's history starts at a :class:`Level`: what a calibration measured
 (``scripts/calibrate``, from run reports or from the database: the median
 and noise of its runs, :mod:`ccl_health.db.levels`; the reference file's
 calibrated entry where the database holds no newer level) or a run an
-operator accepted (``scripts/report accept``).  From its first run on, a key
-is judged against the level (:func:`seeded`: its median and noise, joined
-by the healthy values since), until its own history is long enough
-(``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY` for a
-drift).  A key with no level is judged on its history alone, and not before
-``min_history`` healthy values exist
+operator accepted (``scripts/report accept``: its value, with the noise of
+the key's history before it at least, :func:`parts`).  From its first run
+on, a key is judged against the level (:func:`seeded`: its median and
+noise, joined by the healthy values since), until its own history is long
+enough (``min_history`` healthy values for a drop, :data:`DRIFT_MIN_HISTORY`
+for a drift).  A key with no level is judged on its history alone, and
+not before ``min_history`` healthy values exist
 (:func:`ccl_health.judge.standing.standing` says which).
 
 This is the one noise rule of the suite: ``calibrate`` gives a size whose
@@ -45,11 +46,13 @@ drop rule of one value (:mod:`ccl_health.judge.finding`), the steps of one
 value at a time (:mod:`ccl_health.judge.stream`)."""
 
 import dataclasses
+import statistics
 
 from ccl_health.judge.series import KEY, has_history, series_key, simulated
 from ccl_health.judge.baselines import (
     DRIFT_CLIP, DRIFT_H, DRIFT_K, DRIFT_MIN_HISTORY, DRIFT_MIN_NOISE,
-    DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, Level, baseline, seeded)
+    DRIFT_MIN_RUNS, DRIFT_MIN_SHIFT, DRIFT_MIN_SIZE, Level, baseline,
+    few_noise, seeded)
 from ccl_health.judge.stream import Cusum, SeriesJudge
 from ccl_health.judge.verdicts import IN_BASELINE
 
@@ -139,16 +142,26 @@ def _healthy(part):
 
 def _noise(level, values, min_history=5, window=30):
     """The relative noise known at the end of a history part: seeded by
-    its level while the part is short, else its own; None: not known."""
+    its level while the part is short, else its own (of two to
+    ``min_history`` values without a level: :func:`few_noise`, as a
+    calibration of those runs would record it); None: not known."""
     if level is not None and level.median is not None and \
             len(values) < DRIFT_MIN_HISTORY:
         base = seeded(level, values)
     elif len(values) >= min_history:
         base = baseline(values[-window:])
+    elif level is None and len(values) >= 2:
+        med = statistics.median(values)
+        return few_noise(values) / med if med > 0 else None
     else:
         return level.noise if level is not None else None
     return base.drift_noise(floor=0.0) / base.median \
         if base.median > 0 else None
+
+
+def _larger(*noises):
+    known = [n for n in noises if n is not None]
+    return max(known) if known else None
 
 
 def parts(series, key, size, accepted=(), baselines=(), window=30):
@@ -156,17 +169,30 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
     ``(level or None, records)`` pairs, the records judged against it
     (those of an older part no longer count).  An acceptance's level is the
     accepted run's value (when it is healthy), with the noise known before
-    it (the part before, else the last calibration's).  A generator: a
-    part's noise is read once the parts before it were judged (their
-    drops marked)."""
+    it: the larger of the noise of the part before (else the last one
+    known: a calibration's) and that of the key's last ``window`` healthy
+    values before it, whatever their parts (:func:`_noise` without a
+    level).  A level of one run is never judged tighter than the history
+    it replaced: a calibration of two runs, or a part too short to judge
+    on its own, understates the noise of latency-bound sizes that vary
+    10-30 % night to night (issue 40).  The history before an acceptance
+    usually holds the step it accepts: its noise then counts the step too
+    (a drift within it waits for the nights after the acceptance to be a
+    history of their own: :data:`DRIFT_MIN_HISTORY`), but a drop is never
+    told from a spread the key always had.  A generator: a part's
+    noise is read once the parts before it were judged (their drops
+    marked)."""
     cuts = levels(key, size, accepted, baselines)
     cur, part, ci = None, [], 0
     known = None                    # the last noise known
+    before = []                     # the healthy values judged so far
     for rec in series + [None]:
         while ci < len(cuts) and (rec is None or cuts[ci].starts_after(rec)):
             if part or cur is not None:
                 yield cur, part
-                known = _noise(cur, _healthy(part), window=window) or known
+                values = _healthy(part)
+                known = _noise(cur, values, window=window) or known
+                before = (before + values)[-window:]
             cur, part, ci = cuts[ci], [], ci + 1
             if cur.source == 'acceptance':
                 first = next((r for r in series if r['run_id'] ==
@@ -174,7 +200,9 @@ def parts(series, key, size, accepted=(), baselines=(), window=30):
                 ok = first is not None and \
                     first['case_verdict'] in IN_BASELINE
                 cur = dataclasses.replace(
-                    cur, median=first['busbw'] if ok else None, noise=known)
+                    cur, median=first['busbw'] if ok else None,
+                    noise=_larger(known, _noise(None, before,
+                                                window=window)))
         if rec is not None:
             part.append(rec)
     yield cur, part
