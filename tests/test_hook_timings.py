@@ -136,7 +136,7 @@ def test_the_overlap_table_compares_the_two_modes(tmp_path):
     text = open(os.path.join(KEEP, 'probe-0,1.txt')).read()
     rank1 = [ln for ln in text.splitlines() if '#  Rank  1 ' in ln][0]
     (tmp_path / 'overlap-O0-1.txt').write_text(text.replace(
-        rank1, rank1 + '\n# nccl init 0.400 s'))
+        rank1, rank1 + '\n# nccl init 0.400 s') + '# wall 1.71 s\n')
     slow = text.replace(' 389.74\n', ' 300.00\n').replace(
         'probe total 1.277 s', 'probe total 0.900 s').replace(
         rank1, rank1 + '\n# nccl init 0.420 s (during the copy matrix)')
@@ -149,5 +149,5 @@ def test_the_overlap_table_compares_the_two_modes(tmp_path):
     assert p.returncode == 0, p.stderr
     rows = [ln for ln in p.stdout.splitlines() if re.match(r'\| \d \|', ln)]
     assert rows == [
-        '| 0 | 1 | 1 | 389.9 | 389.7 | 0.400 | 1.277 |',
-        '| 1 | 2 | 1 | 345.0 | 300.0 | 0.420 | 0.900 |']
+        '| 0 | 1 | 1 | 389.9 | 389.7 | 0.400 | 1.277 | 1.710 |',
+        '| 1 | 2 | 1 | 345.0 | 300.0 | 0.420 | 0.900 |  |']

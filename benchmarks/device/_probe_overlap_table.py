@@ -1,7 +1,8 @@
 """ccl-health-probe's -O 0 (NCCL's communicators made after the copy
 matrix, the default) against -O 1 (made in a thread while the copies run):
 per mode, the medians of the copy matrix's GB/s (every direction), its
-ncclCommInitAll seconds and its own total, over the runs of
+ncclCommInitAll seconds, its own total and the process's wall (its start
+and exit included: what a faster exit could save), over the runs of
 benchmarks/device/hook_timing.sh.  -O 1 may become the hook's default only
 where its copies' GB/s are those of -O 0 (within their spread) and its
 total is lower.
@@ -14,7 +15,9 @@ import sys
 
 ROW = re.compile(r'^(\d+|host) (\d+|host) \d+ [0-9.]+ ([0-9.]+)$', re.M)
 NUMBERS = {'init': re.compile(r'^# nccl init ([0-9.]+) s', re.M),
-           'total': re.compile(r'^# probe total ([0-9.]+) s$', re.M)}
+           'total': re.compile(r'^# probe total ([0-9.]+) s$', re.M),
+           # the process's wall, its start and exit included (the script's)
+           'wall': re.compile(r'^# wall ([0-9.]+) s$', re.M)}
 
 
 def main(paths):
@@ -32,8 +35,9 @@ def main(paths):
     print('\n## ccl-health-probe -O 0 (NCCL after the copies) and -O 1 (NCCL '
           'during the copies)\n')
     print('| -O | runs | complete | copy GB/s median | copy GB/s min | '
-          'nccl init median s | probe total median s |')
-    print('|---|---|---|---|---|---|---|')
+          'nccl init median s | probe total median s | process wall median '
+          's |')
+    print('|---|---|---|---|---|---|---|---|')
     for mode in sorted(runs):
         rs = runs[mode]
         ok = [r for r in rs if r['ok']]
@@ -45,7 +49,7 @@ def main(paths):
         print(f'| {mode} | {len(rs)} | {len(ok)} | '
               f'{statistics.median(gbps) if gbps else 0:.1f} | '
               f'{min(gbps) if gbps else 0:.1f} | {med("init")} | '
-              f'{med("total")} |')
+              f'{med("total")} | {med("wall")} |')
 
 
 if __name__ == '__main__':

@@ -110,7 +110,9 @@ done
 last=${SETS##* }
 for i in $(seq 1 $RUNS); do
   for o in 0 1; do
+    s=$EPOCHREALTIME
     CUDA_VISIBLE_DEVICES=$last timeout 120 $P/bin/ccl-health-probe -a 1G -i 10 -W 2 -O $o > $K/overlap-O$o-$i.txt 2>&1
+    echo "# wall $(awk "BEGIN {print $EPOCHREALTIME - $s}") s" >> $K/overlap-O$o-$i.txt
   done
 done
 $PY benchmarks/device/_hook_timing_table.py $K/runs.tsv $K "$NGPU" > "$OUT1/hook-timing.md" 2> $L/table.log
