@@ -130,9 +130,9 @@ def nightly_read(url):
     """The nightly's comparison and news of its last night (what
     scripts/nightly reads after its run)."""
     from ccl_health import findings, news
-    from ccl_health.db import runs
+    from ccl_health.db import newestruns
     with store.open_store(url) as db:
-        last = next(r.run_id for r in runs.newest_first(db)
+        last = next(r.run_id for r in newestruns.newest_first(db)
                     if r.run_id.startswith('nightly-'))
         found, new, prev = findings.run_findings(db, last)
         night = news.night(db, last, 'perlmutter', 'gpu', 'bench')
@@ -262,13 +262,13 @@ def pg_sizes(url):
 def plans(url):
     """The plans of the main queries (SQLite EXPLAIN QUERY PLAN,
     PostgreSQL EXPLAIN)."""
-    from ccl_health.db import reads
-    from ccl_health.db import keyreads
+    from ccl_health.db import newestruns
+    from ccl_health.db import keyhistory
     from ccl_health.judge.series import series_key
     out = {}
     with store.open_store(url, readonly=True) as db:
         newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
-        since = keyreads.sql_time(datetime.datetime.fromisoformat(newest) -
+        since = keyhistory.sql_time(datetime.datetime.fromisoformat(newest) -
                                datetime.timedelta(hours=24))
         probe = db.query("SELECT * FROM cases WHERE source = 'health' "
                          "ORDER BY id DESC LIMIT 1")
@@ -281,7 +281,7 @@ def plans(url):
         for what, row in (('a node\'s history (its last 60 checks)', probe),
                           ('a sweep key\'s history', sweep)):
             if row:
-                where, params, _ = keyreads.key_where(db, series_key(row[0]))
+                where, params, _ = keyhistory.key_where(db, series_key(row[0]))
                 queries[what] = (
                     f'SELECT c.id FROM cases c WHERE {where} AND c.time < ? '
                     f'ORDER BY c.time DESC, c.id DESC LIMIT 60',
@@ -298,7 +298,7 @@ def plans(url):
         for kind in ('sweep', 'health probe'):
             queries[f'a kind\'s newest cases (report runs --kind: {kind})'] = (
                 f'SELECT c.run_id FROM cases c WHERE '
-                f'{reads._kind_where(db, kind)}(c.time, c.id) < (?, ?) '
+                f'{newestruns._kind_where(db, kind)}(c.time, c.id) < (?, ?) '
                 f'ORDER BY c.time DESC, c.id DESC LIMIT 500',
                 (kind, '99999', 0))
         queries['the series of a scope (since, history, calibrate, accept)'] \
@@ -313,7 +313,7 @@ def plans(url):
         from ccl_health.db import health_days
         from ccl_health.judge.series import PROBE_KIND
         probe, pargs = health_days._is_probe()
-        week = reads.sql_time(datetime.datetime.fromisoformat(newest) -
+        week = keyhistory.sql_time(datetime.datetime.fromisoformat(newest) -
                               datetime.timedelta(days=7))
         today = newest[:10]
         queries.update({
@@ -348,7 +348,7 @@ def plans(url):
             'the sweeps of the page\'s 30 days': (
                 f"SELECT c.id FROM cases c WHERE c.time >= ? AND c.kind <> "
                 f"'{PROBE_KIND}' AND c.kind IN (?, ?, ?, ?) ORDER BY c.time, "
-                f"c.id", (reads.sql_time(datetime.datetime.fromisoformat(
+                f"c.id", (keyhistory.sql_time(datetime.datetime.fromisoformat(
                     newest) - datetime.timedelta(days=30)), 'sweep',
                     'framework', 'fleet', 'other')),
         })
@@ -493,8 +493,9 @@ NOTES = [
     'that key is judged from its whole history at read, the same findings '
     '(tests/test_db_state.py).  Their time grows with the keys and '
     'findings of the window, not with the history.  What changed for each '
-    'drop is read for all of them together (`reads.attribution_many`: at '
-    'frontier-31d, 6,724 drops, 27,000 round trips before, 10 of '
+    'drop is read for all of them together '
+    '(`windowfindings.attribution_many`: at frontier-31d, 6,724 drops, '
+    '27,000 round trips before, 10 of '
     'PostgreSQL\'s 12 s of `detect`).',
     '- the nightly\'s comparison and news: tonight\'s keys and the night '
     'compared with (the nightly runs by the kind-and-time index), their '

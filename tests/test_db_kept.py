@@ -23,7 +23,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import health_days, queries, store
+from ccl_health.db import health_days, answers, store
 from ccl_health.report import health
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
@@ -59,7 +59,7 @@ def _reads(url, out):
     """What ``failed`` prints and the page shows, and the page's
     health-check days and counts, of the database ``url``."""
     with store.open_store(url, readonly=True) as db:
-        got = {'failed': queries.failed(db, 24, now=END),
+        got = {'failed': answers.failed(db, 24, now=END),
                'days': health.days_rows(db, SINCE.date().isoformat(),
                                         str(out / 'days')),
                'counts': health.probe_summary(db, SINCE, now=END)}
@@ -220,15 +220,15 @@ def test_the_pages_sweeps_are_read_by_the_kind_index(written):
     """The page's window of sweeps (every kind but the probes) is read
     through the partial kind index, never through the time index over
     every check of its 30 days."""
-    from ccl_health.db import reads
+    from ccl_health.db import windowfindings
     from ccl_health.report import CASE_KINDS
     path, _ = written
     with store.open_store(path, readonly=True) as db:
         for records in (False, True):
-            rows = reads.window_cases(db, SINCE, kinds=CASE_KINDS,
+            rows = windowfindings.window_cases(db, SINCE, kinds=CASE_KINDS,
                                       records=records)
             assert rows and all(r.get('source') != 'health' for r in rows)
-        plans = _plans(db, lambda db: [reads.window_cases(
+        plans = _plans(db, lambda db: [windowfindings.window_cases(
             db, SINCE, kinds=CASE_KINDS, records=r) for r in (False, True)])
     assert plans and all('cases_kind' in plan for sql, plan in plans
                          if 'FROM cases' in sql), plans
@@ -240,7 +240,7 @@ def test_failed_reads_no_case_beyond_its_window(written):
     every run was SQLite's choice for the other kinds' runs)."""
     path, _ = written
     with store.open_store(path, readonly=True) as db:
-        plans = _plans(db, lambda db: queries.failed(db, 24, now=END))
+        plans = _plans(db, lambda db: answers.failed(db, 24, now=END))
     cases = [(sql, plan) for sql, plan in plans if 'cases' in sql]
     assert cases and not [p for p in cases if re.search(
         r'\bSCAN (c|cases)\b', p[1])], cases

@@ -320,7 +320,7 @@ def test_trend_labels_never_overlap():
     with _open(HIST) as s:
         cases = report._cases_frame(s)
         df = report._frame(s, cases)
-        from ccl_health.db.reads import detect_in
+        from ccl_health.db.windowfindings import detect_in
         findings = detect_in(s)
     key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
     for size in (1 << 20, 1 << 30):

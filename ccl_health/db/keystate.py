@@ -4,7 +4,7 @@ each case was judged to have (table ``findings``), written in the
 transaction that writes the case (:meth:`ccl_health.db.store.Store.
 add_cases`).  ``report failed`` and ``report detect`` then read the
 findings of their window by index, never a key's history
-(:func:`ccl_health.db.reads.judge_keys`).
+(:func:`ccl_health.db.windowfindings.judge_keys`).
 
 One judge: a key's state is that of :func:`ccl_health.judge.history.
 detect` over the key's whole history (the :class:`ccl_health.judge.stream.
@@ -36,7 +36,7 @@ lock per key would fill the server's lock table at a machine's nodes)."""
 import datetime
 import json
 
-from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
+from ccl_health.db.keyhistory import RECORDS, key_history, sql_time, when
 from ccl_health.db.seriestable import SERIES_COLUMNS
 from ccl_health.judge import history as H
 from ccl_health.judge.series import KEY, has_history, series_key, simulated
