@@ -131,9 +131,11 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
     from ``since`` on) of the keys ``keys``: those each case was judged to
     have when it was written (:mod:`ccl_health.db.keystate`: read by index),
     and the keys without such a state judged from their whole history
-    (:func:`each_key`), one at a time: the same findings either way.
-    ``standing``: a dict given the lines of how each key is judged
-    (:func:`ccl_health.judge.standing.standing`); ``read``: a set given
+    (:func:`each_key`), one at a time: the same findings either way (a
+    store that lists its stale keys, schema 10: those listed and those
+    without a state).  ``standing``: a dict given the lines of how each
+    key is judged (:func:`ccl_health.judge.standing.standing`; kept with
+    each key's state, schema 11); ``read``: a set given
     the run ids judged.  ``until`` or other judging arguments (``kw``):
     every key judged here."""
     from ccl_health.db import keystate as state
@@ -142,12 +144,22 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
     from ccl_health.judge.standing import standing_of as lines_of
     acc, base = store.acceptances(), store.baselines()
     keys = set(keys)
-    kept = {} if until is not None or kw else \
-        state.fresh(store, keys, state.Levels(acc, base),
-                    states=standing is not None)
+    if until is not None or kw:
+        kept = {}
+    elif state.listed(store):
+        # schema 10: a key's kept state is its own unless listed stale;
+        # its standing line kept with it (schema 11), never its state read
+        kept = state.kept_standing(store, keys - state.stale_listed(store),
+                                   lines=standing is not None)
+        if standing is not None:
+            standing.update((k, line) for k, line in kept.items()
+                            if line is not None)
+    else:
+        kept = state.fresh(store, keys, state.Levels(acc, base),
+                           states=standing is not None)
+        if standing is not None:
+            standing.update(lines_of(state.standing(kept)))
     out = state.findings(store, set(kept), since, runs) if kept else []
-    if kept and standing is not None:
-        standing.update(lines_of(state.standing(kept)))
     if kept and read is not None:
         read.update(runs if runs is not None else (
             r['run_id'] for r in store.query(

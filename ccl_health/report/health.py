@@ -204,8 +204,11 @@ def node_trend_rows(store, node, since):
 def node_trends(store, figures, nodes, since):
     """Each of the first :data:`NODE_TRENDS` ``nodes`` (rows of
     :func:`node_rows`) given ``figure``: the trend of its own health
-    probes (:func:`ccl_health.report.plots.node_trend`)."""
+    probes (:func:`ccl_health.report.plots.node_trend`); the others'
+    ``figure`` None (the page lists every node, strict about names)."""
     from ccl_health.report import plots
+    for row in nodes:
+        row['figure'] = None
     for row in nodes[:NODE_TRENDS]:
         data = node_trend_rows(store, row['node'], since)
         if not data:
