@@ -14,7 +14,12 @@ naming it; the install (``cp`` into ``"$PREFIX"``) takes any path.
 The same prefix gets ``bin/ccl-health-links`` (step ``links``:
 ``builders/src/ccl_health_links.cu`` compiled by nvcc, or by hipcc as HIP
 through ``builders/src/gpu_compat.h``): the health hook's copy matrix of
-the GPU links (:mod:`ccl_health.evidence.copymatrix`).
+the GPU links (:mod:`ccl_health.evidence.copymatrix`); and
+``bin/ccl-health-probe`` (step ``probe``: the same source with
+``-DCCL_HEALTH_PROBE``, linked with NCCL, or RCCL as HIP): the hook's one
+probe process, the copy matrix and then NCCL's all_reduce of every GPU
+(:mod:`ccl_health.hook.probes`; where it is not built the hook runs
+``all_reduce_perf`` and ``ccl-health-links`` apart, as before).
 
 rccl-tests' Makefile runs ``hipify-perl`` (ROCm's ``bin``, on PATH once the
 ``rocm`` module is loaded) on every source, compiles with
@@ -40,27 +45,63 @@ from .source_build import SourceBuild
 LINKS_SOURCE = os.path.join(resources.builders_dir(), 'src',
                             'ccl_health_links.cu')
 LINKS_PRODUCT = os.path.join('bin', links.PROGRAM)
+#: the hook's one probe process, from the same source (and its header)
+PROBE_PRODUCT = os.path.join('bin', links.PROBE_PROGRAM)
+COMPAT_HEADER = os.path.join(resources.builders_dir(), 'src', 'gpu_compat.h')
 
 
-def links_step(vendor_package, arch, extra):
-    """The build step of ``ccl-health-links``: nvcc (``cuda_home``'s, else
-    the one on PATH) or ``hipcc -x hip`` of ``rocm_home`` for the
-    partition's gfx architecture.  The source's sha256 is part of the
-    command, so a changed source is a new recipe (a new prefix)."""
-    with open(LINKS_SOURCE, 'rb') as fp:
-        digest = hashlib.sha256(fp.read()).hexdigest()[:16]
-    src = buildcache.shell_value(LINKS_SOURCE)
-    out = f'"$PREFIX"/{LINKS_PRODUCT}'
+def compiler(vendor_package, arch, extra):
+    """nvcc (``cuda_home``'s, else the one on PATH), or ``hipcc -x hip``
+    of ``rocm_home`` for the partition's gfx architecture."""
     if vendor_package == 'rccl-tests':
         rocm = buildcache.shell_value(extra('rocm_home', '/opt/rocm'))
         target = (f' --offload-arch={buildcache.shell_value(arch)}'
                   if arch.startswith('gfx') else '')
-        cc = f'{rocm}/bin/hipcc -x hip{target}'
-    else:
-        cc = (f'{buildcache.shell_value(extra("cuda_home"))}/bin/nvcc'
-              if extra('cuda_home') else 'nvcc')
+        return f'{rocm}/bin/hipcc -x hip{target}'
+    return (f'{buildcache.shell_value(extra("cuda_home"))}/bin/nvcc'
+            if extra('cuda_home') else 'nvcc')
+
+
+def links_step(vendor_package, arch, extra):
+    """The build step of ``ccl-health-links``: :func:`compiler`.  The
+    source's sha256 is part of the command, so a changed source is a new
+    recipe (a new prefix)."""
+    with open(LINKS_SOURCE, 'rb') as fp:
+        digest = hashlib.sha256(fp.read()).hexdigest()[:16]
+    src = buildcache.shell_value(LINKS_SOURCE)
+    out = f'"$PREFIX"/{LINKS_PRODUCT}'
+    cc = compiler(vendor_package, arch, extra)
     return (f'{cc} -O2 -o {out} {src} '
             f'# ccl_health_links.cu sha256 {digest}')
+
+
+def probe_step(vendor_package, arch, extra):
+    """The build step of ``ccl-health-probe``: the links source compiled
+    with ``-DCCL_HEALTH_PROBE`` as in :func:`links_step`, linked with NCCL
+    (``nccl_home``'s, else the system's) or RCCL (``rccl_home``, default
+    ``rocm_home``).  The sha256 of the source and of ``gpu_compat.h`` is
+    part of the command (a changed source is a new recipe)."""
+    digest = hashlib.sha256()
+    for path in (LINKS_SOURCE, COMPAT_HEADER):
+        with open(path, 'rb') as fp:
+            digest.update(fp.read())
+    cc = compiler(vendor_package, arch, extra)
+    if vendor_package != 'rccl-tests' and arch.startswith('sm_'):
+        # its kernels for this GPU (no PTX compiled at each start)
+        cc += (f' -gencode=arch=compute_{arch[3:]},code=sm_{arch[3:]}')
+    if vendor_package == 'rccl-tests':
+        home = extra('rccl_home', extra('rocm_home', '/opt/rocm'))
+        lib = 'rccl'
+    else:
+        home, lib = extra('nccl_home'), 'nccl'
+    where = ''
+    if home:
+        h = buildcache.shell_value(home)
+        where = f' -I{h}/include -L{h}/lib -Wl,-rpath,{h}/lib'
+    src = buildcache.shell_value(LINKS_SOURCE)
+    return (f'{cc} -O2 -DCCL_HEALTH_PROBE -o "$PREFIX"/{PROBE_PRODUCT} {src}'
+            f'{where} -l{lib} # ccl_health_links.cu + gpu_compat.h sha256 '
+            f'{digest.hexdigest()[:16]}')
 
 
 class CollectiveTestsBuild(SourceBuild):
@@ -79,7 +120,7 @@ class CollectiveTestsBuild(SourceBuild):
 
     @property
     def products(self):
-        return self.program.products + [LINKS_PRODUCT]
+        return self.program.products + [LINKS_PRODUCT, PROBE_PRODUCT]
 
     def steps(self):
         arch = self.gpu_arch or self.gpu()[1]
@@ -112,4 +153,5 @@ class CollectiveTestsBuild(SourceBuild):
             ('build', prefix + 'make -j$JOBS ' + ' '.join(opts)),
             ('install', 'mkdir -p "$PREFIX/bin" && cp build/*_perf '
                         '"$PREFIX/bin/"'),
-            ('links', links_step(self.package, arch, self.extra))]
+            ('links', links_step(self.package, arch, self.extra)),
+            ('probe', probe_step(self.package, arch, self.extra))]

@@ -143,16 +143,62 @@ def _log_only(files, kinds, logs, nodes, transport_asked, site=None):
     }
 
 
-# long: one explanation, section by section in the order it is printed; to
-# split by section (issue 39)
 def explain(files, *, system=None, partition=None, reference_file=None,
             transport_asked=None, nodes=None, gpus_per_node=None,
             collective=None, exit_status=None, refdir=None, site=None):
     """The explanation of one run as a dict (what ``--json`` prints);
     ``site`` (:class:`ccl_health.sitedata.site.Site`): its benign WARNs
-    and ceilings, as the suite's own runs are judged."""
-    outputs, jsons, logs, watched = [], [], [], []
-    kinds, unrecognised = {}, []
+    and ceilings, as the suite's own runs are judged.  Section by section:
+    reading the paste (:func:`_read_paste`, :func:`_parse_run`), what the
+    run was (:func:`_run_of`, :func:`_reference_of`), the verdict (the
+    judge's), the words (:func:`_document`)."""
+    paste = _read_paste(files)
+    if not paste.outputs and not paste.jsons:
+        if paste.logs:
+            return _log_only(files, paste.kinds, paste.logs, nodes,
+                             transport_asked, site)
+        raise CclHealthError(f'{files[0]}: no nccl-tests / rccl-tests output '
+                             f'among the files')
+    res, stdout, source = _parse_run(paste)
+    run = _run_of(res, stdout, source, paste.logs, nodes=nodes,
+                  transport_asked=transport_asked, exit_status=exit_status,
+                  collective=collective, gpus_per_node=gpus_per_node)
+    ref_doc, entry = _reference_of(run, system=system, partition=partition,
+                                   reference_file=reference_file,
+                                   refdir=refdir)
+
+    # the verdict: the judge's, from this run's evidence
+    states = _node_states(paste.watched)
+    judged = judge_mod.judge(assemble.case(
+        [run.att], what=res.collective or 'the run', transport=run.asked,
+        collective=run.coll, nodes=run.nodes, gpus_per_node=run.gpn,
+        ranks=run.ranks, site=site, node_states=states, reference=entry,
+        missing_reference=ref_doc['reason'] or ref_doc['key']))
+    reason = judged.reason
+    if exit_status is None and judged.verdict is \
+            V.Verdict.COULD_NOT_CHECK and 'exit status' in reason:
+        reason += ' (give it with --exit-status N)'
+    return _document(files, paste, res, run, ref_doc, judged, reason,
+                     exit_status, _node_doc(paste.watched, states))
+
+
+class _Paste:
+    """The files of a paste, told apart by their content: text outputs,
+    JSON files, debug logs, the node state sampler's file (each a list of
+    ``(path, text)``), ``kinds`` ({path: kind}), and ``said_only``: the
+    outputs that say only how the run ended (a job's stderr), read with
+    the run's output."""
+
+    def __init__(self):
+        self.outputs, self.jsons, self.logs, self.watched = [], [], [], []
+        self.kinds, self.said_only = {}, []
+
+
+def _read_paste(files):
+    """The files read and told apart (:class:`_Paste`); an error where
+    none holds anything recognisable, or where they hold several runs."""
+    paste = _Paste()
+    unrecognised = []
     for path in files:
         text = _read(path)
         try:
@@ -161,46 +207,61 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             # a job's stderr beside its output (mpirun's or srun's own
             # words, or nothing): not read, and said so; alone, an error
             unrecognised.append(err)
-            kinds[path] = 'unrecognised'
+            paste.kinds[path] = 'unrecognised'
             continue
-        kinds[path] = kind
-        {'output': outputs, 'json': jsons, 'log': logs,
-         'nodestate': watched}[kind].append((path, text))
-    if unrecognised and not (outputs or jsons or logs or watched):
+        paste.kinds[path] = kind
+        {'output': paste.outputs, 'json': paste.jsons, 'log': paste.logs,
+         'nodestate': paste.watched}[kind].append((path, text))
+    if unrecognised and not (paste.outputs or paste.jsons or paste.logs or
+                             paste.watched):
         raise unrecognised[0]
     # a job's stderr beside its output that says only how a process died
     # (the launcher's or the C library's words: "Signal: Aborted (6)"): the
     # same run's, read with it
-    said_only = [(p, t) for p, t in outputs if _only_said(t)]
-    if said_only and (len(said_only) < len(outputs) or jsons):
-        outputs = [o for o in outputs if o not in said_only]
-    else:
-        said_only = []
-    if len(outputs) > 1 or len(jsons) > 1:
+    said_only = [(p, t) for p, t in paste.outputs if _only_said(t)]
+    if said_only and (len(said_only) < len(paste.outputs) or paste.jsons):
+        paste.outputs = [o for o in paste.outputs if o not in said_only]
+        paste.said_only = said_only
+    if len(paste.outputs) > 1 or len(paste.jsons) > 1:
         raise CclHealthError(
-            f'{(outputs + jsons)[-1][0]}: one run at a time (got '
-            f'{len(outputs)} text outputs and {len(jsons)} JSON files)')
-    if not outputs and not jsons:
-        if logs:
-            return _log_only(files, kinds, logs, nodes, transport_asked,
-                             site)
-        raise CclHealthError(f'{files[0]}: no nccl-tests / rccl-tests output '
-                             f'among the files')
+            f'{(paste.outputs + paste.jsons)[-1][0]}: one run at a time (got '
+            f'{len(paste.outputs)} text outputs and {len(paste.jsons)} JSON '
+            f'files)')
+    return paste
+
+
+def _parse_run(paste):
+    """The run's result (its text output, its JSON, or both), with the
+    errors and signal of the files that say only how it ended; its stdout
+    and the output's path."""
+    outputs, jsons = paste.outputs, paste.jsons
     stdout = outputs[0][1] if outputs else ''
     origin = jsons[0][0] if jsons else (outputs[0][0] if outputs else '')
     if jsons and not outputs:
         res = nccltests.parse_any(jsons[0][1], origin)
     else:
         res = nccltests.parse(stdout, jsons[0][1] if jsons else None, origin)
-    for _, text in said_only:
+    for _, text in paste.said_only:
         said = nccltests.parse_text(text)
         res.errors += [e for e in said.errors if e not in res.errors]
         res.signal = res.signal or said.signal
+    return res, stdout, outputs[0][0] if outputs else ''
 
-    # the transport, from the logs and the NCCL lines of the output
-    source = outputs[0][0] if outputs else ''
-    ev = assemble.evidence([p for p, _ in logs], stdout, source)
-    hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
+
+class _Run:
+    """What the run was, as the files show it: its debug evidence, hosts
+    and nodes, the transport asked and its proof (``att``: the assembler's
+    attempt, ``proof_doc``), the collective, ranks, GPUs per node and the
+    notes said of them."""
+
+
+def _run_of(res, stdout, source, logs, *, nodes, transport_asked,
+            exit_status, collective, gpus_per_node):
+    """The :class:`_Run` of ``res``: the transport from the logs and the
+    NCCL lines of the output, then the shape of the run."""
+    run = _Run()
+    ev = run.ev = assemble.evidence([p for p, _ in logs], stdout, source)
+    run.hosts = res.hosts or list(getattr(ev, 'hosts', []) or [])
     # host names where the lines carry them (NCCL's nNodes counts host
     # hashes: NCCL_HOSTID splits one host), else the log's own node count
     if not nodes and res.rank_lines_partial:
@@ -211,10 +272,11 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         nodes = ev.nnodes_seen or (len(seen) if len(seen) > len(res.hosts)
                                    else None)
     else:
-        nodes = nodes or (len(hosts) if hosts else ev.nnodes_seen)
+        nodes = nodes or (len(run.hosts) if run.hosts else ev.nnodes_seen)
+    run.nodes = nodes
     from_log = None if transport_asked else asked_from_log(ev)
-    asked = transport_asked or from_log or ev.proven()
-    notes = list(res.notes)
+    asked = run.asked = transport_asked or from_log or ev.proven()
+    run.notes = list(res.notes)
     proof_doc = None
     if asked is None:
         # NCCL's lines inline in the output are a debug log too
@@ -228,26 +290,31 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         proof_doc = {'asked': asked, 'proven': ev.proven(), 'ok': False,
                      'reason': f'the logs show {asked}, not a transport the '
                                f'suite judges ({", ".join(TRANSPORTS)})'}
-    else:
-        if from_log:
-            notes.append(f'--transport not given: judged as the transport '
+    elif from_log:
+        run.notes.append(f'--transport not given: judged as the transport '
                          f'the logs ask for ({asked})')
-        elif not transport_asked:
-            notes.append(f'--transport not given: judged as the transport '
+    elif not transport_asked:
+        run.notes.append(f'--transport not given: judged as the transport '
                          f'the logs prove ({asked})')
     # proven by the assembler (not given: the proof reads the ask from the
     # log itself), unless the ask cannot be named
-    att = assemble.attempt(
+    run.att = assemble.attempt(
         stdout, [p for p, _ in logs], exit_status, result=res,
         source=source, debug=ev, transport=transport_asked, nodes=nodes or 1,
         proof=assemble.PROVE if proof_doc is None else
         _Unproven(proof_doc['reason']))
     if proof_doc is None:
-        proof = att.proof
+        proof = run.att.proof
         proof_doc = {'asked': proof.asked, 'proven': proof.proven,
                      'ok': proof.ok, 'reason': proof.reason}
+    run.proof_doc = proof_doc
+    _shape(run, res, collective, gpus_per_node)
+    return run
 
-    # the reference key
+
+def _shape(run, res, collective, gpus_per_node):
+    """The collective, ranks and GPUs per node of ``run`` (what its
+    reference key is made of)."""
     coll = collective or res.collective
     try:
         coll = collectives.canonical(coll) if coll else None
@@ -263,18 +330,26 @@ def explain(files, *, system=None, partition=None, reference_file=None,
                        for m in (r.out_of_place, r.in_place) if m])
         except CclHealthError:
             ranks = None
-    ranks = ranks or ev.nranks_seen
+    ranks = ranks or run.ev.nranks_seen
     per_host = res.ranks_per_host
+    nodes = run.nodes
     if len(set(per_host.values())) > 1:
         # hosts holding different numbers of ranks: no one GPUs per node
         gpn = gpus_per_node
-        notes.append('hosts hold different numbers of ranks: ' + ', '.join(
-            f'{h} {n}' for h, n in per_host.items()))
+        run.notes.append('hosts hold different numbers of ranks: ' +
+                         ', '.join(f'{h} {n}' for h, n in per_host.items()))
     elif per_host and (not nodes or len(per_host) == nodes):
         gpn = gpus_per_node or next(iter(per_host.values()))
     else:
         gpn = gpus_per_node or (ranks // nodes if ranks and nodes and
                                 ranks % nodes == 0 else None)
+    run.coll, run.ranks, run.gpn = coll, ranks, gpn
+
+
+def _reference_of(run, *, system, partition, reference_file, refdir):
+    """The reference of ``run``'s key: its document (``key``, ``found``,
+    why not found in ``reason``) and its entry (None when not found)."""
+    asked, coll, nodes, gpn = run.asked, run.coll, run.nodes, run.gpn
     ref_doc = {'system': system, 'partition': partition,
                'file': reference_file, 'found': False, 'reason': None}
     entry = None
@@ -317,20 +392,13 @@ def explain(files, *, system=None, partition=None, reference_file=None,
         except CclHealthError as err:
             ref_doc['reason'] = str(err)
     ref_doc['key'] = key
+    return ref_doc, entry
 
-    # the verdict: the judge's, from this run's evidence
-    what = res.collective or 'the run'
-    states = _node_states(watched)
-    judged = judge_mod.judge(assemble.case(
-        [att], what=what, transport=asked, collective=coll, nodes=nodes,
-        gpus_per_node=gpn, ranks=ranks, site=site, node_states=states,
-        reference=entry, missing_reference=ref_doc['reason'] or key))
-    v, reason = judged.verdict, judged.reason
-    if exit_status is None and v is V.Verdict.COULD_NOT_CHECK and \
-            'exit status' in reason:
-        reason += ' (give it with --exit-status N)'
-    node_doc = _node_doc(watched, states)
 
+def _document(files, paste, res, run, ref_doc, judged, reason, exit_status,
+              node_doc):
+    """The explanation's words: what ``--json`` prints and :func:`render`
+    writes for a person."""
     versions = {}
     if res.tests_version:
         versions['nccl_tests'] = res.tests_version
@@ -339,7 +407,7 @@ def explain(files, *, system=None, partition=None, reference_file=None,
                  'nccl_code'] = res.nccl_version
     if res.library_version:
         versions['library'] = res.library_version
-    versions.update(ev.versions)
+    versions.update(run.ev.versions)
 
     rows = []
     for r, f in zip(res.rows, judged.findings):
@@ -351,15 +419,18 @@ def explain(files, *, system=None, partition=None, reference_file=None,
             'wrong': r.wrong, 'nonfinite': r.nonfinite,
             'reference': f.ref, 'allowed': f.allowed,
             'below': f.below if f.ref is not None else None})
+    v = judged.verdict
     return {
-        'files': [{'path': p, 'kind': kinds[p]} for p in files],
+        'files': [{'path': p, 'kind': paste.kinds[p]} for p in files],
         'format': res.format, 'source': res.source,
-        'collective': res.collective, 'nranks': ranks, 'hosts': hosts,
+        'collective': res.collective, 'nranks': run.ranks,
+        'hosts': run.hosts,
         'rank_lines_cut': bool(res.rank_lines_partial),
         'complete': res.complete, 'out_of_bounds': res.out_of_bounds,
         'avg_busbw': _num(res.avg_busbw), 'errors': res.errors,
-        'json_error': res.json_error, 'notes': notes,
-        'exit_status': exit_status, 'rows': rows, 'transport': proof_doc,
+        'json_error': res.json_error, 'notes': run.notes,
+        'exit_status': exit_status, 'rows': rows,
+        'transport': run.proof_doc,
         'versions': versions, 'reference': ref_doc,
         'verdict': str(v), 'reason': reason,
         'exit_code': V.exit_code([v]),

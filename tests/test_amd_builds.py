@@ -419,3 +419,27 @@ def test_links_program_compiles_as_hip(hip_toolchain, tmp_path):
         assert run.returncode == 1, run.stdout + run.stderr
         assert res.errors and res.errors[0].startswith(
             'error: cudaGetDeviceCount(&n) failed: '), run.stdout
+
+
+@need_mirror
+def test_probe_program_compiles_as_hip_with_rccl(rccl_header, tmp_path):
+    """ccl-health-probe: the links source with -DCCL_HEALTH_PROBE, its
+    all_reduce through RCCL's header (<rccl/rccl.h>, gpu_compat.h), as the
+    rccl-tests recipe's ``probe`` step compiles it, for gfx90a against the
+    made header; compiled only (there is no librccl to link here)."""
+    from builders.nccl_tests import PROBE_PRODUCT, probe_step
+    cache, rec, _ = rccl_header
+    extras = {'rocm_home': '/usr', 'rccl_home': rec.prefix(cache)}
+    cmd = probe_step('rccl-tests', ARCH, lambda k, d=None: extras.get(k, d))
+    assert cmd.startswith(f'/usr/bin/hipcc -x hip --offload-arch={ARCH} -O2 '
+                          f'-DCCL_HEALTH_PROBE -o "$PREFIX"/{PROBE_PRODUCT} ')
+    assert ' -lrccl # ' in cmd
+    compile_only = cmd.split(' # ')[0].replace(
+        f' -o "$PREFIX"/{PROBE_PRODUCT} ', ' -c -o "$PREFIX"/probe.o ')
+    prefix = tmp_path / 'pre fix'
+    prefix.mkdir()
+    p = subprocess.run(['bash', '-euo', 'pipefail', '-c', compile_only],
+                       env=dict(os.environ, PREFIX=str(prefix)),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (prefix / 'probe.o').stat().st_size > 0

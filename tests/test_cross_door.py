@@ -35,9 +35,9 @@ import pytest
 import mutations
 from conftest import REPO
 
-from ccl_health import explain
+from ccl_health import CclHealthError, explain
 from ccl_health.db import recorder
-from ccl_health.evidence import nccltests
+from ccl_health.evidence import collectives, nccltests
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.rounds import Raw, Step, judge_step
 from ccl_health.hook import judging as hook_judging
@@ -66,50 +66,76 @@ def capture(name):
 
 
 def through_every_door(tmp_path, transport, text, logs, rc=0, docs=None,
-                       clean_text=None, site=None):
+                       clean_text=None, site=None, collective=None, nodes=1,
+                       gpus_per_node=2):
     """``{door: verdict name}`` of one (damaged) output (``docs``: a dict
     that receives explain's whole document under ``'explain'``;
     ``clean_text``: the undamaged output whose sizes were asked, by default
-    the capture of ``transport``; ``site``: the site every door is given).
-    The hook's door only for an intra-node output that reaches the hook's
-    probe size."""
+    the capture of ``transport``, or the output itself where ``transport``
+    has no capture; ``site``: the site every door is given).
+
+    The collective and the sweep are the paste's, as explain reads them:
+    ``collective`` (explain's ``--collective``), else the one the output
+    names; the sizes asked from the clean output's header or its command
+    line, else none (each door reads the output's own); the fleet's door
+    (its one size, the largest asked) only where they are known.
+    ``nodes`` x ``gpus_per_node``: the run's shape, given to every door
+    alike.  The hook's door only for an intra-node
+    all_reduce output that reaches the hook's probe size (its one probe)."""
     out = tmp_path / 'all_reduce.out'
     out.write_text(text)
     doc = explain.explain([str(out), *logs], system='local',
                           partition='gpu', transport_asked=transport,
-                          nodes=1, gpus_per_node=2, exit_status=rc,
-                          refdir=REFDIR, site=site)
+                          nodes=nodes, gpus_per_node=gpus_per_node,
+                          exit_status=rc, refdir=REFDIR, site=site,
+                          collective=collective)
     if docs is not None:
         docs['explain'] = doc
     res = nccltests.parse(text)
+    if clean_text is None:
+        clean_text = (capture(CAPTURE_OF[transport])[0]
+                      if transport in CAPTURE_OF else text)
+    clean = nccltests.parse_text(clean_text)
+    coll = collective or clean.collective or res.collective
+    coll = collectives.canonical(coll) if coll else None
+    what = f'{coll}_perf' if coll else 'the run'
+    sizes = (size_sweep(clean.min_bytes, clean.max_bytes, clean.step)
+             if clean.min_bytes is not None else
+             size_sweep(*clean.command_sizes) if clean.command_sizes else
+             None)
     entry = reference.load_for_system(REFDIR, 'local').lookup(
-        'gpu', transport, 'all_reduce', 1, 2)
-    clean = nccltests.parse_text(clean_text or
-                                 capture(CAPTURE_OF[transport])[0])
-    sizes = size_sweep(clean.min_bytes, clean.max_bytes, clean.step)
+        'gpu', transport, coll, nodes, gpus_per_node) if coll else None
     assembled = judge(assemble.case(
         [assemble.attempt(text, logs, rc, source=str(out),
-                          transport=transport, nodes=1)],
-        what='all_reduce_perf', transport=transport, collective='all_reduce',
-        nodes=1, gpus_per_node=2, expected_sizes=sizes, site=site,
+                          transport=transport, nodes=nodes)],
+        what=what, transport=transport, collective=coll, nodes=nodes,
+        gpus_per_node=gpus_per_node, expected_sizes=sizes, site=site,
         reference=entry))
     swept = judge(sweep_evidence(
-        res, rc, entry, what='all_reduce_perf', transport=transport,
-        collective='all_reduce', nodes=1, gpus_per_node=2, algo='default',
-        sizes_run=sizes, exact=True, log_paths=logs, stdout_path=str(out),
-        site=site))
+        res, rc, entry, what=what, transport=transport, collective=coll,
+        nodes=nodes, gpus_per_node=gpus_per_node, algo='default',
+        sizes_run=sizes or [], exact=True, log_paths=logs,
+        stdout_path=str(out), site=site))
     ingested = recorder.case_verdict(
         str(swept.verdict), recorder.sizes_from_sweep(res, entry))
-    cfg = FleetConfig(transport=transport, tasks_per_node=2,
-                      reference=os.path.join(REFDIR, 'local.yaml'),
-                      reference_partition='gpu', prove_transport=True)
-    fleet = judge_step(Raw(Step('group', ('vm',), 60), rc, text,
-                           debug_logs=logs), clean.max_bytes, 60, cfg,
-                       site)[0]
     got = {'assembler': str(assembled.verdict), 'explain': doc['verdict'],
-           'sweep': str(swept.verdict), 'ingest': ingested,
-           'fleet': str(fleet)}
-    if transport == 'intra' and clean.max_bytes >= HOOK_SIZE:
+           'sweep': str(swept.verdict), 'ingest': ingested}
+    if sizes:
+        # the fleet's step runs the program of its probe at its one size,
+        # and prints its header (a paste whose sweep is unknown asks the
+        # fleet another question: its one size, all there)
+        probe = [f'{{tests}}/{coll or "all_reduce"}_perf', '-b', '{size}',
+                 '-e', '{size}']
+        cfg = FleetConfig(transport=transport, tasks_per_node=gpus_per_node,
+                          reference=os.path.join(REFDIR, 'local.yaml'),
+                          reference_partition='gpu', prove_transport=True,
+                          step_probe=probe)
+        hosts = tuple(f'vm{i}' if i else 'vm' for i in range(nodes))
+        got['fleet'] = str(judge_step(Raw(Step('group', hosts, 60), rc, text,
+                                          debug_logs=logs), max(sizes), 60,
+                                      cfg, site)[0])
+    if transport == 'intra' and coll in (None, 'all_reduce') and sizes and \
+            max(sizes) >= HOOK_SIZE and (nodes, gpus_per_node) == (1, 2):
         # the hook checks the node's own GPUs at its probe size
         got['hook'] = str(hook_judge([(text, rc)], logs, site).verdict)
     return got
@@ -398,3 +424,109 @@ def test_a_case_is_assembled_in_one_place():
                                                         'Attempt'):
                     found.append(os.path.relpath(path, REPO))
     assert found and set(found) == {'ccl_health/judge/assemble.py'}, found
+
+
+# -- any collective: a paste's own collective and sweep (issue 43) -----------
+
+#: ROCm/rccl#1490: rank 0's all_gather_perf table on 4 nodes x 8 GCDs
+#: (MI250X, aws-ofi-rccl on Slingshot 11) behind srun's `` 0: `` label, from
+#: the column header to its summary: no run header, no collective named
+MI250X_AG = os.path.join(
+    REPO, 'tests', 'fixtures', 'published',
+    'rccl-tests_all_gather_mi250x-4node-32rank_srun-label_no-header_'
+    'rccl-issue-1490.txt')
+#: the author's own command line of that issue, above the table: it names
+#: the collective and the sweep
+MI250X_CMD = (' 0: srun --nodes=4 --ntasks-per-node=8 --cpus-per-task=8 '
+              '--threads-per-core=1 --label -- all_gather_perf -b 64K -e 4G '
+              '-f 2 -g 1\n')
+
+
+def mi250x_pastes():
+    """``{name: (text, collective given)}``: the paste as kept (its
+    collective given as explain's ``--collective``), and with its command
+    line above it (the collective and sweep its own)."""
+    with open(MI250X_AG) as fp:
+        text = fp.read()
+    return {'as-kept': (text, 'all_gather'),
+            'with-command': (MI250X_CMD + text, None)}
+
+
+@pytest.mark.parametrize('paste', ['as-kept', 'with-command'])
+@pytest.mark.parametrize('transport', ['net-plugin', 'intra'])
+@pytest.mark.parametrize('rc', [0, None])
+def test_an_all_gather_paste_gives_one_verdict_in_every_door(
+        tmp_path, paste, transport, rc):
+    """The all_gather table read by every door as all_gather, over its own
+    sweep: one verdict (was: the assembler, the sweep and ingest judged the
+    all_reduce capture's sizes, ``incomplete``; the fleet its all_reduce
+    reference, ``below-reference``; explain ``could-not-check``)."""
+    text, coll = mi250x_pastes()[paste]
+    docs = {}
+    got = through_every_door(tmp_path, transport, text, [], rc=rc,
+                             collective=coll, clean_text=text, nodes=4,
+                             gpus_per_node=8, docs=docs)
+    assert set(got.values()) == {'could-not-check'}, got
+    assert ('fleet' in got) == (paste == 'with-command'), got
+    assert docs['explain']['nranks'] == 32
+    assert 'all_gather' in docs['explain']['reference']['key']
+
+
+@pytest.mark.parametrize('paste', ['as-kept', 'with-command'])
+@pytest.mark.parametrize('case', sorted(DAMAGING))
+def test_a_damaged_all_gather_paste_gives_one_verdict_in_every_door(
+        tmp_path, paste, case):
+    text, coll = mi250x_pastes()[paste]
+    damaged = DAMAGING[case](text, random.Random(19))
+    if damaged == text:
+        pytest.skip(f'{case} does not apply to this paste')
+    try:
+        got = through_every_door(tmp_path, 'net-plugin', damaged, [], rc=0,
+                                 collective=coll, clean_text=text, nodes=4,
+                                 gpus_per_node=8)
+    except CclHealthError as err:
+        # nothing recognisable left (the column header only): explain
+        # judges nothing (exit 2), never a pass
+        assert 'nothing recognisable' in str(err), err
+        return
+    assert len(set(got.values())) == 1, (case, got)
+    assert 'pass' not in got.values(), (case, got)
+
+
+#: captures of the other collectives (intra-node, 2 GPUs; no debug log)
+COLL_CAPTURES = sorted(os.path.basename(d) for d in
+                       glob.glob(os.path.join(CAP, 'coll-*')))
+
+
+@pytest.mark.parametrize('cap', COLL_CAPTURES)
+def test_every_collective_is_read_as_itself_in_every_door(tmp_path, cap):
+    """Each collective's capture, its collective and sweep read from its
+    own header: one verdict in every door (no debug log: could not check).
+    The fleet's step judged its table as all_reduce whatever program ran
+    (its reference key and busbw: ``below-reference`` for all_gather,
+    alltoall and reduce_scatter); it is now the program of its probe."""
+    text, logs = capture(cap)
+    assert nccltests.parse_text(text).collective == \
+        cap[len('coll-'):] + '_perf'
+    got = through_every_door(tmp_path, 'intra', text, logs, clean_text=text)
+    assert set(got.values()) == {'could-not-check'}, got
+    assert 'fleet' in got
+
+
+@pytest.mark.parametrize('cap', COLL_CAPTURES)
+@pytest.mark.parametrize('case', sorted(
+    k for k in DAMAGING if (k, 'intra') not in NOT_OF_THE_CASE))
+def test_damage_to_any_collective_gives_one_verdict(tmp_path, cap, case):
+    text, logs = capture(cap)
+    damaged = DAMAGING[case](text, random.Random(19))
+    if damaged == text:
+        pytest.skip(f'{case} does not apply to {cap}')
+    try:
+        got = through_every_door(tmp_path, 'intra', damaged, logs,
+                                 clean_text=text)
+    except CclHealthError as err:
+        # cut before anything recognisable: explain judges nothing (exit
+        # 2), never a pass
+        assert 'nothing recognisable' in str(err), err
+        return
+    assert len(set(got.values())) == 1 and 'pass' not in got.values(), got

@@ -163,17 +163,25 @@ def test_a_plugin_failure_on_one_of_two_ranks_names_no_socket_for_it():
     assert 'Socket' not in proof.reason and proof.proven is None, proof
 
 
-def test_a_one_rank_run_names_no_fallback():
-    # "rank 0 nranks 1" and "Using network Socket" with a plugin asked: one
-    # rank connects nothing, its network is no fallback
-    lines = [info('h', 1, 0, 'NET/Plugin: No plugin found '
-                             '(libnccl-net-ofi.so)'),
-             info('h', 1, 0, 'Using network Socket'),
-             info('h', 1, 0, 'comm 0x1 rank 0 nranks 1 cudaDev 0 nvmlDev 0 '
-                             'busId 1000 commId 0x2 - Init COMPLETE')]
-    proof = prove(None, ev_of(lines))
-    assert proof.asked == 'net-plugin' and proof.proven is None
-    assert 'fell back' not in proof.reason
+def test_a_one_rank_run_names_no_fallback_unless_its_plugin_is_missing():
+    # "rank 0 nranks 1" and "Using network Socket": one rank connects
+    # nothing, its network alone is no fallback (issue 31) ...
+    init = info('h', 1, 0, 'comm 0x1 rank 0 nranks 1 cudaDev 0 nvmlDev 0 '
+                           'busId 1000 commId 0x2 - Init COMPLETE')
+    using = info('h', 1, 0, 'Using network Socket')
+    proof = prove(None, ev_of([using, init]))
+    assert proof.proven is None and 'fell back' not in proof.reason
+    # ... but a plugin named by the environment and not found is (issue 43,
+    # class A: RCCL on LUMI): the network in use is the one NCCL named
+    missing = info('h', 1, 0, 'NET/Plugin: No plugin found '
+                              '(libnccl-net-ofi.so)')
+    proof = prove(None, ev_of([missing, using, init]))
+    assert proof.asked == 'net-plugin' and proof.proven == 'net-socket'
+    assert not proof.ok and 'No plugin found (libnccl-net-ofi.so)' in \
+        proof.reason and '"Using network Socket"' in proof.reason
+    # asked for the node's own links, one rank needs no network at all
+    proof = prove('intra', ev_of([missing, using, init]))
+    assert proof.proven is None and 'fell back' not in proof.reason
 
 
 def test_a_node_count_above_one_without_net_channels_is_not_intra():

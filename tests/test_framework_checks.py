@@ -404,3 +404,71 @@ def test_training_lower_bound_of_samples_per_s(tmp_path):
     tc = cases(report)['TorchTrainingStep %transport=intra %model=compute']
     assert tc['fail_phase'] == 'performance'
     assert 'samples_per_s' in tc['fail_reason']
+
+
+# -- issue 44: a framework check that passes its time limit asks NCCL's RAS
+# which rank stopped, as the sweep does ---------------------------------------
+
+def _framework_hang(stagedir, mode):
+    """:meth:`FrameworkBase._hang` of a job whose stage is ``stagedir``
+    (its ``rfm_job.out`` / ``rfm_job.err`` and the RAS file its script
+    left)."""
+    import types
+    from ccl_health.rfm.base import PlacedTest
+    from ccl_health.rfm.framework import FrameworkBase
+    me = types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out',
+                               stderr='rfm_job.err', bench_mode=mode)
+    me.ras_answer = types.MethodType(PlacedTest.ras_answer, me)
+    # no transport's evidence: MPI's first call has none
+    return FrameworkBase._hang(me)
+
+
+@pytest.fixture(scope='module')
+def short_limit_script(tmp_path_factory):
+    """The job script of a torch all_reduce check rendered with a 4 s
+    time limit."""
+    tmp = tmp_path_factory.mktemp('limit')
+    p, report, out = run(tmp, '-n', 'TorchBandwidth%transport=intra%'
+                         'torch_collective=all_reduce', '-S',
+                         'time_limit=4s')
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [(text, _)] = [(script(out, tc), tc) for tc in cases(report).values()]
+    return text
+
+
+@pytest.mark.parametrize('mode', ['incomplete', 'silent'])
+def test_a_framework_check_past_its_limit_names_the_rank_ras_named(
+        tmp_path, short_limit_script, mode):
+    """The check's own job script asks RAS shortly before its time limit
+    (the program replaced by one that outlives it: a hang); Slurm's line
+    of the time limit in its stderr; the one judge's hang names the rank
+    RAS named, or says why none was."""
+    from helpers.ras import Standin
+    text = short_limit_script
+    # asked 1 s before the limit, its bound within that second
+    assert 'ccl_health.evidence.ras --watch ccl-health-ras.json --at 3 ' \
+        '--bound 0.5 ' in text
+    job = '\n'.join('sleep 5' if ln.startswith('mpirun ') else ln
+                    for ln in text.splitlines())
+    stage = tmp_path / 'stage'
+    stage.mkdir()
+    (stage / 'rfm_job.out').write_text('')
+    (stage / 'rfm_job.err').write_text(
+        'slurmstepd: error: *** JOB 78 ON nid1 CANCELLED AT 2026-11-28T23:'
+        '00:00 DUE TO TIME LIMIT ***\n')
+    with Standin(mode) as s:
+        subprocess.run(['bash', '-c', job], cwd=stage, timeout=60,
+                       env=dict(os.environ, NCCL_RAS_ADDR=s.addr))
+        assert s.connections == 1
+    verdict, reason = _framework_hang(stage, 'first-call')
+    assert verdict == 'hang'
+    assert reason.startswith('hang: the job exceeded its time limit '
+                             '(slurmstepd: error: *** JOB 78 ')
+    if mode == 'incomplete':
+        assert reason.endswith(f': rank 2 (node1 GPU 2, pid 1746) '
+                               f'unresponsive (NCCL RAS at {s.addr})'), \
+            reason
+    else:
+        assert f'; no rank named: RAS at {s.addr} did not answer within ' \
+            f'0.5 s; the outputs do not show which rank stopped' in reason, \
+            reason

@@ -349,24 +349,33 @@ def test_the_nccl_tests_recipe_builds_the_links_program(tmp_path):
                                      'cuda_home': '/opt/cuda 13'}.get(k, d),
                                  gpu=lambda: (2, 'sm_90', 'nvidia'))
     steps = dict(nccl_tests.CollectiveTestsBuild.steps(stub))
-    assert list(steps)[-2:] == ['install', 'links']
+    assert list(steps)[-3:] == ['install', 'links', 'probe']
     src = nccl_tests.LINKS_SOURCE
     assert steps['links'].startswith(
         f"'/opt/cuda 13'/bin/nvcc -O2 -o \"$PREFIX\"/bin/ccl-health-links "
         f"{buildcache.shell_value(src)} # ccl_health_links.cu sha256 ")
-    assert os.path.join('bin', 'ccl-health-links') in \
-        nccl_tests.CollectiveTestsBuild.products.fget(
-            types.SimpleNamespace(program=types.SimpleNamespace(
-                products=['bin/all_reduce_perf'])))
+    # the one probe process: the same source with NCCL, for this GPU only
+    assert steps['probe'].startswith(
+        "'/opt/cuda 13'/bin/nvcc -gencode=arch=compute_90,code=sm_90 -O2 "
+        "-DCCL_HEALTH_PROBE -o \"$PREFIX\"/bin/ccl-health-probe "
+        f"{buildcache.shell_value(src)} -lnccl # ccl_health_links.cu + "
+        "gpu_compat.h sha256 "), steps['probe']
+    products = nccl_tests.CollectiveTestsBuild.products.fget(
+        types.SimpleNamespace(program=types.SimpleNamespace(
+            products=['bin/all_reduce_perf'])))
+    assert os.path.join('bin', 'ccl-health-links') in products
+    assert os.path.join('bin', 'ccl-health-probe') in products
     copy = tmp_path / 'ccl_health_links.cu'
     copy.write_text(open(src).read() + '\n/* changed */\n')
-    old = steps['links']
+    old, old_probe = steps['links'], steps['probe']
     nccl_tests.LINKS_SOURCE = str(copy)
     try:
         new = nccl_tests.links_step('nccl-tests', 'sm_90', stub.extra)
+        new_probe = nccl_tests.probe_step('nccl-tests', 'sm_90', stub.extra)
     finally:
         nccl_tests.LINKS_SOURCE = src
     assert new.split(' sha256 ')[1] != old.split(' sha256 ')[1]
+    assert new_probe.split(' sha256 ')[1] != old_probe.split(' sha256 ')[1]
 
 
 def test_site_nvbandwidth(tmp_path):

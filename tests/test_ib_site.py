@@ -204,7 +204,7 @@ def test_fleet_simulate_pairs_over_net_ib(site, tmp_path):
     assert ('fleet.prove_transport (true) not applied; on the cluster '
             'every step proves net-ib') in p.stderr
     # the steps' environment: the site's net-ib, NCCL's channel lines
-    from ccl_health.fleet import cli
+    from ccl_health import fleetcli as cli
     from ccl_health.sitedata.fleetconfig import FleetConfig
     from ccl_health.sitedata import site as site_data
     s = site_data.load(str(mine / 'site'), SYSTEM)

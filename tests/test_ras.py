@@ -1,5 +1,5 @@
 """Issue 44: a hang names its rank.  NCCL's RAS asked (a stand-in built
-from NCCL's protocol, tests/ras_standin.py) before a case is killed at
+from NCCL's protocol, tests/helpers/ras.py) before a case is killed at
 its bound, through the one case assembler and the one judge; RAS that
 does not answer, answers slowly, sends garbage or answers for another job
 still gives ``hang``, with the reason no rank was named; a crash names
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ras_standin import Standin, report
+from helpers.ras import Standin, report
 from ccl_health.evidence import ras, stalls
 from ccl_health.judge import assemble
 from ccl_health.judge.casejudge import judge

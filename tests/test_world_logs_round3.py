@@ -34,6 +34,7 @@ from test_cross_door import capture, through_every_door
 
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog, nccltests
+from ccl_health.evidence import proof as transport_proof
 from ccl_health.judge.casejudge import judge_output
 from ccl_health.judge.verdicts import Verdict
 
@@ -225,12 +226,21 @@ USING_IB = [
 ]
 
 
-@pytest.mark.parametrize('name', USING_IB)
-@pytest.mark.parametrize('asked', [None, 'net-plugin', 'net-plugin-gdr',
-                                   'net-ib'])
+#: the two of them that show NCCL's probe of its default plugin name
+DEFAULT_PROBE = USING_IB[1:]
+
+
+@pytest.mark.parametrize('name,asked', [
+    (n, a) for n in USING_IB for a in (None, 'net-plugin', 'net-plugin-gdr',
+                                       'net-ib')
+    if not (n in DEFAULT_PROBE and a in ('net-plugin', 'net-plugin-gdr'))])
 def test_using_network_without_a_channel_proves_nothing(name, asked):
+    """Nothing asked for a plugin, or IB asked: "Using network IB" proves
+    no transport (where a plugin transport is asked and the default probe
+    found none: :func:`test_the_default_probe_is_the_request_where_a_
+    plugin_is_asked`)."""
     ev = debuglog.read_evidence([pub(name)])
-    assert ev.plugin_asked is None and debuglog.asked_from_log(ev) is None
+    assert ev.plugin_asked is None and transport_proof.asked_from_log(ev) is None
     doc = X.explain([pub(name)], transport_asked=asked)
     t = doc['transport']
     assert t['proven'] is None and not t['ok'], t
@@ -248,16 +258,132 @@ def test_the_default_plugin_probe_is_no_plugin_asked(tmp_path, line):
     log = tmp_path / 'nccl.log'
     log.write_text(line + '\nh:1:1 [0] NCCL INFO Using network IB\n')
     ev = debuglog.read_evidence([str(log)])
-    assert ev.plugin_asked is None and debuglog.asked_from_log(ev) is None
+    assert ev.plugin_asked is None and transport_proof.asked_from_log(ev) is None
     # a plugin named by the environment and not found is one: a fallback
     log.write_text('h:1:1 [0] NCCL INFO NET/Plugin: Could not find: '
                    'libnccl-net-ofi.so. Using internal network plugin.\n'
                    'h:1:1 [0] NCCL INFO Using network Socket\n'
                    'h:2:2 [1] NCCL INFO Using network Socket\n')
     ev = debuglog.read_evidence([str(log)])
-    assert debuglog.asked_from_log(ev) == 'net-plugin'
-    proof = debuglog.prove(None, ev)
+    assert transport_proof.asked_from_log(ev) == 'net-plugin'
+    proof = transport_proof.prove(None, ev)
     assert proof.proven == 'net-socket' and not proof.ok
+
+
+# -- the default plugin, asked -----------------------------------------------
+
+@pytest.mark.parametrize('name', DEFAULT_PROBE)
+@pytest.mark.parametrize('asked', ['net-plugin', 'net-plugin-gdr'])
+@pytest.mark.parametrize('status', [0, None])
+def test_the_default_probe_is_the_request_where_a_plugin_is_asked(
+        name, asked, status):
+    """A plugin transport asked (``--transport``, or the site's: Frontier
+    installs aws-ofi-rccl as the default ``librccl-net.so``): NCCL's probe
+    of the default name found nothing, no plugin was loaded, NCCL named
+    IB: a fallback to IB, the not-found line named (was could-not-check:
+    "no channel line ... the transport is not proven")."""
+    doc = X.explain([pub(name)], transport_asked=asked, exit_status=status)
+    t = doc['transport']
+    assert t['proven'] == 'net-ib' and not t['ok'], t
+    assert doc['verdict'] == 'fallback' and doc['exit_code'] == 1
+    assert 'libnccl-net.so' in t['reason'] and 'no plugin was loaded' in \
+        t['reason'], t['reason']
+    assert '"Using network IB"' in t['reason']
+    assert 'FALLBACK' in X.render(doc)
+
+
+def test_the_default_probe_is_a_fallback_in_every_door(tmp_path):
+    """NVIDIA/nccl-tests#185's log (two hosts, the default probe, "Using
+    network IB") beside a healthy socket table, the plugin asked: every
+    door says fallback; asked for sockets, nothing fell back."""
+    text, _ = capture('net-socket')
+    log = pub(DEFAULT_PROBE[1])
+    got = through_every_door(tmp_path, 'net-plugin', text, [log], rc=0,
+                             clean_text=text)
+    assert set(got.values()) == {'fallback'}, got
+    got = through_every_door(tmp_path, 'net-socket', text, [log], rc=0)
+    assert len(set(got.values())) == 1 and 'pass' not in got.values() and \
+        'fallback' not in got.values(), got
+
+
+def _rccl_571_default_probe(host, pid, rank, nranks, net='Socket',
+                            loaded=None):
+    """The lines RCCL 5.7.1 prints without ``NCCL_NET_PLUGIN`` (src/net.cc
+    ncclNetPluginInit: the default ``librccl-net.so``, "NET/Plugin : Plugin
+    load (%s) returned %d : %s", "NET/Plugin : No plugin found, using
+    internal implementation"; or, found, "NET/Plugin: Loaded net plugin %s
+    (v5)"), then src/init.cc's "Using network %s" and its Init COMPLETE
+    line, behind NCCL's logger prefix."""
+    pre = f'{host}:{pid}:{pid} [0] NCCL INFO '
+    name = 'librccl-net.so'
+    lines = ([pre + f'NET/Plugin: Loaded net plugin {loaded} (v5)']
+             if loaded else
+             [pre + f'NET/Plugin : Plugin load ({name}) returned 2 : {name}: '
+                    f'cannot open shared object file: No such file or '
+                    f'directory',
+              pre + 'NET/Plugin : No plugin found, using internal '
+                    'implementation'])
+    return lines + [pre + f'Using network {net}',
+                    pre + f'comm 0x1{rank} rank {rank} nranks {nranks} '
+                          f'cudaDev 0 busId c1000 localSize 0 used 0 bytes - '
+                          f'Init COMPLETE']
+
+
+def test_the_default_probe_from_the_rccl_format_strings(tmp_path):
+    log = tmp_path / 'rccl.log'
+    log.write_text('\n'.join(_rccl_571_default_probe('frontier1', 11, 0, 2) +
+                             _rccl_571_default_probe('frontier2', 22, 1, 2))
+                   + '\n')
+    ev = debuglog.read_evidence([str(log)])
+    # nothing asked for a plugin: the probe is no request (class G)
+    assert ev.plugin_asked is None and transport_proof.asked_from_log(ev) is None
+    assert transport_proof.prove(None, ev, nodes=2).proven is None
+    for asked in ('net-plugin', 'net-plugin-gdr'):
+        proof = transport_proof.prove(asked, ev, nodes=2)
+        assert proof.proven == 'net-socket' and not proof.ok, proof
+        assert 'on 2 rank(s)' in proof.reason
+        assert 'No plugin found, using internal implementation' in \
+            proof.reason and 'no plugin was loaded' in proof.reason
+        doc = X.explain([str(log)], transport_asked=asked, exit_status=0)
+        assert doc['verdict'] == 'fallback', doc['reason']
+    for asked in ('net-socket', 'net-ib', 'intra'):
+        proof = transport_proof.prove(asked, ev, nodes=2)
+        assert proof.proven is None and 'fell back' not in proof.reason, \
+            (asked, proof)
+    # the plugin found under the default name (aws-ofi-rccl as
+    # librccl-net.so): no fallback, and no channel proves it either
+    log.write_text('\n'.join(
+        _rccl_571_default_probe('frontier1', 11, 0, 2, net='AWS Libfabric',
+                                loaded='AWS Libfabric') +
+        _rccl_571_default_probe('frontier2', 22, 1, 2, net='AWS Libfabric',
+                                loaded='AWS Libfabric')) + '\n')
+    ev = debuglog.read_evidence([str(log)])
+    proof = transport_proof.prove('net-plugin', ev, nodes=2)
+    assert proof.proven is None and 'fell back' not in proof.reason, proof
+
+
+@pytest.mark.parametrize('line', [
+    # NCCL 2.19 src/net.cc: "NET/Plugin : dlerror=%s No plugin found (%s),
+    # using internal implementation"
+    'h1:1:1 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open '
+    'shared object file: No such file or directory No plugin found '
+    '(libnccl-net.so), using internal implementation',
+    # NCCL 2.2x src/plugin/plugin_open.cc: "%s/Plugin: Could not find: %s"
+    'h1:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using '
+    'internal network plugin.'])
+def test_the_default_probe_from_the_nccl_format_strings(tmp_path, line):
+    log = tmp_path / 'nccl.log'
+    log.write_text(line + '\nh1:1:1 [0] NCCL INFO Using network IB\n'
+                   'h1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 '
+                   'busId 1000 - Init COMPLETE\n'
+                   + line.replace('h1:1:1', 'h2:2:2') +
+                   '\nh2:2:2 [0] NCCL INFO Using network IB\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert transport_proof.asked_from_log(ev) is None
+    proof = transport_proof.prove('net-plugin', ev, nodes=2)
+    assert proof.proven == 'net-ib' and not proof.ok, proof
+    assert line.split('NCCL INFO ')[1][:40] in proof.reason
+    assert transport_proof.prove('net-ib', ev, nodes=2).proven is None
 
 
 # -- extras -------------------------------------------------------------------
@@ -552,5 +678,300 @@ def test_communicators_joined_by_a_rank_are_one_run(tmp_path):
                    chan('c', 3, 'Socket') + chan('d', 4, 'Socket'))
     ev = debuglog.read_evidence([str(log)])
     assert sorted(map(sorted, ev.runs)) == [['a:1', 'b:2'], ['c:3', 'd:4']]
-    proof = debuglog.prove('net-ib', ev, nodes=2)
+    proof = transport_proof.prove('net-ib', ev, nodes=2)
     assert proof.proven is None and 'separate runs' in proof.reason
+
+
+# -- A: a plugin named by the environment, not found, then "Using network" ----
+
+#: LUMI (HPE Slingshot, MI250X), RCCL 2.20.5: "Plugin name set by env to
+#: librccl-net-ofi.so", its "No plugin found (librccl-net-ofi.so), using
+#: internal implementation", "Using network Socket" and no channel line
+#: (one rank: "rank 0 nranks 1 ... Init START", the author's "..." after)
+LUMI = 'rccl-debug_plugin-ofi-named-not-found_using-network-socket_no-' \
+    'channels_lumi-rccl-tests-readme.log'
+
+
+@pytest.mark.parametrize('status', [0, None])
+@pytest.mark.parametrize('asked', [None, 'net-plugin', 'net-plugin-gdr'])
+def test_a_named_plugin_not_found_then_sockets_is_a_fallback(status, asked):
+    """Class A: the plugin the environment names was not found and RCCL
+    named its own network instead: a fallback to that network (was
+    could-not-check: "no channel line ... the transport is not proven")."""
+    doc = X.explain([pub(LUMI)], transport_asked=asked, exit_status=status)
+    t = doc['transport']
+    assert t['proven'] == 'net-socket' and not t['ok'], t
+    assert doc['verdict'] == 'fallback' and doc['exit_code'] == 1
+    assert 'No plugin found (librccl-net-ofi.so)' in t['reason']
+    assert '"Using network Socket"' in t['reason']
+    assert 'FALLBACK' in X.render(doc)
+
+
+@pytest.mark.parametrize('asked', ['net-socket', 'intra'])
+def test_a_named_plugin_not_found_is_no_fallback_where_none_was_needed(
+        asked):
+    # asked for sockets, or a one-rank run asked for the node's own links:
+    # nothing fell back, and no channel line proves anything
+    doc = X.explain([pub(LUMI)], transport_asked=asked)
+    assert doc['transport']['proven'] is None
+    assert doc['verdict'] == 'could-not-check', doc['reason']
+
+
+def test_a_named_plugin_not_found_is_a_fallback_in_every_door(tmp_path):
+    """The LUMI log beside a healthy socket table, the plugin asked: every
+    door says fallback; asked for sockets, every door agrees it cannot
+    check (the log's process is not the output's)."""
+    text, _ = capture('net-socket')
+    got = through_every_door(tmp_path, 'net-plugin', text, [pub(LUMI)],
+                             rc=0, clean_text=text)
+    assert set(got.values()) == {'fallback'}, got
+    got = through_every_door(tmp_path, 'net-socket', text, [pub(LUMI)],
+                             rc=0)
+    assert len(set(got.values())) == 1 and 'pass' not in got.values(), got
+
+
+def _rccl_571_plugin_not_found(host, pid, rank, nranks, plugin='ofi'):
+    """The lines RCCL 5.7.1 prints for ``NCCL_NET_PLUGIN=<plugin>`` not
+    found (src/net.cc ncclNetPluginInit: "Plugin name set by env to %s",
+    "NET/Plugin : Plugin load (%s) returned %d : %s", "NET/Plugin : No
+    plugin found, using internal implementation"), then src/init.cc's
+    "Using network %s" and its "comm %p rank %d nranks %d cudaDev %d busId
+    %lx localSize %zi used %ld bytes - Init COMPLETE", behind NCCL's
+    logger prefix "%s:%d:%d [%d] NCCL INFO "."""
+    name = f'librccl-net-{plugin}.so'
+    pre = f'{host}:{pid}:{pid} [0] NCCL INFO '
+    return [pre + f'Plugin name set by env to {name}',
+            pre + f'NET/Plugin : Plugin load ({name}) returned 2 : {name}: '
+                  f'cannot open shared object file: No such file or '
+                  f'directory',
+            pre + 'NET/Plugin : No plugin found, using internal '
+                  'implementation',
+            pre + 'Using network Socket',
+            pre + f'comm 0x1{rank} rank {rank} nranks {nranks} cudaDev 0 '
+                  f'busId c1000 localSize 0 used 0 bytes - Init COMPLETE']
+
+
+def test_a_fallback_from_the_rccl_format_strings(tmp_path):
+    log = tmp_path / 'rccl.log'
+    log.write_text('\n'.join(_rccl_571_plugin_not_found('nid001', 11, 0, 2) +
+                             _rccl_571_plugin_not_found('nid002', 22, 1, 2))
+                   + '\n')
+    ev = debuglog.read_evidence([str(log)])
+    assert transport_proof.asked_from_log(ev) == 'net-plugin'
+    proof = transport_proof.prove(None, ev, nodes=2)
+    assert proof.proven == 'net-socket' and not proof.ok, proof
+    assert 'on 2 rank(s)' in proof.reason
+    assert 'No plugin found, using internal implementation' in proof.reason
+    doc = X.explain([str(log)], exit_status=0)
+    assert doc['verdict'] == 'fallback', doc['reason']
+    # the plugin found after all (its channels connected): no fallback
+    log.write_text('\n'.join(
+        ln for ln in _rccl_571_plugin_not_found('nid001', 11, 0, 2)
+        if 'Plugin' not in ln) + '\nnid001:11:11 [0] NCCL INFO Channel 00 '
+        ': 1[c1000] -> 0[c1000] [receive] via NET/Socket/1\n')
+    assert X.explain([str(log)])['verdict'] != 'fallback'
+
+
+# -- B: tables behind a launcher's tag on every write -------------------------
+
+#: NVIDIA/nccl#1453 ("Poor NCCL allreduce performance", 2 x 8 H100 with
+#: HPC-X's IBext plugin): rank 0's rows, a "[0]" before every write of
+#: nccl-tests' row (its size part and each of its two timing parts), and
+#: the collapse from 29.50 GB/s at 32 MiB to 5.27 at 64 MiB
+TAGGED_ROWS = 'nccl-tests_all_reduce_rows-behind-bracket-tags_collapse-at-' \
+    '64m_h100_nccl-issue-1453.txt'
+#: the same thread, turn 2: rank lines 1..14 behind "[0] " on two hosts
+TAGGED_RANKS = 'nccl-tests_rank-lines-behind-bracket-tags_2node-h100_nccl-' \
+    'issue-1453.txt'
+
+#: the busbw of the paste, in-place and out-of-place, size by size (read by
+#: eye from the issue's text: the independent oracle)
+ISSUE_1453_BUSBW = [
+    (1 << 20, 1.24, 0.87), (2 << 20, 1.73, 9.65), (4 << 20, 12.91, 12.85),
+    (8 << 20, 16.20, 16.31), (16 << 20, 24.09, 24.06),
+    (32 << 20, 29.50, 28.14), (64 << 20, 5.27, 5.27),
+    (128 << 20, 5.22, 5.30), (256 << 20, 4.09, 4.23),
+    (512 << 20, 5.31, 5.33)]
+
+
+@pytest.mark.parametrize('status', [0, None])
+def test_rows_behind_tags_on_every_write_are_read_as_rows(status):
+    """Class B on the real paste: every row read, its two halves apart
+    (was: a debug log only, 0 rows); never a pass."""
+    res = nccltests.parse_text(text_of(TAGGED_ROWS))
+    got = [(r.size, r.out_of_place.busbw, r.in_place.busbw)
+           for r in res.rows]
+    assert got == ISSUE_1453_BUSBW
+    doc = X.explain([pub(TAGGED_ROWS)], exit_status=status)
+    assert doc['files'] == [{'path': pub(TAGGED_ROWS), 'kind': 'output'}]
+    assert [r['size'] for r in doc['rows']] == [s for s, _, _ in
+                                                ISSUE_1453_BUSBW]
+    assert doc['verdict'] != 'pass'
+
+
+def test_the_collapse_behind_tags_is_below_its_reference(tmp_path):
+    """With a reference at the paste's own 32 MiB level (29.5 GB/s, the
+    healthy part of the same run) for 32 MiB and above, every size from
+    64 MiB is below it and 32 MiB is not, and the verdict's words say so."""
+    ref = tmp_path / 'ref.yaml'
+    ref.write_text(
+        'system: h100\npartitions:\n  gpu:\n    entries:\n'
+        '    - transport: net-plugin-gdr\n      collective: all_reduce\n'
+        '      nodes: 2\n      gpus_per_node: 8\n      tolerance: 0.2\n'
+        '      source: the healthy 32 MiB row of NVIDIA/nccl#1453\n'
+        '      busbw: {32MiB: 29.5, 64MiB: 29.5, 128MiB: 29.5, '
+        '256MiB: 29.5, 512MiB: 29.5}\n')
+    doc = X.explain([pub(TAGGED_ROWS)], reference_file=str(ref),
+                    transport_asked='net-plugin-gdr', collective='all_reduce',
+                    nodes=2, gpus_per_node=8, exit_status=0)
+    below = {r['size'] for r in doc['rows'] if r['below']}
+    assert below == {64 << 20, 128 << 20, 256 << 20, 512 << 20}, doc['rows']
+    # the window shows neither the header nor the summary: incomplete, and
+    # the collapse it shows is said with it
+    assert doc['verdict'] == 'incomplete', doc['reason']
+    assert 'the sizes it shows: below-reference: 64MiB 5.27 vs 29.50' in \
+        doc['reason']
+
+
+def test_rows_behind_tags_agree_in_every_door(tmp_path):
+    got = through_every_door(tmp_path, 'net-socket', text_of(TAGGED_ROWS),
+                             [], rc=0)
+    assert len(set(got.values())) == 1 and 'pass' not in got.values(), got
+
+
+def test_rank_lines_behind_tags_are_read_as_a_cut_listing():
+    res = nccltests.parse_text(text_of(TAGGED_RANKS))
+    assert res.rank_lines_partial and res.nranks is None
+    assert res.hosts == ['h100clust-worker-1', 'h100clust-worker-32']
+    for status in (0, None):
+        doc = X.explain([pub(TAGGED_RANKS)], exit_status=status)
+        assert doc['files'][0]['kind'] == 'output' and doc['nranks'] is None
+        assert doc['verdict'] != 'pass'
+
+
+def _util_cu_row(size, count, halves, tag):
+    """One row as nccl-tests 2.19.6 src/util.cu writes it: "%12li  %12li
+    %8s  %6s  %6s" (size, count, type, op, root), then per half "  %7s
+    %6s  %6s  %6g" (time, algbw, busbw, #wrong), then "\\n"; ``tag``
+    before each of the three writes (a launcher that labels every write)."""
+    out = tag + '%12li  %12li  %8s  %6s  %6s' % (size, count, 'float',
+                                                  'sum', '-1')
+    for time, algbw, busbw in halves:
+        out += tag + '  %7s  %6s  %6s  %6g' % (time, f'{algbw:.2f}',
+                                                f'{busbw:.2f}', 0)
+    return out + '\n'
+
+
+@pytest.mark.parametrize('tag', ['[0] ', '[12] '])
+def test_rows_from_the_util_cu_format_behind_a_tag_on_every_write(tag):
+    sizes = [(1 << 20) << i for i in range(10)]
+    text = ''.join(_util_cu_row(s, s // 4, [('%.1f' % (s / 1e4), 1.0, bw),
+                                            ('%.1f' % (s / 1e4), 1.0, bw)],
+                                tag)
+                   for s, bw in zip(sizes, [29.5] * 6 + [5.3] * 4))
+    res = nccltests.parse_text(text)
+    assert [(r.size, r.busbw) for r in res.rows] == \
+        list(zip(sizes, [29.5] * 6 + [5.3] * 4))
+
+
+# -- F: the real paste of a plugin failing after its channels ----------------
+
+#: gnosia93/training-on-eks: rank 0 of a 4-pod EFA job, 4 channels "via
+#: NET/Libfabric/0/GDRDMA", then aws-ofi-nccl's "NET/OFI Request ...
+#: completed with error. RC: 103. Error: 4126 (Unresponsive receiver ...)"
+#: and PyTorch's "remote process exited or there was a network error"
+EFA_FAILED = 'nccl-debug_ofi-gdrdma_request-completed-with-error_remote-' \
+    'exited_efa-rank0.log'
+
+
+@pytest.mark.parametrize('status', [0, None])
+@pytest.mark.parametrize('asked', [None, 'net-plugin-gdr'])
+def test_a_real_plugin_error_after_its_channels_is_a_crash(status, asked):
+    doc = X.explain([pub(EFA_FAILED)], transport_asked=asked,
+                    exit_status=status)
+    assert doc['transport']['proven'] == 'net-plugin-gdr'
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'NET/OFI Request' in doc['reason'] and \
+        'Unresponsive receiver' in doc['reason']
+    assert 'fallback' not in doc['reason']
+
+
+def test_a_real_plugin_error_after_its_channels_in_every_door(tmp_path):
+    text, _ = capture('net-socket')
+    got = through_every_door(tmp_path, 'net-socket', text, [pub(EFA_FAILED)],
+                             rc=0)
+    assert len(set(got.values())) == 1, got
+    assert 'pass' not in got.values() and 'fallback' not in got.values(), got
+
+
+#: aws-ofi-nccl 1.21.1's completion errors (NCCL_OFI_WARN: "NET/OFI " fmt,
+#: behind NCCL's "%s:%d:%d [%d] %s:%d NCCL WARN " with the plugin's
+#: __PRETTY_FUNCTION__): include/nccl_ofi_platform.h:125,
+#: src/nccl_ofi_rdma.cpp:1342 and :1463
+OFI_COMPLETION_ERRORS = [
+    'x3006c0s1b0n0:4138719:4138800 [1] int nccl_net_ofi_rdma_context::'
+    'handle_error_entry(fid_cq*, fi_cq_err_entry*, uint16_t):125 NCCL WARN '
+    'NET/OFI Request 0x7f9bef001200 (send) completed with error: err: 5, '
+    'flags: 0, prov_errno: 4126, strerror: Unresponsive receiver, len: 0',
+    'x3006c0s1b0n0:4138719:4138800 [1] int nccl_net_ofi_rdma_ep_t::'
+    'process_pending_reqs():1342 NCCL WARN NET/OFI Fatal: rx buffer recv '
+    'completed with error',
+    'x3006c0s1b0n0:4138719:4138800 [1] int rdma_process_error_entry('
+    'fi_cq_err_entry*, fid_cq*, uint16_t):1463 NCCL WARN NET/OFI Remote '
+    'write completed with error. RC: 5. Flags: 8. Error: 15 (Remote access '
+    'error). Completed length: 0',
+]
+
+
+@pytest.mark.parametrize('line', OFI_COMPLETION_ERRORS)
+def test_a_completion_error_after_the_plugins_channels_is_a_crash(
+        tmp_path, line):
+    log = tmp_path / 'nccl.log'
+    log.write_text(text_of(POLARIS_LOG) + line + '\n')
+    doc = X.explain([str(log)], transport_asked='net-plugin-gdr',
+                    exit_status=0)
+    assert doc['transport']['proven'] == 'net-plugin-gdr'
+    assert doc['verdict'] == 'crash', doc['reason']
+    assert line.split('NCCL WARN ')[1][:40] in doc['reason']
+    assert 'fallback' not in doc['reason']
+
+
+# -- F: a second real paste: HPC-X's IB plugin failing after its channels ----
+
+#: NVIDIA/nccl#1814 (newfarmer): turn 1's window of channel lines, 13
+#: connections ``via NET/IBext_v8/N`` (HPC-X's nccl-rdma-sharp plugin) of
+#: processes 980, 981 and 984 on ``hostname-test`` (ranks 32, 33, 36 of 64)
+IBEXT_CHANNELS = 'nccl-debug_ibext-v8-channels_64rank-pid984_nccl-issue-1814.log'
+#: the description's log of the same process 984: the plugin's
+#: ``ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer ... with
+#: status=12 ... vendor err 129`` (retry exceeded), then status=5 / 249
+IBEXT_ERRORS = 'nccl-debug_ib-plugin-completion-errors_pid984_nccl-issue-' \
+    '1814.log'
+
+
+@pytest.mark.parametrize('status', [0, None])
+@pytest.mark.parametrize('asked', [None, 'net-plugin'])
+def test_the_ib_plugins_completion_error_after_its_channels_is_a_crash(
+        status, asked):
+    """Class F, second real paste: the IB plugin's channels connected, then
+    its completion errors in the same process: a crash naming the
+    plugin's error, never a fallback."""
+    files = [pub(IBEXT_CHANNELS), pub(IBEXT_ERRORS)]
+    doc = X.explain(files, transport_asked=asked, exit_status=status)
+    assert doc['transport']['proven'] == 'net-plugin', doc['transport']
+    assert doc['verdict'] == 'crash' and doc['exit_code'] == 1
+    assert 'NET/IB : Got completion from peer 172.36.143.59<44206> with ' \
+        'status=12' in doc['reason']
+    assert 'fallback' not in doc['reason']
+    # the channels alone: the plugin proven, nothing failed in sight
+    alone = X.explain([pub(IBEXT_CHANNELS)], exit_status=status)
+    assert alone['transport']['proven'] == 'net-plugin'
+    assert alone['verdict'] == 'could-not-check', alone['reason']
+
+
+def test_the_ib_plugins_completion_error_in_every_door(tmp_path):
+    text, _ = capture('net-plugin')
+    got = through_every_door(tmp_path, 'net-plugin', text,
+                             [pub(IBEXT_CHANNELS), pub(IBEXT_ERRORS)], rc=0,
+                             clean_text=text)
+    assert set(got.values()) == {'crash'}, got

@@ -23,15 +23,44 @@
  * CUDA / HIP error or a wrong byte (one "# error: ..." line names the call
  * and the GPU); 2: a bad option.
  *
+ * Compiled with -DCCL_HEALTH_PROBE and linked with NCCL (or RCCL) the same
+ * source is ccl-health-probe, the hook's one probe process (issue 42):
+ *
+ *   ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP]
+ *                    [-a BYTES|0] [-i ITERS] [-W WARMUP]
+ *
+ * CUDA / HIP starts once: the copy matrix above (-b 0: none), then, after
+ * the line "# ccl-health-probe all_reduce", NCCL's all_reduce (float, sum)
+ * of -a BYTES (default 1G; 0: none) over every visible GPU from this one
+ * process (ncclCommInitAll, one stream per GPU, group calls): -W untimed
+ * then -i timed iterations out of place, the same in place.  The result is
+ * checked on the GPUs: rank r sends (r + 1) * (1 + i % 13) at element i,
+ * every element received must be n (n + 1) / 2 * (1 + i % 13) (exact in
+ * float), counted by a kernel.  That part is printed in nccl-tests' own
+ * table format (ccl_health/evidence/nccltests.py reads it): its banner
+ * "# ccl-health-probe version ...", the rank lines, one row with #wrong,
+ * "# Out of bounds values", "# Avg bus bandwidth"; an NCCL / CUDA error
+ * there is nccl-tests' "Test NCCL failure" / "Test CUDA failure" line
+ * (exit 1).  NCCL's own debug log goes where NCCL_DEBUG_FILE says.
+ *
  * Built with nvcc (or hipcc -x hip, gpu_compat.h) by builders/nccl_tests.py
- * into the nccl-tests / rccl-tests install prefix: bin/ccl-health-links. */
+ * into the nccl-tests / rccl-tests install prefix: bin/ccl-health-links and
+ * bin/ccl-health-probe. */
 #include "gpu_compat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <thread>
 #include <vector>
+#ifdef CCL_HEALTH_PROBE
+#include <unistd.h>
+#define USAGE "ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP] " \
+    "[-a BYTES|0] [-i ITERS] [-W WARMUP]"
+#else
+#define USAGE "ccl-health-links [-b BYTES] [-n REPEATS] [-w WARMUP]"
+#endif
 
 #define VERSION 1
 #define CHECK_BYTES 4096
@@ -57,13 +86,14 @@ static void fail(const char *call, int gpu, cudaError_t err, int line) {
     if (e_ != cudaSuccess) fail(#call, (gpu), e_, __LINE__); } while (0)
 
 static void usage_error(const char *msg, const char *arg) {
-    printf("# usage error: %s%s%s (usage: ccl-health-links [-b BYTES] "
-           "[-n REPEATS] [-w WARMUP])\n", msg, arg ? ": " : "", arg ? arg : "");
+    printf("# usage error: %s%s%s (usage: " USAGE ")\n", msg,
+           arg ? ": " : "", arg ? arg : "");
     exit(2);
 }
 
-static size_t parse_bytes(const char *s) {
+static size_t parse_bytes(const char *s, int zero_ok) {
     char *end;
+    if (zero_ok && !strcmp(s, "0")) return 0;
     double v = strtod(s, &end);
     double mult = 1;
     if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
@@ -124,21 +154,22 @@ static void row(const char *src, const char *dst, size_t bytes, double s) {
     printf("%s %s %zu %.6f %.2f\n", src, dst, bytes, s, s > 0 ? bytes / s / 1e9 : 0.0);
 }
 
-int main(int argc, char **argv) {
-    t_start = now();
-    size_t bytes = 256u << 20;
-    int repeats = 5, warmup = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: ccl-health-links [-b BYTES] [-n REPEATS] [-w WARMUP]\n");
-            return 0;
-        }
-        if (i + 1 >= argc) usage_error("option without a value", argv[i]);
-        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i]);
-        else if (!strcmp(argv[i], "-n")) repeats = parse_count(argv[++i], 1);
-        else if (!strcmp(argv[i], "-w")) warmup = parse_count(argv[++i], 0);
-        else usage_error("unknown option", argv[i]);
-    }
+/* Every visible GPU's context made at once, one thread each (made one
+ * after another, they are most of the start-up on a node of 4 or 8 GPUs);
+ * an error here is named again by the first call that needs the GPU. */
+static void start_contexts(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return;
+    std::vector<std::thread> started;
+    for (int d = 0; d < n; d++)
+        started.emplace_back([d] {
+            if (cudaSetDevice(d) == cudaSuccess) (void)cudaFree(0);
+        });
+    for (auto &t : started) t.join();
+}
+
+/* The copy matrix of every visible GPU pair (the output above). */
+static void copy_matrix(size_t bytes, int repeats, int warmup) {
     int n = 0, drv = 0, rt = 0;
     CHECK(cudaGetDeviceCount(&n), -1);
     cudaDriverGetVersion(&drv);
@@ -262,5 +293,204 @@ int main(int argc, char **argv) {
     double t_end = now();
     printf("# done %d directions in %.3f s (total %.3f s)\n", rows,
            t_end - t_ready, t_end - t_start);
+    fflush(stdout);
+    for (int d = 0; d < n; d++) {      /* the all_reduce's memory next */
+        CHECK(cudaSetDevice(d), d);
+        CHECK(cudaFree(g[d].send), d);
+        CHECK(cudaFree(g[d].recv), d);
+        CHECK(cudaStreamDestroy(g[d].stream), d);
+        CHECK(cudaEventDestroy(g[d].start), d);
+        CHECK(cudaEventDestroy(g[d].stop), d);
+    }
+}
+
+#ifdef CCL_HEALTH_PROBE
+/* -- the all_reduce of every visible GPU (ccl-health-probe) -------------- */
+
+static char host_name[256] = "localhost";
+
+/* nccl-tests' own failure lines (src/common.h), which its reader knows */
+#define NCHECK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) { \
+    printf("%s: Test NCCL failure ccl_health_links.cu:%d '%s' (%s, %.3f s)\n", \
+           host_name, __LINE__, ncclGetErrorString(r_), #call, now() - t_start); \
+    fflush(stdout); exit(1); } } while (0)
+#define ACHECK(call, gpu) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    printf("%s: Test %s failure ccl_health_links.cu:%d '%s' (%s on GPU %d, %.3f s)\n", \
+           host_name, GPU_RUNTIME, __LINE__, cudaGetErrorString(e_), #call, \
+           (gpu), now() - t_start); fflush(stdout); exit(1); } } while (0)
+
+/* element i of rank r's input: (r + 1) * (1 + i % 13); of the sum over n
+ * ranks: n (n + 1) / 2 * (1 + i % 13), exact in float */
+__global__ void fill_values(float *p, size_t count, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)blockDim.x * gridDim.x)
+        p[i] = scale * (float)(1 + i % 13);
+}
+
+__global__ void count_wrong(const float *p, size_t count, float scale,
+                            unsigned long long *wrong) {
+    unsigned long long mine = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)blockDim.x * gridDim.x)
+        if (p[i] != scale * (float)(1 + i % 13)) mine++;
+    if (mine) atomicAdd(wrong, mine);
+}
+
+struct Rank {
+    float *send, *recv;
+    unsigned long long *wrong;
+    cudaStream_t stream;
+    ncclComm_t comm;
+};
+
+/* `iters` all_reduces of every rank, each a group; the mean seconds of one */
+static double timed(std::vector<Rank> &r, size_t count, int iters, int in_place) {
+    int n = (int)r.size();
+    double t0 = now();
+    for (int it = 0; it < iters; it++) {
+        NCHECK(ncclGroupStart());
+        for (int d = 0; d < n; d++)
+            NCHECK(ncclAllReduce(in_place ? r[d].recv : r[d].send, r[d].recv,
+                                 count, ncclFloat, ncclSum, r[d].comm, r[d].stream));
+        NCHECK(ncclGroupEnd());
+    }
+    for (int d = 0; d < n; d++) {
+        ACHECK(cudaSetDevice(d), d);
+        ACHECK(cudaStreamSynchronize(r[d].stream), d);
+    }
+    return iters ? (now() - t0) / iters : 0.0;
+}
+
+/* the elements of every rank's result that are not the expected sum */
+static unsigned long long wrong_elements(std::vector<Rank> &r, size_t count) {
+    int n = (int)r.size();
+    unsigned long long total = 0;
+    float sum = n * (n + 1) / 2.0f;
+    for (int d = 0; d < n; d++) {
+        unsigned long long w = 0;
+        ACHECK(cudaSetDevice(d), d);
+        ACHECK(cudaMemsetAsync(r[d].wrong, 0, sizeof w, r[d].stream), d);
+        count_wrong<<<1024, 256, 0, r[d].stream>>>(r[d].recv, count, sum, r[d].wrong);
+        ACHECK(cudaGetLastError(), d);
+        ACHECK(cudaMemcpyAsync(&w, r[d].wrong, sizeof w, cudaMemcpyDeviceToHost,
+                               r[d].stream), d);
+        ACHECK(cudaStreamSynchronize(r[d].stream), d);
+        total += w;
+    }
+    return total;
+}
+
+static void fill(std::vector<Rank> &r, size_t count, int into_recv) {
+    for (int d = 0; d < (int)r.size(); d++) {
+        ACHECK(cudaSetDevice(d), d);
+        fill_values<<<1024, 256, 0, r[d].stream>>>(into_recv ? r[d].recv : r[d].send,
+                                                   count, (float)(d + 1));
+        ACHECK(cudaGetLastError(), d);
+        ACHECK(cudaStreamSynchronize(r[d].stream), d);
+    }
+}
+
+static void all_reduce(size_t bytes, int iters, int warmup) {
+    int n = 0, lib = 0;
+    gethostname(host_name, sizeof host_name - 1);
+    size_t count = bytes / sizeof(float);
+    bytes = count * sizeof(float);
+    printf("# ccl-health-probe all_reduce\n");
+    ncclGetVersion(&lib);
+    printf("# ccl-health-probe version %d %s-headers=%d %s-library=%d\n", VERSION,
+           NCCL_NAME, NCCL_VERSION_CODE, NCCL_NAME, lib);
+    printf("# Collective test starting: all_reduce_perf\n");
+    ACHECK(cudaGetDeviceCount(&n), -1);
+    printf("# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: 1048576(bytes) "
+           "warmup iters: %d iters: %d agg iters: 1 validation: 1 graph: 0\n",
+           n, bytes, bytes, warmup, iters);
+    printf("#\n# Using devices\n");
+    for (int d = 0; d < n; d++) {
+        cudaDeviceProp prop;
+        char bus[64] = "?";
+        ACHECK(cudaGetDeviceProperties(&prop, d), d);
+        ACHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, d), d);
+        printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", d,
+               (int)getpid(), host_name, d, bus, prop.name);
+    }
+    fflush(stdout);
+    std::vector<Rank> r(n);
+    std::vector<ncclComm_t> comms(n);
+    std::vector<int> devs(n);
+    for (int d = 0; d < n; d++) devs[d] = d;
+    NCHECK(ncclCommInitAll(comms.data(), n, devs.data()));
+    for (int d = 0; d < n; d++) {
+        r[d].comm = comms[d];
+        ACHECK(cudaSetDevice(d), d);
+        ACHECK(cudaMalloc((void **)&r[d].send, bytes), d);
+        ACHECK(cudaMalloc((void **)&r[d].recv, bytes), d);
+        ACHECK(cudaMalloc((void **)&r[d].wrong, sizeof(unsigned long long)), d);
+        ACHECK(cudaStreamCreateWithFlags(&r[d].stream, cudaStreamNonBlocking), d);
+    }
+    fill(r, count, 0);
+    /* out of place: the input stays, the result of the last one is checked */
+    timed(r, count, warmup, 0);
+    double t_out = timed(r, count, iters, 0);
+    unsigned long long w_out = wrong_elements(r, count);
+    /* in place: timed, then the input written again and one run checked */
+    fill(r, count, 1);
+    timed(r, count, warmup, 1);
+    double t_in = timed(r, count, iters, 1);
+    fill(r, count, 1);
+    timed(r, count, 1, 1);
+    unsigned long long w_in = wrong_elements(r, count);
+    double factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;   /* nccl-tests' busbw */
+    double alg_out = t_out > 0 ? bytes / t_out / 1e9 : 0.0;
+    double alg_in = t_in > 0 ? bytes / t_in / 1e9 : 0.0;
+    printf("#\n#                                                              "
+           "out-of-place                       in-place          \n");
+    printf("#       size         count      type   redop    root     time   "
+           "algbw   busbw  #wrong     time   algbw   busbw  #wrong \n");
+    printf("#        (B)    (elements)                               (us)  "
+           "(GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n");
+    printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6llu  %7.2f  %6.2f  "
+           "%6.2f  %6llu\n", bytes, count, "float", "sum", -1, t_out * 1e6, alg_out,
+           alg_out * factor, w_out, t_in * 1e6, alg_in, alg_in * factor, w_in);
+    printf("# Out of bounds values : %llu %s\n", w_out + w_in,
+           w_out + w_in ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %g \n", (alg_out + alg_in) / 2 * factor);
+    printf("#\n# Collective test concluded: all_reduce_perf\n");
+    printf("# probe total %.3f s\n", now() - t_start);
+    fflush(stdout);
+    for (int d = 0; d < n; d++) ncclCommDestroy(comms[d]);
+}
+#endif
+
+int main(int argc, char **argv) {
+    t_start = now();
+    size_t bytes = 256u << 20;
+    int repeats = 5, warmup = 1;
+#ifdef CCL_HEALTH_PROBE
+    size_t ar_bytes = (size_t)1 << 30;
+    int ar_iters = 10, ar_warmup = 2;
+#endif
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: " USAGE "\n");
+            return 0;
+        }
+        if (i + 1 >= argc) usage_error("option without a value", argv[i]);
+#ifdef CCL_HEALTH_PROBE
+        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 1);
+        else if (!strcmp(argv[i], "-a")) ar_bytes = parse_bytes(argv[++i], 1);
+        else if (!strcmp(argv[i], "-i")) ar_iters = parse_count(argv[++i], 1);
+        else if (!strcmp(argv[i], "-W")) ar_warmup = parse_count(argv[++i], 0);
+#else
+        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 0);
+#endif
+        else if (!strcmp(argv[i], "-n")) repeats = parse_count(argv[++i], 1);
+        else if (!strcmp(argv[i], "-w")) warmup = parse_count(argv[++i], 0);
+        else usage_error("unknown option", argv[i]);
+    }
+    start_contexts();
+    if (bytes) copy_matrix(bytes, repeats, warmup);
+#ifdef CCL_HEALTH_PROBE
+    if (ar_bytes) all_reduce(ar_bytes, ar_iters, ar_warmup);
+#endif
     return 0;
 }

@@ -46,8 +46,24 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventDestroy hipEventDestroy
+#define cudaMemsetAsync hipMemsetAsync
 #else
 #include <cuda_runtime.h>
 #define GPU_RUNTIME "CUDA"
+#endif
+/* ccl-health-probe (-DCCL_HEALTH_PROBE): NCCL, or RCCL (whose API keeps
+ * NCCL's names; its header is <rccl/rccl.h>, <rccl.h> before ROCm 5.x) */
+#ifdef CCL_HEALTH_PROBE
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
+#if __has_include(<rccl/rccl.h>)
+#include <rccl/rccl.h>
+#else
+#include <rccl.h>
+#endif
+#define NCCL_NAME "rccl"
+#else
+#include <nccl.h>
+#define NCCL_NAME "nccl"
+#endif
 #endif
 #endif

@@ -110,23 +110,24 @@ def cases_from_report(report, default_run_id=None):
     return out
 
 
-def node_state_env(states):
+def node_state_env(states, ours=()):
     """``{NODE_STATE_KEY: JSON}`` of the sampler's readings (before,
     after, how many samples, the causes), or ``{}`` where there were
-    none."""
+    none.  ``ours``: the pids the run's ranks printed (never foreign)."""
     import dataclasses
     import json
-    from ccl_health.evidence.nodestate.diagnose import diagnose
+    from ccl_health.evidence.nodestate.diagnose import (diagnose,
+                                                        foreign_processes)
     if not states or not (states.get('before') or states.get('after')):
         return {}
     before, after = states.get('before'), states.get('after')
     samples = states.get('samples', [])
-    causes = diagnose(before, after, samples=samples)
+    causes = diagnose(before, after, samples=samples, ours=ours)
     doc = {'before': before.to_dict() if before else None,
            'after': after.to_dict() if after else None,
            'samples': len(samples),
-           'foreign': sorted({f'{p.pid}:{p.name}' for s in samples
-                              for g in s.gpus for p in g.foreign()}),
+           'foreign': sorted({f'{p.pid}:{p.name}' for p in
+                              foreign_processes(samples, ours=ours).values()}),
            'causes': [dataclasses.asdict(c) for c in causes]}
     return {NODE_STATE_KEY: json.dumps(doc, sort_keys=True)}
 

@@ -28,6 +28,9 @@ from typing import Dict, List, Optional, Tuple
 
 #: the program the builders install beside nccl-tests / rccl-tests
 PROGRAM = 'ccl-health-links'
+#: the same source built with NCCL / RCCL: the copy matrix, then the
+#: all_reduce of every GPU, in one process (``builders/nccl_tests.py``)
+PROBE_PROGRAM = 'ccl-health-probe'
 NVBANDWIDTH = 'nvbandwidth'
 
 #: what a direction is, by its ends (the keys of a reference's
@@ -236,6 +239,22 @@ def nvbandwidth_options(nbytes, testcase='device_to_device_memcpy_write_ce'):
     """nvbandwidth's command line for one matrix of ``nbytes`` per copy
     (its ``-b`` is in MiB, at least 1)."""
     return ['-t', testcase, '-b', str(max(1, int(nbytes) >> 20))]
+
+
+#: the line of ``ccl-health-probe`` between its copy matrix and its
+#: all_reduce (nccl-tests' table, :mod:`ccl_health.evidence.nccltests`)
+PROBE_ALL_REDUCE = '# ccl-health-probe all_reduce'
+
+
+def split_probe_output(text):
+    """``ccl-health-probe``'s output as ``(copy matrix, all_reduce)``:
+    the lines before its all_reduce line (``ccl-health-links``' output),
+    and from that line on (None where it never began)."""
+    lines = (text or '').splitlines(True)
+    for i, line in enumerate(lines):
+        if line.strip() == PROBE_ALL_REDUCE:
+            return ''.join(lines[:i]), ''.join(lines[i:])
+    return text or '', None
 
 
 def links_options(nbytes, repeats=5, warmup=1):

@@ -85,6 +85,11 @@ _RUN_HEADER = re.compile(
 # rccl-library=%d"
 _VERSION = re.compile(r'^#\s*([nr]ccl)-tests version\s+(\S+)\s+'
                       r'[nr]ccl-headers=(\d+)\s+[nr]ccl-library=(\d+)')
+# the hook's one probe process (builders/src/ccl_health_links.cu built as
+# ccl-health-probe) prints nccl-tests' table under its own banner:
+# "# ccl-health-probe version %d nccl-headers=%d nccl-library=%d"
+_PROBE_VERSION = re.compile(r'^#\s*(ccl-health-probe) version\s+(\S+)\s+'
+                            r'[nr]ccl-headers=(\d+)\s+[nr]ccl-library=(\d+)')
 _RCCL_TESTS_VERSION = re.compile(r'^rccl-tests:\s*Version\s+(\S+)')
 _LIB_VERSION = re.compile(r'^(?:NCCL|RCCL) version\s*:?\s*(\S+)')
 _STARTING = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
@@ -559,9 +564,11 @@ def parse_text(text):
                 res.avg_busbw = float(m.group(1))
                 res.avg_busbw_failed = m.group(2) == 'FAILED'
                 continue
-            m = _VERSION.match(s)
+            m = _VERSION.match(s) or _PROBE_VERSION.match(s)
             if m:
-                if m.group(1) == 'rccl':
+                if m.group(1) == 'ccl-health-probe':
+                    res.tests_version = f'{m.group(1)} {m.group(2)}'
+                elif m.group(1) == 'rccl':
                     res.tests_version = 'rccl-tests ' + m.group(2)
                     res.format = 'rccl-tests'
                 else:

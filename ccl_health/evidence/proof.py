@@ -80,19 +80,42 @@ def _asked_why(ev, name):
     return f'the log\'s environment asks for {name}'
 
 
+def _default_probe_asked(t, ev):
+    """Whether NCCL's probe of its default plugin name (``No plugin found
+    (libnccl-net.so)``, ``Could not find: libnccl-net.so``, RCCL's
+    ``Plugin load (librccl-net.so) returned 2``) is the plugin asked for:
+    where the transport asked (``t``, given or the site's) is a plugin
+    transport, the default name is where the plugin is looked for (Frontier
+    installs aws-ofi-rccl as ``librccl-net.so``), so a rank that did not
+    find it and loaded none (no "Loaded net plugin", no ``NET/OFI`` line,
+    no plugin network named) ran without the plugin asked.  Where nothing
+    asked for a plugin the probe is no request (:func:`asked_from_log`)."""
+    if t is None or t.builtin or not t.uses_network:
+        return False
+    if ev.plugin_name or any(r.ofi_seen or r.plugin_loaded or
+                             r.fell_back_line for r in ev.ranks.values()):
+        return False
+    return any(r.not_found_line for r in ev.ranks.values())
+
+
 def _no_channel_fallback(asked, t, ev):
     """A proof from ranks that connected no channel but show where NCCL
     went (a plugin that failed to start, ``Using network Socket``,
     ``NET/OFI`` lines only), or None when none shows anything."""
-    if ev.nranks_seen == 1:
-        return None        # one rank connects nothing: it needs no network
-    if not ev.plugin_asked:
+    probe = _default_probe_asked(t, ev)
+    if not ev.plugin_asked and not probe:
         # NCCL's "Using network IB" alone is its choice at init, not a
         # connection: a fallback without channels only where the log shows
-        # the plugin it asks for failing or not found
+        # the plugin asked for failing or not found
+        return None
+    one = ev.nranks_seen == 1
+    if one and (t is not None and not t.uses_network or not any(
+            r.not_found_line or r.fell_back_line for r in ev.ranks.values())):
+        # one rank connects nothing: it needs no network, and only the
+        # plugin it asks for not found or failing shows where NCCL went
         return None
     shown = [r for r in ev.ranks.values() if not r.via and r.networks]
-    if ev.plugin_asked:
+    if ev.plugin_asked or probe:
         # the plugin asked for was not found: NCCL's own network instead
         for r in ev.ranks.values():
             if not r.via and not r.networks and r.not_found_line:
@@ -110,14 +133,29 @@ def _no_channel_fallback(asked, t, ev):
         # the network asked for (GPUDirect RDMA or not shows only on the
         # channel lines there are none of)
         return None
-    line = next((r.fell_back_line for r in fell if r.fell_back_line), None)
+    line = next((r.fell_back_line or r.not_found_line for r in fell
+                 if r.fell_back_line or r.not_found_line), None)
+    if line is None and probe:
+        # the probe printed by a rank whose "Using network" line the
+        # window cut: still the line that shows no plugin was found
+        line = next(r.not_found_line for r in ev.ranks.values()
+                    if r.not_found_line)
     why = f': {line}' if line else ''
+    named = sorted({r.using_network for r in fell if r.using_network})
+    if probe and not ev.plugin_asked:
+        why += (f' (no plugin was loaded: {t.name} is asked, and NCCL\'s '
+                f'probe of its default plugin name, where a site installs '
+                f'its plugin, found none)')
     head = (mixed + '; ' if mixed else
             f'fell back to {transports.get(proven).title} on '
             f'{len(fell)} rank(s) ({_labels(fell)}){why}; ')
-    return Proof(asked, proven, False,
-                 head + 'no channel lines (the run stopped before its '
-                 'channels were connected, or the log was cut)')
+    if named:
+        head += f'the network in use is the one NCCL named at init ' \
+            f'("Using network {", ".join(named)}"); '
+    return Proof(asked, proven, False, head + (
+        'no channel lines (one rank: it connected nothing)' if one else
+        'no channel lines (the run stopped before its channels were '
+        'connected, or the log was cut)'))
 
 
 def _several_runs(ev):

@@ -264,7 +264,7 @@ def query(host=DEFAULT_HOST, port=DEFAULT_PORT, bound=DEFAULT_BOUND,
                 if left <= 0:
                     ans.text = _clean(data)
                     return done(f'RAS at {where} did not finish its report '
-                                f'within {bound:g} s ({len(data)} bytes)')
+                                f'within {bound:.3g} s ({len(data)} bytes)')
                 sock.settimeout(left)
                 chunk = sock.recv(65536)
                 if not chunk:
@@ -274,7 +274,7 @@ def query(host=DEFAULT_HOST, port=DEFAULT_PORT, bound=DEFAULT_BOUND,
                     data, ans.truncated = data[:max_bytes], True
                     break
     except socket.timeout:
-        return done(f'RAS at {where} did not answer within {bound:g} s')
+        return done(f'RAS at {where} did not answer within {bound:.3g} s')
     except OSError as err:
         return done(f'RAS at {where}: {err.strerror or err}')
     ans.text = _clean(data)

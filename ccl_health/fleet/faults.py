@@ -55,6 +55,9 @@ class Outcome:
     kind: str              # one of OUTCOMES
     busbw: float           # GB/s; 0.0 for hang / crash
     why: str = ''          # the injected cause, for the stand-in's message
+    #: the node whose fault it is ('' for a link, a switch, the fabric, a
+    #: straggler): the one a stopped rank's RAS would name in a hang
+    node: str = ''
 
 
 @dataclasses.dataclass
@@ -161,15 +164,16 @@ class FaultPlan:
         for node in nodes:
             fault = self.bad_nodes.get(node)
             if fault:
-                found.append((fault, 'node %s: %s' % (node, fault)))
+                found.append((fault, 'node %s: %s' % (node, fault), node))
         for a, b in itertools.combinations(sorted(set(nodes)), 2):
             if frozenset((a, b)) in self.bad_links:
                 found.append(('slow', 'link %s-%s' % (a, b)))
         if found:
-            kind, why = min(found, key=lambda f: OUTCOMES.index(f[0]))
+            kind, why, *node = min(found,
+                                   key=lambda f: OUTCOMES.index(f[0]))
             busbw = {'slow': self.busbw * SLOW_FACTOR,
                      'wrong': self.busbw}.get(kind, 0.0)
-            return Outcome(kind, busbw, why)
+            return Outcome(kind, busbw, why, node[0] if node else '')
         factor = min([float(self.stragglers.get(n, 1.0)) for n in nodes]
                      or [1.0])
         why = '' if factor == 1.0 else 'straggler x%.2f' % factor

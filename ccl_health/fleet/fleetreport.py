@@ -71,6 +71,14 @@ without --force.</p>
 {% if named %}<table><tr><th>what</th><th>who</th><th>action</th><th>why</th></tr>
 {% for what, who, act, why in named %}<tr><td class="{{ 'unj' if what == 'could not check' else 'bad' }}">{{ what }}</td><td>{{ who }}</td><td>{{ act }}</td><td>{{ why }}</td></tr>
 {% endfor %}</table>{% else %}<p class="ok">nothing: every node healthy</p>{% endif %}
+{% if s.get('skipped') %}<h2>Steps not run</h2>
+<p class="note">A hung step whose NCCL RAS answer (or, without one, the
+debug log that stopped first) named one of its nodes: that node is bad,
+named by that source, and the bisection did not re-test it; the rest of the
+step ran again as one step.</p>
+<table><tr><th>round</th><th>node</th><th>named by</th><th>not run</th></tr>
+{% for k in s.skipped %}<tr><td>{{ k.round }}</td><td class="bad">{{ k.node }}</td><td>{{ k.by }}</td><td>{{ k.reason }}</td></tr>
+{% endfor %}</table>{% endif %}
 {{ timeline_nodes }}
 <h2>Per-node busbw (node check)</h2>
 <p class="note">Each node's busbw from its node check; red: stragglers (below
@@ -360,8 +368,12 @@ def cases(summary, cfg) -> List:
 
 def _with_action(summary, res, kind):
     """A failed node step of a bad node: its reason with the action
-    first (``isolate: ...``)."""
+    first (``isolate: ...``); a hung step that named a node: with the node
+    and what named it."""
     why = res.get('reason', '')
+    named = res.get('named')
+    if isinstance(named, dict) and named.get('node'):
+        why += f'; names {named["node"]} (by {named.get("by", "")})'
     acts = summary.get('actions') or {}
     node = res['nodes'][0]
     if kind == 'node' and node in summary.get('bad', {}) and \

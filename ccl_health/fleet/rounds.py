@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ccl_health import safefile
 from ccl_health.units import format_size
 from ccl_health.judge import nodejudge as node_judge
+from ccl_health.judge import stalled
 from ccl_health.judge.casejudge import judge
 from ccl_health.judge.verdicts import Verdict
 from ccl_health.fleet import plan
@@ -63,16 +64,22 @@ class Judged:
     busbw: Optional[float]
     started: float
     seconds: float
+    #: ``(node, source)``: the one node of the step its hang names, and
+    #: what named it (:func:`ccl_health.judge.stalled.node_named`)
+    named: Optional[Tuple[str, str]] = None
 
     @property
     def ok(self):
         return self.verdict is Verdict.PASS
 
     def to_dict(self):
-        return {'nodes': list(self.step.nodes), 'verdict': str(self.verdict),
-                'reason': self.reason, 'busbw': self.busbw,
-                'started': round(self.started, 3),
-                'seconds': round(self.seconds, 3)}
+        out = {'nodes': list(self.step.nodes), 'verdict': str(self.verdict),
+               'reason': self.reason, 'busbw': self.busbw,
+               'started': round(self.started, 3),
+               'seconds': round(self.seconds, 3)}
+        if self.named is not None:
+            out['named'] = {'node': self.named[0], 'by': self.named[1]}
+        return out
 
 
 def _last_line(text):
@@ -133,17 +140,28 @@ def judge_step(raw: Raw, size: int, limit: float,
     judged by :func:`ccl_health.judge.casejudge.judge`.
     The fleet's relative rules (stragglers, isolation) come after, on the
     steps that passed."""
+    return step_judgement(raw, size, limit, cfg, site)[:3]
+
+
+def step_judgement(raw: Raw, size: int, limit: float,
+                   cfg: Optional[FleetConfig] = None, site=None):
+    """:func:`judge_step`'s ``(verdict, reason, busbw)`` and ``named``:
+    the one node of the step its hang names, with what named it
+    (:func:`ccl_health.judge.stalled.node_named`), or None."""
     what = f'the {raw.step.kind} step on {",".join(raw.step.nodes[:4])}' + (
         f' (+{len(raw.step.nodes) - 4})' if len(raw.step.nodes) > 4 else '')
     killed = node_judge.killed_at(f'{what} did not finish', limit) \
         if raw.killed else None
     # a hang through the judge too: it names the rank and node RAS named
-    j = judge(step_evidence(raw, size, cfg or FleetConfig(), what, site,
-                            killed=killed))
+    ev = step_evidence(raw, size, cfg or FleetConfig(), what, site,
+                       killed=killed)
+    j = judge(ev)
     if j.verdict is not Verdict.PASS:
-        return j.verdict, j.reason, None
+        named = stalled.node_named(ev.attempts[-1], raw.step.nodes) \
+            if j.verdict is Verdict.HANG else None
+        return j.verdict, j.reason, None, named
     row = j.attempt and [f for f in j.findings if f.size == size]
-    return Verdict.PASS, j.reason, row[0].busbw if row else None
+    return Verdict.PASS, j.reason, row[0].busbw if row else None, None
 
 
 class Fleet:
@@ -176,6 +194,9 @@ class Fleet:
         self.links: Dict[Tuple[str, str], str] = {}
         self.suspect_groups: List[Tuple[List[str], str]] = []
         self.named_round: Dict[str, int] = {}
+        #: the bisections a named node made needless: ``{round, nodes,
+        #: node, by, reason}`` each
+        self.skipped: List[dict] = []
         self.t0 = 0.0
 
     # -- rounds ---------------------------------------------------------------
@@ -195,13 +216,15 @@ class Fleet:
         raws = self.sched.run_nodes(steps) if one else self.sched.run(steps)
         out = []
         for raw in raws:
+            named = None
             if raw.step.kind == 'node':
                 v, why, bw = judge_node(raw, raw.step.limit)
             else:
-                v, why, bw = judge_step(raw, self.cfg.size_bytes,
-                                        raw.step.limit, self.cfg, self.site)
+                v, why, bw, named = step_judgement(
+                    raw, self.cfg.size_bytes, raw.step.limit, self.cfg,
+                    self.site)
             j = Judged(raw.step, v, why, bw, raw.started - self.t0,
-                       raw.seconds)
+                       raw.seconds, named)
             out.append(j)
             self.judged.append((name, j))
         seconds = self.sched.now() - start
@@ -366,7 +389,7 @@ class Fleet:
             for j in out:
                 bad, why = self._group_failed(j, base)
                 if bad:
-                    failing.append((list(j.step.nodes), why))
+                    failing.append((list(j.step.nodes), why, j.named))
                 elif j.verdict.unjudged:
                     self.log(f'fleet: group {",".join(j.step.nodes[:3])}...'
                              f' could not be judged: {j.reason}')
@@ -374,11 +397,13 @@ class Fleet:
             if failing:
                 self._bisect(failing, proven, base, label)
 
-    # long: one search of a failing group, its rounds and their bookkeeping
-    # together; to split (issue 39)
     def _bisect(self, failing, proven, base, label=''):
         """Narrow failing groups down, every failing set at once:
 
+        - a set whose hang names one of its nodes (NCCL's RAS, or the
+          outputs: :func:`ccl_health.judge.stalled.node_named`): that node
+          is bad, named by that source, and is not re-tested; the rest of
+          the set runs again as one step (failing, it is searched on);
         - a set of 4 or more: both halves; failing halves go on; when both
           pass, the fault lies *between* them (a link): a cross search
           halves both sides and tests A1+B1 and A2+B2 side by side (then
@@ -391,158 +416,223 @@ class Fleet:
         A member failing in the set and with a healthy partner is bad (two
         different partners); a pair that failed together while each member
         passed with others is a suspect link; what cannot be narrowed is a
-        suspect group (named, never drained)."""
-        pending = [('set', s, None, why) for s, why in failing]
+        suspect group (named, never drained).  ``failing``: ``[(nodes,
+        why, named)]``, ``named`` the step's :attr:`Judged.named`."""
+        pending = [('set', s, None, why, named) for s, why, named in failing]
         r = 0
         while pending:
             r += 1
             busy = {n for it in pending for n in it[1] + (it[2] or [])}
             partners = [p for p in plan.sort_nodes(proven)
                         if p not in busy and p not in self.bad]
+            name = f'bisect-{label}-{r}'
             groups, pairs, todo = [], [], []
-            for how, s, other, why in pending:
-                if how in ('cross', 'cross2'):
-                    if len(s) == 1 and len(other) == 1:
-                        k = (s[0], other[0])
-                        pairs.append(k)
-                        todo.append(('confirm', s + other, why, [k]))
-                        continue
-                    if len(s) == 1 or len(other) == 1:
-                        side, fixed = (s, other) if len(s) > 1 else (other, s)
-                        h1, h2 = plan.halves(side)
-                        test = plan.sort_nodes(h1 + fixed)
-                        groups.append(test)
-                        todo.append(('cross1', (h1, h2, fixed), why,
-                                     [tuple(test)]))
-                        continue
-                    # both sides halved at once: A1+B1 and A2+B2 side by
-                    # side (disjoint), then A1+B2 and A2+B1
-                    a1, a2 = plan.halves(s)
-                    b1, b2 = plan.halves(other)
-                    if how == 'cross2':
-                        b1, b2 = b2, b1
-                    tests = [plan.sort_nodes(a1 + b1),
-                             plan.sort_nodes(a2 + b2)]
-                    groups += tests
-                    todo.append((how, ((a1, b1), (a2, b2), (s, other)), why,
-                                 [tuple(t) for t in tests]))
-                    continue
-                if len(s) >= 4:
-                    h1, h2 = plan.halves(s)
-                    groups += [h1, h2]
-                    todo.append(('halves', s, why, [tuple(h1), tuple(h2)]))
-                    continue
-                solo = s[2:] if len(s) == 3 else s
-                steps = [tuple(s[:2])] if len(s) == 3 else []
-                if len(partners) < len(solo):
-                    self.suspect_groups.append((s, (
-                        f'failed ({why}); no healthy partner left to narrow '
-                        f'it down')))
-                    continue
-                steps += [(n, partners.pop(0)) for n in solo]
-                pairs += steps
-                todo.append(('leaf', s, why, steps))
+            for item in pending:
+                self._bisect_plan(item, partners, name, groups, pairs, todo)
             if not todo:
                 break
-            out = self._round(f'bisect-{label}-{r}', 'group', groups,
+            out = self._round(name, 'group', groups,
                               extra=[('pair', p) for p in pairs])
             res = {j.step.nodes: j for j in out}
             self.pairs.extend(j for j in out if j.step.kind == 'pair')
             self._log_slow(out, base)
-            nxt = []
+            after = {'rest': self._after_rest, 'halves': self._after_halves,
+                     'leaf': self._after_leaf, 'cross': self._after_cross,
+                     'cross2': self._after_cross2,
+                     'cross1': self._after_cross1,
+                     'confirm': self._after_confirm}
+            pending = []
             for how, s, why, keys in todo:
-                js = [res[k] for k in keys]
-                if how == 'cross1':
-                    h1, h2, fixed = s
-                    j = js[0]
-                    bad, w = self._group_failed(j, base)
-                    if not bad and not j.ok:
-                        self.suspect_groups.append((h1 + h2 + fixed, (
-                            f'failed ({why}); a narrowing step could not be '
-                            f'judged: {j.reason}')))
-                        continue
-                    # the fault lies between `fixed` and h1 (this step
-                    # failed) or h2 (it passed)
-                    side = h1 if bad else h2
-                    nxt.append(('cross', side, fixed, w if bad else why))
-                    continue
-                if how in ('cross', 'cross2'):
-                    (a1, b1), (a2, b2), (a, b) = s
-                    found = False
-                    for (x, y), j in zip(((a1, b1), (a2, b2)), js):
-                        bad, w = self._group_failed(j, base)
-                        if bad:
-                            nxt.append(('cross', x, y, w))
-                            found = True
-                    if found:
-                        continue
-                    if how == 'cross' and all(j.ok for j in js):
-                        nxt.append(('cross2', a, b, why))
-                        continue
-                    what = ('every cross test passed' if all(j.ok for j in js)
-                            else 'a narrowing step could not be judged')
-                    self.suspect_groups.append((plan.sort_nodes(a + b), (
-                        f'interaction fault: failed ({why}) while {what}')))
-                    continue
-                if how == 'confirm':
-                    bad, w = self._pair_failed(js[0])
-                    a, b = sorted(s)
-                    if bad:
-                        self.links.setdefault((a, b), (
-                            f'pair {a}-{b} failed ({w}) inside a failing '
-                            f'group ({why}) while each passed with other '
-                            f'partners'))
-                        self.named_round.setdefault(f'{a}-{b}',
-                                                    len(self.rounds))
-                    else:
-                        self.suspect_groups.append((s, (
-                            f'interaction fault: a group failed ({why}); '
-                            f'narrowed to {a}-{b}, which passed alone')))
-                    continue
-                if how == 'halves':
-                    fails = [(list(j.step.nodes), w) for j in js
-                             for bad, w in [self._group_failed(j, base)]
-                             if bad]
-                    if fails:
-                        nxt.extend(('set', f, None, w) for f, w in fails)
-                    elif all(j.ok for j in js):
-                        h1, h2 = (list(k) for k in keys)
-                        nxt.append(('cross', h1, h2, why))
-                    else:
-                        self.suspect_groups.append((s, (
-                            f'failed ({why}); a half could not be judged: '
-                            + next(j.reason for j in js if not j.ok))))
-                    continue
-                named = False
-                for k, j in zip(keys, js):
-                    bad, w = self._pair_failed(j)
-                    if not bad:
-                        continue
-                    named = True
-                    if set(k) <= set(s):
-                        nxt.append(('set', list(k), None, w))
-                    else:
-                        self._name_bad(k[0], (
-                            f'failed in a group ({why}) and with healthy '
-                            f'partner {k[1]} ({w})'))
-                if named:
-                    continue
-                if not all(j.ok for j in js):
-                    self.suspect_groups.append((s, (
-                        f'failed ({why}); a narrowing step could not be '
-                        f'judged')))
-                elif len(s) == 2:
-                    a, b = sorted(s)
-                    self.links.setdefault((a, b), (
-                        f'pair {a}-{b} failed together ({why}) while each '
-                        f'passed with a healthy partner'))
-                    self.named_round.setdefault(f'{a}-{b}',
-                                                len(self.rounds))
-                else:
-                    self.suspect_groups.append((s, (
-                        f'interaction fault: {"-".join(s)} failed together '
-                        f'({why}) while each passed with others')))
-            pending = nxt
+                pending += after[how](s, why, keys, [res[k] for k in keys],
+                                      base)
+
+    def _bisect_plan(self, item, partners, name, groups, pairs, todo):
+        """The steps of one search ``item`` in the next round: appended to
+        ``groups`` and ``pairs``, with ``(how, what, why, keys)`` to
+        ``todo`` (``keys``: its steps' nodes, read back by the
+        ``_after_<how>`` of its kind)."""
+        how, s, other, why, named = item
+        if how in ('cross', 'cross2'):
+            self._cross_plan(how, s, other, why, groups, pairs, todo)
+            return
+        if named is not None and named[0] in s:
+            rest = self._skip_named(s, why, named, name)
+            if len(rest) >= 2:
+                (groups if len(rest) > 2 else pairs).append(rest)
+                todo.append(('rest', (rest, named), why, [tuple(rest)]))
+            return
+        if len(s) >= 4:
+            h1, h2 = plan.halves(s)
+            groups += [h1, h2]
+            todo.append(('halves', s, why, [tuple(h1), tuple(h2)]))
+            return
+        solo = s[2:] if len(s) == 3 else s
+        steps = [tuple(s[:2])] if len(s) == 3 else []
+        if len(partners) < len(solo):
+            self.suspect_groups.append((s, (
+                f'failed ({why}); no healthy partner left to narrow '
+                f'it down')))
+            return
+        steps += [(n, partners.pop(0)) for n in solo]
+        pairs += steps
+        todo.append(('leaf', s, why, steps))
+
+    @staticmethod
+    def _cross_plan(how, s, other, why, groups, pairs, todo):
+        """The steps of a cross search between sides ``s`` and ``other``."""
+        if len(s) == 1 and len(other) == 1:
+            k = (s[0], other[0])
+            pairs.append(k)
+            todo.append(('confirm', s + other, why, [k]))
+            return
+        if len(s) == 1 or len(other) == 1:
+            side, fixed = (s, other) if len(s) > 1 else (other, s)
+            h1, h2 = plan.halves(side)
+            test = plan.sort_nodes(h1 + fixed)
+            groups.append(test)
+            todo.append(('cross1', (h1, h2, fixed), why, [tuple(test)]))
+            return
+        # both sides halved at once: A1+B1 and A2+B2 side by side
+        # (disjoint), then A1+B2 and A2+B1
+        a1, a2 = plan.halves(s)
+        b1, b2 = plan.halves(other)
+        if how == 'cross2':
+            b1, b2 = b2, b1
+        tests = [plan.sort_nodes(a1 + b1), plan.sort_nodes(a2 + b2)]
+        groups += tests
+        todo.append((how, ((a1, b1), (a2, b2), (s, other)), why,
+                     [tuple(t) for t in tests]))
+
+    def _skip_named(self, s, why, named, round_name):
+        """The node ``named`` (``(node, source)``) by a failing set ``s``'s
+        hang is bad, named by that source; the steps that would only
+        re-test it are not run (recorded in :attr:`skipped`).  The rest of
+        the set, to run again as one step."""
+        node, source = named
+        self._name_bad(node, (
+            f'hung in a step of {len(s)} nodes ({why}); named by {source}: '
+            f'the bisection did not re-test it'))
+        rest = plan.sort_nodes([n for n in s if n != node and
+                                n not in self.bad])
+        self.skipped.append({
+            'round': round_name, 'nodes': list(s), 'node': node,
+            'by': source, 'reason': (
+                f'{node} named by {source} in a hung step of {len(s)} '
+                f'nodes: its halving down to {node} and the re-test of '
+                f'{node} with a healthy partner not run' + (
+                    f'; the other {len(rest)} re-tested as one step'
+                    if len(rest) >= 2 else ''))})
+        self.log(f'fleet: {node} named by {source} in a hung step of '
+                 f'{len(s)} nodes: the bisection skips re-testing it')
+        return rest
+
+    # -- what each search learns from its steps (``_after_<how>``: the next
+    # searches) ---------------------------------------------------------------
+
+    def _after_rest(self, s, why, keys, js, base):
+        """The rest of a set after its named node: failing, searched on."""
+        rest, (node, source) = s
+        j = js[0]
+        bad, w = (self._group_failed(j, base) if j.step.kind == 'group'
+                  else self._pair_failed(j))
+        if bad:
+            return [('set', rest, None, w, j.named)]
+        if not j.ok:
+            self.suspect_groups.append((rest, (
+                f'failed with {node} ({why}); {node} named by {source}, the '
+                f'others could not be judged without it: {j.reason}')))
+        return []
+
+    def _after_cross1(self, s, why, keys, js, base):
+        h1, h2, fixed = s
+        j = js[0]
+        bad, w = self._group_failed(j, base)
+        if not bad and not j.ok:
+            self.suspect_groups.append((h1 + h2 + fixed, (
+                f'failed ({why}); a narrowing step could not be '
+                f'judged: {j.reason}')))
+            return []
+        # the fault lies between `fixed` and h1 (this step failed) or h2
+        # (it passed)
+        side = h1 if bad else h2
+        return [('cross', side, fixed, w if bad else why, None)]
+
+    def _after_cross(self, s, why, keys, js, base, how='cross'):
+        (a1, b1), (a2, b2), (a, b) = s
+        nxt = []
+        for (x, y), j in zip(((a1, b1), (a2, b2)), js):
+            bad, w = self._group_failed(j, base)
+            if bad:
+                nxt.append(('cross', x, y, w, None))
+        if nxt:
+            return nxt
+        if how == 'cross' and all(j.ok for j in js):
+            return [('cross2', a, b, why, None)]
+        what = ('every cross test passed' if all(j.ok for j in js)
+                else 'a narrowing step could not be judged')
+        self.suspect_groups.append((plan.sort_nodes(a + b), (
+            f'interaction fault: failed ({why}) while {what}')))
+        return []
+
+    def _after_cross2(self, s, why, keys, js, base):
+        return self._after_cross(s, why, keys, js, base, how='cross2')
+
+    def _after_confirm(self, s, why, keys, js, base):
+        bad, w = self._pair_failed(js[0])
+        a, b = sorted(s)
+        if bad:
+            self.links.setdefault((a, b), (
+                f'pair {a}-{b} failed ({w}) inside a failing group ({why}) '
+                f'while each passed with other partners'))
+            self.named_round.setdefault(f'{a}-{b}', len(self.rounds))
+        else:
+            self.suspect_groups.append((s, (
+                f'interaction fault: a group failed ({why}); narrowed to '
+                f'{a}-{b}, which passed alone')))
+        return []
+
+    def _after_halves(self, s, why, keys, js, base):
+        fails = [(list(j.step.nodes), w, j.named) for j in js
+                 for bad, w in [self._group_failed(j, base)] if bad]
+        if fails:
+            return [('set', f, None, w, named) for f, w, named in fails]
+        if all(j.ok for j in js):
+            h1, h2 = (list(k) for k in keys)
+            return [('cross', h1, h2, why, None)]
+        self.suspect_groups.append((s, (
+            f'failed ({why}); a half could not be judged: '
+            + next(j.reason for j in js if not j.ok))))
+        return []
+
+    def _after_leaf(self, s, why, keys, js, base):
+        nxt, named = [], False
+        for k, j in zip(keys, js):
+            bad, w = self._pair_failed(j)
+            if not bad:
+                continue
+            named = True
+            if set(k) <= set(s):
+                nxt.append(('set', list(k), None, w, j.named))
+            else:
+                self._name_bad(k[0], (
+                    f'failed in a group ({why}) and with healthy partner '
+                    f'{k[1]} ({w})'))
+        if named:
+            return nxt
+        if not all(j.ok for j in js):
+            self.suspect_groups.append((s, (
+                f'failed ({why}); a narrowing step could not be judged')))
+        elif len(s) == 2:
+            a, b = sorted(s)
+            self.links.setdefault((a, b), (
+                f'pair {a}-{b} failed together ({why}) while each passed '
+                f'with a healthy partner'))
+            self.named_round.setdefault(f'{a}-{b}', len(self.rounds))
+        else:
+            self.suspect_groups.append((s, (
+                f'interaction fault: {"-".join(s)} failed together ({why}) '
+                f'while each passed with others')))
+        return []
 
     # -- the whole run --------------------------------------------------------
 
@@ -616,6 +706,7 @@ class Fleet:
             'not_checked': dict(sorted(self.unavailable.items())),
             'drained': [],
             'named_round': dict(sorted(self.named_round.items())),
+            'skipped': list(self.skipped),
             'node_busbw': dict(sorted(self.node_bw.items())),
             'rounds': self.rounds,
             'seconds': round(self.sched.now() - self.t0, 3),
@@ -657,6 +748,8 @@ def summary_text(summary, path=None):
     for n, why in s['bad'].items():
         act = f'{acts[n]}: ' if n in acts else ''
         lines.append(f'  BAD {n}: {act}{why}')
+    for sk in s.get('skipped') or []:
+        lines.append(f'  NOT RUN ({sk["round"]}): {sk["reason"]}')
     for a, b, why in s['suspect_links']:
         lines.append(f'  SUSPECT LINK {a} - {b}: {why}')
     for g in s.get('suspect_groups', []):

@@ -7,15 +7,24 @@ takes from the constants below, each with its source.
 
 ``hidden`` names bad nodes whose fault the node check cannot see
 (``'network'``: a NIC or cable; the node check runs inside the node and
-passes): the pairs must find them.  A bad link is found by a pair that
-holds it or by a slow group and the bisection.
+passes): the pairs must find them; ``'group'``: neither the node check
+nor a pair sees it, only a step of 3 nodes or more (a fault at scale):
+the groups and the bisection must find them.  A bad link is found by a
+pair that holds it or by a slow group and the bisection.
+
+``ras``: what NCCL's RAS answers of a hung pair or group step, asked
+before it is stopped (``ras(step, outcome) ->``
+:class:`ccl_health.evidence.ras.Answer`, as
+:meth:`ccl_health.fleet.slurmsteps.SlurmScheduler.ask_ras` returns it;
+``outcome.node``: the node whose fault hung it); None: not asked (an
+older NCCL, RAS off).
 """
 
 import dataclasses
 import functools
 import heapq
 import math
-from typing import Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from ccl_health.evidence import nccltests
 from ccl_health.fleet.faults import FaultPlan
@@ -134,12 +143,17 @@ class SimScheduler:
     clock: float = 0.0
     drained: List[str] = dataclasses.field(default_factory=list)
     steps_run: int = 0
+    #: the stand-in of NCCL's RAS (see above); None: not asked
+    ras: Optional[Callable[[Step, Any], Any]] = None
 
     def __post_init__(self):
         for n, how in self.hidden.items():
-            if how != 'network':
-                raise ValueError(f'hidden.{n}: {how!r} is not network')
+            if how not in ('network', 'group'):
+                raise ValueError(f'hidden.{n}: {how!r} is not network or '
+                                 f'group')
         self._node_plan = _without(self.plan, set(self.hidden))
+        self._pair_plan = _without(self.plan, {
+            n for n, how in self.hidden.items() if how == 'group'})
 
     def now(self):
         return self.clock
@@ -147,6 +161,8 @@ class SimScheduler:
     def _outcome(self, step: Step):
         if step.kind == 'node':
             return self._node_plan.outcome(step.nodes)
+        if len(step.nodes) < 3:
+            return self._pair_plan.outcome(step.nodes)
         return self.plan.outcome(step.nodes)
 
     def _duration(self, step: Step, kind: str, busbw: float) -> float:
@@ -204,7 +220,10 @@ class SimScheduler:
 
     def _raw(self, step, o, t0, dur):
         if o.kind == 'hang':
-            return Raw(step, None, killed=True, started=t0, seconds=dur)
+            asked = self.ras(step, o) if self.ras is not None and \
+                step.kind != 'node' else None
+            return Raw(step, None, killed=True, started=t0, seconds=dur,
+                       ras=asked)
         if step.kind == 'node':
             if o.kind == 'ok':
                 bw = self.node_busbw * o.busbw / self.plan.busbw

@@ -6,7 +6,8 @@ table and exit status, its debug log, its reference key."""
 
 from typing import Any, Dict
 
-from ccl_health.evidence import nccltests
+from ccl_health import CclHealthError
+from ccl_health.evidence import collectives, nccltests
 from ccl_health.sitedata.fleetconfig import FleetConfig
 
 
@@ -34,6 +35,20 @@ def srun_failure(raw):
 _REFERENCES: Dict[str, Any] = {}
 
 
+def step_collective(cfg):
+    """The collective a step runs: the program of the fleet's
+    ``step_probe`` (``{tests}/all_gather_perf ...``: ``all_gather``), where
+    it names one nccl-tests knows; else ``all_reduce`` (the default
+    probe's).  A site that points the steps at another program is judged
+    as that program, never as all_reduce (its busbw factor, the sizes it
+    must print and its reference key are the program's)."""
+    prog = (cfg.step_probe or [''])[0]
+    try:
+        return collectives.canonical(prog)
+    except CclHealthError:  # not an nccl-tests program: the default's
+        return 'all_reduce'
+
+
 def _reference_entry(cfg, nodes):
     """``(entry, why none)`` for the fleet's reference key of a step of
     ``nodes`` nodes; ``(None, '')`` where the fleet names no reference."""
@@ -47,7 +62,8 @@ def _reference_entry(cfg, nodes):
     _REFERENCES[cfg.reference] = ref
     part = cfg.reference_partition or (
         next(iter(ref.partitions)) if len(ref.partitions) == 1 else '')
-    key = (part, cfg.transport, 'all_reduce', nodes, cfg.tasks_per_node)
+    key = (part, cfg.transport, step_collective(cfg), nodes,
+           cfg.tasks_per_node)
     entry = ref.lookup(*key)
     if entry is None:
         return None, (ref.missing_reason(*key) or
@@ -81,7 +97,8 @@ def step_evidence(raw, size: int, cfg: FleetConfig, what: str, site=None,
         launcher_text=(raw.stdout or '') + '\n' + (raw.stderr or ''))
     entry, missing = _reference_entry(cfg, nodes)
     return assemble.case(
-        [att], what=what, transport=cfg.transport, collective='all_reduce',
+        [att], what=what, transport=cfg.transport,
+        collective=step_collective(cfg),
         nodes=nodes, gpus_per_node=cfg.tasks_per_node,
         expected_sizes=[size], site=site,
         proof_required=bool(cfg.prove_transport),

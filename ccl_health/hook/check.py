@@ -22,7 +22,9 @@ the judge's :func:`ccl_health.judge.nodejudge.not_a_gpu_node` and
 :func:`~ccl_health.judge.nodejudge.probe_allowed` decide), resolve
 the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
-(:mod:`.probes`, each bounded by :mod:`.run`) in a clean environment (the
+(:mod:`.probes`, each bounded by :mod:`.bounded`: ONE process,
+``ccl-health-probe``, for the copy matrix and the all_reduce where it is
+built, else ``all_reduce_perf`` and the copy matrix apart) in a clean environment (the
 caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
 site file's ``env`` and ``health.env`` only), read the node's state again,
 and have every probe judged by the one judge (:mod:`.judging`: each
@@ -63,8 +65,8 @@ from ccl_health.hook.judging import (
     probe_evidence, result as _result, unjudged, with_action, with_node_state)
 from ccl_health.hook.probe import Probe
 from ccl_health.hook.probes import (
-    find_links_tool, find_tests_prefix, pair_rounds, probe_env, run_links,
-    run_probe)
+    find_links_tool, find_probe_program, find_tests_prefix, pair_rounds,
+    probe_env, run_links, run_one_process, run_probe)
 from ccl_health.hook.settings import (
     DEFAULT_LIMIT, CouldNotCheck, RECORD_BOUND, resolve)
 from ccl_health.hook.where import (
@@ -204,23 +206,61 @@ def gpus_said(settings, site, conf, rm_node):
     return ''
 
 
-# long: the hook's steps in the order they run, each bounded by the one limit;
-# the probing part is replaced by one probe process (issue 42)
 def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
                   skip, skipped):
+    """The hook's steps after the resource manager, in the order they run,
+    each bounded by the one limit: the system, its site and partition
+    (:func:`_find_site`); the node's GPUs (:func:`_gpu_faults`); the GPUs
+    to probe and their reference (:func:`_plan`); the probes
+    (:func:`_probe`); their judging (:func:`~ccl_health.hook.judging.
+    judge_attempts`, the node's state read again)."""
+    checked, site, system, conf, fname = _find_site(settings, gpus, found)
+    settings = resolve(settings, site, environ)
+    found['settings'] = settings
+    partition, configured = find_partition(settings, system, conf, site,
+                                           fname, gpus, rm.node)
+    found['partition'] = partition
+    if skip is not None:
+        said = gpus_said(settings, site, conf, rm.node)
+        if not said:
+            return skipped()
+        # no GPU on the bus, yet the node must have some: missing-gpu
+        found['role']['gpus_said'] = said
+    t0 = settings.t0
+
+    def result_of(verdict, why, probes=(), attempts=1):
+        return _result(verdict, why, probes, time.monotonic() - t0, attempts,
+                       system, partition)
+    expected_gpus = settings.expect_gpus or configured or (
+        rm.node.gpus if rm.node is not None else 0)
+    found['expected'] = expected_gpus or None
+    fault = _gpu_faults(gpus, expected_gpus, system, partition, before,
+                        found, allowed, result_of)
+    if fault is not None:
+        return fault
+    plan = _plan(settings, checked, site, system, partition, gpus,
+                 expected_gpus or gpus.count)
+    tries, attempts, path = _probe(plan, work, before)
+    after = read_node_state(settings)
+    cases = {g: plan.evidence(g, atts, before) for g, atts in
+             attempts.items()}
+    ours = {p for c in cases.values() for p in c.run_pids()}
+    res = with_node_state(judge_attempts(
+        tries, settings.repeats, result_of, plan.pair_entry, plan.size,
+        plan.n, system, partition, t0, plan.links_tool, plan.links_only,
+        cases), before, after, site, ours=ours)
+    res.probe_path = path
+    return res
+
+
+def _find_site(settings, gpus, found):
+    """The system (its config file), checked as ``scripts/validate``
+    checks it, and its site file: ``(checked, site, system, conf,
+    fname)``."""
     from ccl_health import CclHealthError
-    from ccl_health.evidence import programs
-    from ccl_health.evidence import nodefacts as node
-    from ccl_health.judge import nodejudge as node_judge
-    from ccl_health.judge import reference
-    from ccl_health.judge.casejudge import judge
-    from ccl_health.sitedata import overrides
     from ccl_health.sitedata import site as site_data
     from ccl_health.evidence.benignwarns import check_benign
     from ccl_health.judge import validate
-    from ccl_health.evidence.nodestate import pci
-    t0 = settings.t0
-    no_probe = found['job']
     system, conf, fname = find_system(settings, gpus)
     found['system'] = system
     # the checks of scripts/validate first (a missing file is the loaders'
@@ -245,25 +285,16 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
                 f'{err}') from None
         raise CouldNotCheck(str(err)) from None
     found['site'] = site
-    settings = run_settings = resolve(settings, site, environ)
-    found['settings'] = settings
-    partition, configured = find_partition(settings, system, conf, site,
-                                           fname, gpus, rm.node)
-    found['partition'] = partition
-    if skip is not None:
-        said = gpus_said(settings, site, conf, rm.node)
-        if not said:
-            return skipped()
-        # no GPU on the bus, yet the node must have some: missing-gpu
-        found['role']['gpus_said'] = said
-    deadline = settings.deadline - reserve(settings.limit)
+    return checked, site, system, conf, fname
 
-    def result_of(verdict, why, probes=(), attempts=1):
-        return _result(verdict, why, probes, time.monotonic() - t0, attempts,
-                       system, partition)
-    expected_gpus = settings.expect_gpus or configured or (
-        rm.node.gpus if rm.node is not None else 0)
-    found['expected'] = expected_gpus or None
+
+def _gpu_faults(gpus, expected_gpus, system, partition, before, found,
+                allowed, result_of):
+    """The result where the node's GPUs end the check before any probe
+    (none answers, fewer than the partition has, a job on them), else
+    None."""
+    from ccl_health.judge import nodejudge as node_judge
+    site, no_probe = found['site'], found['job']
     if gpus.count == 0:
         # a vendor tool is installed and lists none: its driver does not
         # answer (a fault where the partition has GPUs); no tool at all
@@ -289,13 +320,14 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         # a job runs here: no probe on its GPUs; the state read is the check
         return with_node_state(result_of(*node_judge.node_state_only(
             before, no_probe)), before, None, site, expected_gpus, no_probe)
+    return None
+
+
+def _visible(settings, gpus, expected_gpus, system, partition):
+    """The GPUs this check sees (:func:`ccl_health.evidence.nodefacts.
+    visible_gpus`): all of the partition's, else could not check."""
+    from ccl_health.evidence import nodefacts as node
     env = dict(settings.env)
-    try:
-        ref = checked.references.get(system) or \
-            reference.load_for_system(settings.reference_dir, system)
-        overrides.check_ceilings(site, ref)
-    except CclHealthError as err:
-        raise CouldNotCheck(str(err)) from None
     try:
         vis = node.visible_gpus(gpus, env, node.mig_devices(env) if any(
             'MIG-' in env.get(v, '') for v in (
@@ -315,8 +347,50 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
             f'{shown} leaves {len(vis.indices)} of the {expected_gpus} GPUs '
             f'of {system}:{partition} visible ({gpus.count} listed by the '
             f'driver): unset it to check the whole node')
+    return vis
+
+
+class _Plan:
+    """What the probes of one check are: the GPUs, the reference entries,
+    the programs and the bound (:func:`_plan`)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def probe(self, gpu_set, e, attempt):
+        return Probe(tuple(gpu_set), self.size,
+                     ref=e.busbw[self.size] if e else 0.0,
+                     tokens=tuple(self.token[g] for g in gpu_set),
+                     attempt=attempt)
+
+    def evidence(self, gpu_set, atts, node):
+        """The one case of the all_reduce on ``gpu_set`` (every attempt)."""
+        main = tuple(gpu_set) == tuple(self.visible)
+        e = self.entry if main else self.pair_entry
+        return probe_evidence(
+            atts, self.size, gpu_set, e, missing_reference='' if e else
+            _no_reference(self.ref, self.system, self.partition,
+                          len(gpu_set), self.size),
+            site=self.site, judge_bandwidth=main or
+            self.pair_entry is not None, node=node)
+
+
+def _plan(settings, checked, site, system, partition, gpus, expected_gpus):
+    """The probes' plan (:class:`_Plan`): the reference of this node's key,
+    the visible GPUs, the programs (the one probe process where it is
+    built, else ``all_reduce_perf`` and the copy matrix apart)."""
+    from ccl_health import CclHealthError
+    from ccl_health.evidence import programs
+    from ccl_health.judge import reference
+    from ccl_health.sitedata import overrides
+    try:
+        ref = checked.references.get(system) or \
+            reference.load_for_system(settings.reference_dir, system)
+        overrides.check_ceilings(site, ref)
+    except CclHealthError as err:
+        raise CouldNotCheck(str(err)) from None
+    vis = _visible(settings, gpus, expected_gpus, system, partition)
     visible = vis.indices
-    token = dict(zip(vis.indices, vis.tokens))
     size = settings.size_bytes
     n = len(visible)
     program = programs.for_vendor(gpus.vendor)
@@ -336,64 +410,102 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     pair_entry = ref.lookup(partition, 'intra', 'all_reduce', 1, 2)
     if pair_entry is not None and size not in pair_entry.busbw:
         pair_entry = None
+    one, why_not = find_probe_program(prefix, site, links_tool)
     binary = program.executable(prefix, 'all_reduce')
-    if not links_only and not os.access(binary, os.X_OK):
+    if one is None and not links_only and not os.access(binary, os.X_OK):
         raise CouldNotCheck(f'{binary} is missing or not executable')
+    env = dict(settings.env, CCL_HEALTH_RUN_ID=settings.run_id)
+    return _Plan(settings=settings, site=site, system=system,
+                 partition=partition, ref=ref, entry=entry,
+                 pair_entry=pair_entry, peer_copy=peer_copy, gpus=gpus,
+                 vis=vis, visible=visible, n=n, size=size,
+                 token=dict(zip(vis.indices, vis.tokens)), program=program,
+                 binary=binary, links_tool=links_tool, links_only=links_only,
+                 one=one, why_not=why_not, env=env,
+                 deadline=settings.deadline - reserve(settings.limit))
 
-    def probe(gpu_set, e, attempt):
-        return Probe(tuple(gpu_set), size, ref=e.busbw[size] if e else 0.0,
-                     tokens=tuple(token[g] for g in gpu_set),
-                     attempt=attempt)
 
-    #: every attempt of each all_reduce probe, by its GPUs: one case each
+def _probe(plan, work, before):
+    """Every try of the probes: ``(tries, attempts, path)``: the probes of
+    each try, every attempt of each all_reduce by its GPUs, and which path
+    ran them (for ``--json``); ``before``: the node's state read first
+    (its NVLink links bound an impossible busbw)."""
+    settings = plan.settings
     attempts = {}
-
-    def evidence(gpu_set, atts):
-        main = tuple(gpu_set) == tuple(visible)
-        e = entry if main else pair_entry
-        return probe_evidence(
-            atts, size, gpu_set, e, missing_reference='' if e else
-            _no_reference(ref, system, partition, len(gpu_set), size),
-            site=site, judge_bandwidth=main or pair_entry is not None,
-            node=before)
 
     def judge_probe(p, att, words):
         attempts.setdefault(p.gpus, []).append(att)
-        return judged_probe(p, att, judge(evidence(p.gpus, [att])), words)
-
-    def one(p, iters):
-        return run_probe(p, binary, run_settings.launcher,
-                         probe_env(env, gpus, vis, p), deadline, iters, work,
-                         program, run_settings.limit, judge_probe)[0]
-
-    env['CCL_HEALTH_RUN_ID'] = settings.run_id   # the probes' ranks are ours
+        return judged_probe(p, att, judge(plan.evidence(p.gpus, [att],
+                                                        before)), words)
+    from ccl_health.judge.casejudge import judge
     tries = []
     for attempt in range(1, settings.repeats + 1):
-        probes = [] if links_only else [one(probe(visible, entry,
-                                                  attempt),
-                                            settings.iters)]
-        if links_tool is not None and all(q.ok for q in probes):
-            lp = run_links(
-                links_tool, visible, [token[g] for g in visible],
-                probe_env(env, gpus, vis, probe(visible, None, attempt)),
-                deadline, peer_copy, settings.limit)
-            lp.attempt = attempt
-            probes.append(lp)
-        elif probes and probes[0].ok and n > 2 and not settings.no_pairs:
-            for rnd in pair_rounds(visible):
-                procs = [probe(pair, pair_entry, attempt) for pair in rnd]
-                with ThreadPoolExecutor(len(procs)) as pool:
-                    list(pool.map(lambda q: one(
-                        q, max(1, settings.iters // 2)), procs))
-                probes += procs
-                if any(not q.ok for q in procs):
-                    break
+        if plan.one is not None:
+            probes = _one_process_try(plan, attempt, work, judge_probe)
+        else:
+            probes = _apart_try(plan, attempt, work, judge_probe)
         tries.append(probes)
         if attempt_over(probes) != 'retry' or \
-                time.monotonic() > deadline - 2:
+                time.monotonic() > plan.deadline - 2:
             break
-    after = read_node_state(settings)
-    cases = {g: evidence(g, atts) for g, atts in attempts.items()}
-    return with_node_state(judge_attempts(
-        tries, settings.repeats, result_of, pair_entry, size, n, system,
-        partition, t0, links_tool, links_only, cases), before, after, site)
+    path = (f'one process: {plan.one}' if plan.one is not None else
+            f'apart: {plan.why_not}')
+    return tries, attempts, path
+
+
+def _one_process_try(plan, attempt, work, judge_probe):
+    """One try through the one probe process (:func:`run_one_process`):
+    the all_reduce's probe first, then the copy matrix's (the order of
+    :func:`_apart_try`)."""
+    main = None if plan.links_only else plan.probe(plan.visible, plan.entry,
+                                                   attempt)
+    lp, att = run_one_process(
+        plan.one, plan.links_tool is not None, main, plan.visible,
+        [plan.token[g] for g in plan.visible],
+        probe_env(plan.env, plan.gpus, plan.vis,
+                  plan.probe(plan.visible, None, attempt)),
+        plan.deadline, plan.peer_copy, plan.settings.iters, work,
+        plan.program, plan.settings.limit)
+    probes = []
+    if main is not None and att is not None:
+        judge_probe(main, att[0], att[1])
+        probes.append(main)
+    if lp is not None:
+        lp.attempt = attempt
+        probes.append(lp)
+    return probes
+
+
+def _apart_try(plan, attempt, work, judge_probe):
+    """One try where the one probe process is not built: ``all_reduce_perf``
+    through the launcher, then the copy matrix (or the NCCL pair rounds)."""
+    settings = plan.settings
+
+    def one(p, iters):
+        return run_probe(p, plan.binary, settings.launcher,
+                         probe_env(plan.env, plan.gpus, plan.vis, p),
+                         plan.deadline, iters, work, plan.program,
+                         settings.limit, judge_probe)[0]
+    visible, n = plan.visible, plan.n
+    probes = [] if plan.links_only else [one(plan.probe(visible, plan.entry,
+                                                        attempt),
+                                             settings.iters)]
+    if plan.links_tool is not None and all(q.ok for q in probes):
+        lp = run_links(
+            plan.links_tool, visible, [plan.token[g] for g in visible],
+            probe_env(plan.env, plan.gpus, plan.vis,
+                      plan.probe(visible, None, attempt)),
+            plan.deadline, plan.peer_copy, settings.limit)
+        lp.attempt = attempt
+        probes.append(lp)
+    elif probes and probes[0].ok and n > 2 and not settings.no_pairs:
+        for rnd in pair_rounds(visible):
+            procs = [plan.probe(pair, plan.pair_entry, attempt)
+                     for pair in rnd]
+            with ThreadPoolExecutor(len(procs)) as pool:
+                list(pool.map(lambda q: one(
+                    q, max(1, settings.iters // 2)), procs))
+            probes += procs
+            if any(not q.ok for q in procs):
+                break
+    return probes

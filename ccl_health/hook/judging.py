@@ -42,6 +42,9 @@ class HookResult:
     #: the folder keeping the probes' outputs and logs of a failing check
     #: (:mod:`ccl_health.hook.keep`), or why they were not kept
     evidence: str = ''
+    #: how the probes ran: ``one process: <ccl-health-probe>``, or ``apart:
+    #: <why>`` (all_reduce_perf and the copy matrix), '' where none ran
+    probe_path: str = ''
 
 
 #: the line's word for a node that is not for this check (not a GPU node)
@@ -358,9 +361,13 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
 
 # -- the node's state ---------------------------------------------------------
 
-def causes_of(before, after, site=None, expected_gpus=None, job=''):
+def causes_of(before, after, site=None, expected_gpus=None, job='',
+              ours=()):
     """The causes the node's state shows; ``job``: why a job may use the
-    GPUs (:func:`ccl_health.judge.nodejudge.job_causes`)."""
+    GPUs (:func:`ccl_health.judge.nodejudge.job_causes`); ``ours``: the
+    pids the probes' ranks printed (the rule of the sweep's
+    ``contended``: a rank still on its GPU is the probe's, never a
+    foreign process)."""
     from ccl_health.evidence.nodestate.diagnose import (MEMORY_HELD_FRACTION,
                                                         diagnose)
     from ccl_health.judge import nodejudge as node
@@ -369,7 +376,7 @@ def causes_of(before, after, site=None, expected_gpus=None, job=''):
                       expected_model=getattr(health, 'gpu_model', None),
                       expected_count=expected_gpus,
                       memory_held=getattr(health, 'memory_held', None) or
-                      MEMORY_HELD_FRACTION)
+                      MEMORY_HELD_FRACTION, ours=ours)
     return node.job_causes(causes, job) if job else causes
 
 
@@ -385,17 +392,18 @@ def node_state_detail(before, after, causes):
 
 
 def with_node_state(res, before, after, site=None, expected_gpus=None,
-                    job=''):
+                    job='', ours=()):
     """The probes' result ``res`` with the causes the node's state shows
     (read before and after) judged by :func:`ccl_health.judge.nodejudge.
     with_state`: the first cause named first, a cause that drains fails a
     pass or an unjudged result.  ``job``: why a job may use the GPUs (it
     runs one, or the resource manager could not be asked): its processes
-    are named, never drained.  The readings and causes go into
+    are named, never drained.  ``ours``: the pids the probes' ranks
+    printed (:func:`causes_of`).  The readings and causes go into
     ``res.node_state``."""
     from ccl_health.judge import nodejudge as node
     from ccl_health.judge.verdicts import Verdict, exit_code
-    causes = causes_of(before, after, site, expected_gpus, job)
+    causes = causes_of(before, after, site, expected_gpus, job, ours)
     res.node_state = node_state_detail(before, after, causes)
     if not causes:
         return res

@@ -4,7 +4,12 @@
 * the all_reduce of every GPU, and the NCCL pair rounds (:func:`run_probe`,
   :func:`pair_rounds`);
 * the copy matrix of every GPU pair (``ccl-health-links`` or nvbandwidth,
-  :func:`run_links`), which stands in for the pair rounds where installed.
+  :func:`run_links`), which stands in for the pair rounds where installed;
+* both from ONE process where ``ccl-health-probe`` is built
+  (:func:`find_probe_program`, :func:`run_one_process`): CUDA and NCCL
+  start once, the copy matrix and then the all_reduce of every GPU; its
+  output is split into the two parts and each is read as its program's
+  (the copy matrix's, nccl-tests' table) and judged as before.
 
 Each runs through :func:`ccl_health.hook.bounded.bounded`, in the clean
 environment of :func:`ccl_health.hook.settings.clean_environment`."""
@@ -195,3 +200,91 @@ def run_links(tool, gpu_ids, tokens, env, deadline, peer_copy, limit=None):
         res = links.parse_links(got.output) if name == links.PROGRAM else \
             links.parse_nvbandwidth(got.output, nbytes=size)
     return judging.judge_copy_matrix(probe, got, res, peer_copy, limit)
+
+
+def find_probe_program(prefix, site, links_tool):
+    """``(path, '')`` of ``bin/ccl-health-probe`` in the tests' install
+    prefix (the builders put it beside ``ccl-health-links``), else ``(None,
+    why)``: not built there, or the site names its own links program
+    (``health.links`` / ``health.nvbandwidth``: that one is run, apart)."""
+    from ccl_health.evidence import copymatrix as links
+    path = os.path.join(prefix, 'bin', links.PROBE_PROGRAM)
+    if not os.access(path, os.X_OK):
+        return None, (f'{links.PROBE_PROGRAM} is not built in {prefix}: '
+                      f'all_reduce_perf and the copy matrix run apart')
+    if links_tool is not None and links_tool[1] != os.path.join(
+            prefix, 'bin', links.PROGRAM):
+        return None, (f'the site names {links_tool[1]} for the links: '
+                      f'all_reduce_perf and it run apart')
+    return path, ''
+
+
+def _part(got, output, started, returncode, timed_out):
+    """One part of the one probe process's run, as if its program had run
+    alone (what :func:`run_probe` and :func:`run_links` judge)."""
+    return run.Outcome(output=output, returncode=returncode,
+                       seconds=got.seconds, timed_out=timed_out,
+                       started=bool(started.search(output)),
+                       not_started=got.not_started, asked=got.asked)
+
+
+def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
+                    peer_copy, iters, workdir, program=None, limit=None):
+    """Run ``ccl-health-probe`` once (bounded by ``deadline``): the copy
+    matrix of ``gpu_ids`` (``with_links``), then the all_reduce of
+    ``probe`` (None: none) over them all, NCCL's debug log kept for the
+    transport proof.  Returns ``(links_probe, (attempt, launcher words))``:
+    the copy matrix judged (None where not run), the all_reduce's attempt
+    (:func:`ccl_health.hook.judging.probe_attempt`; None where it never
+    ran: the copy matrix did not complete, its fault is the verdict)."""
+    from ccl_health.evidence import copymatrix as links
+    from ccl_health.evidence import debuglog, programs, ras
+    program = program or programs.NCCL_TESTS
+    size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
+    lp = LinksProbe(tuple(gpu_ids), links.PROGRAM, path, size,
+                    tuple(tokens)) if with_links else None
+    what = (f'all_reduce on GPUs {gpus_text(probe.gpus)}' if probe else
+            'the copy matrix of the GPU links')
+    remaining = deadline - time.monotonic()
+    if remaining < 1:
+        if lp is not None:
+            return judging.not_started(lp, 'the copy matrix of the GPU '
+                                           'links', limit), None
+        return None, (judging.not_started_attempt(what, limit), '')
+    logdir = run.temporary_folder('probe-', workdir)
+    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
+                NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
+    penv.setdefault('NCCL_RAS_ADDR', ras.free_address())
+    asking = 0.0 if ras.disabled(penv) or probe is None else \
+        ras.share(remaining)
+    cmd = [path] + (links.links_options(size) if with_links else
+                    ['-b', '0']) + \
+        ['-a', str(probe.size if probe else 0), '-i', str(int(iters)),
+         '-W', '2']
+    ours = re.compile(r'^# (ccl-health-links |error:|usage error:)', re.M)
+    got = run.bounded(cmd, penv, remaining - asking,
+                      started=re.compile(f'{ours.pattern}|{STARTED.pattern}',
+                                         re.M),
+                      before_kill=None if probe is None else
+                      lambda: ras.ask(penv, bound=asking))
+    _keep_output(logdir, cmd, got)
+    links_text, ar_text = links.split_probe_output(got.output or '')
+    done = True
+    if lp is not None:
+        lp.seconds = got.seconds
+        res = links.parse_links(links_text)
+        done = res.complete and not res.errors
+        part = _part(got, links_text, ours, 0 if done else got.returncode,
+                     got.timed_out and not done)
+        if part.not_started or part.timed_out or not part.started or \
+                part.returncode in (126, 127):
+            res = None
+        judging.judge_copy_matrix(lp, part, res, peer_copy, limit)
+    if probe is None or not done:
+        return lp, None
+    probe.seconds = got.seconds
+    part = _part(got, ar_text or '', STARTED, got.returncode, got.timed_out)
+    att = judging.probe_attempt(
+        part, [path], what, limit, program,
+        logs=debuglog.debug_log_files(logdir), ras_answer=got.asked)
+    return lp, (att, judging.launcher_words(part.output))

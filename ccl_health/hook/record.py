@@ -204,7 +204,8 @@ def json_document(res, settings=None, recorded=None):
            'probes': [dataclasses.asdict(p) for p in res.probes],
            'node_state': res.node_state,
            'role': getattr(res, 'role', None) or {},
-           'attempt_notes': list(getattr(res, 'attempt_notes', []) or [])}
+           'attempt_notes': list(getattr(res, 'attempt_notes', []) or []),
+           'probe_path': getattr(res, 'probe_path', '') or None}
     doc['dropped_env'] = dict(getattr(settings, 'dropped', ()) or ())
     doc['database'] = dburl.shown(getattr(settings, 'db', None)) or None
     if recorded is not None:

@@ -420,14 +420,7 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
             'node-fault: ranks run different NCCL versions: ' +
             _version_groups(vers)), found
     if bad is not None:
-        v, reason = bad
-        if v is Verdict.COULD_NOT_CHECK and att.exit_status is None and \
-                'exit status' in reason:
-            # the numbers were measured whatever the unknown exit status
-            short = _measured_short(ev, att, found)
-            if short:
-                return Verdict.BELOW_REFERENCE, short, found
-        return v, reason, found
+        return _measured_too(bad, ev, att, found)
     verdict, why = _proven(ev, att)
     if verdict is Verdict.COULD_NOT_CHECK:
         # only a pass needs the transport proven: a measured shortfall
@@ -458,6 +451,22 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
     return Verdict.PASS, (
         f'{n} sizes within reference; {big.busbw:.1f} GB/s at '
         f'{format_size(big.size)}; {proof_reason}'), found
+
+
+def _measured_too(bad, ev, att, found):
+    """The output's own failing verdict ``bad`` with what its rows measured
+    against the reference: below it where only the exit status was unknown
+    (the numbers were measured whatever it was), and a cut table's
+    shortfall named with its incomplete verdict (it still shows its
+    collapse)."""
+    v, reason = bad
+    short = _measured_short(ev, att, found)
+    if short and v is Verdict.COULD_NOT_CHECK and att.exit_status is None \
+            and 'exit status' in reason:
+        return Verdict.BELOW_REFERENCE, short, found
+    if short and v is Verdict.INCOMPLETE:
+        reason += f'; the sizes it shows: {short}'
+    return v, reason, found
 
 
 def _measured_short(ev, att, found):

@@ -94,3 +94,70 @@ def crash(att):
     how = f' ({n.how})' if n.how else ''
     err = f': {n.error}' if n.error else ''
     return f'; first to exit: {_who(n)}{how}, from {n.source}{err}'
+
+
+#: the states of a rank RAS names that mark its node as the one that
+#: stopped (an ``error`` or another ``status`` says something else)
+STOPPED = ('unresponsive', 'dead', 'behind')
+
+
+def _node_of(host, nodes):
+    """The one of ``nodes`` that ``host`` (as NCCL or a debug log's name
+    gives it: short or qualified) is; None: none, or more than one."""
+    host = (host or '').strip()
+    if not host:
+        return None
+    hits = [n for n in nodes if n == host or host.startswith(n + '.') or
+            n.startswith(host + '.')]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _host_of(note, result):
+    """The host of a rank or process RAS names.  RAS prints a node by its
+    address (``on node 192.0.2.2``: seen on 4x H200, NCCL 2.28.3), so the
+    run's own header (nccl-tests' ``Rank N ... Pid P on HOST``) names it
+    by that pid (and rank, where both say one); without a header, as RAS
+    prints it.  '' where the header lists that pid on no host or on
+    several."""
+    rows = list(zip(getattr(result, 'rank_ids', None) or [],
+                    getattr(result, 'rank_hosts', None) or [],
+                    getattr(result, 'rank_pids', None) or []))
+    if not rows:
+        return note.host
+    same = [(r, h) for r, h, p in rows if p is not None and p == note.pid]
+    hosts = {h for r, h in same if r == note.rank} or {h for _, h in same}
+    return hosts.pop() if len(hosts) == 1 else ''
+
+
+def node_named(att, nodes):
+    """``(node, source)``: the one node of ``nodes`` (the step's, as the
+    scheduler names them) that a hang names, and what named it
+    (``NCCL RAS at <address>``, ``the outputs (<where>)``); None where
+    nothing names exactly one node of them.
+
+    RAS names a node only from a whole answer (read to its end, not cut at
+    its size cap, of this run's processes: :func:`ccl_health.judge.
+    assemble.attempt` empties another job's) in which every rank or
+    process named is stopped (unresponsive, dead or behind) on that node
+    (:func:`_host_of`), and every one is on one of ``nodes``: a partial or
+    garbled answer names none.  Where RAS names none, the debug log that
+    stopped first names its host.  Only a hang (a run stopped from
+    outside) names a node so; a crash's first exit may be a victim of
+    another node's fault."""
+    if not getattr(att, 'killed', None):
+        return None
+    ans = att.ras
+    if ans is not None and ans.ok and ans.notes:
+        if ans.truncated or any(n.state not in STOPPED for n in ans.notes):
+            return None
+        found = {_node_of(_host_of(n, att.result), nodes)
+                 for n in ans.notes}
+        if len(found) == 1 and None not in found:
+            return found.pop(), f'NCCL RAS at {ans.address}'
+        return None
+    named = att.stalled
+    if named is not None and named.host:
+        node = _node_of(named.host, nodes)
+        if node is not None:
+            return node, f'the outputs ({named.source})'
+    return None

@@ -101,16 +101,49 @@ class Checked:
 
 # -- ReFrame's configuration schema ------------------------------------------
 
+def _reframe_schema_path():
+    """ReFrame's ``schemas/config.json`` (None: no ReFrame installed)."""
+    spec = importlib.util.find_spec('reframe')
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(list(spec.submodule_search_locations)[0], 'schemas',
+                        'config.json')
+
+
+def _reframe_checked(path, system, environments):
+    """The lines of a system file's ``system`` and ``environments`` against
+    ReFrame's closed schema (:func:`reframe_schema`); what passed before as
+    it is now is not checked again (:func:`ccl_health.sitedata.schemas.
+    passed_before`: the hook checks its system file on every run)."""
+    try:
+        with open(_reframe_schema_path() or '', 'rb') as fp:
+            digest = schemas.passed_digest('reframe-config',
+                                           [system, environments], fp.read())
+    except OSError:
+        digest = None
+    if digest and schemas.passed_before(digest):
+        return []
+    rfm = reframe_schema()
+    if rfm is None:
+        return []
+    errors = reframe_errors(path, system, 'system', rfm[1]['system'])
+    for i, env in enumerate(environments or []):
+        errors += reframe_errors(
+            path, env, 'environment', rfm[1]['environment'],
+            prefix=f'environments[{_label(env, i)}]')
+    if digest and not errors:
+        schemas.remember_passed(digest)
+    return errors
+
+
 @functools.lru_cache(maxsize=None)
 def reframe_schema():
     """``(path, {'system': validator, 'environment': validator})`` from
     the installed ReFrame's ``schemas/config.json``, closed (see the module
     doc); None where ReFrame is not installed."""
-    spec = importlib.util.find_spec('reframe')
-    if spec is None or not spec.submodule_search_locations:
+    path = _reframe_schema_path()
+    if path is None:
         return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], 'schemas',
-                        'config.json')
     try:
         with open(path) as fp:
             doc = json.load(fp)
@@ -278,14 +311,7 @@ def load_config(path, system=None, environments=None):
                       + ('missing' if system is None else
                          f'{_shown(system)} is not a dict')
                       + ' (the ReFrame system dict)']
-    errors = []
-    rfm = reframe_schema()
-    if rfm is not None:
-        errors += reframe_errors(path, system, 'system', rfm[1]['system'])
-        for i, env in enumerate(environments or []):
-            errors += reframe_errors(
-                path, env, 'environment', rfm[1]['environment'],
-                prefix=f'environments[{_label(env, i)}]')
+    errors = _reframe_checked(path, system, environments)
     for i, patt in enumerate(system.get('hostnames') or []):
         try:
             re.compile(patt)

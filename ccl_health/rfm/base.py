@@ -188,8 +188,11 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
         limit less :func:`ras_margin` (the query's bound and a margin), on
         this node and, where ``NCCL_RAS_ADDR`` listens on every interface,
         on each node of the job; stopped after the program (a run that
-        ended in time is never asked)."""
+        ended in time is never asked).  Its query's bound is half the time
+        left then (at most RAS's own, ``--bound``): a RAS that does not
+        answer is said to, before the job is ended."""
         from shlex import quote
+        from ccl_health.evidence.ras import DEFAULT_BOUND
         try:        # ReFrame keeps it in seconds; '10m' where not yet
             limit = float(typ.Duration(self.time_limit)) \
                 if self.time_limit else 0.0
@@ -197,11 +200,13 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
             limit = 0.0
         if limit <= 0:
             return [], []
-        at = max(1.0, limit - ras_margin(limit))
+        at = int(max(1.0, limit - ras_margin(limit)))
+        bound = min(DEFAULT_BOUND, max(0.5, (limit - at) / 2))
         py = quote(sys.executable or 'python3')
         start = [
             f'PYTHONPATH={quote(REPO)}${{PYTHONPATH:+:$PYTHONPATH}} {py} -m '
-            f'ccl_health.evidence.ras --watch {RAS_FILE} --at {at:.0f} '
+            f'ccl_health.evidence.ras --watch {RAS_FILE} --at {at} '
+            f'--bound {bound:g} '
             f'--nodes "$(scontrol show hostnames "${{SLURM_JOB_NODELIST:-}}" '
             f'2>/dev/null | paste -sd, -)" </dev/null >/dev/null 2>&1 &',
             'ccl_health_ras=$!']

@@ -147,8 +147,11 @@ class FrameworkBase(PlacedTest):
         """(verdict, reason) of a job Slurm ended at its time limit: the
         one judge's ``hang``, naming the rank NCCL's RAS named before it
         (:meth:`ras_answer`) or the debug log that stopped first; None
-        where it was not ended so."""
+        where it was not ended so.  The debug logs are the stage's own
+        (a check without a transport, MPI's first call, reads none of its
+        evidence otherwise)."""
         from ccl_health import summary
+        from ccl_health.evidence.debuglog import debug_log_files
         from ccl_health.judge import assemble
         from ccl_health.judge.casejudge import judge
         stage = lambda name: os.path.join(self.stagedir, sn.evaluate(name))
@@ -162,7 +165,8 @@ class FrameworkBase(PlacedTest):
             out = ''
         j = judge(assemble.case([assemble.unrun(
             killed=f'the job exceeded its time limit ({line})',
-            ras=self.ras_answer(), logs=self.evidence().files, stdout=out)],
+            ras=self.ras_answer(), logs=debug_log_files(self.stagedir),
+            stdout=out)],
             what=f'{MODULE} {self.bench_mode}'))
         return str(j.verdict), j.reason
 

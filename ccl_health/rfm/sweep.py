@@ -142,7 +142,9 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
     def _judge(self):
         """(verdict, one-line reason): :func:`ccl_health.judge.casejudge.judge`
         of this case's evidence."""
-        self._judgement = judge(self._evidence())
+        ev = self._evidence()
+        self._run_pids = ev.run_pids()
+        self._judgement = judge(ev)
         return self._judgement.verdict, self._judgement.reason
 
     @sanity_function
@@ -176,7 +178,9 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
             proven=self.proven_transport, algo=self.algo, reason=reason,
             versions=versions,
             env=dict(recorder.run_environment(self.env_vars),
-                     **recorder.node_state_env(self.node_states())),
+                     **recorder.node_state_env(
+                         self.node_states(),
+                         getattr(self, '_run_pids', ()))),
             suite_revision=recorder.suite_revision(), source='check',
             sizes=sizes)
         try:

@@ -12,6 +12,7 @@ import difflib
 import functools
 import glob
 import os
+import re
 import shlex
 
 from ccl_health import resources
@@ -168,7 +169,13 @@ def _environs(name, cpath, parts, environments, all_environments):
 @functools.lru_cache(maxsize=None)
 def reframe_backends():
     """``(launchers, schedulers)``: the names ReFrame registers; None
-    where ReFrame is not installed."""
+    where ReFrame is not installed.  Read from the installed ReFrame's
+    source (:func:`_backends_from_source`: importing ReFrame costs about a
+    second, every run of the hook); imported where the source does not
+    show them."""
+    found = _backends_from_source()
+    if found is not None:
+        return found
     try:
         import importlib
         from reframe.core import backends
@@ -178,6 +185,41 @@ def reframe_backends():
         return sorted(backends._launchers), sorted(backends._schedulers)
     except Exception:           # not installed, or another ReFrame
         return None
+
+
+#: ``reframe/core/backends.py``: the modules that register the backends
+_BACKEND_MODULE = re.compile(r"'reframe\.core\.(launchers|schedulers)\.(\w+)'")
+#: in those modules: ``@register_launcher('srun')``,
+#: ``@register_scheduler('local', local=True)``
+_REGISTER = re.compile(r"^@register_(launcher|scheduler)\(\s*['\"]([^'\"]+)",
+                       re.M)
+
+
+def _backends_from_source():
+    """ReFrame's launcher and scheduler names as its source registers
+    them (the modules its ``core/backends.py`` lists), without importing
+    it; None where that source is not there or shows none of either."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec('reframe')
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    core = os.path.join(list(spec.submodule_search_locations)[0], 'core')
+    names = {'launcher': set(), 'scheduler': set()}
+    try:
+        with open(os.path.join(core, 'backends.py')) as fp:
+            modules = set(_BACKEND_MODULE.findall(fp.read()))
+        for folder, mod in modules:
+            with open(os.path.join(core, folder, f'{mod}.py')) as fp:
+                for kind, name in _REGISTER.findall(fp.read()):
+                    names[kind].add(name)
+    except OSError:
+        return None
+    if not (names['launcher'] and names['scheduler']):
+        return None
+    return sorted(names['launcher']), sorted(names['scheduler'])
 
 
 def _backends(cpath, parts):

@@ -103,8 +103,8 @@ def fresh(pg_url, name):
 def intra_case(run, busbw, verdict='pass'):
     """The 2-GPU intra all_reduce captured on the device, as run ``run``
     (its last two digits: the day) with its busbw times ``busbw``."""
-    from ccl_health.evidence import nccltests_json
-    res = nccltests_json.parse_json(read(CAPTURE, 'intra', 'result.json'))
+    from ccl_health.evidence import nccltests_json as nccltests
+    res = nccltests.parse_json(read(CAPTURE, 'intra', 'result.json'))
     sizes = recorder.sizes_from_sweep(res)
     for s in sizes:
         s.busbw = s.busbw * busbw

@@ -2,9 +2,11 @@
 the vendor libraries (NVML through ``nvidia-ml-py``; ``amdsmi`` on AMD),
 never by scraping a tool's text.
 
-Per GPU: the compute processes on it (pid, name, memory; ``ours`` when its
-``/proc/<pid>/environ`` carries this run's ``CCL_HEALTH_RUN_ID`` or its pid
-was given as ours: anything unreadable is *not* ours), memory in use, ECC
+Per GPU: the compute processes on it (pid, name, memory; ``ours`` by the
+one rule of :func:`.nodedata.is_ours`: its pid was given as ours, it
+descends from the run's root process, or its ``/proc/<pid>/environ``
+carries this run's ``CCL_HEALTH_RUN_ID``; anything unreadable is *not*
+ours), memory in use, ECC
 error counts, retired pages and row remapping, NVLink state and error
 counters per link, PCIe generation and width against their maximum, the
 clock-event (throttle) reasons, utilization.  Per node: XID errors of the
@@ -28,32 +30,36 @@ from ccl_health.outputs import state_dir
 
 
 def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
-         vendor=None, light=False, xid_since=None):
+         vendor=None, light=False, xid_since=None, roots=()):
     """One reading of the node's state.  ``nvml``: an NVML-like API
     (:class:`.nvml.LiveNvml`, :class:`.nvml.RecordedNvml`); default the
     live library.  ``xid_state``: the file keeping the time of the last
     XID check (:mod:`.xid`), or ``xid_since``: an epoch time; neither: XIDs
-    are not read.  ``light``: only what a sample while a sweep runs needs.  Never raises for
-    what the node lacks: that is a ``not_checked`` fact."""
+    are not read.  ``light``: only what a sample while a sweep runs needs.
+    ``roots``: the processes whose descendants are ours besides this
+    one's (the job script a sampler runs in).  Never raises for what the
+    node lacks: that is a ``not_checked`` fact."""
     t0 = time.monotonic()
     ours = set(ours_pids) | {os.getpid()}
+    roots = set(roots) | {os.getpid()}
     state = None
     why = {}
     if vendor in (None, 'nvidia'):
         from ccl_health.evidence.nodestate import nvml as nv
         state = nv.read(api=nvml, run_id=run_id, ours_pids=ours,
-                        light=light)
+                        light=light, roots=roots)
         if not state.checked and vendor is None and nvml is None:
             why.update(state.not_checked)
             from ccl_health.evidence.nodestate import amd
-            amd_state = amd.read(run_id=run_id, ours_pids=ours)
+            amd_state = amd.read(run_id=run_id, ours_pids=ours,
+                                 roots=roots)
             if amd_state.checked:
                 state = amd_state
             else:
                 state.not_checked.update(amd_state.not_checked)
     elif vendor == 'amd':
         from ccl_health.evidence.nodestate import amd
-        state = amd.read(run_id=run_id, ours_pids=ours)
+        state = amd.read(run_id=run_id, ours_pids=ours, roots=roots)
     if (xid_state is not None or xid_since is not None) and not light \
             and state.vendor == 'nvidia':       # XIDs are NVIDIA's
         from ccl_health.evidence.nodestate import xid

@@ -133,15 +133,21 @@ def watch(path, run_id, ours, interval):
             fp.write(json.dumps({'phase': phase,
                                  'state': state.to_dict()}) + '\n')
             fp.flush()
-        write('before', read(run_id=run_id, ours_pids=ours, xid_since=t0))
+        # the job script that started the sampler started the launcher:
+        # every rank of the run descends from it
+        roots = {parent}
+        write('before', read(run_id=run_id, ours_pids=ours, xid_since=t0,
+                             roots=roots))
         while not stop and os.getppid() == parent:
             end = time.monotonic() + interval
             while not stop and time.monotonic() < end:
                 time.sleep(min(0.1, max(0.0, end - time.monotonic())))
             if stop:
                 break
-            write('sample', read(run_id=run_id, ours_pids=ours, light=True))
-        write('after', read(run_id=run_id, ours_pids=ours, xid_since=t0))
+            write('sample', read(run_id=run_id, ours_pids=ours, light=True,
+                                 roots=roots))
+        write('after', read(run_id=run_id, ours_pids=ours, xid_since=t0,
+                            roots=roots))
     return 0
 
 

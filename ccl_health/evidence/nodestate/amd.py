@@ -21,10 +21,10 @@ the older ``amdsmi_get_pcie_link_status`` / ``amdsmi_get_pcie_link_caps``
 AMD node here: the tests' answers are built from that documented
 structure."""
 
-from ccl_health.evidence.nodestate.nodedata import GpuState, NodeState, Process, RUN_ID_VAR, not_checked, \
-    process_name
-from ccl_health.evidence.nodestate.nvml import (HOST_CALLS, NvmlError,
-                                                 host_call, plain)
+from ccl_health.evidence.nodestate.nodedata import (
+    GpuState, NodeState, Process, not_checked)
+from ccl_health.evidence.nodestate.nvml import (
+    HOST_CALLS, NvmlError, host_call, plain, process_is_ours)
 
 MB = 1024 ** 2
 #: PCIe transfer rate (MT/s) -> generation
@@ -67,7 +67,7 @@ class LiveAmdsmi:
                 from None
 
 
-def read(api=None, run_id=None, ours_pids=()):
+def read(api=None, run_id=None, ours_pids=(), roots=()):
     if api is None:
         try:
             api = LiveAmdsmi()
@@ -82,7 +82,7 @@ def read(api=None, run_id=None, ours_pids=()):
     state = NodeState(vendor='amd', library='amdsmi')
     try:
         for i in range(count):
-            state.gpus.append(read_gpu(api, i, run_id, ours_pids))
+            state.gpus.append(read_gpu(api, i, run_id, ours_pids, roots))
     finally:
         try:
             api.call('amdsmi_shut_down')
@@ -91,7 +91,7 @@ def read(api=None, run_id=None, ours_pids=()):
     return state
 
 
-def read_gpu(api, i, run_id=None, ours_pids=()):
+def read_gpu(api, i, run_id=None, ours_pids=(), roots=()):
     g = GpuState(i)
 
     def get(fact, name, *args):
@@ -123,13 +123,7 @@ def read_gpu(api, i, run_id=None, ours_pids=()):
         if not isinstance(pid, int):
             continue
         mem = (p.get('memory_usage') or {}).get('vram_mem', p.get('mem'))
-        ours = pid in ours_pids
-        if not ours and run_id:
-            try:
-                ours = bool(api.call('procEnvironHas', pid,
-                                     f'{RUN_ID_VAR}={run_id}'))
-            except NvmlError:
-                ours = False
+        ours = process_is_ours(api, pid, run_id, ours_pids, roots)
         try:
             name = api.call('procComm', pid) or p.get('name') or ''
         except NvmlError:

@@ -28,7 +28,7 @@ remapping (a reset is due), another GPU model than the site's."""
 import dataclasses
 from typing import List, Optional
 
-from ccl_health.evidence.nodestate.nodedata import GIB, NodeState
+from ccl_health.evidence.nodestate.nodedata import GIB, NodeState, ours_in
 from ccl_health.evidence.nodestate.xid import DRAIN_XIDS
 
 #: memory in use without a visible process to hold it, as a fraction of the
@@ -66,12 +66,13 @@ def _gib(n):
 
 
 def diagnose(before, after=None, expected_model=None, expected_count=None,
-             samples=(), memory_held=MEMORY_HELD_FRACTION, gpus=None
-             ) -> List[Cause]:
+             samples=(), memory_held=MEMORY_HELD_FRACTION, gpus=None,
+             ours=()) -> List[Cause]:
     """Causes from the readings ``before`` and ``after`` (NodeStates;
     either may be None or not checked) and ``samples`` taken between them,
     ordered (:data:`ORDER`).  ``gpus``: the node GPU indices that matter
-    (default all)."""
+    (default all).  ``ours``: the pids the run's ranks printed
+    (:func:`.nodedata.ours_in`), never a foreign process."""
     states = [s for s in [before, *samples, after]
               if isinstance(s, NodeState) and s.checked]
     if not states:
@@ -87,7 +88,7 @@ def diagnose(before, after=None, expected_model=None, expected_count=None,
         causes.append(Cause('gpu-count', (
             f'NVML lists {len(last.gpus)} of the {expected_count} GPUs'),
             drain=True))
-    causes += _foreign(states, want)
+    causes += _foreign(states, want, ours)
     causes += _memory_held(states, want, memory_held,
                            first_is_before=states[0] is before)
     causes += _xids(states)
@@ -124,13 +125,15 @@ def _lost(states, want):
 def foreign_processes(states, want=lambda i: True, ours=()):
     """``{(gpu, pid): Process}`` of every process not ours seen in any of
     ``states`` (the most memory it was seen with); ``ours``: pids known to
-    be ours besides those the readings name so."""
+    be ours besides those the readings name so (the one rule of the run's
+    own pids: :func:`.nodedata.ours_in`)."""
+    ours = ours_in(states, ours)
     seen = {}
     for s in states:
         for g in s.gpus:
             if not want(g.index):
                 continue
-            for p in g.foreign():
+            for p in g.processes:
                 if p.pid in ours:
                     continue
                 key = (g.index, p.pid)

@@ -2,11 +2,15 @@
 returns, what the NVML and amdsmi readers build and :mod:`.diagnose`
 judges): per GPU its processes, memory, ECC, links, PCIe, throttle reasons;
 per node the XIDs and what could not be checked.  Nothing here reads the
-node but the two ``/proc`` look-ups of a process (its name, whether it is
-ours)."""
+node but the ``/proc`` look-ups of a process (its name, its parent, its
+environment), and the one rule of a process that is the run's own
+(:func:`is_ours` as a reading is taken, :func:`ours_in` over the readings
+of a run).  ``CCL_HEALTH_PROC`` names another root than ``/proc``
+(tests)."""
 
 import dataclasses
 import json
+import os
 import time
 from typing import Dict, List, Optional
 
@@ -123,11 +127,93 @@ def not_checked(why, what='gpus', seconds=0.0):
                      time=time.time())
 
 
+#: the variable that names another root of the process table (tests)
+PROC_VAR = 'CCL_HEALTH_PROC'
+#: the most parents walked up from a process (a loop in a table read while
+#: it changes ends there)
+MAX_DEPTH = 256
+
+
+def proc_root():
+    return os.environ.get(PROC_VAR) or '/proc'
+
+
 def process_name(pid):
     """``/proc/<pid>/comm``, or '' where it cannot be read (another pid
     namespace, gone)."""
     try:
-        with open(f'/proc/{pid}/comm') as fp:
+        with open(os.path.join(proc_root(), str(pid), 'comm')) as fp:
             return fp.read().strip()
     except OSError:
         return ''
+
+
+def parent_pid(pid):
+    """The parent's pid of ``/proc/<pid>/stat`` (``pid (comm) state ppid
+    ...``: the name may hold spaces and parentheses, so the fields are
+    counted after its last ``)``), or None where it cannot be read.  A
+    process that is exiting (its environment already gone) or a zombie
+    still has it."""
+    try:
+        with open(os.path.join(proc_root(), str(pid), 'stat'), 'rb') as fp:
+            text = fp.read()
+        return int(text[text.rindex(b')') + 1:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def environ_has(pid, entry):
+    """Whether ``/proc/<pid>/environ`` holds ``entry`` (``NAME=value``);
+    False where it cannot be read (another user, an exiting process)."""
+    try:
+        with open(os.path.join(proc_root(), str(pid), 'environ'),
+                  'rb') as fp:
+            return entry.encode() in fp.read().split(b'\0')
+    except OSError:
+        return False
+
+
+def descends_from(pid, roots, parent=parent_pid):
+    """Whether one of ``roots`` is ``pid``'s parent, or its parent's, and
+    so on up (``parent``: the look-up of a parent's pid).  pid 1 and 0
+    are never a root: everything descends from them."""
+    roots = {r for r in roots if isinstance(r, int) and r > 1}
+    seen = set()
+    while roots and isinstance(pid, int) and pid > 1 and \
+            pid not in seen and len(seen) < MAX_DEPTH:
+        seen.add(pid)
+        pid = parent(pid)
+        if pid in roots:
+            return True
+    return False
+
+
+def is_ours(pid, run_id=None, ours=(), roots=(), parent=parent_pid,
+            environ=environ_has):
+    """The one rule of a process that is the run's own, as a reading is
+    taken: its pid is one of ``ours``; or it descends from one of
+    ``roots`` (the process tree the run's launcher started: the job
+    script of a sweep, the hook's own process), which an exiting rank
+    whose environment can no longer be read still does; or its
+    environment carries the run's ``CCL_HEALTH_RUN_ID`` (a rank a
+    resource manager started outside that tree: ``srun``).  Anything that
+    cannot be read is not ours.  ``parent`` and ``environ``: the look-ups
+    (default this host's ``/proc``)."""
+    if pid in set(ours or ()):
+        return True
+    if roots and descends_from(pid, roots, parent):
+        return True
+    return bool(run_id) and environ(pid, f'{RUN_ID_VAR}={run_id}')
+
+
+def ours_in(states, ours=()):
+    """The pids that are the run's own over its readings ``states``: those
+    ``ours`` names (the pids its ranks printed: their output, the NCCL
+    debug logs) and every pid a reading found ours (:func:`is_ours`): a
+    rank still on its GPU after another rank crashed is the run's in
+    every reading, also once the launcher it descended from is gone."""
+    found = set(ours or ())
+    for s in states:
+        for g in getattr(s, 'gpus', None) or ():
+            found.update(p.pid for p in g.processes if p.ours)
+    return found

@@ -19,8 +19,9 @@ of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
 import json
 import os
 
-from ccl_health.evidence.nodestate.nodedata import (GpuState, Link, NodeState, Process, RUN_ID_VAR,
-                                                 not_checked, process_name)
+from ccl_health.evidence.nodestate.nodedata import (
+    GpuState, Link, NodeState, Process, environ_has, is_ours, not_checked,
+    parent_pid, process_name)
 
 # NVML return codes (nvml.h)
 UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION = 1, 2, 3, 4
@@ -102,23 +103,32 @@ class LiveNvml:
 
 
 #: the calls every vendor API answers from the host's /proc, not the library
-HOST_CALLS = ('procComm', 'procEnvironHas')
+HOST_CALLS = ('procComm', 'procEnvironHas', 'procParent')
 
 
 def host_call(name, *args):
     """``procComm(pid)``: the process's name; ``procEnvironHas(pid,
-    entry)``: whether its environment holds ``entry``."""
+    entry)``: whether its environment holds ``entry``; ``procParent(pid)``:
+    its parent's pid (None: unread)."""
     if name == 'procComm':
         return process_name(args[0])
-    return _environ_has(*args)
+    if name == 'procParent':
+        return parent_pid(args[0])
+    return environ_has(*args)
 
 
-def _environ_has(pid, entry):
-    try:
-        with open(f'/proc/{pid}/environ', 'rb') as fp:
-            return entry.encode() in fp.read().split(b'\0')
-    except OSError:
-        return False
+def process_is_ours(api, pid, run_id, ours_pids, roots=()):
+    """:func:`.nodedata.is_ours` with the look-ups answered by ``api``
+    (live: this host's /proc; a recording: what it recorded); an answer
+    the API cannot give is "not ours"."""
+    def ask(name, *args):
+        try:
+            return api.call(name, *args)
+        except NvmlError:
+            return None
+    return is_ours(pid, run_id, ours_pids, roots,
+                   parent=lambda p: ask('procParent', p),
+                   environ=lambda p, e: bool(ask('procEnvironHas', p, e)))
 
 
 class Recording:
@@ -169,9 +179,11 @@ def _key(name, args):
     return json.dumps([name, args])
 
 
-def read(api=None, run_id=None, ours_pids=(), light=False):
+def read(api=None, run_id=None, ours_pids=(), light=False, roots=()):
     """A :class:`NodeState` of this node's NVIDIA GPUs; NVML missing or not
-    loadable: a NodeState whose ``not_checked`` says why."""
+    loadable: a NodeState whose ``not_checked`` says why.  A process is
+    ours by :func:`process_is_ours` (``run_id``, ``ours_pids``,
+    ``roots``)."""
     if api is None:
         try:
             api = LiveNvml()
@@ -199,7 +211,8 @@ def read(api=None, run_id=None, ours_pids=(), light=False):
         if state.library:
             state.library = f'nvml {state.library}'
         for i in range(count):
-            state.gpus.append(read_gpu(api, i, run_id, ours_pids, light))
+            state.gpus.append(read_gpu(api, i, run_id, ours_pids, light,
+                                      roots))
         return state
     finally:
         try:
@@ -208,7 +221,7 @@ def read(api=None, run_id=None, ours_pids=(), light=False):
             pass
 
 
-def read_gpu(api, i, run_id=None, ours_pids=(), light=False):
+def read_gpu(api, i, run_id=None, ours_pids=(), light=False, roots=()):
     """One GPU's facts; ``light``: only what a sample while a sweep runs
     needs (memory, utilization, processes, clock-event reasons)."""
     g = GpuState(i)
@@ -237,7 +250,7 @@ def read_gpu(api, i, run_id=None, ours_pids=(), light=False):
     if isinstance(util, dict):
         g.utilization = util.get('gpu')
     g.temperature = get('temperature', 'nvmlDeviceGetTemperature', 0)
-    g.processes = _processes(api, get, run_id, ours_pids)
+    g.processes = _processes(api, get, run_id, ours_pids, roots)
     if light:
         _throttle(api, get, g, i)
         return g
@@ -281,7 +294,7 @@ def _throttle(api, get, g, i):
             g.throttle.append(f'other:{mask & ~sum(CLOCK_EVENTS):#x}')
 
 
-def _processes(api, get, run_id, ours_pids):
+def _processes(api, get, run_id, ours_pids, roots=()):
     raw = get('processes', 'nvmlDeviceGetComputeRunningProcesses')
     out = []
     for p in raw or []:
@@ -298,13 +311,7 @@ def _processes(api, get, run_id, ours_pids):
                 name = os.path.basename(name)
             except NvmlError:
                 name = ''
-        ours = pid in ours_pids
-        if not ours and run_id:
-            try:
-                ours = bool(api.call('procEnvironHas', pid,
-                                     f'{RUN_ID_VAR}={run_id}'))
-            except NvmlError:
-                ours = False
+        ours = process_is_ours(api, pid, run_id, ours_pids, roots)
         used = p.get('usedGpuMemory')
         out.append(Process(pid, name, used if isinstance(used, int) else None,
                            ours))

@@ -11,13 +11,14 @@ not of type 'array'``."""
 
 import difflib
 import functools
+import hashlib
 import json
 import math
 import os
 
 import yaml
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, outputs, safefile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -173,13 +174,85 @@ def _message(err):
     return err.message
 
 
+#: the digests of documents that passed their schema, in this user's state
+#: folder (:func:`ccl_health.outputs.state_dir`): the hook checks the same
+#: site and reference files on every run, and what passed once needs no
+#: ``jsonschema`` (a fifth of the hook's start-up) until it changes
+PASSED_FILE = 'schema-passed'
+#: the digests kept (the newest)
+PASSED_KEEP = 64
+
+
+def passed_digest(kind, doc, *texts):
+    """The digest of ``doc`` checked as ``kind`` against ``texts`` (the
+    schema's own text: a changed schema checks everything again)."""
+    h = hashlib.sha256(kind.encode())
+    for text in texts:
+        h.update(text if isinstance(text, bytes) else str(text).encode())
+        h.update(b'\0')
+    h.update(json.dumps(doc, sort_keys=True, default=repr,
+                        allow_nan=True).encode())
+    return h.hexdigest()
+
+
+def _passed_path():
+    return os.path.join(outputs.state_dir(), PASSED_FILE)
+
+
+def passed_before(digest):
+    """Whether a document of this digest passed before; only a file of
+    this user in a folder of its own counts (another user's planted file,
+    a link: checked again)."""
+    path = _passed_path()
+    try:
+        if safefile.unsafe_reason(os.path.dirname(path)):
+            return False
+        text = safefile.read_own(path, 'record of checked files')
+    except (CclHealthError, OSError):
+        return False
+    return bool(text) and digest in text.split()
+
+
+def remember_passed(digest):
+    """Note that a document of this digest passed (never in the way: a
+    state folder that cannot be written is no error)."""
+    path = _passed_path()
+    try:
+        folder = os.path.dirname(path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if safefile.unsafe_reason(folder):
+            return
+        kept = [d for d in (safefile.read_own(path) or '').split()
+                if d != digest][-(PASSED_KEEP - 1):]
+        safefile.write_atomic(path, '\n'.join(kept + [digest]) + '\n',
+                              mode=0o600)
+    except (CclHealthError, OSError):
+        pass
+
+
+def _schema_text(name):
+    with open(os.path.join(HERE, f'{name}.schema.json'), 'rb') as fp:
+        return fp.read()
+
+
 def errors(doc, name):
     """Every problem of ``doc`` against schema ``name`` as ``(key path,
     message)``, by key path; nan / inf numbers first (JSON Schema has no way
-    to refuse them)."""
-    jsonschema = _jsonschema()
+    to refuse them).  A document that passed before as it is now
+    (:func:`passed_before`) is not checked again."""
     out = [(key_path(parts), f'{val!r} is not a finite number')
            for parts, val in _not_finite(doc)]
+    digest = passed_digest('schema:' + name, doc, _schema_text(name))
+    if not out and passed_before(digest):
+        return []
+    out = _errors(doc, name, out)
+    if not out:
+        remember_passed(digest)
+    return out
+
+
+def _errors(doc, name, out):
+    jsonschema = _jsonschema()
     validator = jsonschema.Draft202012Validator(schema(name))
     missing = {}
     for e in sorted(validator.iter_errors(doc),

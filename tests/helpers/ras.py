@@ -5,8 +5,9 @@
 closed; anything else ``ERROR: Unknown command``) and reports written with
 its format strings (``:553-560`` the job summary, ``:729`` and ``:1110``
 the communicators' table, ``:1164-1296`` the errors, ``:1336-1560`` the
-warnings).  ``python tests/ras_standin.py MODE PORT`` runs one alone (the
-hook's test starts it that way).
+warnings).  ``python tests/helpers/ras.py MODE PORT`` runs one alone.
+Shared by the tests of the hang paths (test_ras, test_fleet_named,
+test_framework_checks).
 
 Modes: ``ok`` (``RUNNING OK``), ``incomplete`` (one rank stopped: issue
 44's capture on 4x H200), ``mismatch`` (one rank behind on AllReduce),
