@@ -836,7 +836,8 @@ def render(data):
                             (p1 - p0))
         out.append('')
     fr = sorted((k for k in sets if k.startswith('frontier') and
-                 data[k].get('checks')), key=lambda k: data[k]['checks'])
+                 data[k].get('checks')), key=lambda k: (
+                     data[k]['checks'], data[k].get('schema', 8)))
     if fr:
         e = data[fr[-1]]
         n, nodes, days = e['checks'], e['nodes'], e['days']
