@@ -176,7 +176,8 @@ def run_changes(db, run_id, told, all_cases=None):
     ch = Changes()
     for c in cases:
         _case_changes(c, [r for r in records
-                          if r['case_name'] == c['case_name']], told, ch)
+                          if r['case_name'] == c['case_name']], told, ch,
+                      db)
     found, _, _ = run_findings(db, run_id)
     _finding_changes(run_id, found, records, told, ch, all_cases,
                      finding_lines)
@@ -188,7 +189,7 @@ def _tell(told, ch, item, st):
     ch.rows.append(_row(item, st))
 
 
-def _case_changes(c, records, told, ch):
+def _case_changes(c, records, told, ch, db=None):
     if c['verdict'] in NOT_MEASURED:
         return
     sp = (c['system'] or '', c['partition'] or '')
@@ -220,6 +221,10 @@ def _case_changes(c, records, told, ch):
     if not was_failing or was.verdict != c['verdict']:
         ch.failures += 1
         ch.lines.append(failure_line(c, was if was_failing else None))
+        # what differs from its last passing run (versions, environment)
+        if db is not None:
+            ch.lines += [f'    changed: {ln}' for ln in queries.changed_between(
+                db, queries.last_good_before(db, c), c, only_changes=True)]
         _tell(told, ch, item, State(FAILING, c['verdict'], run_id=run))
         for k in sizes:
             if k not in now:

@@ -34,7 +34,7 @@ def _at(n):
 
 
 def record(db, run_id, n, verdict='pass', busbw=None, name=CASE,
-           reason=''):
+           reason='', env=None):
     """A case of run ``run_id`` on day ``n``: busbw per size (default: the
     reference at both sizes; a crash: none), judged against REF."""
     values = {} if verdict not in ('pass', 'below-reference') else \
@@ -48,7 +48,7 @@ def record(db, run_id, n, verdict='pass', busbw=None, name=CASE,
         partition='gpu', nodes=1, ranks=2, collective='all_reduce',
         transport=transport, sizes=sizes,
         reason=reason or (f'{verdict}: recorded by the test'
-                          if verdict != 'pass' else '')))
+                          if verdict != 'pass' else ''), env=env or {}))
 
 
 def mail(db, n, tell=True):
@@ -98,6 +98,24 @@ def test_a_new_failure_is_told_once_then_still_failing(db):
         'night 3: nothing new, still failing from earlier nights: 1 '
         'failure(s), 0 finding(s) (1 case: 1 crash; vs run nightly-002)']
     assert _count([m1, m2, m3], 'CRASH ') == 1
+
+
+def test_a_new_failure_says_what_changed_since_its_last_pass(db):
+    """Issue 40: a crash's mail says what differs from the last passing
+    run of its configuration (the environment, the versions), as a drift's
+    does; nothing more when nothing did (the failure stays one line)."""
+    base = {'NCCL_DEBUG': 'WARN'}
+    record(db, 'nightly-001', 1, env=base)
+    record(db, 'nightly-002', 2, 'crash', env=dict(base, NCCL_NET='bogus'))
+    record(db, 'nightly-003', 3, env=base)
+    record(db, 'nightly-004', 4, 'crash', env=base)
+    m = [mail(db, n) for n in range(1, 5)]
+    assert m[1].code == 1 and m[1].lines[1:] == [
+        f'CRASH {CASE}: crash: recorded by the test',
+        '    changed: NCCL_NET: (unset) -> bogus']
+    # the recovery, then a crash with nothing changed since night 3
+    assert m[3].code == 1 and m[3].lines[1:] == [
+        f'CRASH {CASE}: crash: recorded by the test']
 
 
 def test_a_worse_band_is_news_a_better_one_is_not(db):

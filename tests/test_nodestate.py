@@ -55,11 +55,12 @@ def test_foreign_process_named_first_with_pid_name_memory():
     before = node(gpu(0), gpu(1, processes=[p], memory_used=int(12.5 * GIB)))
     after = node(gpu(0, processes=[mine], memory_used=int(2.5 * GIB)),
                  gpu(1, processes=[p], memory_used=int(12.5 * GIB),
-                     pcie_width=8))
+                     pcie_width=8, utilization=90))
     causes = diagnose(before, after)
     assert kinds(causes) == ['foreign-process', 'pcie-width']
     assert causes[0].text == 'GPU 1 in use by pid 4242 (python3, 12.0 GiB)'
-    assert causes[0].drain and not causes[1].drain
+    # a link trained down under load drains too (issue 42)
+    assert causes[0].drain and causes[1].drain
     assert causes[1].text == 'GPU 1 PCIe x8 instead of x16'
 
 
@@ -90,8 +91,10 @@ def test_nvlink_down_and_errors_rising():
     assert kinds(causes) == ['nvlink-down', 'nvlink-errors']
     assert causes[0].text == 'GPU 0 NVLink link(s) 0 went down'
     assert causes[0].drain
-    assert causes[1].text == 'GPU 0 NVLink errors rising: link 2 replay +5'
-    assert not causes[1].drain
+    # a replay error during the check: a fault (DCGM's FAIL), drained
+    assert causes[1].text == ('GPU 0 NVLink errors during the check: link 2 '
+                              'replay +5')
+    assert causes[1].drain
     # a GPU with fewer active links than its peers, from the start
     few = [Link(i, i < 2) for i in range(4)]
     s = node(gpu(0, nvlinks=few), gpu(1, nvlinks=links))
@@ -101,8 +104,11 @@ def test_nvlink_down_and_errors_rising():
 
 def test_pcie_generation_only_under_load():
     idle = gpu(0, pcie_gen=1, utilization=0)
-    busy = gpu(0, pcie_gen=3, utilization=95)
+    work = [Process(9, 'all_reduce_perf', GIB, ours=True)]
+    busy = gpu(0, pcie_gen=3, utilization=95, processes=work)
     assert diagnose(node(idle)) == []
+    # busy time averaged after the probe's processes exited: not load
+    assert diagnose(node(gpu(0, pcie_gen=1, utilization=95))) == []
     assert [c.text for c in diagnose(node(busy))] == [
         'GPU 0 PCIe gen 3 instead of 5 under load (95% busy)']
 
@@ -284,6 +290,7 @@ def test_amdsmi_reader_on_documented_answers():
         ('amdsmi_init', [], None),
         ('amdsmi_get_processor_handles', [], 1),
         ('amdsmi_get_gpu_device_uuid', [0], 'a1ff74a1-0000-1000-807e-'),
+        ('amdsmi_get_gpu_device_bdf', [0], '0000:c1:00.0'),
         ('amdsmi_get_gpu_asic_info', [0], {'market_name': 'AMD Instinct '
                                            'MI250X', 'vendor_id': 4098}),
         ('amdsmi_get_gpu_vram_usage', [0], {'vram_total': 65520,
@@ -311,6 +318,7 @@ def test_amdsmi_reader_on_documented_answers():
     assert g.memory_total == 65520 * amd.MB and g.utilization == 100
     assert g.processes == [Process(4242, 'python3', 30 * GIB, False)]
     assert (g.pcie_width, g.pcie_width_max, g.pcie_gen) == (8, 16, 4)
+    assert g.pci == '0000:c1:00.0'
     assert [c.text for c in diagnose(s)] == [
         'GPU 0 in use by pid 4242 (python3, 30.0 GiB)',
         'GPU 0 PCIe x8 instead of x16']

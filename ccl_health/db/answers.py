@@ -511,21 +511,39 @@ def bad_streak(store, transport, size=None, system=None, partition=None,
     return streak, good
 
 
-def changed_between(store, good, bad):
+def last_good_before(store, case):
+    """The newest passing case of ``case``'s configuration (its name,
+    system, partition and node list) recorded before it, or None: what a
+    new failure is compared with (:func:`changed_between`)."""
+    conds = [('case_name', case['case_name']), ('system', case['system']),
+             ('partition', case['partition']),
+             ('nodelist', case.get('nodelist'))]
+    where, params = reads._equal(conds)
+    rows = store.query(
+        f"SELECT id, run_id, time FROM cases WHERE {' AND '.join(where)} "
+        f"AND verdict = 'pass' AND time < ? ORDER BY time DESC LIMIT 1",
+        tuple(params) + (case['time'],))
+    return rows[0] if rows else None
+
+
+def changed_between(store, good, bad, only_changes=False):
     """The ``changed:`` lines (:func:`ccl_health.judge.attribution.
     changes`: versions, node list, environment) between the case rows
     ``good`` and ``bad`` (read in full by their ids), for a failure as for
-    a drift; None ``good``: no earlier passing run."""
+    a drift; None ``good``: no earlier passing run.  ``only_changes``: the
+    changes alone (a mail's failure line is followed by what changed, and
+    by nothing when nothing did)."""
     from ccl_health.judge.attribution import changes
     if good is None:
-        return ['no earlier passing run of this configuration']
+        return [] if only_changes else \
+            ['no earlier passing run of this configuration']
     rows = {c['id']: c for c in store.cases('WHERE id IN (?, ?)',
                                             (good['id'], bad['id']))}
     g, b = rows.get(good['id']), rows.get(bad['id'])
     if g is None or b is None:
         return []
-    return changes(g, b) or [f'nothing recorded changed since run '
-                             f'{g["run_id"]} ({g["time"]})']
+    return changes(g, b) or ([] if only_changes else [
+        f'nothing recorded changed since run {g["run_id"]} ({g["time"]})'])
 
 
 def _bad_runs_at(store, cases, transport, size):

@@ -71,7 +71,7 @@ without --force.</p>
 {% if named %}<table><tr><th>what</th><th>who</th><th>action</th><th>why</th></tr>
 {% for what, who, act, why in named %}<tr><td class="{{ 'unj' if what == 'could not check' else 'bad' }}">{{ what }}</td><td>{{ who }}</td><td>{{ act }}</td><td>{{ why }}</td></tr>
 {% endfor %}</table>{% else %}<p class="ok">nothing: every node healthy</p>{% endif %}
-{% if s.get('skipped') %}<h2>Steps not run</h2>
+{% if s.get("skipped") %}<h2>Steps not run</h2>
 <p class="note">A hung step whose NCCL RAS answer (or, without one, the
 debug log that stopped first) named one of its nodes: that node is bad,
 named by that source, and the bisection did not re-test it; the rest of the

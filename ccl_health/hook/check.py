@@ -89,6 +89,18 @@ def read_node_state(settings):
                            f'{type(err).__name__}: {err}', 'error')
 
 
+def sample_while_probing(settings):
+    """Light readings of the node's state taken while the probes run, in
+    a thread (issue 42: each GPU's PCIe link judged under load,
+    :mod:`ccl_health.evidence.nodestate.sampler`); ``.stop()`` returns
+    them."""
+    from ccl_health.evidence import nodestate
+    from ccl_health.evidence.nodestate.sampler import Sampler
+    return Sampler(lambda: nodestate.read(run_id=settings.run_id,
+                                          light=True),
+                   seconds=max(1.0, settings.left())).start()
+
+
 def _no_reference(ref, system, partition, n, size=None, entry=None):
     from ccl_health.units import format_size
     key = (f'{system}:{partition} intra all_reduce 1 node x {n} GPUs')
@@ -240,7 +252,9 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         return fault
     plan = _plan(settings, checked, site, system, partition, gpus,
                  expected_gpus or gpus.count)
+    sampler = sample_while_probing(settings)    # the PCIe links under load
     tries, attempts, path = _probe(plan, work, before)
+    loaded = sampler.stop()
     after = read_node_state(settings)
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}
@@ -248,7 +262,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     res = with_node_state(judge_attempts(
         tries, settings.repeats, result_of, plan.pair_entry, plan.size,
         plan.n, system, partition, t0, plan.links_tool, plan.links_only,
-        cases), before, after, site, ours=ours)
+        cases), before, after, site, ours=ours, under_load=loaded)
     res.probe_path = path
     return res
 

@@ -362,12 +362,13 @@ def _links_pass_line(probes, links_only, system, partition, n, size, t0):
 # -- the node's state ---------------------------------------------------------
 
 def causes_of(before, after, site=None, expected_gpus=None, job='',
-              ours=()):
+              ours=(), under_load=()):
     """The causes the node's state shows; ``job``: why a job may use the
     GPUs (:func:`ccl_health.judge.nodejudge.job_causes`); ``ours``: the
     pids the probes' ranks printed (the rule of the sweep's
     ``contended``: a rank still on its GPU is the probe's, never a
-    foreign process)."""
+    foreign process); ``under_load``: readings taken while the probes ran
+    (their PCIe links)."""
     from ccl_health.evidence.nodestate.diagnose import (MEMORY_HELD_FRACTION,
                                                         diagnose)
     from ccl_health.judge import nodejudge as node
@@ -376,7 +377,8 @@ def causes_of(before, after, site=None, expected_gpus=None, job='',
                       expected_model=getattr(health, 'gpu_model', None),
                       expected_count=expected_gpus,
                       memory_held=getattr(health, 'memory_held', None) or
-                      MEMORY_HELD_FRACTION, ours=ours)
+                      MEMORY_HELD_FRACTION, ours=ours,
+                      under_load=under_load)
     return node.job_causes(causes, job) if job else causes
 
 
@@ -392,19 +394,28 @@ def node_state_detail(before, after, causes):
 
 
 def with_node_state(res, before, after, site=None, expected_gpus=None,
-                    job='', ours=()):
+                    job='', ours=(), under_load=()):
     """The probes' result ``res`` with the causes the node's state shows
     (read before and after) judged by :func:`ccl_health.judge.nodejudge.
     with_state`: the first cause named first, a cause that drains fails a
     pass or an unjudged result.  ``job``: why a job may use the GPUs (it
     runs one, or the resource manager could not be asked): its processes
     are named, never drained.  ``ours``: the pids the probes' ranks
-    printed (:func:`causes_of`).  The readings and causes go into
+    printed (:func:`causes_of`).  ``under_load``: readings taken while the
+    probes ran (the PCIe links judged under load; their count and the
+    widest, fastest link seen are kept).  The readings and causes go into
     ``res.node_state``."""
     from ccl_health.judge import nodejudge as node
     from ccl_health.judge.verdicts import Verdict, exit_code
-    causes = causes_of(before, after, site, expected_gpus, job, ours)
+    from ccl_health.evidence.nodestate.diagnose import counter_rises
+    causes = causes_of(before, after, site, expected_gpus, job, ours,
+                       under_load)
     res.node_state = node_state_detail(before, after, causes)
+    if under_load:
+        res.node_state['under_load'] = loaded_links(under_load)
+    rises = counter_rises(before, after)
+    if rises:
+        res.node_state['rises'] = rises
     if not causes:
         return res
     why = res.line.split(': ', 1)[1] if ': ' in res.line else res.line
@@ -417,6 +428,24 @@ def with_node_state(res, before, after, site=None, expected_gpus=None,
     res.line = f'{head}: {j.reason}'
     res.cause = j.cause or res.cause
     return res
+
+
+def loaded_links(readings):
+    """What the readings taken under load saw of each GPU's PCIe link:
+    ``{'readings': n, 'gpus': {index: {'gen', 'width', 'busy'}}}`` (the
+    highest of each among the readings under load)."""
+    from ccl_health.evidence.nodestate.diagnose import under_load
+    gpus = {}
+    for s in readings:
+        for g in s.gpus:
+            if not under_load(g):
+                continue
+            seen = gpus.setdefault(str(g.index), {'gen': 0, 'width': 0,
+                                                  'busy': 0})
+            seen['gen'] = max(seen['gen'], g.pcie_gen or 0)
+            seen['width'] = max(seen['width'], g.pcie_width or 0)
+            seen['busy'] = max(seen['busy'], g.utilization or 0)
+    return {'readings': len(readings), 'gpus': gpus}
 
 
 def with_action(res, site=None):

@@ -94,10 +94,15 @@ def short_detail(res, dropped):
     """A healthy check in short: its action and cause where it has one
     (a healthy check has neither: left out, 28 bytes of every record),
     the main probe and the slowest of the others (GPU pairs, links) with
-    how many there were; never the node state or the tries."""
+    how many there were; never the node state or the tries, only what its
+    error counters rose by where any did (``rises``: NVLink, AER; counts
+    a healthy line does not name)."""
     doc = {k: v for k, v in (('action', getattr(res, 'action', None)),
                              ('cause', getattr(res, 'cause', None)))
            if v is not None}
+    rises = (getattr(res, 'node_state', None) or {}).get('rises')
+    if rises:
+        doc['rises'] = rises
     doc['probes'] = [_short_probe(p) for p in res.probes[:1]]
     others = [p for p in res.probes[1:] if p.busbw]
     if others:

@@ -15,8 +15,12 @@ case (:func:`ccl_health.judge.casejudge.judge`, the copy matrix's
   (:mod:`ccl_health.evidence.nodestate.diagnose`): its first cause is
   named first; a cause that drains (a foreign process or memory held:
   ``contended``; a link down, uncorrectable ECC, a row-remap failure, a
-  drain XID, a lost GPU: ``node-fault``) fails a node whose probes passed
-  or could not be checked (:func:`with_state`);
+  drain XID, a lost GPU, NVLink replay / recovery errors or CRC errors at
+  DCGM's rate, a GPU's PCIe link trained down under load, fatal AER
+  errors: ``node-fault``, isolated: lasting faults of the hardware) fails
+  a node whose probes passed or could not be checked (:func:`with_state`);
+  a cause that may be benign or is not proven by the check (non-fatal AER
+  errors, a NIC's link the check did not load) is only noted;
 - the node's role, from the resource manager (Slurm's record of the node:
   :mod:`ccl_health.evidence.nodestate.slurmnode`) and the PCI bus
   (:mod:`ccl_health.evidence.nodestate.pci`), host names only without

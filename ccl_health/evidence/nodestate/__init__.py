@@ -10,7 +10,9 @@ ours), memory in use, ECC
 error counts, retired pages and row remapping, NVLink state and error
 counters per link, PCIe generation and width against their maximum, the
 clock-event (throttle) reasons, utilization.  Per node: XID errors of the
-kernel log since the last check (:mod:`.xid`) and the time the reading took.
+kernel log since the last check (:mod:`.xid`), the PCIe links and AER
+counters of the GPUs and the NICs near them (:mod:`.pcilinks`, sysfs) and
+the time the reading took.
 
 A fact the library cannot give is "not supported" (``None``, and its name in
 :attr:`.state.GpuState.unsupported`); a library that cannot be loaded or a log that
@@ -30,15 +32,18 @@ from ccl_health.outputs import state_dir
 
 
 def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
-         vendor=None, light=False, xid_since=None, roots=()):
+         vendor=None, light=False, xid_since=None, roots=(),
+         sysfs=None):
     """One reading of the node's state.  ``nvml``: an NVML-like API
     (:class:`.nvml.LiveNvml`, :class:`.nvml.RecordedNvml`); default the
     live library.  ``xid_state``: the file keeping the time of the last
     XID check (:mod:`.xid`), or ``xid_since``: an epoch time; neither: XIDs
     are not read.  ``light``: only what a sample while a sweep runs needs.
     ``roots``: the processes whose descendants are ours besides this
-    one's (the job script a sampler runs in).  Never raises for what the
-    node lacks: that is a ``not_checked`` fact."""
+    one's (the job script a sampler runs in).  ``sysfs``: the root the
+    PCIe links are read from (default ``CCL_HEALTH_SYSFS`` or ``/sys``; not
+    in a light reading).  Never raises for what the node lacks: that is a
+    ``not_checked`` fact."""
     t0 = time.monotonic()
     ours = set(ours_pids) | {os.getpid()}
     roots = set(roots) | {os.getpid()}
@@ -60,6 +65,11 @@ def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
     elif vendor == 'amd':
         from ccl_health.evidence.nodestate import amd
         state = amd.read(run_id=run_id, ours_pids=ours, roots=roots)
+    if state.checked and not light:
+        from ccl_health.evidence.nodestate import pci, pcilinks
+        state.pci = pcilinks.read(sysfs or pci.root_of(os.environ))
+        if state.pci is None:
+            state.not_checked['pci'] = 'the PCI bus (sysfs) could not be read'
     if (xid_state is not None or xid_since is not None) and not light \
             and state.vendor == 'nvidia':       # XIDs are NVIDIA's
         from ccl_health.evidence.nodestate import xid

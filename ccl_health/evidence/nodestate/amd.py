@@ -106,6 +106,10 @@ def read_gpu(api, i, run_id=None, ours_pids=(), roots=()):
             return None
 
     g.uuid = str(get('uuid', 'amdsmi_get_gpu_device_uuid') or '')
+    try:          # its PCI address (``0000:c1:00.0``): its AER in sysfs
+        g.pci = str(api.call('amdsmi_get_gpu_device_bdf', i) or '')
+    except NvmlError:
+        g.pci = ''
     asic = get('model', 'amdsmi_get_gpu_asic_info') or {}
     g.model = str(asic.get('market_name') or '')
     vram = get('memory', 'amdsmi_get_gpu_vram_usage') or {}

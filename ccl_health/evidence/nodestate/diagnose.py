@@ -9,19 +9,32 @@ drains a node for even when its probes passed; the list is kept small:
 * ``gpu-lost``: NVML says a GPU fell off the bus;
 * ``gpu-count``: fewer GPUs than the site / partition has;
 * ``foreign-process``: a compute process that is not ours on a GPU (on an
-  idle node: a leftover of an earlier job);
+  idle node: a leftover of an earlier job), named by the GPU it holds the
+  most memory on, with every other GPU it holds;
 * ``memory-held``: more than :data:`MEMORY_HELD_FRACTION` of a GPU's
   memory in use that no process visible here accounts for;
 * ``xid``: an XID of :data:`ccl_health.evidence.nodestate.xid.DRAIN_XIDS` in the
   kernel log since the last check;
 * ``row-remap-failure``, ``ecc-uncorrected``: the memory failed;
 * ``nvlink-down``: a link active before and down after, or a GPU with
-  fewer active links than its peers.
+  fewer active links than its peers;
+* ``nvlink-errors``: NVLink replay or recovery errors during the check, or
+  CRC errors at 100/s or more over it, as NVIDIA's DCGM health watch fails
+  a link (:data:`NVLINK_FAULTS`, :data:`NVLINK_CRC`); fewer CRC errors and
+  the ECC data counters are not named at all (they rise under traffic on a
+  healthy H200; the counts stay in the readings);
+* ``pcie-width``, ``pcie-gen``: a GPU's PCIe link trained below the most
+  both ends support, seen in the readings taken under load (idle GPUs
+  drop their PCIe generation to save power: a link merely idle is never
+  judged; :func:`_pcie`);
+* ``pcie-aer-fatal``: fatal AER errors of a GPU or NIC (or the port above
+  it) that rose during the check (:func:`_pci`).
 
-The others are named, not drained for: NVLink error counters rising, a PCIe
-link narrower than its maximum (generation only judged under load: idle
-GPUs drop their PCIe generation to save power), thermal / hardware slowdown
-/ power-brake throttling (not "GPU idle", "applications clocks" or the
+The others are named, not drained for: non-fatal AER errors that rose
+(``pcie-aer``), a NIC near the GPUs whose link trained below what both
+ends support (``nic-pcie``: the check does not load the NIC), an AMD GPU's
+link below its maximum under load, thermal / hardware slowdown /
+power-brake throttling (not "GPU idle", "applications clocks" or the
 software power cap alone), other XIDs, pending page retirement or row
 remapping (a reset is due), another GPU model than the site's."""
 
@@ -40,14 +53,49 @@ THROTTLE_CAUSES = ('hw_slowdown', 'hw_thermal_slowdown',
 #: utilization (percent) at which a reading counts as "under load" (PCIe
 #: generation judged)
 UNDER_LOAD = 20
+#: the NVLink error counters NVML gives per link (``nvmlNvLinkErrorCounter_t``:
+#: DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA, DL_ECC_DATA), all kept
+#: in the readings; which of them name a link is :data:`NVLINK_FAULTS` and
+#: :data:`NVLINK_CRC`'s
 NVLINK_ERROR_COUNTERS = ('replay', 'recovery', 'crc_flit', 'crc_data',
                          'ecc_data')
+#: NVLink judged as NVIDIA's health watch judges it: NVIDIA/DCGM 4.6.0
+#: (commit 72fa3fe), ``modules/health/DcgmHealthWatch.cpp``,
+#: ``MonitorNVLink4Fields`` (lines 2688-2803) watches exactly four counters,
+#: ``DCGM_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_TOTAL``
+#: (each the total over the GPU's links), from the start to the end of its
+#: window.  A rise of ``DCGM_LIMIT_MAX_NVLINK_ERROR`` (1,
+#: ``common/DcgmGPUHardwareLimits.h`` line 28) or more of replay or recovery
+#: is ``DCGM_HEALTH_RESULT_FAIL`` ("Replay and recovery errors are
+#: failures, not warnings", line 2766): here a cause that drains, naming its
+#: links;
+NVLINK_FAULTS = ('replay', 'recovery')
+#: CRC (flit, data) errors fail only at ``DCGM_LIMIT_MAX_NVLINK_CRC_ERROR``
+#: (100.0 per second, DcgmGPUHardwareLimits.h line 30: "RM has informed us
+#: that CRC errors only matter at rates of 100+ per second";
+#: DcgmHealthWatch.cpp lines 2772-2788: the rise over the window's seconds,
+#: summed over the links); below it DCGM only warns and nothing is named
+#: here.  The ECC data counter (DL_ECC_DATA, corrected in the link) is not
+#: one of DCGM's four: it rises under any traffic on a healthy H200 and is
+#: never named.
+NVLINK_CRC = ('crc_flit', 'crc_data')
+NVLINK_CRC_PER_SECOND = 100.0
+#: a GPU's PCIe link trained down (:func:`_pcie`)
+PCIE_LINK = ('pcie-width', 'pcie-gen')
+#: the vendors whose GPUs run their PCIe link at its trained maximum while
+#: busy (NVIDIA: the link's speed follows the performance state, P0 while
+#: kernels run): there a link below it under load drains.  AMD's PCIe DPM
+#: picks the link's speed and width by its traffic as well (amdgpu's
+#: ``pp_dpm_pcie`` levels): a busy GPU's slower link is named only.
+LINK_AT_MAX_UNDER_LOAD = ('nvidia',)
 DRAINS = frozenset({'gpu-lost', 'gpu-count', 'foreign-process',
                     'memory-held', 'xid', 'row-remap-failure',
-                    'ecc-uncorrected', 'nvlink-down'})
+                    'ecc-uncorrected', 'nvlink-down', 'nvlink-errors',
+                    'pcie-aer-fatal', 'pcie-width', 'pcie-gen'})
 ORDER = ('gpu-lost', 'gpu-count', 'foreign-process', 'memory-held', 'xid',
          'row-remap-failure', 'ecc-uncorrected', 'nvlink-down',
-         'nvlink-errors', 'pcie-width', 'pcie-gen', 'throttle',
+         'nvlink-errors', 'pcie-aer-fatal', 'pcie-width', 'pcie-gen',
+         'pcie-aer', 'nic-pcie', 'throttle',
          'retirement-pending', 'gpu-model', 'xid-other')
 
 
@@ -67,12 +115,14 @@ def _gib(n):
 
 def diagnose(before, after=None, expected_model=None, expected_count=None,
              samples=(), memory_held=MEMORY_HELD_FRACTION, gpus=None,
-             ours=()) -> List[Cause]:
+             ours=(), under_load=()) -> List[Cause]:
     """Causes from the readings ``before`` and ``after`` (NodeStates;
     either may be None or not checked) and ``samples`` taken between them,
     ordered (:data:`ORDER`).  ``gpus``: the node GPU indices that matter
     (default all).  ``ours``: the pids the run's ranks printed
-    (:func:`.nodedata.ours_in`), never a foreign process."""
+    (:func:`.nodedata.ours_in`), never a foreign process.  ``under_load``:
+    readings taken while probes ran (:mod:`.sampler`), for the PCIe links
+    only (a probe's own processes in them are not judged)."""
     states = [s for s in [before, *samples, after]
               if isinstance(s, NodeState) and s.checked]
     if not states:
@@ -96,9 +146,11 @@ def diagnose(before, after=None, expected_model=None, expected_count=None,
         if not want(g.index):
             continue
         causes += _memory_faults(first.gpu(g.index), g)
-        causes += _pcie(g)
+        causes += _pcie(states + [s for s in under_load if
+                                  isinstance(s, NodeState) and s.checked], g)
         causes += _throttle(g)
     causes += _nvlinks(first, last, want)
+    causes += _pci(first, last, want)
     if expected_model:
         bad = [g for g in last.gpus if want(g.index) and g.model and
                expected_model.lower() not in g.model.lower()]
@@ -107,7 +159,8 @@ def diagnose(before, after=None, expected_model=None, expected_count=None,
                 f'GPU {bad[0].index} is a {bad[0].model}, the site has '
                 f'{expected_model}'), bad[0].index))
     for c in causes:
-        c.drain = c.kind in DRAINS
+        c.drain = c.kind in DRAINS and not (
+            c.kind in PCIE_LINK and last.vendor not in LINK_AT_MAX_UNDER_LOAD)
     causes.sort(key=lambda c: ORDER.index(c.kind))
     return causes
 
@@ -144,17 +197,37 @@ def foreign_processes(states, want=lambda i: True, ours=()):
 
 
 def _foreign(states, want, ours=()):
-    seen = foreign_processes(states, want, ours)
-    by_gpu = {}
-    for (gpu, _), p in sorted(seen.items()):
-        by_gpu.setdefault(gpu, []).append(p)
+    """One cause per process not ours, named by the GPU it holds the most
+    memory on, with every other GPU it holds (NVML lists a process once
+    per GPU: grouped by pid) and how many other such processes that GPU
+    has; the process holding the most first.  Its
+    detail keeps every GPU (``gpus``: ``{gpu: bytes}``) for ``--json``."""
+    by_pid = {}
+    for (gpu, pid), p in sorted(foreign_processes(states, want,
+                                                  ours).items()):
+        by_pid.setdefault(pid, {})[gpu] = p
+
+    def most(held):
+        return max(held, key=lambda g: ((held[g].used_bytes or 0), -g))
     out = []
-    for gpu, procs in by_gpu.items():
-        procs.sort(key=lambda p: -(p.used_bytes or 0))
-        more = f' and {len(procs) - 1} more' if len(procs) > 1 else ''
-        out.append(Cause('foreign-process', (
-            f'GPU {gpu} in use by {procs[0].text()}{more}'), gpu,
-            detail={'processes': [dataclasses.asdict(p) for p in procs]}))
+    for pid, held in sorted(by_pid.items(), key=lambda kv: (
+            -(kv[1][most(kv[1])].used_bytes or 0), kv[0])):
+        gpu = most(held)
+        also = [f'GPU {g} {_gib(held[g].used_bytes)}' if
+                held[g].used_bytes is not None else f'GPU {g}'
+                for g in sorted(held) if g != gpu]
+        text = held[gpu].text()
+        if also:
+            text = text[:-1] + f'; also on {", ".join(also)})'
+        others = sum(1 for q, h in by_pid.items() if q != pid and gpu in h)
+        if others:
+            text += f' and {others} more'
+        out.append(Cause('foreign-process', f'GPU {gpu} in use by {text}',
+                         gpu, detail={
+                             'processes': [dataclasses.asdict(held[g])
+                                           for g in sorted(held)],
+                             'gpus': {str(g): held[g].used_bytes
+                                      for g in sorted(held)}}))
     return out
 
 
@@ -180,7 +253,9 @@ def _memory_held(states, want, fraction, first_is_before=True):
                 worst[g.index] = (held, g)
         last = now
     out = []
-    for i, (held, g) in sorted(worst.items()):
+    # the GPU with the most held first
+    for i, (held, g) in sorted(worst.items(), key=lambda kv: (-kv[1][0],
+                                                              kv[0])):
         procs = 'no process visible here holds it' if not g.processes \
             else 'more than its visible processes hold'
         out.append(Cause('memory-held', (
@@ -232,18 +307,117 @@ def _memory_faults(g0, g):
     return out
 
 
-def _pcie(g):
+def under_load(g):
+    """Whether a GPU's reading was taken under load: busy
+    (:data:`UNDER_LOAD`) with a compute process on it in the same reading
+    (a reading taken just after a probe exits still averages its busy
+    time, while the link has already dropped its generation)."""
+    return g is not None and (g.utilization or 0) >= UNDER_LOAD and \
+        bool(g.processes)
+
+
+def _pcie(states, g):
+    """A GPU's link trained below the most both ends support (the vendor
+    library's maximum: NVML's is that of "this device and system"), judged
+    on the widest and fastest link seen in a reading under load
+    (:func:`under_load`): NVIDIA and AMD GPUs lower their PCIe generation
+    (AMD its width too) while idle to save power, so a link seen only idle
+    is never judged.  Drained on NVIDIA (:data:`LINK_AT_MAX_UNDER_LOAD`):
+    a link trained down stays so until the
+    slot, riser or GPU is seen to, and cuts the GPU's bandwidth to the
+    host and to its NICs (GPUDirect RDMA), which the intra-node probes do
+    not measure."""
     i = g.index
-    if g.pcie_width and g.pcie_width_max and g.pcie_width < g.pcie_width_max:
+    loaded = [x for x in (s.gpu(i) for s in states) if under_load(x)]
+    if not loaded:
+        return []
+    wmax = g.pcie_width_max or max((x.pcie_width_max or 0 for x in loaded),
+                                   default=0)
+    gmax = g.pcie_gen_max or max((x.pcie_gen_max or 0 for x in loaded),
+                                 default=0)
+    width = max((x.pcie_width or 0 for x in loaded), default=0)
+    gen = max((x.pcie_gen or 0 for x in loaded), default=0)
+    busy = max(x.utilization or 0 for x in loaded)
+    if width and wmax and width < wmax:
         return [Cause('pcie-width', (
-            f'GPU {i} PCIe x{g.pcie_width} instead of x{g.pcie_width_max}'),
-            i)]
-    if g.pcie_gen and g.pcie_gen_max and g.pcie_gen < g.pcie_gen_max and \
-            (g.utilization or 0) >= UNDER_LOAD:
+            f'GPU {i} PCIe x{width} instead of x{wmax}'), i)]
+    if gen and gmax and gen < gmax:
         return [Cause('pcie-gen', (
-            f'GPU {i} PCIe gen {g.pcie_gen} instead of {g.pcie_gen_max} '
-            f'under load ({g.utilization}% busy)'), i)]
+            f'GPU {i} PCIe gen {gen} instead of {gmax} under load '
+            f'({busy}% busy)'), i)]
     return []
+
+
+def _pci(first, last, want):
+    """From sysfs (:mod:`.pcilinks`): a NIC near the GPUs whose link
+    trained below what both ends support (named, not drained: the check
+    does not load the NIC, and the network checks measure what it
+    carries), and the AER counters of a GPU or NIC (and of the port above
+    it, where the kernel may count what the device sent) that rose between
+    the readings: fatal drains (an uncorrectable error the link could not
+    recover: the device was reset or lost), non-fatal is named."""
+    from ccl_health.evidence.nodestate.pcilinks import (generation,
+                                                        same_address)
+    now, then = last.pci or {}, first.pci or {}
+    index = {a: g.index for a in now for g in last.gpus
+             if g.pci and same_address(g.pci, a)}
+    out = []
+    ports = set()         # a port above two functions of one NIC: once
+    for addr, facts in sorted(now.items()):
+        i = index.get(addr)
+        if facts.get('role') == 'gpu':
+            if i is not None and not want(i):
+                continue
+            who = f'GPU {i} ({addr})' if i is not None else f'GPU {addr}'
+        else:
+            who = f'NIC {addr} ({facts.get("vendor", "?")})'
+        old = then.get(addr) or {}
+        if facts.get('role') == 'nic':
+            width = max(facts.get('width') or 0, old.get('width') or 0)
+            speed = max(facts.get('speed') or 0, old.get('speed') or 0)
+            wmax, smax = facts.get('max_width'), facts.get('max_speed')
+            if width and wmax and width < wmax:
+                out.append(Cause('nic-pcie', (
+                    f'{who} PCIe x{width} instead of x{wmax}')))
+            elif speed and smax and speed < smax:
+                out.append(Cause('nic-pcie', (
+                    f'{who} PCIe gen {generation(speed) or "?"} '
+                    f'({speed:g} GT/s) instead of {generation(smax) or "?"} '
+                    f'({smax:g} GT/s)')))
+        for kind, key, words in (('pcie-aer-fatal', 'fatal', 'fatal'),
+                                 ('pcie-aer', 'nonfatal', 'non-fatal')):
+            for side, where in ((f'aer_{key}', ''), (
+                    f'upstream_aer_{key}',
+                    f' upstream port {facts.get("upstream")}')):
+                rose = _aer_rise(old.get(side), facts.get(side))
+                if rose and where:
+                    if (facts.get('upstream'), key) in ports:
+                        continue
+                    ports.add((facts.get('upstream'), key))
+                if rose:
+                    total, names = rose
+                    out.append(Cause(kind, (
+                        f'{who}{where} PCIe AER {words} errors +{total} '
+                        f'during the check' + (f' ({names})' if names
+                                               else '')), i))
+    return out
+
+
+def _aer_rise(old, new):
+    """``(rise of the total, 'DLP +1, ...')`` of an AER file between two
+    readings, or None (no rise, or either not read)."""
+    if not old or not new:
+        return None
+    total = next((k for k in new if k.startswith('TOTAL_')), None)
+    if total is not None and total in old:
+        rise = new[total] - old[total]
+    else:
+        rise = sum(max(0, v - old.get(k, 0)) for k, v in new.items())
+    if rise <= 0:
+        return None
+    names = ', '.join(f'{k} +{v - old.get(k, 0)}' for k, v in new.items()
+                      if not k.startswith('TOTAL_') and v > old.get(k, 0))
+    return rise, names
 
 
 def _throttle(g):
@@ -260,6 +434,7 @@ def _nvlinks(first, last, want):
     active = {g.index: {ln.index for ln in g.nvlinks if ln.active}
               for g in last.gpus if want(g.index)}
     most = max((len(v) for v in active.values()), default=0)
+    seconds = _duration(first, last)
     for g in last.gpus:
         if not want(g.index):
             continue
@@ -276,19 +451,97 @@ def _nvlinks(first, last, want):
             out.append(Cause('nvlink-down', (
                 f'GPU {g.index} has {len(active[g.index])} active NVLink '
                 f'links, its peers {most}'), g.index))
-        rising = []
-        for ln in g.nvlinks:
-            old = before.get(ln.index)
-            if old is None:
-                continue
-            for name in NVLINK_ERROR_COUNTERS:
-                a, b = old.errors.get(name), ln.errors.get(name)
-                if a is not None and b is not None and b > a:
-                    rising.append(f'link {ln.index} {name} +{b - a}')
-        if rising:
+        out += _nvlink_errors(g.index, before, g.nvlinks, seconds)
+    return out
+
+
+def _duration(first, last):
+    """Seconds between the readings ``first`` and ``last`` (the check's
+    duration), or None where either has no time."""
+    if first is last or not first.time or not last.time or \
+            last.time <= first.time:
+        return None
+    return last.time - first.time
+
+
+def nvlink_rises(before, links):
+    """``{counter: {link: rise}}`` of the error counters of
+    :data:`NVLINK_ERROR_COUNTERS` that rose between the links ``before``
+    (``{index: Link}``) and ``links`` (a counter that fell: reset, not
+    counted)."""
+    rises = {}
+    for ln in links:
+        old = before.get(ln.index)
+        if old is None:
+            continue
+        for name in NVLINK_ERROR_COUNTERS:
+            a, b = old.errors.get(name), ln.errors.get(name)
+            if a is not None and b is not None and b > a:
+                rises.setdefault(name, {})[ln.index] = b - a
+    return rises
+
+
+def counter_rises(before, after):
+    """What the error counters rose by between two full readings, named
+    or not: ``{'seconds': s, 'nvlink': {gpu: {counter: rise}}, 'aer':
+    {address: {file: rise}}}`` (only what rose; ``{}`` where nothing did or
+    either reading is missing): the counts a healthy line leaves out, kept
+    in ``--json`` and the record."""
+    if not (isinstance(before, NodeState) and before.checked and
+            isinstance(after, NodeState) and after.checked):
+        return {}
+    nvlink = {}
+    for g in after.gpus:
+        g0 = before.gpu(g.index)
+        rises = nvlink_rises({ln.index: ln for ln in (g0.nvlinks if g0
+                                                     else [])}, g.nvlinks)
+        if rises:
+            nvlink[str(g.index)] = {k: sum(v.values())
+                                    for k, v in rises.items()}
+    aer = {}
+    for addr, facts in sorted((after.pci or {}).items()):
+        old = (before.pci or {}).get(addr) or {}
+        for key in ('aer_fatal', 'aer_nonfatal', 'upstream_aer_fatal',
+                    'upstream_aer_nonfatal'):
+            rose = _aer_rise(old.get(key), facts.get(key))
+            if rose:
+                aer.setdefault(addr, {})[key] = rose[0]
+    if not nvlink and not aer:
+        return {}
+    out = {'seconds': round(_duration(before, after) or 0, 3)}
+    if nvlink:
+        out['nvlink'] = nvlink
+    if aer:
+        out['aer'] = aer
+    return out
+
+
+def _nvlink_errors(gpu, before, links, seconds):
+    """The NVLink error counters judged as DCGM judges them (see
+    :data:`NVLINK_FAULTS`): a replay or recovery error during the check
+    names its links; CRC errors only at :data:`NVLINK_CRC_PER_SECOND` or
+    more over the check's ``seconds`` (unknown: not judged); ECC data
+    counters never.  Whatever is not named stays in the readings (the
+    ``--json`` and the record)."""
+    rises = nvlink_rises(before, links)
+
+    def links_of(names):
+        return ', '.join(f'link {i} {name} +{n}' for name in names
+                         for i, n in sorted(rises.get(name, {}).items()))
+    out = []
+    faults = [n for n in NVLINK_FAULTS if n in rises]
+    if faults:
+        out.append(Cause('nvlink-errors', (
+            f'GPU {gpu} NVLink errors during the check: '
+            f'{links_of(faults)}'), gpu))
+    crc = {n: sum(rises[n].values()) for n in NVLINK_CRC if n in rises}
+    if crc and seconds:
+        rate = sum(crc.values()) / seconds
+        if rate >= NVLINK_CRC_PER_SECOND:
             out.append(Cause('nvlink-errors', (
-                f'GPU {g.index} NVLink errors rising: '
-                f'{", ".join(rising[:3])}'), g.index))
+                f'GPU {gpu} NVLink CRC errors at {rate:.0f}/s over the '
+                f'{seconds:.1f} s check (>= {NVLINK_CRC_PER_SECOND:.0f}/s): '
+                f'{links_of(list(crc))}'), gpu))
     return out
 
 

@@ -1,7 +1,8 @@
 """The node's state as data (what :func:`ccl_health.evidence.nodestate.read`
 returns, what the NVML and amdsmi readers build and :mod:`.diagnose`
 judges): per GPU its processes, memory, ECC, links, PCIe, throttle reasons;
-per node the XIDs and what could not be checked.  Nothing here reads the
+per node the XIDs, the PCIe links of the GPUs and NICs read from sysfs, and
+what could not be checked.  Nothing here reads the
 node but the ``/proc`` look-ups of a process (its name, its parent, its
 environment), and the one rule of a process that is the run's own
 (:func:`is_ours` as a reading is taken, :func:`ours_in` over the readings
@@ -52,6 +53,8 @@ class GpuState:
     index: int
     uuid: str = ''
     model: str = ''
+    #: its PCI address as the library gives it (NVML: ``00000000:18:00.0``)
+    pci: str = ''
     memory_used: Optional[int] = None
     memory_total: Optional[int] = None
     utilization: Optional[int] = None          # percent, GPU busy
@@ -90,6 +93,9 @@ class NodeState:
     xids: Optional[List[dict]] = None
     #: what could not be checked at all, and why: {'nvml': '...'}
     not_checked: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the PCIe links and AER counters of the GPUs and the NICs near them,
+    #: from sysfs (:mod:`.pcilinks`): ``{address: facts}``; None: not read
+    pci: Optional[Dict[str, dict]] = None
     seconds: float = 0.0
     time: float = 0.0                # epoch seconds of the reading
 

@@ -222,8 +222,9 @@ def read(api=None, run_id=None, ours_pids=(), light=False, roots=()):
 
 
 def read_gpu(api, i, run_id=None, ours_pids=(), light=False, roots=()):
-    """One GPU's facts; ``light``: only what a sample while a sweep runs
-    needs (memory, utilization, processes, clock-event reasons)."""
+    """One GPU's facts; ``light``: only what a sample while a sweep or a
+    probe runs needs (memory, utilization, processes, the PCIe link as
+    trained now, clock-event reasons)."""
     g = GpuState(i)
 
     def get(fact, name, *args):
@@ -251,9 +252,18 @@ def read_gpu(api, i, run_id=None, ours_pids=(), light=False, roots=()):
         g.utilization = util.get('gpu')
     g.temperature = get('temperature', 'nvmlDeviceGetTemperature', 0)
     g.processes = _processes(api, get, run_id, ours_pids, roots)
+    # the link as trained now, in every reading: the generation is judged
+    # on the highest seen under load (idle GPUs lower it to save power)
+    g.pcie_gen = get('pcie', 'nvmlDeviceGetCurrPcieLinkGeneration')
+    g.pcie_width = get('pcie', 'nvmlDeviceGetCurrPcieLinkWidth')
     if light:
         _throttle(api, get, g, i)
         return g
+    try:
+        g.pci = str((api.call('nvmlDeviceGetPciInfo', i) or {}).get(
+            'busId') or '')
+    except (NvmlError, AttributeError):
+        g.pci = ''          # not named by address: its AER unmatched
     for counter, cname in ((0, 'volatile'), (1, 'aggregate')):
         row = {}
         for etype, ename in ((0, 'corrected'), (1, 'uncorrected')):
@@ -274,9 +284,9 @@ def read_gpu(api, i, run_id=None, ours_pids=(), light=False, roots=()):
         g.row_remap['pending'] = bool(g.row_remap['pending'])
         g.row_remap['failure'] = bool(g.row_remap['failure'])
     g.nvlinks = _nvlinks(api, i, g)
-    g.pcie_gen = get('pcie', 'nvmlDeviceGetCurrPcieLinkGeneration')
+    # NVML's maximum is "possible with this device and system" (nvml.h):
+    # the smaller of the GPU's and its slot's
     g.pcie_gen_max = get('pcie', 'nvmlDeviceGetMaxPcieLinkGeneration')
-    g.pcie_width = get('pcie', 'nvmlDeviceGetCurrPcieLinkWidth')
     g.pcie_width_max = get('pcie', 'nvmlDeviceGetMaxPcieLinkWidth')
     _throttle(api, get, g, i)
     return g
