@@ -223,8 +223,8 @@ def _case_changes(c, records, told, ch, db=None):
         ch.lines.append(failure_line(c, was if was_failing else None))
         # what differs from its last passing run (versions, environment)
         if db is not None:
-            ch.lines += [f'    changed: {ln}' for ln in queries.changed_between(
-                db, queries.last_good_before(db, c), c, only_changes=True)]
+            ch.lines += [f'    changed: {ln}' for ln in answers.changed_between(
+                db, answers.last_good_before(db, c), c, only_changes=True)]
         _tell(told, ch, item, State(FAILING, c['verdict'], run_id=run))
         for k in sizes:
             if k not in now:

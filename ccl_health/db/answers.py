@@ -518,7 +518,7 @@ def last_good_before(store, case):
     conds = [('case_name', case['case_name']), ('system', case['system']),
              ('partition', case['partition']),
              ('nodelist', case.get('nodelist'))]
-    where, params = reads._equal(conds)
+    where, params = scopes._equal(conds)
     rows = store.query(
         f"SELECT id, run_id, time FROM cases WHERE {' AND '.join(where)} "
         f"AND verdict = 'pass' AND time < ? ORDER BY time DESC LIMIT 1",
