@@ -207,10 +207,12 @@ def write_checks(db, machine, nodes, days, per_day, end, seed=2,
 def as_schema_9(db):
     """The store ``db`` (written by this version) as schema 9 left it:
     nothing kept of its days, no list of stale keys, none of their
-    triggers, the time index of the time alone (what a reader of schema
-    9 reads: every day counted, every key of a window looked at).
-    Commits."""
+    triggers, the time index of the time alone, no standing line kept with
+    a key's state (what a reader of schema 9 reads: every day counted,
+    every key of a window looked at, each key's state read).  Commits."""
     with db.transaction():
+        if 'standing' in db.columns('key_state'):
+            db.execute('ALTER TABLE key_state DROP COLUMN standing')
         if db.kind == 'sqlite':
             for (name,) in db.conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = "

@@ -2,7 +2,7 @@
 """The performance database at machine scale (issue 30), measured with the
 project's own recorder (benchmarks/db_gen.py: the hook's ``case_of``,
 sweeps through ``Store.add_cases``) on SQLite and on PostgreSQL (the
-tests' server, tests/test_store_postgres.py ``postgres_server``, loaded
+tests' server, tests/helpers/postgres.py ``postgres_server``, loaded
 with ``scripts/report migrate``).
 
 Sets (each one run of at most ~10 minutes on 2 cores):
@@ -58,8 +58,8 @@ READS = ('failed', 'detect', 'runs', 'history', 'since', 'nightly', 'page')
 
 class Postgres:
     def __init__(self):
-        import test_store_postgres as t
-        pgbin = t._bin()
+        from helpers import postgres as t
+        pgbin = t.pg_bin()
         if pgbin is None:
             raise SystemExit('PostgreSQL is not installed (apt-get install '
                              'postgresql), or run with --no-pg')
@@ -96,19 +96,32 @@ class Postgres:
 
 # -- timing a command ----------------------------------------------------------
 
-def timed(cmd, env=None):
-    """(wall seconds, peak RSS MiB, exit code, last line) of ``cmd``."""
+def timed(cmd, env=None, cpu=None):
+    """(wall seconds, peak RSS MiB, exit code, last line) of ``cmd``;
+    ``cpu``: a dict given its CPU seconds (user + system: what the
+    command itself spent, whatever else the machine ran) and the machine's
+    load average (1 minute) as it started."""
+    load = os.getloadavg()[0]
     t = time.perf_counter()
-    p = subprocess.run(['/usr/bin/time', '-f', '%M'] + cmd,
+    p = subprocess.run(['/usr/bin/time', '-f', '%U %S %M'] + cmd,
                        capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
     err = p.stderr.strip().splitlines()
-    rss = int(err[-1]) / 1024 if err and err[-1].isdigit() else None
+    last = err[-1].split() if err else []
+    rss = None
+    if len(last) == 3 and last[2].isdigit():
+        rss = int(last[2]) / 1024
+        if cpu is not None:
+            cpu.update(cpu_s=round(float(last[0]) + float(last[1]), 2),
+                       load=round(load, 1))
     out = (p.stdout.strip().splitlines() or [''])
     return wall, rss, p.returncode, out[0][:160]
 
 
-def read_cmd(name, url, work):
+def read_cmd(name, url, work, again=False):
+    """The command of the read ``name``; ``again``: the page drawn again
+    into the folder of the one before (the nightly's: its figures and
+    closed days that did not change are not drawn or counted again)."""
     if name == 'failed':
         return [REPORT, '--db', url, 'failed']
     if name == 'detect':
@@ -121,7 +134,8 @@ def read_cmd(name, url, work):
         return [REPORT, '--db', url, 'since', 'net-plugin', '--size', '1G']
     if name == 'page':
         out = os.path.join(work, 'page')
-        shutil.rmtree(out, ignore_errors=True)
+        if not again:
+            shutil.rmtree(out, ignore_errors=True)
         return [REPORT, '--db', url, 'report', '--out', out]
     return [PY, os.path.abspath(__file__), '--nightly-read', url]
 
@@ -130,9 +144,9 @@ def nightly_read(url):
     """The nightly's comparison and news of its last night (what
     scripts/nightly reads after its run)."""
     from ccl_health import findings, news
-    from ccl_health.db import runs
+    from ccl_health.db import newestruns
     with store.open_store(url) as db:
-        last = next(r.run_id for r in runs.newest_first(db)
+        last = next(r.run_id for r in newestruns.newest_first(db)
                     if r.run_id.startswith('nightly-'))
         found, new, prev = findings.run_findings(db, last)
         night = news.night(db, last, 'perlmutter', 'gpu', 'bench')
@@ -209,11 +223,17 @@ def time_reads(url, work, pg=None):
     out = {}
     for name in READS:
         cold(url, pg)
-        wall, rss, rc, line = timed(read_cmd(name, url, work))
-        again = timed(read_cmd(name, url, work))[0]
+        first, second = {}, {}
+        wall, rss, rc, line = timed(read_cmd(name, url, work), cpu=first)
+        again = timed(read_cmd(name, url, work, again=True), cpu=second)[0]
         out[name] = {'s': round(wall, 2), 'again_s': round(again, 2),
-                     'rss_mib': rss and round(rss), 'rc': rc, 'line': line}
+                     'rss_mib': rss and round(rss), 'rc': rc, 'line': line,
+                     'cpu_s': first.get('cpu_s'), 'load': first.get('load'),
+                     'again_cpu_s': second.get('cpu_s'),
+                     'again_load': second.get('load')}
         print(f'    {name:8} {wall:7.2f} s cold {again:7.2f} s again '
+              f'(CPU {first.get("cpu_s")} / {second.get("cpu_s")} s, load '
+              f'{first.get("load")} / {second.get("load")}) '
               f'{rss or 0:6.0f} MiB rc={rc}  {line[:60]}', flush=True)
     cold(url, pg)
     out['page_split'] = json.loads(subprocess.run(
@@ -262,13 +282,13 @@ def pg_sizes(url):
 def plans(url):
     """The plans of the main queries (SQLite EXPLAIN QUERY PLAN,
     PostgreSQL EXPLAIN)."""
-    from ccl_health.db import reads
-    from ccl_health.db import keyreads
+    from ccl_health.db import newestruns
+    from ccl_health.db import keyhistory
     from ccl_health.judge.series import series_key
     out = {}
     with store.open_store(url, readonly=True) as db:
         newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
-        since = keyreads.sql_time(datetime.datetime.fromisoformat(newest) -
+        since = keyhistory.sql_time(datetime.datetime.fromisoformat(newest) -
                                datetime.timedelta(hours=24))
         probe = db.query("SELECT * FROM cases WHERE source = 'health' "
                          "ORDER BY id DESC LIMIT 1")
@@ -281,7 +301,7 @@ def plans(url):
         for what, row in (('a node\'s history (its last 60 checks)', probe),
                           ('a sweep key\'s history', sweep)):
             if row:
-                where, params, _ = keyreads.key_where(db, series_key(row[0]))
+                where, params, _ = keyhistory.key_where(db, series_key(row[0]))
                 queries[what] = (
                     f'SELECT c.id FROM cases c WHERE {where} AND c.time < ? '
                     f'ORDER BY c.time DESC, c.id DESC LIMIT 60',
@@ -298,7 +318,7 @@ def plans(url):
         for kind in ('sweep', 'health probe'):
             queries[f'a kind\'s newest cases (report runs --kind: {kind})'] = (
                 f'SELECT c.run_id FROM cases c WHERE '
-                f'{reads._kind_where(db, kind)}(c.time, c.id) < (?, ?) '
+                f'{newestruns._kind_where(db, kind)}(c.time, c.id) < (?, ?) '
                 f'ORDER BY c.time DESC, c.id DESC LIMIT 500',
                 (kind, '99999', 0))
         queries['the series of a scope (since, history, calibrate, accept)'] \
@@ -313,7 +333,7 @@ def plans(url):
         from ccl_health.db import health_days
         from ccl_health.judge.series import PROBE_KIND
         probe, pargs = health_days._is_probe()
-        week = reads.sql_time(datetime.datetime.fromisoformat(newest) -
+        week = keyhistory.sql_time(datetime.datetime.fromisoformat(newest) -
                               datetime.timedelta(days=7))
         today = newest[:10]
         queries.update({
@@ -327,6 +347,11 @@ def plans(url):
                                            'other')),
             'the stale keys (failed; the page\'s probes)': (
                 'SELECT key FROM stale_keys', ()),
+            'each key\'s kept standing (detect; 500 keys a query)': (
+                'SELECT key, standing FROM key_state WHERE key IN (?, ?)',
+                tuple(r['key'] for r in db.query(
+                    'SELECT key FROM key_state ORDER BY key LIMIT 2')) or
+                ('x', 'y')),
             'the kept days (the page)': (
                 'SELECT day, rows, counts FROM kept_days WHERE day >= ? AND '
                 'version = ?', (today, health_days.KEPT_VERSION)),
@@ -348,7 +373,7 @@ def plans(url):
             'the sweeps of the page\'s 30 days': (
                 f"SELECT c.id FROM cases c WHERE c.time >= ? AND c.kind <> "
                 f"'{PROBE_KIND}' AND c.kind IN (?, ?, ?, ?) ORDER BY c.time, "
-                f"c.id", (reads.sql_time(datetime.datetime.fromisoformat(
+                f"c.id", (keyhistory.sql_time(datetime.datetime.fromisoformat(
                     newest) - datetime.timedelta(days=30)), 'sweep',
                     'framework', 'fleet', 'other')),
         })
@@ -476,25 +501,33 @@ NOTES = [
     'of `findings` (and those of the other kinds\' runs of its window '
     'before it, by `findings_run`), and judges at read only the keys the '
     'database lists stale (`stale_keys`, kept by triggers on `key_state`):'
-    ' no longer every case and every key of its day (94,080 at Frontier).'
+    ' no longer every case and every key of its day (94,080 checks, 9,423'
+    ' keys at Frontier).'
     '  The page reads each closed day of the health checks as kept '
     '(`kept_days`: the nightly keeps them, a case of a kept day written, '
     'changed or removed drops it, by triggers) and counts only the others'
     ' (today\'s); its probes\' findings as `failed`\'s.  `detect`\'s keys '
     'of 7 days from the time index alone (`cases_time` on time, id and '
     'series id: each key once from `series`).',
+    '- Schema 11 (issue 45): `detect` reads how each key of its window is '
+    'judged (its last lines) from the line the writer of the key\'s state '
+    'keeps beside it (`key_state.standing`, 500 keys a query by the '
+    'primary key), never the state itself, and judges at read only the '
+    'keys listed stale (tests/test_db_kept.py).',
     '- `failed` and `detect`: the findings each case was judged to have '
     'when it was written (`ccl_health/db/keystate.py`: each key\'s judging '
     'state after its newest case, stepped in the write\'s transaction), '
     'read by index: of the window\'s runs (`failed`) or time (`detect`); '
-    'and each key\'s state row (one a node and key) for how it is judged. '
+    'and each key\'s kept standing line (schema 11; before, its state row)'
+    ' for how it is judged. '
     ' No key\'s history is read or judged, unless its state is missing or '
     'was made with other levels (an acceptance, a calibration since): '
     'that key is judged from its whole history at read, the same findings '
     '(tests/test_db_state.py).  Their time grows with the keys and '
     'findings of the window, not with the history.  What changed for each '
-    'drop is read for all of them together (`reads.attribution_many`: at '
-    'frontier-31d, 6,724 drops, 27,000 round trips before, 10 of '
+    'drop is read for all of them together '
+    '(`windowfindings.attribution_many`: at frontier-31d, 6,724 drops, '
+    '27,000 round trips before, 10 of '
     'PostgreSQL\'s 12 s of `detect`).',
     '- the nightly\'s comparison and news: tonight\'s keys and the night '
     'compared with (the nightly runs by the kind-and-time index), their '
@@ -622,14 +655,19 @@ def kept_table(data, sets):
             if be in data[k] and 'page_split' in data[k][be]['reads']]
     if not rows:
         return []
-    out = ['', '### Schema 10: what the page and `failed` ask every day, '
-           'kept (issue 45)', '',
+    out = ['', '### Schemas 10 and 11: what the page, `failed` and '
+           '`detect` ask every day, kept (issue 45)', '',
            'Cold: the database dropped from memory before the read (the '
            'SQLite file and its WAL from the page cache, `posix_fadvise`; '
            'PostgreSQL restarted and its files dropped); again: the same '
-           'read at once after.  Seconds, cold / again; **bold**: past the '
-           'goal (' + ', '.join(f'{k} {v} s' for k, v in GOALS.items()) +
-           ').  `history intra --size 1G`, `since net-plugin --size 1G`.',
+           'read at once after (the page: drawn again into the same '
+           'folder, as the nightly draws it, where measured so: schema 11).'
+           '  Seconds, cold / again; **bold**: past the goal (' +
+           ', '.join(f'{k} {v} s' for k, v in GOALS.items()) + ').  In '
+           'brackets, where measured: the command\'s own CPU seconds (user '
+           '+ system) cold / again, and the machine\'s load average (1 '
+           'minute) as the cold read started.  `history intra --size 1G`, '
+           '`since net-plugin --size 1G`.',
            '', '| data | backend | ' + ' | '.join(
                f'`{r}`' for r in READS) + ' | page in-process, cold: '
            'health-check counts / the rest (reads, tables, pandas and '
@@ -643,7 +681,12 @@ def kept_table(data, sets):
                 return '-'
             c, a = r[x]['s'], r[x].get('again_s')
             text = f'{c:.1f} / {a:.1f}' if a is not None else f'{c:.1f}'
-            return f'**{text}**' if c > GOALS[x] else text
+            text = f'**{text}**' if c > GOALS[x] else text
+            if r[x].get('cpu_s') is not None:
+                text += (f' (CPU {r[x]["cpu_s"]:.1f} / '
+                         f'{r[x].get("again_cpu_s") or 0:.1f}; load '
+                         f'{r[x]["load"]:.1f})')
+            return text
         sp = r['page_split']
         out.append(f'| {k} | {be} | ' + ' | '.join(cell(x) for x in READS)
                    + f' | {sp["counts"]:.1f} / {sp["queries"]:.1f} / '
@@ -651,14 +694,19 @@ def kept_table(data, sets):
     ups = [(k, data[k]['sqlite']['upgrade']) for k in sets
            if data[k].get('sqlite', {}).get('upgrade')]
     if ups:
-        out += ['', 'The first writer of the schema-9 database brings it to '
-                'schema 10 (lists the stale keys: reads every key\'s state '
-                'once; keeps the 31 closed days before the newest case): ' +
+        out += ['', 'The first writer of an older database brings it to '
+                'this schema (from 9: lists the stale keys, reading every '
+                'key\'s state once, and keeps the 31 closed days before the '
+                'newest case; from 10: makes the standing line of every '
+                'kept state once): ' +
                 '; '.join(f'{k}: {u["s"]} s (SQLite, from schema '
                           f'{u["from"]})' for k, u in ups) + '.  The '
                 'PostgreSQL copy was made by `scripts/report migrate` from '
                 'the upgraded file (the kept rows copied).']
-    return out + [''] + data.get('_issue45', []) + ['']
+    before = data.get('_issue45_schema10')
+    return out + [''] + data.get('_issue45', []) + [''] + (
+        ['#### The schema-10 measurement (frontier-12d-schema10), as '
+         'written then', ''] + before + [''] if before else [])
 
 
 def render(data):
@@ -788,7 +836,8 @@ def render(data):
                             (p1 - p0))
         out.append('')
     fr = sorted((k for k in sets if k.startswith('frontier') and
-                 data[k].get('checks')), key=lambda k: data[k]['checks'])
+                 data[k].get('checks')), key=lambda k: (
+                     data[k]['checks'], data[k].get('schema', 8)))
     if fr:
         e = data[fr[-1]]
         n, nodes, days = e['checks'], e['nodes'], e['days']
@@ -842,14 +891,14 @@ def render(data):
                 ' (extrapolated by the cases, not measured); PostgreSQL '
                 'leaves each old row version to VACUUM.', '']
     out += ['## What bounds each read, and what is left', ''] + NOTES + ['']
-    # the plans of the newest schema measured, its largest set
+    # the plans of the newest schema measured, each of its sets (a month's
+    # plans beside 12 days': the same indexes at every fill of the window)
     newest = max((data[k].get('schema', 8) for k in sets), default=None)
-    big = max((k for k in sets if data[k].get('schema', 8) == newest),
-              key=lambda k: data[k].get('cases', 0)) if sets else None
-    if big:
-        out += [f'## Query plans ({big})', '']
+    for big in sorted((k for k in sets if data[k].get('schema', 8) ==
+                       newest), key=lambda k: data[k].get('cases', 0)):
+        out += [f'## Query plans ({big}, schema {newest})', '']
         for be in ('sqlite', 'postgresql'):
-            if be not in data[big]:
+            if be not in data[big] or 'plans' not in data[big][be]:
                 continue
             out += [f'### {be}', '']
             for what, p in data[big][be]['plans'].items():

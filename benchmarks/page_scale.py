@@ -18,7 +18,7 @@ git revision, exported to a folder) and of this checkout: ``cold`` into a
 fresh folder, ``again`` into the same folder afterwards (what the nightly
 pays: the figures and days whose data did not change are not drawn or
 computed again).  Then, in this process, the parts of a cold page: the
-judging of every key's history (``reads.judge_keys``: the sweeps' keys and
+judging of every key's history (``windowfindings.judge_keys``: the sweeps' keys and
 the last day's nodes) and the health probes' days.
 
     python benchmarks/page_scale.py [--set nights-1 ...] [--before REV]
@@ -100,7 +100,7 @@ def parts(db, out):
     """Seconds of a cold page in this process, and of its judging and its
     health probes' days."""
     from ccl_health import report
-    from ccl_health.db import reads, store
+    from ccl_health.db import windowfindings, store
     from ccl_health.report import health
     spent = {}
 
@@ -116,7 +116,7 @@ def parts(db, out):
                 spent[as_] = spent.get(as_, 0) + time.perf_counter() - t
         setattr(mod, name, wrapped)
         return real
-    saved = [(reads, 'judge_keys', timing(reads, 'judge_keys', 'judging')),
+    saved = [(windowfindings, 'judge_keys', timing(windowfindings, 'judge_keys', 'judging')),
              (health, 'days_rows', timing(health, 'days_rows',
                                           'probe days'))]
     try:
@@ -176,7 +176,8 @@ def render(data):
             f'{e.get("before_html_kib", "?")} / {p.get("html_kib", "?")} '
             f'KiB | {p.get("judging", 0):.1f} / {p.get("probe days", 0):.1f}'
             f' / {rest:.1f} s |')
-    out += ['', 'Judging is `reads.judge_keys` (every key\'s recent history '
+    out += ['', 'Judging is `windowfindings.judge_keys` (every key\'s recent '
+            'history '
             'read and judged: the sweeps\' keys of the 30 days and each '
             'node\'s of the last 24 hours), the same as `report failed`; '
             'probe days is the health probes\' distribution per day '

@@ -1,10 +1,10 @@
 """The history findings of one run (what ``scripts/run`` ends with, what the
-nightly's news tells): the findings of :func:`ccl_health.db.reads.detect_in`
+nightly's news tells): the findings of :func:`ccl_health.db.windowfindings.detect_in`
 over the keys the run measured, and which of them are new against the last
 complete run before it."""
 
-from ccl_health.db import queries, reads
-from ccl_health.db import keyreads
+from ccl_health.db import answers, windowfindings
+from ccl_health.db import keyhistory
 from ccl_health.judge import series
 from ccl_health.judge import verdicts as V
 
@@ -49,22 +49,22 @@ def run_findings(db, run_id):
     compared with): the history findings of the keys ``run_id`` measured;
     new = not found for the same kind, key and size in the last complete
     run before it.  Each key's findings are those kept with its cases, or
-    it is judged from its history (:func:`ccl_health.db.reads.judge_keys`),
+    it is judged from its history (:func:`ccl_health.db.windowfindings.judge_keys`),
     never the whole database."""
-    mine = reads.run_cases(db, run_id)
+    mine = windowfindings.run_cases(db, run_id)
     if not mine:
         return [], [], None
     keys = run_keys(mine, run_id)
-    start = min(reads.when(c['time']) for c in mine)
+    start = min(keyhistory.when(c['time']) for c in mine)
     prev = previous_complete_run(
-        _cases_before(db, keys, keyreads.sql_time(start, later=True)) + mine,
+        _cases_before(db, keys, keyhistory.sql_time(start, later=True)) + mine,
         run_id)
     since = start
     if prev:
-        since = min([since] + [reads.when(c['time'])
-                               for c in reads.run_cases(db, prev)])
-    both = reads.judge_keys(db, reads.history_keys(mine), since,
-                            {run_id, prev})
+        since = min([since] + [keyhistory.when(c['time'])
+                               for c in windowfindings.run_cases(db, prev)])
+    both = windowfindings.judge_keys(db, windowfindings.history_keys(mine),
+                                     since, {run_id, prev})
     found = [f for f in both if f.run_id == run_id]
     before = {_finding_id(f) for f in both if f.run_id == prev}
     new = [f for f in found if _finding_id(f) not in before]
@@ -73,12 +73,12 @@ def run_findings(db, run_id):
 
 def _cases_before(db, keys, t):
     """The newest cases of ``keys`` recorded before the text time ``t``
-    (:data:`reads.LOOKBACK` of each), and the aborted cases of their
+    (:data:`keyhistory.LOOKBACK` of each), and the aborted cases of their
     runs (a run aborted anywhere is not complete)."""
     out = []
     for key in keys:
-        out += keyreads.key_cases_before(db, key, t, keyreads.LOOKBACK,
-                                      reads.CASE_LIGHT)
+        out += keyhistory.key_cases_before(db, key, t, keyhistory.LOOKBACK,
+                                      windowfindings.CASE_LIGHT)
     runs = sorted({c['run_id'] for c in out})
     for i in range(0, len(runs), 500):
         part = runs[i:i + 500]
@@ -93,4 +93,4 @@ def finding_lines(findings, cases):
     """Short lines: one per finding (drifts, drops of a configuration
     grouped), each followed by its ``changed:`` lines (``cases``: the
     store, or case rows)."""
-    return queries.drop_lines(findings, cases)
+    return answers.drop_lines(findings, cases)

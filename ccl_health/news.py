@@ -45,8 +45,8 @@ import dataclasses
 import json
 
 from ccl_health.db import ledger
-from ccl_health.db import queries
-from ccl_health.db import reads
+from ccl_health.db import answers
+from ccl_health.db import windowfindings
 from ccl_health.judge import series
 from ccl_health.judge import verdicts as V
 from ccl_health.judge.finding import where_text
@@ -134,7 +134,7 @@ def _row(item, st):
 
 
 def _bad(verdict):
-    return not queries.stored_verdict(verdict).good
+    return not answers.stored_verdict(verdict).good
 
 
 def failure_line(c, was=None):
@@ -169,7 +169,7 @@ def run_changes(db, run_id, told, all_cases=None):
     (:func:`told_state`), which is updated as if they were told."""
     from ccl_health.findings import run_findings, finding_lines
     if all_cases is None:       # the run's cases; "changed:" read per line
-        cases, all_cases = reads.run_cases(db, run_id), db
+        cases, all_cases = windowfindings.run_cases(db, run_id), db
     else:
         cases = [c for c in all_cases if c['run_id'] == run_id]
     records = db.records('WHERE run_id = ?', (run_id,))
@@ -223,8 +223,8 @@ def _case_changes(c, records, told, ch, db=None):
         ch.lines.append(failure_line(c, was if was_failing else None))
         # what differs from its last passing run (versions, environment)
         if db is not None:
-            ch.lines += [f'    changed: {ln}' for ln in queries.changed_between(
-                db, queries.last_good_before(db, c), c, only_changes=True)]
+            ch.lines += [f'    changed: {ln}' for ln in answers.changed_between(
+                db, answers.last_good_before(db, c), c, only_changes=True)]
         _tell(told, ch, item, State(FAILING, c['verdict'], run_id=run))
         for k in sizes:
             if k not in now:
@@ -388,7 +388,8 @@ def night(db, run_id, system, partition, head, cause='', labels=None):
     told = told_state(db, system) if db is not None else {}
 
     def cases_of(rid):
-        return reads.run_cases(db, rid) if db is not None and rid else []
+        return (windowfindings.run_cases(db, rid) if db is not None and rid
+                else [])
     lines, rows, nights, total = [], [], [], Changes()
     sp = (system, partition or '')
     earlier = untold_runs(db, system, partition, run_id) if db else []

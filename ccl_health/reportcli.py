@@ -223,19 +223,19 @@ def _ingest(db, args, pending_dir):
 
 
 def _failed(db, args):
-    from ccl_health.db import queries
+    from ccl_health.db import answers
     from ccl_health.judge import verdicts as verdict
-    sims = queries.simulated_runs(db, args.hours)
+    sims = answers.simulated_runs(db, args.hours)
     note = (f'(left out: {sum(sims.values())} case(s) of '
             f'{len(sims)} simulated run(s), '
             f'{", ".join(sorted(sims))}: scripts/fleet --simulate '
             f'rehearsals, not measurements)') if sims else ''
-    found = queries.failures(db, args.hours)
+    found = answers.failures(db, args.hours)
     if found:
         print('\n'.join([line for _, line in found] +
                         ([note] if note else [])))
         return verdict.exit_code(v for v, _ in found)
-    window = queries.window_runs(db, args.hours)
+    window = answers.window_runs(db, args.hours)
     print(f'nothing failed in the last {args.hours:g} h ('
           f'{sum(r.cases for r in window)} case(s) in {len(window)} '
           f'run(s), all pass or skipped)' + (f' {note}' if note else ''))
@@ -243,19 +243,19 @@ def _failed(db, args):
 
 
 def _since(db, args):
-    from ccl_health.db import queries
+    from ccl_health.db import answers
     from ccl_health.judge import verdicts as verdict
-    streak, good = queries.bad_streak(
+    streak, good = answers.bad_streak(
         db, args.transport, args.size, args.system, args.partition,
         args.node)
     res = (streak[-1]['time'], streak[-1]['run_id'],
            len(streak)) if streak else None
-    last = queries.latest(db, args.transport, args.system,
+    last = answers.latest(db, args.transport, args.system,
                           args.partition, args.node)
-    v = queries.stored_verdict(last['verdict'])
+    v = answers.stored_verdict(last['verdict'])
     # the sweeps unless a node is named: said when its health
     # probes were left out
-    note = '' if args.node else queries.probes_left_out(
+    note = '' if args.node else answers.probes_left_out(
         db, args.transport, args.system, args.partition)
     if res is None:
         print(f'{args.transport}: '
@@ -268,7 +268,7 @@ def _since(db, args):
         return 0
     print(f'{args.transport}: bad since {res[0]} (run {res[1]}, '
           f'{res[2]} run(s) in a row; last: {last["verdict"]})')
-    for line in queries.changed_between(db, good, streak[-1]):
+    for line in answers.changed_between(db, good, streak[-1]):
         print(f'    changed: {line}')
     if note:
         print(note)
@@ -276,11 +276,11 @@ def _since(db, args):
 
 
 def _history(db, args):
-    from ccl_health.db import queries
+    from ccl_health.db import answers
     if args.last < 1:
         raise CclHealthError(f'--last {args.last}: not a positive '
                              f'number')
-    for r in queries.history(db, args.transport, args.size,
+    for r in answers.history(db, args.transport, args.size,
                              args.system, args.partition,
                              last=args.last, node=args.node):
         if r['size'] is None:
@@ -293,7 +293,7 @@ def _history(db, args):
         print(f'{r["time"]}  {r["run_id"]}  {r["transport"]:<15}'
               f'{r["size"]:>12}  {bw} GB/s{ref}  '
               f'{r["size_verdict"]}  (case {r["case_verdict"]})')
-    note = '' if args.node else queries.probes_left_out(
+    note = '' if args.node else answers.probes_left_out(
         db, args.transport, args.system, args.partition)
     if note:
         print(note)
@@ -301,30 +301,30 @@ def _history(db, args):
 
 
 def _compare(db, args):
-    from ccl_health.db import queries
-    for name, size, a, b, ratio in queries.compare(db, args.run_a,
+    from ccl_health.db import answers
+    for name, size, a, b, ratio in answers.compare(db, args.run_a,
                                                    args.run_b):
         print(f'{name:<45} {size:>7}  {a:9.2f} -> {b:9.2f} GB/s  '
               f'x{ratio:.3f}' if ratio else
               f'{name:<45} {size:>7}  {a} -> {b} GB/s')
     # what differs (versions, environment), a crash's case too
-    for name, lines in queries.run_changes(db, args.run_a, args.run_b):
+    for name, lines in answers.run_changes(db, args.run_a, args.run_b):
         print(f'{name}:')
         print('\n'.join(f'    changed: {ln}' for ln in lines))
     return 0
 
 
 def _detect(db, args):
-    from ccl_health.db import queries, reads
-    queries.check_not_empty(db)
-    queries.check_runs(db, args.run)
+    from ccl_health.db import answers, windowfindings
+    answers.check_not_empty(db)
+    answers.check_runs(db, args.run)
     keys, since, runs, scope = _detect_scope(db, args)
     # each key's findings kept with its cases, or the key judged
-    # from its history (reads.judge_keys)
+    # from its history (windowfindings.judge_keys)
     how = {}
-    found = reads.judge_keys(db, keys, since, runs, standing=how)
+    found = windowfindings.judge_keys(db, keys, since, runs, standing=how)
     # the drops of one run and configuration on one line each
-    for line in queries.drop_lines(found, db):
+    for line in answers.drop_lines(found, db):
         print(line)
     if not found:
         print(f'no drops against history in {scope} ({len(how)} '
@@ -350,18 +350,18 @@ def _report(db, args):
 
 def cmd_runs(db, args):
     """``scripts/report runs [--last N | --all] [--kind KIND]``: the
-    newest runs (:data:`ccl_health.db.runs.DEFAULT_LAST` unless told),
+    newest runs (:data:`ccl_health.db.newestruns.DEFAULT_LAST` unless told),
     each printed as it is read; past the default, a last line says how to
     see more."""
-    from ccl_health.db import queries, runs
-    queries.check_not_empty(db)
+    from ccl_health.db import answers, newestruns
+    answers.check_not_empty(db)
     if args.last is not None and args.last < 1:
         raise CclHealthError(f'--last {args.last}: not a positive number')
     if args.all and args.last is not None:
         raise CclHealthError('runs: --last N or --all, not both')
-    last = None if args.all else args.last or runs.DEFAULT_LAST
+    last = None if args.all else args.last or newestruns.DEFAULT_LAST
     shown, more = 0, False
-    for r in runs.newest_first(db, runs.KINDS.get(args.kind)):
+    for r in newestruns.newest_first(db, newestruns.KINDS.get(args.kind)):
         if last is not None and shown == last:
             more = True
             break
@@ -381,22 +381,22 @@ def cmd_runs(db, args):
 def _detect_scope(db, args):
     """(history keys, from when, the runs judged, what that is) of
     ``report detect``: one run, else the runs of the last ``--days``
-    before the newest record (:mod:`ccl_health.db.reads`)."""
+    before the newest record (:mod:`ccl_health.db.windowfindings`)."""
     import datetime
-    from ccl_health.db import reads
+    from ccl_health.db import keyhistory, windowfindings
     if args.run:
-        cases = reads.run_cases(db, args.run)
-        since = min(reads.when(c['time']) for c in cases)
-        return reads.history_keys(cases), since, {args.run}, \
+        cases = windowfindings.run_cases(db, args.run)
+        since = min(keyhistory.when(c['time']) for c in cases)
+        return windowfindings.history_keys(cases), since, {args.run}, \
             f'run {args.run}'
     newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
     try:
-        since = reads.when(newest) - datetime.timedelta(days=args.days)
+        since = keyhistory.when(newest) - datetime.timedelta(days=args.days)
     except OverflowError:
         since = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
     # the records of the window: by their time (a window of the hook's
     # checks holds as many runs)
-    return (reads.window_keys(db, since), since, None,
+    return (windowfindings.window_keys(db, since), since, None,
             f'the {args.days:g} days to {newest}')
 
 
@@ -455,7 +455,7 @@ def cmd_accept(db, args):
     (:func:`ccl_health.judge.history.parts`); only a run whose cases all
     passed is accepted (:func:`unhealthy`); ``--undo ID`` takes one back,
     ``--list`` shows them."""
-    from ccl_health.db import queries
+    from ccl_health.db import answers
     from ccl_health.units import parse_size
     if args.list:
         rows = db.acceptances()
@@ -477,8 +477,8 @@ def cmd_accept(db, args):
         raise CclHealthError('accept: --reason "..." is required (why this '
                              'is the new level: a new NCCL, new firmware)')
     size = parse_size(args.size) if args.size else None
-    queries.check_not_empty(db)
-    runs = set(queries.recorded(db, 'run_id'))
+    answers.check_not_empty(db)
+    runs = set(answers.recorded(db, 'run_id'))
     m = _KEY_TEXT.match(args.target.strip())
     if args.target in runs:
         recs = db.records('WHERE run_id = ?', (args.target,))
@@ -496,7 +496,7 @@ def cmd_accept(db, args):
             last = max((r['time'], r['run_id']) for r in recs)[1]
             recs = [r for r in recs if r['run_id'] == last]
     else:
-        queries.check_runs(db, args.target)
+        answers.check_runs(db, args.target)
         recs, want = [], None
     # a run that is not healthy is never a level (its measured sizes or
     # not: a crash may have measured none)

@@ -126,17 +126,17 @@ def _pending_dir(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def judged_at_read(monkeypatch):
     """The keys a read judged from their history
-    (:func:`ccl_health.db.reads.each_key`), collected: none where each
+    (:func:`ccl_health.db.windowfindings.each_key`), collected: none where each
     key's judging was kept by its writer (ccl_health/db/keystate.py)."""
-    from ccl_health.db import reads
+    from ccl_health.db import windowfindings
     judged = []
-    each = reads.each_key
+    each = windowfindings.each_key
 
     def counting(db, keys, *a, **kw):
         keys = list(keys)
         judged.extend(keys)
         return each(db, keys, *a, **kw)
-    monkeypatch.setattr(reads, 'each_key', counting)
+    monkeypatch.setattr(windowfindings, 'each_key', counting)
     return judged
 
 

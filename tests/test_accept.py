@@ -14,7 +14,7 @@ import pytest
 from ccl_health import cli
 from ccl_health.db import store
 from ccl_health.db import schema
-from ccl_health.db import reads
+from ccl_health.db import windowfindings
 from ccl_health.judge import history
 from conftest import REPO
 
@@ -53,7 +53,7 @@ def report(db, *args):
 
 def flagged(db, run):
     with store.open_store(db, readonly=True) as s:
-        return [f for f in reads.detect_in(s, run_id=run)
+        return [f for f in windowfindings.detect_in(s, run_id=run)
                 if f.kind != 'recovery']
 
 

@@ -19,9 +19,9 @@ import sqlite3
 import pytest
 
 from ccl_health import cli
-from ccl_health.db import queries, store
+from ccl_health.db import answers, store
 from ccl_health.db import schema
-from ccl_health.db import reads
+from ccl_health.db import windowfindings
 from ccl_health.judge import history
 from helpers.drift import DRIFT, GRADED, device_runs
 
@@ -61,7 +61,7 @@ def report(db, *args):
 
 def findings(db, run):
     with store.open_store(db, readonly=True) as s:
-        return [f for f in reads.detect_in(s, run_id=run)
+        return [f for f in windowfindings.detect_in(s, run_id=run)
                 if f.kind in ('drop', 'drift')]
 
 
@@ -152,7 +152,7 @@ def test_the_recorded_device_step_after_calibration(tmp_path, capsys):
     assert sorted(f.size for f in found) == list(SIZES)
     assert all(f.kind == 'drift' for f in found)
     with store.open_store(db, readonly=True) as s:
-        lines = queries.drop_lines(found, s.cases())
+        lines = answers.drop_lines(found, s.cases())
     assert '    changed: NCCL_BUFFSIZE: (unset) -> 4063232' in lines
 
 
@@ -170,7 +170,7 @@ def test_no_false_alarm_on_the_recorded_healthy_series(tmp_path, folder,
     assert calibrate(db, tmp_path) == 0
     with store.open_store(db) as s:
         _recorded(s, healthy[calibrated_from:], calibrated_from)
-        assert [f.line() for f in reads.detect_in(s)
+        assert [f.line() for f in windowfindings.detect_in(s)
                 if f.kind != 'recovery'] == []
 
 

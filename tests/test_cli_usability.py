@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ccl_health import cli, progress
-from ccl_health.db import queries
+from ccl_health.db import answers
 from ccl_health.db import store
 from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
@@ -307,7 +307,7 @@ HIST = os.path.join(REPO, 'tests', 'fixtures', 'device', 'history-health',
 
 def test_failed_groups_drops_per_run_and_transport():
     with store.open_store(os.path.join(HIST, 'hist.db'), readonly=True) as db:
-        lines = [ln for _, ln in queries.failures(db, 1e7)]
+        lines = [ln for _, ln in answers.failures(db, 1e7)]
     drops = [ln for ln in lines if ln.startswith('DROP')]
     # 3 single-size drops of healthy runs, one line per degraded run
     assert len(drops) == 5, lines
@@ -323,7 +323,7 @@ def test_failed_groups_drops_per_run_and_transport():
 
 def test_failed_reasons_are_whole_and_said_once():
     with store.open_store(os.path.join(HIST, 'hist.db'), readonly=True) as db:
-        lines = [ln for _, ln in queries.failures(db, 1e7)]
+        lines = [ln for _, ln in answers.failures(db, 1e7)]
     below = [ln for ln in lines if 'BELOW-REFERENCE' in ln]
     assert below and all(not ln.rstrip().endswith('performance error:')
                          for ln in below)
@@ -331,7 +331,7 @@ def test_failed_reasons_are_whole_and_said_once():
                '(-65%)' in ln for ln in below), below
     with store.open_store(os.path.join(HIST, 'health.db'),
                           readonly=True) as db:
-        lines = [ln for _, ln in queries.failures(db, 1e7)]
+        lines = [ln for _, ln in answers.failures(db, 1e7)]
     assert any('COULD-NOT-CHECK: /tmp/nobin' in ln for ln in lines)
     assert not any('COULD-NOT-CHECK: COULD-NOT-CHECK' in ln for ln in lines)
 

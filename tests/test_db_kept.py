@@ -8,12 +8,16 @@ kept tables and their triggers dropped and its schema set back to 9,
 opened read-only (the reads of a schema-9 database: every day counted,
 every key of the window looked at).  What a read prints must be the same,
 on SQLite and PostgreSQL: ``failed``, the page (every line of it), its
-health-check days and counts, with every day kept, with the newest days
-not kept (counted at read), with a late case of a kept day (its day
-dropped by the database), and with every key's state gone (every key
-stale: judged at read)."""
+health-check days and counts, ``detect`` (its findings and how each key
+is judged: the standing line each key's writer keeps, schema 11), with
+every day kept, with the newest days not kept (counted at read), with a
+late case of a kept day (its day dropped by the database), and with every
+key's state gone (every key stale: judged at read)."""
 
+import argparse
+import contextlib
 import datetime
+import io
 import os
 import random
 import re
@@ -23,7 +27,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import health_days, queries, store
+from ccl_health.db import health_days, answers, store
 from ccl_health.report import health
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
@@ -58,11 +62,21 @@ def _page(url, out):
     return re.sub(r'\s+', ' ', html), text
 
 
+def _detect(db, days=7):
+    """What ``scripts/report detect --days N`` prints of ``db``."""
+    from ccl_health import reportcli
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        reportcli._detect(db, argparse.Namespace(run=None, days=days))
+    return text.getvalue().splitlines()
+
+
 def _reads(url, out):
-    """What ``failed`` prints and the page shows, and the page's
-    health-check days and counts, of the database ``url``."""
+    """What ``failed`` and ``detect`` print and the page shows, and the
+    page's health-check days and counts, of the database ``url``."""
     with store.open_store(url, readonly=True) as db:
-        got = {'failed': queries.failed(db, 24, now=END),
+        got = {'failed': answers.failed(db, 24, now=END),
+               'detect': _detect(db),
                'days': health.days_rows(db, SINCE.date().isoformat(),
                                         str(out / 'days')),
                'counts': health.probe_summary(db, SINCE, now=END)}
@@ -73,7 +87,7 @@ def _reads(url, out):
 @pytest.fixture(scope='module')
 def written(tmp_path_factory):
     """tests/test_db_state.py's database (drops, recoveries, drifts, an
-    intermittent node, a backfill, an acceptance), written at schema 10,
+    intermittent node, a backfill, an acceptance), written at this schema,
     and today's reading of its copy."""
     base = tmp_path_factory.mktemp('kept')
     path = tds._write(str(base / 'db.db'))
@@ -110,6 +124,55 @@ def test_every_read_is_todays_with_the_days_kept(written, tmp_path,
     assert computed == []           # every day read as kept
     assert any(line.startswith('DROP') for line in got['failed'])
     assert got['days'] and got['counts']
+    assert any('judged on its history' in line for line in got['detect'])
+
+
+def test_detect_reads_each_keys_kept_standing(written, judged_at_read):
+    """``detect`` reads how each key of its window is judged from the line
+    its writer kept (schema 11), never a key's state, and judges no key
+    at read; a key listed stale is judged from its history, and only it."""
+    path, today = written
+    with store.open_store(path, readonly=True) as db:
+        plans = _plans(db, _detect)
+    kept = [sql for sql, _ in plans if 'key_state' in sql]
+    assert kept and all(re.match(r'SELECT key, standing FROM key_state ',
+                                 sql) for sql in kept), kept
+    assert judged_at_read == []
+    assert _detect_of(path) == today['detect']
+
+
+def _detect_of(path):
+    with store.open_store(path, readonly=True) as db:
+        return _detect(db)
+
+
+def test_detect_judges_the_stale_keys_only(written, tmp_path,
+                                           judged_at_read):
+    """A key listed stale (its state made with other levels) is judged
+    from its history, the others read as kept: the same lines."""
+    path, today = written
+    copy = _copy(path, tmp_path)
+    with store.open_store(copy) as db:
+        key = db.query('SELECT key FROM key_state ORDER BY key LIMIT 1')[0][
+            'key']
+        with db.transaction():
+            db.execute("UPDATE key_state SET levels = '[\"other\"]', "
+                       "standing = 'not this line' WHERE key = ?", (key,))
+            db.execute('INSERT INTO stale_keys (key) VALUES (?)', (key,))
+    assert _detect_of(copy) == today['detect']
+    import json
+    assert judged_at_read == [tuple(json.loads(key))]
+
+
+def test_a_state_kept_before_schema_11_gives_its_line(written, tmp_path):
+    """A state kept without its line (a schema-10 database's, or one
+    copied from it) is read with the line made from it."""
+    path, today = written
+    copy = _copy(path, tmp_path)
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute('UPDATE key_state SET standing = NULL')
+    assert _detect_of(copy) == today['detect']
 
 
 def test_the_days_not_kept_are_counted(written, tmp_path):
@@ -170,7 +233,7 @@ def test_an_older_database_is_migrated_with_its_days_and_stale_keys(
     path, today = written
     old = _as_schema_9(_copy(path, tmp_path))
     with store.open_store(old) as db:        # the first writer
-        assert db.schema_version() == 10
+        assert db.schema_version() == store.SCHEMA_VERSION
     assert _kept(old) == _kept(path)
     assert _reads(old, tmp_path) == today
 
@@ -202,8 +265,8 @@ def test_on_postgresql_the_same(pg_db, written, tmp_path):
     # before the change, with the kept findings: the same failures,
     # days and counts as SQLite's reading (the page's order of the keys'
     # standing differs between the backends, whatever is kept)
-    assert {k: kept[k] for k in ('failed', 'days', 'counts')} == \
-        {k: today[k] for k in ('failed', 'days', 'counts')}
+    assert {k: kept[k] for k in ('failed', 'detect', 'days', 'counts')} \
+        == {k: today[k] for k in ('failed', 'detect', 'days', 'counts')}
 
 
 def _plans(db, run):
@@ -223,15 +286,15 @@ def test_the_pages_sweeps_are_read_by_the_kind_index(written):
     """The page's window of sweeps (every kind but the probes) is read
     through the partial kind index, never through the time index over
     every check of its 30 days."""
-    from ccl_health.db import reads
+    from ccl_health.db import windowfindings
     from ccl_health.report import CASE_KINDS
     path, _ = written
     with store.open_store(path, readonly=True) as db:
         for records in (False, True):
-            rows = reads.window_cases(db, SINCE, kinds=CASE_KINDS,
+            rows = windowfindings.window_cases(db, SINCE, kinds=CASE_KINDS,
                                       records=records)
             assert rows and all(r.get('source') != 'health' for r in rows)
-        plans = _plans(db, lambda db: [reads.window_cases(
+        plans = _plans(db, lambda db: [windowfindings.window_cases(
             db, SINCE, kinds=CASE_KINDS, records=r) for r in (False, True)])
     assert plans and all('cases_kind' in plan for sql, plan in plans
                          if 'FROM cases' in sql), plans
@@ -243,7 +306,7 @@ def test_failed_reads_no_case_beyond_its_window(written):
     every run was SQLite's choice for the other kinds' runs)."""
     path, _ = written
     with store.open_store(path, readonly=True) as db:
-        plans = _plans(db, lambda db: queries.failed(db, 24, now=END))
+        plans = _plans(db, lambda db: answers.failed(db, 24, now=END))
     cases = [(sql, plan) for sql, plan in plans if 'cases' in sql]
     assert cases and not [p for p in cases if re.search(
         r'\bSCAN (c|cases)\b', p[1])], cases

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from conftest import REPO
-from ccl_health.db import queries, reads, store
-from ccl_health.db import keyreads
+from ccl_health.db import answers, newestruns, scopes, windowfindings, store
+from ccl_health.db import keyhistory
 from ccl_health.db import schema
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
@@ -61,20 +61,19 @@ def dbs(tmp_path_factory):
 
 
 def _failed(db):
-    return queries.failed(db, 24)
+    return answers.failed(db, 24)
 
 
 def _detect(db):
     from ccl_health.reportcli import _detect_scope
     args = type('Args', (), {'run': None, 'days': 30})()
     keys, since, runs, _ = _detect_scope(db, args)
-    return reads.judge_keys(db, keys, since, runs, standing={})
+    return windowfindings.judge_keys(db, keys, since, runs, standing={})
 
 
 def _nightly(db):
     from ccl_health import findings, news, nightly
-    from ccl_health.db import runs
-    last = next(r.run_id for r in runs.newest_first(db)
+    last = next(r.run_id for r in newestruns.newest_first(db)
                 if r.run_id.startswith('nightly-'))
     found = findings.run_findings(db, last)
     return found, news.night(db, last, 'perlmutter', 'gpu', 'head').lines
@@ -84,10 +83,9 @@ def _runs(db):
     """``report runs`` (its default: the newest 20 and whether there are
     more) and ``runs --kind sweep``."""
     import itertools
-    from ccl_health.db import runs
-    return [list(itertools.islice(runs.newest_first(db, kinds),
-                                  runs.DEFAULT_LAST + 1))
-            for kinds in (None, runs.KINDS['sweep'])]
+    return [list(itertools.islice(newestruns.newest_first(db, kinds),
+                                  newestruns.DEFAULT_LAST + 1))
+            for kinds in (None, newestruns.KINDS['sweep'])]
 
 
 #: a node of the hook's checks (db_gen: ``nid`` and its number)
@@ -97,19 +95,19 @@ NODE = 'nid00007'
 def _history(db):
     """``report history`` of a sweep's transport at a size, of every size,
     and of a node's health probes."""
-    return (queries.history(db, 'net-plugin', '1G'),
-            queries.history(db, 'intra', last=5),
-            queries.history(db, 'intra', '1G', node=NODE))
+    return (answers.history(db, 'net-plugin', '1G'),
+            answers.history(db, 'intra', last=5),
+            answers.history(db, 'intra', '1G', node=NODE))
 
 
 def _since(db):
     """``report since`` of a sweep's transport (at a size) and of a node's
     probes: the streak walked from the newest case back, its findings the
     kept ones."""
-    return (queries.since_when(db, 'net-plugin', '1G'),
-            queries.latest(db, 'net-plugin'),
-            queries.since_when(db, 'intra', node=NODE),
-            queries.latest(db, 'intra', node=NODE))
+    return (answers.since_when(db, 'net-plugin', '1G'),
+            answers.latest(db, 'net-plugin'),
+            answers.since_when(db, 'intra', node=NODE),
+            answers.latest(db, 'intra', node=NODE))
 
 
 def _calibrate(db):
@@ -123,11 +121,11 @@ def _page(db):
     from ccl_health import report
     from ccl_health.report import health
     since, newest = report.page_window(db)
-    cases = reads.window_cases(db, since, kinds=report.CASE_KINDS)
-    recs = reads.window_cases(db, since, kinds=report.CASE_KINDS,
+    cases = windowfindings.window_cases(db, since, kinds=report.CASE_KINDS)
+    recs = windowfindings.window_cases(db, since, kinds=report.CASE_KINDS,
                               records=True)
     return (len(cases), len(recs), health.probe_summary(db, since),
-            len(reads.window_cases(db, since, kinds=('health probe',),
+            len(windowfindings.window_cases(db, since, kinds=('health probe',),
                                    failing=True)))
 
 
@@ -192,27 +190,27 @@ def test_the_plans_use_the_indexes(dbs):
     since = datetime.datetime.now(datetime.timezone.utc) - \
         datetime.timedelta(hours=24)
     with store.open_store(large, readonly=True) as db:
-        key = series_key(reads.window_cases(db, since)[-1])
-        where, params, exact = keyreads.key_where(db, key)
+        key = series_key(windowfindings.window_cases(db, since)[-1])
+        where, params, exact = keyhistory.key_where(db, key)
         assert exact
         plans = {
             'window': ('SELECT id FROM cases c WHERE c.time >= ? ORDER BY '
-                       'c.time', (keyreads.sql_time(since),)),
+                       'c.time', (keyhistory.sql_time(since),)),
             'key': (f'SELECT id FROM cases c WHERE {where} AND c.time < ? '
                     f'ORDER BY c.time DESC LIMIT 60',
-                    tuple(params) + (keyreads.sql_time(since),)),
+                    tuple(params) + (keyhistory.sql_time(since),)),
             'failing': ("SELECT id FROM cases c WHERE c.time >= ? AND "
                         "c.verdict NOT IN ('pass', 'skipped')",
-                        (keyreads.sql_time(since),)),
+                        (keyhistory.sql_time(since),)),
             'run': ('SELECT id FROM cases c WHERE c.run_id = ?', ('x',)),
             # report runs: the cases newest first, a page at a time
             'newest': ('SELECT run_id FROM cases c WHERE (c.time, c.id) < '
                        '(?, ?) ORDER BY c.time DESC, c.id DESC LIMIT 500',
                        ('9', 0)),
             # (the kind index leaves the health probes out: the query
-            # says so, reads._kind_where)
+            # says so, newestruns._kind_where)
             'kind': (f'SELECT run_id FROM cases c WHERE '
-                     f'{reads._kind_where(db, "sweep")}(c.time, c.id) < '
+                     f'{newestruns._kind_where(db, "sweep")}(c.time, c.id) < '
                      f'(?, ?) ORDER BY c.time DESC, c.id DESC LIMIT 500',
                      ('sweep', '9', 0)),
             # since, history, calibrate: a series' newest cases
@@ -233,7 +231,7 @@ def test_the_plans_use_the_indexes(dbs):
         seen = []
         db.conn.set_trace_callback(seen.append)
         try:
-            keys = reads.series_keys(db, system='perlmutter',
+            keys = scopes.series_keys(db, system='perlmutter',
                                      kind=('sweep', 'health probe'))
         finally:
             db.conn.set_trace_callback(None)
@@ -296,28 +294,29 @@ def _attribution_one(db, finding):
     """What changed's cases of one finding read one by one (the reads
     before attribution_many): the flagged run's case of the key, the
     first of a drift's, the key's last passing case before them."""
-    mine = keyreads.of_key(finding.key)
-    out = [c for c in reads.run_cases(db, finding.run_id,
-                                      reads.CASE_ATTRIBUTED) if mine(c)]
+    mine = keyhistory.of_key(finding.key)
+    out = [c for c in windowfindings.run_cases(
+        db, finding.run_id, windowfindings.CASE_ATTRIBUTED) if mine(c)]
     if not out:
         return []
     before = out[0]['time']
     if finding.since_run:
-        first = [c for c in reads.run_cases(db, finding.since_run,
-                                            reads.CASE_ATTRIBUTED)
+        first = [c for c in windowfindings.run_cases(db, finding.since_run,
+                                            windowfindings.CASE_ATTRIBUTED)
                  if mine(c)]
         out += first
         before = first[0]['time'] if first else \
             finding.since_time or before
-    out += keyreads.key_cases_before(db, finding.key, before, 1,
-                                  reads.CASE_ATTRIBUTED, verdict='pass')
+    out += keyhistory.key_cases_before(db, finding.key, before, 1,
+                                       windowfindings.CASE_ATTRIBUTED,
+                                       verdict='pass')
     return sorted(out, key=lambda c: (c['time'], c['id']))
 
 
 def test_what_changed_is_read_for_all_findings_at_once(dbs):
     """``report detect`` and ``failed`` list a machine's drops, each with
     what changed: the cases it compares are read for all the findings
-    together (reads.attribution_many), the same rows as one read a
+    together (windowfindings.attribution_many), the same rows as one read a
     finding, in a few queries (not four a finding: 27,000 round trips, 10
     of detect's 12 s at a month of Frontier on PostgreSQL)."""
     _, large = dbs
@@ -328,7 +327,7 @@ def test_what_changed_is_read_for_all_findings_at_once(dbs):
         seen = []
         db.conn.set_trace_callback(seen.append)
         try:
-            together = reads.attribution_many(db, found, batch=7)
+            together = windowfindings.attribution_many(db, found, batch=7)
         finally:
             db.conn.set_trace_callback(None)
     assert together == one_by_one

@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import queries, reads, store
+from ccl_health.db import answers, newestruns, scopes, windowfindings, store
 from ccl_health.db import seriestable as series
-from ccl_health.db import keyreads
+from ccl_health.db import keyhistory
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
@@ -29,17 +29,17 @@ def _answers(path):
     key reads), its newest case, the failures and findings of the
     history, the scope keys of each transport."""
     with store.open_store(path, readonly=True) as db:
-        keys = sorted(reads.series_keys(db), key=lambda k: tuple(map(str,
+        keys = sorted(scopes.series_keys(db), key=lambda k: tuple(map(str,
                                                                      k)))
         hist = {k: [(r['run_id'], r['size'], r['busbw']) for r in
-                    keyreads.key_history(db, k, END - datetime.timedelta(
+                    keyhistory.key_history(db, k, END - datetime.timedelta(
                         days=400))] for k in keys}
         found = sorted((f.kind, f.run_id, f.key, f.size) for f in
-                       reads.detect_in(db))
-        scopes = {t: queries.scope_keys(db, t) for t in
-                  reads.index_distinct(db, 'transport', kind=('sweep',))}
-        nodes = reads.index_distinct(db, 'node', kind='health probe')
-        return keys, hist, found, queries.failed(db, 1e6), scopes, nodes
+                       windowfindings.detect_in(db))
+        scoped = {t: answers.scope_keys(db, t) for t in
+                  scopes.index_distinct(db, 'transport', kind=('sweep',))}
+        nodes = scopes.index_distinct(db, 'node', kind='health probe')
+        return keys, hist, found, answers.failed(db, 1e6), scoped, nodes
 
 
 def _copy(src, dst):
@@ -113,17 +113,17 @@ def test_a_case_written_again_moves_to_its_series(tmp_path):
         moved = intra_case('run-02', 1.0)
         moved.transport, moved.sizes = 'net-socket', []
         db.add_case(moved)
-        keys = reads.series_keys(db)
+        keys = scopes.series_keys(db)
         assert sorted(k[2] for k in keys) == ['intra', 'net-socket']
         for key in keys:
-            runs = [c['run_id'] for c in keyreads.key_cases_before(
+            runs = [c['run_id'] for c in keyhistory.key_cases_before(
                 db, key, '9999', 10, ('id', 'run_id'))]
             assert runs == (['run-02'] if key[2] == 'net-socket' else
                             ['run-01'])
         moved = intra_case('run-01', 1.0)
         moved.transport, moved.sizes = 'net-socket', []
         db.add_case(moved)
-        assert [k[2] for k in reads.series_keys(db)] == ['net-socket']
+        assert [k[2] for k in scopes.series_keys(db)] == ['net-socket']
         assert db.query('SELECT count(*) AS n FROM series')[0]['n'] == 1
 
 
@@ -142,12 +142,13 @@ def test_the_kind_index_leaves_the_probes_out_and_is_used(recorded):
         for kind, index in (('sweep', 'cases_kind'),
                             ('health probe', 'cases_time')):
             sql = (f'SELECT c.id FROM cases c WHERE '
-                   f'{reads._kind_where(db, kind)}(c.time, c.id) < (?, ?) '
+                   f'{newestruns._kind_where(db, kind)}'
+                   f'(c.time, c.id) < (?, ?) '
                    f'ORDER BY c.time DESC, c.id DESC LIMIT 5')
             plan = ' '.join(r[3] for r in db.conn.execute(
                 'EXPLAIN QUERY PLAN ' + sql, (kind, '9', 0)))
             assert index in plan and 'TEMP B-TREE' not in plan, plan
-        got = list(reads.newest_case_rows(db, ('sweep',)))
+        got = list(newestruns.newest_case_rows(db, ('sweep',)))
         assert len(got) == 40 * 15
         assert [r['id'] for r in got] == sorted(
             (r['id'] for r in got), reverse=True)

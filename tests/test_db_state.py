@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import queries, reads, store
+from ccl_health.db import answers, windowfindings, store
 from ccl_health.db import keystate as state
 from ccl_health.db import schema
 
@@ -120,17 +120,19 @@ def _answers(path):
     from ccl_health.reportcli import _detect_scope
     out = {}
     with store.open_store(path, readonly=True) as db:
-        out['failed'] = queries.failures(db, 24, now=END)
+        out['failed'] = answers.failures(db, 24, now=END)
         for days in (3, 40):
             args = type('Args', (), {'run': None, 'days': days})()
             keys, since, runs, _ = _detect_scope(db, args)
             how = {}
-            found = reads.judge_keys(db, keys, since, runs, standing=how)
+            found = windowfindings.judge_keys(db, keys, since, runs,
+                                              standing=how)
             out[f'detect {days}'] = [f.line() for f in found]
             out[f'standing {days}'] = sorted(how.values())
         run = db.query('SELECT run_id FROM cases WHERE run_id LIKE ? ORDER '
                        'BY time DESC LIMIT 1', ('nightly-%',))[0]['run_id']
-        out['run'] = [f.line() for f in reads.detect_in(db, run_id=run)]
+        out['run'] = [f.line() for f in windowfindings.detect_in(
+            db, run_id=run)]
     return out
 
 
@@ -197,7 +199,10 @@ def _kept_is_the_history(path, tmp_path, judged_at_read):
     assert judged_at_read == []
     if path.startswith('postgresql://'):
         mp = pytest.MonkeyPatch()
+        # no key's kept state read: by its levels (schema 8) or its
+        # standing line (schema 11)
         mp.setattr(state, 'fresh', lambda *a, **kw: {})
+        mp.setattr(state, 'kept_standing', lambda *a, **kw: {})
         try:
             whole = _answers(path)
         finally:
@@ -231,7 +236,7 @@ def _report(path, *args):
 def _keys(path, where, params=()):
     """The history keys of the cases ``where``."""
     with store.open_store(path, readonly=True) as db:
-        return reads.history_keys(db.cases(where, params))
+        return windowfindings.history_keys(db.cases(where, params))
 
 
 def _check_run(path, node):

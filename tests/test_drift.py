@@ -17,7 +17,7 @@ from ccl_health.hook import judging
 from ccl_health.hook import record
 from ccl_health.hook.probe import Probe
 from ccl_health.judge import attribution, history
-from ccl_health.db import queries
+from ccl_health.db import answers
 from ccl_health.db import recorder
 from ccl_health.db import store
 from ccl_health.db import schema
@@ -281,7 +281,7 @@ def test_hook_records_its_environment_and_keeps_probes_apart(tmp_path):
             'NCCL_P2P_LEVEL': 'LOC'}
         detail = json.loads(last['detail_json'])
         assert detail['probes'][0]['busbw'] == 150.0
-        lines = queries.drop_lines(
+        lines = answers.drop_lines(
             [f for f in history.detect(s.records(), run_id='night-12')
              if f.kind == 'drop'], cases)
     assert lines[0].startswith('DROP s/p/intra all_reduce 1n/2r '
@@ -347,7 +347,7 @@ def test_drift_lines_in_failed_and_on_the_page(tmp_path):
                 collective='all_reduce', transport='net-socket', env=env,
                 sizes=sizes))
         found = history.detect(s.records(), run_id='night-25')
-        lines = queries.drop_lines(found, s.cases())
+        lines = answers.drop_lines(found, s.cases())
         rows = report.finding_rows(found, s.cases())
     assert [f.kind for f in found] == ['drift', 'drift']
     assert {f.size for f in found} == {64 * MiB, 128 * MiB}   # not 1 MiB

@@ -418,7 +418,7 @@ def test_a_warn_the_site_declares_benign_drains_no_node(fake_slurm,
 
 
 def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
-    from ccl_health.db import queries, store
+    from ccl_health.db import answers, store
     from ccl_health.judge import series
     from ccl_health.judge import history
     db = str(tmp_path / 'mixed.db')
@@ -439,11 +439,11 @@ def test_report_failed_and_history_leave_simulated_rows_out(tmp_path):
         st.add_case(store.CaseRecord(
             run_id=f'{series.SIMULATED}fleet-7', case_name='fleet-node nodes '
             'n3', verdict='crash', reason='crash (simulated)'))
-        lines = [line for _, line in queries.failures(
+        lines = [line for _, line in answers.failures(
             st, now=store.datetime.datetime(2026, 1, 8, 12, tzinfo=store
                                             .datetime.timezone.utc))]
         assert len(lines) == 1 and 'a real crash' in lines[0], lines
-        assert sum(queries.simulated_runs(st, 24 * 365 * 10).values()) == 9
+        assert sum(answers.simulated_runs(st, 24 * 365 * 10).values()) == 9
         assert history.detect(st.records()) == []
         # the same rows as measured runs: the collapse is a drop
         real = [dict(r, run_id=r['run_id'][len(series.SIMULATED):])

@@ -12,7 +12,7 @@ from ccl_health.judge import attribution, history
 from ccl_health.judge import baselines
 from ccl_health.judge import finding
 from ccl_health.evidence import nccltests
-from ccl_health.db import queries
+from ccl_health.db import answers
 from ccl_health.db import recorder
 from ccl_health.judge import reference
 from ccl_health.db import store
@@ -175,13 +175,13 @@ def test_attribution_names_what_changed(db):
 
 def test_queries(db):
     now = T0 + datetime.timedelta(days=18, hours=3)
-    lines = queries.failed(db, 24, now=now)
+    lines = answers.failed(db, 24, now=now)
     assert any('net-plugin: HANG: hang' in ln for ln in lines)
-    assert queries.since_when(db, 'net-plugin')[1] == 'night-18'
-    assert queries.since_when(db, 'intra', '1G') is None   # healthy again
-    hist = queries.history(db, 'intra', '1G')
+    assert answers.since_when(db, 'net-plugin')[1] == 'night-18'
+    assert answers.since_when(db, 'intra', '1G') is None   # healthy again
+    hist = answers.history(db, 'intra', '1G')
     assert len(hist) == 21 and hist[15]['busbw'] < 30
-    rows = queries.compare(db, 'night-14', 'night-15')
+    rows = answers.compare(db, 'night-14', 'night-15')
     [big] = [r for r in rows if r[1] == '1GiB']
     assert big[4] < 0.1
 

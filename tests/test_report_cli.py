@@ -240,8 +240,8 @@ def test_failed_counts_the_older_runs_up_to_a_bound(tmp_path, monkeypatch):
     """Nothing in the window: the older runs counted up to
     OLDER_RUNS_COUNTED (exact up to it, "more than" beyond), never every
     run of the database (each health check is one)."""
-    from ccl_health.db import queries
-    monkeypatch.setattr(queries, 'OLDER_RUNS_COUNTED', 3)
+    from ccl_health.db import answers
+    monkeypatch.setattr(answers, 'OLDER_RUNS_COUNTED', 3)
     path = str(tmp_path / 'older.db')
 
     def said(n):
@@ -250,7 +250,7 @@ def test_failed_counts_the_older_runs_up_to_a_bound(tmp_path, monkeypatch):
                 s.add_case(case(f'r{i}', 'intra', 'pass',
                                 ago(hours=10 + i), sizes=SIZES))
             with pytest.raises(CclHealthError) as err:
-                queries.failures(s, 1)
+                answers.failures(s, 1)
         return str(err.value)
     assert 'nothing recorded in the last 1 h; 3 older run(s), the newest ' \
         'r0 at' in said(3)

@@ -320,7 +320,7 @@ def test_trend_labels_never_overlap():
     with _open(HIST) as s:
         cases = report._cases_frame(s)
         df = report._frame(s, cases)
-        from ccl_health.db.reads import detect_in
+        from ccl_health.db.windowfindings import detect_in
         findings = detect_in(s)
     key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
     for size in (1 << 20, 1 << 30):
@@ -333,3 +333,29 @@ def test_trend_labels_never_overlap():
         for i, (a, ba) in enumerate(boxes):
             for b, bb in boxes[i + 1:]:
                 assert not ba.overlaps(bb), (size, a, b)
+
+
+def test_every_node_to_look_at_is_listed_beyond_the_trends(tmp_path):
+    """More nodes to look at than get a trend of their own
+    (``NODE_TRENDS``: a night of a large machine has hundreds): the page
+    is drawn, every node listed, the first ones with their trend."""
+    import datetime
+    import sys
+    from ccl_health.report import health
+    sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+    import db_gen
+    end = datetime.datetime.now(datetime.timezone.utc).replace(
+        microsecond=0)
+    nodes = health.NODE_TRENDS + 4
+    path = str(tmp_path / 'many.db')
+    with store.open_store(path) as db:
+        db_gen.write_checks(db, 'perlmutter', nodes, 1, 4, end, fail=0.5)
+    with store.open_store(path, readonly=True) as db:
+        page, _ = report.build(db, str(tmp_path / 'page'))
+    with open(page, encoding='utf-8') as fp:
+        html = fp.read()
+    listed = re.findall(r'<tr><td>(nid\d+)</td>', html)
+    assert len(listed) > health.NODE_TRENDS
+    trends = re.findall(r'<figure id="node-(nid\d+)">', html)
+    assert 0 < len(trends) <= health.NODE_TRENDS
+    assert set(trends) <= set(listed)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ccl_health import identity
-from ccl_health.db import reads
+from ccl_health.db import windowfindings
 from ccl_health.judge import history
 from ccl_health.db import store
 from ccl_health.db import schema
@@ -77,16 +77,16 @@ def test_accept_and_undo_on_postgresql(pg_url):
             db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
         for i in range(12, 15):
             db.add_case(_case(f'run-{i:02d}', 0.5))
-        assert reads.detect_in(db, run_id='run-14')
+        assert windowfindings.detect_in(db, run_id='run-14')
         [row] = [r for r in db.records("WHERE run_id = 'run-12'")][:1]
         key = series.series_key(row)
         [acc] = db.accept([{'run_id': 'run-12', 'run_time': row['time'],
                             **dict(zip(store.ACCEPT_KEY, key)),
                             'size': None}], 'alice', 'new NCCL')
-        assert not reads.detect_in(db, run_id='run-14')
+        assert not windowfindings.detect_in(db, run_id='run-14')
         assert db.acceptances()[0]['who'] == 'alice'
         db.undo_acceptance(acc, 'bob')
-        assert reads.detect_in(db, run_id='run-14')
+        assert windowfindings.detect_in(db, run_id='run-14')
         assert db.acceptances(active=True) == []
 
 
@@ -115,8 +115,8 @@ def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
                             for r in rows)
         for i in (3, 4, 5):
             db.add_case(_case(f'run-{i:02d}', 0.97))
-        assert not reads.detect_in(db, run_id='run-04')
-        found = reads.detect_in(db, run_id='run-05')
+        assert not windowfindings.detect_in(db, run_id='run-04')
+        found = windowfindings.detect_in(db, run_id='run-05')
         assert found and {f.kind for f in found} == {'drift'}
         assert {f.size for f in found} == {r['size'] for r in rows
                                             if r['size'] >= 64 << 20}
@@ -125,7 +125,7 @@ def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
 # -- issue 30: migrate, bounded reads, concurrent writers --------------------
 
 def _everything(url):
-    from ccl_health.db import queries
+    from ccl_health.db import answers
     with store.open_store(url, readonly=True) as db:
         cases = [{k: v for k, v in c.items() if not k.endswith('_ref')}
                  for c in db.cases()]
@@ -133,8 +133,8 @@ def _everything(url):
                                                       r['case_name'],
                                                       r['size'] or 0))
         found = sorted((f.kind, f.run_id, f.key, f.size) for f in
-                       reads.detect_in(db))
-        return cases, records, found, queries.failed(db, 1e6)
+                       windowfindings.detect_in(db))
+        return cases, records, found, answers.failed(db, 1e6)
 
 
 def test_migrate_a_sqlite_database_into_postgresql(pg_url, tmp_path):

@@ -86,12 +86,12 @@ def runs_from_store(db, system, partition, last=20):
     its last ``last`` healthy runs in the performance database (cases whose
     verdict is in :data:`FROM_STORE`), newest first: their case rows, each
     with ``busbw``, ``{size: busbw}``.  Read by the series index
-    (:func:`ccl_health.db.reads.series_keys`): each series' newest healthy
+    (:func:`ccl_health.db.scopes.series_keys`): each series' newest healthy
     cases, never the partition's whole history."""
     import heapq
-    from ccl_health.db import reads
+    from ccl_health.db import scopes
     groups = {}
-    for key in reads.series_keys(db, system=system, partition=partition):
+    for key in scopes.series_keys(db, system=system, partition=partition):
         if not key[4] or not key[5]:          # no nodes or ranks recorded
             continue
         group = (key[2], key[3], key[4], key[5], key[6] or 'default')
@@ -107,15 +107,15 @@ def _healthy_newest(db, key, last):
     """The newest ``last`` cases of the series ``key`` whose verdict is in
     :data:`FROM_STORE` and that measured a busbw, newest first, each with
     its ``busbw``: read ``last`` at a time from the newest back."""
-    from ccl_health.db import reads
-    from ccl_health.db import keyreads
-    where, params, exact = keyreads.key_where(db, key)
+    from ccl_health.db import newestruns, windowfindings
+    from ccl_health.db import keyhistory
+    where, params, exact = keyhistory.key_where(db, key)
     marks = ', '.join('?' for _ in FROM_STORE)
-    sql = (f'SELECT {", ".join("c." + c for c in reads.CASE_LIGHT)} FROM '
-           f'cases c WHERE {where} AND c.verdict IN ({marks}) AND '
+    sql = (f'SELECT {", ".join("c." + c for c in windowfindings.CASE_LIGHT)}'
+           f' FROM cases c WHERE {where} AND c.verdict IN ({marks}) AND '
            f'(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC '
            f'LIMIT ?')
-    out, at = [], (reads._LATEST, 0)
+    out, at = [], (newestruns._LATEST, 0)
     while len(out) < last:
         rows = db.query(sql, tuple(params) + tuple(
             v.value for v in FROM_STORE) + at + (last,))

@@ -4,7 +4,7 @@ each case was judged to have (table ``findings``), written in the
 transaction that writes the case (:meth:`ccl_health.db.store.Store.
 add_cases`).  ``report failed`` and ``report detect`` then read the
 findings of their window by index, never a key's history
-(:func:`ccl_health.db.reads.judge_keys`).
+(:func:`ccl_health.db.windowfindings.judge_keys`).
 
 One judge: a key's state is that of :func:`ccl_health.judge.history.
 detect` over the key's whole history (the :class:`ccl_health.judge.stream.
@@ -36,7 +36,7 @@ lock per key would fill the server's lock table at a machine's nodes)."""
 import datetime
 import json
 
-from ccl_health.db.keyreads import RECORDS, key_history, sql_time, when
+from ccl_health.db.keyhistory import RECORDS, key_history, sql_time, when
 from ccl_health.db.seriestable import SERIES_COLUMNS
 from ccl_health.judge import history as H
 from ccl_health.judge.series import KEY, has_history, series_key, simulated
@@ -49,6 +49,22 @@ EVER = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
 def has_state(store):
     """Does the store have the tables (schema 8)?"""
     return store.schema_version() >= 8
+
+
+def keeps_standing(store):
+    """Does the store keep each key's standing line with its state
+    (schema 11: column ``key_state.standing``)?"""
+    return store.schema_version() >= 11
+
+
+def standing_line(key, judges):
+    """How the key ``key`` is judged now (the line of
+    :func:`ccl_health.judge.standing.standing_of`, what ``scripts/report
+    detect`` prints), from its judges of each size (:class:`ccl_health.
+    judge.stream.SeriesJudge`); None without one."""
+    from ccl_health.judge.standing import standing_of
+    sizes = [(j.size, j.level, j.healthy) for j in judges]
+    return standing_of({tuple(key): sizes})[tuple(key)] if sizes else None
 
 
 def _json(data):
@@ -214,7 +230,8 @@ def _step(key, row, records, levels):
     stepped = sorted({r['size'] for r in records})
     found += [f for f in (judges[s].intermittent() for s in stepped) if f]
     return ((key_text(key), last[0], last[1], fp, _json(
-        {str(s): j.state() for s, j in judges.items()})), found,
+        {str(s): j.state() for s, j in judges.items()}),
+        standing_line(key, judges.values())), found,
         [(key_text(key), s) for s in stepped])
 
 
@@ -237,7 +254,8 @@ def rebuild(store, key, levels=None):
     state = _json({str(size): j.state()
                    for (_, size), j in judges.items()})
     _write(store, [(key_text(key), last[0], last[1],
-                    levels.fingerprint(key), state)], found, [])
+                    levels.fingerprint(key), state,
+                    standing_line(key, judges.values()))], found, [])
 
 
 def _write(store, states, found, stepped):
@@ -254,12 +272,18 @@ def _write(store, states, found, stepped):
             'body) VALUES (?, ?, ?, ?, ?, ?, ?)'),
             [(f.case_id, key_text(f.key), f.size, f.kind, f.run_id, f.time,
               _json(finding_data(f))) for f in found])
+    if states and not keeps_standing(store):    # an older schema
+        states = [s[:5] for s in states]
     if states:
+        more = len(states[0]) > 5           # the standing line (schema 11)
         cur.executemany(store._sql(
-            'INSERT INTO key_state (key, last_time, last_run, levels, state) '
-            'VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET '
+            'INSERT INTO key_state (key, last_time, last_run, levels, state'
+            + (', standing) VALUES (?, ?, ?, ?, ?, ?)' if more else
+               ') VALUES (?, ?, ?, ?, ?)') +
+            ' ON CONFLICT (key) DO UPDATE SET '
             'last_time = excluded.last_time, last_run = excluded.last_run, '
-            'levels = excluded.levels, state = excluded.state'), states)
+            'levels = excluded.levels, state = excluded.state' +
+            (', standing = excluded.standing' if more else '')), states)
 
 
 def recorded_keys(store, fixed=()):
@@ -406,6 +430,45 @@ def findings(store, keys, since=None, runs=None):
                       r['time'], json.loads(r['key']), r['size'],
                       r['case_id']) for r in rows if r['key'] in texts]
     return [f for f in out if runs is not None or when(f.time) >= since]
+
+
+def kept_standing(store, keys, lines=True):
+    """``{key: its standing line}`` of the keys of ``keys`` that have a
+    kept state (``lines`` False: ``{key: None}``), read from the column
+    ``standing`` (schema 11), never the states, but for a row kept before
+    it (its line made from its state).  Of a store that lists its stale
+    keys (:func:`listed`): a key's state not listed is its own."""
+    from ccl_health.judge.standing import standing_of
+    out, texts = {}, [key_text(k) for k in keys]
+    cols = 'key' + (', standing' if lines and keeps_standing(store) else '')
+    for i in range(0, len(texts), 500):
+        part = texts[i:i + 500]
+        for row in store.query(
+                f'SELECT {cols} FROM key_state WHERE key IN '
+                f'({", ".join("?" * len(part))})', tuple(part)):
+            out[tuple(json.loads(row['key']))] = row.get('standing')
+    if lines:
+        old = [k for k, line in out.items() if line is None]
+        states = {k: json.loads(r['state']) for k, r in _load(
+            store, old).items()}
+        out.update(standing_of(standing(states)))
+    return out
+
+
+def fill_standing(store):
+    """Keep the standing line of every kept state not listed stale (the
+    migration to schema 11), a batch of rows at a time.  A stale key's
+    row is left without one: writing it would take the key off the list
+    (the database's triggers), and its line is made when it is judged."""
+    keys = [tuple(json.loads(r['key'])) for r in store.query(
+        'SELECT key FROM key_state WHERE standing IS NULL AND key NOT IN '
+        '(SELECT key FROM stale_keys)')]
+    for i in range(0, len(keys), 500):
+        part = keys[i:i + 500]
+        lines = kept_standing(store, part)
+        store.conn.cursor().executemany(store._sql(
+            'UPDATE key_state SET standing = ? WHERE key = ?'),
+            [(line, key_text(k)) for k, line in lines.items()])
 
 
 def standing(states):

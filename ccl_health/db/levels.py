@@ -107,7 +107,7 @@ def file_rows(ref, partitions=None):
 
 
 def _when(text):
-    from ccl_health.db.keyreads import when
+    from ccl_health.db.keyhistory import when
     return when(text)
 
 

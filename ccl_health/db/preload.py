@@ -16,7 +16,7 @@ def preload(url):
         if dburl.is_postgres(str(url or '')):
             import psycopg  # noqa: F401
             import psycopg.pq  # noqa: F401
-        from ccl_health.db import docs, reads  # noqa: F401
+        from ccl_health.db import docs, windowfindings  # noqa: F401
         from ccl_health.db import keystate as state  # noqa: F401
     except (ImportError, CclHealthError):
         pass

@@ -9,10 +9,10 @@ Never rolled up, whatever their age:
   is not a health check (sweeps, fleet runs, acceptances' runs);
 * a finding against history (a drop, drift, recovery, intermittent
   collapse of the node's series: :func:`ccl_health.judge.history.detect`)
-  and the :data:`ccl_health.db.reads.LOOKBACK` cases of its series before
+  and the :data:`ccl_health.db.keyhistory.LOOKBACK` cases of its series before
   it, so that it is judged the same afterwards, and every case a finding
   was kept with (:mod:`ccl_health.db.keystate`);
-* the :data:`~ccl_health.db.reads.LOOKBACK` newest cases of each series
+* the :data:`~ccl_health.db.keyhistory.LOOKBACK` newest cases of each series
   before the cut, the history the checks after it are judged from.
 
 Each key's judging state (:mod:`ccl_health.db.keystate`) is kept as it was:
@@ -69,11 +69,11 @@ def _probe_sql():
 
 def _day_rows(store, day):
     """The healthy health checks of ``day`` (light case rows)."""
-    from ccl_health.db import reads
+    from ccl_health.db import windowfindings
     probe, params = _probe_sql()
     return store.query(
-        f'SELECT {", ".join("c." + c for c in reads.CASE_LIGHT)} FROM cases '
-        f'c WHERE c.time >= ? AND c.time < ? AND c.verdict IN {GOOD_SQL} '
+        f'SELECT {", ".join("c." + c for c in windowfindings.CASE_LIGHT)} '
+        f'FROM cases c WHERE c.time >= ? AND c.time < ? AND c.verdict IN {GOOD_SQL} '
         f'AND {probe} ORDER BY c.time, c.id',
         (day, _next_day(day)) + params)
 
@@ -102,9 +102,9 @@ def _days(store, cutoff):
 def _kept(store, days, cutoff):
     """(ids of the cases kept: findings and their history, the history
     before the cut; how many findings)."""
-    from ccl_health.db import reads
+    from ccl_health.db import windowfindings
     from ccl_health.db import keystate as state
-    from ccl_health.db import keyreads
+    from ccl_health.db import keyhistory
     from ccl_health.judge.history import detect
     from ccl_health.judge.series import series_key
     keep, findings = set(), 0
@@ -116,9 +116,9 @@ def _kept(store, days, cutoff):
             continue
         start = datetime.datetime.fromisoformat(day).replace(
             tzinfo=datetime.timezone.utc)
-        keys = reads.history_keys(rows)
+        keys = windowfindings.history_keys(rows)
         keys_seen |= keys
-        records = reads.history_records(store, keys, start,
+        records = windowfindings.history_records(store, keys, start,
                                         start + datetime.timedelta(days=1))
         runs = {r['run_id'] for r in rows}
         for f in detect(records, runs=runs, accepted=acc, baselines=base):
@@ -126,11 +126,11 @@ def _kept(store, days, cutoff):
             mine = [r for r in rows if r['run_id'] == f.run_id and
                     series_key(r) == f.key]
             keep.update(r['id'] for r in mine)
-            keep.update(r['id'] for r in keyreads.key_cases_before(
-                store, f.key, f.time, keyreads.LOOKBACK))
+            keep.update(r['id'] for r in keyhistory.key_cases_before(
+                store, f.key, f.time, keyhistory.LOOKBACK))
     for key in keys_seen:        # what the checks after the cut need
-        keep.update(r['id'] for r in keyreads.key_cases_before(
-            store, key, cutoff, keyreads.LOOKBACK))
+        keep.update(r['id'] for r in keyhistory.key_cases_before(
+            store, key, cutoff, keyhistory.LOOKBACK))
     if state.has_state(store):   # the findings kept with their cases
         keep.update(r['case_id'] for r in store.query(
             'SELECT DISTINCT case_id FROM findings WHERE time < ?',

@@ -9,10 +9,10 @@ from ccl_health.db import seriestable as series
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge.series import KEY, PROBE_KIND, STORED_ORDER
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 
 
 #: the history key's columns as SQL lists: of a configuration (schema 1),
@@ -74,6 +74,13 @@ def _fill_stale(store):
     one)."""
     from ccl_health.db import keystate as state
     state.fill_stale(store)
+
+
+def _keep_standing(store):
+    """Schema 11: each kept state's standing line kept beside it
+    (:func:`ccl_health.db.keystate.fill_standing`)."""
+    from ccl_health.db import keystate as state
+    state.fill_standing(store)
 
 
 def _keep_days(store):
@@ -265,6 +272,14 @@ _MIGRATIONS = {
     ] + health_days.TRIGGERS + _STALE_TRIGGERS + [
         _fill_stale,
         _keep_days,
+    ],
+    # how each key is judged now (``scripts/report detect``'s last lines,
+    # ccl_health.judge.standing), kept with its state by the writer that
+    # keeps the state: ``detect`` reads the line of each key of its
+    # window, never the key's state (issue 45)
+    11: [
+        'ALTER TABLE key_state ADD COLUMN standing TEXT',
+        _keep_standing,
     ],
 }
 

@@ -558,7 +558,7 @@ class Store:
     def cases(self, where='', params=()):
         """Every column of the cases (``where``), their documents as text
         (:func:`ccl_health.db.docs.resolve`): for small databases and
-        tests; the commands read bounded (:mod:`ccl_health.db.reads`)."""
+        tests; the commands read bounded (:mod:`ccl_health.db.windowfindings`)."""
         from ccl_health.db import docs
         return docs.resolve(self, self.query(
             f'SELECT * FROM cases {where} ORDER BY time, id', params))

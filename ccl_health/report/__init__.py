@@ -33,7 +33,7 @@ import re
 
 from ccl_health import CclHealthError, safefile
 from ccl_health.sitedata import transports
-from ccl_health.db import reads
+from ccl_health.db import windowfindings
 from ccl_health.judge.finding import where_text
 from ccl_health.judge.series import KEY, kind_of
 from ccl_health.units import format_size, parse_size
@@ -66,7 +66,7 @@ _NUMERIC = ('size', 'busbw', 'busbw_oop', 'busbw_ip', 'algbw_oop',
 PAGE_DAYS = 30
 #: the health probes' findings against their node's history are those of
 #: the last hours of the window (a node's state now, as ``report failed``);
-#: each node's history is read for them (:mod:`ccl_health.db.reads`)
+#: each node's history is read for them (:mod:`ccl_health.db.windowfindings`)
 PROBE_FINDING_HOURS = 24
 #: failing cases listed on the page (newest first; all are counted)
 FAILURES_LISTED = 500
@@ -226,7 +226,7 @@ def failure_rows(cases, verdicts=None, reason=None):
     """Every case that is not good (failures and unjudged; or whose verdict
     is in ``verdicts``), grouped by kind then collective, newest first
     within a group; ``reason(case)`` says each one's reason (the page
-    passes :func:`ccl_health.db.queries.shown_reason`, as ``scripts/report
+    passes :func:`ccl_health.db.answers.shown_reason`, as ``scripts/report
     failed`` says it)."""
     if cases.empty:
         return []
@@ -307,13 +307,14 @@ def finding_rows(findings, cases_list, limit=None):
     rows = rows[:limit] if limit is not None else rows
     for r in rows:
         first = r.pop('first')
-        r['changed'] = ([_short(c) for c in reads.changed(cases_list, first)]
+        r['changed'] = ([_short(c) for c in windowfindings.changed(
+            cases_list, first)]
                         if r['kind'] in ('drop', 'drift') else [])
     return rows
 
 
 def newest_time(text):
-    from ccl_health.db.reads import when
+    from ccl_health.db.keyhistory import when
     return when(text) if text else \
         datetime.datetime.now(datetime.timezone.utc)
 
@@ -339,7 +340,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     terminal summary text).  ``sizes``: the trend sizes (``--sizes`` text,
     e.g. ``8,1M,1G`` or ``min,max``; default :data:`DEFAULT_TREND_SIZES`).
     The page is of the last ``days`` days recorded (:func:`page_window`),
-    read bounded (:mod:`ccl_health.db.reads`); a series with a finding, a
+    read bounded (:mod:`ccl_health.db.windowfindings`); a series with a finding, a
     failure or a change of version in it gets its own figures, the others
     one panel each in their group's figure (:func:`series_sections`).
     ``run_id``: the page of one night (the nightly's): its failures
@@ -355,9 +356,9 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         raise CclHealthError(f'--out {outdir}: cannot write in the folder')
     import pandas as pd
     since, newest = page_window(store, days)
-    case_rows = reads.window_cases(store, since, kinds=CASE_KINDS)
+    case_rows = windowfindings.window_cases(store, since, kinds=CASE_KINDS)
     cases = _cases_frame(store, case_rows)
-    df = _frame(store, cases, reads.window_cases(store, since,
+    df = _frame(store, cases, windowfindings.window_cases(store, since,
                                                  kinds=CASE_KINDS,
                                                  records=True))
     if sizes and not df.empty:
@@ -377,16 +378,17 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     recent = max(since, newest_time(newest) - datetime.timedelta(
         hours=PROBE_FINDING_HOURS))
     how = {}
-    findings = reads.judge_keys(
-        store, reads.history_keys(case_rows), since,
+    findings = windowfindings.judge_keys(
+        store, windowfindings.history_keys(case_rows), since,
         {c['run_id'] for c in case_rows}, standing=how)
     from ccl_health.db import keystate as state
-    probe_findings = reads.kept_findings(
+    probe_findings = windowfindings.kept_findings(
         store, recent, runs=False, probes=True) if state.listed(store) \
-        else reads.judge_keys(store, {k for k in reads.window_keys(
-            store, recent) if k[7] == 'health probe'}, recent)
+        else windowfindings.judge_keys(store, {
+            k for k in windowfindings.window_keys(store, recent)
+            if k[7] == 'health probe'}, recent)
     findings += probe_findings
-    failing = _cases_frame(store, reads.window_cases(
+    failing = _cases_frame(store, windowfindings.window_cases(
         store, since, kinds=('health probe',), failing=True))
     everything = pd.concat([x for x in (cases, failing) if not x.empty]) \
         if not (cases.empty and failing.empty) else cases
@@ -397,10 +399,10 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     nodes = node_trends(store, figures, node_rows(store, since,
                                                   probe_findings), since)
     figures.finish()
-    from ccl_health.db import queries
+    from ccl_health.db import answers
 
     def shown(case):
-        return queries.shown_reason(store, case)
+        return answers.shown_reason(store, case)
     mine = everything
     if run_id is not None and not everything.empty:
         mine = everything[everything['run_id'] == run_id]

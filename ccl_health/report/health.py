@@ -13,7 +13,7 @@ import re
 from typing import List
 
 from ccl_health import CclHealthError
-from ccl_health.db import keyreads
+from ccl_health.db import keyhistory
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge.series import KEY
 from ccl_health.units import format_size
@@ -26,7 +26,7 @@ NODES_LISTED = 200
 
 
 def _when(text):
-    from ccl_health.db.reads import when
+    from ccl_health.db.keyhistory import when
     return when(text)
 
 
@@ -44,7 +44,7 @@ def probe_summary(store, since, now=None):
     from ccl_health.db.health_days import window_counts
     probe, params = _is_probe()
     # per group, the kept days' counts and the others' (schema 10)
-    rows = window_counts(store, keyreads.sql_time(since))
+    rows = window_counts(store, keyhistory.sql_time(since))
     now = now or datetime.datetime.now(datetime.timezone.utc)
     out = []
     for r in rows:
@@ -189,7 +189,7 @@ def node_trend_rows(store, node, since):
                    c.verdict AS verdict, m.size AS size, m.busbw AS busbw
             FROM cases c LEFT JOIN measurements m ON m.case_id = c.id
             WHERE c.time >= ? AND c.nodelist = ? AND {probe}""",
-        (keyreads.sql_time(since), node) + params)
+        (keyhistory.sql_time(since), node) + params)
     best = {}
     for r in rows:
         old = best.get(r['id'])
@@ -204,8 +204,11 @@ def node_trend_rows(store, node, since):
 def node_trends(store, figures, nodes, since):
     """Each of the first :data:`NODE_TRENDS` ``nodes`` (rows of
     :func:`node_rows`) given ``figure``: the trend of its own health
-    probes (:func:`ccl_health.report.plots.node_trend`)."""
+    probes (:func:`ccl_health.report.plots.node_trend`); the others'
+    ``figure`` None (the page lists every node, strict about names)."""
     from ccl_health.report import plots
+    for row in nodes:
+        row['figure'] = None
     for row in nodes[:NODE_TRENDS]:
         data = node_trend_rows(store, row['node'], since)
         if not data:
@@ -233,7 +236,7 @@ def node_rows(store, since, findings=()):
                        COUNT(*) AS n, MAX(c.time) AS last
                 FROM cases c WHERE c.time >= ? AND c.verdict NOT IN
                 {GOOD_SQL} AND {probe} GROUP BY c.nodelist, c.verdict""",
-            (keyreads.sql_time(since),) + params):
+            (keyhistory.sql_time(since),) + params):
         row = nodes.setdefault(r['node'], {'node': r['node'], 'not_good': 0,
                                            'verdicts': {}, 'last': '',
                                            'findings': []})

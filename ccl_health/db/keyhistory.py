@@ -5,7 +5,7 @@ and every case from it on, read through the series index: ``cases_series``
 of schema 6, ``cases_by_series`` of schema 9; a database older than schema 6 is read by the key's other
 columns and its kind and node sorted out here) and its cases before a time
 (:func:`key_cases_before`).  Below both the window's reads
-(:mod:`ccl_health.db.reads`) and the state kept per key
+(:mod:`ccl_health.db.windowfindings`) and the state kept per key
 (:mod:`ccl_health.db.keystate`), which both read a key's records."""
 
 import datetime

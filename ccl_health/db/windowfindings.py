@@ -1,29 +1,28 @@
-"""Reads of the performance database bounded by key and time window
-(issue 30): what a question needs, never the whole ``cases`` table.
+"""The cases and the history findings of a time window or of a run
+(``scripts/report failed`` and ``detect``, the page, the nightly's
+findings), bounded by key and time (issue 30): what a question needs,
+never the whole ``cases`` table.
 
 * the cases of a time window (:func:`window_cases`) or of a run
   (:func:`run_cases`), without the heavy columns (``env_json``,
   ``versions_json``, ``detail_json``: read only for the rows shown,
-  :func:`attribution_cases`, :func:`detail`);
-* the history of a series key (:func:`key_history`,
-  :mod:`ccl_health.db.keyreads`): its last :data:`LOOKBACK` cases before
-  the window and every case from the window on, read through the
-  series index (schema 6: ``cases_series``, the key's kind and node
-  columns; schema 9: ``cases_by_series``, the key's series id);
-  a database older than schema 6 (read-only, not migrated) is read by the
-  key's other columns and its kind and node sorted out there;
-* the findings of the runs of a window (:func:`window_findings`) or of one
-  run (:func:`run_history`), judged from that history only.
+  :func:`attribution_cases`);
+* the findings of the keys of a window (:func:`judge_keys`,
+  :func:`kept_findings`, :func:`window_findings`) or of one run
+  (:func:`run_history`): those kept with each case
+  (:mod:`ccl_health.db.keystate`), a key without a kept state judged from
+  its history (:func:`each_key`: :mod:`ccl_health.db.keyhistory`);
+* what changed before a finding (:func:`attribution_many`,
+  :func:`changed`).
 
-A time is text (ISO 8601).  A window's SQL bound is :data:`MARGIN` wider
-than asked (times recorded with another UTC offset sort by their text),
-and the rows are then kept by their real time
-(:func:`ccl_health.db.queries.when`)."""
+A time is text (ISO 8601).  A window's SQL bound is
+:data:`ccl_health.db.keyhistory.MARGIN` wider than asked (times recorded
+with another UTC offset sort by their text), and the rows are then kept by their real time
+(:func:`ccl_health.db.keyhistory.when`)."""
 
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge import history
-from ccl_health.judge.series import SERIES_KEY, STORED_ORDER
-from ccl_health.db.keyreads import (
+from ccl_health.db.keyhistory import (
     LOOKBACK, RECORDS, indexed, key_cases_before, key_history, key_where,
     of_key,
     select_cols, sql_time, when, with_docs, with_refs)
@@ -132,9 +131,11 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
     from ``since`` on) of the keys ``keys``: those each case was judged to
     have when it was written (:mod:`ccl_health.db.keystate`: read by index),
     and the keys without such a state judged from their whole history
-    (:func:`each_key`), one at a time: the same findings either way.
-    ``standing``: a dict given the lines of how each key is judged
-    (:func:`ccl_health.judge.standing.standing`); ``read``: a set given
+    (:func:`each_key`), one at a time: the same findings either way (a
+    store that lists its stale keys, schema 10: those listed and those
+    without a state).  ``standing``: a dict given the lines of how each
+    key is judged (:func:`ccl_health.judge.standing.standing`; kept with
+    each key's state, schema 11); ``read``: a set given
     the run ids judged.  ``until`` or other judging arguments (``kw``):
     every key judged here."""
     from ccl_health.db import keystate as state
@@ -143,12 +144,22 @@ def judge_keys(store, keys, since, runs=None, until=None, standing=None,
     from ccl_health.judge.standing import standing_of as lines_of
     acc, base = store.acceptances(), store.baselines()
     keys = set(keys)
-    kept = {} if until is not None or kw else \
-        state.fresh(store, keys, state.Levels(acc, base),
-                    states=standing is not None)
+    if until is not None or kw:
+        kept = {}
+    elif state.listed(store):
+        # schema 10: a key's kept state is its own unless listed stale;
+        # its standing line kept with it (schema 11), never its state read
+        kept = state.kept_standing(store, keys - state.stale_listed(store),
+                                   lines=standing is not None)
+        if standing is not None:
+            standing.update((k, line) for k, line in kept.items()
+                            if line is not None)
+    else:
+        kept = state.fresh(store, keys, state.Levels(acc, base),
+                           states=standing is not None)
+        if standing is not None:
+            standing.update(lines_of(state.standing(kept)))
     out = state.findings(store, set(kept), since, runs) if kept else []
-    if kept and standing is not None:
-        standing.update(lines_of(state.standing(kept)))
     if kept and read is not None:
         read.update(runs if runs is not None else (
             r['run_id'] for r in store.query(
@@ -405,172 +416,3 @@ def detect_in(store, run_id=None, records=None, **kw):
     return history.detect(store.records() if records is None else records,
                   run_id=run_id, accepted=store.acceptances(),
                   baselines=store.baselines(), **kw)
-
-
-# -- the newest cases of a scope, by the indexes (issue 30) ------------------
-
-
-def _equal(conds, alias=''):
-    """``[col = ?, ...]`` (``IS NULL`` for None) and their parameters."""
-    where, params = [], []
-    for col, value in conds:
-        where.append(f'{alias}{col} IS NULL' if value is None else
-                     f'{alias}{col} = ?')
-        params += [] if value is None else [value]
-    return where, params
-
-
-def index_values(store, column, conds=()):
-    """The distinct values of ``column`` (a column of :data:`STORED_ORDER`)
-    among the cases whose columns before it equal ``conds`` ((column,
-    value) pairs), None first: a loose scan of ``cases_series``, one index
-    seek per value, never a read of the cases."""
-    where, params = _equal(conds)
-    pre = ''.join(w + ' AND ' for w in where)
-    out = []
-    if store.query(f'SELECT 1 AS x FROM cases WHERE {pre}{column} IS NULL '
-                   f'LIMIT 1', tuple(params)):
-        out.append(None)
-    sql = (f'SELECT {column} AS v FROM cases WHERE {pre}{column} > ? '
-           f'ORDER BY {column} LIMIT 1')
-    value = store.query(f'SELECT {column} AS v FROM cases WHERE {pre}'
-                        f'{column} IS NOT NULL ORDER BY {column} LIMIT 1',
-                        tuple(params))
-    while value:
-        out.append(value[0]['v'])
-        value = store.query(sql, tuple(params) + (out[-1],))
-    return out
-
-
-def series_keys(store, **fixed):
-    """The series keys (:func:`ccl_health.judge.history.series_key`) of
-    the cases whose columns equal ``fixed`` (a column of
-    :data:`STORED_ORDER`: a value, or a tuple of the values allowed), by
-    :func:`index_values`; a database older than schema 6 (no series
-    columns) by its distinct columns, read whole."""
-    from ccl_health.judge.series import KEY, series_key
-    if not indexed(store):
-        cols = KEY + ('source', 'case_name', 'nodelist')
-        where, params = _equal((c, v) for c, v in fixed.items()
-                               if c in KEY and not isinstance(v, tuple))
-        keys = {series_key(r) for r in store.query(
-            f'SELECT DISTINCT {", ".join(cols)} FROM cases WHERE 1 = 1' +
-            ''.join(' AND ' + w for w in where), tuple(params))}
-        return sorted((k for k in keys if all(
-            k[SERIES_KEY.index(c)] in (v if isinstance(v, tuple) else (v,))
-            for c, v in fixed.items())), key=lambda k: tuple(map(str, k)))
-    at = [STORED_ORDER.index(c) for c in SERIES_KEY]
-    return [tuple(k[i] for i in at) for k in _walk(store, STORED_ORDER,
-                                                   fixed)]
-
-
-def index_distinct(store, column, **fixed):
-    """The distinct values of ``column`` (of :data:`STORED_ORDER`) among
-    the cases whose columns equal ``fixed`` (as :func:`series_keys`),
-    sorted: by :func:`index_values` where the store has the index, else
-    from :func:`series_keys` (read whole)."""
-    if not indexed(store):
-        # an older database has no series columns (kind, node): its
-        # values are those of its series keys, derived from each case
-        at = SERIES_KEY.index(column)
-        return sorted({k[at] for k in series_keys(store, **fixed)
-                       if k[at] is not None})
-    upto = STORED_ORDER[:STORED_ORDER.index(column) + 1]
-    return sorted({k[-1] for k in _walk(store, upto, fixed)
-                   if k[-1] is not None})
-
-
-def _walk(store, columns, fixed):
-    """The distinct tuples of ``columns`` (a start of :data:`STORED_ORDER`)
-    of the cases whose columns equal ``fixed``, level by level (schema 9:
-    of the table of the series, :func:`ccl_health.db.seriestable.distinct`)."""
-    from ccl_health.db import seriestable as series
-    if series.ided(store):
-        return series.distinct(store, columns, fixed)
-    found = [()]
-    for col in columns:
-        deeper = []
-        for got in found:
-            conds = list(zip(STORED_ORDER, got))
-            if col not in fixed:
-                values = index_values(store, col, conds)
-            else:
-                want = fixed[col]
-                values = [v for v in (want if isinstance(want, tuple) else
-                                      (want,))
-                          if _exists(store, conds + [(col, v)])]
-            deeper += [got + (v,) for v in values]
-        found = deeper
-    return found
-
-
-def _exists(store, conds):
-    where, params = _equal(conds)
-    return bool(store.query(f'SELECT 1 AS x FROM cases WHERE '
-                            f'{" AND ".join(where)} LIMIT 1', tuple(params)))
-
-
-def newest_cases(store, keys, n, columns=CASE_LIGHT):
-    """``(cases, complete)``: the newest ``n`` cases of the series
-    ``keys`` together, newest first (by their recorded time, as the
-    database orders it), each key's read through the series index with
-    ``LIMIT n``; ``complete``: they are every case of the keys."""
-    import heapq
-    import itertools
-    columns = tuple(columns) + tuple(c for c in ('id', 'time')
-                                     if c not in columns)
-    per = [key_cases_before(store, key, _LATEST, n, columns)
-           for key in keys]
-    out = list(itertools.islice(heapq.merge(
-        *per, key=lambda c: (c['time'], c['id']), reverse=True), n))
-    return out, sum(map(len, per)) <= n and all(len(p) < n for p in per)
-
-
-def newest_case_rows(store, kinds=None, columns=('id', 'time', 'run_id'),
-                     page=500):
-    """Every case (``columns``), newest first (by time, then id): pages of
-    ``page`` read through the ``cases_time`` index (``kinds``: of these
-    kinds only, through ``cases_kind``, one reader a kind merged); never
-    all at once."""
-    import heapq
-    from ccl_health.judge.series import kind_of
-    columns = tuple(columns) + tuple(c for c in ('id', 'time')
-                                     if c not in columns)
-    if kinds is not None and not indexed(store):   # by names, in Python
-        extra = ('source', 'case_name', 'collective')
-        rows = newest_case_rows(store, None, columns + extra, page)
-        return ({c: r[c] for c in columns} for r in rows
-                if kind_of(r) in kinds)
-    if kinds is None:
-        return _pages(store, columns, '', (), page)
-    return heapq.merge(*(_pages(store, columns, _kind_where(store, k), (k,),
-                                page) for k in kinds),
-                       key=lambda c: (c['time'], c['id']), reverse=True)
-
-
-def _kind_where(store, kind):
-    """The condition of the cases of ``kind`` (its parameter: the kind):
-    the index ``cases_kind`` of schema 9 leaves the health probes out (the
-    planners use it only where the query says so, in a literal); the
-    probes are nearly every case, read by the time index."""
-    from ccl_health.db import seriestable as series
-    from ccl_health.judge.series import PROBE_KIND
-    if series.ided(store) and kind != PROBE_KIND:
-        return f"c.kind = ? AND c.kind <> '{PROBE_KIND}' AND "
-    return 'c.kind = ? AND '
-
-#: later than every recorded time (ISO 8601 text, whatever the collation)
-_LATEST = '99999'
-
-
-def _pages(store, columns, where, params, page):
-    sql = (f'SELECT {select_cols(columns)} FROM cases c WHERE {where}'
-           f'(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC '
-           f'LIMIT ?')
-    at = (_LATEST, 0)
-    while True:
-        rows = store.query(sql, tuple(params) + at + (page,))
-        yield from rows
-        if len(rows) < page:
-            return
-        at = (rows[-1]['time'], rows[-1]['id'])

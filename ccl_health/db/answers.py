@@ -9,11 +9,11 @@ import datetime
 import re
 
 from ccl_health import CclHealthError
-from ccl_health.db import reads
-from ccl_health.db import keyreads
-from ccl_health.db import runs as runs_of
-from ccl_health.db.runs import of_cases
-from ccl_health.db.keyreads import when
+from ccl_health.db import scopes, windowfindings
+from ccl_health.db import keyhistory
+from ccl_health.db import newestruns
+from ccl_health.db.newestruns import of_cases
+from ccl_health.db.keyhistory import when
 from ccl_health.judge.series import simulated
 from ccl_health.judge.finding import where_text
 from ccl_health.judge.series import PROBE_KIND, STORED_ORDER
@@ -41,7 +41,7 @@ def recorded(store, column):
                       'run_id', 'verdict'):
         raise ValueError(column)
     if column in STORED_ORDER:          # a loose scan of an index
-        return reads.index_distinct(store, column)
+        return scopes.index_distinct(store, column)
     return sorted(r['v'] for r in store.query(
         f'SELECT DISTINCT {column} AS v FROM cases') if r['v'] is not None)
 
@@ -73,7 +73,8 @@ def check_size(store, size, keys, transport=None, system=None,
     nbytes = parse_size(size)
     ids, complete = [], True
     for key in keys:
-        got = keyreads.key_cases_before(store, key, reads._LATEST, SIZE_CASES)
+        got = keyhistory.key_cases_before(store, key, newestruns._LATEST,
+                                          SIZE_CASES)
         ids += [c['id'] for c in got]
         complete = complete and len(got) < SIZE_CASES
     sizes = set()
@@ -130,7 +131,7 @@ def runs(store, last=None, cases=None, kinds=None):
     import itertools
     if cases is not None:
         return of_cases(cases)[:last] if last else of_cases(cases)
-    return list(itertools.islice(runs_of.newest_first(store, kinds), last))
+    return list(itertools.islice(newestruns.newest_first(store, kinds), last))
 
 
 def window_start(hours, now=None):
@@ -161,7 +162,7 @@ def _nothing_in_window(store, since_hours, now=None):
                         (len(SIMULATED), SIMULATED, bound + 1))[0]['n']
     older = (f'more than {bound:,} older runs' if count > bound else
              f'{count} older run(s)')
-    newest = next((r for r in runs_of.newest_first(store)
+    newest = next((r for r in newestruns.newest_first(store)
                    if not simulated(r.run_id)), None) if count else None
     sims = simulated_runs(store, since_hours, now)
     line = f'{store.where}: nothing recorded in the last {since_hours:g} h'
@@ -191,7 +192,8 @@ def failures(store, since_hours=24, now=None):
     kept = state.listed(store)
     # schema 10: the window's failing cases by their index and its
     # findings as kept (the stale keys judged); before, every case of it
-    window = [c for c in reads.window_cases(store, since, failing=kept)
+    window = [c for c in windowfindings.window_cases(store, since,
+                                                     failing=kept)
               if not simulated(c)]
     if not (window or kept and _measured_since(store, since)):
         raise CclHealthError(_nothing_in_window(store, since_hours, now))
@@ -205,8 +207,9 @@ def failures(store, since_hours=24, now=None):
                            f'{c["case_name"]}: {name.upper()}: '
                            f'{shown_reason(store, c, name.upper())}'))
     # each key measured in the window judged from its recent history
-    found = [f for f in (reads.kept_findings(store, since) if kept else
-                         reads.window_findings(store, window, since))
+    found = [f for f in (windowfindings.kept_findings(store, since) if kept
+                         else windowfindings.window_findings(store, window,
+                                                             since))
              if f.kind != 'recovery']
     out += [(Verdict.DROP, line) for line in drop_lines(found, store)]
     return out
@@ -215,8 +218,8 @@ def failures(store, since_hours=24, now=None):
 def _measured_since(store, since):
     """Is a case (not simulated) recorded from ``since`` on?  Read from
     the newest case back, by the time index."""
-    bound = reads.sql_time(since)
-    for c in reads.newest_case_rows(store, None, ('time', 'run_id')):
+    bound = keyhistory.sql_time(since)
+    for c in newestruns.newest_case_rows(store, None, ('time', 'run_id')):
         if str(c['time']) < bound:
             return False
         if when(c['time']) >= since and not simulated(c):
@@ -228,8 +231,8 @@ def window_runs(store, since_hours=24, now=None):
     """The :class:`Run` s of the cases of the last ``since_hours`` (not
     simulated), newest first."""
     since = window_start(since_hours, now)
-    return runs(store, cases=[c for c in reads.window_cases(store, since)
-                              if not simulated(c)])
+    return runs(store, cases=[c for c in windowfindings.window_cases(
+        store, since) if not simulated(c)])
 
 
 def simulated_runs(store, since_hours=24, now=None):
@@ -239,8 +242,9 @@ def simulated_runs(store, since_hours=24, now=None):
     from ccl_health.judge.series import SIMULATED
     since = window_start(since_hours, now)
     out = {}
-    for c in reads.window_cases(store, since, columns=('run_id', 'time'),
-                                run_prefix=SIMULATED):
+    for c in windowfindings.window_cases(store, since,
+                                         columns=('run_id', 'time'),
+                                         run_prefix=SIMULATED):
         if simulated(c):
             out[c['run_id']] = out.get(c['run_id'], 0) + 1
     return out
@@ -326,7 +330,8 @@ def drop_lines(findings, cases):
     configuration (system, partition, transport, collective, nodes, ranks,
     algo) grouped into one line with the sizes, its worst and what changed
     (once), in the order the findings came.  ``cases``: the store (what
-    changed read for each finding: :func:`reads.changed`) or case rows."""
+    changed read for each finding: :func:`windowfindings.changed`) or case
+    rows."""
     groups = {}
     for f in findings:
         k = (f.kind, f.run_id, f.key) if f.kind in ('drop', 'drift') else \
@@ -335,7 +340,7 @@ def drop_lines(findings, cases):
     lines = []
     if hasattr(cases, 'query'):     # what changed, read for all at once
         firsts = [fs[0] for k, fs in groups.items() if k[0] is not None]
-        read = dict(zip(map(id, firsts), reads.attribution_many(cases,
+        read = dict(zip(map(id, firsts), windowfindings.attribution_many(cases,
                                                                 firsts)))
     for k, fs in groups.items():
         if k[0] is None:
@@ -355,7 +360,7 @@ def drop_lines(findings, cases):
                 f'{format_size(worst.size)} {worst.value:.2f} GB/s vs '
                 f'baseline {worst.baseline.median:.2f} (-{pct:.0f}%, '
                 f'threshold {worst.threshold:.2f}, n={worst.baseline.n})')
-        lines += [f'    changed: {c}' for c in reads.changed(
+        lines += [f'    changed: {c}' for c in windowfindings.changed(
             read[id(fs[0])] if hasattr(cases, 'query') else cases, fs[0])]
     return lines
 
@@ -373,7 +378,7 @@ def _check_scope(store, transport, system, partition):
 
 #: the stored kinds of case ``since`` and ``history`` are about unless a
 #: node is named: the sweeps (a node's health probes are its own series)
-SWEEP_KINDS = runs_of.KINDS['sweep']
+SWEEP_KINDS = newestruns.KINDS['sweep']
 PROBE = PROBE_KIND
 
 
@@ -386,7 +391,7 @@ def scope_keys(store, transport, system=None, partition=None, node=None):
     _check_scope(store, transport, system, partition)
     fixed = {c: v for c, v in (('transport', transport), ('system', system),
                                ('partition', partition)) if v is not None}
-    keys = reads.series_keys(store, **fixed, **(
+    keys = scopes.series_keys(store, **fixed, **(
         {'kind': SWEEP_KINDS} if node is None else
         {'kind': PROBE, 'node': node}))
     if keys:
@@ -394,19 +399,19 @@ def scope_keys(store, transport, system=None, partition=None, node=None):
     where = ' '.join(x for x in (system and f'system {system}', partition
                                  and f'partition {partition}') if x)
     if node is not None:
-        there = reads.index_distinct(
+        there = scopes.index_distinct(
             store, 'node', **{'kind': PROBE, **fixed})
         raise CclHealthError(
             f'no health probes of {transport or "any transport"} on node '
             f'{node!r}{" on " + where if where else ""} (recorded: '
             f'{len(there)} node(s){": " if there else ""}'
             f'{", ".join(there[:10])}{", ..." if len(there) > 10 else ""})')
-    if reads.series_keys(store, **fixed, kind=PROBE):
+    if scopes.series_keys(store, **fixed, kind=PROBE):
         raise CclHealthError(
             f'no sweeps of {transport or "any transport"}'
             f'{" on " + where if where else ""}: only health probes, each '
             f'node its own series (give --node NODE)')
-    there = reads.index_distinct(store, 'transport', **{
+    there = scopes.index_distinct(store, 'transport', **{
         k: v for k, v in fixed.items() if k != 'transport'})
     if transport is None:
         raise CclHealthError(f'no records{" on " + where if where else ""}')
@@ -421,7 +426,7 @@ def probes_left_out(store, transport, system=None, partition=None):
     none."""
     fixed = {c: v for c, v in (('transport', transport), ('system', system),
                                ('partition', partition)) if v is not None}
-    if not keyreads.indexed(store) or not reads._walk(
+    if not keyhistory.indexed(store) or not scopes._walk(
             store, STORED_ORDER[:4], {**fixed, 'kind': PROBE}):
         return ''
     return (f'(the sweeps of {transport}; its health probes are each '
@@ -435,13 +440,13 @@ def history(store, transport=None, size=None, system=None, partition=None,
     or every size, oldest first."""
     keys = scope_keys(store, transport, system, partition, node)
     size = check_size(store, size, keys, transport, system, partition)
-    cases, _ = reads.newest_cases(store, keys, last, ('id',))
+    cases, _ = newestruns.newest_cases(store, keys, last, ('id',))
     ids = [c['id'] for c in cases]
     recs = []
     for i in range(0, len(ids), 500):
         part = ids[i:i + 500]
         recs += store.query(
-            f'{reads._RECORDS_FULL} WHERE c.id IN '
+            f'{windowfindings._RECORDS_FULL} WHERE c.id IN '
             f'({", ".join("?" * len(part))})' +
             (' AND m.size = ?' if size is not None else ''),
             tuple(part) + ((size,) if size is not None else ()))
@@ -459,7 +464,7 @@ def latest(store, transport, system=None, partition=None, node=None):
     """The newest case of a transport (on a system / partition; its
     sweeps, or ``node``'s health probes)."""
     keys = scope_keys(store, transport, system, partition, node)
-    return reads.newest_cases(store, keys, 1)[0][0]
+    return newestruns.newest_cases(store, keys, 1)[0][0]
 
 
 #: the cases ``since`` reads first (then 4 times as many, until a good one)
@@ -473,7 +478,7 @@ def since_when(store, transport, size=None, system=None, partition=None,
     time, run id, streak length) or None.  A bad case is any that is not
     good: failed or could not be judged, or (at ``size``) below its
     reference or with a drop or drift there (the findings kept with it:
-    :func:`ccl_health.db.reads.judge_keys`).  Read from the newest case
+    :func:`ccl_health.db.windowfindings.judge_keys`).  Read from the newest case
     back until a good one."""
     streak, _ = bad_streak(store, transport, size, system, partition, node)
     if not streak:
@@ -490,7 +495,7 @@ def bad_streak(store, transport, size=None, system=None, partition=None,
     size = check_size(store, size, keys, transport, system, partition)
     n = SINCE_PAGE
     while True:
-        cases, complete = reads.newest_cases(store, keys, n)
+        cases, complete = newestruns.newest_cases(store, keys, n)
         bad_runs = set() if size is None else \
             _bad_runs_at(store, cases, transport, size)
         streak = []
@@ -513,7 +518,7 @@ def last_good_before(store, case):
     conds = [('case_name', case['case_name']), ('system', case['system']),
              ('partition', case['partition']),
              ('nodelist', case.get('nodelist'))]
-    where, params = reads._equal(conds)
+    where, params = scopes._equal(conds)
     rows = store.query(
         f"SELECT id, run_id, time FROM cases WHERE {' AND '.join(where)} "
         f"AND verdict = 'pass' AND time < ? ORDER BY time DESC LIMIT 1",
@@ -544,8 +549,8 @@ def changed_between(store, good, bad, only_changes=False):
 def _bad_runs_at(store, cases, transport, size):
     """The runs of ``cases`` below the reference at ``size``, or with a
     drop or drift there."""
-    bad = {f.run_id for f in reads.judge_keys(
-        store, reads.history_keys(cases),
+    bad = {f.run_id for f in windowfindings.judge_keys(
+        store, windowfindings.history_keys(cases),
         min(when(c['time']) for c in cases), {c['run_id'] for c in cases})
         if f.kind in ('drop', 'drift') and f.key[2] == transport and
         f.size == size}
