@@ -98,7 +98,7 @@ def test_garbage_in_a_published_run_is_wrong_results(asked, damage, tmp_path):
 # -- every door -------------------------------------------------------------
 
 def _door_verdicts(tmp_path, damaged):
-    from test_cross_door import capture, through_every_door
+    from helpers.doors import capture, through_every_door
     text, logs = capture('intra')
     return through_every_door(tmp_path, 'intra', damaged(text), logs)
 
@@ -132,7 +132,7 @@ def _node(active_links, gpus=2, unsupported=False):
 
 
 def test_the_hook_derives_its_bound_from_the_nvml_links(tmp_path):
-    from test_cross_door import capture
+    from helpers.doors import capture
     text, logs = capture('intra')
     att = hook_judging.output_attempt(text, logs, 0)
     ev = hook_judging.probe_evidence([att], 1 << 30, (0, 1), None,

@@ -32,8 +32,8 @@ from ccl_health.report import health
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
-import test_db_state as tds  # noqa: E402
-from test_db_state import END, pg_db  # noqa: E402,F401  (a fixture)
+from helpers.dbhistory import (END, pg_db,  # noqa: E402,F401  (a fixture)
+                               write_history)
 
 #: the system tier (tests/conftest.py): databases of many generated days, written and read again
 pytestmark = pytest.mark.system
@@ -90,7 +90,7 @@ def written(tmp_path_factory):
     intermittent node, a backfill, an acceptance), written at this schema,
     and today's reading of its copy."""
     base = tmp_path_factory.mktemp('kept')
-    path = tds._write(str(base / 'db.db'))
+    path = write_history(str(base / 'db.db'))
     with store.open_store(path) as db:          # as the nightly does
         assert len(health_days.keep(db)) >= 12
     old = str(base / 'old.db')

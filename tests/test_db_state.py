@@ -13,132 +13,19 @@ import sys
 import pytest
 
 from conftest import REPO
-from ccl_health.db import answers, windowfindings, store
+from ccl_health.db import windowfindings, store
 from ccl_health.db import keystate as state
 from ccl_health.db import schema
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 import db_gen  # noqa: E402
-
-END = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=datetime.timezone.utc)
-NODES, DAYS, PER_DAY, NIGHTS = 8, 12, 10, 40
-STEP = datetime.timedelta(days=1) / PER_DAY
-
-
-def _checks(rng):
-    """The hook's cases of every node, oldest first, with what happened to
-    each node: ``nid00001`` single drops (and recoveries) through its
-    history, ``nid00002`` a 4 % drift from its 60th check, ``nid00003``
-    drops on and off in the last day, ``nid00004`` a drift in the last
-    day; the others healthy."""
-    out = []
-    start = END - datetime.timedelta(days=DAYS)
-    for k in range(DAYS * PER_DAY):
-        for n in range(1, NODES + 1):
-            node = f'nid{n:05d}'
-            case = db_gen.hook_case('perlmutter', node, start + STEP * (k + 1)
-                                    - datetime.timedelta(seconds=n), rng)
-            size = case.sizes[0]
-            factor = 1.0
-            if n == 1 and k in (30, 31, 70, 100):
-                factor = 0.7
-            if n == 2 and k >= 60:
-                factor = 0.96
-            if n == 3 and k >= DAYS * PER_DAY - 8 and k % 2:
-                factor = 0.6
-            if n == 4 and k >= DAYS * PER_DAY - 6:
-                factor = 0.95
-            size.busbw *= factor
-            out.append((n, k, case))
-    return out
-
-
-def _nights(rng):
-    out = []
-    for night in range(NIGHTS):
-        level = 0.96 if night >= 30 else 1.0
-        cases = db_gen.sweep_cases('perlmutter', night, END - datetime.
-                                   timedelta(days=NIGHTS - 1 - night,
-                                             hours=6), rng, level)
-        if night == 20:
-            for s in cases[0].sizes[-6:]:
-                s.busbw *= 0.5
-        out.append(cases)
-    return out
-
-
-@pytest.fixture(scope='module')
-def written(tmp_path_factory):
-    """The database, written in time order but for what is held back and
-    written last (a backfill): node 5's checks of its 20th..29th and one
-    night; then one night's case written again (the run report after the
-    check) and an acceptance of a key."""
-    return _write(str(tmp_path_factory.mktemp('state') / 'db.db'))
-
-
-def _write(path):
-    rng = random.Random(7)
-    checks, nights = _checks(rng), _nights(rng)
-    late = [c for n, k, c in checks if n == 5 and 20 <= k < 30]
-    with store.open_store(path) as db:
-        for i in range(0, len(checks), 97):
-            db.add_cases([c for n, k, c in checks[i:i + 97]
-                          if not (n == 5 and 20 <= k < 30)])
-        for night, cases in enumerate(nights):
-            if night != 12:
-                db.add_cases(cases)
-        db.add_cases(late)
-        db.add_cases(nights[12])
-        again = nights[-1][3]
-        again.reason, again.source = 'the run report', 'report'
-        db.add_case(again)
-        run = nights[25][5]
-        db.accept([{'run_id': run.run_id, 'run_time': run.time,
-                    'system': run.system, 'partition': run.partition,
-                    'transport': run.transport,
-                    'collective': run.collective}], 'test', 'new level')
-    return path
-
-
-def _emptied(path, tmp_path):
-    """A copy of the database at ``path`` without its kept judging (a
-    PostgreSQL database: itself)."""
-    copy = path
-    if not path.startswith('postgresql://'):
-        copy = str(tmp_path / 'emptied.db')
-        shutil.copy(path, copy)
-    with store.open_store(copy) as db:
-        with db.transaction():
-            db.execute('DELETE FROM key_state')
-            db.execute('DELETE FROM findings')
-    return copy
-
-
-def _answers(path):
-    """What ``report failed`` (the last 24 h) and ``report detect`` (the
-    last 3 and 40 days) answer, and how each key is judged."""
-    from ccl_health.reportcli import _detect_scope
-    out = {}
-    with store.open_store(path, readonly=True) as db:
-        out['failed'] = answers.failures(db, 24, now=END)
-        for days in (3, 40):
-            args = type('Args', (), {'run': None, 'days': days})()
-            keys, since, runs, _ = _detect_scope(db, args)
-            how = {}
-            found = windowfindings.judge_keys(db, keys, since, runs,
-                                              standing=how)
-            out[f'detect {days}'] = [f.line() for f in found]
-            out[f'standing {days}'] = sorted(how.values())
-        run = db.query('SELECT run_id FROM cases WHERE run_id LIKE ? ORDER '
-                       'BY time DESC LIMIT 1', ('nightly-%',))[0]['run_id']
-        out['run'] = [f.line() for f in windowfindings.detect_in(
-            db, run_id=run)]
-    return out
-
+from helpers.dbhistory import (END, NIGHTS, NODES, STEP,  # noqa: E402,F401
+                               answers_of, emptied, judged_in_place, pg_db,
+                               write_history, written)  # (two fixtures)
 
 def test_the_state_and_the_history_judge_the_same(written, tmp_path):
-    kept = _answers(written)
-    assert kept == _answers(_emptied(written, tmp_path))
+    kept = answers_of(written)
+    assert kept == answers_of(emptied(written, tmp_path))
     # the database holds what the test is about
     lines = '\n'.join(kept['detect 40'])
     for what in ('DROP', 'RECOVERY', 'DRIFT', 'INTERMITTENT'):
@@ -153,7 +40,7 @@ def test_the_state_and_the_history_judge_the_same(written, tmp_path):
 def test_reads_take_the_kept_findings(written, judged_at_read):
     """With a state, no key is judged at read: the acceptance written last
     judged the keys it names again (state.relevel) with their cases."""
-    _answers(written)
+    answers_of(written)
     assert judged_at_read == []
     with store.open_store(written, readonly=True) as db:
         assert len(db.query('SELECT key FROM key_state')) == NODES + 15
@@ -183,10 +70,10 @@ def test_a_level_whose_keys_were_not_judged_again_is_judged_at_read(
                                       store.now()))
     with store.open_store(path) as db:       # schema 10: the stale listed
         assert db.query('SELECT count(*) AS n FROM stale_keys')[0]['n']
-    kept = _answers(path)
+    kept = answers_of(path)
     assert judged_at_read and {(k[2], k[3], k[7]) for k in judged_at_read} \
         == {('intra', 'all_gather', 'sweep')}
-    assert kept == _answers(_emptied(path, tmp_path))
+    assert kept == answers_of(emptied(path, tmp_path))
 
 
 def _kept_is_the_history(path, tmp_path, judged_at_read):
@@ -195,7 +82,7 @@ def _kept_is_the_history(path, tmp_path, judged_at_read):
     database: a copy without its kept judging; PostgreSQL: the same
     database, every key's state left unread); returns the answers."""
     judged_at_read.clear()
-    kept = _answers(path)
+    kept = answers_of(path)
     assert judged_at_read == []
     if path.startswith('postgresql://'):
         mp = pytest.MonkeyPatch()
@@ -204,11 +91,11 @@ def _kept_is_the_history(path, tmp_path, judged_at_read):
         mp.setattr(state, 'fresh', lambda *a, **kw: {})
         mp.setattr(state, 'kept_standing', lambda *a, **kw: {})
         try:
-            whole = _answers(path)
+            whole = answers_of(path)
         finally:
             mp.undo()
     else:
-        whole = _answers(_emptied(path, tmp_path))
+        whole = answers_of(emptied(path, tmp_path))
     assert judged_at_read
     assert kept == whole
     return kept
@@ -302,7 +189,7 @@ def test_undo_keeps_the_state_of_the_keys_it_named(
     named again (the fixture's: net-socket reduce_scatter, any nodes)."""
     path = str(tmp_path / 'undo.db')
     shutil.copy(written, path)
-    before = _answers(path)
+    before = answers_of(path)
     assert _report(path, 'accept', '--undo', '1') == 0
     assert {(k[2], k[3], k[7]) for k in rebuilt} == {
         ('net-socket', 'reduce_scatter', 'sweep')}
@@ -378,19 +265,6 @@ def test_a_backfilled_case_is_judged_in_its_place(written, tmp_path):
     judged_in_place(path, tmp_path, 'nid00006', old.run_id)
 
 
-def judged_in_place(path, tmp_path, node, run_id):
-    """The backfilled case ``run_id`` of ``node`` (older than the node's
-    newest) is its node's one kept drop, ``detect`` names it, and the
-    answers are those of the history judged at read."""
-    with store.open_store(path, readonly=True) as db:
-        assert [r['run_id'] for r in db.query(
-            "SELECT run_id FROM findings WHERE kind = 'drop' AND key LIKE ?",
-            (f'%{node}%',))] == [run_id]
-    kept = _answers(path)
-    assert any(run_id in line for line in kept['detect 3'])
-    assert kept == _answers(_emptied(path, tmp_path))
-
-
 def test_an_old_database_gets_its_state_from_its_next_cases(tmp_path):
     """A database of schema 7 (no state) migrates to empty tables; a key's
     next case judges its whole history once and keeps it."""
@@ -422,7 +296,7 @@ def test_rejudge_gives_every_stale_key_its_state(written, tmp_path,
     (an upgrade to schema 8, an accept) gets it back in one command: the
     same answers, and afterwards no key judged at read."""
     import subprocess
-    path = _emptied(written, tmp_path)
+    path = emptied(written, tmp_path)
     with store.open_store(path, readonly=True) as db:
         stale = state.stale_keys(db)
     assert len(stale) == NODES + 15
@@ -438,9 +312,9 @@ def test_rejudge_gives_every_stale_key_its_state(written, tmp_path,
     assert f'rejudge: {NODES + 15}/{NODES + 15} keys' in p.stderr
     with store.open_store(path, readonly=True) as db:
         assert state.stale_keys(db) == []
-    want = _answers(written)
+    want = answers_of(written)
     judged_at_read.clear()
-    assert _answers(path) == want
+    assert answers_of(path) == want
     assert judged_at_read == []
     again = subprocess.run([report, '--db', path, 'rejudge'],
                            capture_output=True, text=True)
@@ -461,26 +335,11 @@ def test_a_state_is_one_keys_few_values(written):
     assert state.EVER.year == 1
 
 
-@pytest.fixture(scope='module')
-def pg_db(tmp_path_factory):
-    """A fresh PostgreSQL database of the tests' server."""
-    pytest.importorskip('psycopg')
-    from helpers import postgres
-    gen = postgres.local_server()
-    url = next(gen)
-    import psycopg
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS state_test')
-        conn.execute('CREATE DATABASE state_test')
-    yield url.rsplit('/', 1)[0] + '/state_test'
-    gen.close()
-
-
 def test_on_postgresql_the_same(pg_db, tmp_path):
-    _write(pg_db)
-    kept = _answers(pg_db)
+    write_history(pg_db)
+    kept = answers_of(pg_db)
     assert any('DRIFT' in line for line in kept['detect 40'])
-    assert kept == _answers(_emptied(pg_db, tmp_path))
+    assert kept == answers_of(emptied(pg_db, tmp_path))
 
 
 def test_levels_keep_the_state_on_postgresql(pg_db, tmp_path,
@@ -493,7 +352,7 @@ def test_levels_keep_the_state_on_postgresql(pg_db, tmp_path,
         conn.execute('DROP DATABASE IF EXISTS state_levels')
         conn.execute('CREATE DATABASE state_levels')
     url = pg_db.rsplit('/', 1)[0] + '/state_levels'
-    _write(url)
+    write_history(url)
     _kept_is_the_history(url, tmp_path, judged_at_read)
     check = _check_run(url, 'nid00006')
     assert _report(url, 'accept', check, '--reason', 'new firmware') == 0

@@ -16,8 +16,7 @@ import shlex
 import shutil
 import subprocess
 
-import test_ib_site as ib
-import test_readme_commands as rc
+from helpers import doccommands, ibsite
 from conftest import REPO
 
 #: the system tier (tests/conftest.py): the docs' commands in order from a fresh clone: ReFrame runs, nightlies
@@ -56,10 +55,11 @@ def _work(tmp_path):
     database and run report captured on GPUs, a bare run's outputs)."""
     out = tmp_path / 'ccl-health-output'
     (out / 'reports').mkdir(parents=True)
-    shutil.copy(os.path.join(rc.HIST, 'hist.db'), out / 'ccl-health.db')
-    shutil.copy(rc.REPORT, out / 'reports')
-    for f in os.listdir(rc.CAP):
-        shutil.copy(os.path.join(rc.CAP, f), tmp_path / f)
+    shutil.copy(os.path.join(doccommands.HIST, 'hist.db'),
+                out / 'ccl-health.db')
+    shutil.copy(doccommands.REPORT, out / 'reports')
+    for f in os.listdir(doccommands.CAP):
+        shutil.copy(os.path.join(doccommands.CAP, f), tmp_path / f)
     (tmp_path / 'home').mkdir()
     return tmp_path
 
@@ -136,12 +136,13 @@ def test_a_new_site_follows_the_pages_in_order(tmp_path, monkeypatch):
             done.append(where)
             continue
         assert made, f'{where}: before scripts/init-site made the site'
-        if ib.SYSTEM in cmd and not (home / 'mysite' / 'site' /
-                                     f'{ib.SYSTEM}.yaml').exists():
+        if ibsite.SYSTEM in cmd and not (home / 'mysite' / 'site' /
+                                         f'{ibsite.SYSTEM}.yaml').exists():
             # the page's prose: the closest system's files renamed, the
             # transports its yaml block lists
-            ib.make_ib_system(home / 'mysite')
-        for one in rc.expand_optional(rc.placeholders(cmd)):
+            ibsite.make_ib_system(home / 'mysite')
+        for one in doccommands.expand_optional(
+                doccommands.placeholders(cmd)):
             code, out, rcs, expect = _as_here(one, work)
             assert code in rcs, f'{where}: exit {code}\n{out[-3000:]}'
             assert re.search(expect, out, re.M), f'{where}:\n{out[-3000:]}'
@@ -156,9 +157,9 @@ def _as_here(cmd, work):
     """(exit, output, expected exits, what the output must show) of one
     command of the pages, run here with this environment (the profile's
     exports in it)."""
-    if ib.SYSTEM in cmd:
+    if ibsite.SYSTEM in cmd:
         return _ib_command(cmd, work)
-    argv, env, rcs, expect = rc.as_run_here(cmd, work)
+    argv, env, rcs, expect = doccommands.as_run_here(cmd, work)
     env['HOME'] = os.environ['HOME']
     if argv[0].endswith('ccl-health-check'):
         # no GPU here: never a reason to drain
@@ -189,7 +190,7 @@ def _ib_command(cmd, work):
             r"(?s)dry run rendered [1-9]\d* job scripts.*PASSED above.*"
             r"\nccl-health: skipped \d+ case\(s\) \(AllReducePluginSweep.*"
             r"\): net-plugin \(the net plugin\) is not configured for "
-            + ib.SYSTEM)
+            + ibsite.SYSTEM)
     if name == 'fleet':
         at = words.index('--simulate') + 1
         words[at] = os.path.join(env['CCL_HEALTH_SITE_DIR'],
@@ -198,4 +199,4 @@ def _ib_command(cmd, work):
                          work)
         return code, out, {0}, r'fleet: 16 nodes, transport net-ib,'
     code, out = _run(words, env, work)
-    return code, out, {0}, rf'^OK: 1 system\(s\) \({ib.SYSTEM}'
+    return code, out, {0}, rf'^OK: 1 system\(s\) \({ibsite.SYSTEM}'

@@ -10,64 +10,22 @@ prints those captures as the program prints them: the copy matrix, the
 line "# ccl-health-probe all_reduce", nccl-tests' table, the ranks' NCCL
 debug logs in the one file of one process."""
 
-import json
 import os
 import re
-import shutil
 
 import pytest
 
 from ccl_health.evidence import copymatrix as links
 from ccl_health.evidence import nccltests
-from helpers.node import REPLAY, timed_hook
+from helpers.probe import CAPTURES, PROBE, prefix, probe_hook
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBE = os.path.join(REPLAY, 'probe', 'ccl-health-probe')
-LINKS = os.path.join(REPLAY, 'links', 'ccl-health-links')
-CAPTURES = os.path.join(REPLAY, 'captures')
-
-
-def prefix(tmp_path, name, probe=True):
-    """An install prefix as the builders leave it: all_reduce_perf (the
-    replayed one), bin/ccl-health-links and (``probe``)
-    bin/ccl-health-probe."""
-    p = tmp_path / name
-    (p / 'bin').mkdir(parents=True)
-    os.symlink(os.path.join(REPLAY, 'bin', 'all_reduce_perf'),
-               p / 'bin' / 'all_reduce_perf')
-    os.symlink(LINKS, p / 'bin' / links.PROGRAM)
-    if probe:
-        os.symlink(PROBE, p / 'bin' / links.PROBE_PROGRAM)
-    return str(p)
-
-
-def hook(tmp_path, probe, *args, env=None, case='intra'):
-    """(exit, line, --json) of the hook with the prefix with or without
-    the one probe process, the same captures replayed."""
-    run = tmp_path / ('one' if probe else 'apart')
-    run.mkdir()
-    capdir = run / 'captures'
-    shutil.copytree(CAPTURES, capdir, symlinks=True)
-    if isinstance(case, tuple):       # (name, edit of its stdout)
-        name, edit = case
-        out = capdir / name / 'stdout.txt'
-        out.write_text(edit(out.read_text()))
-        case = name
-    e = {'CCL_HEALTH_REPLAY_DIR': str(capdir),
-         'CCL_HEALTH_REPLAY_INTRA': case,
-         'CCL_HEALTH_REPLAY_PROBE': str(capdir / case),
-         'CCL_HEALTH_REPLAY_LINKS_ARGS': str(run / 'links-args'),
-         'CCL_HEALTH_REPLAY_PROBE_ARGS': str(run / 'probe-args')}
-    e.update(env or {})
-    rc, line, wall = timed_hook(run, '--tests-prefix',
-                                prefix(run, 'prefix', probe), *args, env=e)
-    return rc, line, json.loads((run / 'detail.json').read_text()), run
 
 
 def same(tmp_path, *args, env=None, case='intra'):
     """Both paths; their lines without the seconds at the end."""
-    one = hook(tmp_path, True, *args, env=env, case=case)
-    apart = hook(tmp_path, False, *args, env=env, case=case)
+    one = probe_hook(tmp_path, True, *args, env=env, case=case)
+    apart = probe_hook(tmp_path, False, *args, env=env, case=case)
     cut = re.compile(r', \d+\.\d s$')
     assert (one[0], cut.sub('', one[1])) == (apart[0], cut.sub('', apart[1]))
     assert one[2]['verdict'] == apart[2]['verdict']
@@ -129,7 +87,7 @@ def test_wrong_results_as_apart(tmp_path):
 
 
 def test_hang_in_the_all_reduce_ends_within_the_limit(tmp_path):
-    rc, line, doc, _ = hook(tmp_path, True, '--limit', '6', env={
+    rc, line, doc, _ = probe_hook(tmp_path, True, '--limit', '6', env={
         'CCL_HEALTH_REPLAY_PROBE_STALL': '60'})
     assert rc == 1 and doc['verdict'] == 'hang', line
     assert 'all_reduce on GPUs 0<->1' in line, line
@@ -287,7 +245,7 @@ def test_the_one_process_gets_the_clean_environment(tmp_path):
     site file's env kept, NCCL's debug log asked into the probe's own
     folder for the transport proof."""
     seen = tmp_path / 'seen.env'
-    rc, line, doc, run = hook(tmp_path, True, env={
+    rc, line, doc, run = probe_hook(tmp_path, True, env={
         'CCL_HEALTH_REPLAY_PROBE_ENV': str(seen), 'NCCL_ALGO': 'Tree',
         'NCCL_P2P_DISABLE': '1', 'FI_PROVIDER': 'efa',
         'CUDA_DEVICE_MAX_CONNECTIONS': '1'})

@@ -15,11 +15,11 @@ import sys
 
 import pytest
 
-from ccl_health.db import store
 from conftest import REPO
-from helpers.node import (CAP, FAKE, REPLAY, ROW_1G, WRAPPER, environ, hook,
+from helpers.node import (FAKE, REPLAY, ROW_1G, WRAPPER, environ, hook,
                           wrong_1g)
 from helpers.procs import cmdline, processes_with, wait_until
+from helpers.trust import mutated, recorded
 
 UUID0 = 'GPU-0c2f6d13-c7f6-4b78-6145-e06e786e4c2b'   # the fake nvidia-smi's
 UUID1 = 'GPU-1c2f6d13-c7f6-4b78-6145-e06e786e4c2b'
@@ -29,11 +29,6 @@ def could_not_check(tmp_path, *args, env=None, cmd=None):
     rc, line, err = hook(tmp_path, *args, env=env, cmd=cmd)
     assert rc == 2 and line.startswith('COULD-NOT-CHECK: '), (rc, line, err)
     return line
-
-
-def recorded(tmp_path):
-    with store.open_store(str(tmp_path / 'db.sqlite')) as db:
-        return db.cases()
 
 
 # -- every error of its own: exit 2, one line --------------------------------
@@ -140,24 +135,6 @@ def test_limit_too_short_to_start_is_not_a_hang(tmp_path):
 
 
 # -- output faults of nccl-tests on the node: UNHEALTHY naming them ----------
-
-def mutated(tmp_path, stdout=None, rc=None, logs=True):
-    """A replay case: the real 2x H200 intra capture, its stdout and exit
-    code changed."""
-    src = os.path.join(CAP, 'intra')
-    dst = tmp_path / 'replay' / 'mut'
-    dst.mkdir(parents=True)
-    for f in os.listdir(src):
-        if f.startswith('nccl-debug') and logs:
-            shutil.copy(os.path.join(src, f), dst)
-    text = open(os.path.join(src, 'stdout.txt')).read()
-    (dst / 'stdout.txt').write_text(stdout(text) if stdout else text)
-    (dst / 'rc.txt').write_text(f'rc={rc or 0} wall=\n')
-    return {'CCL_HEALTH_REPLAY_DIR': str(tmp_path / 'replay'),
-            'CCL_HEALTH_REPLAY_INTRA': 'mut'}
-
-
-
 
 def upto_1g(text):
     """The capture cut right after the complete 1 GiB row."""

@@ -16,7 +16,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tarfile
 import time
 
 import pytest
@@ -24,13 +23,12 @@ import pytest
 from conftest import REPO
 from helpers.procs import processes_with, wait_until
 from helpers.node import CAP, FAKE, REPLAY, environ, wrong_1g
+from helpers.hostile import FOREIGN_NVML, SLURM_WRAPPER, site_naming_replay
+from helpers.nhc import nhc, run_nhc  # noqa: F401  (nhc: a fixture)
+from helpers.warns import warn_samples
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']
 WRAPPER = os.path.join(REPO, 'scripts', 'ccl-health-check')
-NHC_TARBALL = os.path.join(REPO, '..', 'shared', 'mirror',
-                           'nhc-1.4.3.tar.gz')
-NHC_CHECK = os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
-SLURM_WRAPPER = os.path.join(REPO, 'site', 'slurm', 'healthcheck.sh')
 STD = ['--tests-prefix', REPLAY, '--launcher', os.path.join(FAKE, 'launch')]
 
 
@@ -61,39 +59,6 @@ def _site_with(tmp_path, health_extra):
                         health_extra)
     (d / 'local.yaml').write_text(text)
     return {'CCL_HEALTH_SITE_DIR': str(d)}
-
-
-FOREIGN_NVML = '''
-"""A stand-in NVML (pynvml) of one GPU with a foreign process on it."""
-import os
-
-
-class NVMLError(Exception):
-    def __init__(self, value=3):
-        self.value = value
-
-
-def nvmlInit(): pass
-def nvmlShutdown(): pass
-def nvmlDeviceGetCount(): return 2
-def nvmlSystemGetNVMLVersion(): return '13.580'
-def nvmlSystemGetDriverVersion(): return '580.1'
-def nvmlDeviceGetHandleByIndex(i): return ('h', i)
-def nvmlDeviceGetUUID(h):
-    return 'GPU-%dc2f6d13-c7f6-4b78-6145-e06e786e4c2b' % h[1]
-def nvmlDeviceGetName(h): return 'NVIDIA H200'
-def nvmlDeviceGetMemoryInfo(h):
-    return {'total': 80 << 30, 'used': (13 << 30) if h[1] == 1 else 0}
-
-
-class _P:
-    def __init__(self, pid):
-        self.pid, self.usedGpuMemory = pid, 12 << 30
-
-
-def nvmlDeviceGetComputeRunningProcesses(h):
-    return [_P(int(os.environ['FAKE_FOREIGN_PID']))] if h[1] == 1 else []
-'''
 
 
 def case_clean_env(tmp_path):
@@ -403,51 +368,6 @@ def test_sigterm_right_after_start_through_the_wrapper(tmp_path):
 
 # -- door 2: LBNL NHC 1.4.3 with its watchdog ---------------------------------
 
-@pytest.fixture(scope='module')
-def nhc(tmp_path_factory):
-    """The real NHC, built from the mirrored release into a temporary
-    prefix (./configure && make install)."""
-    if not os.path.exists(NHC_TARBALL):
-        pytest.skip(f'{NHC_TARBALL} is not here')
-    base = tmp_path_factory.mktemp('nhc')
-    with tarfile.open(NHC_TARBALL) as tf:
-        tf.extractall(base)
-    src = base / 'nhc-1.4.3'
-    prefix = base / 'prefix'
-    for cmd in (['./configure', f'--prefix={prefix}',
-                 f'--sysconfdir={prefix}/etc',
-                 f'--libexecdir={prefix}/libexec'],
-                ['make'], ['make', 'install']):
-        p = subprocess.run(cmd, cwd=src, capture_output=True, text=True,
-                           timeout=300)
-        assert p.returncode == 0, (cmd, p.stdout[-2000:], p.stderr[-2000:])
-    nhc_bin = prefix / 'sbin' / 'nhc'
-    assert nhc_bin.exists()
-    return prefix
-
-
-def _run_nhc(prefix, tmp_path, env, limit=None, watchdog=10, rm='none'):
-    """NHC with the project's check file; ``rm``: its NHC_RM (``slurm``:
-    the hook asks scontrol, tests/test_hook_node_role.py)."""
-    conf = tmp_path / 'nhc-conf'
-    # NHC's own scripts (common.nhc: nhc_load_conf, ...) and ours
-    shutil.copytree(prefix / 'etc' / 'nhc' / 'scripts', conf / 'scripts')
-    shutil.copy(NHC_CHECK, conf / 'scripts' / 'ccl_health.nhc')
-    (conf / 'nhc.conf').write_text(
-        f'* || check_gpu_ccl {REPO}' + (f' {limit}' if limit else '') +
-        '\n')
-    cmd = [str(prefix / 'sbin' / 'nhc'), '-c', str(conf / 'nhc.conf'),
-           '-l', str(tmp_path / 'nhc.log'), '-t', str(watchdog),
-           f'CONFDIR={conf}', f'INCDIR={conf}/scripts',
-           f'HELPERDIR={prefix}/libexec/nhc', f'NHC_RM={rm}',
-           'MARK_OFFLINE=0', f'RESULTFILE={tmp_path}/nhc.status',
-           'DEBUG=1', f'PATH={env["PATH"]}']
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                       timeout=120, cwd='/')
-    return p, time.monotonic() - t0
-
-
 NHC_CASES = ['clean-env', 'locked-db', 'startup-limit', 'hang',
              'dead-driver-known-count', 'dead-driver-unknown-count',
              'fewer-gpus', 'wrong-first-attempt', 'foreign-no-reference',
@@ -463,11 +383,11 @@ def test_nhc(nhc, tmp_path, name):
     env['CCL_HEALTH_SITE_DIR'] = env.get('CCL_HEALTH_SITE_DIR') or \
         os.path.join(REPO, 'site')
     prefix_dir = tmp_path / 'prefix-site'
-    _tests_prefix_site(prefix_dir, env)
+    site_naming_replay(prefix_dir, env)
     limit = args[args.index('--limit') + 1] if '--limit' in args else '8'
     lock = _lock(env['LOCK_DB']) if env.get('LOCK_DB') else None
     try:
-        p, wall = _run_nhc(nhc, tmp_path, env, limit=limit)
+        p, wall = run_nhc(nhc, tmp_path, env, limit=limit)
     finally:
         if lock:
             lock.close()
@@ -482,19 +402,6 @@ def test_nhc(nhc, tmp_path, name):
         'clean-env', 'locked-db') else 'could not check')
     assert f'check_gpu_ccl' in log and (said in log or (
         fault and 'ccl-health: ' in p.stdout + log)), log[-3000:]
-
-
-def _tests_prefix_site(dst, env):
-    """The hook finds the replayed nccl-tests through the site file's
-    build prefix (NHC gives it no option): a site copy naming it."""
-    src = env['CCL_HEALTH_SITE_DIR']
-    if not os.path.exists(os.path.join(str(dst), 'local.yaml')):
-        shutil.copytree(src, dst)
-    text = (dst / 'local.yaml').read_text()
-    text = text.replace('build:\n', f'build:\n  nccl_tests:\n    prefix: '
-                        f'{REPLAY}\n', 1)
-    (dst / 'local.yaml').write_text(text)
-    env['CCL_HEALTH_SITE_DIR'] = str(dst)
 
 
 # -- door 3: the Slurm HealthCheckProgram wrapper ----------------------------
@@ -517,7 +424,7 @@ def test_slurm_wrapper(tmp_path, name):
     env['CCL_HEALTH_CHECK_LAUNCHER'] = os.path.join(FAKE, 'launch')
     env['CCL_HEALTH_SITE_DIR'] = env.get('CCL_HEALTH_SITE_DIR') or \
         os.path.join(REPO, 'site')
-    _tests_prefix_site(tmp_path / 'prefix-site', env)
+    site_naming_replay(tmp_path / 'prefix-site', env)
     if '--limit' in args:
         env['CCL_HEALTH_CHECK_LIMIT'] = args[args.index('--limit') + 1]
     lock = _lock(env['LOCK_DB']) if env.get('LOCK_DB') else None
@@ -569,39 +476,6 @@ def test_site_health_env_is_the_only_source_of_transport_settings(tmp_path):
 
 # -- WARN lines whose upstream code goes on (issue 27, item 2) ---------------
 
-def _warn_samples(disposition):
-    """A line of every string of the product WARN table with
-    ``disposition`` (the test fixture's sample where it has one, else the
-    format with each conversion filled in), as aws-ofi-nccl's logger
-    prints its own."""
-    import csv
-    import re
-    from ccl_health.evidence import warntable
-    fix = os.path.join(REPO, 'tests', 'fixtures', 'warns',
-                       'upstream_formats.tsv')
-    with open(fix, newline='') as fp:
-        samples = {(r['source'], r['path'], r['line'], r['format']):
-                   r['sample'] for r in csv.DictReader(fp, delimiter='\t')}
-    fill = {'s': 'mlx5_0', 'p': '0x7f3a2c000b80', 'x': '1a2b'}
-    out = []
-    for r in warntable.rows():
-        if r.disposition != disposition:
-            continue
-        text = samples.get((f'{r.source}@{r.version}', r.path, str(r.line),
-                            r.format))
-        if text is None:
-            text = warntable.unescape(warntable._joined(r.format))
-            text = re.sub(r'%[-+ #0]*\d*(?:\.\d+|\.\*)?(?:hh|h|ll|l|z)?'
-                          r'([diouxXspm])',
-                          lambda m: fill.get(m.group(1), '7'), text)
-            text = ' '.join(text.split())
-        if r.source == 'aws/aws-ofi-nccl':
-            text = 'NET/OFI ' + text
-        assert warntable.match(text).disposition == disposition, (r, text)
-        out.append(text)
-    return out
-
-
 def _replay_with_warns(tmp_path, texts):
     """The real intra capture replayed with ``texts`` as NCCL WARN lines
     of each rank's debug log (the rank's own logger prefix)."""
@@ -632,7 +506,7 @@ def _hook_with_warns(tmp_path, texts):
 def test_every_advisory_warn_through_the_hook_is_healthy(tmp_path):
     """Every string of the WARN table after which the upstream code goes
     on, all in one probe's logs: HEALTHY, no drain."""
-    texts = _warn_samples('advisory')
+    texts = warn_samples('advisory')
     assert len(texts) > 100
     code, line, d = _hook_with_warns(tmp_path, texts)
     assert code == 0 and line.startswith('HEALTHY: '), line

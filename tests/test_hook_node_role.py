@@ -32,39 +32,14 @@ from ccl_health.evidence.nodestate import slurmnode as slurm
 from ccl_health.judge import nodejudge as node_judge
 from ccl_health.judge.verdicts import Verdict
 from helpers.node import FAKE, REPLAY, environ
-from test_hook_hostile import (FOREIGN_NVML, SLURM_WRAPPER, _run_nhc,
-                               _tests_prefix_site, nhc)  # noqa: F401
+from helpers.hostile import FOREIGN_NVML, SLURM_WRAPPER, site_naming_replay
+from helpers.nhc import nhc, run_nhc  # noqa: F401  (nhc: a fixture)
+from helpers.slurmrecords import captured, record
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']
 STD = ['--tests-prefix', REPLAY, '--launcher', os.path.join(FAKE, 'launch')]
 FIX = os.path.join(REPO, 'tests', 'fixtures')
-CAPTURED = os.path.join(FIX, 'slurm')
 SYSFS = os.path.join(FIX, 'sysfs')
-
-
-def captured(name):
-    with open(os.path.join(CAPTURED, f'scontrol-show-node-{name}.txt')) as fp:
-        return fp.read()
-
-
-def record(name='n01', state='IDLE', gres='(null)', partitions='batch',
-           features='(null)', reason=None):
-    """A record of ``scontrol -o show node`` built from a real one (the
-    idle n01 of Slurm 22.05) with other values in its fields."""
-    line = captured('n01-idle').strip()
-    for key, val in (('NodeName', name), ('State', state), ('Gres', gres),
-                     ('Partitions', partitions),
-                     ('AvailableFeatures', features),
-                     ('ActiveFeatures', features)):
-        head, rest = line.split(f' {key}=' if key != 'NodeName'
-                                else 'NodeName=', 1)
-        rest = rest.split(' ', 1)
-        line = (f'{head} {key}={val}' if key != 'NodeName'
-                else f'NodeName={val}') + (' ' + rest[1] if len(rest) > 1
-                                           else '')
-    if reason:
-        line += f' Reason={reason} [root@2026-11-25T16:49:03]'
-    return line + '\n'
 
 
 # -- Slurm's record of the node -----------------------------------------------
@@ -458,7 +433,7 @@ def _door_env(tmp_path, env):
     env = environ(tmp_path, env)
     env['CCL_HEALTH_CHECK_LAUNCHER'] = os.path.join(FAKE, 'launch')
     env['CCL_HEALTH_SITE_DIR'] = os.path.join(REPO, 'site')
-    _tests_prefix_site(tmp_path / 'prefix-site', env)
+    site_naming_replay(tmp_path / 'prefix-site', env)
     return env
 
 
@@ -466,7 +441,7 @@ def _door_env(tmp_path, env):
 def test_nhc(nhc, tmp_path, name):      # noqa: F811 (the NHC fixture)
     env, drains, says = _case(name, tmp_path)
     env = _door_env(tmp_path, env)
-    p, wall = _run_nhc(nhc, tmp_path, env, limit='8', rm='slurm')
+    p, wall = run_nhc(nhc, tmp_path, env, limit='8', rm='slurm')
     log = (tmp_path / 'nhc.log').read_text() if (
         tmp_path / 'nhc.log').exists() else ''
     assert (p.returncode != 0) == drains, (name, p.returncode, p.stdout,
@@ -586,7 +561,7 @@ def test_real_slurm_through_the_wrapper_and_nhc(cluster, nhc, tmp_path):  # noqa
         d = tmp_path / 'nhc'
         d.mkdir()
         env = dict(_real_env(cluster, d, busy), **_door_settings(d))
-        p, _ = _run_nhc(nhc, d, env, limit='8', rm='slurm')
+        p, _ = run_nhc(nhc, d, env, limit='8', rm='slurm')
         log = (d / 'nhc.log').read_text()
         assert p.returncode == 0 and 'node state only' in log, log[-2000:]
     finally:

@@ -14,6 +14,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -24,8 +25,11 @@ from ccl_health.db import store
 from ccl_health.hook import pending
 from helpers.node import CAP, hook, wrong_1g
 from helpers.stores import REPORT, case_rows, locked
-from test_db_state import END, db_gen, judged_in_place
-from test_db_state import written  # noqa: F401 (the fixture)
+from helpers.dbhistory import END, judged_in_place
+from helpers.dbhistory import written  # noqa: F401 (the fixture)
+
+sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+import db_gen  # noqa: E402
 
 def _sizes(path):
     with store.open_store(str(path), readonly=True) as db:

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from test_health_probe import hook
+from helpers.probe import probe_hook
 
 KEEP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'hook-timing-x2',
                     'keep')
@@ -27,7 +27,7 @@ SEQUENTIAL = ('start', 'options', 'resource_manager', 'site',
 
 
 def test_json_says_where_the_time_went(tmp_path):
-    rc, line, doc, run = hook(tmp_path, True)
+    rc, line, doc, run = probe_hook(tmp_path, True)
     assert rc == 0, line
     t = doc['timings']
     for phase in ('start', 'options', 'resource_manager', 'site', 'plan',
@@ -53,7 +53,7 @@ def test_json_says_where_the_time_went(tmp_path):
 
 
 def test_the_apart_path_has_no_program_lines(tmp_path):
-    rc, line, doc, run = hook(tmp_path, False)
+    rc, line, doc, run = probe_hook(tmp_path, False)
     assert rc == 0, line
     assert 'probe' in doc['timings'] and \
         'probe_program' not in doc['timings']

@@ -20,7 +20,8 @@ from ccl_health.fleet import resumestate
 from ccl_health.fleet.rounds import Step
 from ccl_health.fleet.slurmsteps import SlurmScheduler
 from conftest import REPO
-from test_hostile_paths import as_other, other_user, plant, shared  # noqa: F401,E501
+from helpers.node import hook
+from helpers.otheruser import as_other, other_user, plant, shared  # noqa: F401,E501
 
 #: an srun stand-in: drops its options, runs the step's program
 SRUN = '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n'
@@ -209,7 +210,6 @@ def test_own_dir_checks_every_folder_below_the_base(tmp_path):
 
 def test_hook_json_at_a_planted_link_never_makes_its_target(tmp_path,
                                                             shared):  # noqa: F811,E501
-    from test_health_trust import hook
     target = tmp_path / 'nologin'              # a file whose being there
     link = os.path.join(shared, 'detail.json')  # matters (/etc/nologin)
     plant(link, target)

@@ -21,7 +21,6 @@ program would:
 import hashlib
 import json
 import os
-import pwd
 import re
 import shutil
 import stat
@@ -38,12 +37,11 @@ from ccl_health.hook import keep
 from ccl_health.oneline import REASON_MAX, clean
 from conftest import REPO
 from helpers.node import CAP, FAKE, REPLAY, environ
-from test_hook_hostile import SLURM_WRAPPER, _tests_prefix_site
+from helpers.hostile import SLURM_WRAPPER, site_naming_replay
+from helpers.otheruser import as_other, other_user, plant, shared  # noqa: F401,E501
 
 HOOK = [sys.executable, '-m', 'ccl_health.hook']
 STD = ['--tests-prefix', REPLAY, '--launcher', os.path.join(FAKE, 'launch')]
-#: the second local user
-OTHER = 'nobody'
 #: a control character of any kind: C0, DEL, C1
 CONTROL = re.compile(r'[\x00-\x1f\x7f-\x9f]')
 #: a WARN line of a fatal class (NCCL's CUDACHECK) carrying an escape
@@ -51,34 +49,6 @@ CONTROL = re.compile(r'[\x00-\x1f\x7f-\x9f]')
 EVIL_WARN = ("vm:25480:25481 [0] NCCL WARN Cuda failure 'an illegal memory "
              "access was encountered' \x1b[2J\x1b[31mEVIL\x1b[0m"
              "\x1b]0;owned\x07\rHIDDEN\x01\n")
-
-
-def other_user():
-    """The second local user (root only: the tests act as it)."""
-    if os.getuid() != 0:
-        pytest.skip('acting as a second local user needs root')
-    try:
-        return pwd.getpwnam(OTHER)
-    except KeyError:
-        subprocess.run(['useradd', '-M', '-s', '/usr/sbin/nologin', OTHER],
-                       check=True)
-        return pwd.getpwnam(OTHER)
-
-
-def as_other(*cmd):
-    other_user()
-    subprocess.run(['runuser', '-u', OTHER, '--'] + list(cmd), check=True,
-                   cwd='/')
-
-
-@pytest.fixture
-def shared():
-    """A shared temporary directory like /tmp (mode 1777) that the second
-    user can reach (pytest's own folder is 0700)."""
-    d = tempfile.mkdtemp(prefix='ccl-health-test-shared-', dir='/tmp')
-    os.chmod(d, 0o1777)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def snapshot(path):
@@ -160,15 +130,6 @@ def test_the_stage_folders_are_this_users_alone(tmp_path, shared,
 
 
 # -- 5. publishing never follows a link ---------------------------------------
-
-def plant(link, target):
-    """A symbolic link made by the second user where it can (else by us:
-    the writer must not follow it either way)."""
-    if os.getuid() == 0:
-        as_other('ln', '-s', str(target), str(link))
-    else:
-        os.symlink(target, link)
-
 
 @pytest.fixture
 def www(shared):
@@ -283,7 +244,7 @@ def slurm_wrapper(tmp_path, extra):
     env['PATH'] = f'{b}{os.pathsep}{env["PATH"]}'
     env.setdefault('CCL_HEALTH_CHECK_LAUNCHER', os.path.join(FAKE, 'launch'))
     env['CCL_HEALTH_SITE_DIR'] = os.path.join(REPO, 'site')
-    _tests_prefix_site(tmp_path / 'prefix-site', env)
+    site_naming_replay(tmp_path / 'prefix-site', env)
     p = subprocess.run([SLURM_WRAPPER], env=env, capture_output=True,
                        text=True, timeout=120, cwd='/')
     assert p.returncode == 0, (p.stdout, p.stderr)

@@ -326,9 +326,9 @@ def net_case(extra=()):
 
 
 def test_every_advisory_warn_on_a_net_probe_passes():
-    from test_hook_hostile import _warn_samples
+    from helpers.warns import warn_samples
     assert judge(net_case()).verdict is Verdict.PASS
-    j = judge(net_case(_warn_samples('advisory')))
+    j = judge(net_case(warn_samples('advisory')))
     assert j.verdict is Verdict.PASS, j.reason
     assert all(w.fatal is None for w in j.warns)
 

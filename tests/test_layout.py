@@ -196,3 +196,45 @@ def test_the_name_check_finds_a_clash():
                            'fleet/report.py', 'b/x.py', 'b/__main__.py']) \
         == {'cli': ['a/cli.py', 'b/cli.py'],
             'report': ['fleet/report.py', 'report/']}
+
+
+# -- the tests share through tests/helpers, not through each other (issue 39)
+
+TESTS = os.path.join(REPO, 'tests')
+
+
+def imported_test_modules(source):
+    """Every ``(line, module)`` of ``source`` importing a test module
+    (``test_*``), at any depth: a function's imports too."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or '']
+        else:
+            continue
+        found += [(node.lineno, n) for n in names
+                  if n.split('.')[0].startswith('test_')]
+    return sorted(found)
+
+
+def test_no_test_module_imports_another():
+    """A test takes what it shares from tests/helpers (issue 39, item 3):
+    no module of tests/ or tests/helpers/ imports a test module."""
+    bad = []
+    for folder in (TESTS, os.path.join(TESTS, 'helpers')):
+        for f in sorted(os.listdir(folder)):
+            if f.endswith('.py'):
+                with open(os.path.join(folder, f)) as fp:
+                    src = fp.read()
+                bad += [f'{os.path.relpath(os.path.join(folder, f), REPO)}:'
+                        f'{line} imports {n}'
+                        for line, n in imported_test_modules(src)]
+    assert not bad, '\n'.join(bad)
+
+
+def test_the_import_check_finds_a_test_importing_a_test():
+    src = ('import os\nimport test_a as a\nfrom helpers.node import y\n\n\n'
+           'def f():\n    from test_b import x\n    import testing\n')
+    assert imported_test_modules(src) == [(2, 'test_a'), (7, 'test_b')]

@@ -14,7 +14,8 @@ import uuid
 
 import pytest
 
-from test_health_trust import CAP, WRAPPER, hook, mutated, recorded
+from helpers.node import CAP, WRAPPER, hook
+from helpers.trust import mutated, recorded
 
 #: the node of the kernel's full device: every write is ENOSPC
 FULL_DEV = (1, 7)

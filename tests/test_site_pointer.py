@@ -21,13 +21,9 @@ import pytest
 
 from conftest import REPO
 from helpers.node import FAKE, REPLAY, SYSFS_GPU
-from test_hook_hostile import nhc  # noqa: F401  (the real NHC, built)
-
-#: what a checkout is made of (tests/ left out: product code never reads it)
-PARTS = ('ccl_health', 'config', 'checks', 'builders', 'site', 'reference',
-         'scripts', '.venv')
-#: PATH of an empty environment (cron's, slurmd's)
-BASE_PATH = '/usr/bin:/bin'
+from helpers.checkout import BASE_PATH, init_site, make_checkout
+from helpers.nhc import nhc  # noqa: F401  (the real NHC, built)
+from helpers.slurmrecords import record
 
 
 @pytest.fixture
@@ -40,30 +36,12 @@ def checkout(tmp_path):
     return make_checkout(tmp_path)
 
 
-def make_checkout(folder):
-    tree = folder / 'ccl-health'
-    tree.mkdir()
-    for part in PARTS:
-        os.symlink(os.path.join(REPO, part), tree / part)
-    return tree
-
-
 def empty_env(host='gpu001', **extra):
     """``env -i`` plus the stand-ins of a node with two GPUs."""
     env = {'PATH': f'{FAKE}:{BASE_PATH}', 'CCL_HEALTH_SYSFS': SYSFS_GPU,
            'CCL_HEALTH_HOSTNAME': host}
     env.update(extra)
     return env
-
-
-def init_site(checkout, site, *args, env=None):
-    p = subprocess.run([str(checkout / 'scripts' / 'init-site'), str(site),
-                        *args], env=env or {'PATH': BASE_PATH,
-                                            'HOME': str(site.parent)},
-                       capture_output=True, text=True, timeout=120,
-                       cwd=str(checkout))
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p
 
 
 def a_site(checkout, tmp_path, hostnames, *args, prefix=True):
@@ -195,7 +173,6 @@ def _slurm_tools(tmp_path):
     """Stand-in scontrol and logger recording their calls (``scontrol
     update`` and ``logger``; ``scontrol -o show node`` answers with Slurm
     22.05's record of an idle node with two GPUs in its GRES)."""
-    from test_hook_node_role import record
     b = tmp_path / 'slurmbin'
     b.mkdir(exist_ok=True)
     calls = tmp_path / 'calls'

@@ -160,7 +160,7 @@ def test_the_nightly_from_cron_without_gpus_submits_to_slurm(slurm,
     Slurm, the night is recorded and published (it said NOTHING MEASURED:
     ... scripts/run made a dry run)."""
     import yaml
-    from test_site_pointer import init_site, make_checkout
+    from helpers.checkout import init_site, make_checkout
     tree = make_checkout(tmp_path)
     site = tmp_path / 'mysite'
     init_site(tree, site, '--from', 'local')

@@ -26,7 +26,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from test_cross_door import REFDIR, through_every_door
+from helpers.doors import REFDIR, through_every_door
 
 from ccl_health import explain
 

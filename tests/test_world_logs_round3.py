@@ -30,7 +30,7 @@ import pytest
 
 import mutations as M
 from conftest import REPO
-from test_cross_door import capture, through_every_door
+from helpers.doors import capture, through_every_door
 
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog, nccltests
