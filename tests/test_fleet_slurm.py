@@ -1,6 +1,6 @@
 """The fleet acceptance through real Slurm: a 16-node cluster on this host
-(tests/slurm_cluster.py: one network namespace and one slurmd per node on a
-bridge the test makes, a real slurmctld and munged, Debian's packages),
+(tests/helpers/slurm_cluster.py: one network namespace and one slurmd per
+node on a bridge the test makes, a real slurmctld and munged, Debian's packages),
 ``scripts/fleet --partition batch --drain`` taking one allocation and
 running every round as srun job steps, and the stand-in probe
 (tests/replay/fleet/probe) on every node in place of the hook and of
@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-import slurm_cluster
+from helpers import slurm_cluster
 from ccl_health import fleetcli as cli
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan

@@ -3,8 +3,8 @@ from its host name alone (issue 27, item 4).
 
 * Slurm's record of the node (``scontrol -o show node``,
   ccl_health/evidence/nodestate/slurmnode.py) read on real captures of the
-  Slurm 22.05 of tests/slurm_cluster.py and on lines built from them with
-  the fields of Slurm's slurm_sprint_node_table;
+  Slurm 22.05 of tests/helpers/slurm_cluster.py and on lines built from
+  them with the fields of Slurm's slurm_sprint_node_table;
 * the PCI bus (ccl_health/evidence/nodestate/pci.py) on the stand-ins of
   tests/fixtures/sysfs;
 * the hook's false-drain cases through every door a site uses: the hook,
@@ -475,7 +475,7 @@ def test_slurm_wrapper(tmp_path, name):
 
 @pytest.fixture(scope='module')
 def cluster(tmp_path_factory):
-    import slurm_cluster
+    from helpers import slurm_cluster
     if os.geteuid() != 0:
         pytest.skip('a multi-node Slurm in network namespaces needs root')
     try:

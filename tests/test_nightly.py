@@ -1,6 +1,6 @@
 """The nightly validation end to end, with real components: the two-node
-Slurm of tests/slurm_cluster.py (network namespaces, ``ScronParameters=
-enable``) where a real ``scrontab`` entry fires the README's line (the
+Slurm of tests/helpers/slurm_cluster.py (network namespaces,
+``ScronParameters=enable``) where a real ``scrontab`` entry fires the README's line (the
 client built from Debian's source where slurm-client lacks it,
 tests/scrontab_build.py; sbatch, with a warning, where that fails), a
 PostgreSQL server of the test on the cluster's bridge, the sweep of
@@ -157,9 +157,9 @@ def _mail(p):
 
 @pytest.fixture(scope='module')
 def slurm(tmp_path_factory):
-    """The multi-node Slurm of tests/slurm_cluster.py (two nodes, each in a
-    network namespace of its own), with Slurm's cron enabled."""
-    import slurm_cluster
+    """The multi-node Slurm of tests/helpers/slurm_cluster.py (two nodes,
+    each in a network namespace of its own), with Slurm's cron enabled."""
+    from helpers import slurm_cluster
     if os.geteuid() != 0:
         pytest.skip('a multi-node Slurm in network namespaces needs root')
     try:

@@ -216,7 +216,7 @@ class MultiCluster(Cluster):
         a, b = first.rsplit('.', 1)[1], last.rsplit('.', 1)[1]
         prefix = first.rsplit('.', 1)[0]
         conf = f'''\
-# written by tests/slurm_cluster.py: {self.count} nodes in network namespaces
+# written by tests/helpers/slurm_cluster.py: {self.count} nodes in network namespaces
 ClusterName=cclfleet
 SlurmctldHost={self.ctl_host}({self.ctl_addr})
 SlurmctldPort={self.ctld_port}
