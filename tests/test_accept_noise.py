@@ -21,7 +21,7 @@ import statistics
 import pytest
 
 from ccl_health import news
-from ccl_health.db import keystate, reads, store
+from ccl_health.db import keystate, store, windowfindings
 from ccl_health.judge import history
 from conftest import REPO
 
@@ -104,7 +104,7 @@ def test_the_kept_state_judged_again_tells_no_false_drop(db):
     _, after, _ = _oracle(db)
     with store.open_store(db) as s:
         keystate.rejudge(s, keystate.recorded_keys(s))
-        found = reads.detect_in(s, run_id=after)
+        found = windowfindings.detect_in(s, run_id=after)
     assert [f.line() for f in found if f.kind == 'drop'] == []
 
 
