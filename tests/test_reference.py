@@ -289,3 +289,16 @@ def test_upsert_keeps_comments_and_other_entries_byte_for_byte(tmp_path):
         1 << 20] == 2.6
     assert len(again.partitions['gpu'].entries) == \
         len(ref.partitions['gpu'].entries)
+
+
+def test_the_schema_check_remembered_keeps_every_key_type():
+    """A document remembered as passed (sitedata/schemas.passed_digest) is
+    named with the type of each key: a size given as 1048576 and as '1MiB'
+    in one mapping is no error of the digest, and {1: x} is not {'1': x}."""
+    from ccl_health.sitedata.schemas import passed_digest
+    mixed = {'busbw': {1048576: 3, '1MiB': 4}}
+    assert passed_digest('schema:x', mixed) == passed_digest('schema:x', mixed)
+    assert passed_digest('schema:x', {1: 'a'}) != \
+        passed_digest('schema:x', {'1': 'a'})
+    assert passed_digest('schema:x', {'a': 1, 'b': 2}) == \
+        passed_digest('schema:x', {'b': 2, 'a': 1})

@@ -190,9 +190,20 @@ def passed_digest(kind, doc, *texts):
     for text in texts:
         h.update(text if isinstance(text, bytes) else str(text).encode())
         h.update(b'\0')
-    h.update(json.dumps(doc, sort_keys=True, default=repr,
-                        allow_nan=True).encode())
+    h.update(repr(_canonical(doc)).encode())
     return h.hexdigest()
+
+
+def _canonical(value):
+    """``value`` as nested tuples that keep every type (``1`` and ``'1'``
+    are two keys; a YAML file may hold both), mappings in one order."""
+    if isinstance(value, dict):
+        return ('dict', tuple(sorted(
+            ((type(k).__name__, repr(k)), _canonical(v))
+            for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_canonical(v) for v in value))
+    return (type(value).__name__, repr(value))
 
 
 def _passed_path():
