@@ -18,6 +18,7 @@ from ccl_health.evidence.nodestate import nvml
 from ccl_health.evidence.nodestate.diagnose import contention, diagnose
 from ccl_health.evidence.nodestate.nodedata import (GIB, GpuState,
                                                     NodeState, Process)
+from helpers.hostile import NVML_BASE
 
 RUN = 'r-2026-11-28'
 #: the root of the process table the readers take (docs/hook.md)
@@ -175,28 +176,12 @@ def test_a_rank_ours_in_one_reading_is_ours_in_every_reading():
     assert contention(other).text.startswith('GPU 1 in use by pid 4412')
 
 
-LINGERING_NVML = '''
-"""A stand-in NVML: GPU 1 holds pid $PID in every reading after the
-first (the hook reads the node before its probes and after them)."""
-import os
-
+#: a stand-in NVML: GPU 1 holds pid $FAKE_PID in every reading after the
+#: first (the hook reads the node before its probes and after them)
+LINGERING_NVML = NVML_BASE + '''
 _calls = []
 
 
-class NVMLError(Exception):
-    def __init__(self, value=3):
-        self.value = value
-
-
-def nvmlInit(): pass
-def nvmlShutdown(): pass
-def nvmlDeviceGetCount(): return 2
-def nvmlSystemGetNVMLVersion(): return '13.580'
-def nvmlSystemGetDriverVersion(): return '580.1'
-def nvmlDeviceGetHandleByIndex(i): return ('h', i)
-def nvmlDeviceGetUUID(h):
-    return 'GPU-%dc2f6d13-c7f6-4b78-6145-e06e786e4c2b' % h[1]
-def nvmlDeviceGetName(h): return 'NVIDIA H200'
 def nvmlDeviceGetMemoryInfo(h):
     return {'total': 140 << 30, 'used': 1 << 30}
 

@@ -12,8 +12,10 @@ from helpers.node import REPLAY
 SLURM_WRAPPER = os.path.join(REPO, 'site', 'slurm', 'healthcheck.sh')
 
 
-FOREIGN_NVML = '''
-"""A stand-in NVML (pynvml) of one GPU with a foreign process on it."""
+#: what every stand-in NVML (pynvml) of two H200s answers alike; a stand-in
+#: adds its memory and its processes (``nvmlDeviceGetMemoryInfo``,
+#: ``nvmlDeviceGetComputeRunningProcesses``)
+NVML_BASE = '''
 import os
 
 
@@ -31,6 +33,10 @@ def nvmlDeviceGetHandleByIndex(i): return ('h', i)
 def nvmlDeviceGetUUID(h):
     return 'GPU-%dc2f6d13-c7f6-4b78-6145-e06e786e4c2b' % h[1]
 def nvmlDeviceGetName(h): return 'NVIDIA H200'
+'''
+
+#: a stand-in NVML with a foreign process on GPU 1
+FOREIGN_NVML = NVML_BASE + '''
 def nvmlDeviceGetMemoryInfo(h):
     return {'total': 80 << 30, 'used': (13 << 30) if h[1] == 1 else 0}
 
