@@ -229,6 +229,10 @@ def test_page_in_chromium(path, tmp_path, chromium):
         assert f'>{heading}</h2>' in dom
     with _open(str(db)) as s:
         cases = s.cases()
+        # a health check of one GPU measures its copies, not a busbw
+        # series: nothing to plot (tests/fixtures/device/hook-timing-x1)
+        measured = s.query('SELECT COUNT(*) AS n FROM measurements WHERE '
+                           'busbw IS NOT NULL')[0]['n']
     for c in cases:
         if c['verdict'] not in GOOD:
             assert c['verdict'] in dom
@@ -242,7 +246,8 @@ def test_page_in_chromium(path, tmp_path, chromium):
     assert inked > 0.01, f'blank page ({inked:.2%} of pixels inked)'
     # the headings' rule and the summary table's header: the CSS applied
     assert ((px == [238, 238, 238]).all(axis=2)).sum() > 500
-    if any(c['verdict'] in ('pass', 'below-reference') for c in cases):
+    if measured and any(c['verdict'] in ('pass', 'below-reference')
+                        for c in cases):
         # plots drawn: the page shows figures, and matplotlib's blue line
         # is in them (on the page, or in a figure below the screenshot)
         srcs = re.findall(r'<img[^>]* src="([^"]+)"', dom)
