@@ -189,7 +189,7 @@ def _tell(told, ch, item, st):
     ch.rows.append(_row(item, st))
 
 
-def _case_changes(c, records, told, ch, db=None):
+def _case_changes(c, records, told, ch, db):
     if c['verdict'] in NOT_MEASURED:
         return
     sp = (c['system'] or '', c['partition'] or '')
@@ -222,9 +222,9 @@ def _case_changes(c, records, told, ch, db=None):
         ch.failures += 1
         ch.lines.append(failure_line(c, was if was_failing else None))
         # what differs from its last passing run (versions, environment)
-        if db is not None:
-            ch.lines += [f'    changed: {ln}' for ln in answers.changed_between(
-                db, answers.last_good_before(db, c), c, only_changes=True)]
+        good = answers.last_good_before(db, c)
+        ch.lines += [f'    changed: {ln}' for ln in answers.changed_between(
+            db, good, c, only_changes=True)]
         _tell(told, ch, item, State(FAILING, c['verdict'], run_id=run))
         for k in sizes:
             if k not in now:
