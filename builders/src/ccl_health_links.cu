@@ -58,12 +58,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <string>
 #include <thread>
 #include <vector>
 #ifdef CCL_HEALTH_PROBE
 #include <unistd.h>
 #define USAGE "ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP] " \
-    "[-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1]"
+    "[-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1] [-S]"
 #else
 #define USAGE "ccl-health-links [-b BYTES] [-n REPEATS] [-w WARMUP]"
 #endif
@@ -162,10 +163,12 @@ static void row(const char *src, const char *dst, size_t bytes, double s) {
 
 /* Every visible GPU's context made at once, one thread each (made one
  * after another, they are most of the start-up on a node of 4 or 8 GPUs);
- * an error here is named again by the first call that needs the GPU. */
-static void start_contexts(void) {
+ * an error here is named again by the first call that needs the GPU.
+ * `min_gpus`: the fewest GPUs worth threads (2; 1 where the contexts are
+ * made while the program waits for its go, -S). */
+static void start_contexts(int min_gpus) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < min_gpus) return;
     std::vector<std::thread> started;
     for (int d = 0; d < n; d++)
         started.emplace_back([d] {
@@ -396,6 +399,30 @@ static void fill(std::vector<Rank> &r, size_t count, int into_recv) {
     }
 }
 
+/* One GPU's buffers made and its input filled, in a thread of its own
+ * while NCCL's communicators are made (issue 42: they cost as much as the
+ * all_reduce itself when made after them, one GPU after another); the
+ * first failing call and its error are kept for the main thread to name
+ * (nccl-tests' "Test CUDA failure" line, exit 1). */
+struct Prepared {
+    cudaError_t err = cudaSuccess;
+    const char *what = "";
+};
+
+#define PCHECK(call) do { cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { p->err = e_; p->what = #call; return; } } while (0)
+
+static void prepare(Rank *r, int d, size_t bytes, size_t count, Prepared *p) {
+    PCHECK(cudaSetDevice(d));
+    PCHECK(cudaMalloc((void **)&r->send, bytes));
+    PCHECK(cudaMalloc((void **)&r->recv, bytes));
+    PCHECK(cudaMalloc((void **)&r->wrong, sizeof(unsigned long long)));
+    PCHECK(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking));
+    fill_values<<<1024, 256, 0, r->stream>>>(r->send, count, (float)(d + 1));
+    PCHECK(cudaGetLastError());
+    PCHECK(cudaStreamSynchronize(r->stream));
+}
+
 /* NCCL's communicators of every visible GPU (ncclCommInitAll), made in a
  * thread during the copy matrix (-O 1) or by all_reduce itself; never
  * destroyed at exit (a thread still running then must not end the process
@@ -447,38 +474,57 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
     }
     fflush(stdout);
     std::vector<Rank> r(n);
+    std::vector<Prepared> prepared(n);
+    double t_buffers = now();
+    std::vector<std::thread> preparing;
+    for (int d = 0; d < n; d++)
+        preparing.emplace_back(prepare, &r[d], d, bytes, count, &prepared[d]);
     bool overlapped = nccl_init != nullptr;
     if (overlapped) nccl_init->thread.join();
     else {
         nccl_init = new NcclInit;
         init_comms(nccl_init);
     }
+    for (auto &t : preparing) t.join();
+    double t_ready = now();
+    for (int d = 0; d < n; d++)
+        if (prepared[d].err != cudaSuccess) {
+            printf("%s: Test %s failure ccl_health_links.cu:%d '%s' (%s on GPU %d, "
+                   "%.3f s)\n", host_name, GPU_RUNTIME, __LINE__,
+                   cudaGetErrorString(prepared[d].err), prepared[d].what, d,
+                   now() - t_start);
+            fflush(stdout);
+            exit(1);
+        }
     NCHECK(nccl_init->res);
     if ((int)nccl_init->comms.size() != n) NCHECK(ncclInvalidUsage);
     std::vector<ncclComm_t> &comms = nccl_init->comms;
     printf("# nccl init %.3f s%s\n", nccl_init->seconds,
            overlapped ? " (during the copy matrix)" : "");
     fflush(stdout);
-    for (int d = 0; d < n; d++) {
-        r[d].comm = comms[d];
-        ACHECK(cudaSetDevice(d), d);
-        ACHECK(cudaMalloc((void **)&r[d].send, bytes), d);
-        ACHECK(cudaMalloc((void **)&r[d].recv, bytes), d);
-        ACHECK(cudaMalloc((void **)&r[d].wrong, sizeof(unsigned long long)), d);
-        ACHECK(cudaStreamCreateWithFlags(&r[d].stream, cudaStreamNonBlocking), d);
-    }
-    fill(r, count, 0);
-    /* out of place: the input stays, the result of the last one is checked */
+    for (int d = 0; d < n; d++) r[d].comm = comms[d];
+    /* out of place: the input stays, the result of the last one is checked;
+     * the warm-up only here, once, as nccl-tests warms up (its TimeTest) */
+    double t0 = now();
     timed(r, count, warmup, 0);
+    double t_warm = now();
     double t_out = timed(r, count, iters, 0);
+    double t1 = now();
     unsigned long long w_out = wrong_elements(r, count);
-    /* in place: timed, then the input written again and one run checked */
+    /* in place: timed, then the input written again and one run checked
+     * (nccl-tests' BenchTime) */
+    double t2 = now();
     fill(r, count, 1);
-    timed(r, count, warmup, 1);
     double t_in = timed(r, count, iters, 1);
+    double t3 = now();
     fill(r, count, 1);
     timed(r, count, 1, 1);
     unsigned long long w_in = wrong_elements(r, count);
+    double t4 = now();
+    printf("# all_reduce phases: buffers %.3f s (beside nccl init), warmup %.3f s, "
+           "out-of-place %.3f s, in-place %.3f s, checks %.3f s\n",
+           t_ready - t_buffers, t_warm - t0, t1 - t_warm, t3 - t2,
+           (t2 - t1) + (t4 - t3));
     double factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;   /* nccl-tests' busbw */
     double alg_out = t_out > 0 ? bytes / t_out / 1e9 : 0.0;
     double alg_in = t_in > 0 ? bytes / t_in / 1e9 : 0.0;
@@ -501,43 +547,117 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
 }
 #endif
 
-int main(int argc, char **argv) {
-    t_start = now();
+struct Options {
     size_t bytes = 256u << 20;
     int repeats = 5, warmup = 1;
 #ifdef CCL_HEALTH_PROBE
     size_t ar_bytes = (size_t)1 << 30;
-    int ar_iters = 10, ar_warmup = 2, overlap = 0;
+    int ar_iters = 10, ar_warmup = 2, overlap = 0, wait_go = 0;
 #endif
-    for (int i = 1; i < argc; i++) {
+};
+
+/* argv[first..argc) into `o` (a usage error exits 2) */
+static void parse_options(int argc, char **argv, int first, Options &o) {
+    for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: " USAGE "\n");
-            return 0;
+            exit(0);
         }
+#ifdef CCL_HEALTH_PROBE
+        if (!strcmp(argv[i], "-S")) { o.wait_go = 1; continue; }
+#endif
         if (i + 1 >= argc) usage_error("option without a value", argv[i]);
 #ifdef CCL_HEALTH_PROBE
-        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 1);
-        else if (!strcmp(argv[i], "-a")) ar_bytes = parse_bytes(argv[++i], 1);
-        else if (!strcmp(argv[i], "-i")) ar_iters = parse_count(argv[++i], 1);
-        else if (!strcmp(argv[i], "-W")) ar_warmup = parse_count(argv[++i], 0);
-        else if (!strcmp(argv[i], "-O")) overlap = parse_count(argv[++i], 0) != 0;
+        if (!strcmp(argv[i], "-b")) o.bytes = parse_bytes(argv[++i], 1);
+        else if (!strcmp(argv[i], "-a")) o.ar_bytes = parse_bytes(argv[++i], 1);
+        else if (!strcmp(argv[i], "-i")) o.ar_iters = parse_count(argv[++i], 1);
+        else if (!strcmp(argv[i], "-W")) o.ar_warmup = parse_count(argv[++i], 0);
+        else if (!strcmp(argv[i], "-O")) o.overlap = parse_count(argv[++i], 0) != 0;
 #else
-        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 0);
+        if (!strcmp(argv[i], "-b")) o.bytes = parse_bytes(argv[++i], 0);
 #endif
-        else if (!strcmp(argv[i], "-n")) repeats = parse_count(argv[++i], 1);
-        else if (!strcmp(argv[i], "-w")) warmup = parse_count(argv[++i], 0);
+        else if (!strcmp(argv[i], "-n")) o.repeats = parse_count(argv[++i], 1);
+        else if (!strcmp(argv[i], "-w")) o.warmup = parse_count(argv[++i], 0);
         else usage_error("unknown option", argv[i]);
     }
-    start_contexts();
+}
+
 #ifdef CCL_HEALTH_PROBE
-    if (overlap && ar_bytes && bytes) {
+/* -S: started ahead of its work (issue 42: the hook starts it before it
+ * has read its site, so that CUDA starts while Python works), the program
+ * makes every visible GPU's context while it reads standard input:
+ *
+ *   env NAME=VALUE     set after the contexts are made, before NCCL / RCCL
+ *   unset NAME         starts (the hook sends only variables that nothing
+ *                      reads before then: ccl_health/hook/probes.py,
+ *                      LATE_PREFIXES)
+ *   go [OPTIONS]       the options above; the work begins
+ *
+ * End of input without "go": exit 3, nothing measured, nothing printed
+ * (the hook did not want it).  Its timings count from the go; the line
+ * "# early S s before the go, contexts T s after it" says how long it
+ * waited and how much of CUDA's start was left then. */
+static void wait_for_go(Options &o) {
+    static char line[1 << 16];
+    std::vector<std::string> sets, unsets;
+    double t0 = now();
+    std::thread contexts(start_contexts, 1);
+    for (;;) {
+        if (!fgets(line, sizeof line, stdin)) {
+            contexts.join();
+            _exit(3);
+        }
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\n') line[--len] = '\0';
+        if (!strncmp(line, "env ", 4)) {
+            const char *eq = strchr(line + 4, '=');
+            if (!eq || eq == line + 4) usage_error("bad env line", line);
+            sets.push_back(line + 4);
+        } else if (!strncmp(line, "unset ", 6)) {
+            if (!line[6]) usage_error("bad unset line", line);
+            unsets.push_back(line + 6);
+        } else if (!strcmp(line, "go") || !strncmp(line, "go ", 3)) {
+            break;
+        } else usage_error("unknown line on stdin", line);
+    }
+    double t_go = now();
+    std::vector<char *> words{(char *)"go"};
+    for (char *w = strtok(line + 2, " \t"); w; w = strtok(nullptr, " \t"))
+        words.push_back(w);
+    Options given;
+    parse_options((int)words.size(), words.data(), 1, given);
+    given.wait_go = 1;
+    o = given;
+    contexts.join();
+    for (auto &u : unsets) unsetenv(u.c_str());
+    for (auto &kv : sets) {
+        size_t eq = kv.find('=');
+        setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    }
+    t_start = t_go;        /* its timings count from the go */
+    printf("# early %.3f s before the go, contexts %.3f s after it\n",
+           t_go - t0, now() - t_go);
+}
+#endif
+
+int main(int argc, char **argv) {
+    t_start = now();
+    Options o;
+    parse_options(argc, argv, 1, o);
+#ifdef CCL_HEALTH_PROBE
+    if (o.wait_go) wait_for_go(o);
+    else
+#endif
+    start_contexts(2);
+#ifdef CCL_HEALTH_PROBE
+    if (o.overlap && o.ar_bytes && o.bytes) {
         nccl_init = new NcclInit;
         nccl_init->thread = std::thread(init_comms, nccl_init);
     }
 #endif
-    if (bytes) copy_matrix(bytes, repeats, warmup);
+    if (o.bytes) copy_matrix(o.bytes, o.repeats, o.warmup);
 #ifdef CCL_HEALTH_PROBE
-    if (ar_bytes) all_reduce(ar_bytes, ar_iters, ar_warmup);
+    if (o.ar_bytes) all_reduce(o.ar_bytes, o.ar_iters, o.ar_warmup);
     // everything is measured and printed: end here, without tearing down
     // NCCL's communicators and every GPU's context one by one (the driver
     // frees a process's contexts when it ends); every stream flushed first

@@ -66,7 +66,7 @@ from ccl_health.hook.judging import (
 from ccl_health.hook.probe import Probe
 from ccl_health.hook.probes import (
     find_links_tool, find_probe_program, find_tests_prefix, pair_rounds,
-    probe_env, run_links, run_one_process, run_probe)
+    probe_env, run_links, run_one_process, run_probe, start_early)
 from ccl_health.hook.timings import Clock, probe_phases
 from ccl_health.hook.settings import (
     DEFAULT_LIMIT, CouldNotCheck, RECORD_BOUND, resolve)
@@ -174,14 +174,52 @@ def check(settings, environ=None, clock=None):
     try:
         res = _check(settings, environ, before, found, work)
     except CouldNotCheck as err:
+        _cancel_early(found)
         res = unjudged(str(err), settings.t0,
                        (found['system'], found['partition']))
         res = with_node_state(res, before(), None, found['site'],
                               found['expected'], found['job'])
+    finally:
+        _cancel_early(found)
+    res.probe_ahead = found['early'].said if found.get('early') else ''
     res.role = found['role']
     res = with_action(res, found['site'])
     res.timings = clock.as_dict()
     return keep.settle(res, work, not_kept, settings), found['settings']
+
+
+def start_ahead(settings, environ, gpus, work):
+    """The one probe process started ahead of the site and the plan
+    (issue 42: :class:`~ccl_health.hook.probes.EarlyProbe`, CUDA starting
+    on every GPU while Python works), with what the options and the
+    environment alone say: the program of ``--tests-prefix`` or the
+    newest build, the caller's visible GPUs, the clean environment
+    without the site's settings.  None where these say nothing certain
+    (no build, MIG, GPUs named that are not here): the plan starts its
+    own then.  Only where the resource manager allows a probe."""
+    from ccl_health.evidence import nodefacts as node, programs
+    env = dict(resolve(settings, None, environ).env,
+               CCL_HEALTH_RUN_ID=settings.run_id)
+    if 'MIG-' in env.get('CUDA_VISIBLE_DEVICES', ''):
+        return None
+    try:
+        vis = node.visible_gpus(gpus, env)
+        prefix = find_tests_prefix(settings.tests_prefix, None,
+                                   programs.for_vendor(gpus.vendor))
+        path, _ = find_probe_program(prefix, None,
+                                     find_links_tool(prefix, None))
+    except (CouldNotCheck, node.VisibilityError):
+        return None
+    if path is None or vis.unknown or not vis.indices:
+        return None
+    return start_early(path, probe_env(env, gpus, vis, Probe(
+        tuple(vis.indices), 0, tokens=tuple(vis.tokens))), work)
+
+
+def _cancel_early(found):
+    """The process started ahead ended where it was not used."""
+    if found.get('early') is not None:
+        found['early'].cancel('the check ended before its probes')
 
 
 def resource_manager(settings, environ, found):
@@ -213,6 +251,8 @@ def _check(settings, environ, before, found, work):
     allowed, no_probe = node_judge.probe_allowed(rm.node, rm.own_job)
     found['job'] = no_probe
     gpus = node.detect_gpus(environ, whole_node=True)
+    if allowed and gpus.count:
+        found['early'] = start_ahead(settings, environ, gpus, work)
     skip = None
     if gpus.count == 0:
         on_bus = pci.gpus(pci.root_of(environ))
@@ -292,7 +332,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     clock.mark('plan')
     before = before()             # complete before any probe starts
     sampler = sample_while_probing(settings)    # the PCIe links under load
-    tries, attempts, path = _probe(plan, work, before)
+    tries, attempts, path = _probe(plan, work, before, found.get('early'))
     loaded = sampler.stop()
     clock.mark('probe')
     probe_phases(clock, tries)
@@ -483,11 +523,13 @@ def _plan(settings, checked, site, system, partition, gpus, expected_gpus):
                  deadline=settings.deadline - reserve(settings.limit))
 
 
-def _probe(plan, work, before):
+def _probe(plan, work, before, early=None):
     """Every try of the probes: ``(tries, attempts, path)``: the probes of
     each try, every attempt of each all_reduce by its GPUs, and which path
     ran them (for ``--json``); ``before``: the node's state read first
-    (its NVLink links bound an impossible busbw)."""
+    (its NVLink links bound an impossible busbw); ``early``: the one
+    probe process started ahead (:func:`start_ahead`), for the first try
+    where it fits it, else ended before any probe runs."""
     settings = plan.settings
     attempts = {}
 
@@ -499,9 +541,13 @@ def _probe(plan, work, before):
     tries = []
     for attempt in range(1, settings.repeats + 1):
         if plan.one is not None:
-            probes = _one_process_try(plan, attempt, work, judge_probe)
+            probes = _one_process_try(plan, attempt, work, judge_probe,
+                                      early)
         else:
+            if early is not None:
+                early.cancel(f'the probes run apart ({plan.why_not})')
             probes = _apart_try(plan, attempt, work, judge_probe)
+        early = None
         tries.append(probes)
         if attempt_over(probes) != 'retry' or \
                 time.monotonic() > plan.deadline - 2:
@@ -511,9 +557,10 @@ def _probe(plan, work, before):
     return tries, attempts, path
 
 
-def _one_process_try(plan, attempt, work, judge_probe):
-    """One try through the one probe process (:func:`run_one_process`):
-    the all_reduce's probe first, then the copy matrix's (the order of
+def _one_process_try(plan, attempt, work, judge_probe, early=None):
+    """One try through the one probe process (:func:`run_one_process`,
+    ``early``: the process started ahead, used where it fits): the
+    all_reduce's probe first, then the copy matrix's (the order of
     :func:`_apart_try`)."""
     main = None if plan.links_only else plan.probe(plan.visible, plan.entry,
                                                    attempt)
@@ -523,7 +570,7 @@ def _one_process_try(plan, attempt, work, judge_probe):
         probe_env(plan.env, plan.gpus, plan.vis,
                   plan.probe(plan.visible, None, attempt)),
         plan.deadline, plan.peer_copy, plan.settings.iters, work,
-        plan.program, plan.settings.limit)
+        plan.program, plan.settings.limit, early=early)
     probes = []
     if main is not None and att is not None:
         judge_probe(main, att[0], att[1])

@@ -234,15 +234,121 @@ def _part(got, output, started, returncode, timed_out):
                        not_started=got.not_started, asked=got.asked)
 
 
+def _one_process_env(env, logdir, ras_address=None):
+    """The one probe process's environment: ``env`` with NCCL's debug log
+    into ``logdir`` (the transport proof) and its own RAS address."""
+    from ccl_health.evidence import ras
+    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
+                NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
+    penv.setdefault('NCCL_RAS_ADDR', ras_address or ras.free_address())
+    return penv
+
+
+#: what may differ between the environment the probe was started with
+#: ahead and the one its plan gives (sent before its go,
+#: builders/src/ccl_health_links.cu -S): variables nothing in the program
+#: reads before then: NCCL's / RCCL's (read as they start), those of
+#: libfabric and UCX (loaded by NCCL's network plugin as NCCL starts) and
+#: Open MPI's (the program does not use MPI).  Anything else (CUDA's,
+#: HIP's, the loader's, PATH) is read as CUDA starts: a fresh process.
+LATE_PREFIXES = ('NCCL_', 'RCCL_', 'FI_', 'UCX_', 'OMPI_')
+
+
+class EarlyProbe:
+    """``ccl-health-probe -S`` started ahead of the plan (issue 42: CUDA
+    starts on every GPU while the hook reads its site and plans), waiting
+    for its go on standard input.  The plan's run uses it where it names
+    the same program with the same environment (NCCL / RCCL variables
+    aside: they are sent before the go, :meth:`go_text`), else it is
+    cancelled and a fresh process started.  Every one started ends:
+    used (:func:`run_one_process`), :meth:`cancel`, or a signal
+    (:func:`ccl_health.hook.bounded.stop_all`)."""
+
+    def __init__(self, path, env, logdir, proc):
+        self.path, self.env, self.logdir, self.proc = path, env, logdir, proc
+        self.t0 = time.monotonic()
+        self.used = False
+        #: what became of it (``--json``'s ``probe_ahead``)
+        self.said = 'started ahead'
+
+    @property
+    def ras_address(self):
+        return self.env.get('NCCL_RAS_ADDR')
+
+    def go_text(self, path, env, options):
+        """``(text, why)``: what its standard input gets for a run of
+        ``path`` with ``env`` and ``options``: ``env`` / ``unset`` lines
+        for the variables that differ (:data:`LATE_PREFIXES`), then ``go
+        OPTIONS``; text None (and why) where this process cannot be that
+        run (another program, another variable that differs, a value no
+        line can carry)."""
+        if self.used:
+            return None, 'used already'
+        if path != self.path:
+            return None, f'the plan runs {path}'
+        lines = []
+        for k in sorted(set(env) | set(self.env)):
+            if env.get(k) == self.env.get(k):
+                continue
+            if not k.startswith(LATE_PREFIXES):
+                return None, f'{k} differs (read as the program starts)'
+            if any(c in k for c in '=\n\0 ') or \
+                    any(c in env.get(k, '') for c in '\n\0'):
+                return None, f'{k}: a value no line can carry'
+            lines.append(f'env {k}={env[k]}' if k in env else f'unset {k}')
+        if any(' ' in o or '\n' in o for o in options):
+            return None, 'an option no line can carry'
+        return ''.join(f'{line}\n' for line in lines) + \
+            ' '.join(['go'] + list(options)) + '\n', ''
+
+    def go(self, text, timeout, started=None, before_kill=None):
+        """Send ``text`` (:meth:`go_text`) and wait for it as
+        :func:`ccl_health.hook.bounded.finish` does."""
+        self.used = True
+        self.said = (f'started ahead, used: its go '
+                     f'{time.monotonic() - self.t0:.3f} s after its start')
+        return run.finish(self.proc, timeout, started, before_kill,
+                          text=text)
+
+    def cancel(self, why):
+        """Kill it (never used, or not wanted: ``why``)."""
+        if not self.used:
+            self.used = True
+            self.said = f'started ahead, ended: {why}'
+            run.cancel(self.proc)
+
+
+def start_early(path, env, workdir):
+    """:class:`EarlyProbe`: ``path`` (``ccl-health-probe``) started with
+    ``-S`` in ``env`` (:func:`probe_env`'s) and the debug log's folder of
+    its run; None where it could not start (the plan's run then starts
+    it, and names why)."""
+    logdir = run.temporary_folder('probe-', workdir)
+    penv = _one_process_env(env, logdir)
+    proc = run.start([path, '-S'], penv, stdin=True)
+    if isinstance(proc, run.Outcome):
+        run.remove_folder(logdir)
+        return None
+    return EarlyProbe(path, penv, logdir, proc)
+
+
+#: its line when it was started ahead: "# early S s before the go,
+#: contexts T s after it"
+EARLY = re.compile(r'^# early ([0-9.]+) s before the go', re.M)
+
+
 def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
-                    peer_copy, iters, workdir, program=None, limit=None):
+                    peer_copy, iters, workdir, program=None, limit=None,
+                    early=None):
     """Run ``ccl-health-probe`` once (bounded by ``deadline``): the copy
     matrix of ``gpu_ids`` (``with_links``), then the all_reduce of
     ``probe`` (None: none) over them all, NCCL's debug log kept for the
     transport proof.  Returns ``(links_probe, (attempt, launcher words))``:
     the copy matrix judged (None where not run), the all_reduce's attempt
     (:func:`ccl_health.hook.judging.probe_attempt`; None where it never
-    ran: the copy matrix did not complete, its fault is the verdict)."""
+    ran: the copy matrix did not complete, its fault is the verdict).
+    ``early``: an :class:`EarlyProbe` to use where it can be this run
+    (else it is cancelled)."""
     from ccl_health.evidence import copymatrix as links
     from ccl_health.evidence import debuglog, programs, ras
     program = program or programs.NCCL_TESTS
@@ -253,14 +359,15 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
             'the copy matrix of the GPU links')
     remaining = deadline - time.monotonic()
     if remaining < 1:
+        if early is not None:
+            early.cancel('no time left for the probe')
         if lp is not None:
             return judging.not_started(lp, 'the copy matrix of the GPU '
                                            'links', limit), None
         return None, (judging.not_started_attempt(what, limit), '')
-    logdir = run.temporary_folder('probe-', workdir)
-    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
-                NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
-    penv.setdefault('NCCL_RAS_ADDR', ras.free_address())
+    logdir = early.logdir if early is not None else \
+        run.temporary_folder('probe-', workdir)
+    penv = _one_process_env(env, logdir, early and early.ras_address)
     asking = 0.0 if ras.disabled(penv) or probe is None else \
         ras.share(remaining)
     cmd = [path] + (links.links_options(size) if with_links else
@@ -268,16 +375,27 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
         ['-a', str(probe.size if probe else 0), '-i', str(int(iters)),
          '-W', '2']
     ours = re.compile(r'^# (ccl-health-links |error:|usage error:)', re.M)
-    got = run.bounded(cmd, penv, remaining - asking,
-                      started=re.compile(f'{ours.pattern}|{STARTED.pattern}',
-                                         re.M),
-                      before_kill=None if probe is None else
-                      lambda: ras.ask(penv, bound=asking))
+    started = re.compile(f'{ours.pattern}|{STARTED.pattern}', re.M)
+    before_kill = None if probe is None else \
+        lambda: ras.ask(penv, bound=asking)
+    go, why = early.go_text(path, penv, cmd[1:]) if early is not None \
+        else (None, '')
+    if go is not None:
+        got = early.go(go, remaining - asking, started, before_kill)
+        cmd = [path, '-S', f'< {go.strip()!r}']
+    else:
+        if early is not None:
+            early.cancel(why)
+        got = run.bounded(cmd, penv, remaining - asking, started=started,
+                          before_kill=before_kill)
     _keep_output(logdir, cmd, got)
+    head = EARLY.search(got.output or '')
+    early_s = float(head[1]) if head else None
     links_text, ar_text = links.split_probe_output(got.output or '')
     done = True
     if lp is not None:
         lp.seconds = got.seconds
+        lp.early_s = early_s
         res = links.parse_links(links_text)
         done = res.complete and not res.errors
         part = _part(got, links_text, ours, 0 if done else got.returncode,
@@ -289,6 +407,7 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     if probe is None or not done:
         return lp, None
     probe.seconds = got.seconds
+    probe.early_s = early_s
     total = PROGRAM_TOTAL.search(ar_text or '')
     probe.program_s = float(total[1]) if total else None
     init = NCCL_INIT.search(ar_text or '')

@@ -1,0 +1,139 @@
+"""The one probe process started ahead (issue 42): right after the
+resource manager allows a probe and the GPUs are listed, the hook starts
+``ccl-health-probe -S`` (CUDA starts on every GPU while Python reads the
+site and plans), then sends it its NCCL variables and its go on standard
+input; where the plan differs in anything CUDA reads as it starts, or
+wants no such process, the early one is killed and never left behind.
+The stand-in (tests/replay/probe/ccl-health-probe) speaks the program's
+protocol and notes each start and go (CCL_HEALTH_REPLAY_PROBE_STARTS)."""
+
+import os
+
+from helpers.probe import probe_hook
+from helpers.procs import processes_with, wait_until
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def starts(path):
+    """[(pid, what)] of the stand-in's notes, in order."""
+    out = []
+    for line in path.read_text().splitlines():
+        pid, what = line.split(' ', 1)
+        out.append((int(pid), what))
+    return out
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f'/proc/{pid}/stat') as fp:       # a zombie is gone too
+        return fp.read().rsplit(')', 1)[1].split()[0] == 'Z'
+
+
+def test_the_probe_started_ahead_is_the_one_that_runs(tmp_path):
+    notes, seen = tmp_path / 'starts', tmp_path / 'seen.env'
+    rc, line, doc, run = probe_hook(tmp_path, True, env={
+        'CCL_HEALTH_REPLAY_PROBE_STARTS': str(notes),
+        'CCL_HEALTH_REPLAY_PROBE_ENV': str(seen)})
+    assert rc == 0 and line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs'), \
+        line
+    (pid, first), (same, go) = starts(notes)
+    # started with -S alone, the options came with the go: one process
+    assert (first, go, same) == ('start -S', 'go', pid)
+    assert (run / 'probe-args').read_text() == (
+        '-b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2 | '
+        'CUDA_VISIBLE_DEVICES=0,1\n')
+    env = dict(ln.split('=', 1) for ln in seen.read_text().splitlines())
+    # the site's NCCL setting (site/local.yaml), sent before the go; the
+    # debug log and the marks of the run given at the start
+    assert env['NCCL_NVLS_ENABLE'] == '0'
+    assert env['NCCL_DEBUG'] == 'INFO'
+    assert env['CCL_HEALTH_RUN_ID']            # its processes: the run's
+    assert doc['probes'][0]['early_s'] is not None
+    assert doc['probe_ahead'].startswith('started ahead, used: its go ')
+    assert doc['timings']['probe_early'] >= 0
+    assert (doc['probes'][0]['proven'], doc['probes'][0]['verdict']) == (
+        'intra', 'pass')
+
+
+def test_an_early_probe_the_plan_does_not_want_is_killed(tmp_path):
+    """No reference at the size asked: could not check, and the process
+    started ahead is ended by the hook (no go, not left running)."""
+    notes = tmp_path / 'starts'
+    rc, line, doc, run = probe_hook(tmp_path, True, '--size', '3G', env={
+        'CCL_HEALTH_REPLAY_PROBE_STARTS': str(notes)})
+    assert rc == 2 and line.startswith('COULD-NOT-CHECK: no reference'), line
+    assert doc['probe_ahead'] == ('started ahead, ended: the check ended '
+                                  'before its probes')
+    # killed, maybe before the stand-in's Python could note its start
+    noted = starts(notes) if notes.exists() else []
+    assert [w for _, w in noted] in ([], ['start -S'])
+    assert all(gone(pid) for pid, _ in noted)
+    assert wait_until(lambda: not processes_with(str(run)), 5), \
+        'a probe outlived the hook'
+    assert not (run / 'probe-args').exists()     # it never got its go
+
+
+def test_a_variable_cuda_reads_in_the_plan_starts_a_fresh_process(tmp_path):
+    """The site's health.env sets a CUDA variable: the process started
+    without it cannot have it (CUDA read its environment as it started),
+    so it is killed and the plan's own process runs, with it."""
+    import shutil
+    site = tmp_path / 'site'
+    shutil.copytree(os.path.join(REPO, 'site'), site)
+    text = (site / 'local.yaml').read_text()
+    (site / 'local.yaml').write_text(text.replace(
+        '  launcher: mpirun --bind-to none -np\n',
+        '  launcher: mpirun --bind-to none -np\n'
+        '  env:\n    CUDA_DEVICE_MAX_CONNECTIONS: "1"\n'))
+    notes, seen = tmp_path / 'starts', tmp_path / 'seen.env'
+    rc, line, doc, run = probe_hook(tmp_path, True, env={
+        'CCL_HEALTH_SITE_DIR': str(site),
+        'CCL_HEALTH_REPLAY_PROBE_STARTS': str(notes),
+        'CCL_HEALTH_REPLAY_PROBE_ENV': str(seen)})
+    assert rc == 0 and line.startswith('HEALTHY: '), line
+    assert doc['probe_ahead'] == (
+        'started ahead, ended: CUDA_DEVICE_MAX_CONNECTIONS differs (read as '
+        'the program starts)')
+    # the early one killed (maybe before its Python noted its start), then
+    # the plan's own, with its options on its command line
+    *early, (fresh, last) = starts(notes)
+    assert [w for _, w in early] in ([], ['start -S'])
+    assert all(gone(pid) for pid, _ in early)
+    assert last == ('start -b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2')
+    env = dict(ln.split('=', 1) for ln in seen.read_text().splitlines())
+    assert env['CUDA_DEVICE_MAX_CONNECTIONS'] == '1'
+    assert doc['probes'][0]['early_s'] is None
+    assert 'probe_early' not in doc['timings']
+
+
+def test_what_an_early_probe_is_sent():
+    """Only NCCL / RCCL / libfabric / UCX / Open MPI variables may differ
+    (set or unset before the go); anything else, another program, or a
+    value no line carries: None (a fresh process)."""
+    from ccl_health.hook.probes import EarlyProbe
+    started = {'PATH': '/usr/bin', 'NCCL_DEBUG': 'INFO', 'NCCL_X': 'old',
+               'CUDA_VISIBLE_DEVICES': '0,1'}
+    e = EarlyProbe('/p/ccl-health-probe', started, '/tmp/x', proc=None)
+    opts = ['-b', '268435456', '-a', '0']
+    assert e.go_text('/p/ccl-health-probe', dict(started), opts) == (
+        'go -b 268435456 -a 0\n', '')
+    plan = dict(started, NCCL_X='new', FI_PROVIDER='efa',
+                OMPI_MCA_plm_rsh_agent='')
+    del plan['NCCL_DEBUG']
+    assert e.go_text('/p/ccl-health-probe', plan, opts) == (
+        'env FI_PROVIDER=efa\nunset NCCL_DEBUG\nenv NCCL_X=new\n'
+        'env OMPI_MCA_plm_rsh_agent=\ngo -b 268435456 -a 0\n', '')
+    for other in ({'CUDA_VISIBLE_DEVICES': '1,0'}, {'PATH': '/bin'},
+                  {'HSA_XNACK': '1'}, {'LD_PRELOAD': 'x.so'},
+                  {'NCCL_X': 'two\nlines'}):
+        text, why = e.go_text('/p/ccl-health-probe',
+                              dict(started, **other), opts)
+        assert text is None and why.startswith(next(iter(other))), other
+    assert e.go_text('/q/ccl-health-probe', dict(started), opts) == (
+        None, 'the plan runs /q/ccl-health-probe')
+    e.used = True                               # one go only
+    assert e.go_text('/p/ccl-health-probe', dict(started), opts)[0] is None
