@@ -27,13 +27,15 @@
  * source is ccl-health-probe, the hook's one probe process (issue 42):
  *
  *   ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP]
- *                    [-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1]
+ *                    [-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1] [-S]
  *
  * CUDA / HIP starts once: the copy matrix above (-b 0: none), then, after
  * the line "# ccl-health-probe all_reduce", NCCL's all_reduce (float, sum)
  * of -a BYTES (default 1G; 0: none) over every visible GPU from this one
- * process (ncclCommInitAll, one stream per GPU, group calls): -W untimed
- * then -i timed iterations out of place, the same in place.  The result is
+ * process (ncclCommInitAll, one stream per GPU, group calls; each GPU's
+ * buffers made and filled in a thread of its own meanwhile): -W untimed
+ * then -i timed iterations out of place, then -i in place (nccl-tests
+ * warms up once, before the out-of-place pass).  The result is
  * checked on the GPUs: rank r sends (r + 1) * (1 + i % 13) at element i,
  * every element received must be n (n + 1) / 2 * (1 + i % 13) (exact in
  * float), counted by a kernel.  That part is printed in nccl-tests' own
@@ -42,7 +44,9 @@
  * "# Out of bounds values", "# Avg bus bandwidth"; an NCCL / CUDA error
  * there is nccl-tests' "Test NCCL failure" / "Test CUDA failure" line
  * (exit 1).  NCCL's own debug log goes where NCCL_DEBUG_FILE says.
- * "# nccl init S s" says how long ncclCommInitAll took.  -O 1 makes the
+ * "# nccl init S s" says how long ncclCommInitAll took, "# all_reduce
+ * phases: ..." where the rest of the all_reduce's time went.  -S: started
+ * ahead, its options come on standard input (wait_for_go below).  -O 1 makes the
  * communicators in a thread WHILE the copy matrix runs (its start-up
  * hidden behind the copies); -O 0, the default, after it: nothing else
  * runs on the GPUs while the copies are timed.  -O 1 stays off until the
