@@ -341,6 +341,8 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}
     ours = {p for c in cases.values() for p in c.run_pids()}
+    if found.get('early') is not None:   # on the GPUs since before "before"
+        ours.add(found['early'].proc.pid)
     res = with_node_state(judge_attempts(
         tries, settings.repeats, result_of, plan.pair_entry, plan.size,
         plan.n, system, partition, t0, plan.links_tool, plan.links_only,
