@@ -55,6 +55,7 @@ def test_the_probe_started_ahead_is_the_one_that_runs(tmp_path):
     assert doc['probes'][0]['early_s'] is not None
     assert doc['probe_ahead'].startswith('started ahead, used: its go ')
     assert doc['timings']['probe_early'] >= 0
+    assert doc['timings']['probe_start_ahead'] >= 0     # out of 'site'
     assert (doc['probes'][0]['proven'], doc['probes'][0]['verdict']) == (
         'intra', 'pass')
 

@@ -252,7 +252,9 @@ def _check(settings, environ, before, found, work):
     found['job'] = no_probe
     gpus = node.detect_gpus(environ, whole_node=True)
     if allowed and gpus.count:
+        t = time.monotonic()
         found['early'] = start_ahead(settings, environ, gpus, work)
+        found['clock'].aside('probe_start_ahead', time.monotonic() - t)
     skip = None
     if gpus.count == 0:
         on_bus = pci.gpus(pci.root_of(environ))

@@ -17,9 +17,11 @@ all_reduce with its check; ``probe_nccl_init`` the communicators alone,
 its ``# nccl init`` line), ``probe_program`` (its ``# probe total``),
 ``probe_outside`` (``probe`` less the program's own time: its start and
 its exit).  Where the one probe process was started ahead
-(:class:`ccl_health.hook.probes.EarlyProbe`), ``probe_early`` is how long
-it ran before its go (beside the phases before ``probe``, not in
-``total`` twice), and its own lines count from the go."""
+(:class:`ccl_health.hook.probes.EarlyProbe`), ``probe_start_ahead`` is
+what starting it cost the main thread (a phase of its own, out of
+``site``), ``probe_early`` how long it ran before its go (beside the
+phases before ``probe``, not in ``total`` twice), and its own lines count
+from the go."""
 
 import os
 import time
