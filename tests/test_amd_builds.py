@@ -480,10 +480,12 @@ def test_probe_started_ahead_waits_for_its_go(hip_toolchain, tmp_path):
     """ccl-health-probe -S (issue 42, the hook starts it ahead): built with
     hipcc against a stand-in RCCL, it waits on standard input: the end of
     input without a go ends it at once with exit 3 and nothing printed
-    (the hook did not want it); env / unset lines then ``go OPTIONS`` run
+    (the hook did not want it), also once started (its contexts and NCCL
+    in threads); env / unset lines, "start nccl", then ``go OPTIONS`` run
     it with those options (its "# early" line, then, without a GPU here,
-    the copy matrix's own error, exit 1); a line of no known form is a
-    usage error (exit 2)."""
+    the copy matrix's own error, exit 1); a line of no known form, or an
+    env line after the start (its threads run), is a usage error (exit
+    2)."""
     from ccl_health.evidence import copymatrix as links
     (tmp_path / 'rccl').mkdir()
     (tmp_path / 'rccl' / 'rccl.h').write_text(_RCCL_STUB_H)
@@ -503,7 +505,13 @@ def test_probe_started_ahead_waits_for_its_go(hip_toolchain, tmp_path):
                               text=True, timeout=60, env=env)
     quiet = run('env NCCL_DEBUG=INFO\n')
     assert (quiet.returncode, quiet.stdout) == (3, '')
-    nothing = run('env NCCL_X=a b\nunset NCCL_Y\ngo -b 0 -a 0\n')
+    begun = run('env NCCL_DEBUG=INFO\nstart nccl\n')
+    assert (begun.returncode, begun.stdout) == (3, '')
+    late = run('start\nenv NCCL_X=1\n')
+    assert late.returncode == 2 and late.stdout.startswith(
+        '# usage error: unknown line on stdin: env NCCL_X=1'), late.stdout
+    nothing = run('env NCCL_X=a b\nunset NCCL_Y\nstart nccl\n'
+                  'go -b 0 -a 0\n')
     assert nothing.returncode == 0, nothing.stdout + nothing.stderr
     assert re.fullmatch(r'# early [0-9.]+ s before the go, contexts [0-9.]+ '
                         r's after it\n', nothing.stdout), nothing.stdout

@@ -1,11 +1,13 @@
 """The one probe process started ahead (issue 42): right after the
 resource manager allows a probe and the GPUs are listed, the hook starts
-``ccl-health-probe -S`` (CUDA starts on every GPU while Python reads the
-site and plans), then sends it its NCCL variables and its go on standard
-input; where the plan differs in anything CUDA reads as it starts, or
-wants no such process, the early one is killed and never left behind.
-The stand-in (tests/replay/probe/ccl-health-probe) speaks the program's
-protocol and notes each start and go (CCL_HEALTH_REPLAY_PROBE_STARTS)."""
+``ccl-health-probe -S`` (CUDA's driver starts while Python reads the
+site), sends it its NCCL variables and "start nccl" once the plan is made
+(its contexts and NCCL's communicators made while the hook waits for the
+node's first reading), then its go; where the plan differs in anything
+CUDA reads as it starts, or wants no such process, the early one is
+killed and never left behind.  The stand-in (tests/replay/probe/
+ccl-health-probe) speaks the program's protocol and notes each exec,
+start line and go (CCL_HEALTH_REPLAY_PROBE_STARTS)."""
 
 import os
 
@@ -40,9 +42,11 @@ def test_the_probe_started_ahead_is_the_one_that_runs(tmp_path):
         'CCL_HEALTH_REPLAY_PROBE_ENV': str(seen)})
     assert rc == 0 and line.startswith('HEALTHY: all_reduce 1GiB on 2 GPUs'), \
         line
-    (pid, first), (same, go) = starts(notes)
-    # started with -S alone, the options came with the go: one process
-    assert (first, go, same) == ('start -S', 'go', pid)
+    (pid, first), (same, begin), (again, go) = starts(notes)
+    # started with -S alone, set to work (NCCL too: an all_reduce is
+    # planned), the options came with the go: one process
+    assert (first, begin, go) == ('exec -S', 'start nccl', 'go')
+    assert pid == same == again
     assert (run / 'probe-args').read_text() == (
         '-b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2 | '
         'CUDA_VISIBLE_DEVICES=0,1\n')
@@ -71,7 +75,7 @@ def test_an_early_probe_the_plan_does_not_want_is_killed(tmp_path):
                                   'before its probes')
     # killed, maybe before the stand-in's Python could note its start
     noted = starts(notes) if notes.exists() else []
-    assert [w for _, w in noted] in ([], ['start -S'])
+    assert [w for _, w in noted] in ([], ['exec -S'])
     assert all(gone(pid) for pid, _ in noted)
     assert wait_until(lambda: not processes_with(str(run)), 5), \
         'a probe outlived the hook'
@@ -102,9 +106,9 @@ def test_a_variable_cuda_reads_in_the_plan_starts_a_fresh_process(tmp_path):
     # the early one killed (maybe before its Python noted its start), then
     # the plan's own, with its options on its command line
     *early, (fresh, last) = starts(notes)
-    assert [w for _, w in early] in ([], ['start -S'])
+    assert [w for _, w in early] in ([], ['exec -S'])
     assert all(gone(pid) for pid, _ in early)
-    assert last == ('start -b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2')
+    assert last == ('exec -b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2')
     env = dict(ln.split('=', 1) for ln in seen.read_text().splitlines())
     assert env['CUDA_DEVICE_MAX_CONNECTIONS'] == '1'
     assert doc['probes'][0]['early_s'] is None
@@ -113,28 +117,59 @@ def test_a_variable_cuda_reads_in_the_plan_starts_a_fresh_process(tmp_path):
 
 def test_what_an_early_probe_is_sent():
     """Only NCCL / RCCL / libfabric / UCX / Open MPI variables may differ
-    (set or unset before the go); anything else, another program, or a
+    (set or unset before its start); anything else, another program, or a
     value no line carries: None (a fresh process)."""
     from ccl_health.hook.probes import EarlyProbe
     started = {'PATH': '/usr/bin', 'NCCL_DEBUG': 'INFO', 'NCCL_X': 'old',
                'CUDA_VISIBLE_DEVICES': '0,1'}
     e = EarlyProbe('/p/ccl-health-probe', started, '/tmp/x', proc=None)
-    opts = ['-b', '268435456', '-a', '0']
-    assert e.go_text('/p/ccl-health-probe', dict(started), opts) == (
-        'go -b 268435456 -a 0\n', '')
+    assert e.env_lines('/p/ccl-health-probe', dict(started)) == ([], '')
     plan = dict(started, NCCL_X='new', FI_PROVIDER='efa',
                 OMPI_MCA_plm_rsh_agent='')
     del plan['NCCL_DEBUG']
-    assert e.go_text('/p/ccl-health-probe', plan, opts) == (
-        'env FI_PROVIDER=efa\nunset NCCL_DEBUG\nenv NCCL_X=new\n'
-        'env OMPI_MCA_plm_rsh_agent=\ngo -b 268435456 -a 0\n', '')
+    assert e.env_lines('/p/ccl-health-probe', plan) == (
+        ['env FI_PROVIDER=efa', 'unset NCCL_DEBUG', 'env NCCL_X=new',
+         'env OMPI_MCA_plm_rsh_agent='], '')
     for other in ({'CUDA_VISIBLE_DEVICES': '1,0'}, {'PATH': '/bin'},
                   {'HSA_XNACK': '1'}, {'LD_PRELOAD': 'x.so'},
                   {'NCCL_X': 'two\nlines'}):
-        text, why = e.go_text('/p/ccl-health-probe',
-                              dict(started, **other), opts)
-        assert text is None and why.startswith(next(iter(other))), other
-    assert e.go_text('/q/ccl-health-probe', dict(started), opts) == (
+        lines, why = e.env_lines('/p/ccl-health-probe',
+                                 dict(started, **other))
+        assert lines is None and why.startswith(next(iter(other))), other
+    assert e.env_lines('/q/ccl-health-probe', dict(started)) == (
         None, 'the plan runs /q/ccl-health-probe')
-    e.used = True                               # one go only
-    assert e.go_text('/p/ccl-health-probe', dict(started), opts)[0] is None
+
+
+def test_an_early_probe_runs_only_the_run_it_was_started_for(tmp_path):
+    """Its go only for the program and environment of its start line;
+    another (or none begun): killed, and the caller starts a fresh one."""
+    import sys
+    from ccl_health.hook import bounded
+    from ccl_health.hook.probes import EarlyProbe
+    script = tmp_path / 'p.py'
+    script.write_text('import sys\nprint(sys.stdin.read(), end="")\n')
+    env = {'PATH': '/usr/bin:/bin'}
+
+    def early():
+        proc = bounded.start([sys.executable, str(script)], env, stdin=True)
+        return EarlyProbe(str(script), env, str(tmp_path), proc)
+    e = early()
+    assert e.begin(str(script), dict(env, NCCL_X='1'), nccl=True)
+    got = e.go(str(script), dict(env, NCCL_X='1'), ['-b', '0'], 30)
+    assert got.returncode == 0
+    assert got.output == 'env NCCL_X=1\nstart nccl\ngo -b 0\n'
+    assert e.said.startswith('started ahead, used: its go ')
+    for begun in (True, False):
+        e = early()
+        if begun:
+            assert e.begin(str(script), env, nccl=False)
+        assert e.go(str(script), dict(env, NCCL_X='2'), [], 30) is None
+        assert e.said == 'started ahead, ended: ' + (
+            'the run is not the one it was started for' if begun else
+            'it was not started for the run')
+        assert e.proc.returncode is not None          # killed and reaped
+    e = early()
+    assert not e.begin(str(script), dict(env, LD_PRELOAD='x.so'), True)
+    assert e.said == ('started ahead, ended: LD_PRELOAD differs (read as '
+                      'the program starts)')
+    assert e.proc.poll() is not None

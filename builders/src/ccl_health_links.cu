@@ -181,6 +181,10 @@ static void start_contexts(int min_gpus) {
     for (auto &t : started) t.join();
 }
 
+/* What must end before the copies are timed (ccl-health-probe: NCCL's
+ * communicators started before the go, -S, unless -O 1). */
+static void before_timed_copies(void);
+
 /* The copy matrix of every visible GPU pair (the output above). */
 static void copy_matrix(size_t bytes, int repeats, int warmup) {
     int n = 0, drv = 0, rt = 0;
@@ -227,6 +231,7 @@ static void copy_matrix(size_t bytes, int repeats, int warmup) {
         CHECK(cudaEventCreate(&g[d].stop), d);
         CHECK(cudaDeviceSynchronize(), d);
     }
+    before_timed_copies();
     double t_ready = now();
     printf("# init %.3f s\n", t_ready - t_start);
     printf("# src dst bytes seconds GB/s\n");
@@ -317,7 +322,9 @@ static void copy_matrix(size_t bytes, int repeats, int warmup) {
     }
 }
 
-#ifdef CCL_HEALTH_PROBE
+#ifndef CCL_HEALTH_PROBE
+static void before_timed_copies(void) {}
+#else
 /* -- the all_reduce of every visible GPU (ccl-health-probe) -------------- */
 
 static char host_name[256] = "localhost";
@@ -436,8 +443,11 @@ struct NcclInit {
     ncclResult_t res = ncclSuccess;
     double seconds = 0;
     std::thread thread;
+    const char *when = "";       /* its "# nccl init" line's words */
 };
 static NcclInit *nccl_init = nullptr;
+/* -O 1: the communicators are made while the copies run */
+static int nccl_during_copies = 0;
 
 static void init_comms(NcclInit *init) {
     int n = 0;
@@ -451,6 +461,21 @@ static void init_comms(NcclInit *init) {
     for (int d = 0; d < n; d++) devs[d] = d;
     init->res = ncclCommInitAll(init->comms.data(), n, devs.data());
     init->seconds = now() - t;
+}
+
+/* ncclCommInitAll in a thread of its own from now on */
+static void start_nccl(const char *when) {
+    nccl_init = new NcclInit;
+    nccl_init->when = when;
+    nccl_init->thread = std::thread(init_comms, nccl_init);
+}
+
+static void before_timed_copies(void) {
+    if (!nccl_init || nccl_during_copies || !nccl_init->thread.joinable()) return;
+    double t = now();
+    nccl_init->thread.join();
+    printf("# nccl init (started before the go) waited for %.3f s before the copies\n",
+           now() - t);
 }
 
 static void all_reduce(size_t bytes, int iters, int warmup) {
@@ -483,12 +508,10 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
     std::vector<std::thread> preparing;
     for (int d = 0; d < n; d++)
         preparing.emplace_back(prepare, &r[d], d, bytes, count, &prepared[d]);
-    bool overlapped = nccl_init != nullptr;
-    if (overlapped) nccl_init->thread.join();
-    else {
+    if (nccl_init == nullptr) {
         nccl_init = new NcclInit;
         init_comms(nccl_init);
-    }
+    } else if (nccl_init->thread.joinable()) nccl_init->thread.join();
     for (auto &t : preparing) t.join();
     double t_ready = now();
     for (int d = 0; d < n; d++)
@@ -503,8 +526,7 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
     NCHECK(nccl_init->res);
     if ((int)nccl_init->comms.size() != n) NCHECK(ncclInvalidUsage);
     std::vector<ncclComm_t> &comms = nccl_init->comms;
-    printf("# nccl init %.3f s%s\n", nccl_init->seconds,
-           overlapped ? " (during the copy matrix)" : "");
+    printf("# nccl init %.3f s%s\n", nccl_init->seconds, nccl_init->when);
     fflush(stdout);
     for (int d = 0; d < n; d++) r[d].comm = comms[d];
     /* out of place: the input stays, the result of the last one is checked;
@@ -588,38 +610,59 @@ static void parse_options(int argc, char **argv, int first, Options &o) {
 
 #ifdef CCL_HEALTH_PROBE
 /* -S: started ahead of its work (issue 42: the hook starts it before it
- * has read its site, so that CUDA starts while Python works), the program
- * makes every visible GPU's context while it reads standard input:
+ * has read its site, so that CUDA starts while Python works).  CUDA's
+ * driver starts at once; then the program reads standard input:
  *
- *   env NAME=VALUE     set after the contexts are made, before NCCL / RCCL
- *   unset NAME         starts (the hook sends only variables that nothing
- *                      reads before then: ccl_health/hook/probes.py,
- *                      LATE_PREFIXES)
- *   go [OPTIONS]       the options above; the work begins
+ *   env NAME=VALUE     set in its environment (the hook sends only variables
+ *   unset NAME         nothing reads before the start: ccl_health/hook/
+ *                      probes.py, LATE_PREFIXES)
+ *   start [nccl]       every visible GPU's context made, one thread each,
+ *                      and with "nccl" NCCL's communicators (ncclCommInitAll)
+ *                      in a thread of their own, while it waits for its go;
+ *                      they end before the copies are timed, unless -O 1
+ *   go [OPTIONS]       the options above; the work begins (a go without a
+ *                      start starts first)
  *
- * End of input without "go": exit 3, nothing measured, nothing printed
- * (the hook did not want it).  Its timings count from the go; the line
- * "# early S s before the go, contexts T s after it" says how long it
- * waited and how much of CUDA's start was left then. */
+ * The variables are set before any thread of its own runs.  The end of
+ * input without "go": exit 3, nothing measured, nothing printed (the hook
+ * did not want it).  Its timings count from the go; the line "# early S s
+ * before the go, contexts T s after it" says how long it waited and how
+ * much of the contexts' start was left then. */
 static void wait_for_go(Options &o) {
     static char line[1 << 16];
     std::vector<std::string> sets, unsets;
     double t0 = now();
-    std::thread contexts(start_contexts, 1);
+    int count = 0;
+    (void)cudaGetDeviceCount(&count);      /* the driver starts now */
+    std::thread contexts;
+    bool begun = false;
+    auto begin = [&](bool nccl) {
+        if (begun) return;
+        begun = true;
+        for (auto &u : unsets) unsetenv(u.c_str());
+        for (auto &kv : sets) {
+            size_t eq = kv.find('=');
+            setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+        }
+        contexts = std::thread(start_contexts, 1);
+        if (nccl) start_nccl(" (started before the go)");
+    };
     for (;;) {
         if (!fgets(line, sizeof line, stdin)) {
-            contexts.join();
-            _exit(3);
+            fflush(NULL);
+            _exit(3);             /* not wanted: no thread waited for */
         }
         size_t len = strlen(line);
         if (len && line[len - 1] == '\n') line[--len] = '\0';
-        if (!strncmp(line, "env ", 4)) {
+        if (!strncmp(line, "env ", 4) && !begun) {
             const char *eq = strchr(line + 4, '=');
             if (!eq || eq == line + 4) usage_error("bad env line", line);
             sets.push_back(line + 4);
-        } else if (!strncmp(line, "unset ", 6)) {
+        } else if (!strncmp(line, "unset ", 6) && !begun) {
             if (!line[6]) usage_error("bad unset line", line);
             unsets.push_back(line + 6);
+        } else if (!strcmp(line, "start") || !strcmp(line, "start nccl")) {
+            begin(line[5] != '\0');
         } else if (!strcmp(line, "go") || !strncmp(line, "go ", 3)) {
             break;
         } else usage_error("unknown line on stdin", line);
@@ -632,12 +675,8 @@ static void wait_for_go(Options &o) {
     parse_options((int)words.size(), words.data(), 1, given);
     given.wait_go = 1;
     o = given;
+    begin(false);
     contexts.join();
-    for (auto &u : unsets) unsetenv(u.c_str());
-    for (auto &kv : sets) {
-        size_t eq = kv.find('=');
-        setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
-    }
     t_start = t_go;        /* its timings count from the go */
     printf("# early %.3f s before the go, contexts %.3f s after it\n",
            t_go - t0, now() - t_go);
@@ -654,10 +693,9 @@ int main(int argc, char **argv) {
 #endif
     start_contexts(2);
 #ifdef CCL_HEALTH_PROBE
-    if (o.overlap && o.ar_bytes && o.bytes) {
-        nccl_init = new NcclInit;
-        nccl_init->thread = std::thread(init_comms, nccl_init);
-    }
+    nccl_during_copies = o.overlap;
+    if (o.overlap && o.ar_bytes && o.bytes && nccl_init == nullptr)
+        start_nccl(" (during the copy matrix)");
 #endif
     if (o.bytes) copy_matrix(o.bytes, o.repeats, o.warmup);
 #ifdef CCL_HEALTH_PROBE

@@ -66,7 +66,8 @@ from ccl_health.hook.judging import (
 from ccl_health.hook.probe import Probe
 from ccl_health.hook.probes import (
     find_links_tool, find_probe_program, find_tests_prefix, pair_rounds,
-    probe_env, run_links, run_one_process, run_probe, start_early)
+    one_process_env, probe_env, run_links, run_one_process, run_probe,
+    start_early)
 from ccl_health.hook.timings import Clock, probe_phases
 from ccl_health.hook.settings import (
     DEFAULT_LIMIT, CouldNotCheck, RECORD_BOUND, resolve)
@@ -331,6 +332,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         return fault
     plan = _plan(settings, checked, site, system, partition, gpus,
                  expected_gpus or gpus.count)
+    _begin_early(plan, found.get('early'))
     clock.mark('plan')
     before = before()             # complete before any probe starts
     sampler = sample_while_probing(settings)    # the PCIe links under load
@@ -527,13 +529,31 @@ def _plan(settings, checked, site, system, partition, gpus, expected_gpus):
                  deadline=settings.deadline - reserve(settings.limit))
 
 
+def _begin_early(plan, early):
+    """The process started ahead (:func:`start_ahead`) set to work for the
+    plan: its environment made the plan's, its contexts and (where an
+    all_reduce is planned) NCCL's communicators started while the hook
+    waits for the node's first reading; cancelled where the plan runs the
+    programs apart or another program or environment."""
+    if early is None:
+        return
+    if plan.one is None:
+        early.cancel(f'the probes run apart ({plan.why_not})')
+        return
+    env = probe_env(plan.env, plan.gpus, plan.vis,
+                    plan.probe(plan.visible, None, 1))
+    early.begin(plan.one, one_process_env(env, early.logdir,
+                                          early.ras_address),
+                nccl=not plan.links_only)
+
+
 def _probe(plan, work, before, early=None):
     """Every try of the probes: ``(tries, attempts, path)``: the probes of
     each try, every attempt of each all_reduce by its GPUs, and which path
     ran them (for ``--json``); ``before``: the node's state read first
     (its NVLink links bound an impossible busbw); ``early``: the one
-    probe process started ahead (:func:`start_ahead`), for the first try
-    where it fits it, else ended before any probe runs."""
+    probe process started ahead (:func:`start_ahead`, set to work by
+    :func:`_begin_early`), for the first try where it is the one process."""
     settings = plan.settings
     attempts = {}
 
@@ -548,8 +568,6 @@ def _probe(plan, work, before, early=None):
             probes = _one_process_try(plan, attempt, work, judge_probe,
                                       early)
         else:
-            if early is not None:
-                early.cancel(f'the probes run apart ({plan.why_not})')
             probes = _apart_try(plan, attempt, work, judge_probe)
         early = None
         tries.append(probes)

@@ -234,7 +234,7 @@ def _part(got, output, started, returncode, timed_out):
                        not_started=got.not_started, asked=got.asked)
 
 
-def _one_process_env(env, logdir, ras_address=None):
+def one_process_env(env, logdir, ras_address=None):
     """The one probe process's environment: ``env`` with NCCL's debug log
     into ``logdir`` (the transport proof) and its own RAS address."""
     from ccl_health.evidence import ras
@@ -255,19 +255,23 @@ LATE_PREFIXES = ('NCCL_', 'RCCL_', 'FI_', 'UCX_', 'OMPI_')
 
 
 class EarlyProbe:
-    """``ccl-health-probe -S`` started ahead of the plan (issue 42: CUDA
-    starts on every GPU while the hook reads its site and plans), waiting
-    for its go on standard input.  The plan's run uses it where it names
-    the same program with the same environment (NCCL / RCCL variables
-    aside: they are sent before the go, :meth:`go_text`), else it is
-    cancelled and a fresh process started.  Every one started ends:
-    used (:func:`run_one_process`), :meth:`cancel`, or a signal
+    """``ccl-health-probe -S`` started ahead of the plan (issue 42: CUDA's
+    driver starts while the hook reads its site), waiting on standard
+    input.  Once the plan is made it is started (:meth:`begin`: every
+    GPU's context, and NCCL's communicators where an all_reduce is
+    planned) where the plan runs the same program with the same
+    environment (NCCL / RCCL ... variables aside, :data:`LATE_PREFIXES`:
+    they are sent before the start), else cancelled and a fresh process
+    started; the probe's run sends its go (:meth:`go`).  Every one started
+    ends: used, :meth:`cancel`, or a signal
     (:func:`ccl_health.hook.bounded.stop_all`)."""
 
     def __init__(self, path, env, logdir, proc):
         self.path, self.env, self.logdir, self.proc = path, env, logdir, proc
         self.t0 = time.monotonic()
         self.used = False
+        #: the environment it was started with (:meth:`begin`), else None
+        self.begun = None
         #: what became of it (``--json``'s ``probe_ahead``)
         self.said = 'started ahead'
 
@@ -275,13 +279,11 @@ class EarlyProbe:
     def ras_address(self):
         return self.env.get('NCCL_RAS_ADDR')
 
-    def go_text(self, path, env, options):
-        """``(text, why)``: what its standard input gets for a run of
-        ``path`` with ``env`` and ``options``: ``env`` / ``unset`` lines
-        for the variables that differ (:data:`LATE_PREFIXES`), then ``go
-        OPTIONS``; text None (and why) where this process cannot be that
-        run (another program, another variable that differs, a value no
-        line can carry)."""
+    def env_lines(self, path, env):
+        """``(lines, why)``: the ``env`` / ``unset`` lines that make this
+        process's environment ``env`` for a run of ``path``; lines None
+        (and why) where they cannot (another program, another variable
+        that differs, a value no line can carry)."""
         if self.used:
             return None, 'used already'
         if path != self.path:
@@ -296,19 +298,44 @@ class EarlyProbe:
                     any(c in env.get(k, '') for c in '\n\0'):
                 return None, f'{k}: a value no line can carry'
             lines.append(f'env {k}={env[k]}' if k in env else f'unset {k}')
-        if any(' ' in o or '\n' in o for o in options):
-            return None, 'an option no line can carry'
-        return ''.join(f'{line}\n' for line in lines) + \
-            ' '.join(['go'] + list(options)) + '\n', ''
+        return lines, ''
 
-    def go(self, text, timeout, started=None, before_kill=None):
-        """Send ``text`` (:meth:`go_text`) and wait for it as
-        :func:`ccl_health.hook.bounded.finish` does."""
+    def begin(self, path, env, nccl):
+        """Start its work for a run of ``path`` with ``env`` (its contexts;
+        ``nccl``: NCCL's communicators too), or cancel it where it cannot
+        be that run.  True where it was started."""
+        lines, why = self.env_lines(path, env)
+        if lines is not None:
+            try:
+                self.proc.stdin.write(''.join(f'{ln}\n' for ln in lines) +
+                                      ('start nccl\n' if nccl else
+                                       'start\n'))
+                self.proc.stdin.flush()
+                self.begun = dict(env)
+                return True
+            except (OSError, ValueError) as err:
+                why = f'it could not be told to start ({err})'
+        self.cancel(why)
+        return False
+
+    def go(self, path, env, options, timeout, started=None,
+           before_kill=None):
+        """Its go for the run of ``path`` with ``env`` and ``options``
+        (:func:`ccl_health.hook.bounded.finish`'s outcome), or None where
+        it was not started for exactly that run (then it is cancelled)."""
+        if self.begun is None or path != self.path or env != self.begun:
+            self.cancel('the run is not the one it was started for'
+                        if self.begun is not None else
+                        'it was not started for the run')
+            return None
+        if any(' ' in o or '\n' in o for o in options):
+            self.cancel('an option no line can carry')
+            return None
         self.used = True
         self.said = (f'started ahead, used: its go '
                      f'{time.monotonic() - self.t0:.3f} s after its start')
         return run.finish(self.proc, timeout, started, before_kill,
-                          text=text)
+                          text=' '.join(['go'] + list(options)) + '\n')
 
     def cancel(self, why):
         """Kill it (never used, or not wanted: ``why``)."""
@@ -324,7 +351,7 @@ def start_early(path, env, workdir):
     its run; None where it could not start (the plan's run then starts
     it, and names why)."""
     logdir = run.temporary_folder('probe-', workdir)
-    penv = _one_process_env(env, logdir)
+    penv = one_process_env(env, logdir)
     proc = run.start([path, '-S'], penv, stdin=True)
     if isinstance(proc, run.Outcome):
         run.remove_folder(logdir)
@@ -367,7 +394,7 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
         return None, (judging.not_started_attempt(what, limit), '')
     logdir = early.logdir if early is not None else \
         run.temporary_folder('probe-', workdir)
-    penv = _one_process_env(env, logdir, early and early.ras_address)
+    penv = one_process_env(env, logdir, early and early.ras_address)
     asking = 0.0 if ras.disabled(penv) or probe is None else \
         ras.share(remaining)
     cmd = [path] + (links.links_options(size) if with_links else
@@ -378,14 +405,11 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     started = re.compile(f'{ours.pattern}|{STARTED.pattern}', re.M)
     before_kill = None if probe is None else \
         lambda: ras.ask(penv, bound=asking)
-    go, why = early.go_text(path, penv, cmd[1:]) if early is not None \
-        else (None, '')
-    if go is not None:
-        got = early.go(go, remaining - asking, started, before_kill)
-        cmd = [path, '-S', f'< {go.strip()!r}']
+    got = early.go(path, penv, cmd[1:], remaining - asking, started,
+                   before_kill) if early is not None else None
+    if got is not None:
+        cmd = [path, '-S', '< go'] + cmd[1:]
     else:
-        if early is not None:
-            early.cancel(why)
         got = run.bounded(cmd, penv, remaining - asking, started=started,
                           before_kill=before_kill)
     _keep_output(logdir, cmd, got)
