@@ -173,3 +173,19 @@ def test_an_early_probe_runs_only_the_run_it_was_started_for(tmp_path):
     assert e.said == ('started ahead, ended: LD_PRELOAD differs (read as '
                       'the program starts)')
     assert e.proc.poll() is not None
+
+
+def test_nccl_hanging_before_the_copies_is_the_all_reduces_hang(tmp_path):
+    """NCCL's communicators, made before the go, never end: the program
+    waits for them before its copies (its line "# waiting for NCCL's
+    communicators"); the hang is the all_reduce's (as when NCCL started
+    after the copies), never the copy matrix's, and the process is ended
+    within the limit."""
+    rc, line, doc, run = probe_hook(tmp_path, True, '--limit', '6', env={
+        'CCL_HEALTH_REPLAY_PROBE_NCCL_HANG': '60'})
+    assert rc == 1 and doc['verdict'] == 'hang', line
+    assert 'all_reduce on GPUs 0<->1' in line, line
+    assert 'ccl-health-links' not in line, line
+    assert [p.get('tool', 'nccl') for p in doc['probes']] == ['nccl']
+    assert wait_until(lambda: not processes_with(str(run)), 5), \
+        'a probe outlived the hook'

@@ -71,11 +71,15 @@ def probe_env(env, gpus, vis, probe):
     return penv
 
 
-#: nccl-tests / rccl-tests' own header lines (a launcher may prefix them):
-#: the program started on the GPUs
+#: ccl-health-probe's line before it waits for NCCL's communicators made
+#: before its go (-S): a hang after it is the all_reduce's, not the copies'
+NCCL_WAIT = "# waiting for NCCL's communicators"
+#: nccl-tests / rccl-tests' own header lines (a launcher may prefix them),
+#: or the line above: the program started on the GPUs
 STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
                      r'nThread\s+\d+|Using devices)|rccl-tests:|'
-                     r'^\s*\d+\s+\d+\s+\w+\s', re.M)
+                     r'^\s*\d+\s+\d+\s+\w+\s|^' + re.escape(NCCL_WAIT),
+                     re.M)
 
 
 gpus_text = judging.gpus_text
@@ -364,6 +368,20 @@ def start_early(path, env, workdir):
 EARLY = re.compile(r'^# early ([0-9.]+) s before the go', re.M)
 
 
+def _split(got, with_links):
+    """The one process's output as ``(copy matrix, all_reduce)``
+    (:func:`ccl_health.evidence.copymatrix.split_probe_output`); the copy
+    matrix None where its copies never began because NCCL's communicators,
+    made before them (started ahead), did not end: the all_reduce's
+    hang."""
+    from ccl_health.evidence import copymatrix as links
+    links_text, ar_text = links.split_probe_output(got.output or '')
+    if with_links and got.timed_out and ar_text is None and \
+            links_text.rstrip().rsplit('\n', 1)[-1].startswith(NCCL_WAIT):
+        return None, links_text
+    return links_text, ar_text
+
+
 def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
                     peer_copy, iters, workdir, program=None, limit=None,
                     early=None):
@@ -415,7 +433,9 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     _keep_output(logdir, cmd, got)
     head = EARLY.search(got.output or '')
     early_s = float(head[1]) if head else None
-    links_text, ar_text = links.split_probe_output(got.output or '')
+    links_text, ar_text = _split(got, lp is not None)
+    if links_text is None:
+        lp, links_text = None, ''
     done = True
     if lp is not None:
         lp.seconds = got.seconds
