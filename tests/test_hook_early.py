@@ -2,8 +2,8 @@
 resource manager allows a probe and the GPUs are listed, the hook starts
 ``ccl-health-probe -S`` (CUDA's driver starts while Python reads the
 site), sends it its NCCL variables and "start nccl" once the plan is made
-(its contexts and NCCL's communicators made while the hook waits for the
-node's first reading), then its go; where the plan differs in anything
+and the node's first reading complete (its contexts and NCCL's
+communicators), then its go; where the plan differs in anything
 CUDA reads as it starts, or wants no such process, the early one is
 killed and never left behind.  The stand-in (tests/replay/probe/
 ccl-health-probe) speaks the program's protocol and notes each exec,

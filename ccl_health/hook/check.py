@@ -332,9 +332,10 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
         return fault
     plan = _plan(settings, checked, site, system, partition, gpus,
                  expected_gpus or gpus.count)
-    _begin_early(plan, found.get('early'))
     clock.mark('plan')
     before = before()             # complete before any probe starts
+    # only now a context of ours on the GPUs: the first reading saw none
+    _begin_early(plan, found.get('early'))
     sampler = sample_while_probing(settings)    # the PCIe links under load
     tries, attempts, path = _probe(plan, work, before, found.get('early'))
     loaded = sampler.stop()
@@ -345,7 +346,7 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}
     ours = {p for c in cases.values() for p in c.run_pids()}
-    if found.get('early') is not None:   # on the GPUs since before "before"
+    if found.get('early') is not None:   # the probe process started ahead
         ours.add(found['early'].proc.pid)
     res = with_node_state(judge_attempts(
         tries, settings.repeats, result_of, plan.pair_entry, plan.size,
@@ -531,10 +532,11 @@ def _plan(settings, checked, site, system, partition, gpus, expected_gpus):
 
 def _begin_early(plan, early):
     """The process started ahead (:func:`start_ahead`) set to work for the
-    plan: its environment made the plan's, its contexts and (where an
-    all_reduce is planned) NCCL's communicators started while the hook
-    waits for the node's first reading; cancelled where the plan runs the
-    programs apart or another program or environment."""
+    plan, once the node's first reading is complete (until then it has
+    loaded its libraries and started CUDA's driver: no context, nothing of
+    it on a GPU): its environment made the plan's, its contexts and (where
+    an all_reduce is planned) NCCL's communicators started; cancelled where
+    the plan runs the programs apart or another program or environment."""
     if early is None:
         return
     if plan.one is None:

@@ -261,9 +261,9 @@ LATE_PREFIXES = ('NCCL_', 'RCCL_', 'FI_', 'UCX_', 'OMPI_')
 class EarlyProbe:
     """``ccl-health-probe -S`` started ahead of the plan (issue 42: CUDA's
     driver starts while the hook reads its site), waiting on standard
-    input.  Once the plan is made it is started (:meth:`begin`: every
-    GPU's context, and NCCL's communicators where an all_reduce is
-    planned) where the plan runs the same program with the same
+    input.  Once the plan is made and the node's first reading complete
+    it is started (:meth:`begin`: every GPU's context, and NCCL's
+    communicators where an all_reduce is planned) where the plan runs the same program with the same
     environment (NCCL / RCCL ... variables aside, :data:`LATE_PREFIXES`:
     they are sent before the start), else cancelled and a fresh process
     started; the probe's run sends its go (:meth:`go`).  Every one started
