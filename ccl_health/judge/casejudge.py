@@ -250,7 +250,10 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
                 f'could not check: the result rows of {what} are not in the '
                 f'text, only its closing summary ({summary}): the sizes and '
                 f'their bandwidth could not be checked')
-        return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
+        # what the output holds: a paste may have left the rows out, so
+        # never "the run printed none"
+        return Verdict.INCOMPLETE, (f'incomplete: the output of {what} holds '
+                                    f'no result rows')
     if not getattr(result, 'complete', False):
         if getattr(result, 'closed', False) is None and \
                 str(getattr(result, 'format', '')).endswith('json-lines'):
@@ -269,9 +272,9 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
                 f'bandwidth" lines): its own check of the results could not '
                 f'be read')
         return Verdict.INCOMPLETE, (
-            f'incomplete: {what} stopped after {len(rows)} size(s) without '
-            f'its closing summary ("Out of bounds values" / "Avg bus '
-            f'bandwidth" lines)')
+            f'incomplete: the output of {what} ends after {len(rows)} '
+            f'size(s), without its closing summary ("Out of bounds values" / '
+            f'"Avg bus bandwidth" lines)')
     twice = repeated_sizes(rows)
     if twice:
         return Verdict.INCOMPLETE, (
