@@ -27,8 +27,11 @@ a plugin NCCL found and could not load.
 Each through ``scripts/explain`` and every door of the cross-door matrix
 (tests/helpers/doors.py ``through_every_door``)."""
 
+import os
+
 import pytest
 
+from conftest import REPO
 from helpers.doors import capture, through_every_door
 from helpers.ncclformats import (nccl_info, sweep, util_cu_head,
                                  util_cu_summary)
@@ -232,6 +235,44 @@ def test_the_default_plugins_own_name_not_found_is_no_plugin_asked(
     doc = X.explain([log], exit_status=0)
     assert doc['transport']['proven'] is None
     assert doc['verdict'] == 'could-not-check', doc['reason']
+
+
+#: vllm-project/vllm#18731 (a window of turn 1): NCCL 2.21's probe of the
+#: default libnccl-net.so by two processes whose lines merged, and the name
+#: wrapped by the paste ("when loading libnccl-" / "net.so")
+WRAPPED = 'nccl-debug_default-probe-wrapped-in-name_merged-lines_k8s-vllm-' \
+    'issue-18731.log'
+
+
+def test_a_default_name_wrapped_by_the_paste_asks_for_nothing(tmp_path):
+    """The start of the default name is no plugin asked (was: "the log asks
+    for the plugin: libnccl-", so a fallback wherever NCCL named its own
+    network)."""
+    real = os.path.join(REPO, 'tests', 'fixtures', 'published', WRAPPED)
+    ev = debuglog.read_evidence([real])
+    assert ev.plugin_asked is None
+    assert transport_proof.asked_from_log(ev) is None
+    doc = X.explain([real])
+    assert doc['transport']['asked'] is None, doc['transport']
+    assert 'plugin' not in doc['transport']['reason']
+    # the same wrap in NCCL 2.21's words on two hosts, then "Using network
+    # Socket": NCCL's own network, no fallback
+    log = _log(tmp_path, [
+        'NET/Plugin: No plugin found (libnccl-net.so)',
+        'NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open '
+        'shared object file: No such file or directory : when loading '
+        'libnccl-\nnet.so', 'NET/Plugin: Using internal network plugin.'])
+    doc = X.explain([log], exit_status=0)
+    assert doc['verdict'] == 'could-not-check', doc['reason']
+    assert doc['transport']['proven'] is None
+    # the real window beside a healthy socket table, in every door: one
+    # verdict, never a pass (its processes are not the output's)
+    text, _ = capture('net-socket')
+    for asked in ('net-socket', 'net-plugin'):
+        got = through_every_door(tmp_path, asked, text, [real], rc=0,
+                                 clean_text=text)
+        assert len(set(got.values())) == 1 and 'pass' not in got.values(), \
+            (asked, got)
 
 
 def test_a_plugin_not_loadable_is_a_fallback_in_every_door(tmp_path):

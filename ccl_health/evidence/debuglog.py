@@ -482,7 +482,7 @@ def _feed_asked(ev, text, pm, source):
         ev.plugin_asked = ev.plugin_asked or m.group(1)
     m = _PLUGIN_NOT_FOUND.search(text)
     if m and 'NET/Plugin' in text and \
-            m.group(1).rstrip(':,.') not in _DEFAULT_PLUGIN_NAMES:
+            not _default_name(m.group(1).rstrip(':,.')):
         ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,.')
     lost = _plugin_load_error(text)
     if lost:
@@ -506,6 +506,14 @@ def _feed_asked(ev, text, pm, source):
         _rank(ev, pm, source).ofi_seen = True
     if _IB_USING.search(text):
         _rank(ev, pm, source).ib_seen = True
+
+
+def _default_name(name):
+    """Whether ``name`` (a plugin name NCCL looked for) is one of the names
+    NCCL / RCCL try when nobody asked for a plugin, or the start of one: a
+    pasted line wrapped in the name (``when loading libnccl-`` / ``net.so``)
+    asks for nothing."""
+    return any(d.startswith(name) for d in _DEFAULT_PLUGIN_NAMES)
 
 
 def _plugin_load_error(text):
