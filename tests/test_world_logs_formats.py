@@ -404,3 +404,29 @@ def test_an_output_with_the_loggers_lines_inline_has_a_debug_log(tmp_path):
                    ''.join(sweep(8, 1 << 20)) + util_cu_summary(10.0),
                    transport_asked='intra')
     assert doc['transport']['proven'] == 'intra', doc['transport']
+
+
+# -- D / E: two tables in one text --------------------------------------------
+
+def test_interleaved_tables_name_their_repeated_sizes(tmp_path):
+    """NVIDIA/nccl-tests#182: two processes' tables interleaved, 8 and 16 B
+    printed twice; their busbw both round to 0.00, their times differ (was:
+    "the run stopped after 10 sizes", the repeats unnamed)."""
+    real = os.path.join(REPO, 'tests', 'fixtures', 'published',
+                        'nccl-tests_interleaved-duplicate-sizes_nccl-tests-'
+                        'issue-182.txt')
+    doc = X.explain([real], exit_status=0)
+    assert doc['verdict'] == 'incomplete', doc['reason']
+    assert '2 size(s) printed twice with different values, first 8 B' in \
+        doc['reason']
+    # the same from util.cu's rows: a second run's first rows written into
+    # the first run's table, the footer not reached
+    head = util_cu_head(8, 1 << 20, ranks=RANKS)
+    first, second = sweep(8, 1 << 20), sweep(8, 64, busbw=0.004)
+    text = head + ''.join(first[:4] + second[:2] + first[4:9])
+    doc = _explain(tmp_path, text)
+    assert doc['verdict'] == 'incomplete', doc['reason']
+    assert '2 size(s) printed twice' in doc['reason']
+    got = through_every_door(tmp_path, 'intra', text, [], rc=0,
+                             clean_text=text)
+    assert set(got.values()) == {'incomplete'}, got

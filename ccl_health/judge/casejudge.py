@@ -271,10 +271,14 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
                 f'closing summary ("Out of bounds values" / "Avg bus '
                 f'bandwidth" lines): its own check of the results could not '
                 f'be read')
+        twice = repeated_sizes(rows)
         return Verdict.INCOMPLETE, (
             f'incomplete: the output of {what} ends after {len(rows)} '
             f'size(s), without its closing summary ("Out of bounds values" / '
-            f'"Avg bus bandwidth" lines)')
+            f'"Avg bus bandwidth" lines)' + (
+                f'; {len(twice)} size(s) printed twice with different values, '
+                f'first {twice[0]} B: more than one table in the text'
+                if twice else ''))
     twice = repeated_sizes(rows)
     if twice:
         return Verdict.INCOMPLETE, (
