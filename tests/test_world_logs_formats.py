@@ -430,3 +430,14 @@ def test_interleaved_tables_name_their_repeated_sizes(tmp_path):
     got = through_every_door(tmp_path, 'intra', text, [], rc=0,
                              clean_text=text)
     assert set(got.values()) == {'incomplete'}, got
+
+
+def test_a_window_without_channels_is_not_said_to_have_stopped():
+    """A window that ends before any channel line (the vllm-project/
+    vllm#18731 window, a transport asked): the log may have been cut, so
+    the run is not said to have stopped there (class E)."""
+    real = os.path.join(REPO, 'tests', 'fixtures', 'published', WRAPPED)
+    doc = X.explain([real], transport_asked='net-socket')
+    reason = doc['transport']['reason']
+    assert 'no channel was connected in the log' in reason
+    assert 'or the log was cut before them' in reason

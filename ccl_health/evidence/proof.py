@@ -321,10 +321,12 @@ def _prove(t, ev, nodes):
                          f'{", ".join(named)} at init, and no connection is '
                          f'shown): the transport is not proven'
                          f'{_gdr_off(t, ev)}')
+        # a pasted window may end before the channels: say both
         return Proof(asked, None, False,
-                     'no channel was connected (no "via" lines in the NCCL '
-                     'debug log): the run stopped before NCCL set up its '
-                     'transports' + _gdr_off(t, ev))
+                     'no channel was connected in the log (no "via" lines in '
+                     'the NCCL debug log): the run stopped before NCCL set up '
+                     'its transports, or the log was cut before them' +
+                     _gdr_off(t, ev))
     if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
         return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:
