@@ -441,3 +441,20 @@ def test_a_window_without_channels_is_not_said_to_have_stopped():
     reason = doc['transport']['reason']
     assert 'no channel was connected in the log' in reason
     assert 'or the log was cut before them' in reason
+
+
+def test_rows_of_a_run_with_its_check_off_say_so(tmp_path):
+    """util.cu writes ``"  %7s  %6s  %6s    N/A"`` per half where the
+    results were not checked (``-c 0``, the header's ``validation: 0``):
+    could-not-check, said as the run was given (was "run without -c
+    0")."""
+    head = util_cu_head(8, 64, ranks=RANKS).replace('validation: 1',
+                                                   'validation: 0')
+    rows = ''.join(r.replace('       0     ', '     N/A     ', 1)
+                   .replace('       0\n', '     N/A\n') for r in
+                   sweep(8, 64))
+    assert rows.count('N/A') == 8
+    doc = _explain(tmp_path, head + rows + util_cu_summary(10.0))
+    assert doc['verdict'] == 'could-not-check', doc['reason']
+    assert 'its check was off, -c 0' in doc['reason']
+    assert 'without -c 0' not in doc['reason']

@@ -235,8 +235,8 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
             return Proof(None, None, False, _no_net_lines(ev, nodes))
         if asked is None:
             said = sorted({n for r in ev.ranks.values() for n in r.networks})
-            shown = (f' (they name {", ".join(said)}, but no connection '
-                     f'was made)' if said else '')
+            shown = (f' (they name {", ".join(said)}, but show no '
+                     f'connection)' if said else '')
             return Proof(None, None, False,
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '

@@ -290,7 +290,7 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
     if all(r.wrong is None for r in rows):
         return Verdict.COULD_NOT_CHECK, (
             f'could not check: {what} did not check its results (#wrong '
-            f'N/A: run without -c 0)')
+            f'N/A: its check was off, -c 0)')
     if getattr(result, 'avg_busbw_failed', False):
         return Verdict.BELOW_REFERENCE, (
             f'below-reference: {what}\'s own average bus bandwidth check '
