@@ -189,3 +189,44 @@ def test_nccl_hanging_before_the_copies_is_the_all_reduces_hang(tmp_path):
     assert [p.get('tool', 'nccl') for p in doc['probes']] == ['nccl']
     assert wait_until(lambda: not processes_with(str(run)), 5), \
         'a probe outlived the hook'
+
+
+def test_a_fresh_process_after_an_early_one_logs_in_a_folder_of_its_own(
+        tmp_path):
+    """Where the process started ahead was set to work for another run,
+    the fresh process's NCCL debug log goes to a new folder: nothing the
+    early one logged is read as the run's transport proof; where it was
+    set to work for this run, it is the run, in its own folder."""
+    import re
+    import sys
+    from ccl_health.hook import bounded
+    from ccl_health.hook.probes import _run_once, one_process_env, start_early
+    script = tmp_path / 'probe'
+    script.write_text(f'#!{sys.executable}\nimport os, sys\n'
+                      'print(os.environ["NCCL_DEBUG_FILE"])\n'
+                      'print(" ".join(sys.argv[1:]))\n'
+                      'print(sys.stdin.read(), end="")\n')
+    script.chmod(0o755)
+    env = {'PATH': '/usr/bin:/bin', 'NCCL_RAS_ENABLE': '0'}
+    cmd = [str(script), '-b', '0']
+    early = start_early(str(script), env, str(tmp_path))
+    assert early.begin(str(script), one_process_env(
+        dict(env, NCCL_X='1'), early.logdir, early.ras_address), nccl=True)
+    got, logdir, kept = _run_once(early, cmd, env, str(tmp_path), 30,
+                                  True, re.compile('.'))
+    assert early.said == ('started ahead, ended: the run is not the one it '
+                          'was started for')
+    assert logdir != early.logdir and kept == cmd
+    assert got.output.splitlines()[:2] == [
+        os.path.join(logdir, 'nccl-debug.%h.%p.log'), '-b 0']
+    same = start_early(str(script), env, str(tmp_path))
+    assert same.begin(str(script), one_process_env(
+        env, same.logdir, same.ras_address), nccl=False)
+    got, logdir, kept = _run_once(same, cmd, env, str(tmp_path), 30, True,
+                                  re.compile('.'))
+    assert logdir == same.logdir and kept == [str(script), '-S', '< go',
+                                              '-b', '0']
+    assert got.output.splitlines() == [
+        os.path.join(logdir, 'nccl-debug.%h.%p.log'), '-S', 'start',
+        'go -b 0']
+    bounded.remove_folders()

@@ -382,6 +382,35 @@ def _split(got, with_links):
     return links_text, ar_text
 
 
+def _run_once(early, cmd, env, workdir, remaining, ask_ras, started):
+    """``(outcome, its folder, its command as kept)`` of the one process:
+    ``early`` given its go where it was started for exactly this run
+    (its environment, its folder for NCCL's debug log), else (cancelled)
+    a fresh process with a folder of its own (nothing of another process
+    in the logs its transport is proven from); ``ask_ras``: NCCL's RAS
+    asked which rank stopped before a run past its bound is killed."""
+    from ccl_health.evidence import ras
+
+    def bounds(penv):
+        asking = 0.0 if ras.disabled(penv) or not ask_ras else \
+            ras.share(remaining)
+        return remaining - asking, (lambda: ras.ask(penv, bound=asking)) \
+            if ask_ras else None
+    if early is not None and early.begun is not None:
+        penv = one_process_env(env, early.logdir, early.ras_address)
+        timeout, before_kill = bounds(penv)
+        got = early.go(cmd[0], penv, cmd[1:], timeout, started, before_kill)
+        if got is not None:
+            return got, early.logdir, [cmd[0], '-S', '< go'] + cmd[1:]
+    if early is not None:
+        early.cancel('it was not started for the run')
+    logdir = run.temporary_folder('probe-', workdir)
+    penv = one_process_env(env, logdir)
+    timeout, before_kill = bounds(penv)
+    return run.bounded(cmd, penv, timeout, started=started,
+                       before_kill=before_kill), logdir, cmd
+
+
 def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
                     peer_copy, iters, workdir, program=None, limit=None,
                     early=None):
@@ -395,7 +424,7 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     ``early``: an :class:`EarlyProbe` to use where it can be this run
     (else it is cancelled)."""
     from ccl_health.evidence import copymatrix as links
-    from ccl_health.evidence import debuglog, programs, ras
+    from ccl_health.evidence import debuglog, programs
     program = program or programs.NCCL_TESTS
     size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
     lp = LinksProbe(tuple(gpu_ids), links.PROGRAM, path, size,
@@ -410,26 +439,14 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
             return judging.not_started(lp, 'the copy matrix of the GPU '
                                            'links', limit), None
         return None, (judging.not_started_attempt(what, limit), '')
-    logdir = early.logdir if early is not None else \
-        run.temporary_folder('probe-', workdir)
-    penv = one_process_env(env, logdir, early and early.ras_address)
-    asking = 0.0 if ras.disabled(penv) or probe is None else \
-        ras.share(remaining)
     cmd = [path] + (links.links_options(size) if with_links else
                     ['-b', '0']) + \
         ['-a', str(probe.size if probe else 0), '-i', str(int(iters)),
          '-W', '2']
     ours = re.compile(r'^# (ccl-health-links |error:|usage error:)', re.M)
-    started = re.compile(f'{ours.pattern}|{STARTED.pattern}', re.M)
-    before_kill = None if probe is None else \
-        lambda: ras.ask(penv, bound=asking)
-    got = early.go(path, penv, cmd[1:], remaining - asking, started,
-                   before_kill) if early is not None else None
-    if got is not None:
-        cmd = [path, '-S', '< go'] + cmd[1:]
-    else:
-        got = run.bounded(cmd, penv, remaining - asking, started=started,
-                          before_kill=before_kill)
+    got, logdir, cmd = _run_once(
+        early, cmd, env, workdir, remaining, probe is not None,
+        re.compile(f'{ours.pattern}|{STARTED.pattern}', re.M))
     _keep_output(logdir, cmd, got)
     head = EARLY.search(got.output or '')
     early_s = float(head[1]) if head else None
