@@ -474,7 +474,8 @@ static void before_timed_copies(void) {
     if (!nccl_init || nccl_during_copies || !nccl_init->thread.joinable()) return;
     double t = now();
     /* a hang from here on is NCCL's, not the copies' (the hook reads it so) */
-    printf("# waiting for NCCL's communicators (ncclCommInitAll, started before the go)\n");
+    printf("# waiting for NCCL's communicators (ncclCommInitAll, "
+           "started before the go)\n");
     fflush(stdout);
     nccl_init->thread.join();
     printf("# nccl init (started before the go) waited for %.3f s before the copies\n",

@@ -24,9 +24,11 @@ the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.bounded`: ONE process,
 ``ccl-health-probe``, for the copy matrix and the all_reduce where it is
-built, else ``all_reduce_perf`` and the copy matrix apart) in a clean environment (the
-caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
-site file's ``env`` and ``health.env`` only), read the node's state again,
+built, started ahead as soon as the resource manager allows a probe:
+:func:`start_ahead`; else ``all_reduce_perf`` and the copy matrix apart)
+in a clean environment (the caller's NCCL_* / FI_* / RCCL_* / HSA_* /
+UCX_* ... dropped and named; the site file's ``env`` and ``health.env``
+only), read the node's state again,
 and have every probe judged by the one judge (:mod:`.judging`: each
 all_reduce probe's attempts are one ``CaseEvidence`` for
 :func:`ccl_health.judge.casejudge.judge`; the copy matrix goes to
@@ -175,7 +177,6 @@ def check(settings, environ=None, clock=None):
     try:
         res = _check(settings, environ, before, found, work)
     except CouldNotCheck as err:
-        _cancel_early(found)
         res = unjudged(str(err), settings.t0,
                        (found['system'], found['partition']))
         res = with_node_state(res, before(), None, found['site'],
@@ -191,8 +192,9 @@ def check(settings, environ=None, clock=None):
 
 def start_ahead(settings, environ, gpus, work):
     """The one probe process started ahead of the site and the plan
-    (issue 42: :class:`~ccl_health.hook.probes.EarlyProbe`, CUDA starting
-    on every GPU while Python works), with what the options and the
+    (issue 42: :class:`~ccl_health.hook.probes.EarlyProbe`: its libraries
+    loaded and CUDA's driver started while Python works; set to work by
+    :func:`_begin_early`), with what the options and the
     environment alone say: the program of ``--tests-prefix`` or the
     newest build, the caller's visible GPUs, the clean environment
     without the site's settings.  None where these say nothing certain

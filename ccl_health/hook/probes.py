@@ -263,12 +263,12 @@ class EarlyProbe:
     driver starts while the hook reads its site), waiting on standard
     input.  Once the plan is made and the node's first reading complete
     it is started (:meth:`begin`: every GPU's context, and NCCL's
-    communicators where an all_reduce is planned) where the plan runs the same program with the same
-    environment (NCCL / RCCL ... variables aside, :data:`LATE_PREFIXES`:
-    they are sent before the start), else cancelled and a fresh process
-    started; the probe's run sends its go (:meth:`go`).  Every one started
-    ends: used, :meth:`cancel`, or a signal
-    (:func:`ccl_health.hook.bounded.stop_all`)."""
+    communicators where an all_reduce is planned) where the plan runs the
+    same program with the same environment (NCCL / RCCL ... variables
+    aside, :data:`LATE_PREFIXES`: they are sent before the start), else
+    cancelled and a fresh process started; the probe's run sends its go
+    (:meth:`go`).  Every one started ends: used, :meth:`cancel`, or a
+    signal (:func:`ccl_health.hook.bounded.stop_all`)."""
 
     def __init__(self, path, env, logdir, proc):
         self.path, self.env, self.logdir, self.proc = path, env, logdir, proc

@@ -41,7 +41,8 @@ NVLINK_COUNTERS = {0: 'replay', 1: 'recovery', 2: 'crc_flit', 3: 'crc_data',
                    4: 'ecc_data'}
 NVLINK_MAX_LINKS = 18
 #: the same counters of links 0-11 as NVML's fields (nvml.h
-#: NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY,ECC_DATA}_ERROR_COUNT_L<n>),
+#: NVML_FI_DEV_NVLINK_<counter>_ERROR_COUNT_L<n>, counter CRC_FLIT,
+#: CRC_DATA, REPLAY, RECOVERY, ECC_DATA),
 #: read for every link of a GPU in ONE nvmlDeviceGetFieldValues call, as
 #: DCGM reads them (issue 42); a field not answered is read link by link
 NVLINK_FIELDS = {
