@@ -179,7 +179,6 @@ def _slug(text):
     return re.sub(r'[^A-Za-z0-9._-]+', '_', text).strip('_')
 
 
-# long: one row per series, its columns as a person reads them
 def summary_table(store, now=None, cases=None, recs=None, probes=()):
     """One row per series (system, partition, kind, collective, transport,
     nodes, ranks, algo): last verdict, last value vs reference at the
