@@ -271,12 +271,12 @@ class Section:
     panel: str = ''
 
 
-def failure_rows(cases, verdicts=None, reason=None):
+def failure_rows(cases, verdicts=None, reason=None, limit=None):
     """Every case of ``cases`` (:func:`case_rows`) that is not good
     (failures and unjudged; or whose verdict is in ``verdicts``), grouped
-    by kind then collective, newest first within a group;
-    ``reason(case)`` says each one's reason (the page passes
-    :func:`ccl_health.db.answers.shown_reason`, as ``scripts/report
+    by kind then collective, newest first within a group (the first
+    ``limit`` only); ``reason(case)`` says each one's reason (the page
+    passes :func:`ccl_health.db.answers.shown_reason`, as ``scripts/report
     failed`` says it)."""
     bad = [c for c in cases if (c['verdict'] in verdicts if verdicts else
                                 c['verdict'] not in GOOD)]
@@ -291,7 +291,7 @@ def failure_rows(cases, verdicts=None, reason=None):
              'case': r['case_name'], 'verdict': r['verdict'],
              'reason': (reason(r) if reason else r['reason']) or
              '(no reason recorded)'}
-            for r in bad]
+            for r in bad[:limit]]
 
 
 def failure_counts(cases):
@@ -455,7 +455,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     mine = everything
     if run_id is not None:
         mine = [c for c in everything if c['run_id'] == run_id]
-    fails = failure_rows(mine, reason=shown)
+    fails = failure_rows(mine, reason=shown, limit=FAILURES_LISTED)
+    n_failures = sum(c['verdict'] not in GOOD for c in mine)
     # every finding of the series; the nodes' newest (every node with one
     # is in the nodes to look at)
     frows = finding_rows(
@@ -472,7 +473,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         window=f'the {days:g} days to {newest}' if newest else 'nothing',
         summary=table, summary_columns=list(table[0]) if table else [],
         failure_counts=failure_counts(mine), night_run=run_id,
-        failures=fails[:FAILURES_LISTED], n_failures=len(fails),
+        failures=fails, n_failures=n_failures,
         skipped=failure_rows(cases, (Verdict.SKIPPED.value,), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
         node_findings_left=max(0, node_finding_rows - NODE_FINDINGS_LISTED),
@@ -490,7 +491,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     except OSError as err:
         raise CclHealthError(f'{page}: cannot write the page: '
                              f'{err.strerror or err}') from None
-    return page, terminal_summary(table, fails, findings)
+    return page, terminal_summary(table, n_failures, findings)
 
 
 #: what a series' figures are drawn from (the records' columns; their
@@ -673,9 +674,9 @@ def render_page(**context):
     return env.get_template('page.html.j2').render(**context)
 
 
-def terminal_summary(table, fails, findings):
+def terminal_summary(table, failures, findings):
     """The text printed by ``scripts/report``: the summary table, the
-    failures counted, the newest findings (saying how many are left
+    ``failures`` counted, the newest findings (saying how many are left
     out)."""
     from tabulate import tabulate
     if not table:
@@ -685,8 +686,8 @@ def terminal_summary(table, fails, findings):
             'failures', 'days since failure']
     text = tabulate([[r[c] for c in cols] for r in table], headers=cols,
                     tablefmt='simple')
-    if fails:
-        text += (f'\n\n{len(fails)} failing or unjudged case(s) '
+    if failures:
+        text += (f'\n\n{failures} failing or unjudged case(s) '
                  f'(all listed on the page, section Failures)')
     if findings:
         ordered = sorted(findings, key=lambda f: (f.time, f.run_id))
