@@ -1,6 +1,6 @@
 """The cross-door fault matrix (issues 19 and 37): real captures x every
-damaging mutation (tests/mutations.py: the output faults of issue 11 and
-the judge's classes 4-6) through the one case assembler
+damaging mutation (tests/helpers/mutations.py: the output faults of issue
+11 and the judge's classes 4-6) through the one case assembler
 (:mod:`ccl_health.judge.assemble`: what a run left, the transport asked,
 the site, the node's state and the reference in, the judge's evidence
 out) and every door that judges a case, each a thin adapter around it:
@@ -32,7 +32,7 @@ import re
 
 import pytest
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 
 from ccl_health import CclHealthError

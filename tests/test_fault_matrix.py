@@ -1,6 +1,7 @@
 """The fault matrix of issue 11: a real capture (2x H200, intra, 8 B to
-8 GiB) x every damaging mutation of tests/mutations.py (and a nonzero exit
-after a complete table, and a harmless launcher prefix) x every consumer:
+8 GiB) x every damaging mutation of tests/helpers/mutations.py (and a
+nonzero exit after a complete table, and a harmless launcher prefix) x
+every consumer:
 
 * the sweep through the whole ReFrame path (the replay stand-in plays the
   damaged output), its verdict line, exit code and performance database;
@@ -23,7 +24,7 @@ import sys
 
 import pytest
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 from helpers.node import FAKE, REPLAY
 from helpers.replay import make_site, verdict_lines

@@ -20,6 +20,7 @@ from ccl_health import news, nightly
 from ccl_health.db import ledger, store
 from ccl_health.db import schema
 from ccl_health.judge import casejudge as judge
+from helpers.stores import old_database
 
 CASE = 'AllReduceSweep %transport=net-socket'
 OTHER = 'AllReduceSweep %transport=intra'
@@ -316,17 +317,8 @@ def test_nothing_measured_is_exit_2_with_the_reasons(db):
 
 
 def test_an_old_database_gets_the_ledger_on_open(tmp_path):
-    import sqlite3
     path = str(tmp_path / 'old.db')
-    conn = sqlite3.connect(path)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for v in (1, 2, 3):
-        for stmt in schema._MIGRATIONS[v]:
-            conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                      'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
-    conn.commit()
-    conn.close()
+    old_database(path, 3).close()
     with store.open_store(path) as s:
         record(s, 'nightly-001', 1, 'crash')
     before = open(path, 'rb').read()

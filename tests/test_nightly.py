@@ -2,7 +2,7 @@
 Slurm of tests/helpers/slurm_cluster.py (network namespaces,
 ``ScronParameters=enable``) where a real ``scrontab`` entry fires the README's line (the
 client built from Debian's source where slurm-client lacks it,
-tests/scrontab_build.py; sbatch, with a warning, where that fails), a
+tests/helpers/scrontab_build.py; sbatch, with a warning, where that fails), a
 PostgreSQL server of the test on the cluster's bridge, the sweep of
 ``--mode nightly`` through sbatch / srun against the replay stand-in
 (tests/replay) replaying the project's own H100 captures of a graded drift
@@ -187,7 +187,7 @@ def pg_bridge(slurm):
     """A PostgreSQL server of the test that the cluster's nodes reach: it
     listens on the cluster's bridge address (a node's 127.0.0.1 is its
     own namespace's)."""
-    import slurm_harness
+    from helpers import slurm_harness
     from helpers import postgres
     pgbin = postgres.pg_bin()
     if pgbin is None:
@@ -200,11 +200,12 @@ def pg_bridge(slurm):
 @pytest.fixture(scope='module')
 def scrontab(slurm):
     """Slurm's ``scrontab`` client: on PATH, else built from Debian's
-    source package of the installed slurm-client (tests/scrontab_build.py,
-    cached under ~/.cache/ccl-health/scrontab/).  Where that fails (no
+    source package of the installed slurm-client
+    (tests/helpers/scrontab_build.py, cached under
+    ~/.cache/ccl-health/scrontab/).  Where that fails (no
     network, not Debian) the night goes in with sbatch, and the test says
     so in a warning, never silently.  Returns (path or None, note)."""
-    import scrontab_build
+    from helpers import scrontab_build
     where, note = scrontab_build.ensure_scrontab(slurm.env()['PATH'])
     print(note)
     if where is None:

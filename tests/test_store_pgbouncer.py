@@ -1,6 +1,6 @@
 """The performance database's write path (issue 30: the hook of every node
 at once) on SQLite, on PostgreSQL, and on PostgreSQL through a real
-PgBouncer in transaction mode (tests/pg_bouncer.py), whose pool of one
+PgBouncer in transaction mode (tests/helpers/pg_bouncer.py), whose pool of one
 server connection hands each transaction's connection to the next client:
 a prepared statement or any other session state left on it would break
 the next one.
@@ -31,7 +31,7 @@ ENV = {'SLURM_JOB_ID': '7', 'NCCL_SOCKET_IFNAME': 'hsn0',
 @pytest.fixture(scope='module')
 def servers():
     """(direct URL, URL through PgBouncer) of one database."""
-    import pg_bouncer
+    from helpers import pg_bouncer
     pgbin = pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed (tests/test_store_postgres'

@@ -28,7 +28,7 @@ import random
 
 import pytest
 
-import mutations as M
+from helpers import mutations as M
 from conftest import REPO
 from helpers.doors import capture, through_every_door
 

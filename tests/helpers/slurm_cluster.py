@@ -34,9 +34,9 @@ import subprocess
 import tempfile
 import time
 
-from slurm_harness import (PLUGINS, Cluster, Unavailable, _alive, _which,
-                           daemon_pids, ensure_installed,
-                           free_ports)  # noqa: F401
+from helpers.slurm_harness import (PLUGINS, Cluster, Unavailable, _alive,
+                                   _which, daemon_pids, ensure_installed,
+                                   free_ports)  # noqa: F401
 
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'

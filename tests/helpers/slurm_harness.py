@@ -199,7 +199,7 @@ class Cluster:
             fp.write(os.urandom(1024))
         self.ctld_port, self.slurmd_port = free_ports(2)
         conf = f'''\
-# written by tests/slurm_harness.py: one host, no cgroup, no accounting
+# written by tests/helpers/slurm_harness.py: one host, no cgroup, no accounting
 ClusterName=cclhealth
 SlurmctldHost={self.node}(127.0.0.1)
 SlurmctldPort={self.ctld_port}
