@@ -160,23 +160,12 @@ def slurm(tmp_path_factory):
     """The multi-node Slurm of tests/helpers/slurm_cluster.py (two nodes,
     each in a network namespace of its own), with Slurm's cron enabled."""
     from helpers import slurm_cluster
-    if os.geteuid() != 0:
-        pytest.skip('a multi-node Slurm in network namespaces needs root')
-    try:
-        slurm_cluster.ensure_installed()
-    except slurm_cluster.Unavailable as err:
-        pytest.skip(f'no Slurm on this machine: {err}')
     # 4 CPUs a node: Slurm's cron job (1 CPU) and the sweep it submits
     # (2 ranks) fit on the first node together, so night 1's sweep lands
     # on the node of the later nights (with 2 CPUs it went to the other
     # node, and night 2's mail said 'changed: nodes: n02 -> n01')
-    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('nightly-slurm'),
-                                   nodes=2, cpus=4, scron=True)
-    try:
-        c.start()
-    except slurm_cluster.Unavailable as err:
-        c.stop()
-        pytest.skip(f'Slurm does not start here: {err}')
+    c = slurm_cluster.started(tmp_path_factory.mktemp('nightly-slurm'),
+                              nodes=2, cpus=4, scron=True)
     yield c
     left = c.stop()
     assert not left, f'left behind: {left}'

@@ -42,7 +42,7 @@ PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'
 
 __all__ = ['MultiCluster', 'Unavailable', 'ClusterError', 'ensure_installed',
-           'PARTITION', 'namespaced_pids']
+           'PARTITION', 'namespaced_pids', 'started']
 
 
 class ClusterError(Exception):
@@ -406,3 +406,28 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+def started(root, **options):
+    """A :class:`MultiCluster` of ``options`` under ``root``, started; the
+    test is skipped, saying why, where it cannot be: not root, no Slurm to
+    install, or the cluster does not start here (the namespaces, what it
+    left behind named).  The caller stops it."""
+    import pytest
+    if os.geteuid() != 0:
+        pytest.skip('a multi-node Slurm in network namespaces needs root')
+    try:
+        ensure_installed()
+    except Unavailable as err:
+        pytest.skip(f'no Slurm on this machine: {err}')
+    c = MultiCluster(root, **options)
+    try:
+        c.start()
+    except Unavailable as err:
+        left = c.stop()
+        pytest.skip(f'the cluster does not start here: {err}'
+                    + (f' (left behind: {left})' if left else ''))
+    except BaseException:
+        c.stop()
+        raise
+    return c
