@@ -203,14 +203,7 @@ class MultiCluster(Cluster):
 
     def write_files(self):
         root = self.root
-        for d in ('munge', 'state', 'spool', 'bin', 'run', 'log'):
-            os.makedirs(os.path.join(root, d), mode=0o700, exist_ok=True)
-        if self._sockdir:
-            os.chmod(self._sockdir, 0o700)
-        key = os.path.join(root, 'munge', 'munge.key')
-        with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                  'wb') as fp:
-            fp.write(os.urandom(1024))
+        self.make_folders('run', 'log')
         self.ctld_port, self.slurmd_port, self.srun_lo = free_ports(3)
         first, last = self.addr[self.nodes[0]], self.addr[self.nodes[-1]]
         a, b = first.rsplit('.', 1)[1], last.rsplit('.', 1)[1]
