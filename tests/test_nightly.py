@@ -269,12 +269,8 @@ def _chromium_dom(page):
 @pytest.mark.slurm
 def test_three_nights_through_slurm_postgres_and_the_page(
         slurm, pg_bridge, scrontab, tmp_path):
-    pg_url = pg_bridge
-    with store.open_store(pg_url) as db:       # a fresh database
-        db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS findings, key_state, '
-                   'measurements, cases, meta')
-        db.conn.commit()
+    from helpers import postgres
+    pg_url = postgres.fresh(pg_bridge, 'nights')
     site, refdir, caps = make_world(tmp_path)
     base = nightly_env(tmp_path, site, refdir, caps, pg_url,
                        slurm_extra(slurm))
