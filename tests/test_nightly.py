@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from helpers.ports import free_ports
 from helpers.procs import wait_until
 from ccl_health.db import recorder, store
 from ccl_health.evidence import nccltests
@@ -176,12 +177,11 @@ def pg_bridge(slurm):
     """A PostgreSQL server of the test that the cluster's nodes reach: it
     listens on the cluster's bridge address (a node's 127.0.0.1 is its
     own namespace's)."""
-    from helpers import slurm_harness
     from helpers import postgres
     pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
-    [port] = slurm_harness.free_ports(1)
+    [port] = free_ports(1)
     yield from postgres.postgres_server(pgbin, slurm.ctl_addr, port,
                                    trust_net=slurm.net)
 
@@ -449,10 +449,7 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
 def test_a_database_out_of_reach_is_could_not_run(tmp_path):
     """The site database cannot be reached: one line, exit 2 (never an
     all-clear, never "something new")."""
-    import socket
-    with socket.socket() as s:          # a port nothing listens on
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
+    [port] = free_ports(1)              # a port nothing listens on
     site, refdir, caps = make_world(tmp_path)
     url = f'postgresql://nobody@127.0.0.1:{port}/ccl'
     env = nightly_env(tmp_path, site, refdir, caps, url,

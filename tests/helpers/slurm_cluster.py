@@ -34,9 +34,9 @@ import subprocess
 import tempfile
 import time
 
+from helpers.ports import free_ports
 from helpers.slurm_harness import (PLUGINS, Cluster, Unavailable, _alive,
-                                   _which, daemon_pids, ensure_installed,
-                                   free_ports)  # noqa: F401
+                                   _which, daemon_pids, ensure_installed)
 
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'

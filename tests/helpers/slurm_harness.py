@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from helpers.ports import free_ports
+
 PACKAGES = ('slurmctld', 'slurmd', 'munge', 'slurm-client')
 BINARIES = ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sbatch', 'srun',
             'sinfo', 'squeue', 'scancel', 'scontrol')
@@ -102,21 +104,6 @@ def ensure_installed():
                           f'(rc={p.returncode}, missing {still}): '
                           + ' | '.join(tail))
     return f'installed {" ".join(PACKAGES)}'
-
-
-def free_ports(n):
-    """n distinct TCP ports free right now on this host."""
-    socks, ports = [], []
-    try:
-        while len(ports) < n:
-            s = socket.socket()
-            s.bind(('', 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def daemon_pids():
