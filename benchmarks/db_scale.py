@@ -33,7 +33,6 @@ import datetime
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -63,9 +62,8 @@ class Postgres:
         if pgbin is None:
             raise SystemExit('PostgreSQL is not installed (apt-get install '
                              'postgresql), or run with --no-pg')
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
+        from helpers.ports import free_ports
+        [port] = free_ports(1)
         self._gen = t.postgres_server(pgbin, '127.0.0.1', port)
         self.url = next(self._gen)
         self._t, self._bin = t, pgbin
