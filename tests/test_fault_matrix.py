@@ -27,7 +27,7 @@ import pytest
 from helpers import mutations
 from conftest import REPO
 from helpers.node import FAKE, REPLAY
-from helpers.replay import make_site, verdict_lines
+from helpers.replay import replay_env, verdict_lines
 
 pytest.importorskip('reframe')
 
@@ -82,12 +82,9 @@ def test_sweep_ingest_calibrate_explain(tmp_path, case):
     capdir, text, rc = damaged_capture(tmp_path, case)
     db = tmp_path / 'db.sqlite'
     out = tmp_path / 'out'
-    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-               CCL_HEALTH_LAUNCHER='local',
-               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
-               CCL_HEALTH_DB=str(db), CCL_HEALTH_REPLAY_DIR=capdir)
-    env.pop('CCL_HEALTH_REFERENCE_DIR', None)
+    env = replay_env(tmp_path, {'CCL_HEALTH_DB': str(db),
+                                'CCL_HEALTH_REPLAY_DIR': capdir,
+                                'CCL_HEALTH_REFERENCE_DIR': None})
     p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
                         '--output', str(out), '--', '-n',
                         'AllReduceSweep%transport=intra'] + SIZES,

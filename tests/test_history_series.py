@@ -17,7 +17,6 @@ import dataclasses
 import datetime
 import math
 import random
-import socket
 import statistics
 
 import pytest
@@ -336,25 +335,11 @@ def test_health_days_in_sqlite(tmp_path, monkeypatch):
     _check_days(url)
 
 
-@pytest.fixture(scope='module')
-def pg_url():
-    pytest.importorskip('psycopg')
-    from helpers import postgres
-    pgbin = postgres.pg_bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed (tests/test_store_postgres '
-                    'installs it)')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
-
-
-def test_health_days_in_postgresql(pg_url, tmp_path, monkeypatch):
-    _fill_small(pg_url, monkeypatch)
+def test_health_days_in_postgresql(pg_server, tmp_path, monkeypatch):
+    _fill_small(pg_server, monkeypatch)
     lite = str(tmp_path / 'small.db')
     _fill_small(lite, monkeypatch)
-    rows = _check_days(pg_url)
+    rows = _check_days(pg_server)
     with store.open_store(lite, readonly=True) as db:
         lite_rows = health_days(db)
     # the same answer as SQLite (PostgreSQL's REAL is single precision)

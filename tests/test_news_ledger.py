@@ -528,16 +528,11 @@ def test_the_main_command_gets_sigterm_when_the_nightly_is_killed(tmp_path):
 
 # -- PostgreSQL ---------------------------------------------------------------
 
-def test_the_ledger_on_postgresql(pg_url):
+def test_the_ledger_on_postgresql(pg_server):
     """The same ledger on the real PostgreSQL of the tests: a new
     failure, a worse band, a killed night, a recovery: each told once."""
-    with store.open_store(pg_url) as s:
-        s.execute('DROP VIEW IF EXISTS records')
-        s.execute('DROP TABLE IF EXISTS findings, key_state, '
-                  'measurements, cases, meta, '
-                  'acceptances, news_told, news_nights')
-        s.conn.commit()
-    with store.open_store(pg_url) as s:
+    from helpers import postgres
+    with store.open_store(postgres.fresh(pg_server, 'ledger')) as s:
         record(s, 'nightly-001', 1)
         record(s, 'nightly-002', 2, 'below-reference', {M64: 1.2, M128: REF})
         record(s, 'nightly-003', 3, 'below-reference', {M64: 0.09,
@@ -555,21 +550,6 @@ def test_the_ledger_on_postgresql(pg_url):
         assert _count(told, 'WORSE ') == 1 and \
             _count(told, 'recovered: ') == 1
         assert len(ledger.told_nights(s, 'local', 'gpu')) == 5
-
-
-@pytest.fixture(scope='module')
-def pg_url():
-    """The PostgreSQL server of the tests (test_store_postgres), on a free
-    port of 127.0.0.1."""
-    pytest.importorskip('psycopg')
-    from helpers import postgres
-    pgbin = postgres.pg_bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
 
 
 # -- issue 41, class 4: one teller per database and system:partition ------
