@@ -22,6 +22,7 @@ import types
 import pytest
 
 from ccl_health import buildcache
+from conftest import REPO
 from helpers import builds
 from helpers.builds import MIRROR, SOURCES
 
