@@ -230,3 +230,32 @@ def test_a_fresh_process_after_an_early_one_logs_in_a_folder_of_its_own(
         os.path.join(logdir, 'nccl-debug.%h.%p.log'), '-S', 'start',
         'go -b 0']
     bounded.remove_folders()
+
+
+def test_the_lines_of_a_probe_started_ahead_are_read_as_before():
+    """What the program prints when started ahead ("# early ...", "#
+    waiting for NCCL's communicators ...", "# nccl init ... (started
+    before the go)", "# all_reduce phases: ...") inserted into a real
+    2x H200 output: the copy matrix and nccl-tests' table read the same."""
+    from ccl_health.evidence import copymatrix as links
+    from ccl_health.evidence import nccltests
+    with open(os.path.join(REPO, 'tests', 'fixtures', 'device',
+                           'hook-timing-x2-after', 'keep',
+                           'probe-0,1.txt')) as fp:
+        text = fp.read()
+    copies, table = links.split_probe_output(text)
+    ahead = ('# early 0.300 s before the go, contexts 0.200 s after it\n' +
+             copies.replace('# init ', "# waiting for NCCL's communicators "
+                            "(ncclCommInitAll, started before the go)\n"
+                            "# nccl init (started before the go) waited "
+                            "for 0.100 s before the copies\n# init ", 1))
+    later = table.replace('# nccl init 0.585 s\n', (
+        '# nccl init 0.585 s (started before the go)\n# all_reduce '
+        'phases: buffers 0.010 s (beside nccl init), warmup 0.020 s, '
+        'out-of-place 0.030 s, in-place 0.030 s, checks 0.010 s\n'), 1)
+    assert ahead != copies and later != table
+    old, new = links.parse_links(copies), links.parse_links(ahead)
+    assert (new.links, new.complete, new.errors, new.unknown, new.init_s) == \
+        (old.links, True, [], [], old.init_s)
+    old, new = nccltests.parse(table), nccltests.parse(later)
+    assert new.by_size() == old.by_size() and new.errors == old.errors == []
