@@ -160,11 +160,11 @@ def cuda_failure(text):
     (None, 1, 'crash: all_reduce on GPUs 0<->1 exited with status 1',
      'crash'),
     (None, 139, 'exited with status 139', 'crash'),
-    (upto_1g, 0, 'incomplete: all_reduce on GPUs 0<->1 stopped after 28 '
-     'size(s) without its closing summary', 'incomplete'),
+    (upto_1g, 0, 'incomplete: the output of all_reduce on GPUs 0<->1 ends '
+     'after 28 size(s), without its closing summary', 'incomplete'),
     (lambda t: t.split('#       size')[0], 0,
-     'incomplete: all_reduce on GPUs 0<->1 printed no result rows',
-     'incomplete'),
+     'incomplete: the output of all_reduce on GPUs 0<->1 holds no result '
+     'rows', 'incomplete'),
     (nan_1g, 0, 'wrong-results: non-finite', 'wrong-results'),
     (wrong_1g, 0, 'wrong-results: 3 wrong elements', 'wrong-results'),
     (cuda_failure, 1, "Test CUDA failure common.cu:1094 'an illegal memory "
