@@ -12,7 +12,7 @@ start line and go (CCL_HEALTH_REPLAY_PROBE_STARTS)."""
 import os
 
 from helpers.probe import probe_hook
-from helpers.procs import processes_with, wait_until
+from helpers.procs import processes_with, running, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,15 +24,6 @@ def starts(path):
         pid, what = line.split(' ', 1)
         out.append((int(pid), what))
     return out
-
-
-def gone(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f'/proc/{pid}/stat') as fp:       # a zombie is gone too
-        return fp.read().rsplit(')', 1)[1].split()[0] == 'Z'
 
 
 def test_the_probe_started_ahead_is_the_one_that_runs(tmp_path):
@@ -76,7 +67,7 @@ def test_an_early_probe_the_plan_does_not_want_is_killed(tmp_path):
     # killed, maybe before the stand-in's Python could note its start
     noted = starts(notes) if notes.exists() else []
     assert [w for _, w in noted] in ([], ['exec -S'])
-    assert all(gone(pid) for pid, _ in noted)
+    assert all(not running(pid) for pid, _ in noted)
     assert wait_until(lambda: not processes_with(str(run)), 5), \
         'a probe outlived the hook'
     assert not (run / 'probe-args').exists()     # it never got its go
@@ -107,7 +98,7 @@ def test_a_variable_cuda_reads_in_the_plan_starts_a_fresh_process(tmp_path):
     # the plan's own, with its options on its command line
     *early, (fresh, last) = starts(notes)
     assert [w for _, w in early] in ([], ['exec -S'])
-    assert all(gone(pid) for pid, _ in early)
+    assert all(not running(pid) for pid, _ in early)
     assert last == ('exec -b 268435456 -n 5 -w 1 -a 1073741824 -i 10 -W 2')
     env = dict(ln.split('=', 1) for ln in seen.read_text().splitlines())
     assert env['CUDA_DEVICE_MAX_CONNECTIONS'] == '1'
