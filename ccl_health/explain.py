@@ -132,6 +132,7 @@ def _log_only(files, kinds, logs, nodes, transport_asked, site=None):
         'exit_status': None, 'rows': [],
         'transport': {'asked': proof.asked, 'proven': proof.proven,
                       'ok': proof.ok, 'reason': proof.reason},
+        'runs': _runs_doc(proof),
         'versions': dict(ev.versions),
         'versions_by_rank': ev.versions_by_rank,
         'reference': {'system': None, 'partition': None, 'file': None,
@@ -303,10 +304,12 @@ def _run_of(res, stdout, source, logs, *, nodes, transport_asked,
         source=source, debug=ev, transport=transport_asked, nodes=nodes or 1,
         proof=assemble.PROVE if proof_doc is None else
         _Unproven(proof_doc['reason']))
+    run.runs = []
     if proof_doc is None:
         proof = run.att.proof
         proof_doc = {'asked': proof.asked, 'proven': proof.proven,
                      'ok': proof.ok, 'reason': proof.reason}
+        run.runs = _runs_doc(proof)
     run.proof_doc = proof_doc
     _shape(run, res, collective, gpus_per_node)
     return run
@@ -431,12 +434,20 @@ def _document(files, paste, res, run, ref_doc, judged, reason, exit_status,
         'json_error': res.json_error, 'notes': run.notes,
         'exit_status': exit_status, 'rows': rows,
         'transport': run.proof_doc,
+        'runs': run.runs,
         'versions': versions, 'reference': ref_doc,
         'verdict': str(v), 'reason': reason,
         'exit_code': V.exit_code([v]),
         'node_state': node_doc,
         'warns': [w.describe() for w in judged.warns],
     }
+
+
+def _runs_doc(proof):
+    """Each run of a log that holds several, judged on its own
+    (:class:`ccl_health.evidence.proof.RunProof`): its processes, rank
+    count, transport and whether the output is its; [] for one run."""
+    return [r.as_dict() for r in getattr(proof, 'runs', None) or []]
 
 
 class _Unproven:
@@ -503,6 +514,18 @@ def render(doc):
     proven = f'proven {t["proven"]}' if t.get('proven') else 'not proven'
     asked = f' (asked {t["asked"]})' if t.get('asked') else ''
     out.append(f'transport  {proven}{asked}: {t["reason"]}')
+    for run in doc.get('runs') or []:
+        rt = run['transport']
+        said = (f'proven {rt["proven"]}' if rt['ok'] else
+                f'{rt["proven"]}, not proven as asked' if rt['proven'] else
+                'not proven')
+        n = run['nranks']
+        out.append(f'run {run["run"]:<6} {", ".join(run["processes"][:4])}'
+                   f'{", ..." if len(run["processes"]) > 4 else ""} '
+                   f'({len(run["processes"])} process(es), '
+                   f'{n if n else "?"} ranks)'
+                   f'{"; the output is this run" if run["table"] else ""}: '
+                   f'{said} (asked {rt["asked"] or "?"}): {rt["reason"]}')
     r = doc['reference']
     out.append(f'reference  {r["key"]}: ' + (
         f'{r["file"]}, tolerance {r["tolerance"]:.0%}' if r['found']

@@ -268,6 +268,11 @@ class Evidence:
     #: the node count the lines name ("rank 0 nRanks 16 nNodes 4"): a run
     #: of several nodes whatever channel lines the log happens to show
     nnodes_seen: Optional[int] = None
+    #: the lines read, ``(source, line)`` in order: where the log holds
+    #: several runs, each run's part is read again from them
+    #: (:func:`run_evidence`)
+    lines: list = dataclasses.field(default_factory=list, repr=False,
+                                    compare=False)
 
     @property
     def versions_by_rank(self):
@@ -404,6 +409,7 @@ def feed_lines(ev, lines, source=None):
     for line in _unwrap(lines):
         if 'CCL' not in line and 'version' not in line:
             continue
+        ev.lines.append((source, line))
         pm = _PREFIX.search(line)
         for key, rx in _PATTERNS.items():
             m = rx.search(line)
@@ -612,6 +618,39 @@ def _runs(ev):
         if r.comm_ids:
             groups.setdefault(root(('r', key)), []).append(key)
     return list(groups.values()) if len(groups) > 1 else []
+
+
+def run_evidence(ev, keys):
+    """The evidence of one run of ``ev`` (``keys``: its rank keys, one
+    list of :attr:`Evidence.runs`), read from that run's lines alone, as if
+    they had been pasted alone: a line of another process is left out; a
+    line without a logger prefix (``NCCL version ...`` that nccl-tests
+    prints) goes with the process whose line came before it in the same
+    file."""
+    keys = set(keys)
+    sub = Evidence(files=[f for f in ev.files
+                          if any(f in ev.ranks[k].files for k in keys
+                                 if k in ev.ranks)])
+    last = {}                       # source -> the key of its last line
+    part, part_source = [], None
+
+    def flush():
+        if part:
+            feed_lines(sub, part, source=part_source)
+            part.clear()
+    for source, line in ev.lines:
+        pm = _PREFIX.search(line)
+        if pm:
+            last[source] = f'{pm.group(1)}:{pm.group(2)}'
+        # a file whose lines carry no prefix is one rank, keyed by the file
+        if last.get(source, source) not in keys:
+            continue
+        if source != part_source:
+            flush()
+            part_source = source
+        part.append(line)
+    flush()
+    return sub
 
 
 def _aggregate(ev):

@@ -3,9 +3,10 @@ debuglog`) against what was asked for (given, or read from the log:
 :func:`asked_from_log`), rank by rank."""
 
 import dataclasses
-from typing import Optional
+from typing import List, Optional
 
 from ccl_health import CclHealthError
+from ccl_health.evidence import debuglog
 from ccl_health.sitedata import transports
 from ccl_health.sitedata.transports import BUILTIN_NETS
 
@@ -16,6 +17,31 @@ class Proof:
     proven: Optional[str]
     ok: bool
     reason: str
+    #: where the log holds several runs: each one's :class:`RunProof`
+    runs: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class RunProof:
+    """One run of a log that holds several (communicators that share no
+    rank): its processes (``host:pid``), hosts, the rank count NCCL printed
+    (``nranks``; None where it printed none), whether the output's table is
+    this run's, and its transport proven from its own lines alone
+    (:func:`ccl_health.evidence.debuglog.run_evidence`)."""
+    number: int
+    processes: List[str]
+    hosts: List[str]
+    nranks: Optional[int]
+    table: bool
+    proof: Proof
+
+    def as_dict(self):
+        p = self.proof
+        return {'run': self.number, 'processes': self.processes,
+                'hosts': self.hosts, 'nranks': self.nranks,
+                'table': self.table,
+                'transport': {'asked': p.asked, 'proven': p.proven,
+                              'ok': p.ok, 'reason': p.reason}}
 
 
 def _describe(via):
@@ -158,36 +184,87 @@ def _no_channel_fallback(asked, t, ev):
         'connected, or the log was cut)'))
 
 
-def _several_runs(ev):
-    """Where the log holds separate runs (communicators that share no
-    rank: :attr:`ccl_health.evidence.debuglog.Evidence.runs`) whose ranks
-    show different networks or channels: one line naming each run's hosts
-    and what it shows (each is judged on its own, never as one run whose
-    ranks differ); else None."""
-    runs = getattr(ev, 'runs', None) or []
-    if len(runs) < 2:
-        return None
-    shown = []
-    for keys in runs:
-        ranks = [ev.ranks[k] for k in keys]
-        via = {}
-        for r in ranks:
-            for k, n in r.via.items():
-                via[k] = via.get(k, 0) + n
-        nets = sorted({n for r in ranks for n in r.networks})
+def _run_line(ev, keys):
+    """What one run's ranks show: its channels, else the networks named."""
+    ranks = [ev.ranks[k] for k in keys]
+    via = {}
+    for r in ranks:
+        for k, n in r.via.items():
+            via[k] = via.get(k, 0) + n
+    nets = sorted({n for r in ranks for n in r.networks})
+    return (_describe(via) if via else
+            'network ' + ', '.join(nets) + ' named, no channel line'
+            if nets else 'no channel line')
+
+
+def _table_run(ev, table, table_source):
+    """Which of ``ev.runs`` printed the output ``table`` (its rank lines'
+    ``Pid``, host and pid or pid alone; else the run whose NCCL lines are
+    in the output, ``table_source``): ``(index, how)``, or ``(None, why
+    not)``."""
+    runs = ev.runs
+    procs = [(h, p) for h, p in zip(getattr(table, 'rank_hosts', None) or [],
+                                    getattr(table, 'rank_pids', None) or [])
+             if p is not None]
+    if procs:
+        keys = {f'{h}:{p}' for h, p in procs}
+        hit = [i for i, ks in enumerate(runs) if keys & set(ks)]
+        if not hit:
+            pids = {p for _, p in procs}
+            hit = [i for i, ks in enumerate(runs)
+                   if pids & {ev.ranks[k].pid for k in ks}]
+        if len(hit) == 1:
+            return hit[0], (f'the output\'s rank lines name its processes '
+                            f'(Rank 0 Pid {procs[0][1]} on {procs[0][0]})')
+    if table_source:
+        hit = [i for i, ks in enumerate(runs)
+               if any(table_source in ev.ranks[k].files for k in ks)]
+        if len(hit) == 1:
+            return hit[0], 'its NCCL lines are the output\'s'
+    if table is None:
+        return None, 'no nccl-tests / rccl-tests table among the files'
+    return None, ('nothing tells which run the output\'s table belongs to '
+                  '(its rank lines name no process of one run alone)')
+
+
+def _prove_runs(asked, ev, nodes, expected_ranks, table, table_source):
+    """The proof of a log that holds several runs: each run proven alone
+    (the same :func:`prove` on its own lines); the paste's proof is the
+    proof of the run the output's table belongs to where that can be told,
+    else could-not-check naming what each run shows (never a pass from a
+    mix)."""
+    told, how = _table_run(ev, table, table_source)
+    per = []
+    for i, keys in enumerate(ev.runs):
+        sub = debuglog.run_evidence(ev, keys)
+        mine = i == told
+        own_nodes = nodes if mine else \
+            (len(sub.hosts) or sub.nnodes_seen or 1)
+        proof = prove(asked, sub, nodes=own_nodes,
+                      expected_ranks=expected_ranks if mine else None)
+        per.append(RunProof(i + 1, sorted(keys), list(sub.hosts),
+                            sub.nranks_seen, mine, proof))
+    parts = []
+    for r, keys in zip(per, ev.runs):
         hosts = sorted({k.rsplit(':', 1)[0] for k in keys})
-        what = (_describe(via) if via else
-                'network ' + ', '.join(nets) + ' named, no channel line'
-                if nets else 'no channel line')
-        shown.append((', '.join(hosts[:3]) + (', ...' if len(hosts) > 3
-                                                else ''), len(keys), what))
-    if len({w for _, _, w in shown}) < 2:
-        return None
-    parts = '; '.join(f'run {i + 1} on {h} ({n} process(es)): {w}'
-                      for i, (h, n, w) in enumerate(shown))
-    return (f'the log holds {len(runs)} separate runs (communicators that '
-            f'share no rank): {parts}: the transport is not proven for one '
-            f'run; give each run\'s log alone')
+        p = r.proof
+        said = (f'proven {p.proven}' if p.ok else
+                f'{p.proven}, not {p.asked} as asked' if p.proven else
+                'not proven')
+        parts.append(f'run {r.number} on {", ".join(hosts[:3])}'
+                     f'{", ..." if len(hosts) > 3 else ""} ({len(keys)} '
+                     f'process(es)): {_run_line(ev, keys)}, {said}')
+    held = (f'the log holds {len(per)} separate runs (communicators that '
+            f'share no rank): ' + '; '.join(parts))
+    if told is not None:
+        p = per[told].proof
+        return Proof(p.asked, p.proven, p.ok,
+                     f'{p.reason} (run {told + 1} of {len(per)}, the '
+                     f'output\'s: {how}; {held})', runs=per)
+    asks = {r.proof.asked for r in per}
+    return Proof(asked or (asks.pop() if len(asks) == 1 else None), None,
+                 False, f'{held}: the transport is not proven for one run: '
+                 f'{how}; give each run\'s log alone', runs=per)
 
 
 def _gdr_off(t, ev):
@@ -214,7 +291,8 @@ def _missing_ranks(ev, expected):
     return sorted(want)[len(with_via):]
 
 
-def prove(asked, ev, nodes=1, expected_ranks=None):
+def prove(asked, ev, nodes=1, expected_ranks=None, table=None,
+          table_source=None):
     """Compare the transport ``asked`` for (a name of
     :data:`ccl_health.sitedata.transports.NAMES`, or its record; None: what the log says
     was asked, :func:`asked_from_log`, else what it proves) on a run of
@@ -222,10 +300,19 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
     in :mod:`ccl_health.sitedata.transports`.  ``expected_ranks`` (a count,
     or rank ids): every one of them must show channel lines, else the proof
     is not complete (could-not-check) unless it shows a fallback.  The
-    reason is one line that a person can act on."""
+    reason is one line that a person can act on.
+
+    A log that holds several runs (:attr:`ccl_health.evidence.debuglog.
+    Evidence.runs`) is proven run by run (:func:`_prove_runs`): ``table``
+    (the output's parsed result: its rank lines' hosts and pids) and
+    ``table_source`` (the output's name, where its NCCL lines were read)
+    tell which run the output is."""
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise CclHealthError(f'nodes: expected a whole number >= 1, '
                              f'got {nodes!r}')
+    if len(getattr(ev, 'runs', None) or []) > 1:
+        return _prove_runs(asked, ev, nodes, expected_ranks, table,
+                           table_source)
     from_log = None
     if asked is None:
         asked = from_log = asked_from_log(ev)
@@ -241,9 +328,6 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '
                          'asked' + shown)
-    several = _several_runs(ev)
-    if several:
-        return Proof(asked, None, False, several)
     kept_on = not any(ev.env.get(k) == '1' for k in ('NCCL_P2P_DISABLE',
                                                       'NCCL_SHM_DISABLE'))
     if from_log and nodes == 1 and kept_on and ev.proven() == 'intra':

@@ -77,7 +77,9 @@ def attempt(stdout='', logs=(), exit_status=None, *, result=None,
         proof = None
         if proof_required or logs or ev.via:
             proof = prove(transport, ev, nodes=nodes or 1,
-                          expected_ranks=getattr(result, 'nranks', None))
+                          expected_ranks=getattr(result, 'nranks', None),
+                          table=result, table_source=source if stdout
+                          else None)
     warn_list, versions = W.read_logs(logs, stdout or '', source)
     return Attempt(result, exit_status, killed, proof, ev, warn_list,
                    launch_error, rank_versions=versions,
