@@ -25,13 +25,15 @@ the upstream format strings:
 import glob
 import os
 import random
+import re
 
 import pytest
 
 from helpers import mutations as M
 from conftest import REPO
 from helpers.doors import capture, through_every_door
-from helpers.ncclformats import util_cu_row
+from helpers.ncclformats import nccl_info, sweep, util_cu_head, util_cu_row, \
+    util_cu_summary
 
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog, nccltests
@@ -681,6 +683,187 @@ def test_communicators_joined_by_a_rank_are_one_run(tmp_path):
     assert sorted(map(sorted, ev.runs)) == [['a:1', 'b:2'], ['c:3', 'd:4']]
     proof = transport_proof.prove('net-ib', ev, nodes=2)
     assert proof.proven is None and 'separate runs' in proof.reason
+
+
+def _proof_alone(paths, asked):
+    """The oracle: explain's transport of ``paths`` given alone."""
+    t = X.explain(paths, transport_asked=asked)['transport']
+    return {k: t[k] for k in ('asked', 'proven', 'ok', 'reason')}
+
+
+@pytest.mark.parametrize('asked', [None, 'net-plugin-gdr', 'net-socket'])
+def test_each_run_of_a_paste_is_proven_as_its_file_alone(tmp_path, asked):
+    """The two real Polaris logs pasted one after the other: explain names
+    each run (its processes, NCCL's rank count) and proves it exactly as
+    explain proves its file alone (the oracle), asked or not."""
+    log = tmp_path / 'pasted.log'
+    log.write_text(text_of(POLARIS_SOCKET) + text_of(POLARIS_LOG))
+    doc = X.explain([str(log)], transport_asked=asked)
+    runs = doc['runs']
+    assert [r['run'] for r in runs] == [1, 2]
+    for run, name in zip(runs, (POLARIS_SOCKET, POLARIS_LOG)):
+        alone = debuglog.read_evidence([pub(name)])
+        assert run['processes'] == sorted(alone.ranks), run
+        assert run['hosts'] == alone.hosts
+        assert run['nranks'] == alone.nranks_seen == 8
+        assert run['table'] is False        # no table: no run is the output
+        assert run['transport'] == _proof_alone([pub(name)], asked), name
+    assert doc['transport']['proven'] is None
+    assert 'no nccl-tests / rccl-tests table among the files' in \
+        doc['transport']['reason']
+    shown = X.render(doc)
+    assert 'run 1 ' in shown and 'run 2 ' in shown
+
+
+def _init(host, pid, rank, n, comm):
+    """src/init.cc: "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId
+    %lx commId 0x%llx - Init COMPLETE" behind NCCL's logger prefix."""
+    return nccl_info(host, pid, pid, 0,
+                     f'ncclCommInitRankConfig comm 0x55d1 rank {rank} '
+                     f'nranks {n} cudaDev 0 nvmlDev 0 busId 1000 commId '
+                     f'{comm} - Init COMPLETE') + '\n'
+
+
+def _channels(host, pid, me, peer, net):
+    """src/transport/net.cc: "Channel %02d/%d : %d[%d] -> %d[%d] [send]
+    via NET/%s/%d%s" and its [receive] twin, two channels."""
+    out = ''
+    for c in (0, 1):
+        out += nccl_info(host, pid, pid + 7, 0,
+                         f'Channel {c:02d}/0 : {me}[0] -> {peer}[0] [send] '
+                         f'via NET/{net}/0') + '\n'
+        out += nccl_info(host, pid, pid + 7, 0,
+                         f'Channel {c:02d}/0 : {peer}[0] -> {me}[0] '
+                         f'[receive] via NET/{net}/0') + '\n'
+    return out
+
+
+def _two_node_run(hosts, pids, net, comm, subs=False):
+    """One 2-rank run on ``hosts`` x ``pids`` over ``net``; ``subs``: each
+    rank also in a communicator of its own (ncclCommSplit's children:
+    the same processes, so still one run)."""
+    text = ''
+    for rank, (h, p) in enumerate(zip(hosts, pids)):
+        text += _init(h, p, rank, 2, comm)
+        if subs:
+            text += _init(h, p, 0, 1, f'{comm}{rank + 1}')
+    for rank, (h, p) in enumerate(zip(hosts, pids)):
+        text += _channels(h, p, rank, 1 - rank, net)
+    return text
+
+
+def _table(hosts, pids=None):
+    """nccl-tests' output of a 2-rank all_reduce on ``hosts``: its rank
+    lines name ``pids`` ("Pid %6d"; None: an nccl-tests that prints no
+    Pid)."""
+    head = util_cu_head(1 << 20, 1 << 22, ranks=[(0, hosts[0], 0),
+                                                 (1, hosts[1], 0)])
+    for rank, pid in enumerate(pids or [None, None]):
+        old = 'Pid %6d' % (1000 + rank)
+        head = head.replace(old, 'Pid %6d' % pid if pid else '', 1)
+    return head + ''.join(sweep(1 << 20, 1 << 22)) + util_cu_summary(10.0)
+
+
+#: run A on hosts a, b (pids 1000, 1001: util_cu_head's), run B on c, d
+RUN_A = (('a', 'b'), (1000, 1001))
+RUN_B = (('c', 'd'), (2000, 2001))
+
+
+@pytest.mark.parametrize('subs', [False, True])
+@pytest.mark.parametrize('table_of', ['A', 'B'])
+def test_the_run_of_the_table_is_judged_on_its_own(tmp_path, table_of,
+                                                    subs):
+    """Two runs in one log built from NCCL's format strings (run A over
+    NET/IB, with or without sub-communicators; run B over NET/Socket), and
+    nccl-tests' output whose rank lines name one run's pids: the paste's
+    transport is that run's, proven as explain proves it beside that
+    run's log alone (the oracle); the other run is named apart."""
+    a = _two_node_run(*RUN_A, 'IB', '0xaa', subs=subs)
+    b = _two_node_run(*RUN_B, 'Socket', '0xbb')
+    log = tmp_path / 'nccl.log'
+    log.write_text(a + b)
+    hosts, pids = RUN_A if table_of == 'A' else RUN_B
+    out = tmp_path / 'all_reduce.out'
+    out.write_text(_table(hosts, pids))
+    doc = X.explain([str(out), str(log)], transport_asked='net-ib',
+                    exit_status=0)
+    alone = tmp_path / 'alone.log'
+    alone.write_text(a if table_of == 'A' else b)
+    oracle = X.explain([str(out), str(alone)], transport_asked='net-ib',
+                       exit_status=0)
+    t, want = doc['transport'], oracle['transport']
+    assert (t['proven'], t['ok']) == (want['proven'], want['ok']) == \
+        (('net-ib', True) if table_of == 'A' else ('net-socket', False))
+    assert t['reason'].startswith(want['reason'])
+    assert 'the log holds 2 separate runs' in t['reason']
+    assert doc['verdict'] == oracle['verdict']
+    runs = doc['runs']
+    assert [r['processes'] for r in runs] == [['a:1000', 'b:1001'],
+                                              ['c:2000', 'd:2001']]
+    assert [r['table'] for r in runs] == [table_of == 'A', table_of == 'B']
+    assert [r['nranks'] for r in runs] == [2, 2]
+    assert [r['transport']['proven'] for r in runs] == ['net-ib',
+                                                        'net-socket']
+
+
+@pytest.mark.parametrize('nets', [('IB', 'Socket'), ('IB', 'IB')])
+def test_a_table_that_names_no_run_is_never_a_pass(tmp_path, nets):
+    """Two runs (of different networks, or both over NET/IB) and an
+    nccl-tests that prints no Pid on hosts of neither run: nothing tells
+    which run the table is, so the transport is not proven (never a pass
+    from a mix, also where both runs show the same network); each run is
+    still proven on its own."""
+    log = tmp_path / 'nccl.log'
+    log.write_text(_two_node_run(*RUN_A, nets[0], '0xaa') +
+                   _two_node_run(*RUN_B, nets[1], '0xbb'))
+    out = tmp_path / 'all_reduce.out'
+    out.write_text(_table(('e', 'f')))
+    doc = X.explain([str(out), str(log)], transport_asked='net-ib',
+                    exit_status=0)
+    t = doc['transport']
+    assert t['proven'] is None and not t['ok'], t
+    assert 'nothing tells which run the output\'s table belongs to' in \
+        t['reason']
+    assert 'NET/IB x8' in t['reason']
+    assert doc['verdict'] == 'could-not-check', doc['reason']
+    assert [r['transport']['ok'] for r in doc['runs']] == \
+        [True, nets[1] == 'IB']
+
+
+def test_the_run_whose_lines_are_in_the_output_is_the_tables(tmp_path):
+    """An output with its run's NCCL lines inline (no Pid on its rank
+    lines) beside the log of another run: the output's own lines tell its
+    run."""
+    out = tmp_path / 'all_reduce.out'
+    out.write_text(_two_node_run(*RUN_A, 'IB', '0xaa') +
+                   _table(RUN_A[0]))
+    log = tmp_path / 'other.log'
+    log.write_text(_two_node_run(*RUN_B, 'Socket', '0xbb'))
+    doc = X.explain([str(out), str(log)], transport_asked='net-ib',
+                    exit_status=0)
+    assert doc['transport']['proven'] == 'net-ib' and \
+        doc['transport']['ok'], doc['transport']
+    told = {tuple(r['processes']): r['table'] for r in doc['runs']}
+    assert told == {('a:1000', 'b:1001'): True, ('c:2000', 'd:2001'): False}
+
+
+def test_every_door_judges_the_run_of_the_table(tmp_path):
+    """The real 2x H200 captures: the socket run's output and logs beside
+    the logs of the intra-node run (another communicator, other pids):
+    every door judges the socket run as it judges it alone (the oracle);
+    with the Pid cut from its rank lines, no door can tell the run and
+    none passes."""
+    text, logs = capture('net-socket')
+    _, others = capture('intra')
+    alone = through_every_door(tmp_path, 'net-socket', text, logs, rc=0)
+    got = through_every_door(tmp_path, 'net-socket', text, logs + others,
+                             rc=0)
+    assert got == alone and set(got.values()) == {'pass'}, (got, alone)
+    cut = re.sub(r'Pid\s+\d+ ', '', text)
+    assert cut != text
+    got = through_every_door(tmp_path, 'net-socket', cut, logs + others,
+                             rc=0, clean_text=text)
+    assert set(got.values()) == {'could-not-check'}, got
 
 
 # -- A: a plugin named by the environment, not found, then "Using network" ----

@@ -603,7 +603,8 @@ def _runs(ev):
     """The separate runs of the log: groups of rank keys whose
     communicators (``commId``) are joined by no rank (union of the ranks
     that share one), where there are two or more; else [].  Ranks whose
-    lines name no communicator belong to none."""
+    lines name no communicator go with the run their lines are told to
+    (:func:`_attach_lone`)."""
     parent = {}
 
     def root(x):
@@ -617,7 +618,52 @@ def _runs(ev):
     for key, r in ev.ranks.items():
         if r.comm_ids:
             groups.setdefault(root(('r', key)), []).append(key)
-    return list(groups.values()) if len(groups) > 1 else []
+    runs = list(groups.values())
+    if len(runs) < 2:
+        return []
+    _attach_lone(ev, runs)
+    return runs
+
+
+def _attach_lone(ev, runs):
+    """Put the processes of ``ev`` that name no communicator (their init
+    line was cut, or a merged line's host is no host) into ``runs``: a key
+    whose pid is a process of one run alone (a merged line), that run;
+    else the run of the lines around its first line (in its file): the
+    run before and after it where they agree, else the run after it (a
+    process logs its bootstrap and plugin lines before its init line),
+    else the run before it."""
+    of = {k: i for i, keys in enumerate(runs) for k in keys}
+    lone = [k for k in ev.ranks if k not in of]
+    if not lone:
+        return
+    by_pid = {}
+    for k, i in of.items():
+        by_pid.setdefault(ev.ranks[k].pid, set()).add(i)
+    order = {}                      # source -> the keys of its lines
+    for source, line in ev.lines:
+        pm = _PREFIX.search(line)
+        if pm:
+            order.setdefault(source, []).append(f'{pm.group(1)}:{pm.group(2)}')
+    for key in lone:
+        mine = by_pid.get(ev.ranks[key].pid, set())
+        run = next(iter(mine)) if len(mine) == 1 else _run_around(
+            key, order, of)
+        if run is not None:
+            runs[run].append(key)
+
+
+def _run_around(key, order, of):
+    """The run of the lines around the first line of ``key`` (see
+    :func:`_attach_lone`), or None."""
+    for keys in order.values():
+        if key not in keys:
+            continue
+        at = keys.index(key)
+        before = next((of[k] for k in reversed(keys[:at]) if k in of), None)
+        after = next((of[k] for k in keys[at:] if k in of), None)
+        return after if after is not None else before
+    return None
 
 
 def run_evidence(ev, keys):
