@@ -268,9 +268,10 @@ class Evidence:
     #: the node count the lines name ("rank 0 nRanks 16 nNodes 4"): a run
     #: of several nodes whatever channel lines the log happens to show
     nnodes_seen: Optional[int] = None
-    #: the lines read, ``(source, line)`` in order: where the log holds
-    #: several runs, each run's part is read again from them
-    #: (:func:`run_evidence`)
+    #: what was read, in order: ``(source, line)`` of a text, ``(path,
+    #: None)`` of a file (read again where needed, not kept): where the
+    #: log holds several runs, each run's part is read again from them
+    #: (:func:`run_evidence`, :func:`_lines_read`)
     lines: list = dataclasses.field(default_factory=list, repr=False,
                                     compare=False)
 
@@ -327,8 +328,10 @@ def read_evidence(paths):
         paths = sorted(glob.glob(paths))
     ev = Evidence(files=list(paths))
     for path in paths:
+        ev.lines.append((path, None))
         with open(path, errors='replace') as fp:
-            feed_lines(ev, fp, source=path)
+            feed_lines(ev, fp, source=path, keep=False, aggregate=False)
+    _aggregate(ev)
     return ev
 
 
@@ -404,12 +407,16 @@ def _unwrap(lines):
         i += 1
 
 
-def feed_lines(ev, lines, source=None):
-    """Add ``lines`` (of the file ``source``, if any) to ``ev``."""
+def feed_lines(ev, lines, source=None, keep=True, aggregate=True):
+    """Add ``lines`` (of the file ``source``, if any) to ``ev``;
+    ``keep``: keep them in ``ev.lines`` (a file's are read again
+    instead); ``aggregate``: sum up the ranks now (else the caller does,
+    once all is read)."""
     for line in _unwrap(lines):
         if 'CCL' not in line and 'version' not in line:
             continue
-        ev.lines.append((source, line))
+        if keep:
+            ev.lines.append((source, line))
         pm = _PREFIX.search(line)
         for key, rx in _PATTERNS.items():
             m = rx.search(line)
@@ -459,7 +466,8 @@ def feed_lines(ev, lines, source=None):
         m = _WARN.search(line)
         if m and len(ev.warnings) < 20:
             ev.warnings.append(m.group(1).strip())
-    _aggregate(ev)
+    if aggregate:
+        _aggregate(ev)
 
 
 def _feed_asked(ev, text, pm, source):
@@ -641,7 +649,7 @@ def _attach_lone(ev, runs):
     for k, i in of.items():
         by_pid.setdefault(ev.ranks[k].pid, set()).add(i)
     order = {}                      # source -> the keys of its lines
-    for source, line in ev.lines:
+    for source, line in _lines_read(ev):
         pm = _PREFIX.search(line)
         if pm:
             order.setdefault(source, []).append(f'{pm.group(1)}:{pm.group(2)}')
@@ -666,6 +674,22 @@ def _run_around(key, order, of):
     return None
 
 
+def _lines_read(ev):
+    """The lines ``ev`` read, ``(source, line)`` in order: a file's read
+    again (as :func:`feed_lines` read them)."""
+    for source, line in ev.lines:
+        if line is not None:
+            yield source, line
+            continue
+        try:
+            with open(source, errors='replace') as fp:
+                for ln in _unwrap(fp):
+                    if 'CCL' in ln or 'version' in ln:
+                        yield source, ln
+        except OSError:
+            continue
+
+
 def run_evidence(ev, keys):
     """The evidence of one run of ``ev`` (``keys``: its rank keys, one
     list of :attr:`Evidence.runs`), read from that run's lines alone, as if
@@ -682,9 +706,9 @@ def run_evidence(ev, keys):
 
     def flush():
         if part:
-            feed_lines(sub, part, source=part_source)
+            feed_lines(sub, part, source=part_source, aggregate=False)
             part.clear()
-    for source, line in ev.lines:
+    for source, line in _lines_read(ev):
         pm = _PREFIX.search(line)
         if pm:
             last[source] = f'{pm.group(1)}:{pm.group(2)}'
@@ -696,6 +720,7 @@ def run_evidence(ev, keys):
             part_source = source
         part.append(line)
     flush()
+    _aggregate(sub)
     return sub
 
 

@@ -215,14 +215,16 @@ def _table_run(ev, table, table_source):
                    if pids & {ev.ranks[k].pid for k in ks}]
         if len(hit) == 1:
             return hit[0], (f'the output\'s rank lines name its processes '
-                            f'(Rank 0 Pid {procs[0][1]} on {procs[0][0]})')
+                            f'(Pid {procs[0][1]} on {procs[0][0]})')
     if table_source:
         hit = [i for i, ks in enumerate(runs)
                if any(table_source in ev.ranks[k].files for k in ks)]
         if len(hit) == 1:
             return hit[0], 'its NCCL lines are the output\'s'
-    if table is None:
-        return None, 'no nccl-tests / rccl-tests table among the files'
+    if table is None or not (getattr(table, 'rows', None) or procs or
+                             getattr(table, 'rank_hosts', None)):
+        return None, ('nothing tells which run is the one judged (no '
+                      'nccl-tests / rccl-tests table among the files)')
     return None, ('nothing tells which run the output\'s table belongs to '
                   '(its rank lines name no process of one run alone)')
 
