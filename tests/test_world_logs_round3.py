@@ -847,21 +847,22 @@ def test_the_run_whose_lines_are_in_the_output_is_the_tables(tmp_path):
     assert told == {('a:1000', 'b:1001'): True, ('c:2000', 'd:2001'): False}
 
 
-def test_every_door_judges_the_run_of_the_table(tmp_path):
-    """The real 2x H200 captures: the socket run's output and logs beside
-    the logs of the intra-node run (another communicator, other pids):
-    every door judges the socket run as it judges it alone (the oracle);
-    with the Pid cut from its rank lines, no door can tell the run and
-    none passes."""
-    text, logs = capture('net-socket')
-    _, others = capture('intra')
-    alone = through_every_door(tmp_path, 'net-socket', text, logs, rc=0)
-    got = through_every_door(tmp_path, 'net-socket', text, logs + others,
-                             rc=0)
+@pytest.mark.parametrize('mine,other', [('net-socket', 'intra'),
+                                         ('intra', 'net-socket')])
+def test_every_door_judges_the_run_of_the_table(tmp_path, mine, other):
+    """The real 2x H200 captures: one run's output and logs beside the
+    logs of the other run (another communicator, other pids, another
+    transport): every door (the hook's too, for the intra-node one) judges
+    the output's run as it judges it alone (the oracle); with the Pid cut
+    from its rank lines, no door can tell the run and none passes."""
+    text, logs = capture(mine)
+    _, others = capture(other)
+    alone = through_every_door(tmp_path, mine, text, logs, rc=0)
+    got = through_every_door(tmp_path, mine, text, logs + others, rc=0)
     assert got == alone and set(got.values()) == {'pass'}, (got, alone)
     cut = re.sub(r'Pid\s+\d+ ', '', text)
     assert cut != text
-    got = through_every_door(tmp_path, 'net-socket', cut, logs + others,
+    got = through_every_door(tmp_path, mine, cut, logs + others,
                              rc=0, clean_text=text)
     assert set(got.values()) == {'could-not-check'}, got
 
