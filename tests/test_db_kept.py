@@ -175,6 +175,81 @@ def test_a_state_kept_before_schema_11_gives_its_line(written, tmp_path):
     assert _detect_of(copy) == today['detect']
 
 
+@pytest.fixture
+def changes_read(monkeypatch):
+    """The findings whose ``changed:`` lines a read looked up in their
+    cases (:func:`ccl_health.db.changedcases.attribution_many`),
+    collected."""
+    from ccl_health.db import changedcases
+    read = []
+    real = changedcases.attribution_many
+
+    def counting(db, found, *a, **kw):
+        read.extend(found)
+        return real(db, found, *a, **kw)
+    monkeypatch.setattr(changedcases, 'attribution_many', counting)
+    return read
+
+
+def _kept_changes(path):
+    """``{kind: (findings, with their changed: lines kept)}``."""
+    with store.open_store(path, readonly=True) as db:
+        return {r['kind']: (r['n'], r['kept']) for r in db.query(
+            'SELECT kind, count(*) AS n, count(changed) AS kept FROM '
+            'findings GROUP BY kind')}
+
+
+def _failed_and_detect(path):
+    with store.open_store(path, readonly=True) as db:
+        return answers.failed(db, 24, now=END), _detect(db)
+
+
+def test_what_changed_is_kept_with_each_drop(written, changes_read):
+    """The writer that finds a drop or a drift keeps its ``changed:``
+    lines with it (schema 12): ``failed`` and ``detect`` read no case for
+    them (three random rows of the whole history a drop, where a machine
+    has thousands of drops a week) and print what today's reading prints
+    (each drop's cases read at read: the schema-9 copy)."""
+    path, today = written
+    kept = _kept_changes(path)
+    assert kept['drop'][0] == kept['drop'][1] > 0
+    assert kept['drift'][0] == kept['drift'][1] > 0
+    assert kept['recovery'][1] == 0
+    failed, detect = _failed_and_detect(path)
+    assert changes_read == []
+    assert (failed, detect) == (today['failed'], today['detect'])
+    assert any(line.startswith('    changed: ') for line in failed)
+    assert any(line.startswith('    changed: ') for line in detect)
+
+
+def test_an_older_database_keeps_what_changed(written, tmp_path,
+                                              changes_read):
+    """A schema-11 database (no lines kept) is brought to schema 12 by
+    its first writer: every drop's and drift's lines kept, the same
+    answers; a finding without them (none kept) is read from its cases."""
+    path, today = written
+    copy = _copy(path, tmp_path)
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute('ALTER TABLE findings DROP COLUMN changed')
+            db.execute("UPDATE meta SET value = '11' WHERE key = "
+                       "'schema_version'")
+    assert _failed_and_detect(copy) == (today['failed'], today['detect'])
+    assert changes_read                 # read from the cases
+    with store.open_store(copy) as db:          # the first writer
+        assert db.schema_version() == store.SCHEMA_VERSION
+    assert _kept_changes(copy) == _kept_changes(path)
+    changes_read.clear()
+    assert _failed_and_detect(copy) == (today['failed'], today['detect'])
+    assert changes_read == []
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute("UPDATE findings SET changed = NULL WHERE kind = "
+                       "'drift'")
+    assert _failed_and_detect(copy) == (today['failed'], today['detect'])
+    assert changes_read and {f.kind for f in changes_read} == {'drift'}
+
+
 def test_the_days_not_kept_are_counted(written, tmp_path):
     path, today = written
     copy = _copy(path, tmp_path)

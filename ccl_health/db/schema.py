@@ -9,10 +9,10 @@ from ccl_health.db import seriestable as series
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge.series import KEY, PROBE_KIND, STORED_ORDER
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 
 
 #: the history key's columns as SQL lists: of a configuration (schema 1),
@@ -81,6 +81,13 @@ def _keep_standing(store):
     (:func:`ccl_health.db.keystate.fill_standing`)."""
     from ccl_health.db import keystate as state
     state.fill_standing(store)
+
+
+def _keep_changed(store):
+    """Schema 12: each kept drop's and drift's ``changed:`` lines kept
+    with it (:func:`ccl_health.db.keystate.fill_changed`)."""
+    from ccl_health.db import keystate as state
+    state.fill_changed(store)
 
 
 def _keep_days(store):
@@ -280,6 +287,15 @@ _MIGRATIONS = {
     11: [
         'ALTER TABLE key_state ADD COLUMN standing TEXT',
         _keep_standing,
+    ],
+    # what changed before each drop and drift (its ``changed:`` lines:
+    # the flagged case, the first of a drift's and the key's last passing
+    # case before them compared), kept with the finding by the writer that
+    # finds it: ``detect`` and ``failed`` read no case for them, where
+    # they read three (random rows of the whole history) a drop (issue 45)
+    12: [
+        'ALTER TABLE findings ADD COLUMN changed TEXT',
+        _keep_changed,
     ],
 }
 
