@@ -24,7 +24,9 @@ Then the kept rows made consistent by the project's own code:
   from its whole history (:func:`ccl_health.db.keystate.rejudge`, the path
   of a key judged stale), as the recorder's judge of each case would have
   left them (a state counts the healthy values ever recorded: the
-  standing line says "93 healthy runs", not 31).  No finding is copied.
+  standing line says "93 healthy runs", not 31).  No finding is copied;
+  the findings are then written again in the order of their times, as
+  the recorder writes them.
 
 No level (acceptance, calibration), news ledger or daily-health row is
 copied (the Frontier sets have none: a copied level would make keys
@@ -149,6 +151,30 @@ def rejudge_all(url, progress=print):
         return keystate.rejudge(db, keys, progress=step)
 
 
+def findings_in_time_order(path):
+    """The table ``findings`` written again in the order of its times
+    (new ids), as the recorder writes it (each case's findings with the
+    case): judging every key again (:func:`rejudge_all`) wrote them key
+    by key, which would scatter a week's findings over the table."""
+    cols = 'case_id, key, size, kind, run_id, time, body, changed'
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        if 'changed' not in {r[1] for r in conn.execute(
+                'PRAGMA table_info(findings)')}:
+            cols = cols.rsplit(',', 1)[0]
+        conn.execute('BEGIN')
+        conn.execute(f'CREATE TEMP TABLE ordered AS SELECT {cols} FROM '
+                     'findings ORDER BY time, case_id, id')
+        conn.execute('DELETE FROM findings')
+        conn.execute(f'INSERT INTO findings ({cols}) SELECT {cols} FROM '
+                     'ordered ORDER BY rowid')
+        conn.execute('DROP TABLE ordered')
+        conn.execute('COMMIT')
+        conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+    finally:
+        conn.close()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('src', help='a generated SQLite database (read only)')
@@ -174,6 +200,7 @@ def main(argv=None):
         before = findings_since(db, days)
     n = rejudge_all(args.dst, progress=lambda s: print(s, flush=True))
     t = time.perf_counter()
+    findings_in_time_order(args.dst)
     with store.open_store(args.dst) as db:
         after = findings_since(db, days)
         stale = db.query('SELECT count(*) AS n FROM stale_keys')[0]['n']

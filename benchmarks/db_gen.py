@@ -228,6 +228,10 @@ def as_schema_9(db):
                        'measurements')
             db.execute('DROP TRIGGER IF EXISTS key_state_changed ON '
                        'key_state')
+            db.execute('DROP TRIGGER IF EXISTS series_last_changed ON '
+                       'cases')
+        if 'last_time' in db.columns('series'):
+            db.execute('ALTER TABLE series DROP COLUMN last_time')
         db.execute('DROP INDEX IF EXISTS cases_time')
         db.execute('CREATE INDEX cases_time ON cases (time)')
         db.execute('DROP TABLE IF EXISTS kept_days')

@@ -291,6 +291,7 @@ def plans(url):
     from ccl_health.judge.series import series_key
     out = {}
     with store.open_store(url, readonly=True) as db:
+        have = db.schema_version()
         newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
         since = keyhistory.sql_time(datetime.datetime.fromisoformat(newest) -
                                datetime.timedelta(hours=24))
@@ -342,7 +343,8 @@ def plans(url):
         today = newest[:10]
         queries.update({
             'the findings of a window (failed; the page\'s probes)': (
-                'SELECT case_id, key, size, kind, run_id, time, body FROM '
+                'SELECT case_id, key, size, kind, run_id, time, body'
+                + (', changed' if have >= 12 else '') + ' FROM '
                 'findings WHERE time >= ?', (since,)),
             'the other kinds\' runs of a window (failed)': (
                 f"SELECT c.run_id, c.time FROM cases c WHERE c.time >= ? "
@@ -370,6 +372,9 @@ def plans(url):
                 f'WHERE {probe} AND c.time >= ? AND c.time < ?',
                 pargs + (today, '9999')),
             'the keys of 7 days (detect)': (
+                'SELECT system, partition, transport, collective, nodes, '
+                'ranks, algo, kind, node FROM series WHERE last_time >= ?'
+                if have >= 12 else
                 'SELECT s.system, s.partition, s.transport, s.collective, '
                 's.nodes, s.ranks, s.algo, s.kind, s.node FROM series s '
                 'WHERE s.id IN (SELECT c.series_id FROM cases c WHERE '

@@ -250,6 +250,73 @@ def test_an_older_database_keeps_what_changed(written, tmp_path,
     assert changes_read and {f.kind for f in changes_read} == {'drift'}
 
 
+def _check_last_times(url):
+    """Each series' kept newest time (schema 12) is its cases' newest."""
+    with store.open_store(url, readonly=True) as db:
+        kept = {r['id']: r['last_time'] for r in db.query(
+            'SELECT id, last_time FROM series')}
+        real = {r['series_id']: r['t'] for r in db.query(
+            'SELECT series_id, max(time) AS t FROM cases GROUP BY '
+            'series_id')}
+    assert kept and kept == {i: real.get(i) for i in kept}
+
+
+def _move_newest(url):
+    """The newest case of one series removed, of another moved 20 years
+    back, of a third moved to another series; commits."""
+    with store.open_store(url) as db:
+        rows = db.query('SELECT id, series_id FROM cases ORDER BY time '
+                        'DESC, id DESC LIMIT 40')
+        a, b = rows[0], next(r for r in rows if r['series_id'] !=
+                             rows[0]['series_id'])
+        c = next(r for r in rows if r['series_id'] not in
+                 (a['series_id'], b['series_id']))
+        with db.transaction():
+            db.execute('DELETE FROM cases WHERE id = ?', (a['id'],))
+            db.execute("UPDATE cases SET time = '2006-01-01T00:00:00+00:00'"
+                       " WHERE id = ?", (b['id'],))
+            db.execute('UPDATE cases SET series_id = ? WHERE id = ?',
+                       (a['series_id'], c['id']))
+
+
+def test_each_series_keeps_its_newest_time(written, tmp_path):
+    """Schema 12: each series' newest time is kept by the database (a
+    case written, written late, written again, removed, moved), and
+    ``detect`` reads its keys from it: no range of the time index (a
+    week of it is 660,000 entries at Frontier), the same lines."""
+    path, today = written
+    _check_last_times(path)
+    with store.open_store(path, readonly=True) as db:
+        plans = _plans(db, _detect)
+    assert not [p for sql, p in plans if 'cases' in sql and
+                re.search(r'\(time>', p)], plans
+    assert _detect_of(path) == today['detect']
+    copy = _copy(path, tmp_path)
+    _move_newest(copy)
+    _check_last_times(copy)
+    old = _as_schema_9(_copy(copy, tmp_path, 'old.db'))
+    assert _detect_of(copy) == _detect_of(old)
+
+
+def test_each_series_keeps_its_newest_time_on_postgresql(pg_db, written):
+    """The same on PostgreSQL (its copy of the database, a database of
+    its own on the tests' server)."""
+    import psycopg
+    from ccl_health.db import migrate
+    path, today = written
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS series_last')
+        conn.execute('CREATE DATABASE series_last')
+    url = pg_db.rsplit('/', 1)[0] + '/series_last'
+    with store.open_store(path, readonly=True) as src:
+        migrate.migrate(src, url)
+    _check_last_times(url)
+    with store.open_store(url, readonly=True) as db:
+        assert _detect(db) == today['detect']
+    _move_newest(url)
+    _check_last_times(url)
+
+
 def test_the_days_not_kept_are_counted(written, tmp_path):
     path, today = written
     copy = _copy(path, tmp_path)

@@ -87,6 +87,8 @@ def _keep_changed(store):
     """Schema 12: each kept drop's and drift's ``changed:`` lines kept
     with it (:func:`ccl_health.db.keystate.fill_changed`)."""
     from ccl_health.db import keystate as state
+    if 'changed' not in store.columns('findings'):
+        store.execute('ALTER TABLE findings ADD COLUMN changed TEXT')
     state.fill_changed(store)
 
 
@@ -293,9 +295,12 @@ _MIGRATIONS = {
     # case before them compared), kept with the finding by the writer that
     # finds it: ``detect`` and ``failed`` read no case for them, where
     # they read three (random rows of the whole history) a drop (issue 45)
+    # and each series' newest time, kept by the database (triggers on
+    # the cases): the keys of ``detect``'s window read from the table of
+    # the series, not from a week of the time index (issue 45)
     12: [
-        'ALTER TABLE findings ADD COLUMN changed TEXT',
         _keep_changed,
-    ],
+        series.fill_last,
+    ] + series.TRIGGERS,
 }
 

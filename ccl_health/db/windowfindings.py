@@ -20,7 +20,7 @@ A time is text (ISO 8601).  A window's SQL bound is
 with another UTC offset sort by their text), and the rows are then kept by their real time
 (:func:`ccl_health.db.keyhistory.when`)."""
 
-from ccl_health.db import changedcases
+from ccl_health.db import changedcases, seriestable
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge import history
 from ccl_health.db.keyhistory import (
@@ -265,6 +265,12 @@ def window_keys(store, since):
     from ccl_health.judge.series import KEY, has_history
     if not indexed(store):
         return history_keys(window_cases(store, since))
+    if seriestable.keeps_last(store):   # each series' newest time, kept
+        names = KEY + ('kind', 'node')
+        return {k for k in (tuple(r[c] for c in names) for r in
+                            seriestable.measured_since(store, names,
+                                                       sql_time(since)))
+                if has_history(k)}
     if store.schema_version() >= 10:    # the series ids of the time index
         cols = ', '.join(f's.{c}' for c in KEY + ('kind', 'node'))
         return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
