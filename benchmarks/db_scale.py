@@ -34,7 +34,6 @@ import datetime
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -64,9 +63,8 @@ class Postgres:
         if pgbin is None:
             raise SystemExit('PostgreSQL is not installed (apt-get install '
                              'postgresql), or run with --no-pg')
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
+        from helpers.ports import free_ports
+        [port] = free_ports(1)
         self._gen = t.postgres_server(pgbin, '127.0.0.1', port)
         self.url = next(self._gen)
         self._t, self._bin = t, pgbin
@@ -187,20 +185,27 @@ def cold(url, pg):
 def page_split(url, out):
     """The page of ``url`` drawn in this process, its time split: the
     health checks counted (their days, counts and nodes: ``counts``), the
-    figures drawn (``figures``), the rest (the window's cases, findings
-    and records read, the tables made, pandas and matplotlib imported,
-    the page written: ``queries``).  Prints it as JSON."""
+    figures drawn (``figures``: pandas and matplotlib imported there), the
+    database's other reads (``reads``: the window's cases, records and
+    findings, the nodes' trends) and the page's own Python (``python``:
+    its tables, the page written); ``queries`` is reads and Python
+    together (as measured before 2026-11-29).  Prints it as JSON."""
     from ccl_health import report
     from ccl_health.report import figures, health
-    spent = {'counts': 0.0, 'figures': 0.0}
+    spent = {'counts': 0.0, 'figures': 0.0, 'reads': 0.0}
+    inside = []
 
     def timing(fn, what):
         def run(*a, **kw):
+            if inside:          # within a part timed already
+                return fn(*a, **kw)
+            inside.append(what)
             t = time.perf_counter()
             try:
                 return fn(*a, **kw)
             finally:
                 spent[what] += time.perf_counter() - t
+                inside.pop()
         return run
     for name in ('days_rows', 'probe_summary', 'node_rows'):
         setattr(health, name, timing(getattr(health, name), 'counts'))
@@ -214,11 +219,14 @@ def page_split(url, out):
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
     with store.open_store(url, readonly=True) as db:
+        db.query = timing(db.query, 'reads')
         report.build(db, out)
     total = time.perf_counter() - t
+    rest = total - spent['counts'] - spent['figures']
     print(json.dumps({'total': round(total, 2), 'counts': round(
         spent['counts'], 2), 'figures': round(spent['figures'], 2),
-        'queries': round(total - spent['counts'] - spent['figures'], 2)}))
+        'queries': round(rest, 2), 'reads': round(spent['reads'], 2),
+        'python': round(rest - spent['reads'], 2)}))
 
 
 def time_reads(url, work, pg=None, reads=READS):

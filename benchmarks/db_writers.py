@@ -161,7 +161,7 @@ def writers(url, n, bursts=BURSTS, servers=None):
 
 def set_writers(args, work, pg, result, fresh):
     """64 and 8 writers on SQLite, on PostgreSQL directly and through a
-    PgBouncer in transaction mode (tests/pg_bouncer.py)."""
+    PgBouncer in transaction mode (tests/helpers/pg_bouncer.py)."""
     out = {}
     for n in (8, 64):
         path = fresh(os.path.join(work, f'writers{n}.db'))
@@ -171,7 +171,7 @@ def set_writers(args, work, pg, result, fresh):
     if not pg:
         result['writers'] = out
         return
-    import pg_bouncer
+    from helpers import pg_bouncer
     server = {'server': postmaster_pid(pg.url.rsplit(':', 1)[1].split('/')[0])}
     # its backends are forked by it: they inherit its cores
     pin(server['server'], 'CCL_HEALTH_DB_CORES')
@@ -207,7 +207,7 @@ def set_writers(args, work, pg, result, fresh):
 
 def machine():
     """Where the writers ran: cores, the pooler's server connections."""
-    import pg_bouncer
+    from helpers import pg_bouncer
     out = {'cores': os.cpu_count(), 'pool': pg_bouncer.POOL_SIZE,
            'poolers': pg_bouncer.PROCS,
            'date': datetime.date.today().isoformat()}

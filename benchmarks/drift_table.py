@@ -281,6 +281,37 @@ def synthetic(seeds):
     return out
 
 
+def degradation_rows(b):
+    """The table of the real degradations ``b`` (per setting, per size:
+    the drop, the runs, the run that flagged it and by which rule)."""
+    rows = ['| setting | size | drop | runs | runs until flagged | by |',
+            '|---|---|---|---|---|---|']
+    for label, per in b.items():
+        for s, v in per.items():
+            rows.append(f'| {label} | {format_size(s)} | '
+                        f'{100 * v["drop"]:.1f} % | {v["runs"]} | '
+                        f'{v["until"] or "not flagged"} | '
+                        f'{v["kind"] or "-"} |')
+    return rows
+
+
+def graded_rows(c, before):
+    """The table of the graded drops ``c`` (per drop, per size: how soon
+    flagged, how many missed), then the line ``before``: the false alarms
+    before the step, per drop."""
+    rows = ['| drop d | size | flagged within 3 runs | median runs | max runs '
+            '| missed (of 10 runs) |', '|---|---|---|---|---|---|']
+    for d, v in c.items():
+        for s, st in v['per_size'].items():
+            rows.append(f'| {100 * float(d):.0f} % | {format_size(s)} | '
+                        f'{100 * st["within_3"]:.0f} % | {st["median"]} | '
+                        f'{st["max"]} | {st["missed"]} of {st["n"]} |')
+    rows.append(f'\n{before}: ' + ', '.join(
+        f'{100 * float(d):.0f} %: {v["false_alarms_before"]}'
+        for d, v in c.items()))
+    return rows
+
+
 def table(res):
     r, lines = res['real'], []
     add = lines.append
@@ -302,27 +333,11 @@ def table(res):
             f'{r["A"]["false_alarms"][s]} over all rotations '
             f'(noise {100 * r["A"]["noise"][s]:.1f} %)')
     add('\nB. Real degradations (NCCL settings) after the healthy runs:\n')
-    add('| setting | size | drop | runs | runs until flagged | by |')
-    add('|---|---|---|---|---|---|')
-    for label, per in r['B'].items():
-        for s, v in per.items():
-            add(f'| {label} | {format_size(s)} | {100 * v["drop"]:.1f} % | '
-                f'{v["runs"]} | {v["until"] or "not flagged"} | '
-                f'{v["kind"] or "-"} |')
+    lines += degradation_rows(r['B'])
     add(f'\nC. Graded drops applied to the real healthy noise (each of '
         f'{r["healthy_runs"]} rotations: {HEALTHY_BEFORE} healthy runs, then '
         f'10 runs x (1 - d)):\n')
-    add('| drop d | size | flagged within 3 runs | median runs | max runs |'
-        ' missed (of 10 runs) |')
-    add('|---|---|---|---|---|---|')
-    for d, v in r['C'].items():
-        for s, st in v['per_size'].items():
-            add(f'| {100 * float(d):.0f} % | {format_size(s)} | '
-                f'{100 * st["within_3"]:.0f} % | {st["median"]} | '
-                f'{st["max"]} | {st["missed"]} of {st["n"]} |')
-    add('\nFalse alarms before the step in C: ' + ', '.join(
-        f'{100 * float(d):.0f} %: {v["false_alarms_before"]}'
-        for d, v in r['C'].items()))
+    lines += graded_rows(r['C'], 'False alarms before the step in C')
     syn = res['synthetic']
     add(f'\n## Synthetic series (Gaussian noise, {syn["seeds"]} seeds)\n')
     for noise, v in syn['null'].items():
@@ -359,26 +374,10 @@ def e_table(e, sizes):
                 f'{v["rotations"][s]}' for s in sizes))
     add(f'\nReal degradations after a calibration from {CALIBRATED} runs and '
         f'{SINCE} healthy runs:\n')
-    add('| setting | size | drop | runs | runs until flagged | by |')
-    add('|---|---|---|---|---|---|')
-    for label, per in e['B'].items():
-        for s, v in per.items():
-            add(f'| {label} | {format_size(s)} | {100 * v["drop"]:.1f} % | '
-                f'{v["runs"]} | {v["until"] or "not flagged"} | '
-                f'{v["kind"] or "-"} |')
+    lines += degradation_rows(e['B'])
     add(f'\nGraded drops on the real noise (each rotation: calibration from '
         f'{CALIBRATED} runs, {SINCE} healthy runs, then 10 runs x (1 - d)):\n')
-    add('| drop d | size | flagged within 3 runs | median runs | max runs |'
-        ' missed (of 10 runs) |')
-    add('|---|---|---|---|---|---|')
-    for d, v in e['C'].items():
-        for s, st in v['per_size'].items():
-            add(f'| {100 * float(d):.0f} % | {format_size(s)} | '
-                f'{100 * st["within_3"]:.0f} % | {st["median"]} | '
-                f'{st["max"]} | {st["missed"]} of {st["n"]} |')
-    add('\nFalse alarms before the step: ' + ', '.join(
-        f'{100 * float(d):.0f} %: {v["false_alarms_before"]}'
-        for d, v in e['C'].items()))
+    lines += graded_rows(e['C'], 'False alarms before the step')
     add(f'\nSynthetic (Gaussian noise; calibration from {CALIBRATED} runs, '
         f'{SINCE} healthy runs, then the step):\n')
     add('| noise | step | flagged within 3 runs | median runs | max runs | '

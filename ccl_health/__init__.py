@@ -10,13 +10,14 @@ class CclHealthError(Exception):
     names the problem."""
 
 
-def read_text(path, what, error=CclHealthError, missing=None):
+def read_text(path, what, error=CclHealthError, missing=None,
+              encoding=None):
     """The text of the file at ``path``, a ``what`` (``'site file'``); a
-    file that cannot be read or is not text is one ``error`` naming it
-    (``missing``: the message of one that does not exist, when it says
-    more than "cannot read")."""
+    file that cannot be read or is not text (in ``encoding``, default the
+    locale's) is one ``error`` naming it (``missing``: the message of one
+    that does not exist, when it says more than "cannot read")."""
     try:
-        with open(path) as fp:
+        with open(path, encoding=encoding) as fp:
             return fp.read()
     except FileNotFoundError as err:
         if missing is None:

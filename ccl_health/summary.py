@@ -6,7 +6,7 @@ import json
 import os
 from typing import List
 
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, read_text
 from ccl_health.judge import casejudge as judge
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.units import format_size
@@ -217,15 +217,9 @@ def case_verdicts(report):
 def load_report(path):
     """A ReFrame run report (a JSON object); anything else is one error
     line naming the file."""
+    text = read_text(path, 'run report', encoding='utf-8')
     try:
-        with open(path, encoding='utf-8') as fp:
-            data = json.load(fp)
-    except OSError as err:
-        raise CclHealthError(f'{path}: cannot read the run report: '
-                             f'{err.strerror or err}') from None
-    except UnicodeDecodeError:
-        raise CclHealthError(f'{path}: not a run report (not text: a '
-                             f'binary file?)') from None
+        data = json.loads(text)
     except ValueError as err:           # json.JSONDecodeError
         raise CclHealthError(f'{path}: not a run report (not JSON: '
                              f'{err})') from None

@@ -17,6 +17,7 @@ from ccl_health.db import schema
 from ccl_health.db import windowfindings
 from ccl_health.judge import history
 from conftest import REPO
+from helpers.stores import old_database
 
 T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
 SIZE = 256 << 20
@@ -139,15 +140,7 @@ def test_the_report_page_shows_acceptances(db, tmp_path, monkeypatch):
 
 def test_an_old_database_reads_without_acceptances_and_migrates(tmp_path):
     path = str(tmp_path / 'old.db')
-    conn = sqlite3.connect(path)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for v in (1, 2):
-        for stmt in schema._MIGRATIONS[v]:
-            conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                      'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
-    conn.commit()
-    conn.close()
+    old_database(path, 2).close()
     before = open(path, 'rb').read()
     with store.open_store(path, readonly=True) as s:
         assert s.acceptances() == []

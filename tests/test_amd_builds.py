@@ -11,7 +11,6 @@ through the real build script (:func:`ccl_health.buildcache.build_script`),
 under paths with spaces; rccl-tests' sources are compiled with hipcc
 against it (there is no ``librccl`` to link: see that test)."""
 
-import hashlib
 import os
 import re
 import shutil
@@ -23,16 +22,14 @@ import types
 import pytest
 
 from ccl_health import buildcache
-from conftest import REPO
+from helpers import builds
+from helpers.builds import MIRROR, SOURCES
 
 # the system tier: builds with Debian's ROCm (installed when missing)
 pytestmark = pytest.mark.system
 
 pytest.importorskip('reframe')
 
-MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
-SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
-                                               'sources.yaml'))
 need_mirror = pytest.mark.skipif(
     not all(os.path.exists(os.path.join(MIRROR, SOURCES[p].tarball))
             for p in ('rccl', 'aws-ofi-rccl', 'rccl-tests')),
@@ -82,11 +79,7 @@ def hip_toolchain():
 
 
 def run_script(script, cwd, tmp_path):
-    cwd.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, TMPDIR=str(tmp_path / 'tmp'))
-    os.makedirs(env['TMPDIR'], exist_ok=True)
-    return subprocess.run(['bash', '-c', script], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return builds.run_script(script, cwd, tmp_path, timeout=900)
 
 
 def version_mk():
@@ -361,11 +354,7 @@ def test_rccl_release_without_the_version_block_fails_in_one_line(tmp_path):
     (src / 'src').mkdir(parents=True)
     (src / 'CMakeLists.txt').write_text('project(rccl)\n')
     (src / 'src' / 'nccl.h.in').write_text('#define NCCL_MAJOR ${NCCL_MAJOR}\n')
-    tar = tmp_path / 'rccl-x.tar.gz'
-    with tarfile.open(tar, 'w:gz') as tf:
-        tf.add(src, arcname='rccl-x')
-    source = buildcache.Source('rccl', 'x', 'https://x', hashlib.sha256(
-        tar.read_bytes()).hexdigest(), 'rccl-x.tar.gz', 'rccl-x')
+    source = builds.pinned_source(src, tmp_path, 'rccl', 'x')
     rec = buildcache.Recipe(source, RcclHeaderBuild.steps(None),
                             products=list(RcclHeaderBuild.products))
     stage = tmp_path / 'stage'

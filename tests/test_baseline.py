@@ -14,7 +14,6 @@ tolerance 0.15): calibrate from 2 nights, 5 healthy nights, then
 
 import datetime
 import random
-import sqlite3
 
 import pytest
 
@@ -24,6 +23,7 @@ from ccl_health.db import schema
 from ccl_health.db import windowfindings
 from ccl_health.judge import history
 from helpers.drift import DRIFT, GRADED, device_runs
+from helpers.stores import old_database
 
 MiB = 1 << 20
 SIZES = (64 * MiB, 128 * MiB, 256 * MiB)
@@ -207,13 +207,7 @@ def test_an_older_database_gets_the_table_and_keeps_its_rows(tmp_path):
     """A schema-3 database: read-only, no baselines (nothing migrated);
     opened for writing, the table is added and every row kept."""
     path = str(tmp_path / 'old.db')
-    conn = sqlite3.connect(path)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for v in (1, 2, 3):
-        for stmt in schema._MIGRATIONS[v]:
-            conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                      'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    conn = old_database(path, 3)
     conn.execute("INSERT INTO cases (run_id, case_name, time, verdict) "
                  "VALUES ('night-00', 'x', '2026-11-01', 'pass')")
     conn.commit()

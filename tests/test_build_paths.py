@@ -11,7 +11,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tarfile
 import types
 
 import pytest
@@ -19,10 +18,8 @@ import pytest
 from ccl_health import buildcache
 from ccl_health.sitedata import site as site_data
 from conftest import REPO
+from helpers.builds import MIRROR, SOURCES, pinned_source, run_script
 
-MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
-SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
-                                               'sources.yaml'))
 LIBFABRIC = os.path.join(MIRROR, SOURCES['libfabric'].tarball)
 need_mirror = pytest.mark.skipif(not os.path.exists(LIBFABRIC),
                                  reason='no ../shared/mirror beside the '
@@ -33,14 +30,6 @@ FAST = ['--disable-static', '--disable-sockets', '--disable-udp',
         '--disable-rxd', '--disable-mrail', '--disable-perf',
         '--disable-trace', '--disable-hook_debug', '--disable-hook_hmem',
         '--disable-dmabuf_peer_mem', '--disable-sm2']
-
-
-def run_script(script, cwd, tmp_path):
-    cwd.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, TMPDIR=str(tmp_path / 'tmp'))
-    os.makedirs(env['TMPDIR'], exist_ok=True)
-    return subprocess.run(['bash', '-c', script], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def libfabric_steps(extra=()):
@@ -180,12 +169,7 @@ def toy(tmp_path):
         'all:\n\tmkdir -p $(BUILDDIR) && echo built > $(BUILDDIR)/out\n')
     mdir = tmp_path / 'the mirror'
     mdir.mkdir()
-    tar = mdir / 'toy-1.0.tar.gz'
-    with tarfile.open(tar, 'w:gz') as tf:
-        tf.add(src, arcname='toy-1.0')
-    digest = hashlib.sha256(tar.read_bytes()).hexdigest()
-    return str(mdir), buildcache.Source('toy', '1.0', 'https://x', digest,
-                                        'toy-1.0.tar.gz', 'toy-1.0')
+    return str(mdir), pinned_source(src, mdir, 'toy', '1.0')
 
 
 def toy_install(extra=''):

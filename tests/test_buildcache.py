@@ -8,11 +8,7 @@ import subprocess
 import pytest
 
 from ccl_health import CclHealthError, buildcache
-from conftest import REPO
-
-MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
-SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
-                                               'sources.yaml'))
+from helpers.builds import MIRROR, SOURCES, pinned_source
 
 
 def test_pins_are_the_mirror_checksums():
@@ -53,25 +49,18 @@ def run_script(tmp_path, rec, mirror, name):
 
 @pytest.fixture
 def mirror(tmp_path):
-    """A mirror holding a tiny tarball pinned like the real ones."""
-    import hashlib
-    import tarfile
+    """A mirror holding a tiny tarball pinned like the real ones: (its
+    folder, the Source that pins the tarball)."""
     src_dir = tmp_path / 'src' / 'nccl-tests-2.19.6'
     src_dir.mkdir(parents=True)
     (src_dir / 'Makefile').write_text('all:\n\techo built > out.txt\n')
     mdir = tmp_path / 'mirror'
     mdir.mkdir()
-    tar = mdir / 'nccl-tests-2.19.6.tar.gz'
-    with tarfile.open(tar, 'w:gz') as tf:
-        tf.add(src_dir, arcname='nccl-tests-2.19.6')
-    digest = hashlib.sha256(tar.read_bytes()).hexdigest()
-    return str(mdir), digest
+    return str(mdir), pinned_source(src_dir, mdir, 'nccl-tests', '2.19.6')
 
 
 def test_build_once_then_cached(tmp_path, mirror):
-    mdir, digest = mirror
-    src = buildcache.Source('nccl-tests', '2.19.6', 'https://x', digest,
-                            'nccl-tests-2.19.6.tar.gz', 'nccl-tests-2.19.6')
+    mdir, src = mirror
     rec = buildcache.Recipe(src, [('build', 'make'),
                                   ('install', 'mkdir -p $PREFIX/bin && '
                                    'cp out.txt $PREFIX/bin/')])
@@ -87,9 +76,7 @@ def test_build_once_then_cached(tmp_path, mirror):
 
 
 def test_failed_step_is_named_with_its_log(tmp_path, mirror):
-    mdir, digest = mirror
-    src = buildcache.Source('nccl-tests', '2.19.6', 'https://x', digest,
-                            'nccl-tests-2.19.6.tar.gz', 'nccl-tests-2.19.6')
+    mdir, src = mirror
     rec = buildcache.Recipe(src, [('configure', 'echo checking nvcc... no; '
                                    'exit 3')])
     res = run_script(tmp_path, rec, mdir, 'w')

@@ -7,16 +7,15 @@ YAML anchors and aliases survive; every module a user can start with
 
 import hashlib
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from ccl_health.db import schema
 from ccl_health.judge import reference, reference_file
 from conftest import REPO
+from helpers.stores import old_database
 
 PY = sys.executable
 REPORT = os.path.join(REPO, 'tests', 'fixtures', 'device', 'suite-run',
@@ -104,17 +103,6 @@ def test_lock_is_held_across_processes(tmp_path):
                                             1, 2)
 
 
-def _schema1(path):
-    conn = sqlite3.connect(path)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for stmt in schema._MIGRATIONS[1]:
-        conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                  'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    conn.commit()
-    conn.close()
-
-
 def _digest(path):
     with open(path, 'rb') as fp:
         return hashlib.sha256(fp.read()).hexdigest()
@@ -126,7 +114,7 @@ def test_calibrate_db_never_migrates_or_creates(tmp_path, dry):
     ref = tmp_path / 'ref'
     ref.mkdir()
     old = str(tmp_path / 'old.db')
-    _schema1(old)
+    old_database(old, 1).close()
     before = _digest(old)
     extra = ['--dry-run'] if dry else []
     args = ['calibrate', '--system', 'local', '--partition', 'gpu',

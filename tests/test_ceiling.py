@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 
 from ccl_health.sitedata.transports import NAMES as TRANSPORTS

@@ -5,7 +5,6 @@ that collective captured on 2x H200 (tests/fixtures/device/cap/coll-*);
 sanity, transport proof and the per-collective references of
 reference/local.yaml give the verdicts."""
 
-import json
 import os
 import subprocess
 import sys
@@ -14,7 +13,8 @@ import pytest
 
 from ccl_health.evidence.collectives import SWEPT
 from conftest import REPO
-from helpers.replay import make_site, verdict_lines
+from helpers import replay
+from helpers.replay import verdict_lines
 
 pytest.importorskip('reframe')
 
@@ -23,27 +23,15 @@ SWEEP = os.path.join(REPO, 'checks', 'collective_sweep.py')
 
 
 def run_suite(tmp_path, *reframe_args, env=None):
-    """test_reframe_replay.run_suite with the check file named
-    (``--checks``): CollectiveSweep is not tagged 'nightly' (its docstring
-    says why), which the main command selects when no check file is
-    given."""
-    out = tmp_path / 'out'
-    full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-                    CCL_HEALTH_LAUNCHER='local',
-                    CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-                    CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
-    full_env.update(env or {})
+    """helpers.replay.run_suite with the check file named (``--checks``):
+    CollectiveSweep is not tagged 'nightly' (its docstring says why), which
+    the main command selects when no check file is given."""
     # the sizes the replayed captures hold (1 KiB to 256 MiB, x8): every
     # size asked for must be in the output
-    sizes = ['-S', 'min_size=1K', '-S', 'max_size=256M', '-S',
-             'step_factor=8']
-    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
-           str(out), '--checks', SWEEP, '--'] + sizes + list(reframe_args)
-    p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
-                       text=True, timeout=600)
-    reports = sorted((out / 'reports').glob('run-*.json'))
-    report = json.loads(reports[-1].read_text()) if reports else None
-    return p, report, out
+    sizes = ('-S', 'min_size=1K', '-S', 'max_size=256M', '-S',
+             'step_factor=8')
+    return replay.run_suite(tmp_path, *sizes, *reframe_args, env=env,
+                            checks=SWEEP)
 
 
 # every collective the suite sweeps but all_reduce (CollectiveSweep's)

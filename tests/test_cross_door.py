@@ -1,6 +1,6 @@
 """The cross-door fault matrix (issues 19 and 37): real captures x every
-damaging mutation (tests/mutations.py: the output faults of issue 11 and
-the judge's classes 4-6) through the one case assembler
+damaging mutation (tests/helpers/mutations.py: the output faults of issue
+11 and the judge's classes 4-6) through the one case assembler
 (:mod:`ccl_health.judge.assemble`: what a run left, the transport asked,
 the site, the node's state and the reference in, the judge's evidence
 out) and every door that judges a case, each a thin adapter around it:
@@ -32,7 +32,7 @@ import re
 
 import pytest
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 
 from ccl_health import CclHealthError
@@ -126,7 +126,7 @@ def test_the_whole_reframe_path_agrees(tmp_path, case):
     import subprocess
     import sys
     from ccl_health.db import store
-    from helpers.replay import make_site, verdict_lines
+    from helpers.replay import replay_env, verdict_lines
     root = tmp_path / 'cap'
     shutil.copytree(os.path.join(CAP, 'intra'), root / 'intra')
     (root / 'intra' / 'result.json').unlink()
@@ -136,12 +136,9 @@ def test_the_whole_reframe_path_agrees(tmp_path, case):
     expected = through_every_door(tmp_path, 'intra', damaged, logs)
     assert len(set(expected.values())) == 1
     db = tmp_path / 'db.sqlite'
-    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-               CCL_HEALTH_LAUNCHER='local',
-               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
-               CCL_HEALTH_DB=str(db), CCL_HEALTH_REPLAY_DIR=str(root))
-    env.pop('CCL_HEALTH_REFERENCE_DIR', None)
+    env = replay_env(tmp_path, {'CCL_HEALTH_DB': str(db),
+                                'CCL_HEALTH_REPLAY_DIR': str(root),
+                                'CCL_HEALTH_REFERENCE_DIR': None})
     p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
                         '--output', str(tmp_path / 'out'), '--', '-n',
                         'AllReduceSweep%transport=intra', '-S',

@@ -8,7 +8,6 @@ benchmarks/results/drift_table.md, made by benchmarks/drift_table.py)."""
 
 import json
 import random
-import sqlite3
 
 import pytest
 
@@ -23,6 +22,7 @@ from ccl_health.db import store
 from ccl_health.db import schema
 from ccl_health.judge.series import series_key
 from helpers.drift import GRADED, device_runs
+from helpers.stores import old_database
 
 MiB = 1 << 20
 
@@ -295,12 +295,7 @@ def test_old_databases_migrate_the_probe_detail_out_of_the_environment(
     read as it is, and migrated on a write-open: the probes move to
     detail_json; a sweep's environment stays."""
     path = str(tmp_path / 'old.db')
-    conn = sqlite3.connect(path)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for stmt in schema._MIGRATIONS[1]:
-        conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                  'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn = old_database(path, 1)
     probes = json.dumps({'probes': json.dumps([{'gpus': [0, 1]}])},
                         sort_keys=True)
     conn.execute("INSERT INTO cases (run_id, case_name, time, verdict, "

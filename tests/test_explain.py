@@ -1,7 +1,7 @@
 """scripts/explain on real runs: the outputs and NCCL debug logs of the
 suite's own device runs (tests/fixtures/device/suite-run), judged against
 reference/local.yaml like the suite judges them, and damaged the ways
-tests/mutations.py damages them."""
+tests/helpers/mutations.py damages them."""
 
 import glob
 import json
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import mutations as M
+from helpers import mutations as M
 from conftest import REPO
 
 STAGE = os.path.join(REPO, 'tests', 'fixtures', 'device', 'suite-run', 'keep',

@@ -1,6 +1,7 @@
 """The fault matrix of issue 11: a real capture (2x H200, intra, 8 B to
-8 GiB) x every damaging mutation of tests/mutations.py (and a nonzero exit
-after a complete table, and a harmless launcher prefix) x every consumer:
+8 GiB) x every damaging mutation of tests/helpers/mutations.py (and a
+nonzero exit after a complete table, and a harmless launcher prefix) x
+every consumer:
 
 * the sweep through the whole ReFrame path (the replay stand-in plays the
   damaged output), its verdict line, exit code and performance database;
@@ -23,10 +24,10 @@ import sys
 
 import pytest
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 from helpers.node import FAKE, REPLAY
-from helpers.replay import make_site, verdict_lines
+from helpers.replay import replay_env, verdict_lines
 
 pytest.importorskip('reframe')
 
@@ -81,12 +82,9 @@ def test_sweep_ingest_calibrate_explain(tmp_path, case):
     capdir, text, rc = damaged_capture(tmp_path, case)
     db = tmp_path / 'db.sqlite'
     out = tmp_path / 'out'
-    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-               CCL_HEALTH_LAUNCHER='local',
-               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
-               CCL_HEALTH_DB=str(db), CCL_HEALTH_REPLAY_DIR=capdir)
-    env.pop('CCL_HEALTH_REFERENCE_DIR', None)
+    env = replay_env(tmp_path, {'CCL_HEALTH_DB': str(db),
+                                'CCL_HEALTH_REPLAY_DIR': capdir,
+                                'CCL_HEALTH_REFERENCE_DIR': None})
     p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
                         '--output', str(out), '--', '-n',
                         'AllReduceSweep%transport=intra'] + SIZES,

@@ -10,7 +10,8 @@ health hook's judging path.  Each output is judged against a reference made
 for its own key (half its measured busbw at each size, the way a site's
 calibration at a lower level would): a door may say ``pass`` or that it
 could not check (no debug log proves the transport), never a failing
-verdict.  Then each output is damaged in every way tests/mutations.py knows
+verdict.  Then each output is damaged in every way
+tests/helpers/mutations.py knows
 (cut, non-finite, wrong results, a failure line, impossible numbers, a
 repeated or missing size, a fatal WARN ...): no door may pass it.
 
@@ -27,7 +28,7 @@ import random
 import pytest
 import yaml
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 
 from ccl_health import CclHealthError, explain

@@ -1,5 +1,5 @@
 """``scripts/fleet --resume`` stopped, raced and waited for, against a
-stand-in Slurm on PATH (tests/slurm_standin.py: sinfo, scontrol, srun,
+stand-in Slurm on PATH (tests/helpers/slurm_standin.py: sinfo, scontrol, srun,
 squeue, scancel over one state file, with pauses at each phase; no
 timing).  The real loop, and a SIGTERM during the node checks on the
 16-node Slurm: tests/test_fleet_slurm.py.
@@ -27,7 +27,7 @@ import pytest
 from ccl_health.fleet import resumestate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STANDIN = os.path.join(REPO, 'tests', 'slurm_standin.py')
+STANDIN = os.path.join(REPO, 'tests', 'helpers', 'slurm_standin.py')
 
 WHY = {'n02': 'ccl-health: isolate: UNHEALTHY: crash: GPU 0',
        'n03': 'ccl-health: reset (a reboot is expected to clear it): pid 7',

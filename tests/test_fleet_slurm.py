@@ -70,23 +70,8 @@ def site_text(**fleet):
 
 @pytest.fixture(scope='module')
 def cluster(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip('a multi-node Slurm in network namespaces needs root')
-    try:
-        slurm_cluster.ensure_installed()
-    except slurm_cluster.Unavailable as err:
-        pytest.skip(f'no Slurm on this machine: {err}')
-    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('fleet-slurm'),
-                                   nodes=NODES)
-    try:
-        c.start()
-    except slurm_cluster.Unavailable as err:
-        left = c.stop()
-        pytest.skip(f'no network namespaces here: {err}'
-                    + (f' (left behind: {left})' if left else ''))
-    except BaseException:
-        c.stop()
-        raise
+    c = slurm_cluster.started(tmp_path_factory.mktemp('fleet-slurm'),
+                              nodes=NODES)
     try:
         yield c
     finally:

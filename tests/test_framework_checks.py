@@ -11,14 +11,13 @@
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from ccl_health import patterns
 from ccl_health.sitedata.site import shell_value
 from conftest import REPO
-from helpers.replay import make_site
+from helpers.replay import run_suite
 
 pytest.importorskip('reframe')
 
@@ -28,22 +27,13 @@ EXAMPLE = patterns.EXAMPLE          # the pattern the suite ships
 
 
 def run(tmp_path, *reframe_args, dry=True, gpus='2:sm_90', env=None):
-    out = tmp_path / 'out'
-    full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS=gpus,
-                    CCL_HEALTH_LAUNCHER='mpirun' if dry else 'local',
-                    CCL_HEALTH_SCHEDULER='local',
-                    CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-                    CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
-    full_env.pop('CCL_HEALTH_REFERENCE_DIR', None)
-    full_env.update(env or {})
-    cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
-           str(out), '--checks', CHECKS] + (['--dry-run'] if dry else []) + \
-        ['--'] + list(reframe_args)
-    p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,
-                       text=True, timeout=600)
-    reports = sorted((out / 'reports').glob('run-*.json'))
-    report = json.loads(reports[-1].read_text()) if reports else None
-    return p, report, out
+    return run_suite(
+        tmp_path, *reframe_args, checks=CHECKS,
+        options=['--dry-run'] if dry else [],
+        env={'CCL_HEALTH_ASSUME_GPUS': gpus,
+             'CCL_HEALTH_LAUNCHER': 'mpirun' if dry else 'local',
+             'CCL_HEALTH_SCHEDULER': 'local',
+             'CCL_HEALTH_REFERENCE_DIR': None, **(env or {})})
 
 
 def cases(report):

@@ -160,11 +160,11 @@ def cuda_failure(text):
     (None, 1, 'crash: all_reduce on GPUs 0<->1 exited with status 1',
      'crash'),
     (None, 139, 'exited with status 139', 'crash'),
-    (upto_1g, 0, 'incomplete: all_reduce on GPUs 0<->1 stopped after 28 '
-     'size(s) without its closing summary', 'incomplete'),
+    (upto_1g, 0, 'incomplete: the output of all_reduce on GPUs 0<->1 ends '
+     'after 28 size(s), without its closing summary', 'incomplete'),
     (lambda t: t.split('#       size')[0], 0,
-     'incomplete: all_reduce on GPUs 0<->1 printed no result rows',
-     'incomplete'),
+     'incomplete: the output of all_reduce on GPUs 0<->1 holds no result '
+     'rows', 'incomplete'),
     (nan_1g, 0, 'wrong-results: non-finite', 'wrong-results'),
     (wrong_1g, 0, 'wrong-results: 3 wrong elements', 'wrong-results'),
     (cuda_failure, 1, "Test CUDA failure common.cu:1094 'an illegal memory "
@@ -499,6 +499,17 @@ def _tree(tmp_path):
     return tree
 
 
+def _run_with_venv(tree):
+    """The wrapper of ``tree`` run with a ``.venv`` whose python is this
+    one: (that .venv's bin folder, the finished process)."""
+    venv = tree / '.venv' / 'bin'
+    venv.mkdir(parents=True)
+    os.symlink(sys.executable, venv / 'python')
+    return venv, subprocess.run([str(tree / 'scripts' / 'ccl-health-check')],
+                                env=dict(os.environ, PYTHONPATH=''),
+                                capture_output=True, text=True, timeout=60)
+
+
 def test_wrapper_without_python(tmp_path):
     tree = _tree(tmp_path)
     bindir = tmp_path / 'bin'
@@ -522,12 +533,7 @@ def test_wrapper_when_the_package_does_not_import(tmp_path):
     (tree / 'ccl_health' / 'hook').mkdir()
     (tree / 'ccl_health' / 'hook' / '__init__.py').write_text('')
     (tree / 'ccl_health' / 'hook' / 'check.py').write_text('')
-    venv = tree / '.venv' / 'bin'
-    venv.mkdir(parents=True)
-    os.symlink(sys.executable, venv / 'python')
-    p = subprocess.run([str(tree / 'scripts' / 'ccl-health-check')],
-                       env=dict(os.environ, PYTHONPATH=''),
-                       capture_output=True, text=True, timeout=60)
+    venv, p = _run_with_venv(tree)
     # python exits 1 with a traceback: never a drain
     assert p.returncode == 2, (p.stdout, p.stderr)
     [line] = p.stdout.splitlines()
@@ -545,12 +551,7 @@ def test_wrapper_when_the_hook_prints_no_verdict(tmp_path):
     (tree / 'ccl_health' / 'hookcli.py').write_text(
         'def install_early():\n    pass\n\n\n'
         'def main(argv):\n    print("all good")\n    return 0\n')
-    venv = tree / '.venv' / 'bin'
-    venv.mkdir(parents=True)
-    os.symlink(sys.executable, venv / 'python')
-    p = subprocess.run([str(tree / 'scripts' / 'ccl-health-check')],
-                       env=dict(os.environ, PYTHONPATH=''),
-                       capture_output=True, text=True, timeout=60)
+    _, p = _run_with_venv(tree)
     assert p.returncode == 2
     assert p.stdout.startswith('COULD-NOT-CHECK: ') and \
         p.stdout.rstrip().endswith('ended with exit 0 and no verdict line: '

@@ -196,9 +196,9 @@ def test_report_page(db, tmp_path):
     assert 'trend_local_gpu_sweep_all_reduce_intra_1n_x_2r_1GiB.png' in files
     assert 'DROP local/gpu/intra' in text
     table = report.summary_table(db, now=T0 + datetime.timedelta(days=21))
-    plug = table[table['transport'] == 'net-plugin'].iloc[0]
+    plug = next(r for r in table if r['transport'] == 'net-plugin')
     assert plug['last verdict'] == 'hang' and plug['days since failure'] == 3
-    intra = table[table['transport'] == 'intra'].iloc[0]
+    intra = next(r for r in table if r['transport'] == 'intra')
     assert intra['failures'] == 1 and intra['last verdict'] == 'pass'
 
 

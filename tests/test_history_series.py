@@ -17,15 +17,12 @@ import dataclasses
 import datetime
 import math
 import random
-import socket
-import sqlite3
 import statistics
 
 import pytest
 
 from ccl_health import findings
 from ccl_health.db import recorder, store
-from ccl_health.db import schema
 from ccl_health.db.health_days import GROUP, health_days
 from ccl_health.evidence import nccltests
 from ccl_health.fleet import fleetreport as fleet_report
@@ -40,6 +37,7 @@ from ccl_health.judge import history
 from ccl_health.judge import finding
 from ccl_health.judge import series
 from conftest import CAPTURE, read
+from helpers.stores import old_database
 
 T0 = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
 GiB = 1 << 30
@@ -244,12 +242,7 @@ def test_old_rows_read_into_the_same_series(machine, tmp_path):
         for c in fleet_cases(at(6), busbw=1.0, nodes=8):
             db.add_case(c)
     old = str(tmp_path / 'old.db')
-    conn = sqlite3.connect(old)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for stmt in schema._MIGRATIONS[1]:
-        conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                  'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn = old_database(old, 1)
     cols = ', '.join(c for c in store.CASE_COLUMNS if c != 'detail_json')
     for i, path in enumerate((src, night)):
         conn.execute(f"ATTACH DATABASE '{path}' AS new")
@@ -342,25 +335,11 @@ def test_health_days_in_sqlite(tmp_path, monkeypatch):
     _check_days(url)
 
 
-@pytest.fixture(scope='module')
-def pg_url():
-    pytest.importorskip('psycopg')
-    from helpers import postgres
-    pgbin = postgres.pg_bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed (tests/test_store_postgres '
-                    'installs it)')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
-
-
-def test_health_days_in_postgresql(pg_url, tmp_path, monkeypatch):
-    _fill_small(pg_url, monkeypatch)
+def test_health_days_in_postgresql(pg_server, tmp_path, monkeypatch):
+    _fill_small(pg_server, monkeypatch)
     lite = str(tmp_path / 'small.db')
     _fill_small(lite, monkeypatch)
-    rows = _check_days(pg_url)
+    rows = _check_days(pg_server)
     with store.open_store(lite, readonly=True) as db:
         lite_rows = health_days(db)
     # the same answer as SQLite (PostgreSQL's REAL is single precision)

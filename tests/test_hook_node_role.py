@@ -476,22 +476,7 @@ def test_slurm_wrapper(tmp_path, name):
 @pytest.fixture(scope='module')
 def cluster(tmp_path_factory):
     from helpers import slurm_cluster
-    if os.geteuid() != 0:
-        pytest.skip('a multi-node Slurm in network namespaces needs root')
-    try:
-        slurm_cluster.ensure_installed()
-    except slurm_cluster.Unavailable as err:
-        pytest.skip(f'no Slurm on this machine: {err}')
-    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('role-slurm'),
-                                   nodes=2)
-    try:
-        c.start()
-    except slurm_cluster.Unavailable as err:
-        c.stop()
-        pytest.skip(f'no network namespaces here: {err}')
-    except BaseException:
-        c.stop()
-        raise
+    c = slurm_cluster.started(tmp_path_factory.mktemp('role-slurm'), nodes=2)
     try:
         p = c.run('sbatch', '--exclusive', '-w', c.nodes[0], '-o',
                   '/dev/null', '--wrap', 'sleep 600')

@@ -1,13 +1,13 @@
 """The judge (ccl_health/judge/casejudge.py), rule by rule, on real captures
 (tests/fixtures/device/cap) and on lines built from the upstream format
-strings (tests/mutations.py cites them)."""
+strings (tests/helpers/mutations.py cites them)."""
 
 import glob
 import os
 import random
 import re
 
-import mutations
+from helpers import mutations
 from conftest import REPO
 
 from ccl_health.evidence import debuglog, nccltests, warns

@@ -234,6 +234,29 @@ def test_no_test_module_imports_another():
     assert not bad, '\n'.join(bad)
 
 
+def stray_modules(names):
+    """The Python modules of a listing of tests/ that are neither a test
+    (``test_*.py``) nor ``conftest.py``: shared test code, whose place is
+    tests/helpers/ (issue 39)."""
+    return sorted(f for f in names if f.endswith('.py')
+                  and not f.startswith('test_') and f != 'conftest.py')
+
+
+def test_shared_test_code_lives_in_helpers():
+    """Directly under tests/ are only the tests and conftest.py: a module
+    they share (a harness, a stand-in, the mutations) is in tests/helpers/
+    and imported as ``from helpers import x``."""
+    stray = stray_modules(os.listdir(TESTS))
+    assert not stray, f'move to tests/helpers/: {", ".join(stray)}'
+
+
+def test_the_stray_check_finds_a_helper_beside_the_tests():
+    assert stray_modules(['conftest.py', 'test_a.py', 'mutations.py',
+                          'README.md', 'helpers', 'test_b.pyc',
+                          'pg_bouncer.py']) == ['mutations.py',
+                                                'pg_bouncer.py']
+
+
 def test_the_import_check_finds_a_test_importing_a_test():
     src = ('import os\nimport test_a as a\nfrom helpers.node import y\n\n\n'
            'def f():\n    from test_b import x\n    import testing\n')

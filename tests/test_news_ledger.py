@@ -20,6 +20,7 @@ from ccl_health import news, nightly
 from ccl_health.db import ledger, store
 from ccl_health.db import schema
 from ccl_health.judge import casejudge as judge
+from helpers.stores import old_database
 
 CASE = 'AllReduceSweep %transport=net-socket'
 OTHER = 'AllReduceSweep %transport=intra'
@@ -316,17 +317,8 @@ def test_nothing_measured_is_exit_2_with_the_reasons(db):
 
 
 def test_an_old_database_gets_the_ledger_on_open(tmp_path):
-    import sqlite3
     path = str(tmp_path / 'old.db')
-    conn = sqlite3.connect(path)
-    conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)')
-    for v in (1, 2, 3):
-        for stmt in schema._MIGRATIONS[v]:
-            conn.execute(stmt.replace('{pk}', 'INTEGER PRIMARY KEY '
-                                      'AUTOINCREMENT'))
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
-    conn.commit()
-    conn.close()
+    old_database(path, 3).close()
     with store.open_store(path) as s:
         record(s, 'nightly-001', 1, 'crash')
     before = open(path, 'rb').read()
@@ -536,16 +528,11 @@ def test_the_main_command_gets_sigterm_when_the_nightly_is_killed(tmp_path):
 
 # -- PostgreSQL ---------------------------------------------------------------
 
-def test_the_ledger_on_postgresql(pg_url):
+def test_the_ledger_on_postgresql(pg_server):
     """The same ledger on the real PostgreSQL of the tests: a new
     failure, a worse band, a killed night, a recovery: each told once."""
-    with store.open_store(pg_url) as s:
-        s.execute('DROP VIEW IF EXISTS records')
-        s.execute('DROP TABLE IF EXISTS findings, key_state, '
-                  'measurements, cases, meta, '
-                  'acceptances, news_told, news_nights')
-        s.conn.commit()
-    with store.open_store(pg_url) as s:
+    from helpers import postgres
+    with store.open_store(postgres.fresh(pg_server, 'ledger')) as s:
         record(s, 'nightly-001', 1)
         record(s, 'nightly-002', 2, 'below-reference', {M64: 1.2, M128: REF})
         record(s, 'nightly-003', 3, 'below-reference', {M64: 0.09,
@@ -563,21 +550,6 @@ def test_the_ledger_on_postgresql(pg_url):
         assert _count(told, 'WORSE ') == 1 and \
             _count(told, 'recovered: ') == 1
         assert len(ledger.told_nights(s, 'local', 'gpu')) == 5
-
-
-@pytest.fixture(scope='module')
-def pg_url():
-    """The PostgreSQL server of the tests (test_store_postgres), on a free
-    port of 127.0.0.1."""
-    pytest.importorskip('psycopg')
-    from helpers import postgres
-    pgbin = postgres.pg_bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    yield from postgres.postgres_server(pgbin, '127.0.0.1', port)
 
 
 # -- issue 41, class 4: one teller per database and system:partition ------

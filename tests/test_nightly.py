@@ -2,7 +2,7 @@
 Slurm of tests/helpers/slurm_cluster.py (network namespaces,
 ``ScronParameters=enable``) where a real ``scrontab`` entry fires the README's line (the
 client built from Debian's source where slurm-client lacks it,
-tests/scrontab_build.py; sbatch, with a warning, where that fails), a
+tests/helpers/scrontab_build.py; sbatch, with a warning, where that fails), a
 PostgreSQL server of the test on the cluster's bridge, the sweep of
 ``--mode nightly`` through sbatch / srun against the replay stand-in
 (tests/replay) replaying the project's own H100 captures of a graded drift
@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from helpers.ports import free_ports
 from helpers.procs import wait_until
 from ccl_health.db import recorder, store
 from ccl_health.evidence import nccltests
@@ -160,23 +161,12 @@ def slurm(tmp_path_factory):
     """The multi-node Slurm of tests/helpers/slurm_cluster.py (two nodes,
     each in a network namespace of its own), with Slurm's cron enabled."""
     from helpers import slurm_cluster
-    if os.geteuid() != 0:
-        pytest.skip('a multi-node Slurm in network namespaces needs root')
-    try:
-        slurm_cluster.ensure_installed()
-    except slurm_cluster.Unavailable as err:
-        pytest.skip(f'no Slurm on this machine: {err}')
     # 4 CPUs a node: Slurm's cron job (1 CPU) and the sweep it submits
     # (2 ranks) fit on the first node together, so night 1's sweep lands
     # on the node of the later nights (with 2 CPUs it went to the other
     # node, and night 2's mail said 'changed: nodes: n02 -> n01')
-    c = slurm_cluster.MultiCluster(tmp_path_factory.mktemp('nightly-slurm'),
-                                   nodes=2, cpus=4, scron=True)
-    try:
-        c.start()
-    except slurm_cluster.Unavailable as err:
-        c.stop()
-        pytest.skip(f'Slurm does not start here: {err}')
+    c = slurm_cluster.started(tmp_path_factory.mktemp('nightly-slurm'),
+                              nodes=2, cpus=4, scron=True)
     yield c
     left = c.stop()
     assert not left, f'left behind: {left}'
@@ -187,12 +177,11 @@ def pg_bridge(slurm):
     """A PostgreSQL server of the test that the cluster's nodes reach: it
     listens on the cluster's bridge address (a node's 127.0.0.1 is its
     own namespace's)."""
-    import slurm_harness
     from helpers import postgres
     pgbin = postgres.pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed')
-    [port] = slurm_harness.free_ports(1)
+    [port] = free_ports(1)
     yield from postgres.postgres_server(pgbin, slurm.ctl_addr, port,
                                    trust_net=slurm.net)
 
@@ -200,11 +189,12 @@ def pg_bridge(slurm):
 @pytest.fixture(scope='module')
 def scrontab(slurm):
     """Slurm's ``scrontab`` client: on PATH, else built from Debian's
-    source package of the installed slurm-client (tests/scrontab_build.py,
-    cached under ~/.cache/ccl-health/scrontab/).  Where that fails (no
+    source package of the installed slurm-client
+    (tests/helpers/scrontab_build.py, cached under
+    ~/.cache/ccl-health/scrontab/).  Where that fails (no
     network, not Debian) the night goes in with sbatch, and the test says
     so in a warning, never silently.  Returns (path or None, note)."""
-    import scrontab_build
+    from helpers import scrontab_build
     where, note = scrontab_build.ensure_scrontab(slurm.env()['PATH'])
     print(note)
     if where is None:
@@ -279,12 +269,8 @@ def _chromium_dom(page):
 @pytest.mark.slurm
 def test_three_nights_through_slurm_postgres_and_the_page(
         slurm, pg_bridge, scrontab, tmp_path):
-    pg_url = pg_bridge
-    with store.open_store(pg_url) as db:       # a fresh database
-        db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS findings, key_state, '
-                   'measurements, cases, meta')
-        db.conn.commit()
+    from helpers import postgres
+    pg_url = postgres.fresh(pg_bridge, 'nights')
     site, refdir, caps = make_world(tmp_path)
     base = nightly_env(tmp_path, site, refdir, caps, pg_url,
                        slurm_extra(slurm))
@@ -463,10 +449,7 @@ def test_run_ends_with_history_findings_and_exits_1_on_a_new_drift(
 def test_a_database_out_of_reach_is_could_not_run(tmp_path):
     """The site database cannot be reached: one line, exit 2 (never an
     all-clear, never "something new")."""
-    import socket
-    with socket.socket() as s:          # a port nothing listens on
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
+    [port] = free_ports(1)              # a port nothing listens on
     site, refdir, caps = make_world(tmp_path)
     url = f'postgresql://nobody@127.0.0.1:{port}/ccl'
     env = nightly_env(tmp_path, site, refdir, caps, url,

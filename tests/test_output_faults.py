@@ -1,13 +1,14 @@
 """The fault matrix of the output judgement: every real capture under
 tests/fixtures x every way a run or a log collector damages its output
-(tests/mutations.py), through :func:`ccl_health.evidence.nccltests.parse` and
+(tests/helpers/mutations.py), through
+:func:`ccl_health.evidence.nccltests.parse` and
 :func:`ccl_health.judge.casejudge.judge_output`.  Only the unmutated complete
 capture with exit status 0 may be judged fine (``None``)."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import mutations as M
+from helpers import mutations as M
 from ccl_health.evidence import nccltests
 from ccl_health.judge.casejudge import judge_output
 from ccl_health.judge.verdicts import Verdict

@@ -58,9 +58,8 @@ def test_every_test_import_is_installed_by_the_test_extra():
     dist = {'yaml': 'pyyaml', 'ruamel': 'ruamel.yaml', 'reframe':
             'reframe-hpc', 'pynvml': 'nvidia-ml-py',
             'PIL': 'matplotlib'}          # Pillow comes with matplotlib
-    local = {'ccl_health', 'conftest', 'mutations', 'slurm_cluster',
-             'slurm_harness', 'scrontab_build', 'builders', '_deps',
-             'test_reframe_replay', 'slurm_standin', 'db_gen',
+    local = {'ccl_health', 'conftest', 'builders', '_deps',
+             'test_reframe_replay', 'db_gen',
              'test_site_dryrun', 'test_health_hook', 'test_fleet_cli',
              'test_history', 'test_calibrate', 'torch', 'numpy',
              'helpers'}

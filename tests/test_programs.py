@@ -19,10 +19,8 @@ from ccl_health.evidence import programs
 from ccl_health.evidence import collectives as C
 from ccl_health.evidence import nccltests
 from conftest import CAPTURE, REPO
+from helpers.builds import MIRROR, SOURCES
 
-MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
-SOURCES = buildcache.load_sources(os.path.join(REPO, 'builders',
-                                               'sources.yaml'))
 
 
 def source_file(program, path):

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from helpers.replay import cases, make_site, run_suite, verdict_lines
+from helpers.replay import (cases, make_site, replay_env, run_suite,
+                            verdict_lines)
 
 #: the system tier (tests/conftest.py): ReFrame runs of the replay stand-ins
 pytestmark = pytest.mark.system
@@ -127,14 +128,11 @@ def test_run_killed_midway_keeps_what_it_recorded(tmp_path):
     from ccl_health.db import store
     out = tmp_path / 'out'
     db = tmp_path / 'db.sqlite'
-    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-               CCL_HEALTH_LAUNCHER='local',
-               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
-               CCL_HEALTH_DB=str(db),
-               # only the plugin run is slow
-               CCL_HEALTH_REPLAY_NET_PLUGIN='net-plugin',
-               CCL_HEALTH_REPLAY_SLEEP_NET_PLUGIN='120')
+    env = replay_env(tmp_path, {
+        'CCL_HEALTH_DB': str(db),
+        # only the plugin run is slow
+        'CCL_HEALTH_REPLAY_NET_PLUGIN': 'net-plugin',
+        'CCL_HEALTH_REPLAY_SLEEP_NET_PLUGIN': '120'})
     proc = subprocess.Popen([sys.executable, '-m', 'ccl_health.cli', 'run',
                              '--output', str(out)], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL,
@@ -172,12 +170,9 @@ def test_sigterm_midway_records_the_case_in_flight_as_aborted(tmp_path):
     out = tmp_path / 'out'
     db = tmp_path / 'db.sqlite'
     run_id = 'sigterm-test-run'
-    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-               CCL_HEALTH_LAUNCHER='local',
-               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-               CCL_HEALTH_CACHE=str(tmp_path / 'cache'),
-               CCL_HEALTH_DB=str(db), CCL_HEALTH_RUN_ID=run_id,
-               CCL_HEALTH_REPLAY_SLEEP_NET_PLUGIN='300')
+    env = replay_env(tmp_path, {'CCL_HEALTH_DB': str(db),
+                                'CCL_HEALTH_RUN_ID': run_id,
+                                'CCL_HEALTH_REPLAY_SLEEP_NET_PLUGIN': '300'})
     proc = subprocess.Popen([sys.executable, '-m', 'ccl_health.cli', 'run',
                              '--output', str(out)], env=env, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -242,11 +237,9 @@ def test_output_folder_with_spaces(tmp_path):
     ReFrame's job launch cannot take them, so it is given a space-free
     link; the sweep passes and the results land in the folder asked for."""
     out = tmp_path / 'my results' / 'night 1'
-    env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
-               CCL_HEALTH_LAUNCHER='local',
-               CCL_HEALTH_SITE_DIR=make_site(tmp_path),
-               CCL_HEALTH_CACHE=str(tmp_path / 'build cache'))
-    env.pop('CCL_HEALTH_DB', None)
+    env = replay_env(tmp_path, {
+        'CCL_HEALTH_CACHE': str(tmp_path / 'build cache'),
+        'CCL_HEALTH_DB': None})
     p = subprocess.run([sys.executable, '-m', 'ccl_health.cli', 'run',
                         '--output', str(out), '--', '-n',
                         'AllReduceSweep%transport=intra'], env=env, cwd=REPO,

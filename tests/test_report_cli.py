@@ -525,9 +525,9 @@ def test_summary_table_counts_build_failed(db):
     from ccl_health import report as rep
     with store.open_store(str(db), readonly=True) as s:
         table = rep.summary_table(s)
-    row = table[table['transport'] == 'net-socket'].iloc[0]
+    row = next(r for r in table if r['transport'] == 'net-socket')
     assert row['last verdict'] == 'build-failed' and row['failures'] == 2
-    row = table[table['transport'] == 'net-plugin'].iloc[0]
+    row = next(r for r in table if r['transport'] == 'net-plugin')
     assert row['failures'] == 1           # no-reference is not a pass
     from ccl_health.judge.verdicts import BROKEN
     assert set(BROKEN) >= {'build-failed', 'aborted', 'incomplete',

@@ -105,7 +105,7 @@ def test_a_change_of_version_needs_a_look(tmp_path):
                 nccl=lambda d, coll, tr: '2.28.3' if (
                     d < 4 or coll == 'all_gather') else '2.29.1')
     with store.open_store(path, readonly=True) as s:
-        cases = report._cases_frame(s)
+        cases = report.case_rows(s.cases())
     look = report.needs_look(cases, [])
     assert look == {('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2,
                      'default')}

@@ -68,12 +68,23 @@ def _open(path):
     return store.open_store(path, readonly=True)
 
 
+def _frames(s):
+    """(cases, records) of every case of ``s`` as the figures take them
+    (:func:`ccl_health.report.plots.frame`)."""
+    cases = report.case_rows(s.cases())
+    recs = report.record_rows(s.records(), cases)
+
+    def frame(rows):
+        cols = [k for k in rows[0] if k != 'when']
+        return plots.frame([tuple(r[k] for k in cols) for r in rows], cols)
+    return frame(cases), frame(recs)
+
+
 def test_series_never_mixed(mixed, tmp_path):
     with _open(mixed) as s:
-        cases = report._cases_frame(s)
-        df = report._frame(s, cases)
+        cases, df = _frames(s)
         table = report.summary_table(s)
-    kinds = set(zip(table['kind'], table['collective']))
+    kinds = {(r['kind'], r['collective']) for r in table}
     assert {('sweep', 'all_reduce'), ('sweep', 'all_gather'),
             ('health probe', 'all_reduce'), ('sweep', 'alltoall')} <= kinds
     sweep = df[(df['kind'] == 'sweep') & (df['collective'] == 'all_reduce') &
@@ -92,8 +103,7 @@ def test_series_never_mixed(mixed, tmp_path):
 
 def test_every_size_on_log_axes(mixed):
     with _open(mixed) as s:
-        cases = report._cases_frame(s)
-        df = report._frame(s, cases)
+        cases, df = _frames(s)
     key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')
     grp = df[(df['kind'] == 'sweep') & (df['collective'] == 'all_reduce') &
              (df['transport'] == 'intra')]
@@ -109,8 +119,7 @@ def test_trend_dated_with_band_and_labelled_drop(mixed):
     import matplotlib.dates as mdates
     from matplotlib.collections import PolyCollection
     with _open(mixed) as s:
-        cases = report._cases_frame(s)
-        df = report._frame(s, cases)
+        cases, df = _frames(s)
         from ccl_health.judge.history import detect
         findings = detect(s.records())
     assert any(f.kind == 'drop' and f.run_id == 'night-6' for f in findings)
@@ -323,8 +332,7 @@ def test_trend_labels_never_overlap():
     """Two drops 6 s apart (degraded-nchannels4, degraded-proto-ll) and
     three drops of healthy runs: each label its own place."""
     with _open(HIST) as s:
-        cases = report._cases_frame(s)
-        df = report._frame(s, cases)
+        cases, df = _frames(s)
         from ccl_health.db.windowfindings import detect_in
         findings = detect_in(s)
     key = ('local', 'gpu', 'sweep', 'all_reduce', 'intra', 1, 2, 'default')

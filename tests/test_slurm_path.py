@@ -1,6 +1,7 @@
 """The suite's real Slurm path on this host: a one-node Slurm cluster
-(tests/slurm_harness.py: Debian's slurmctld, slurmd, munge, installed when
-missing) takes the sweep check's job through sbatch; `srun` starts the
+(tests/helpers/slurm_harness.py: Debian's slurmctld, slurmd, munge,
+installed when missing) takes the sweep check's job through sbatch;
+`srun` starts the
 replay stand-in once per rank; a run past its time limit is ended by Slurm
 itself and comes out as a hang.  Skipped, with the reason, where Slurm can
 be neither installed nor started (no root, no apt-get); deselect with
@@ -13,7 +14,7 @@ import subprocess
 
 import pytest
 
-import slurm_harness
+from helpers import slurm_harness
 from ccl_health import summary
 
 pytest.importorskip('reframe')

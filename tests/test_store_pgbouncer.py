@@ -1,6 +1,6 @@
 """The performance database's write path (issue 30: the hook of every node
 at once) on SQLite, on PostgreSQL, and on PostgreSQL through a real
-PgBouncer in transaction mode (tests/pg_bouncer.py), whose pool of one
+PgBouncer in transaction mode (tests/helpers/pg_bouncer.py), whose pool of one
 server connection hands each transaction's connection to the next client:
 a prepared statement or any other session state left on it would break
 the next one.
@@ -13,14 +13,13 @@ store usable."""
 import os
 import hashlib
 import json
-import socket
 import zlib
 
 import pytest
 
 from ccl_health.db import store
 from conftest import REPO
-from helpers.postgres import intra_case, pg_bin, postgres_server
+from helpers.postgres import intra_case, local_server
 
 psycopg = pytest.importorskip('psycopg')
 
@@ -31,21 +30,14 @@ ENV = {'SLURM_JOB_ID': '7', 'NCCL_SOCKET_IFNAME': 'hsn0',
 @pytest.fixture(scope='module')
 def servers():
     """(direct URL, URL through PgBouncer) of one database."""
-    import pg_bouncer
-    pgbin = pg_bin()
-    if pgbin is None:
-        pytest.skip('PostgreSQL is not installed (tests/test_store_postgres'
-                    '.py installs it where it can)')
-    binary = pg_bouncer.pgbouncer_bin()
-    if binary is None:
-        pytest.skip('pgbouncer is not installed and cannot be installed '
-                    '(apt-get install pgbouncer, as root)')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    gen = postgres_server(pgbin, '127.0.0.1', port)
-    url = next(gen)
+    from helpers import pg_bouncer
+    gen = local_server(install=False)
+    url = next(gen)             # the test skipped where PostgreSQL is not
     try:
+        binary = pg_bouncer.pgbouncer_bin()
+        if binary is None:
+            pytest.skip('pgbouncer is not installed and cannot be installed '
+                        '(apt-get install pgbouncer, as root)')
         bouncer = pg_bouncer.pgbouncer_server(binary, url, pool_size=1)
         pooled, _ = next(bouncer)
         try:

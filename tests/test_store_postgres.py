@@ -20,25 +20,14 @@ from ccl_health.judge import series
 from conftest import CAPTURE
 from helpers.postgres import fresh as _fresh
 from helpers.postgres import intra_case as _case
-from helpers.postgres import local_server
 
 psycopg = pytest.importorskip('psycopg')
 
 
-@pytest.fixture(scope='module')
-def pg_url(tmp_path_factory):
-    yield from local_server()
-
-
-def test_same_code_path_on_postgresql(pg_url):
-    with store.open_store(pg_url) as db:
+def test_same_code_path_on_postgresql(pg_server):
+    url = _fresh(pg_server, 'same_code_path')
+    with store.open_store(url) as db:
         assert db.kind == 'postgresql'
-        db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS findings, key_state, '
-                   'measurements, cases, meta, '
-                   'acceptances, baselines')
-        db.conn.commit()
-    with store.open_store(pg_url) as db:
         for i in range(1, 12):
             db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
         db.add_case(_case('run-12', 0.5))
@@ -57,22 +46,17 @@ def test_same_code_path_on_postgresql(pg_url):
             'below-reference'
         drops = [f for f in history.detect(db.records()) if f.kind == 'drop']
         assert drops and {f.run_id for f in drops} == {'run-12'}
-    with store.open_store(pg_url) as db:      # reopen: no migration again
+    with store.open_store(url) as db:      # reopen: no migration again
         assert db.query("SELECT value FROM meta WHERE key = "
                         "'schema_version'")[0]['value'] == \
             str(schema.SCHEMA_VERSION)
 
 
-def test_accept_and_undo_on_postgresql(pg_url):
+def test_accept_and_undo_on_postgresql(pg_server):
     """Schema 3 (acceptances) on PostgreSQL: a run accepted restarts the
     history there; undone, the drop is flagged again."""
-    with store.open_store(pg_url) as db:
-        db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS findings, key_state, '
-                   'measurements, cases, meta, '
-                   'acceptances, baselines')
-        db.conn.commit()
-    with store.open_store(pg_url) as db:
+    url = _fresh(pg_server, 'accept_undo')
+    with store.open_store(url) as db:
         for i in range(1, 12):
             db.add_case(_case(f'run-{i:02d}', 1.0 + (i % 3) * 0.002))
         for i in range(12, 15):
@@ -90,25 +74,20 @@ def test_accept_and_undo_on_postgresql(pg_url):
         assert db.acceptances(active=True) == []
 
 
-def test_calibration_baseline_on_postgresql(pg_url, tmp_path):
+def test_calibration_baseline_on_postgresql(pg_server, tmp_path):
     """Schema 4 (baselines) on PostgreSQL: calibrate --db records what it
     measured; the history is judged against it from the next run (a 3 %
     step found on its third run)."""
     from ccl_health import cli
-    with store.open_store(pg_url) as db:
-        db.execute('DROP VIEW IF EXISTS records')
-        db.execute('DROP TABLE IF EXISTS findings, key_state, '
-                   'measurements, cases, meta, '
-                   'acceptances, baselines')
-        db.conn.commit()
-    with store.open_store(pg_url) as db:
+    url = _fresh(pg_server, 'calibration_baseline')
+    with store.open_store(url) as db:
         for i in (1, 2):
             db.add_case(_case(f'run-{i:02d}', 1.0 + i * 0.001))
     (tmp_path / 'ref').mkdir()
-    assert cli.main(['calibrate', '--db', pg_url, '--system', 'local',
+    assert cli.main(['calibrate', '--db', url, '--system', 'local',
                      '--partition', 'gpu', '--reference-dir',
                      str(tmp_path / 'ref'), '--min-size', '64M']) == 0
-    with store.open_store(pg_url) as db:
+    with store.open_store(url) as db:
         rows = db.baselines()
         assert rows and all(r['runs'] == ['run-01', 'run-02'] and
                             r['n'] == 2 and r['run_id'] == 'run-02'
@@ -137,7 +116,7 @@ def _everything(url):
         return cases, records, found, answers.failed(db, 1e6)
 
 
-def test_migrate_a_sqlite_database_into_postgresql(pg_url, tmp_path):
+def test_migrate_a_sqlite_database_into_postgresql(pg_server, tmp_path):
     """scripts/report migrate --to: every case, size and document moved
     with its id; the questions answer alike; a second migration into a
     database that holds cases is refused; writing goes on after it."""
@@ -151,7 +130,7 @@ def test_migrate_a_sqlite_database_into_postgresql(pg_url, tmp_path):
     with store.open_store(src) as db:
         db_gen.write_nights(db, 'perlmutter', 3, end)
         db_gen.write_checks(db, 'perlmutter', 6, 2, 10, end, fail=0.05)
-    url = _fresh(pg_url, 'migrated')
+    url = _fresh(pg_server, 'migrated')
     cmd = [os.path.join(REPO, 'scripts', 'report'), '--db', src, 'migrate',
            '--to', url]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -174,7 +153,7 @@ def json_env(case):
     return json.loads(case['env_json'] or '{}').get('NCCL_DEBUG') == 'WARN'
 
 
-def test_migrate_an_older_schema_fills_the_series(pg_url, tmp_path):
+def test_migrate_an_older_schema_fills_the_series(pg_server, tmp_path):
     """A schema-5 database (a recorded device run) moves with each case's
     kind and node filled in: the same findings, read bounded."""
     src = os.path.join(os.path.dirname(CAPTURE), 'news-first-week',
@@ -183,7 +162,7 @@ def test_migrate_an_older_schema_fills_the_series(pg_url, tmp_path):
     for ext in ('', '-wal', '-shm'):
         if os.path.exists(src + ext):
             shutil.copy(src + ext, str(copy) + ext)
-    url = _fresh(pg_url, 'older')
+    url = _fresh(pg_server, 'older')
     from ccl_health.db import migrate
     with store.open_store(str(copy), readonly=True) as db:
         assert db.schema_version() == 5
@@ -212,7 +191,7 @@ def _relations_bytes(url):
             "s.nspname = 'public' AND c.relkind = 'r'")[0]['n'])
 
 
-def test_a_healthy_check_is_recorded_in_under_1_kb(pg_url):
+def test_a_healthy_check_is_recorded_in_under_1_kb(pg_server):
     """On PostgreSQL too (issue 30): the database grows by under 1 KB for
     each healthy health check written by the hook's own record (the case,
     its size, every index; the series, environment and versions stored
@@ -223,7 +202,7 @@ def test_a_healthy_check_is_recorded_in_under_1_kb(pg_url):
     from conftest import REPO
     sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
     import db_gen
-    url = _fresh(pg_url, 'bytes')
+    url = _fresh(pg_server, 'bytes')
     end = datetime.datetime(2026, 11, 20, tzinfo=datetime.timezone.utc)
     with store.open_store(url) as db:
         db_gen.write_checks(db, 'frontier', 40, 2, 10, end -
@@ -250,7 +229,7 @@ def _files_holding(root, secret):
     return out
 
 
-def test_a_password_in_the_url_leaves_no_trace(pg_url, tmp_path):
+def test_a_password_in_the_url_leaves_no_trace(pg_server, tmp_path):
     """Issue 41, class 5: a night with a password in its --db URL (the
     test's server trusts every local connection, so the password is
     accepted and unused): not in the mail, the page, night.json, run.log,
@@ -258,7 +237,7 @@ def test_a_password_in_the_url_leaves_no_trace(pg_url, tmp_path):
     --json."""
     from conftest import REPO
     secret = 'Sup3rSecretPw'
-    url = _fresh(pg_url, 'secret_night').replace(
+    url = _fresh(pg_server, 'secret_night').replace(
         'postgres@', f'postgres:{secret}@')
     env = dict(os.environ, CCL_HEALTH_OUTPUT=str(tmp_path / 'out'))
     env.pop('CCL_HEALTH_DB', None)

@@ -15,6 +15,7 @@ import pytest
 
 from ccl_health.judge import validate
 from conftest import REPO
+from helpers.builds import MIRROR
 
 PY = sys.executable
 
@@ -510,7 +511,6 @@ def test_a_misspelt_key_of_the_site_file(tree):
 
 # -- the variables NCCL, RCCL, aws-ofi-nccl and libfabric read ---------------
 
-MIRROR = os.path.join(os.path.dirname(REPO), 'shared', 'mirror')
 TARBALLS = ('rccl-rocm-5.7.1', 'aws-ofi-nccl-1.21.1', 'libfabric-1.22.0',
             'nccl-tests-2.19.6')
 

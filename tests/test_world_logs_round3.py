@@ -28,9 +28,10 @@ import random
 
 import pytest
 
-import mutations as M
+from helpers import mutations as M
 from conftest import REPO
 from helpers.doors import capture, through_every_door
+from helpers.ncclformats import util_cu_row
 
 from ccl_health import explain as X
 from ccl_health.evidence import debuglog, nccltests
@@ -849,25 +850,12 @@ def test_rank_lines_behind_tags_are_read_as_a_cut_listing():
         assert doc['verdict'] != 'pass'
 
 
-def _util_cu_row(size, count, halves, tag):
-    """One row as nccl-tests 2.19.6 src/util.cu writes it: "%12li  %12li
-    %8s  %6s  %6s" (size, count, type, op, root), then per half "  %7s
-    %6s  %6s  %6g" (time, algbw, busbw, #wrong), then "\\n"; ``tag``
-    before each of the three writes (a launcher that labels every write)."""
-    out = tag + '%12li  %12li  %8s  %6s  %6s' % (size, count, 'float',
-                                                  'sum', '-1')
-    for time, algbw, busbw in halves:
-        out += tag + '  %7s  %6s  %6s  %6g' % (time, f'{algbw:.2f}',
-                                                f'{busbw:.2f}', 0)
-    return out + '\n'
-
-
 @pytest.mark.parametrize('tag', ['[0] ', '[12] '])
 def test_rows_from_the_util_cu_format_behind_a_tag_on_every_write(tag):
     sizes = [(1 << 20) << i for i in range(10)]
-    text = ''.join(_util_cu_row(s, s // 4, [('%.1f' % (s / 1e4), 1.0, bw),
-                                            ('%.1f' % (s / 1e4), 1.0, bw)],
-                                tag)
+    text = ''.join(util_cu_row(s, s // 4, [('%.1f' % (s / 1e4), 1.0, bw),
+                                           ('%.1f' % (s / 1e4), 1.0, bw)],
+                               tag)
                    for s, bw in zip(sizes, [29.5] * 6 + [5.3] * 4))
     res = nccltests.parse_text(text)
     assert [(r.size, r.busbw) for r in res.rows] == \

@@ -128,6 +128,20 @@ _DEFAULT_PLUGIN_NAMES = ('libnccl-net.so', 'librccl-net.so', 'nccl-net.so',
 _PLUGIN_INIT_FAILED = re.compile(r'[Ii]nitiali[sz]ation failed|'
                                  r'Failed to initialize NET plugin|'
                                  r'aws-ofi-[nr]ccl initiali[sz]ation failed')
+#: a plugin NCCL found where it looked and could not load: the dynamic
+#: loader's error (dlerror, printed after "Plugin load (%s) returned %d :",
+#: "dlerror=", "Plugin load returned %d : %s : when loading %s" or NCCL
+#: 2.23's "NET/Plugin: %s") names a library the plugin needs ("libfabric.so.1:
+#: cannot open shared object file"), a symbol or a glibc version it lacks,
+#: or a file that is no loadable library
+_LOAD_ERROR = re.compile(r'(\S+?): (?:undefined symbol|wrong ELF class|'
+                         r'invalid ELF header|file too short)'
+                         r"|version `[^']+' not found \(required by (\S+?)\)")
+_CANNOT_OPEN = re.compile(r'(\S+?): cannot open shared object file')
+#: a net plugin's own file name (``libnccl-net.so``, ``librccl-net-ofi.so``)
+_NET_PLUGIN_FILE = re.compile(r'(?:^|[=/(])lib[nr]ccl-net(?:-[^/\s]*)?\.so'
+                              r'(?:\.\d+)*$')
+_DLOPEN = re.compile(r'ncclOsDlopen\((\S+?)\) failed: ')
 _OFI = re.compile(r'NET/OFI ')
 #: NCCL's builtin IB network found its devices
 _IB_USING = re.compile(r'NET/IB ?: Using \[\d')
@@ -468,8 +482,14 @@ def _feed_asked(ev, text, pm, source):
         ev.plugin_asked = ev.plugin_asked or m.group(1)
     m = _PLUGIN_NOT_FOUND.search(text)
     if m and 'NET/Plugin' in text and \
-            m.group(1).rstrip(':,.') not in _DEFAULT_PLUGIN_NAMES:
+            not _default_name(m.group(1).rstrip(':,.')):
         ev.plugin_asked = ev.plugin_asked or m.group(1).rstrip(':,.')
+    lost = _plugin_load_error(text)
+    if lost:
+        # the plugin is there and did not load: it was meant to be used
+        ev.plugin_asked = ev.plugin_asked or lost
+        rank = _rank(ev, pm, source)
+        rank.fell_back_line = rank.fell_back_line or text.strip()
     fm = _PLUGIN_FAILED.search(text)
     builtin = fm is not None and (fm.group(1) or fm.group(2) or '').strip() \
         in BUILTIN_NETS        # 2.28: "Failed to initialize NET plugin IB"
@@ -486,6 +506,40 @@ def _feed_asked(ev, text, pm, source):
         _rank(ev, pm, source).ofi_seen = True
     if _IB_USING.search(text):
         _rank(ev, pm, source).ib_seen = True
+
+
+def _default_name(name):
+    """Whether ``name`` (a plugin name NCCL looked for) is one of the names
+    NCCL / RCCL try when nobody asked for a plugin, or the start of one: a
+    pasted line wrapped in the name (``when loading libnccl-`` / ``net.so``)
+    asks for nothing."""
+    return any(d.startswith(name) for d in _DEFAULT_PLUGIN_NAMES)
+
+
+def _plugin_load_error(text):
+    """The net plugin that NCCL found and could not load, as ``text`` names
+    it (the name it tried, else the file the loader names), or None where
+    the line shows no such failure: a plugin name not found is
+    ``libnccl-net-ofi.so: cannot open shared object file``, the plugin's
+    own name; a plugin found names another library or a symbol."""
+    dl = _DLOPEN.search(text)
+    if dl and not _NET_PLUGIN_FILE.search(dl.group(1)):
+        return None       # NCCL 2.28 opening its env / tuner / GIN plugin
+    if not dl and ('NET/Plugin' not in text or _COLLNET.search(text) or
+                   _OTHER_PLUGIN.search(text)):
+        return None
+    tried = _PLUGIN_NOT_FOUND.search(text) or dl
+    tried = tried.group(1).rstrip(':,.') if tried else None
+    m = _LOAD_ERROR.search(text)
+    if m:
+        return tried or m.group(1) or m.group(2)
+    for m in _CANNOT_OPEN.finditer(text):
+        lib = m.group(1).lstrip('=(')
+        if _NET_PLUGIN_FILE.search('/' + lib) or tried and \
+                os.path.basename(lib) == os.path.basename(tried):
+            continue          # the plugin's own file: not found
+        return tried or 'the net plugin'
+    return None
 
 
 def _feed_plugin(ev, text, pm, source):

@@ -235,8 +235,8 @@ def prove(asked, ev, nodes=1, expected_ranks=None):
             return Proof(None, None, False, _no_net_lines(ev, nodes))
         if asked is None:
             said = sorted({n for r in ev.ranks.values() for n in r.networks})
-            shown = (f' (they name {", ".join(said)}, but no connection '
-                     f'was made)' if said else '')
+            shown = (f' (they name {", ".join(said)}, but show no '
+                     f'connection)' if said else '')
             return Proof(None, None, False,
                          'the transport is not proven: no channel lines in '
                          'the debug logs, and they do not say what was '
@@ -321,10 +321,12 @@ def _prove(t, ev, nodes):
                          f'{", ".join(named)} at init, and no connection is '
                          f'shown): the transport is not proven'
                          f'{_gdr_off(t, ev)}')
+        # a pasted window may end before the channels: say both
         return Proof(asked, None, False,
-                     'no channel was connected (no "via" lines in the NCCL '
-                     'debug log): the run stopped before NCCL set up its '
-                     'transports' + _gdr_off(t, ev))
+                     'no channel was connected in the log (no "via" lines in '
+                     'the NCCL debug log): the run stopped before NCCL set up '
+                     'its transports, or the log was cut before them' +
+                     _gdr_off(t, ev))
     if _nodes(ev, nodes) > 1 and not ev.net_paths and t.uses_network:
         return Proof(asked, None, False, _no_net_lines(ev, nodes))
     if nodes > 1 and ev.hosts and len(ev.hosts) < nodes:

@@ -250,7 +250,10 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
                 f'could not check: the result rows of {what} are not in the '
                 f'text, only its closing summary ({summary}): the sizes and '
                 f'their bandwidth could not be checked')
-        return Verdict.INCOMPLETE, f'incomplete: {what} printed no result rows'
+        # what the output holds: a paste may have left the rows out, so
+        # never "the run printed none"
+        return Verdict.INCOMPLETE, (f'incomplete: the output of {what} holds '
+                                    f'no result rows')
     if not getattr(result, 'complete', False):
         if getattr(result, 'closed', False) is None and \
                 str(getattr(result, 'format', '')).endswith('json-lines'):
@@ -268,10 +271,14 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
                 f'closing summary ("Out of bounds values" / "Avg bus '
                 f'bandwidth" lines): its own check of the results could not '
                 f'be read')
+        twice = repeated_sizes(rows)
         return Verdict.INCOMPLETE, (
-            f'incomplete: {what} stopped after {len(rows)} size(s) without '
-            f'its closing summary ("Out of bounds values" / "Avg bus '
-            f'bandwidth" lines)')
+            f'incomplete: the output of {what} ends after {len(rows)} '
+            f'size(s), without its closing summary ("Out of bounds values" / '
+            f'"Avg bus bandwidth" lines)' + (
+                f'; {len(twice)} size(s) printed twice with different values, '
+                f'first {twice[0]} B: more than one table in the text'
+                if twice else ''))
     twice = repeated_sizes(rows)
     if twice:
         return Verdict.INCOMPLETE, (
@@ -283,7 +290,7 @@ def judge_output(result, exit_status, expected_sizes=None, what='the run',
     if all(r.wrong is None for r in rows):
         return Verdict.COULD_NOT_CHECK, (
             f'could not check: {what} did not check its results (#wrong '
-            f'N/A: run without -c 0)')
+            f'N/A: its check was off, -c 0)')
     if getattr(result, 'avg_busbw_failed', False):
         return Verdict.BELOW_REFERENCE, (
             f'below-reference: {what}\'s own average bus bandwidth check '

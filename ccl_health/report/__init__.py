@@ -78,42 +78,89 @@ NODE_FINDINGS_LISTED = 100
 CASE_KINDS = tuple(k for k in KINDS if k != 'health probe')
 
 
-def _cases_frame(store, rows=None):
-    import pandas as pd
-    cases = pd.DataFrame(store.cases() if rows is None else rows)
-    if cases.empty:
-        return cases
-    cases['kind'] = [kind_of(c) for c in cases.to_dict('records')]
-    cases['when'] = pd.to_datetime(cases['time'], utc=True, format='ISO8601')
-    for c in ('collective', 'transport', 'system', 'partition', 'algo'):
-        cases[c] = cases[c].fillna('')
-    for c in ('nodes', 'ranks'):
-        cases[c] = pd.to_numeric(cases[c], errors='coerce').fillna(0) \
-            .astype(int)
-    return cases
+def _text(value):
+    return '' if value is None else value
 
 
-def _frame(store, cases=None, rows=None):
-    """One row per case and size, numbers as floats (NULL: NaN), with the
-    case's kind and time."""
-    import pandas as pd
-    df = pd.DataFrame(store.records() if rows is None else rows)
-    if df.empty:
-        return df
-    for c in _NUMERIC:
-        df[c] = pd.to_numeric(df[c], errors='coerce')
-    for c in ('collective', 'transport', 'system', 'partition', 'algo'):
-        df[c] = df[c].fillna('')
-    for c in ('nodes', 'ranks'):
-        df[c] = df[c].fillna(0).astype(int)
-    cases = _cases_frame(store) if cases is None else cases
-    kinds = {(r['run_id'], r['case_name']): r['kind']
-             for r in cases[['run_id', 'case_name', 'kind']]
-             .to_dict('records')}
-    df['kind'] = [kinds.get((r, n), 'other')
-                  for r, n in zip(df['run_id'], df['case_name'])]
-    df['when'] = pd.to_datetime(df['time'], utc=True, format='ISO8601')
-    return df
+def _count(value):
+    """A node or rank count as the page groups it: a number, else 0."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+
+def _number(value):
+    """A measured number, None where none was recorded (or none can be
+    read)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return None if value != value else value     # NaN: none
+
+
+def case_rows(rows):
+    """The page's cases: the rows of ``rows`` (database case rows, oldest
+    first) with their ``kind`` (:func:`ccl_health.judge.series.kind_of`)
+    and ``when`` (an aware datetime), the text columns of a series ''
+    where NULL and its node and rank counts numbers (0 where none)."""
+    from ccl_health.db.keyhistory import when
+    out = []
+    for r in rows:
+        c = dict(r)
+        c['kind'] = kind_of(c)
+        c['when'] = when(c['time'])
+        for k in ('collective', 'transport', 'system', 'partition', 'algo'):
+            c[k] = _text(c.get(k))
+        for k in ('nodes', 'ranks'):
+            c[k] = _count(c.get(k))
+        out.append(c)
+    return out
+
+
+def record_rows(rows, cases):
+    """The page's records (one row per case and size, :data:`_NUMERIC`
+    numbers or None), each with its case's ``kind`` (``cases``:
+    :func:`case_rows`; ``other`` where its case is not among them) and
+    its ``when``."""
+    from ccl_health.db.keyhistory import when
+    kinds = {(c['run_id'], c['case_name']): c['kind'] for c in cases}
+    times = {}
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k in _NUMERIC:
+            if k in d:
+                d[k] = _number(d[k])
+        for k in ('collective', 'transport', 'system', 'partition', 'algo'):
+            d[k] = _text(d.get(k))
+        for k in ('nodes', 'ranks'):
+            d[k] = _count(d.get(k))
+        d['kind'] = kinds.get((d['run_id'], d['case_name']), 'other')
+        if d['time'] not in times:
+            times[d['time']] = when(d['time'])
+        d['when'] = times[d['time']]
+        out.append(d)
+    return out
+
+
+def _series(row):
+    """The series (:data:`READ_ORDER`) of a case or record row."""
+    return tuple(row[k] for k in READ_ORDER)
+
+
+def _by_series(rows):
+    """``{series: [rows]}``, in the order each series is first met."""
+    out = {}
+    for r in rows:
+        out.setdefault(_series(r), []).append(r)
+    return out
 
 
 def series_name(key, group=True):
@@ -136,33 +183,35 @@ def summary_table(store, now=None, cases=None, recs=None, probes=()):
     """One row per series (system, partition, kind, collective, transport,
     nodes, ranks, algo): last verdict, last value vs reference at the
     largest referenced size, runs, failures, days since the last failure
-    (of ``cases`` and their records ``recs``, default every case; and the
-    rows of ``probes``: :func:`probe_summary`)."""
-    import pandas as pd
-    cases = _cases_frame(store) if cases is None else cases
-    if cases.empty and not probes:
-        return cases
+    (of ``cases`` (:func:`case_rows`) and their records ``recs``
+    (:func:`record_rows`), default every case; and the rows of
+    ``probes``: :func:`probe_summary`).  A list of dicts, in page
+    order."""
+    if cases is None:
+        cases = case_rows(store.cases())
+    if not cases and not probes:
+        return []
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    recs = _frame(store, cases) if recs is None else recs
+    if recs is None:
+        recs = record_rows(store.records(), cases)
+    # each case's largest size measured with a reference
+    big = {}
+    for r in recs:
+        if r['ref'] is None or r['busbw'] is None or r['size'] is None:
+            continue
+        k = (r['run_id'], r['case_name'])
+        if k not in big or r['size'] >= big[k]['size']:
+            big[k] = r
     rows = [dict(p) for p in probes]
-    if cases.empty:
-        cases = pd.DataFrame(columns=list(READ_ORDER) + ['when'])
-    for key, grp in cases.groupby(list(READ_ORDER), sort=True):
+    for key, grp in sorted(_by_series(cases).items()):
         k = dict(zip(READ_ORDER, key))
-        grp = grp.sort_values('when')
-        last = grp.iloc[-1]
-        fails = grp[~grp['verdict'].isin(GOOD)]
-        days = ((now - fails['when'].max()).days if not fails.empty
+        last = sorted(grp, key=lambda c: c['when'])[-1]
+        fails = [c for c in grp if c['verdict'] not in GOOD]
+        days = ((now - max(c['when'] for c in fails)).days if fails
                 else None)
-        value = ''
-        if not recs.empty:
-            lastrec = recs[(recs['run_id'] == last['run_id']) &
-                           (recs['case_name'] == last['case_name']) &
-                           recs['ref'].notna() & recs['busbw'].notna()]
-            if not lastrec.empty:
-                big = lastrec.sort_values('size').iloc[-1]
-                value = (f'{big["busbw"]:.2f} / {big["ref"]:.2f} GB/s at '
-                         f'{format_size(int(big["size"]))}')
+        top = big.get((last['run_id'], last['case_name']))
+        value = (f'{top["busbw"]:.2f} / {top["ref"]:.2f} GB/s at '
+                 f'{format_size(int(top["size"]))}' if top else '')
         rows.append({'system': k['system'], 'partition': k['partition'],
                      'kind': k['kind'], 'collective': k['collective'],
                      'transport': k['transport'],
@@ -172,14 +221,14 @@ def summary_table(store, now=None, cases=None, recs=None, probes=()):
                      'last run': str(last['time'])[:16].replace('T', ' '),
                      'last verdict': last['verdict'],
                      'last vs reference': value,
-                     'runs': grp['run_id'].nunique(),
+                     'runs': len({c['run_id'] for c in grp}),
                      'failures': len(fails),
                      'days since failure': ('never failed' if days is None
                                             else days)})
     rows.sort(key=lambda r: (r['system'], r['partition'],
                              KINDS.index(r['kind']), r['collective'],
                              transports.order(r['transport'])))
-    return pd.DataFrame(rows)
+    return rows
 
 
 def resolve_sizes(wanted, recorded):
@@ -222,41 +271,44 @@ class Section:
     panel: str = ''
 
 
-def failure_rows(cases, verdicts=None, reason=None):
-    """Every case that is not good (failures and unjudged; or whose verdict
-    is in ``verdicts``), grouped by kind then collective, newest first
-    within a group; ``reason(case)`` says each one's reason (the page
+def failure_rows(cases, verdicts=None, reason=None, limit=None):
+    """Every case of ``cases`` (:func:`case_rows`) that is not good
+    (failures and unjudged; or whose verdict is in ``verdicts``), grouped
+    by kind then collective, newest first within a group (the first
+    ``limit`` only); ``reason(case)`` says each one's reason (the page
     passes :func:`ccl_health.db.answers.shown_reason`, as ``scripts/report
     failed`` says it)."""
-    if cases.empty:
-        return []
-    bad = cases[cases['verdict'].isin(verdicts) if verdicts else
-                ~cases['verdict'].isin(GOOD)].copy()
-    bad['_k'] = bad['kind'].map(KINDS.index)
-    bad = bad.sort_values(['_k', 'collective', 'transport', 'when'],
-                          ascending=[True, True, True, False])
+    bad = [c for c in cases if (c['verdict'] in verdicts if verdicts else
+                                c['verdict'] not in GOOD)]
+    # newest first, then by group (both sorts stable: equal ones keep
+    # the order they were read in)
+    bad.sort(key=lambda c: c['when'], reverse=True)
+    bad.sort(key=lambda c: (KINDS.index(c['kind']), c['collective'],
+                            c['transport']))
     return [{'kind': r['kind'], 'collective': r['collective'] or '-',
              'transport': r['transport'] or '-', 'time': r['time'],
              'run': r['run_id'], 'where': f'{r["system"]}:{r["partition"]}',
              'case': r['case_name'], 'verdict': r['verdict'],
              'reason': (reason(r) if reason else r['reason']) or
              '(no reason recorded)'}
-            for r in bad.to_dict('records')]
+            for r in bad[:limit]]
 
 
 def failure_counts(cases):
     """Per kind and collective: how many cases per verdict (failing and
     unjudged only), for the failures section's overview."""
+    groups = {}
+    for c in cases:
+        if c['verdict'] not in GOOD:
+            counts = groups.setdefault((c['kind'], c['collective']), {})
+            counts[c['verdict']] = counts.get(c['verdict'], 0) + 1
     rows = []
-    if cases.empty:
-        return rows
-    bad = cases[~cases['verdict'].isin(GOOD)]
-    for (kind, coll), grp in bad.groupby(['kind', 'collective'], sort=False):
-        counts = grp['verdict'].value_counts()
+    for (kind, coll), counts in groups.items():
+        # the most first; as many: the first met first
+        order = sorted(counts.items(), key=lambda vn: -vn[1])
         rows.append({'kind': kind, 'collective': coll or '-',
-                     'cases': len(grp),
-                     'verdicts': ', '.join(f'{n} {v}' for v, n in
-                                           counts.items())})
+                     'cases': sum(counts.values()),
+                     'verdicts': ', '.join(f'{n} {v}' for v, n in order)})
     rows.sort(key=lambda r: (KINDS.index(r['kind']), r['collective']))
     return rows
 
@@ -354,15 +406,13 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
                              f'{err.strerror or err}') from None
     if not os.access(outdir, os.W_OK | os.X_OK):
         raise CclHealthError(f'--out {outdir}: cannot write in the folder')
-    import pandas as pd
     since, newest = page_window(store, days)
-    case_rows = windowfindings.window_cases(store, since, kinds=CASE_KINDS)
-    cases = _cases_frame(store, case_rows)
-    df = _frame(store, cases, windowfindings.window_cases(store, since,
-                                                 kinds=CASE_KINDS,
-                                                 records=True))
-    if sizes and not df.empty:
-        measured = set(int(s) for s in df['size'].dropna())
+    read = windowfindings.window_cases(store, since, kinds=CASE_KINDS)
+    cases = case_rows(read)
+    df = record_rows(windowfindings.window_cases(
+        store, since, kinds=CASE_KINDS, records=True), cases)
+    if sizes and df:
+        measured = set(int(r['size']) for r in df if r['size'] is not None)
         missing = [w for w in wanted if w not in ('min', 'max')
                    and w not in measured]
         if missing:
@@ -379,8 +429,8 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         hours=PROBE_FINDING_HOURS))
     how = {}
     findings = windowfindings.judge_keys(
-        store, windowfindings.history_keys(case_rows), since,
-        {c['run_id'] for c in case_rows}, standing=how)
+        store, windowfindings.history_keys(read), since,
+        {c['run_id'] for c in read}, standing=how)
     from ccl_health.db import keystate as state
     probe_findings = windowfindings.kept_findings(
         store, recent, runs=False, probes=True) if state.listed(store) \
@@ -388,10 +438,9 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
             k for k in windowfindings.window_keys(store, recent)
             if k[7] == 'health probe'}, recent)
     findings += probe_findings
-    failing = _cases_frame(store, windowfindings.window_cases(
+    failing = case_rows(windowfindings.window_cases(
         store, since, kinds=('health probe',), failing=True))
-    everything = pd.concat([x for x in (cases, failing) if not x.empty]) \
-        if not (cases.empty and failing.empty) else cases
+    everything = cases + failing
     figures = figs_.Figures(outdir, cache, inline)
     sections, healthy = series_sections(figures, df, cases, findings,
                                         wanted, sizes)
@@ -404,9 +453,10 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     def shown(case):
         return answers.shown_reason(store, case)
     mine = everything
-    if run_id is not None and not everything.empty:
-        mine = everything[everything['run_id'] == run_id]
-    fails = failure_rows(mine, reason=shown)
+    if run_id is not None:
+        mine = [c for c in everything if c['run_id'] == run_id]
+    fails = failure_rows(mine, reason=shown, limit=FAILURES_LISTED)
+    n_failures = sum(c['verdict'] not in GOOD for c in mine)
     # every finding of the series; the nodes' newest (every node with one
     # is in the nodes to look at)
     frows = finding_rows(
@@ -421,10 +471,9 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         generated=(now or datetime.datetime.now(datetime.timezone.utc))
         .isoformat(timespec='seconds'),
         window=f'the {days:g} days to {newest}' if newest else 'nothing',
-        summary=table.to_dict('records') if not table.empty else [],
-        summary_columns=list(table.columns),
+        summary=table, summary_columns=list(table[0]) if table else [],
         failure_counts=failure_counts(mine), night_run=run_id,
-        failures=fails[:FAILURES_LISTED], n_failures=len(fails),
+        failures=fails, n_failures=n_failures,
         skipped=failure_rows(cases, (Verdict.SKIPPED.value,), reason=shown),
         findings=frows, n_findings=len(findings), sections=sections,
         node_findings_left=max(0, node_finding_rows - NODE_FINDINGS_LISTED),
@@ -432,7 +481,7 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
         n_nodes=len(nodes), probe_hours=PROBE_FINDING_HOURS,
         accepted=acceptance_rows(store.acceptances()),
         standing=list(how.values()),
-        runs=(int(cases['run_id'].nunique()) if not cases.empty else 0) +
+        runs=len({c['run_id'] for c in cases}) +
         sum(p['runs'] for p in probes),
         trend_sizes=', '.join(w if isinstance(w, str) else format_size(w)
                               for w in wanted))
@@ -442,13 +491,16 @@ def build(store, outdir, title='ccl-health report', sizes=None, now=None,
     except OSError as err:
         raise CclHealthError(f'{page}: cannot write the page: '
                              f'{err.strerror or err}') from None
-    return page, terminal_summary(table, fails, findings)
+    return page, terminal_summary(table, n_failures, findings)
 
 
-#: what a series' figures are drawn from (the records' columns)
-FIGURE_COLUMNS = ('run_id', 'time', 'when', 'size', 'busbw', 'ref',
-                  'tolerance', 'case_verdict', 'size_verdict', 'time_oop_us',
+#: what a series' figures are drawn from (the records' columns; their
+#: time as a date too: :func:`ccl_health.report.plots.frame`)
+FIGURE_COLUMNS = ('run_id', 'time', 'size', 'busbw', 'ref', 'tolerance',
+                  'case_verdict', 'size_verdict', 'time_oop_us',
                   'time_ip_us')
+#: what a trend is given of its series' cases (the broken runs)
+TREND_CASE_COLUMNS = READ_ORDER + ('time', 'verdict')
 #: the case columns a change of which makes a series need a look: its
 #: versions (those of the "changed:" lines, less the node list, which
 #: changes from job to job)
@@ -465,14 +517,12 @@ def _series_of(finding):
 def needs_look(cases, findings):
     """The series (:data:`READ_ORDER` keys) of the window that need a look of
     their own: a finding against history, a case that is not good, or a
-    change of version among its cases."""
+    change of version among its cases (:func:`case_rows`)."""
     out = {_series_of(f) for f in findings}
-    if cases.empty:
-        return out
-    for key, grp in cases.groupby(list(READ_ORDER), sort=False):
-        if (~grp['verdict'].isin(GOOD)).any() or any(
-                grp[c].nunique(dropna=False) > 1 for c in CHANGE_COLUMNS
-                if c in grp):
+    for key, grp in _by_series(cases).items():
+        if any(c['verdict'] not in GOOD for c in grp) or any(
+                len({c[k] for c in grp}) > 1
+                for k in CHANGE_COLUMNS if k in grp[0]):
             out.add(key)
     return out
 
@@ -486,8 +536,14 @@ def _panel_anchor(group, over):
 def _panel_size(grp):
     """The size a series is shown at in its group's figure: the largest
     with a reference, else the largest measured."""
-    ref = grp.loc[grp['ref'].notna(), 'size']
-    return int((ref if not ref.empty else grp['size']).max())
+    ref = [r['size'] for r in grp if r['ref'] is not None]
+    return int(max(ref or [r['size'] for r in grp]))
+
+
+def _columns(rows, columns):
+    """``rows`` as tuples of ``columns``: what a figure is drawn from and
+    its content hashed by (:mod:`ccl_health.report.figures`)."""
+    return tuple(tuple(r[c] for c in columns) for r in rows)
 
 
 # long: the sections of the series in page order
@@ -497,55 +553,58 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
     (:func:`needs_look`) gets its busbw and time per size and its trends
     at the ``wanted`` sizes; the others are a panel each of their group's
     (system, partition, kind) small multiples (:func:`plots.healthy`):
-    over time, or per size where one run measured the series."""
+    over time, or per size where one run measured the series.  ``df``:
+    :func:`record_rows`, ``cases``: :func:`case_rows`.  matplotlib and
+    pandas are imported only to draw a figure whose content changed."""
     from ccl_health.report import plots
     sections, panels = [], {}
-    if df.empty:
+    if not df:
         return sections, []
     look = needs_look(cases, findings)
-    measured = df[df['busbw'].notna() & ~df['kind'].isin(NOT_PLOTTED)]
+    measured = _by_series(r for r in df if r['busbw'] is not None and
+                          r['kind'] not in NOT_PLOTTED)
+    by_series = _by_series(cases)
     order = {k: i for i, k in enumerate(KINDS)}
 
     def sort_key(key):
         return (key[0], key[1], order[key[2]], key[3],
                 transports.order(key[4]), key[5:])
-    for key, grp in sorted(measured.groupby(list(READ_ORDER), sort=False),
-                           key=lambda kv: sort_key(kv[0])):
+    for key, grp in sorted(measured.items(), key=lambda kv: sort_key(kv[0])):
         title = series_name(key)
         slug = _slug(title)
-        runs = grp['run_id'].nunique()
+        runs = len({r['run_id'] for r in grp})
         if key not in look:
             # over time at its largest referenced size; measured once:
             # its run per size
             over = 'time' if runs >= 2 else 'size'
             if over == 'time':
                 size = _panel_size(grp)
-                rows = grp.loc[grp['size'] == size, ['when', 'busbw', 'ref',
-                                                     'tolerance']]
+                rows = _columns([r for r in grp if r['size'] == size],
+                                ('time', 'busbw', 'ref', 'tolerance'))
                 name = f'{series_name(key, group=False)} {format_size(size)}'
             else:
-                rows = grp[['size', 'busbw', 'ref', 'tolerance']]
+                rows = _columns(grp, ('size', 'busbw', 'ref', 'tolerance'))
                 name = series_name(key, group=False)
             panels.setdefault((key[:3], over), []).append((name, rows))
             sections.append(Section(key, title, slug, (
                 f'{runs} run(s): no finding, failure or change of version '
                 f'in the window'), [], panel=_panel_anchor(key[:3], over)))
             continue
-        data = grp[list(FIGURE_COLUMNS)].sort_values(['when', 'size'])
+        data = _columns(sorted(grp, key=lambda r: (r['when'], r['size'])),
+                        FIGURE_COLUMNS)
         figs = [figures.add(f'busbw_{slug}.png',
                             'busbw and time per message size',
-                            lambda: plots.busbw_vs_size(data, None, key),
+                            lambda: plots.busbw_vs_size(plots.frame(
+                                data, FIGURE_COLUMNS), None, key),
                             key, data)]
         ask = wanted if not sizes else [
             w for w in wanted if w in ('min', 'max') or
-            w in set(grp['size'].astype(int))]
+            w in {int(r['size']) for r in grp}]
         if runs >= 2:
-            mine = cases
-            for col, v in zip(READ_ORDER, key):
-                mine = mine[mine[col] == v]
-            mine = mine[list(READ_ORDER) + ['time', 'verdict']]
-            for size in resolve_sizes(ask, grp['size']):
-                sub = data[data['size'] == size]
+            mine = _columns(by_series.get(key, []), TREND_CASE_COLUMNS)
+            at = FIGURE_COLUMNS.index('size')
+            for size in resolve_sizes(ask, [r['size'] for r in grp]):
+                sub = tuple(r for r in data if r[at] == size)
                 found = [f for f in findings if f.kind == 'drop' and
                          f.size == size and _series_of(f)[:7] == key[:7]]
                 drops = sorted(f.run_id for f in found)
@@ -553,7 +612,8 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
                     f'trend_{slug}_{format_size(size)}.png',
                     f'busbw at {format_size(size)} over time',
                     lambda sub=sub, size=size, found=found: plots.trend(
-                        sub, mine, key, size, found),
+                        plots.frame(sub, FIGURE_COLUMNS), plots.frame(
+                            mine, TREND_CASE_COLUMNS), key, size, found),
                     key, size, sub, mine, drops))
         note = (f'{runs} run(s) measured this series' +
                 ('' if runs >= 2 else '; one run: no trend yet'))
@@ -564,6 +624,8 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
                                             order[kv[0][0][2]], kv[0][1])):
         where = f'{group[0]}:{group[1]} {group[2]}'
         anchor = _panel_anchor(group, over)
+        cols = (('time' if over == 'time' else 'size'), 'busbw', 'ref',
+                'tolerance')
         figs = []
         for i in range(0, len(items), plots.PANELS):
             part = items[i:i + plots.PANELS]
@@ -574,8 +636,9 @@ def series_sections(figures, df, cases, findings, wanted, sizes):
                     'busbw over time, one panel per series, at its largest '
                     'referenced size' if over == 'time' else
                     'busbw per message size of its one run, one panel per '
-                    'series'), lambda part=part, over=over: plots.healthy(
-                        part, over), over, [t for t, _ in part],
+                    'series'), lambda part=part, over=over, cols=cols:
+                plots.healthy([(t, plots.frame(r, cols)) for t, r in part],
+                              over), over, [t for t, _ in part],
                 *[r for _, r in part]))
         healthy.append(Section(group, (
             f'{where}: the series with nothing to look at' if over == 'time'
@@ -611,20 +674,20 @@ def render_page(**context):
     return env.get_template('page.html.j2').render(**context)
 
 
-def terminal_summary(table, fails, findings):
+def terminal_summary(table, failures, findings):
     """The text printed by ``scripts/report``: the summary table, the
-    failures counted, the newest findings (saying how many are left
+    ``failures`` counted, the newest findings (saying how many are left
     out)."""
     from tabulate import tabulate
-    if table.empty:
+    if not table:
         return 'no results yet'
     cols = ['system', 'partition', 'kind', 'collective', 'transport',
             'nodes x ranks', 'last verdict', 'last vs reference', 'runs',
             'failures', 'days since failure']
-    text = tabulate(table[cols].values.tolist(), headers=cols,
+    text = tabulate([[r[c] for c in cols] for r in table], headers=cols,
                     tablefmt='simple')
-    if fails:
-        text += (f'\n\n{len(fails)} failing or unjudged case(s) '
+    if failures:
+        text += (f'\n\n{failures} failing or unjudged case(s) '
                  f'(all listed on the page, section Failures)')
     if findings:
         ordered = sorted(findings, key=lambda f: (f.time, f.run_id))

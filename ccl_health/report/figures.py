@@ -60,29 +60,29 @@ class Figure:
 @functools.lru_cache(maxsize=1)
 def _code_digest():
     """The drawing code and matplotlib's version: a change of either
-    draws every figure again."""
-    import matplotlib
+    draws every figure again (its version read from its installed
+    metadata: a page whose figures are all cached never imports it)."""
+    from importlib import metadata
     from ccl_health.report import plots
     h = hashlib.blake2b(digest_size=16)
     with open(plots.__file__, 'rb') as fp:
         h.update(fp.read())
-    h.update(matplotlib.__version__.encode())
+    try:
+        version = metadata.version('matplotlib')
+    except metadata.PackageNotFoundError:
+        import matplotlib
+        version = matplotlib.__version__
+    h.update(version.encode())
     return h.digest()
 
 
 def digest(*data):
-    """The content hash of ``data``: pandas frames (their values and
-    columns), and anything whose ``repr`` says what it is (tuples, numbers,
-    strings, lists of them)."""
-    import pandas as pd
+    """The content hash of ``data``: anything whose ``repr`` says what it
+    is (tuples, numbers, strings, lists and dicts of them: the rows a
+    figure is drawn from)."""
     h = hashlib.blake2b(_code_digest(), digest_size=10)
     for d in data:
-        if isinstance(d, pd.DataFrame):
-            h.update(repr(list(d.columns)).encode())
-            h.update(pd.util.hash_pandas_object(d, index=False).values
-                     .tobytes())
-        else:
-            h.update(repr(d).encode())
+        h.update(repr(d).encode())
         h.update(b'\0')
     return h.hexdigest()
 

@@ -13,9 +13,9 @@ import re
 from typing import List
 
 from ccl_health import CclHealthError
-from ccl_health.db import keyhistory
+from ccl_health.db import keyhistory, seriestable
 from ccl_health.db.verdictsql import GOOD_SQL
-from ccl_health.judge.series import KEY
+from ccl_health.judge.series import KEY, PROBE_KIND
 from ccl_health.units import format_size
 
 #: days of the health probes' distribution listed per group (newest
@@ -184,12 +184,20 @@ def node_trend_rows(store, node, since):
     (one point per probe), busbw None where it measured nothing."""
     from ccl_health.db.health_days import _is_probe
     probe, params = _is_probe()
+    # the node's own series (schema 9: a few rows of the small table
+    # ``series``), its cases by the series index; never the window's
+    # probes of every node read through the time index for one node's
+    by = ''
+    if seriestable.ided(store):
+        by = (f"c.series_id IN (SELECT s.id FROM series s WHERE s.kind = "
+              f"'{PROBE_KIND}' AND s.node = ?) AND ")
     rows = store.query(
         f"""SELECT c.id AS id, c.time AS time, c.transport AS transport,
                    c.verdict AS verdict, m.size AS size, m.busbw AS busbw
             FROM cases c LEFT JOIN measurements m ON m.case_id = c.id
-            WHERE c.time >= ? AND c.nodelist = ? AND {probe}""",
-        (keyhistory.sql_time(since), node) + params)
+            WHERE {by}c.time >= ? AND c.nodelist = ? AND {probe}""",
+        ((node,) if by else ()) + (keyhistory.sql_time(since), node) +
+        params)
     best = {}
     for r in rows:
         old = best.get(r['id'])

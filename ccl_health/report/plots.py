@@ -37,6 +37,26 @@ def _figure(width, height, **margins):
     return fig
 
 
+#: the columns of a figure's rows that are numbers (None: NaN)
+NUMBERS = ('size', 'busbw', 'ref', 'tolerance', 'time_oop_us', 'time_ip_us',
+           'nodes', 'ranks')
+
+
+def frame(rows, columns):
+    """The frame (pandas) a figure is drawn from: ``rows`` (tuples of
+    ``columns``, as the page hands them over and hashes them), numbers
+    as numbers (None: NaN) and, beside a ``time``, its ``when`` (UTC).
+    Only a figure that is drawn imports pandas."""
+    import pandas as pd
+    df = pd.DataFrame(list(rows), columns=list(columns))
+    for c in NUMBERS:
+        if c in df:
+            df[c] = pd.to_numeric(df[c], errors='coerce')
+    if 'time' in df:
+        df['when'] = pd.to_datetime(df['time'], utc=True, format='ISO8601')
+    return df
+
+
 def _png(fig):
     buf = io.BytesIO()
     fig.savefig(buf, format='png', dpi=DPI)

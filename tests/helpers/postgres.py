@@ -5,7 +5,6 @@ a free port, a fresh database on it, and a case to write into it."""
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import time
 
@@ -13,6 +12,7 @@ import pytest
 
 from ccl_health.db import recorder, store
 from conftest import CAPTURE, read
+from helpers.ports import free_ports
 
 
 def pg_bin():
@@ -85,9 +85,7 @@ def local_server(install=True):
     pgbin = pg_bin()
     if pgbin is None:
         pytest.skip('PostgreSQL is not installed and cannot be installed')
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
+    [port] = free_ports(1)
     yield from postgres_server(pgbin, '127.0.0.1', port)
 
 

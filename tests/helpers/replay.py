@@ -27,16 +27,32 @@ def make_site(tmp_path, tests_prefix=None):
     return str(sdir)
 
 
-def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None,
-              checks=None):
-    out = tmp_path / 'out'
+def replay_env(tmp_path, env=None, tests_prefix=None):
+    """The environment of a run on the replayed outputs: two GPUs assumed
+    (sm_90), the local launcher, the site of :func:`make_site`, a build
+    cache of its own; ``env`` on top (a value None unsets the variable)."""
     full_env = dict(os.environ, CCL_HEALTH_ASSUME_GPUS='2:sm_90',
                     CCL_HEALTH_LAUNCHER='local',
                     CCL_HEALTH_SITE_DIR=make_site(tmp_path, tests_prefix),
                     CCL_HEALTH_CACHE=str(tmp_path / 'cache'))
-    full_env.update(env or {})
+    for name, value in (env or {}).items():
+        if value is None:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = value
+    return full_env
+
+
+def run_suite(tmp_path, *reframe_args, env=None, tests_prefix=None,
+              checks=None, options=()):
+    """The main command (``run --output <tmp_path>/out``, ``--checks``
+    and ``options`` given) in :func:`replay_env`: (the process, the newest
+    run report or None, the output folder)."""
+    out = tmp_path / 'out'
+    full_env = replay_env(tmp_path, env, tests_prefix)
     cmd = [sys.executable, '-m', 'ccl_health.cli', 'run', '--output',
-           str(out)] + (['--checks', checks] if checks else [])
+           str(out)] + (['--checks', checks] if checks else []) + \
+        list(options)
     if reframe_args:
         cmd += ['--'] + list(reframe_args)
     p = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True,

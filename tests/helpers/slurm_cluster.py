@@ -34,15 +34,15 @@ import subprocess
 import tempfile
 import time
 
-from slurm_harness import (PLUGINS, Cluster, Unavailable, _alive, _which,
-                           daemon_pids, ensure_installed,
-                           free_ports)  # noqa: F401
+from helpers.ports import free_ports
+from helpers.slurm_harness import (PLUGINS, Cluster, Unavailable, _alive,
+                                   _which, daemon_pids, ensure_installed)
 
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'
 
 __all__ = ['MultiCluster', 'Unavailable', 'ClusterError', 'ensure_installed',
-           'PARTITION', 'namespaced_pids']
+           'PARTITION', 'namespaced_pids', 'started']
 
 
 class ClusterError(Exception):
@@ -203,14 +203,7 @@ class MultiCluster(Cluster):
 
     def write_files(self):
         root = self.root
-        for d in ('munge', 'state', 'spool', 'bin', 'run', 'log'):
-            os.makedirs(os.path.join(root, d), mode=0o700, exist_ok=True)
-        if self._sockdir:
-            os.chmod(self._sockdir, 0o700)
-        key = os.path.join(root, 'munge', 'munge.key')
-        with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                  'wb') as fp:
-            fp.write(os.urandom(1024))
+        self.make_folders('run', 'log')
         self.ctld_port, self.slurmd_port, self.srun_lo = free_ports(3)
         first, last = self.addr[self.nodes[0]], self.addr[self.nodes[-1]]
         a, b = first.rsplit('.', 1)[1], last.rsplit('.', 1)[1]
@@ -406,3 +399,28 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+def started(root, **options):
+    """A :class:`MultiCluster` of ``options`` under ``root``, started; the
+    test is skipped, saying why, where it cannot be: not root, no Slurm to
+    install, or the cluster does not start here (the namespaces, what it
+    left behind named).  The caller stops it."""
+    import pytest
+    if os.geteuid() != 0:
+        pytest.skip('a multi-node Slurm in network namespaces needs root')
+    try:
+        ensure_installed()
+    except Unavailable as err:
+        pytest.skip(f'no Slurm on this machine: {err}')
+    c = MultiCluster(root, **options)
+    try:
+        c.start()
+    except Unavailable as err:
+        left = c.stop()
+        pytest.skip(f'the cluster does not start here: {err}'
+                    + (f' (left behind: {left})' if left else ''))
+    except BaseException:
+        c.stop()
+        raise
+    return c

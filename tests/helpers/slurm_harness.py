@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from helpers.ports import free_ports
+
 PACKAGES = ('slurmctld', 'slurmd', 'munge', 'slurm-client')
 BINARIES = ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sbatch', 'srun',
             'sinfo', 'squeue', 'scancel', 'scontrol')
@@ -104,21 +106,6 @@ def ensure_installed():
     return f'installed {" ".join(PACKAGES)}'
 
 
-def free_ports(n):
-    """n distinct TCP ports free right now on this host."""
-    socks, ports = [], []
-    try:
-        while len(ports) < n:
-            s = socket.socket()
-            s.bind(('', 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
 def daemon_pids():
     """{pid: name} of every Slurm / munge daemon running on this host."""
     out = {}
@@ -187,19 +174,26 @@ class Cluster:
             del env[var]
         return env
 
-    def write_files(self):
-        root = self.root
-        for d in ('munge', 'state', 'spool', 'bin'):
-            os.makedirs(os.path.join(root, d), mode=0o700, exist_ok=True)
+    def make_folders(self, *more):
+        """The cluster's private folders under its root (``munge``,
+        ``state``, ``spool``, ``bin`` and ``more``) and a fresh munge
+        key."""
+        for d in ('munge', 'state', 'spool', 'bin') + more:
+            os.makedirs(os.path.join(self.root, d), mode=0o700,
+                        exist_ok=True)
         if self._sockdir:
             os.chmod(self._sockdir, 0o700)
-        key = os.path.join(root, 'munge', 'munge.key')
+        key = os.path.join(self.root, 'munge', 'munge.key')
         with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                   'wb') as fp:
             fp.write(os.urandom(1024))
+
+    def write_files(self):
+        root = self.root
+        self.make_folders()
         self.ctld_port, self.slurmd_port = free_ports(2)
         conf = f'''\
-# written by tests/slurm_harness.py: one host, no cgroup, no accounting
+# written by tests/helpers/slurm_harness.py: one host, no cgroup, no accounting
 ClusterName=cclhealth
 SlurmctldHost={self.node}(127.0.0.1)
 SlurmctldPort={self.ctld_port}

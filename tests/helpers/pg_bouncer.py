@@ -12,10 +12,11 @@ and is ended by its own process id."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
+
+from helpers.ports import free_ports
 
 #: server connections per database and user: what the 2 shared cores of
 #: the tests' machine run at once without queueing in the server
@@ -42,12 +43,6 @@ def pgbouncer_bin(install=True):
     return pgbouncer_bin(install=False)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def pgbouncer_server(binary, pg_url, pool_size=POOL_SIZE, procs=PROCS):
     """A PgBouncer in transaction mode in front of the PostgreSQL server of
     ``pg_url`` (``postgresql://user@host:port/db``, trust authentication),
@@ -64,7 +59,7 @@ def pgbouncer_server(binary, pg_url, pool_size=POOL_SIZE, procs=PROCS):
     host, port = hostport.rsplit(':', 1)
     base = tempfile.mkdtemp(prefix='ccl-health-pgbouncer-')
     os.chmod(base, 0o777)
-    listen = free_port()
+    [listen] = free_ports(1)
     with open(os.path.join(base, 'users.txt'), 'w') as fp:
         fp.write(f'"{user}" ""\n')
     running, logs = [], []

@@ -9,7 +9,8 @@ import json
 import os
 import re
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, 'tests', 'fixtures')
 
 
