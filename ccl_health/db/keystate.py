@@ -472,8 +472,9 @@ def findings(store, keys, since=None, runs=None):
     else:
         rows = store.query(f'SELECT {cols} FROM findings WHERE time >= ?',
                            (sql_time(since),))
-    texts = {key_text(k) for k in keys}
-    out = [finding_row(r) for r in rows if r['key'] in texts]
+    texts = {key_text(k): tuple(k) for k in keys}
+    out = [finding_row(r, texts[r['key']]) for r in rows
+           if r['key'] in texts]
     return [f for f in out if runs is not None or when(f.time) >= since]
 
 
