@@ -1145,6 +1145,11 @@ def main(argv=None):
     old['_machine'] = f'{os.cpu_count()} cores, {time.strftime("%Y-%m-%d")}'
     with open(args.json, 'w') as fp:
         json.dump(old, fp, indent=1, sort_keys=True)
+    if args.measure:
+        # a database written elsewhere: no write of its own to render
+        # (its numbers go into the page by hand: db_scale.md, "Session 3")
+        print(f'numbers: {args.json}')
+        return 0
     with open(args.out, 'w') as fp:
         fp.write(render(old))
     print(f'numbers: {args.json}; page: {args.out}')
