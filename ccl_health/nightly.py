@@ -61,19 +61,8 @@ EXIT_COULD_NOT_RUN = 2
 EXIT_SKIPPED = 3
 EXIT_ABORTED = 4
 
-def _db_errors():
-    import sqlite3
-    errors = [CclHealthError, OSError, sqlite3.Error]
-    try:
-        import psycopg
-        errors.append(psycopg.Error)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
 #: a database that fails under the nightly: could not run (exit 2)
-DB_ERRORS = _db_errors()
+DB_ERRORS = (CclHealthError,) + store.driver_errors()
 
 #: what a finding is called in the mail; a recovery is news, not work
 NEEDS_A_PERSON = news.NEEDS_A_PERSON

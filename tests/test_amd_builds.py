@@ -22,6 +22,7 @@ import types
 import pytest
 
 from ccl_health import buildcache
+from conftest import REPO
 from helpers import builds
 from helpers.builds import MIRROR, SOURCES
 
@@ -432,3 +433,88 @@ def test_probe_program_compiles_as_hip_with_rccl(rccl_header, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (prefix / 'probe.o').stat().st_size > 0
+
+
+#: the few RCCL names ccl-health-probe calls, for a stand-in library: its
+#: -S protocol runs before any of them (tests/helpers has no C, so here)
+_RCCL_STUB_H = '''#pragma once
+typedef struct ncclComm *ncclComm_t;
+typedef enum { ncclSuccess = 0, ncclUnhandledCudaError = 1,
+               ncclInvalidUsage = 5 } ncclResult_t;
+typedef enum { ncclFloat = 7 } ncclDataType_t;
+typedef enum { ncclSum = 0 } ncclRedOp_t;
+#define NCCL_VERSION_CODE 21800
+ncclResult_t ncclGetVersion(int *);
+const char *ncclGetErrorString(ncclResult_t);
+ncclResult_t ncclCommInitAll(ncclComm_t *, int, const int *);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t,
+                           ncclRedOp_t, ncclComm_t, hipStream_t);
+'''
+_RCCL_STUB_C = '''#include <hip/hip_runtime.h>
+#include "rccl/rccl.h"
+ncclResult_t ncclGetVersion(int *v) { *v = 21800; return ncclSuccess; }
+const char *ncclGetErrorString(ncclResult_t) { return "stand-in"; }
+ncclResult_t ncclCommInitAll(ncclComm_t *, int, const int *) {
+    return ncclUnhandledCudaError; }
+ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t,
+                           ncclRedOp_t, ncclComm_t, hipStream_t) {
+    return ncclSuccess; }
+'''
+
+
+def test_probe_started_ahead_waits_for_its_go(hip_toolchain, tmp_path):
+    """ccl-health-probe -S (issue 42, the hook starts it ahead): built with
+    hipcc against a stand-in RCCL, it waits on standard input: the end of
+    input without a go ends it at once with exit 3 and nothing printed
+    (the hook did not want it), also once started (its contexts and NCCL
+    in threads); env / unset lines, "start nccl", then ``go OPTIONS`` run
+    it with those options (its "# early" line, then, without a GPU here,
+    the copy matrix's own error, exit 1); a line of no known form, or an
+    env line after the start (its threads run), is a usage error (exit
+    2)."""
+    from ccl_health.evidence import copymatrix as links
+    (tmp_path / 'rccl').mkdir()
+    (tmp_path / 'rccl' / 'rccl.h').write_text(_RCCL_STUB_H)
+    (tmp_path / 'stub.cpp').write_text(_RCCL_STUB_C)
+    prog = str(tmp_path / 'ccl-health-probe')
+    p = subprocess.run(
+        ['/usr/bin/hipcc', '-x', 'hip', f'--offload-arch={ARCH}', '-O2',
+         '-DCCL_HEALTH_PROBE', f'-I{tmp_path}', '-o', prog,
+         os.path.join(REPO, 'builders', 'src', 'ccl_health_links.cu'),
+         str(tmp_path / 'stub.cpp')],
+        capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    env = dict(os.environ, HIP_VISIBLE_DEVICES='', ROCR_VISIBLE_DEVICES='')
+
+    def run(stdin):
+        return subprocess.run([prog, '-S'], input=stdin, capture_output=True,
+                              text=True, timeout=60, env=env)
+    quiet = run('env NCCL_DEBUG=INFO\n')
+    assert (quiet.returncode, quiet.stdout) == (3, '')
+    begun = run('env NCCL_DEBUG=INFO\nstart nccl\n')
+    assert (begun.returncode, begun.stdout) == (3, '')
+    late = run('start\nenv NCCL_X=1\n')
+    assert late.returncode == 2 and late.stdout.startswith(
+        '# usage error: unknown line on stdin: env NCCL_X=1'), late.stdout
+    nothing = run('env NCCL_X=a b\nunset NCCL_Y\nstart nccl\n'
+                  'go -b 0 -a 0\n')
+    assert nothing.returncode == 0, nothing.stdout + nothing.stderr
+    assert re.fullmatch(r'# early [0-9.]+ s before the go, contexts [0-9.]+ '
+                        r's after it\n', nothing.stdout), nothing.stdout
+    copies = run('go -b 1M -a 0\n')
+    assert copies.returncode == 1, copies.stdout
+    res = links.parse_links(copies.stdout)
+    assert res.errors and res.errors[0].startswith(
+        'error: cudaGetDeviceCount(&n) failed: '), copies.stdout
+    bad = run('go -b 1x\n')
+    assert bad.returncode == 2 and links.parse_links(bad.stdout).errors == [
+        'usage error: bad size: 1x (usage: ccl-health-probe [-b BYTES|0] '
+        '[-n REPEATS] [-w WARMUP] [-a BYTES|0] [-i ITERS] [-W WARMUP] '
+        '[-O 0|1] [-S])'], bad.stdout
+    odd = run('export NCCL_X=1\n')
+    assert odd.returncode == 2 and odd.stdout.startswith(
+        '# usage error: unknown line on stdin: export NCCL_X=1'), odd.stdout

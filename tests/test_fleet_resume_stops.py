@@ -25,6 +25,7 @@ import time
 import pytest
 
 from ccl_health.fleet import resumestate
+from helpers.procs import running
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDIN = os.path.join(REPO, 'tests', 'helpers', 'slurm_standin.py')
@@ -142,23 +143,15 @@ class Standin:
     def log(self):
         return (self.dir / 'log').read_text().splitlines()
 
-    def assert_nothing_running(self):
+    def assert_nothingrunning(self):
         """No srun, no task of a step, no job in the queue."""
         pids = [int(p) for p in (self.dir / 'pids').read_text().split()] \
             if (self.dir / 'pids').exists() else []
-        left = [p for p in pids if _running(p)]
+        left = [p for p in pids if running(p)]
         assert not left, f'left running: {left}'
         jobs = [j for j, job in self.slurm()['jobs'].items()
-                if job['pid'] > 0 and _running(job['pid'])]
+                if job['pid'] > 0 and running(job['pid'])]
         assert not jobs, jobs
-
-
-def _running(pid):
-    try:
-        with open(f'/proc/{pid}/stat') as fp:
-            return fp.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -168,7 +161,7 @@ def standin(tmp_path):
     # a failed test leaves nothing behind either: its sruns and tasks
     pids = h.dir / 'pids'
     for pid in (pids.read_text().split() if pids.exists() else []):
-        if _running(int(pid)):
+        if running(int(pid)):
             os.kill(int(pid), signal.SIGKILL)
 
 
@@ -219,7 +212,7 @@ def test_a_stop_leaves_no_untested_node_in_service(standin, phase, sig):
     assert nodes['n04'] == {'state': 'drain', 'reason': WHY['n04']}
     assert nodes['n01']['state'] == 'alloc'
     assert standin.slurm()['resv'] == {}
-    standin.assert_nothing_running()
+    standin.assert_nothingrunning()
     # the partner: n09, never the node running a user's job
     create = [ln for ln in standin.log() if 'create reservation' in ln]
     assert len(create) == 1 and 'Nodes=n02,n03,n09 ' in create[0]
@@ -266,7 +259,7 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(standin):
     assert {n: v['state'] for n, v in nodes.items() if n in WHY} == \
         {'n02': 'drain', 'n03': 'drain', 'n04': 'drain'}
     assert standin.slurm()['resv'] == {}
-    standin.assert_nothing_running()
+    standin.assert_nothingrunning()
     assert 'could-not-check' == json.loads(
         (standin.out / 'fleet' / 'nodes.json').read_text())['n03'][
             'events'][-1]['event']
@@ -278,7 +271,7 @@ def _until_nothing_runs(standin, bound=30):
     deadline = time.monotonic() + bound
     while True:
         try:
-            standin.assert_nothing_running()
+            standin.assert_nothingrunning()
             return
         except AssertionError:
             if time.monotonic() > deadline:
@@ -286,7 +279,7 @@ def _until_nothing_runs(standin, bound=30):
             time.sleep(0.1)
 
 
-def test_a_sigkill_leaves_no_step_running(standin):
+def test_a_sigkill_leaves_no_steprunning(standin):
     """SIGKILL cannot be handled (Slurm's after KillWait): the sruns get
     SIGTERM when the resume dies and stop their tasks."""
     proc = standin.start(PAUSE='node', PAUSE_NODE='n03')
@@ -317,7 +310,7 @@ def test_the_decision_waits_for_the_steps_jobs_to_leave_the_queue(standin):
         f'{WHY["n03"]} (failed again, 1 of 1 checks)'
     assert nodes['n02']['state'] == 'idle'          # passed: resumed
     assert standin.slurm()['resv'] == {}
-    standin.assert_nothing_running()
+    standin.assert_nothingrunning()
 
 
 def test_a_second_resume_of_the_partition_is_skipped(standin):

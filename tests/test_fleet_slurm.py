@@ -29,6 +29,7 @@ import time
 import pytest
 
 from helpers import slurm_cluster
+from helpers.procs import running
 from ccl_health import fleetcli as cli
 from ccl_health.sitedata.fleetconfig import FleetConfig
 from ccl_health.fleet.faults import FaultPlan
@@ -130,7 +131,7 @@ def assert_nothing_left_running(cluster):
         queue = cluster.run('squeue', '-h', '-o', '%i %T').stdout.split()
         extra = {pid: comm for pid, (comm, _) in slurm_cluster.
                  namespaced_pids(cluster.ns_inodes).items()
-                 if pid not in slurmd and slurm_cluster._alive(pid)}
+                 if pid not in slurmd and running(pid)}
         if not queue and not extra:
             return
         if time.monotonic() > deadline:

@@ -21,9 +21,9 @@ KEEP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'hook-timing-x2',
 LINKS_FIXTURE = os.path.join(REPO, 'tests', 'fixtures', 'links',
                              '2gpu-healthy.txt')
 #: the main thread's phases, back to back: they add up to the total
-SEQUENTIAL = ('start', 'options', 'resource_manager', 'site',
-              'node_state_before_wait', 'plan', 'probe', 'node_state_after',
-              'judging', 'line', 'record')
+SEQUENTIAL = ('start', 'options', 'resource_manager', 'probe_start_ahead',
+              'site', 'node_state_before_wait', 'plan', 'probe',
+              'node_state_after', 'judging', 'line', 'record')
 
 
 def test_json_says_where_the_time_went(tmp_path):

@@ -3,7 +3,8 @@ hook's wall time (median, max, runs) and its time outside the probes (wall
 minus the probe programs' wall: --json's timings.probe, else each try's
 processes counted once: the one probe process stands behind two probes of
 a try, the all_reduce's and the copy matrix's), then the medians of the
-phases --json's timings name (ccl_health/hook/timings.py), then one line of
+phases --json's timings name (ccl_health/hook/timings.py), what became of
+the probe process started ahead (--json's probe_ahead), then one line of
 each.
     python3 benchmarks/device/_hook_timing_table.py RUNS.tsv KEEP NGPU"""
 import collections
@@ -36,7 +37,8 @@ def main(runs_tsv, keep, ngpu):
             doc = {}
         rows.setdefault((label, kind), []).append(
             (float(wall), float(wall) - probes_wall(doc), int(rc), text,
-             doc.get('probe_path'), doc.get('timings') or {}))
+             doc.get('probe_path'), doc.get('timings') or {},
+             doc.get('probe_ahead')))
     print(f'# The hook as NHC runs it (env -i), {ngpu} GPU(s) on this node\n')
     print('| GPUs | kind | median s | max s | runs | outside the probes, '
           'median s | exits |')
@@ -63,6 +65,12 @@ def main(runs_tsv, keep, ngpu):
                 cells.append(f'{statistics.median(vals):.3f}' if vals
                              else '')
             print(f'| {label} | {kind} | ' + ' | '.join(cells) + ' |')
+    print('\n## The probe process started ahead (--json probe_ahead)\n')
+    for (label, kind), rs in rows.items():
+        said = collections.Counter(
+            str(r[6] or 'none started').split(': its go')[0] for r in rs)
+        print(f'- {label} {kind}: ' + '; '.join(
+            f'{n} x {what}' for what, n in said.most_common()))
     print('\n## One line of each\n')
     for (label, kind), rs in rows.items():
         print(f'- {label} {kind} ({rs[-1][4]}): `{rs[-1][3]}`')

@@ -74,7 +74,7 @@ SETS="0"; [ "$NGPU" -ge 2 ] && SETS="$SETS 0,1"
 for set in $SETS; do
   CUDA_VISIBLE_DEVICES=$set timeout 120 $P/bin/ccl-health-probe -a 1G -i 10 -W 2 > $K/probe-$set.txt 2>&1
   echo "probe on $set: exit $?" | tee -a $L/probes.txt
-  grep -E '^# (init|done|error|probe total|Out of bounds)|Test .* failure|^ +1073741824 ' $K/probe-$set.txt
+  grep -E '^# (init|done|error|probe total|Out of bounds|nccl init|all_reduce phases|early)|Test .* failure|^ +1073741824 ' $K/probe-$set.txt
 done
 timeout 120 $PY benchmarks/device/_hook_timing_ref.py reference/local.yaml $K/probe-*.txt > $L/reference.log 2>&1 ||
   note "reference: not written (logs/reference.log)"

@@ -27,13 +27,15 @@
  * source is ccl-health-probe, the hook's one probe process (issue 42):
  *
  *   ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP]
- *                    [-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1]
+ *                    [-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1] [-S]
  *
  * CUDA / HIP starts once: the copy matrix above (-b 0: none), then, after
  * the line "# ccl-health-probe all_reduce", NCCL's all_reduce (float, sum)
  * of -a BYTES (default 1G; 0: none) over every visible GPU from this one
- * process (ncclCommInitAll, one stream per GPU, group calls): -W untimed
- * then -i timed iterations out of place, the same in place.  The result is
+ * process (ncclCommInitAll, one stream per GPU, group calls; each GPU's
+ * buffers made and filled in a thread of its own meanwhile): -W untimed
+ * then -i timed iterations out of place, then -i in place (nccl-tests
+ * warms up once, before the out-of-place pass).  The result is
  * checked on the GPUs: rank r sends (r + 1) * (1 + i % 13) at element i,
  * every element received must be n (n + 1) / 2 * (1 + i % 13) (exact in
  * float), counted by a kernel.  That part is printed in nccl-tests' own
@@ -42,7 +44,9 @@
  * "# Out of bounds values", "# Avg bus bandwidth"; an NCCL / CUDA error
  * there is nccl-tests' "Test NCCL failure" / "Test CUDA failure" line
  * (exit 1).  NCCL's own debug log goes where NCCL_DEBUG_FILE says.
- * "# nccl init S s" says how long ncclCommInitAll took.  -O 1 makes the
+ * "# nccl init S s" says how long ncclCommInitAll took, "# all_reduce
+ * phases: ..." where the rest of the all_reduce's time went.  -S: started
+ * ahead, its options come on standard input (wait_for_go below).  -O 1 makes the
  * communicators in a thread WHILE the copy matrix runs (its start-up
  * hidden behind the copies); -O 0, the default, after it: nothing else
  * runs on the GPUs while the copies are timed.  -O 1 stays off until the
@@ -58,12 +62,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <string>
 #include <thread>
 #include <vector>
 #ifdef CCL_HEALTH_PROBE
 #include <unistd.h>
 #define USAGE "ccl-health-probe [-b BYTES|0] [-n REPEATS] [-w WARMUP] " \
-    "[-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1]"
+    "[-a BYTES|0] [-i ITERS] [-W WARMUP] [-O 0|1] [-S]"
 #else
 #define USAGE "ccl-health-links [-b BYTES] [-n REPEATS] [-w WARMUP]"
 #endif
@@ -162,10 +167,12 @@ static void row(const char *src, const char *dst, size_t bytes, double s) {
 
 /* Every visible GPU's context made at once, one thread each (made one
  * after another, they are most of the start-up on a node of 4 or 8 GPUs);
- * an error here is named again by the first call that needs the GPU. */
-static void start_contexts(void) {
+ * an error here is named again by the first call that needs the GPU.
+ * `min_gpus`: the fewest GPUs worth threads (2; 1 where the contexts are
+ * made while the program waits for its go, -S). */
+static void start_contexts(int min_gpus) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < min_gpus) return;
     std::vector<std::thread> started;
     for (int d = 0; d < n; d++)
         started.emplace_back([d] {
@@ -173,6 +180,10 @@ static void start_contexts(void) {
         });
     for (auto &t : started) t.join();
 }
+
+/* What must end before the copies are timed (ccl-health-probe: NCCL's
+ * communicators started before the go, -S, unless -O 1). */
+static void before_timed_copies(void);
 
 /* The copy matrix of every visible GPU pair (the output above). */
 static void copy_matrix(size_t bytes, int repeats, int warmup) {
@@ -220,6 +231,7 @@ static void copy_matrix(size_t bytes, int repeats, int warmup) {
         CHECK(cudaEventCreate(&g[d].stop), d);
         CHECK(cudaDeviceSynchronize(), d);
     }
+    before_timed_copies();
     double t_ready = now();
     printf("# init %.3f s\n", t_ready - t_start);
     printf("# src dst bytes seconds GB/s\n");
@@ -310,7 +322,9 @@ static void copy_matrix(size_t bytes, int repeats, int warmup) {
     }
 }
 
-#ifdef CCL_HEALTH_PROBE
+#ifndef CCL_HEALTH_PROBE
+static void before_timed_copies(void) {}
+#else
 /* -- the all_reduce of every visible GPU (ccl-health-probe) -------------- */
 
 static char host_name[256] = "localhost";
@@ -396,6 +410,30 @@ static void fill(std::vector<Rank> &r, size_t count, int into_recv) {
     }
 }
 
+/* One GPU's buffers made and its input filled, in a thread of its own
+ * while NCCL's communicators are made (issue 42: they cost as much as the
+ * all_reduce itself when made after them, one GPU after another); the
+ * first failing call and its error are kept for the main thread to name
+ * (nccl-tests' "Test CUDA failure" line, exit 1). */
+struct Prepared {
+    cudaError_t err = cudaSuccess;
+    const char *what = "";
+};
+
+#define PCHECK(call) do { cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { p->err = e_; p->what = #call; return; } } while (0)
+
+static void prepare(Rank *r, int d, size_t bytes, size_t count, Prepared *p) {
+    PCHECK(cudaSetDevice(d));
+    PCHECK(cudaMalloc((void **)&r->send, bytes));
+    PCHECK(cudaMalloc((void **)&r->recv, bytes));
+    PCHECK(cudaMalloc((void **)&r->wrong, sizeof(unsigned long long)));
+    PCHECK(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking));
+    fill_values<<<1024, 256, 0, r->stream>>>(r->send, count, (float)(d + 1));
+    PCHECK(cudaGetLastError());
+    PCHECK(cudaStreamSynchronize(r->stream));
+}
+
 /* NCCL's communicators of every visible GPU (ncclCommInitAll), made in a
  * thread during the copy matrix (-O 1) or by all_reduce itself; never
  * destroyed at exit (a thread still running then must not end the process
@@ -405,8 +443,11 @@ struct NcclInit {
     ncclResult_t res = ncclSuccess;
     double seconds = 0;
     std::thread thread;
+    const char *when = "";       /* its "# nccl init" line's words */
 };
 static NcclInit *nccl_init = nullptr;
+/* -O 1: the communicators are made while the copies run */
+static int nccl_during_copies = 0;
 
 static void init_comms(NcclInit *init) {
     int n = 0;
@@ -420,6 +461,25 @@ static void init_comms(NcclInit *init) {
     for (int d = 0; d < n; d++) devs[d] = d;
     init->res = ncclCommInitAll(init->comms.data(), n, devs.data());
     init->seconds = now() - t;
+}
+
+/* ncclCommInitAll in a thread of its own from now on */
+static void start_nccl(const char *when) {
+    nccl_init = new NcclInit;
+    nccl_init->when = when;
+    nccl_init->thread = std::thread(init_comms, nccl_init);
+}
+
+static void before_timed_copies(void) {
+    if (!nccl_init || nccl_during_copies || !nccl_init->thread.joinable()) return;
+    double t = now();
+    /* a hang from here on is NCCL's, not the copies' (the hook reads it so) */
+    printf("# waiting for NCCL's communicators (ncclCommInitAll, "
+           "started before the go)\n");
+    fflush(stdout);
+    nccl_init->thread.join();
+    printf("# nccl init (started before the go) waited for %.3f s before the copies\n",
+           now() - t);
 }
 
 static void all_reduce(size_t bytes, int iters, int warmup) {
@@ -447,38 +507,54 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
     }
     fflush(stdout);
     std::vector<Rank> r(n);
-    bool overlapped = nccl_init != nullptr;
-    if (overlapped) nccl_init->thread.join();
-    else {
+    std::vector<Prepared> prepared(n);
+    double t_buffers = now();
+    std::vector<std::thread> preparing;
+    for (int d = 0; d < n; d++)
+        preparing.emplace_back(prepare, &r[d], d, bytes, count, &prepared[d]);
+    if (nccl_init == nullptr) {
         nccl_init = new NcclInit;
         init_comms(nccl_init);
-    }
+    } else if (nccl_init->thread.joinable()) nccl_init->thread.join();
+    for (auto &t : preparing) t.join();
+    double t_ready = now();
+    for (int d = 0; d < n; d++)
+        if (prepared[d].err != cudaSuccess) {
+            printf("%s: Test %s failure ccl_health_links.cu:%d '%s' (%s on GPU %d, "
+                   "%.3f s)\n", host_name, GPU_RUNTIME, __LINE__,
+                   cudaGetErrorString(prepared[d].err), prepared[d].what, d,
+                   now() - t_start);
+            fflush(stdout);
+            exit(1);
+        }
     NCHECK(nccl_init->res);
     if ((int)nccl_init->comms.size() != n) NCHECK(ncclInvalidUsage);
     std::vector<ncclComm_t> &comms = nccl_init->comms;
-    printf("# nccl init %.3f s%s\n", nccl_init->seconds,
-           overlapped ? " (during the copy matrix)" : "");
+    printf("# nccl init %.3f s%s\n", nccl_init->seconds, nccl_init->when);
     fflush(stdout);
-    for (int d = 0; d < n; d++) {
-        r[d].comm = comms[d];
-        ACHECK(cudaSetDevice(d), d);
-        ACHECK(cudaMalloc((void **)&r[d].send, bytes), d);
-        ACHECK(cudaMalloc((void **)&r[d].recv, bytes), d);
-        ACHECK(cudaMalloc((void **)&r[d].wrong, sizeof(unsigned long long)), d);
-        ACHECK(cudaStreamCreateWithFlags(&r[d].stream, cudaStreamNonBlocking), d);
-    }
-    fill(r, count, 0);
-    /* out of place: the input stays, the result of the last one is checked */
+    for (int d = 0; d < n; d++) r[d].comm = comms[d];
+    /* out of place: the input stays, the result of the last one is checked;
+     * the warm-up only here, once, as nccl-tests warms up (its TimeTest) */
+    double t0 = now();
     timed(r, count, warmup, 0);
+    double t_warm = now();
     double t_out = timed(r, count, iters, 0);
+    double t1 = now();
     unsigned long long w_out = wrong_elements(r, count);
-    /* in place: timed, then the input written again and one run checked */
+    /* in place: timed, then the input written again and one run checked
+     * (nccl-tests' BenchTime) */
+    double t2 = now();
     fill(r, count, 1);
-    timed(r, count, warmup, 1);
     double t_in = timed(r, count, iters, 1);
+    double t3 = now();
     fill(r, count, 1);
     timed(r, count, 1, 1);
     unsigned long long w_in = wrong_elements(r, count);
+    double t4 = now();
+    printf("# all_reduce phases: buffers %.3f s (beside nccl init), warmup %.3f s, "
+           "out-of-place %.3f s, in-place %.3f s, checks %.3f s\n",
+           t_ready - t_buffers, t_warm - t0, t1 - t_warm, t3 - t2,
+           (t2 - t1) + (t4 - t3));
     double factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;   /* nccl-tests' busbw */
     double alg_out = t_out > 0 ? bytes / t_out / 1e9 : 0.0;
     double alg_in = t_in > 0 ? bytes / t_in / 1e9 : 0.0;
@@ -501,43 +577,133 @@ static void all_reduce(size_t bytes, int iters, int warmup) {
 }
 #endif
 
-int main(int argc, char **argv) {
-    t_start = now();
+struct Options {
     size_t bytes = 256u << 20;
     int repeats = 5, warmup = 1;
 #ifdef CCL_HEALTH_PROBE
     size_t ar_bytes = (size_t)1 << 30;
-    int ar_iters = 10, ar_warmup = 2, overlap = 0;
+    int ar_iters = 10, ar_warmup = 2, overlap = 0, wait_go = 0;
 #endif
-    for (int i = 1; i < argc; i++) {
+};
+
+/* argv[first..argc) into `o` (a usage error exits 2) */
+static void parse_options(int argc, char **argv, int first, Options &o) {
+    for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: " USAGE "\n");
-            return 0;
+            exit(0);
         }
+#ifdef CCL_HEALTH_PROBE
+        if (!strcmp(argv[i], "-S")) { o.wait_go = 1; continue; }
+#endif
         if (i + 1 >= argc) usage_error("option without a value", argv[i]);
 #ifdef CCL_HEALTH_PROBE
-        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 1);
-        else if (!strcmp(argv[i], "-a")) ar_bytes = parse_bytes(argv[++i], 1);
-        else if (!strcmp(argv[i], "-i")) ar_iters = parse_count(argv[++i], 1);
-        else if (!strcmp(argv[i], "-W")) ar_warmup = parse_count(argv[++i], 0);
-        else if (!strcmp(argv[i], "-O")) overlap = parse_count(argv[++i], 0) != 0;
+        if (!strcmp(argv[i], "-b")) o.bytes = parse_bytes(argv[++i], 1);
+        else if (!strcmp(argv[i], "-a")) o.ar_bytes = parse_bytes(argv[++i], 1);
+        else if (!strcmp(argv[i], "-i")) o.ar_iters = parse_count(argv[++i], 1);
+        else if (!strcmp(argv[i], "-W")) o.ar_warmup = parse_count(argv[++i], 0);
+        else if (!strcmp(argv[i], "-O")) o.overlap = parse_count(argv[++i], 0) != 0;
 #else
-        if (!strcmp(argv[i], "-b")) bytes = parse_bytes(argv[++i], 0);
+        if (!strcmp(argv[i], "-b")) o.bytes = parse_bytes(argv[++i], 0);
 #endif
-        else if (!strcmp(argv[i], "-n")) repeats = parse_count(argv[++i], 1);
-        else if (!strcmp(argv[i], "-w")) warmup = parse_count(argv[++i], 0);
+        else if (!strcmp(argv[i], "-n")) o.repeats = parse_count(argv[++i], 1);
+        else if (!strcmp(argv[i], "-w")) o.warmup = parse_count(argv[++i], 0);
         else usage_error("unknown option", argv[i]);
     }
-    start_contexts();
+}
+
 #ifdef CCL_HEALTH_PROBE
-    if (overlap && ar_bytes && bytes) {
-        nccl_init = new NcclInit;
-        nccl_init->thread = std::thread(init_comms, nccl_init);
+/* -S: started ahead of its work (issue 42: the hook starts it before it
+ * has read its site, so that CUDA starts while Python works).  CUDA's
+ * driver starts at once; then the program reads standard input:
+ *
+ *   env NAME=VALUE     set in its environment (the hook sends only variables
+ *   unset NAME         nothing reads before the start: ccl_health/hook/
+ *                      probes.py, LATE_PREFIXES)
+ *   start [nccl]       every visible GPU's context made, one thread each,
+ *                      and with "nccl" NCCL's communicators (ncclCommInitAll)
+ *                      in a thread of their own, while it waits for its go;
+ *                      they end before the copies are timed, unless -O 1
+ *   go [OPTIONS]       the options above; the work begins (a go without a
+ *                      start starts first)
+ *
+ * The variables are set before any thread of its own runs.  The end of
+ * input without "go": exit 3, nothing measured, nothing printed (the hook
+ * did not want it).  Its timings count from the go; the line "# early S s
+ * before the go, contexts T s after it" says how long it waited and how
+ * much of the contexts' start was left then. */
+static void wait_for_go(Options &o) {
+    static char line[1 << 16];
+    std::vector<std::string> sets, unsets;
+    double t0 = now();
+    int count = 0;
+    (void)cudaGetDeviceCount(&count);      /* the driver starts now */
+    std::thread contexts;
+    bool begun = false;
+    auto begin = [&](bool nccl) {
+        if (begun) return;
+        begun = true;
+        for (auto &u : unsets) unsetenv(u.c_str());
+        for (auto &kv : sets) {
+            size_t eq = kv.find('=');
+            setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+        }
+        contexts = std::thread(start_contexts, 1);
+        if (nccl) start_nccl(" (started before the go)");
+    };
+    for (;;) {
+        if (!fgets(line, sizeof line, stdin)) {
+            fflush(NULL);
+            _exit(3);             /* not wanted: no thread waited for */
+        }
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\n') line[--len] = '\0';
+        if (!strncmp(line, "env ", 4) && !begun) {
+            const char *eq = strchr(line + 4, '=');
+            if (!eq || eq == line + 4) usage_error("bad env line", line);
+            sets.push_back(line + 4);
+        } else if (!strncmp(line, "unset ", 6) && !begun) {
+            if (!line[6]) usage_error("bad unset line", line);
+            unsets.push_back(line + 6);
+        } else if (!strcmp(line, "start") || !strcmp(line, "start nccl")) {
+            begin(line[5] != '\0');
+        } else if (!strcmp(line, "go") || !strncmp(line, "go ", 3)) {
+            break;
+        } else usage_error("unknown line on stdin", line);
     }
+    double t_go = now();
+    std::vector<char *> words{(char *)"go"};
+    for (char *w = strtok(line + 2, " \t"); w; w = strtok(nullptr, " \t"))
+        words.push_back(w);
+    Options given;
+    parse_options((int)words.size(), words.data(), 1, given);
+    given.wait_go = 1;
+    o = given;
+    begin(false);
+    contexts.join();
+    t_start = t_go;        /* its timings count from the go */
+    printf("# early %.3f s before the go, contexts %.3f s after it\n",
+           t_go - t0, now() - t_go);
+}
 #endif
-    if (bytes) copy_matrix(bytes, repeats, warmup);
+
+int main(int argc, char **argv) {
+    t_start = now();
+    Options o;
+    parse_options(argc, argv, 1, o);
 #ifdef CCL_HEALTH_PROBE
-    if (ar_bytes) all_reduce(ar_bytes, ar_iters, ar_warmup);
+    if (o.wait_go) wait_for_go(o);
+    else
+#endif
+    start_contexts(2);
+#ifdef CCL_HEALTH_PROBE
+    nccl_during_copies = o.overlap;
+    if (o.overlap && o.ar_bytes && o.bytes && nccl_init == nullptr)
+        start_nccl(" (during the copy matrix)");
+#endif
+    if (o.bytes) copy_matrix(o.bytes, o.repeats, o.warmup);
+#ifdef CCL_HEALTH_PROBE
+    if (o.ar_bytes) all_reduce(o.ar_bytes, o.ar_iters, o.ar_warmup);
     // everything is measured and printed: end here, without tearing down
     // NCCL's communicators and every GPU's context one by one (the driver
     // frees a process's contexts when it ends); every stream flushed first

@@ -168,18 +168,22 @@ def _lock(store, keys):
                           (key_text(key),))
 
 
-def _load(store, keys, states=True):
-    """``{key: row}`` of the state rows of ``keys`` (``states``: with
-    their states)."""
-    out, texts = {}, [key_text(k) for k in keys]
-    cols = '*' if states else 'key, levels'
+def _rows(store, keys, cols):
+    """``(key, row)`` of the state rows of ``keys`` (the columns
+    ``cols``), 500 keys a query."""
+    texts = [key_text(k) for k in keys]
     for i in range(0, len(texts), 500):
         part = texts[i:i + 500]
         for row in store.query(
                 f'SELECT {cols} FROM key_state WHERE key IN '
                 f'({", ".join("?" * len(part))})', tuple(part)):
-            out[tuple(json.loads(row['key']))] = row
-    return out
+            yield tuple(json.loads(row['key'])), row
+
+
+def _load(store, keys, states=True):
+    """``{key: row}`` of the state rows of ``keys`` (``states``: with
+    their states)."""
+    return dict(_rows(store, keys, '*' if states else 'key, levels'))
 
 
 def update(store, case_ids):
@@ -485,14 +489,8 @@ def kept_standing(store, keys, lines=True):
     it (its line made from its state).  Of a store that lists its stale
     keys (:func:`listed`): a key's state not listed is its own."""
     from ccl_health.judge.standing import standing_of
-    out, texts = {}, [key_text(k) for k in keys]
     cols = 'key' + (', standing' if lines and keeps_standing(store) else '')
-    for i in range(0, len(texts), 500):
-        part = texts[i:i + 500]
-        for row in store.query(
-                f'SELECT {cols} FROM key_state WHERE key IN '
-                f'({", ".join("?" * len(part))})', tuple(part)):
-            out[tuple(json.loads(row['key']))] = row.get('standing')
+    out = {key: row.get('standing') for key, row in _rows(store, keys, cols)}
     if lines:
         old = [k for k, line in out.items() if line is None]
         states = {k: json.loads(r['state']) for k, r in _load(

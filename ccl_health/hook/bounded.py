@@ -57,21 +57,44 @@ def bounded(cmd, env, timeout, started=None, before_kill=None):
     passed, before the group is killed (NCCL's RAS asked which rank
     stopped), its answer kept in ``asked``."""
     t0 = time.monotonic()
+    proc = start(cmd, env)
+    if isinstance(proc, Outcome):
+        proc.seconds = time.monotonic() - t0
+        return proc
+    return finish(proc, timeout, started, before_kill)
+
+
+def start(cmd, env, stdin=False):
+    """``cmd`` started under the rules above (its own group, dying with
+    the hook, in the registry :func:`stop_all` kills); ``stdin``: a pipe
+    it reads its go from (:func:`finish`'s ``text``), else nothing.
+    Returns the process, or an :class:`Outcome` saying why it could not
+    start.  Every process started is ended by :func:`finish` or
+    :func:`cancel` (or :func:`stop_all`)."""
     try:
         proc = subprocess.Popen(
             list(cmd), env=dict(env), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-            errors='replace', start_new_session=True,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            text=True, errors='replace', start_new_session=True,
             preexec_fn=stops.dies_with_parent(signal.SIGKILL))
     except OSError as err:
-        return Outcome(not_started=str(err.strerror or err),
-                       seconds=time.monotonic() - t0)
+        return Outcome(not_started=str(err.strerror or err))
     with _LOCK:
         _RUNNING.add(proc)
+    return proc
+
+
+def finish(proc, timeout, started=None, before_kill=None, text=None):
+    """Wait at most ``timeout`` seconds for ``proc`` (:func:`start`),
+    ``text`` written to its standard input first (then closed); the
+    rules and the :class:`Outcome` of :func:`bounded`, ``seconds``
+    counted from this call."""
+    t0 = time.monotonic()
     timed_out, asked = False, None
     try:
         try:
-            out = proc.communicate(timeout=max(0.01, timeout))[0]
+            out = proc.communicate(input=text, timeout=max(0.01, timeout))[0]
         except subprocess.TimeoutExpired:
             timed_out = True
             if before_kill is not None:
@@ -94,6 +117,18 @@ def bounded(cmd, env, timeout, started=None, before_kill=None):
                    time.monotonic() - t0, timed_out,
                    bool(started.search(out)) if started is not None else
                    bool(out.strip()), asked=asked)
+
+
+def cancel(proc):
+    """End a process of :func:`start` that is no longer wanted: its group
+    killed, waited for (at most 2 s), out of the registry."""
+    kill(proc)
+    try:
+        proc.communicate(timeout=2)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        pass
+    with _LOCK:
+        _RUNNING.discard(proc)
 
 
 def kill(proc):

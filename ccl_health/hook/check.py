@@ -24,9 +24,11 @@ the settings once (:mod:`.settings`: options, environment, site file,
 defaults), find the system and partition (:mod:`.where`), run the probes
 (:mod:`.probes`, each bounded by :mod:`.bounded`: ONE process,
 ``ccl-health-probe``, for the copy matrix and the all_reduce where it is
-built, else ``all_reduce_perf`` and the copy matrix apart) in a clean environment (the
-caller's NCCL_* / FI_* / RCCL_* / HSA_* / UCX_* ... dropped and named; the
-site file's ``env`` and ``health.env`` only), read the node's state again,
+built, started ahead as soon as the resource manager allows a probe:
+:func:`start_ahead`; else ``all_reduce_perf`` and the copy matrix apart)
+in a clean environment (the caller's NCCL_* / FI_* / RCCL_* / HSA_* /
+UCX_* ... dropped and named; the site file's ``env`` and ``health.env``
+only), read the node's state again,
 and have every probe judged by the one judge (:mod:`.judging`: each
 all_reduce probe's attempts are one ``CaseEvidence`` for
 :func:`ccl_health.judge.casejudge.judge`; the copy matrix goes to
@@ -66,7 +68,8 @@ from ccl_health.hook.judging import (
 from ccl_health.hook.probe import Probe
 from ccl_health.hook.probes import (
     find_links_tool, find_probe_program, find_tests_prefix, pair_rounds,
-    probe_env, run_links, run_one_process, run_probe)
+    one_process_env, probe_env, run_links, run_one_process, run_probe,
+    start_early)
 from ccl_health.hook.timings import Clock, probe_phases
 from ccl_health.hook.settings import (
     DEFAULT_LIMIT, CouldNotCheck, RECORD_BOUND, resolve)
@@ -178,10 +181,48 @@ def check(settings, environ=None, clock=None):
                        (found['system'], found['partition']))
         res = with_node_state(res, before(), None, found['site'],
                               found['expected'], found['job'])
+    finally:
+        _cancel_early(found)
+    res.probe_ahead = found['early'].said if found.get('early') else ''
     res.role = found['role']
     res = with_action(res, found['site'])
     res.timings = clock.as_dict()
     return keep.settle(res, work, not_kept, settings), found['settings']
+
+
+def start_ahead(settings, environ, gpus, work):
+    """The one probe process started ahead of the site and the plan
+    (issue 42: :class:`~ccl_health.hook.probes.EarlyProbe`: its libraries
+    loaded and CUDA's driver started while Python works; set to work by
+    :func:`_begin_early`), with what the options and the
+    environment alone say: the program of ``--tests-prefix`` or the
+    newest build, the caller's visible GPUs, the clean environment
+    without the site's settings.  None where these say nothing certain
+    (no build, MIG, GPUs named that are not here): the plan starts its
+    own then.  Only where the resource manager allows a probe."""
+    from ccl_health.evidence import nodefacts as node, programs
+    env = dict(resolve(settings, None, environ).env,
+               CCL_HEALTH_RUN_ID=settings.run_id)
+    if 'MIG-' in env.get('CUDA_VISIBLE_DEVICES', ''):
+        return None
+    try:
+        vis = node.visible_gpus(gpus, env)
+        prefix = find_tests_prefix(settings.tests_prefix, None,
+                                   programs.for_vendor(gpus.vendor))
+        path, _ = find_probe_program(prefix, None,
+                                     find_links_tool(prefix, None))
+    except (CouldNotCheck, node.VisibilityError):
+        return None
+    if path is None or vis.unknown or not vis.indices:
+        return None
+    return start_early(path, probe_env(env, gpus, vis, Probe(
+        tuple(vis.indices), 0, tokens=tuple(vis.tokens))), work)
+
+
+def _cancel_early(found):
+    """The process started ahead ended where it was not used."""
+    if found.get('early') is not None:
+        found['early'].cancel('the check ended before its probes')
 
 
 def resource_manager(settings, environ, found):
@@ -213,6 +254,10 @@ def _check(settings, environ, before, found, work):
     allowed, no_probe = node_judge.probe_allowed(rm.node, rm.own_job)
     found['job'] = no_probe
     gpus = node.detect_gpus(environ, whole_node=True)
+    if allowed and gpus.count:
+        t = time.monotonic()
+        found['early'] = start_ahead(settings, environ, gpus, work)
+        found['clock'].aside('probe_start_ahead', time.monotonic() - t)
     skip = None
     if gpus.count == 0:
         on_bus = pci.gpus(pci.root_of(environ))
@@ -291,8 +336,10 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
                  expected_gpus or gpus.count)
     clock.mark('plan')
     before = before()             # complete before any probe starts
+    # only now a context of ours on the GPUs: the first reading saw none
+    _begin_early(plan, found.get('early'))
     sampler = sample_while_probing(settings)    # the PCIe links under load
-    tries, attempts, path = _probe(plan, work, before)
+    tries, attempts, path = _probe(plan, work, before, found.get('early'))
     loaded = sampler.stop()
     clock.mark('probe')
     probe_phases(clock, tries)
@@ -301,6 +348,8 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}
     ours = {p for c in cases.values() for p in c.run_pids()}
+    if found.get('early') is not None:   # the probe process started ahead
+        ours.add(found['early'].proc.pid)
     res = with_node_state(judge_attempts(
         tries, settings.repeats, result_of, plan.pair_entry, plan.size,
         plan.n, system, partition, t0, plan.links_tool, plan.links_only,
@@ -483,11 +532,32 @@ def _plan(settings, checked, site, system, partition, gpus, expected_gpus):
                  deadline=settings.deadline - reserve(settings.limit))
 
 
-def _probe(plan, work, before):
+def _begin_early(plan, early):
+    """The process started ahead (:func:`start_ahead`) set to work for the
+    plan, once the node's first reading is complete (until then it has
+    loaded its libraries and started CUDA's driver: no context, nothing of
+    it on a GPU): its environment made the plan's, its contexts and (where
+    an all_reduce is planned) NCCL's communicators started; cancelled where
+    the plan runs the programs apart or another program or environment."""
+    if early is None:
+        return
+    if plan.one is None:
+        early.cancel(f'the probes run apart ({plan.why_not})')
+        return
+    env = probe_env(plan.env, plan.gpus, plan.vis,
+                    plan.probe(plan.visible, None, 1))
+    early.begin(plan.one, one_process_env(env, early.logdir,
+                                          early.ras_address),
+                nccl=not plan.links_only)
+
+
+def _probe(plan, work, before, early=None):
     """Every try of the probes: ``(tries, attempts, path)``: the probes of
     each try, every attempt of each all_reduce by its GPUs, and which path
     ran them (for ``--json``); ``before``: the node's state read first
-    (its NVLink links bound an impossible busbw)."""
+    (its NVLink links bound an impossible busbw); ``early``: the one
+    probe process started ahead (:func:`start_ahead`, set to work by
+    :func:`_begin_early`), for the first try where it is the one process."""
     settings = plan.settings
     attempts = {}
 
@@ -499,9 +569,11 @@ def _probe(plan, work, before):
     tries = []
     for attempt in range(1, settings.repeats + 1):
         if plan.one is not None:
-            probes = _one_process_try(plan, attempt, work, judge_probe)
+            probes = _one_process_try(plan, attempt, work, judge_probe,
+                                      early)
         else:
             probes = _apart_try(plan, attempt, work, judge_probe)
+        early = None
         tries.append(probes)
         if attempt_over(probes) != 'retry' or \
                 time.monotonic() > plan.deadline - 2:
@@ -511,9 +583,10 @@ def _probe(plan, work, before):
     return tries, attempts, path
 
 
-def _one_process_try(plan, attempt, work, judge_probe):
-    """One try through the one probe process (:func:`run_one_process`):
-    the all_reduce's probe first, then the copy matrix's (the order of
+def _one_process_try(plan, attempt, work, judge_probe, early=None):
+    """One try through the one probe process (:func:`run_one_process`,
+    ``early``: the process started ahead, used where it fits): the
+    all_reduce's probe first, then the copy matrix's (the order of
     :func:`_apart_try`)."""
     main = None if plan.links_only else plan.probe(plan.visible, plan.entry,
                                                    attempt)
@@ -523,7 +596,7 @@ def _one_process_try(plan, attempt, work, judge_probe):
         probe_env(plan.env, plan.gpus, plan.vis,
                   plan.probe(plan.visible, None, attempt)),
         plan.deadline, plan.peer_copy, plan.settings.iters, work,
-        plan.program, plan.settings.limit)
+        plan.program, plan.settings.limit, early=early)
     probes = []
     if main is not None and att is not None:
         judge_probe(main, att[0], att[1])

@@ -45,6 +45,10 @@ class HookResult:
     #: how the probes ran: ``one process: <ccl-health-probe>``, or ``apart:
     #: <why>`` (all_reduce_perf and the copy matrix), '' where none ran
     probe_path: str = ''
+    #: what became of the one probe process started ahead (:class:`ccl_
+    #: health.hook.probes.EarlyProbe`): used, or ended and why; '' where
+    #: none was started
+    probe_ahead: str = ''
     #: where the time went, seconds by phase (:mod:`ccl_health.hook.
     #: timings`)
     timings: dict = dataclasses.field(default_factory=dict)

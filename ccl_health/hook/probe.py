@@ -32,6 +32,9 @@ class Probe:
     program_s: object = None
     #: its ``# nccl init`` line: ncclCommInitAll's seconds
     nccl_init_s: object = None
+    #: seconds the one probe process ran before its go (started ahead,
+    #: :class:`ccl_health.hook.probes.EarlyProbe`; None: it was not)
+    early_s: object = None
 
 
 @dataclasses.dataclass
@@ -63,3 +66,5 @@ class LinksProbe:
     proven: str = ''
     versions: dict = dataclasses.field(default_factory=dict)
     attempt: int = 1
+    #: as :attr:`Probe.early_s`
+    early_s: object = None

@@ -71,11 +71,15 @@ def probe_env(env, gpus, vis, probe):
     return penv
 
 
-#: nccl-tests / rccl-tests' own header lines (a launcher may prefix them):
-#: the program started on the GPUs
+#: ccl-health-probe's line before it waits for NCCL's communicators made
+#: before its go (-S): a hang after it is the all_reduce's, not the copies'
+NCCL_WAIT = "# waiting for NCCL's communicators"
+#: nccl-tests / rccl-tests' own header lines (a launcher may prefix them),
+#: or the line above: the program started on the GPUs
 STARTED = re.compile(r'#\s*(nccl-tests version|Collective test starting|'
                      r'nThread\s+\d+|Using devices)|rccl-tests:|'
-                     r'^\s*\d+\s+\d+\s+\w+\s', re.M)
+                     r'^\s*\d+\s+\d+\s+\w+\s|^' + re.escape(NCCL_WAIT),
+                     re.M)
 
 
 gpus_text = judging.gpus_text
@@ -234,17 +238,193 @@ def _part(got, output, started, returncode, timed_out):
                        not_started=got.not_started, asked=got.asked)
 
 
+def one_process_env(env, logdir, ras_address=None):
+    """The one probe process's environment: ``env`` with NCCL's debug log
+    into ``logdir`` (the transport proof) and its own RAS address."""
+    from ccl_health.evidence import ras
+    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
+                NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
+    penv.setdefault('NCCL_RAS_ADDR', ras_address or ras.free_address())
+    return penv
+
+
+#: what may differ between the environment the probe was started with
+#: ahead and the one its plan gives (sent before its go,
+#: builders/src/ccl_health_links.cu -S): variables nothing in the program
+#: reads before then: NCCL's / RCCL's (read as they start), those of
+#: libfabric and UCX (loaded by NCCL's network plugin as NCCL starts) and
+#: Open MPI's (the program does not use MPI).  Anything else (CUDA's,
+#: HIP's, the loader's, PATH) is read as CUDA starts: a fresh process.
+LATE_PREFIXES = ('NCCL_', 'RCCL_', 'FI_', 'UCX_', 'OMPI_')
+
+
+class EarlyProbe:
+    """``ccl-health-probe -S`` started ahead of the plan (issue 42: CUDA's
+    driver starts while the hook reads its site), waiting on standard
+    input.  Once the plan is made and the node's first reading complete
+    it is started (:meth:`begin`: every GPU's context, and NCCL's
+    communicators where an all_reduce is planned) where the plan runs the
+    same program with the same environment (NCCL / RCCL ... variables
+    aside, :data:`LATE_PREFIXES`: they are sent before the start), else
+    cancelled and a fresh process started; the probe's run sends its go
+    (:meth:`go`).  Every one started ends: used, :meth:`cancel`, or a
+    signal (:func:`ccl_health.hook.bounded.stop_all`)."""
+
+    def __init__(self, path, env, logdir, proc):
+        self.path, self.env, self.logdir, self.proc = path, env, logdir, proc
+        self.t0 = time.monotonic()
+        self.used = False
+        #: the environment it was started with (:meth:`begin`), else None
+        self.begun = None
+        #: what became of it (``--json``'s ``probe_ahead``)
+        self.said = 'started ahead'
+
+    @property
+    def ras_address(self):
+        return self.env.get('NCCL_RAS_ADDR')
+
+    def env_lines(self, path, env):
+        """``(lines, why)``: the ``env`` / ``unset`` lines that make this
+        process's environment ``env`` for a run of ``path``; lines None
+        (and why) where they cannot (another program, another variable
+        that differs, a value no line can carry)."""
+        if self.used:
+            return None, 'used already'
+        if path != self.path:
+            return None, f'the plan runs {path}'
+        lines = []
+        for k in sorted(set(env) | set(self.env)):
+            if env.get(k) == self.env.get(k):
+                continue
+            if not k.startswith(LATE_PREFIXES):
+                return None, f'{k} differs (read as the program starts)'
+            if any(c in k for c in '=\n\0 ') or \
+                    any(c in env.get(k, '') for c in '\n\0'):
+                return None, f'{k}: a value no line can carry'
+            lines.append(f'env {k}={env[k]}' if k in env else f'unset {k}')
+        return lines, ''
+
+    def begin(self, path, env, nccl):
+        """Start its work for a run of ``path`` with ``env`` (its contexts;
+        ``nccl``: NCCL's communicators too), or cancel it where it cannot
+        be that run.  True where it was started."""
+        lines, why = self.env_lines(path, env)
+        if lines is not None:
+            try:
+                self.proc.stdin.write(''.join(f'{ln}\n' for ln in lines) +
+                                      ('start nccl\n' if nccl else
+                                       'start\n'))
+                self.proc.stdin.flush()
+                self.begun = dict(env)
+                return True
+            except (OSError, ValueError) as err:
+                why = f'it could not be told to start ({err})'
+        self.cancel(why)
+        return False
+
+    def go(self, path, env, options, timeout, started=None,
+           before_kill=None):
+        """Its go for the run of ``path`` with ``env`` and ``options``
+        (:func:`ccl_health.hook.bounded.finish`'s outcome), or None where
+        it was not started for exactly that run (then it is cancelled)."""
+        if self.begun is None or path != self.path or env != self.begun:
+            self.cancel('the run is not the one it was started for'
+                        if self.begun is not None else
+                        'it was not started for the run')
+            return None
+        if any(' ' in o or '\n' in o for o in options):
+            self.cancel('an option no line can carry')
+            return None
+        self.used = True
+        self.said = (f'started ahead, used: its go '
+                     f'{time.monotonic() - self.t0:.3f} s after its start')
+        return run.finish(self.proc, timeout, started, before_kill,
+                          text=' '.join(['go'] + list(options)) + '\n')
+
+    def cancel(self, why):
+        """Kill it (never used, or not wanted: ``why``)."""
+        if not self.used:
+            self.used = True
+            self.said = f'started ahead, ended: {why}'
+            run.cancel(self.proc)
+
+
+def start_early(path, env, workdir):
+    """:class:`EarlyProbe`: ``path`` (``ccl-health-probe``) started with
+    ``-S`` in ``env`` (:func:`probe_env`'s) and the debug log's folder of
+    its run; None where it could not start (the plan's run then starts
+    it, and names why)."""
+    logdir = run.temporary_folder('probe-', workdir)
+    penv = one_process_env(env, logdir)
+    proc = run.start([path, '-S'], penv, stdin=True)
+    if isinstance(proc, run.Outcome):
+        run.remove_folder(logdir)
+        return None
+    return EarlyProbe(path, penv, logdir, proc)
+
+
+#: its line when it was started ahead: "# early S s before the go,
+#: contexts T s after it"
+EARLY = re.compile(r'^# early ([0-9.]+) s before the go', re.M)
+
+
+def _split(got, with_links):
+    """The one process's output as ``(copy matrix, all_reduce)``
+    (:func:`ccl_health.evidence.copymatrix.split_probe_output`); the copy
+    matrix None where its copies never began because NCCL's communicators,
+    made before them (started ahead), did not end: the all_reduce's
+    hang."""
+    from ccl_health.evidence import copymatrix as links
+    links_text, ar_text = links.split_probe_output(got.output or '')
+    if with_links and got.timed_out and ar_text is None and \
+            links_text.rstrip().rsplit('\n', 1)[-1].startswith(NCCL_WAIT):
+        return None, links_text
+    return links_text, ar_text
+
+
+def _run_once(early, cmd, env, workdir, remaining, ask_ras, started):
+    """``(outcome, its folder, its command as kept)`` of the one process:
+    ``early`` given its go where it was started for exactly this run
+    (its environment, its folder for NCCL's debug log), else (cancelled)
+    a fresh process with a folder of its own (nothing of another process
+    in the logs its transport is proven from); ``ask_ras``: NCCL's RAS
+    asked which rank stopped before a run past its bound is killed."""
+    from ccl_health.evidence import ras
+
+    def bounds(penv):
+        asking = 0.0 if ras.disabled(penv) or not ask_ras else \
+            ras.share(remaining)
+        return remaining - asking, (lambda: ras.ask(penv, bound=asking)) \
+            if ask_ras else None
+    if early is not None and early.begun is not None:
+        penv = one_process_env(env, early.logdir, early.ras_address)
+        timeout, before_kill = bounds(penv)
+        got = early.go(cmd[0], penv, cmd[1:], timeout, started, before_kill)
+        if got is not None:
+            return got, early.logdir, [cmd[0], '-S', '< go'] + cmd[1:]
+    if early is not None:
+        early.cancel('it was not started for the run')
+    logdir = run.temporary_folder('probe-', workdir)
+    penv = one_process_env(env, logdir)
+    timeout, before_kill = bounds(penv)
+    return run.bounded(cmd, penv, timeout, started=started,
+                       before_kill=before_kill), logdir, cmd
+
+
 def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
-                    peer_copy, iters, workdir, program=None, limit=None):
+                    peer_copy, iters, workdir, program=None, limit=None,
+                    early=None):
     """Run ``ccl-health-probe`` once (bounded by ``deadline``): the copy
     matrix of ``gpu_ids`` (``with_links``), then the all_reduce of
     ``probe`` (None: none) over them all, NCCL's debug log kept for the
     transport proof.  Returns ``(links_probe, (attempt, launcher words))``:
     the copy matrix judged (None where not run), the all_reduce's attempt
     (:func:`ccl_health.hook.judging.probe_attempt`; None where it never
-    ran: the copy matrix did not complete, its fault is the verdict)."""
+    ran: the copy matrix did not complete, its fault is the verdict).
+    ``early``: an :class:`EarlyProbe` to use where it can be this run
+    (else it is cancelled)."""
     from ccl_health.evidence import copymatrix as links
-    from ccl_health.evidence import debuglog, programs, ras
+    from ccl_health.evidence import debuglog, programs
     program = program or programs.NCCL_TESTS
     size = peer_copy.size if peer_copy is not None else LINKS_DEFAULT_SIZE
     lp = LinksProbe(tuple(gpu_ids), links.PROGRAM, path, size,
@@ -253,31 +433,30 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
             'the copy matrix of the GPU links')
     remaining = deadline - time.monotonic()
     if remaining < 1:
+        if early is not None:
+            early.cancel('no time left for the probe')
         if lp is not None:
             return judging.not_started(lp, 'the copy matrix of the GPU '
                                            'links', limit), None
         return None, (judging.not_started_attempt(what, limit), '')
-    logdir = run.temporary_folder('probe-', workdir)
-    penv = dict(env, NCCL_DEBUG='INFO', NCCL_DEBUG_SUBSYS='INIT,NET',
-                NCCL_DEBUG_FILE=os.path.join(logdir, 'nccl-debug.%h.%p.log'))
-    penv.setdefault('NCCL_RAS_ADDR', ras.free_address())
-    asking = 0.0 if ras.disabled(penv) or probe is None else \
-        ras.share(remaining)
     cmd = [path] + (links.links_options(size) if with_links else
                     ['-b', '0']) + \
         ['-a', str(probe.size if probe else 0), '-i', str(int(iters)),
          '-W', '2']
     ours = re.compile(r'^# (ccl-health-links |error:|usage error:)', re.M)
-    got = run.bounded(cmd, penv, remaining - asking,
-                      started=re.compile(f'{ours.pattern}|{STARTED.pattern}',
-                                         re.M),
-                      before_kill=None if probe is None else
-                      lambda: ras.ask(penv, bound=asking))
+    got, logdir, cmd = _run_once(
+        early, cmd, env, workdir, remaining, probe is not None,
+        re.compile(f'{ours.pattern}|{STARTED.pattern}', re.M))
     _keep_output(logdir, cmd, got)
-    links_text, ar_text = links.split_probe_output(got.output or '')
+    head = EARLY.search(got.output or '')
+    early_s = float(head[1]) if head else None
+    links_text, ar_text = _split(got, lp is not None)
+    if links_text is None:
+        lp, links_text = None, ''
     done = True
     if lp is not None:
         lp.seconds = got.seconds
+        lp.early_s = early_s
         res = links.parse_links(links_text)
         done = res.complete and not res.errors
         part = _part(got, links_text, ours, 0 if done else got.returncode,
@@ -289,6 +468,7 @@ def run_one_process(path, with_links, probe, gpu_ids, tokens, env, deadline,
     if probe is None or not done:
         return lp, None
     probe.seconds = got.seconds
+    probe.early_s = early_s
     total = PROGRAM_TOTAL.search(ar_text or '')
     probe.program_s = float(total[1]) if total else None
     init = NCCL_INIT.search(ar_text or '')

@@ -211,6 +211,7 @@ def json_document(res, settings=None, recorded=None):
            'role': getattr(res, 'role', None) or {},
            'attempt_notes': list(getattr(res, 'attempt_notes', []) or []),
            'probe_path': getattr(res, 'probe_path', '') or None,
+           'probe_ahead': getattr(res, 'probe_ahead', '') or None,
            'timings': dict(getattr(res, 'timings', None) or {})}
     doc['dropped_env'] = dict(getattr(settings, 'dropped', ()) or ())
     doc['database'] = dburl.shown(getattr(settings, 'db', None)) or None

@@ -16,7 +16,12 @@ and the line), ``record``.  The one probe process's own lines, inside
 all_reduce with its check; ``probe_nccl_init`` the communicators alone,
 its ``# nccl init`` line), ``probe_program`` (its ``# probe total``),
 ``probe_outside`` (``probe`` less the program's own time: its start and
-its exit)."""
+its exit).  Where the one probe process was started ahead
+(:class:`ccl_health.hook.probes.EarlyProbe`), ``probe_start_ahead`` is
+what starting it cost the main thread (a phase of its own, out of
+``site``), ``probe_early`` how long it ran before its go (beside the
+phases before ``probe``, not in ``total`` twice), and its own lines count
+from the go."""
 
 import os
 import time
@@ -85,6 +90,9 @@ def probe_phases(clock, tries):
         copies = getattr(links, 'copy_s', None)
         clock.add('probe_init', init)
         clock.add('probe_copies', copies)
+        clock.add('probe_early', next(
+            (p.early_s for p in probes
+             if getattr(p, 'early_s', None) is not None), None))
         clock.add('probe_nccl_init', next(
             (getattr(p, 'nccl_init_s', None) for p in probes
              if getattr(p, 'nccl_init_s', None) is not None), None))

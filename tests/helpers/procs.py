@@ -17,6 +17,16 @@ def processes_with(text):
     return found
 
 
+def running(pid):
+    """Whether the process ``pid`` is running: it exists and is no zombie
+    (a zombie is dead for every purpose of a test)."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return fp.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
 def cmdline(pid):
     """The command line of ``pid`` (words), or [] when it is gone."""
     try:

@@ -35,8 +35,9 @@ import tempfile
 import time
 
 from helpers.ports import free_ports
-from helpers.slurm_harness import (PLUGINS, Cluster, Unavailable, _alive,
-                                   _which, daemon_pids, ensure_installed)
+from helpers.procs import running
+from helpers.slurm_harness import (PLUGINS, Cluster, Unavailable, _which,
+                                   daemon_pids, ensure_installed)
 
 PARTITION = 'batch'
 NETNS_DIR = '/var/run/netns'
@@ -346,7 +347,7 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
         inns = {}
         while time.time() < deadline:
             inns = {pid: c for pid, (c, _) in
-                    namespaced_pids(self.ns_inodes).items() if _alive(pid)}
+                    namespaced_pids(self.ns_inodes).items() if running(pid)}
             if not inns:
                 break
             for pid in inns:
@@ -370,11 +371,11 @@ PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE Sta
         and bridge.  Empty when all is clean."""
         left = {}
         procs = {p.pid: name for name, p in self.procs.items()
-                 if _alive(p.pid)}
+                 if running(p.pid)}
         if procs:
             left['daemons'] = procs
         inns = {pid: c for pid, (c, _) in
-                namespaced_pids(self.ns_inodes).items() if _alive(pid)}
+                namespaced_pids(self.ns_inodes).items() if running(pid)}
         if inns:
             left['in namespaces'] = inns
         names = set(_ip('netns', 'list', check=False).stdout.split())

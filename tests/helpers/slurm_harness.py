@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from helpers.ports import free_ports
+from helpers.procs import running
 
 PACKAGES = ('slurmctld', 'slurmd', 'munge', 'slurm-client')
 BINARIES = ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sbatch', 'srun',
@@ -115,21 +116,6 @@ def daemon_pids():
         for pid in p.stdout.split():
             out[int(pid)] = name
     return out
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie of ours is dead for every purpose here
-    try:
-        with open(f'/proc/{pid}/stat') as fp:
-            return fp.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except OSError:
-        return False
 
 
 
@@ -347,7 +333,7 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
         ours = {p.pid for p in self.procs.values()}
         while time.time() < deadline:
             left = {pid: n for pid, n in daemon_pids().items()
-                    if pid not in self.before and _alive(pid) and
+                    if pid not in self.before and running(pid) and
                     (pid in ours or self.owns(pid))}
             if not left:
                 break

@@ -16,6 +16,7 @@ supported" on that GPU, never a fault; any other error is a fact that could
 not be read (:attr:`GpuState.unread`).  Only ``GPU_IS_LOST`` says something
 of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
 
+import ctypes
 import json
 import os
 
@@ -39,6 +40,20 @@ CLOCK_EVENTS = {
 NVLINK_COUNTERS = {0: 'replay', 1: 'recovery', 2: 'crc_flit', 3: 'crc_data',
                    4: 'ecc_data'}
 NVLINK_MAX_LINKS = 18
+#: the same counters of links 0-11 as NVML's fields (nvml.h
+#: NVML_FI_DEV_NVLINK_<counter>_ERROR_COUNT_L<n>, counter CRC_FLIT,
+#: CRC_DATA, REPLAY, RECOVERY, ECC_DATA),
+#: read for every link of a GPU in ONE nvmlDeviceGetFieldValues call, as
+#: DCGM reads them (issue 42); a field not answered is read link by link
+NVLINK_FIELDS = {
+    'replay': tuple(range(46, 52)) + tuple(range(108, 114)),
+    'recovery': tuple(range(53, 59)) + tuple(range(114, 120)),
+    'crc_flit': tuple(range(32, 38)) + tuple(range(96, 102)),
+    'crc_data': tuple(range(39, 45)) + tuple(range(102, 108)),
+    'ecc_data': tuple(range(148, 160))}
+#: nvmlFieldValue_t's value member by its valueType (nvmlValueType_t)
+_FIELD_MEMBER = {0: 'dVal', 1: 'uiVal', 2: 'ulVal', 3: 'ullVal',
+                 4: 'sllVal', 5: 'siVal', 6: 'usVal'}
 #: functions that take no device handle although their name says Device
 _NO_HANDLE = {'nvmlDeviceGetCount', 'nvmlDeviceGetHandleByIndex'}
 
@@ -58,6 +73,8 @@ def plain(value):
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, ctypes.Array):     # nvmlDeviceGetFieldValues'
+        return [plain(v) for v in value]
     if hasattr(value, '_fields_'):
         return {f[0]: plain(getattr(value, f[0])) for f in value._fields_
                 if not f[0].startswith('_')}
@@ -329,6 +346,10 @@ def _processes(api, get, run_id, ours_pids, roots=()):
 
 
 def _nvlinks(api, i, g):
+    """Every NVLink of GPU ``i`` with its error counters where active:
+    the links' states one by one, then the counters of links 0-11 in one
+    field read (:func:`_link_fields`), the rest (and any field not
+    answered) through ``nvmlDeviceGetNvLinkErrorCounter``."""
     links = []
     for link in range(NVLINK_MAX_LINKS):
         try:
@@ -340,13 +361,55 @@ def _nvlinks(api, i, g):
                 else:
                     g.unread['nvlink'] = err.text
             break                     # no more links
-        ln = Link(link, bool(state))
-        if ln.active:
-            for c, cname in NVLINK_COUNTERS.items():
-                try:
-                    ln.errors[cname] = int(api.call(
-                        'nvmlDeviceGetNvLinkErrorCounter', i, link, c))
-                except (NvmlError, TypeError, ValueError):
-                    pass
-        links.append(ln)
+        links.append(Link(link, bool(state)))
+    fields = _link_fields(api, i, [ln.index for ln in links if ln.active])
+    for ln in links:
+        if not ln.active:
+            continue
+        for c, cname in NVLINK_COUNTERS.items():
+            if (ln.index, cname) in fields:
+                ln.errors[cname] = fields[ln.index, cname]
+                continue
+            try:
+                ln.errors[cname] = int(api.call(
+                    'nvmlDeviceGetNvLinkErrorCounter', i, ln.index, c))
+            except (NvmlError, TypeError, ValueError):
+                pass
     return links
+
+
+def _link_fields(api, i, active):
+    """``{(link, counter name): value}`` of the links ``active`` that have
+    fields (:data:`NVLINK_FIELDS`), from one ``nvmlDeviceGetFieldValues``
+    call; only the fields NVML answered (its own return 0, the field
+    asked); {} where the call is not there or fails."""
+    asked = [(link, cname, ids[link]) for link in active
+             for cname, ids in NVLINK_FIELDS.items() if link < len(ids)]
+    if not asked:
+        return {}
+    try:
+        answer = api.call('nvmlDeviceGetFieldValues', i,
+                          [fid for _, _, fid in asked])
+    except NvmlError:
+        return {}
+    out = {}
+    for (link, cname, fid), v in zip(asked, answer if isinstance(
+            answer, list) else []):
+        value = _field_value(v, fid)
+        if value is not None:
+            out[link, cname] = value
+    return out
+
+
+def _field_value(v, fid):
+    """The whole number of one answered field, None where NVML did not
+    answer it (its ``nvmlReturn``), it is another field, or no number."""
+    if not isinstance(v, dict) or v.get('fieldId') != fid or \
+            v.get('nvmlReturn') != 0:
+        return None
+    member = _FIELD_MEMBER.get(v.get('valueType'))
+    value = (v.get('value') or {}).get(member) if member else None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(
+        value, bool) else None

@@ -54,6 +54,18 @@ def _construct_mapping(loader, node, deep=False):
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+if hasattr(yaml, 'CSafeLoader'):
+    class _FastLoader(yaml.CSafeLoader):
+        """The same, through libyaml's parser (issue 42: the hook reads its
+        site and reference files on every run; PyYAML's own parser is most
+        of that time).  A document it refuses is read again by
+        :class:`_StrictLoader`, whose words name the fault."""
+
+    _FastLoader.add_constructor(
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+else:                   # PyYAML built without libyaml
+    _FastLoader = None
+
 
 #: the most nodes a document may hold once its aliases are expanded: a
 #: site or reference file has a few thousand; nested aliases ("billion
@@ -88,7 +100,26 @@ def load_yaml(text, path, error=CclHealthError):
     """The YAML document in ``text`` (``path`` names it in errors); one
     whose aliases expand past :data:`MAX_EXPANDED_NODES` nodes is an
     error, found before anything is built from it."""
-    loader = _StrictLoader(text)
+    if _FastLoader is not None:
+        try:
+            return _load(_FastLoader, text, path, error)
+        except (yaml.YAMLError, RecursionError):
+            pass            # named below, in PyYAML's own words
+    try:
+        return _load(_StrictLoader, text, path, error)
+    except yaml.YAMLError as err:
+        one_line = ' '.join(str(err).replace('"<unicode string>", ', '')
+                            .split())
+        raise error(f'{path}: not valid YAML: {one_line}') from None
+    except RecursionError:
+        raise error(f'{path}: nested too deeply to be a site or reference '
+                    f'file') from None
+
+
+def _load(loader_class, text, path, error):
+    """The document through ``loader_class``; its YAML errors raised as
+    they are."""
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         if node is not None and _expanded_nodes(
@@ -98,13 +129,6 @@ def load_yaml(text, path, error=CclHealthError):
                         f'aliases?): write the values out or use fewer '
                         f'levels of aliases')
         return None if node is None else loader.construct_document(node)
-    except yaml.YAMLError as err:
-        one_line = ' '.join(str(err).replace('"<unicode string>", ', '')
-                            .split())
-        raise error(f'{path}: not valid YAML: {one_line}') from None
-    except RecursionError:
-        raise error(f'{path}: nested too deeply to be a site or reference '
-                    f'file') from None
     finally:
         loader.dispose()
 
