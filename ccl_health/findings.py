@@ -78,7 +78,7 @@ def _cases_before(db, keys, t):
     out = []
     for key in keys:
         out += keyhistory.key_cases_before(db, key, t, keyhistory.LOOKBACK,
-                                      windowfindings.CASE_LIGHT)
+                                      keyhistory.CASE_LIGHT)
     runs = sorted({c['run_id'] for c in out})
     for i in range(0, len(runs), 500):
         part = runs[i:i + 500]

@@ -9,7 +9,7 @@ import datetime
 import re
 
 from ccl_health import CclHealthError
-from ccl_health.db import scopes, windowfindings
+from ccl_health.db import changedcases, scopes, windowfindings
 from ccl_health.db import keyhistory
 from ccl_health.db import newestruns
 from ccl_health.db.newestruns import of_cases
@@ -330,18 +330,20 @@ def drop_lines(findings, cases):
     configuration (system, partition, transport, collective, nodes, ranks,
     algo) grouped into one line with the sizes, its worst and what changed
     (once), in the order the findings came.  ``cases``: the store (what
-    changed read for each finding: :func:`windowfindings.changed`) or case
-    rows."""
+    changed as kept with each finding, schema 12, else read for it:
+    :func:`windowfindings.changed`) or case rows."""
     groups = {}
     for f in findings:
         k = (f.kind, f.run_id, f.key) if f.kind in ('drop', 'drift') else \
             (None, id(f))
         groups.setdefault(k, []).append(f)
     lines = []
-    if hasattr(cases, 'query'):     # what changed, read for all at once
-        firsts = [fs[0] for k, fs in groups.items() if k[0] is not None]
-        read = dict(zip(map(id, firsts), windowfindings.attribution_many(cases,
-                                                                firsts)))
+    store = hasattr(cases, 'query')
+    if store:     # what changed: as kept, else read for all at once
+        firsts = [fs[0] for k, fs in groups.items() if k[0] is not None and
+                  fs[0].changed is None]
+        read = dict(zip(map(id, firsts), changedcases.attribution_many(
+            cases, firsts)))
     for k, fs in groups.items():
         if k[0] is None:
             lines.append(fs[0].line())
@@ -360,8 +362,10 @@ def drop_lines(findings, cases):
                 f'{format_size(worst.size)} {worst.value:.2f} GB/s vs '
                 f'baseline {worst.baseline.median:.2f} (-{pct:.0f}%, '
                 f'threshold {worst.threshold:.2f}, n={worst.baseline.n})')
-        lines += [f'    changed: {c}' for c in windowfindings.changed(
-            read[id(fs[0])] if hasattr(cases, 'query') else cases, fs[0])]
+        lines += [f'    changed: {c}' for c in (
+            fs[0].changed if store and fs[0].changed is not None else
+            windowfindings.changed(read[id(fs[0])] if store else cases,
+                                   fs[0]))]
     return lines
 
 

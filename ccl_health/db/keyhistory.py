@@ -31,6 +31,14 @@ RECORDS = (
     'm.tolerance, m.verdict AS size_verdict '
     'FROM cases c LEFT JOIN measurements m ON m.case_id = c.id')
 
+#: the columns of a case a listing or a judgement needs
+CASE_LIGHT = ('id', 'run_id', 'case_name', 'time', 'system', 'partition',
+              'environ', 'nodelist', 'nodes', 'ranks', 'collective',
+              'transport', 'proven', 'algo', 'verdict', 'reason',
+              'nccl_version', 'plugin_version', 'libfabric_version',
+              'provider', 'cuda_driver', 'driver', 'tests_version',
+              'suite_revision', 'source')
+
 
 def when(text):
     """A recorded time as an aware datetime (ISO 8601, any UTC offset; no

@@ -69,10 +69,10 @@ def _probe_sql():
 
 def _day_rows(store, day):
     """The healthy health checks of ``day`` (light case rows)."""
-    from ccl_health.db import windowfindings
+    from ccl_health.db import keyhistory
     probe, params = _probe_sql()
     return store.query(
-        f'SELECT {", ".join("c." + c for c in windowfindings.CASE_LIGHT)} '
+        f'SELECT {", ".join("c." + c for c in keyhistory.CASE_LIGHT)} '
         f'FROM cases c WHERE c.time >= ? AND c.time < ? AND c.verdict IN {GOOD_SQL} '
         f'AND {probe} ORDER BY c.time, c.id',
         (day, _next_day(day)) + params)
