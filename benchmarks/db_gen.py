@@ -208,11 +208,15 @@ def as_schema_9(db):
     """The store ``db`` (written by this version) as schema 9 left it:
     nothing kept of its days, no list of stale keys, none of their
     triggers, the time index of the time alone, no standing line kept with
-    a key's state (what a reader of schema 9 reads: every day counted,
-    every key of a window looked at, each key's state read).  Commits."""
+    a key's state, no ``changed:`` lines kept with a finding (what a
+    reader of schema 9 reads: every day counted, every key of a window
+    looked at, each key's state read, what changed before each drop read
+    from its cases).  Commits."""
     with db.transaction():
         if 'standing' in db.columns('key_state'):
             db.execute('ALTER TABLE key_state DROP COLUMN standing')
+        if 'changed' in db.columns('findings'):
+            db.execute('ALTER TABLE findings DROP COLUMN changed')
         if db.kind == 'sqlite':
             for (name,) in db.conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = "
@@ -224,6 +228,10 @@ def as_schema_9(db):
                        'measurements')
             db.execute('DROP TRIGGER IF EXISTS key_state_changed ON '
                        'key_state')
+            db.execute('DROP TRIGGER IF EXISTS series_last_changed ON '
+                       'cases')
+        if 'last_time' in db.columns('series'):
+            db.execute('ALTER TABLE series DROP COLUMN last_time')
         db.execute('DROP INDEX IF EXISTS cases_time')
         db.execute('CREATE INDEX cases_time ON cases (time)')
         db.execute('DROP TABLE IF EXISTS kept_days')

@@ -29,6 +29,7 @@ page, from every set recorded).
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -140,10 +141,11 @@ def read_cmd(name, url, work, again=False):
 
 def nightly_read(url):
     """The nightly's comparison and news of its last night (what
-    scripts/nightly reads after its run)."""
+    scripts/nightly reads after its run); ``url``: or an open store."""
     from ccl_health import findings, news
     from ccl_health.db import newestruns
-    with store.open_store(url) as db:
+    with (contextlib.nullcontext(url) if hasattr(url, 'query') else
+          store.open_store(url)) as db:
         last = next(r.run_id for r in newestruns.newest_first(db)
                     if r.run_id.startswith('nightly-'))
         found, new, prev = findings.run_findings(db, last)
@@ -227,9 +229,9 @@ def page_split(url, out):
         'python': round(rest - spent['reads'], 2)}))
 
 
-def time_reads(url, work, pg=None):
+def time_reads(url, work, pg=None, reads=READS):
     out = {}
-    for name in READS:
+    for name in reads:
         cold(url, pg)
         first, second = {}, {}
         wall, rss, rc, line = timed(read_cmd(name, url, work), cpu=first)
@@ -243,6 +245,8 @@ def time_reads(url, work, pg=None):
               f'(CPU {first.get("cpu_s")} / {second.get("cpu_s")} s, load '
               f'{first.get("load")} / {second.get("load")}) '
               f'{rss or 0:6.0f} MiB rc={rc}  {line[:60]}', flush=True)
+    if 'page' not in reads:
+        return out
     cold(url, pg)
     out['page_split'] = json.loads(subprocess.run(
         [PY, os.path.abspath(__file__), '--page-split', url, os.path.join(
@@ -295,6 +299,7 @@ def plans(url):
     from ccl_health.judge.series import series_key
     out = {}
     with store.open_store(url, readonly=True) as db:
+        have = db.schema_version()
         newest = db.query('SELECT max(time) AS t FROM cases')[0]['t']
         since = keyhistory.sql_time(datetime.datetime.fromisoformat(newest) -
                                datetime.timedelta(hours=24))
@@ -346,7 +351,8 @@ def plans(url):
         today = newest[:10]
         queries.update({
             'the findings of a window (failed; the page\'s probes)': (
-                'SELECT case_id, key, size, kind, run_id, time, body FROM '
+                'SELECT case_id, key, size, kind, run_id, time, body'
+                + (', changed' if have >= 12 else '') + ' FROM '
                 'findings WHERE time >= ?', (since,)),
             'the other kinds\' runs of a window (failed)': (
                 f"SELECT c.run_id, c.time FROM cases c WHERE c.time >= ? "
@@ -374,6 +380,9 @@ def plans(url):
                 f'WHERE {probe} AND c.time >= ? AND c.time < ?',
                 pargs + (today, '9999')),
             'the keys of 7 days (detect)': (
+                'SELECT system, partition, transport, collective, nodes, '
+                'ranks, algo, kind, node FROM series WHERE last_time >= ?'
+                if have >= 12 else
                 'SELECT s.system, s.partition, s.transport, s.collective, '
                 's.nodes, s.ranks, s.algo, s.kind, s.node FROM series s '
                 'WHERE s.id IN (SELECT c.series_id FROM cases c WHERE '
@@ -398,7 +407,92 @@ def plans(url):
 
 # -- the sets ------------------------------------------------------------------
 
-def measure(name, path, work, pg, result):
+def vm_counts(path, size='1G'):
+    """What each read but the page does on the SQLite database ``path``,
+    in this process (warm): ``{read: {'vm': SQLite VM instructions (to
+    the thousand), 'rows': rows its queries returned, 'queries': how
+    many, 's': seconds}}``: a read that does the same work at 31 and 93
+    days reads what a month reads."""
+    import argparse as ap
+    import contextlib
+    import io
+    from ccl_health import reportcli
+    from ccl_health.db import answers
+    reads = {
+        'failed': lambda db: answers.failed(db, 24),
+        'detect': lambda db: reportcli._detect(db, ap.Namespace(
+            run=None, days=7)),
+        'runs': lambda db: reportcli.cmd_runs(db, ap.Namespace(
+            last=5, all=False, kind=None)),
+        'history': lambda db: answers.history(db, 'intra', size),
+        'since': lambda db: answers.since_when(db, 'net-plugin', size),
+        'nightly': lambda db: nightly_read(db)}
+    out = {}
+    query = store.Store.query
+    for name, read in reads.items():
+        rows = []
+
+        def counting(self, sql, params=()):
+            got = query(self, sql, params)
+            rows.append(len(got))
+            return got
+        store.Store.query = counting
+        steps = [0]
+        try:
+            with store.open_store(path, readonly=True) as db, \
+                    contextlib.redirect_stdout(io.StringIO()):
+                db.conn.set_progress_handler(
+                    lambda: steps.__setitem__(0, steps[0] + 1), 1000)
+                t = time.perf_counter()
+                read(db)
+                dt = time.perf_counter() - t
+        finally:
+            store.Store.query = query
+        out[name] = {'vm': steps[0] * 1000, 'rows': sum(rows),
+                     'queries': len(rows), 's': round(dt, 2)}
+    return out
+
+
+def query_split(url, name):
+    """Where the read ``name`` (failed, detect) of ``url`` spends its
+    time, in this process: ``{'s': its seconds, 'cpu_s': this process's
+    CPU seconds, 'queries_s': seconds inside the store's queries (sent,
+    run by the server, rows fetched and made dicts), 'queries': how many,
+    'slowest': the five slowest [seconds, rows, SQL]}``."""
+    import argparse as ap
+    import contextlib
+    import io
+    from ccl_health import reportcli
+    from ccl_health.db import answers
+    read = {'failed': lambda db: answers.failed(db, 24),
+            'detect': lambda db: reportcli._detect(db, ap.Namespace(
+                run=None, days=7))}[name]
+    spent = []
+    query = store.Store.query
+
+    def timing(self, sql, params=()):
+        t = time.perf_counter()
+        got = query(self, sql, params)
+        spent.append((time.perf_counter() - t, len(got), ' '.join(
+            sql.split())[:120]))
+        return got
+    store.Store.query = timing
+    try:
+        c, t = time.process_time(), time.perf_counter()
+        with store.open_store(url, readonly=True) as db, \
+                contextlib.redirect_stdout(io.StringIO()):
+            read(db)
+        total, cpu = time.perf_counter() - t, time.process_time() - c
+    finally:
+        store.Store.query = query
+    return {'s': round(total, 2), 'cpu_s': round(cpu, 2),
+            'queries_s': round(sum(x[0] for x in spent), 2),
+            'queries': len(spent), 'slowest': [
+                [round(x[0], 3), x[1], x[2]] for x in sorted(
+                    spent, reverse=True)[:5]]}
+
+
+def measure(name, path, work, pg, result, reads=READS):
     """Sizes, plans and reads of the SQLite database ``path`` and of its
     PostgreSQL copy."""
     print(f'  {name}: SQLite {os.path.getsize(path) / 2**20:.0f} MiB',
@@ -414,7 +508,7 @@ def measure(name, path, work, pg, result):
         print(f'  schema {have} -> {store.SCHEMA_VERSION}: '
               f'{upgrade["s"]} s', flush=True)
     entry = {'sqlite': {'sizes': sqlite_sizes(path), 'plans': plans(path),
-                        'reads': time_reads(path, work, pg)}}
+                        'reads': time_reads(path, work, pg, reads)}}
     if upgrade:
         entry['sqlite']['upgrade'] = upgrade
     if pg:
@@ -426,7 +520,7 @@ def measure(name, path, work, pg, result):
         entry['postgresql'] = {'migrate_s': round(time.perf_counter() - t,
                                                   1),
                                'sizes': pg_sizes(url), 'plans': plans(url),
-                               'reads': time_reads(url, work, pg)}
+                               'reads': time_reads(url, work, pg, reads)}
     entry['schema'] = schema.SCHEMA_VERSION
     result[name] = entry
 
@@ -976,7 +1070,24 @@ def main(argv=None):
                     '--work, into --json')
     ap.add_argument('--render', action='store_true',
                     help='only write --out from --json')
+    ap.add_argument('--measure', metavar='NAME', help='measure the '
+                    'database NAME.db in --work as it is (one written by '
+                    'benchmarks/db_extend.py), into --json')
+    ap.add_argument('--reads', default=','.join(READS),
+                    help='the reads --measure times (default: all)')
+    ap.add_argument('--vm', nargs='+', metavar='DB', help='only the SQLite '
+                    'VM instructions and rows of each read of these SQLite '
+                    'files, as JSON')
+    ap.add_argument('--split', nargs=2, metavar=('DB', 'READ'),
+                    help='only where the read (failed, detect) of DB '
+                    'spends its time, in this process, as JSON')
     args = ap.parse_args(argv)
+    if args.vm:
+        print(json.dumps({p: vm_counts(p) for p in args.vm}, indent=1))
+        return 0
+    if args.split:
+        print(json.dumps(query_split(*args.split)))
+        return 0
     if args.nightly_read:
         return nightly_read(args.nightly_read)
     if args.page_split:
@@ -1011,6 +1122,11 @@ def main(argv=None):
     pg = None if args.no_pg else Postgres()
     result = {}
     try:
+        if args.measure:
+            path = os.path.join(work, f'{args.measure}.db')
+            print(f'== {args.measure}', flush=True)
+            measure(args.measure, path, work, pg, result,
+                    tuple(args.reads.split(',')))
         for name in args.set:
             print(f'== {name}', flush=True)
             t = time.perf_counter()
@@ -1029,6 +1145,11 @@ def main(argv=None):
     old['_machine'] = f'{os.cpu_count()} cores, {time.strftime("%Y-%m-%d")}'
     with open(args.json, 'w') as fp:
         json.dump(old, fp, indent=1, sort_keys=True)
+    if args.measure:
+        # a database written elsewhere: no write of its own to render
+        # (its numbers go into the page by hand: db_scale.md, "Session 3")
+        print(f'numbers: {args.json}')
+        return 0
     with open(args.out, 'w') as fp:
         fp.write(render(old))
     print(f'numbers: {args.json}; page: {args.out}')

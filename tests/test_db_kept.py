@@ -175,6 +175,148 @@ def test_a_state_kept_before_schema_11_gives_its_line(written, tmp_path):
     assert _detect_of(copy) == today['detect']
 
 
+@pytest.fixture
+def changes_read(monkeypatch):
+    """The findings whose ``changed:`` lines a read looked up in their
+    cases (:func:`ccl_health.db.changedcases.attribution_many`),
+    collected."""
+    from ccl_health.db import changedcases
+    read = []
+    real = changedcases.attribution_many
+
+    def counting(db, found, *a, **kw):
+        read.extend(found)
+        return real(db, found, *a, **kw)
+    monkeypatch.setattr(changedcases, 'attribution_many', counting)
+    return read
+
+
+def _kept_changes(path):
+    """``{kind: (findings, with their changed: lines kept)}``."""
+    with store.open_store(path, readonly=True) as db:
+        return {r['kind']: (r['n'], r['kept']) for r in db.query(
+            'SELECT kind, count(*) AS n, count(changed) AS kept FROM '
+            'findings GROUP BY kind')}
+
+
+def _failed_and_detect(path):
+    with store.open_store(path, readonly=True) as db:
+        return answers.failed(db, 24, now=END), _detect(db)
+
+
+def test_what_changed_is_kept_with_each_drop(written, changes_read):
+    """The writer that finds a drop or a drift keeps its ``changed:``
+    lines with it (schema 12): ``failed`` and ``detect`` read no case for
+    them (three random rows of the whole history a drop, where a machine
+    has thousands of drops a week) and print what today's reading prints
+    (each drop's cases read at read: the schema-9 copy)."""
+    path, today = written
+    kept = _kept_changes(path)
+    assert kept['drop'][0] == kept['drop'][1] > 0
+    assert kept['drift'][0] == kept['drift'][1] > 0
+    assert kept['recovery'][1] == 0
+    failed, detect = _failed_and_detect(path)
+    assert changes_read == []
+    assert (failed, detect) == (today['failed'], today['detect'])
+    assert any(line.startswith('    changed: ') for line in failed)
+    assert any(line.startswith('    changed: ') for line in detect)
+
+
+def test_an_older_database_keeps_what_changed(written, tmp_path,
+                                              changes_read):
+    """A schema-11 database (no lines kept) is brought to schema 12 by
+    its first writer: every drop's and drift's lines kept, the same
+    answers; a finding without them (none kept) is read from its cases."""
+    path, today = written
+    copy = _copy(path, tmp_path)
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute('ALTER TABLE findings DROP COLUMN changed')
+            db.execute("UPDATE meta SET value = '11' WHERE key = "
+                       "'schema_version'")
+    assert _failed_and_detect(copy) == (today['failed'], today['detect'])
+    assert changes_read                 # read from the cases
+    with store.open_store(copy) as db:          # the first writer
+        assert db.schema_version() == store.SCHEMA_VERSION
+    assert _kept_changes(copy) == _kept_changes(path)
+    changes_read.clear()
+    assert _failed_and_detect(copy) == (today['failed'], today['detect'])
+    assert changes_read == []
+    with store.open_store(copy) as db:
+        with db.transaction():
+            db.execute("UPDATE findings SET changed = NULL WHERE kind = "
+                       "'drift'")
+    assert _failed_and_detect(copy) == (today['failed'], today['detect'])
+    assert changes_read and {f.kind for f in changes_read} == {'drift'}
+
+
+def _check_last_times(url):
+    """Each series' kept newest time (schema 12) is its cases' newest."""
+    with store.open_store(url, readonly=True) as db:
+        kept = {r['id']: r['last_time'] for r in db.query(
+            'SELECT id, last_time FROM series')}
+        real = {r['series_id']: r['t'] for r in db.query(
+            'SELECT series_id, max(time) AS t FROM cases GROUP BY '
+            'series_id')}
+    assert kept and kept == {i: real.get(i) for i in kept}
+
+
+def _move_newest(url):
+    """The newest case of one series removed, of another moved 20 years
+    back, of a third moved to another series; commits."""
+    with store.open_store(url) as db:
+        rows = db.query('SELECT id, series_id FROM cases ORDER BY time '
+                        'DESC, id DESC LIMIT 40')
+        a, b = rows[0], next(r for r in rows if r['series_id'] !=
+                             rows[0]['series_id'])
+        c = next(r for r in rows if r['series_id'] not in
+                 (a['series_id'], b['series_id']))
+        with db.transaction():
+            db.execute('DELETE FROM cases WHERE id = ?', (a['id'],))
+            db.execute("UPDATE cases SET time = '2006-01-01T00:00:00+00:00'"
+                       " WHERE id = ?", (b['id'],))
+            db.execute('UPDATE cases SET series_id = ? WHERE id = ?',
+                       (a['series_id'], c['id']))
+
+
+def test_each_series_keeps_its_newest_time(written, tmp_path):
+    """Schema 12: each series' newest time is kept by the database (a
+    case written, written late, written again, removed, moved), and
+    ``detect`` reads its keys from it: no range of the time index (a
+    week of it is 660,000 entries at Frontier), the same lines."""
+    path, today = written
+    _check_last_times(path)
+    with store.open_store(path, readonly=True) as db:
+        plans = _plans(db, _detect)
+    assert not [p for sql, p in plans if 'cases' in sql and
+                re.search(r'\(time>', p)], plans
+    assert _detect_of(path) == today['detect']
+    copy = _copy(path, tmp_path)
+    _move_newest(copy)
+    _check_last_times(copy)
+    old = _as_schema_9(_copy(copy, tmp_path, 'old.db'))
+    assert _detect_of(copy) == _detect_of(old)
+
+
+def test_each_series_keeps_its_newest_time_on_postgresql(pg_db, written):
+    """The same on PostgreSQL (its copy of the database, a database of
+    its own on the tests' server)."""
+    import psycopg
+    from ccl_health.db import migrate
+    path, today = written
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS series_last')
+        conn.execute('CREATE DATABASE series_last')
+    url = pg_db.rsplit('/', 1)[0] + '/series_last'
+    with store.open_store(path, readonly=True) as src:
+        migrate.migrate(src, url)
+    _check_last_times(url)
+    with store.open_store(url, readonly=True) as db:
+        assert _detect(db) == today['detect']
+    _move_newest(url)
+    _check_last_times(url)
+
+
 def test_the_days_not_kept_are_counted(written, tmp_path):
     path, today = written
     copy = _copy(path, tmp_path)

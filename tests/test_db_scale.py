@@ -22,7 +22,8 @@ import time
 import pytest
 
 from conftest import REPO
-from ccl_health.db import answers, newestruns, scopes, windowfindings, store
+from ccl_health.db import answers, changedcases, newestruns, scopes, store
+from ccl_health.db import windowfindings
 from ccl_health.db import keyhistory
 from ccl_health.db import schema
 
@@ -296,19 +297,19 @@ def _attribution_one(db, finding):
     first of a drift's, the key's last passing case before them."""
     mine = keyhistory.of_key(finding.key)
     out = [c for c in windowfindings.run_cases(
-        db, finding.run_id, windowfindings.CASE_ATTRIBUTED) if mine(c)]
+        db, finding.run_id, changedcases.CASE_ATTRIBUTED) if mine(c)]
     if not out:
         return []
     before = out[0]['time']
     if finding.since_run:
         first = [c for c in windowfindings.run_cases(db, finding.since_run,
-                                            windowfindings.CASE_ATTRIBUTED)
+                                            changedcases.CASE_ATTRIBUTED)
                  if mine(c)]
         out += first
         before = first[0]['time'] if first else \
             finding.since_time or before
     out += keyhistory.key_cases_before(db, finding.key, before, 1,
-                                       windowfindings.CASE_ATTRIBUTED,
+                                       changedcases.CASE_ATTRIBUTED,
                                        verdict='pass')
     return sorted(out, key=lambda c: (c['time'], c['id']))
 
@@ -316,7 +317,7 @@ def _attribution_one(db, finding):
 def test_what_changed_is_read_for_all_findings_at_once(dbs):
     """``report detect`` and ``failed`` list a machine's drops, each with
     what changed: the cases it compares are read for all the findings
-    together (windowfindings.attribution_many), the same rows as one read a
+    together (changedcases.attribution_many), the same rows as one read a
     finding, in a few queries (not four a finding: 27,000 round trips, 10
     of detect's 12 s at a month of Frontier on PostgreSQL)."""
     _, large = dbs
@@ -327,7 +328,7 @@ def test_what_changed_is_read_for_all_findings_at_once(dbs):
         seen = []
         db.conn.set_trace_callback(seen.append)
         try:
-            together = windowfindings.attribution_many(db, found, batch=7)
+            together = changedcases.attribution_many(db, found, batch=7)
         finally:
             db.conn.set_trace_callback(None)
     assert together == one_by_one

@@ -177,11 +177,13 @@ def test_migrate_an_older_schema_fills_the_series(pg_server, tmp_path):
 
 def _relations_bytes(url):
     """Every table and index of the database, in bytes; the state of each
-    key (a row a key, updated by each of its checks: the versions an
-    update leaves are autovacuum's, never more than a share of the
-    table) as it is once vacuumed."""
+    key and the newest time of each series (schema 12) (a row a key,
+    updated by each of its checks: the versions an update leaves are
+    autovacuum's, never more than a share of the table) as they are once
+    vacuumed."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute('VACUUM FULL key_state')
+        conn.execute('VACUUM FULL series')
     with store.open_store(url, readonly=True) as db:
         return int(db.query(
             "SELECT sum(pg_total_relation_size(c.oid)) AS n FROM pg_class c "

@@ -9,8 +9,8 @@ import datetime
 import re
 
 from ccl_health import CclHealthError
-from ccl_health.db import scopes, windowfindings
-from ccl_health.db import keyhistory
+from ccl_health.db import changedcases, scopes, windowfindings
+from ccl_health.db import inlists, keyhistory
 from ccl_health.db import newestruns
 from ccl_health.db.newestruns import of_cases
 from ccl_health.db.keyhistory import when
@@ -77,12 +77,9 @@ def check_size(store, size, keys, transport=None, system=None,
                                           SIZE_CASES)
         ids += [c['id'] for c in got]
         complete = complete and len(got) < SIZE_CASES
-    sizes = set()
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        sizes |= {r['size'] for r in store.query(
-            f'SELECT DISTINCT size FROM measurements WHERE case_id IN '
-            f'({", ".join("?" * len(part))})', tuple(part))}
+    sizes = {r['size'] for r in inlists.query_in(
+        store, 'SELECT DISTINCT size FROM measurements WHERE case_id IN '
+        '(?...)', ids)}
     sizes = sorted(x for x in sizes if x is not None)
     if nbytes not in sizes:
         scope = ' '.join(x for x in (transport, system and f'on {system}',
@@ -330,18 +327,20 @@ def drop_lines(findings, cases):
     configuration (system, partition, transport, collective, nodes, ranks,
     algo) grouped into one line with the sizes, its worst and what changed
     (once), in the order the findings came.  ``cases``: the store (what
-    changed read for each finding: :func:`windowfindings.changed`) or case
-    rows."""
+    changed as kept with each finding, schema 12, else read for it:
+    :func:`windowfindings.changed`) or case rows."""
     groups = {}
     for f in findings:
         k = (f.kind, f.run_id, f.key) if f.kind in ('drop', 'drift') else \
             (None, id(f))
         groups.setdefault(k, []).append(f)
     lines = []
-    if hasattr(cases, 'query'):     # what changed, read for all at once
-        firsts = [fs[0] for k, fs in groups.items() if k[0] is not None]
-        read = dict(zip(map(id, firsts), windowfindings.attribution_many(cases,
-                                                                firsts)))
+    store = hasattr(cases, 'query')
+    if store:     # what changed: as kept, else read for all at once
+        firsts = [fs[0] for k, fs in groups.items() if k[0] is not None and
+                  fs[0].changed is None]
+        read = dict(zip(map(id, firsts), changedcases.attribution_many(
+            cases, firsts)))
     for k, fs in groups.items():
         if k[0] is None:
             lines.append(fs[0].line())
@@ -360,8 +359,10 @@ def drop_lines(findings, cases):
                 f'{format_size(worst.size)} {worst.value:.2f} GB/s vs '
                 f'baseline {worst.baseline.median:.2f} (-{pct:.0f}%, '
                 f'threshold {worst.threshold:.2f}, n={worst.baseline.n})')
-        lines += [f'    changed: {c}' for c in windowfindings.changed(
-            read[id(fs[0])] if hasattr(cases, 'query') else cases, fs[0])]
+        lines += [f'    changed: {c}' for c in (
+            fs[0].changed if store and fs[0].changed is not None else
+            windowfindings.changed(read[id(fs[0])] if store else cases,
+                                   fs[0]))]
     return lines
 
 
@@ -442,14 +443,10 @@ def history(store, transport=None, size=None, system=None, partition=None,
     size = check_size(store, size, keys, transport, system, partition)
     cases, _ = newestruns.newest_cases(store, keys, last, ('id',))
     ids = [c['id'] for c in cases]
-    recs = []
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        recs += store.query(
-            f'{windowfindings._RECORDS_FULL} WHERE c.id IN '
-            f'({", ".join("?" * len(part))})' +
-            (' AND m.size = ?' if size is not None else ''),
-            tuple(part) + ((size,) if size is not None else ()))
+    recs = inlists.query_in(
+        store, f'{windowfindings._RECORDS_FULL} WHERE c.id IN (?...)' +
+        (' AND m.size = ?' if size is not None else ''), ids,
+        after=(size,) if size is not None else ())
     if not recs:
         raise CclHealthError(
             f'no records of {transport or "any transport"}'
@@ -555,13 +552,10 @@ def _bad_runs_at(store, cases, transport, size):
         if f.kind in ('drop', 'drift') and f.key[2] == transport and
         f.size == size}
     ids = [c['id'] for c in cases]
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        bad |= {r['run_id'] for r in store.query(
-            f'SELECT c.run_id FROM measurements m JOIN cases c ON c.id = '
-            f'm.case_id WHERE m.case_id IN ({", ".join("?" * len(part))}) '
-            f"AND m.size = ? AND m.verdict = 'below-reference'",
-            tuple(part) + (size,))}
+    bad |= {r['run_id'] for r in inlists.query_in(
+        store, 'SELECT c.run_id FROM measurements m JOIN cases c ON c.id = '
+        "m.case_id WHERE m.case_id IN (?...) AND m.size = ? AND m.verdict = "
+        "'below-reference'", ids, after=(size,))}
     return bad
 
 

@@ -107,11 +107,11 @@ def _healthy_newest(db, key, last):
     """The newest ``last`` cases of the series ``key`` whose verdict is in
     :data:`FROM_STORE` and that measured a busbw, newest first, each with
     its ``busbw``: read ``last`` at a time from the newest back."""
-    from ccl_health.db import newestruns, windowfindings
+    from ccl_health.db import newestruns
     from ccl_health.db import keyhistory
     where, params, exact = keyhistory.key_where(db, key)
     marks = ', '.join('?' for _ in FROM_STORE)
-    sql = (f'SELECT {", ".join("c." + c for c in windowfindings.CASE_LIGHT)}'
+    sql = (f'SELECT {", ".join("c." + c for c in keyhistory.CASE_LIGHT)}'
            f' FROM cases c WHERE {where} AND c.verdict IN ({marks}) AND '
            f'(c.time, c.id) < (?, ?) ORDER BY c.time DESC, c.id DESC '
            f'LIMIT ?')

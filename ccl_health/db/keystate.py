@@ -36,6 +36,8 @@ lock per key would fill the server's lock table at a machine's nodes)."""
 import datetime
 import json
 
+from ccl_health.db import inlists
+from ccl_health.db.changedcases import CHANGED_KINDS, changed_texts
 from ccl_health.db.keyhistory import RECORDS, key_history, sql_time, when
 from ccl_health.db.seriestable import SERIES_COLUMNS
 from ccl_health.judge import history as H
@@ -55,6 +57,12 @@ def keeps_standing(store):
     """Does the store keep each key's standing line with its state
     (schema 11: column ``key_state.standing``)?"""
     return store.schema_version() >= 11
+
+
+def keeps_changed(store):
+    """Does the store keep each drop's and drift's ``changed:`` lines with
+    it (schema 12: column ``findings.changed``)?"""
+    return store.schema_version() >= 12
 
 
 def standing_line(key, judges):
@@ -120,8 +128,8 @@ def _records(store, case_ids, then=None):
     (one round trip for both in a pipeline)."""
     ids = sorted(set(case_ids))
     curs = [store.execute(f'{RECORDS} WHERE c.id IN '
-                          f'({", ".join("?" * len(part))})', tuple(part))
-            for part in (ids[i:i + 500] for i in range(0, len(ids), 500))]
+                          f'({inlists.marks(len(part))})', tuple(part))
+            for part in inlists.batches(ids)]
     more = then() if then else None
     out = [r for cur in curs for r in store.rows(cur)]
     return (out, more) if then else out
@@ -165,12 +173,10 @@ def _rows(store, keys, cols):
     """``(key, row)`` of the state rows of ``keys`` (the columns
     ``cols``), 500 keys a query."""
     texts = [key_text(k) for k in keys]
-    for i in range(0, len(texts), 500):
-        part = texts[i:i + 500]
-        for row in store.query(
-                f'SELECT {cols} FROM key_state WHERE key IN '
-                f'({", ".join("?" * len(part))})', tuple(part)):
-            yield tuple(json.loads(row['key'])), row
+    for row in inlists.query_in(
+            store, f'SELECT {cols} FROM key_state WHERE key IN (?...)',
+            texts):
+        yield tuple(json.loads(row['key'])), row
 
 
 def _load(store, keys, states=True):
@@ -271,11 +277,15 @@ def _write(store, states, found, stepped):
             "DELETE FROM findings WHERE key = ? AND kind = 'intermittent' "
             "AND size = ?"), stepped)
     if found:
+        # schema 12: each drop's and drift's changed: lines kept with it
+        texts = changed_texts(store, found) if keeps_changed(store) else None
         cur.executemany(store._sql(
             'INSERT INTO findings (case_id, key, size, kind, run_id, time, '
-            'body) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+            'body' + (', changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)' if texts
+                      else ') VALUES (?, ?, ?, ?, ?, ?, ?)')),
             [(f.case_id, key_text(f.key), f.size, f.kind, f.run_id, f.time,
-              _json(finding_data(f))) for f in found])
+              _json(finding_data(f))) + ((texts[i],) if texts else ())
+             for i, f in enumerate(found)])
     if states and not keeps_standing(store):    # an older schema
         states = [s[:5] for s in states]
     if states:
@@ -402,6 +412,42 @@ def relevel(store, rows):
 _COLS = 'case_id, key, size, kind, run_id, time, body'
 
 
+def finding_cols(store):
+    """The columns of a kept finding a reader reads (its ``changed:``
+    lines too where kept: :func:`keeps_changed`)."""
+    return _COLS + (', changed' if keeps_changed(store) else '')
+
+
+def finding_row(row, key=None):
+    """The :class:`~ccl_health.judge.finding.Finding` of a row of
+    ``findings`` (:func:`finding_cols`; ``key``: its key, parsed), with
+    its kept ``changed:`` lines where it has them."""
+    f = finding_of(json.loads(row['body']), row['kind'], row['run_id'],
+                   row['time'], json.loads(row['key']) if key is None
+                   else key, row['size'], row['case_id'])
+    if row.get('changed') is not None:
+        f.changed = tuple(json.loads(row['changed']))
+    return f
+
+
+def fill_changed(store, batch=2000):
+    """Keep the ``changed:`` lines of every drop and drift kept without
+    them (the migration to schema 12), ``batch`` findings at a time."""
+    last, cols = 0, finding_cols(store)
+    while True:
+        rows = store.query(
+            f'SELECT id, {cols} FROM findings WHERE id > ? AND kind IN '
+            f'({", ".join("?" * len(CHANGED_KINDS))}) AND changed IS NULL '
+            f'ORDER BY id LIMIT {int(batch)}', (last,) + CHANGED_KINDS)
+        if not rows:
+            return
+        last = rows[-1]['id']
+        texts = changed_texts(store, [finding_row(r) for r in rows])
+        store.conn.cursor().executemany(store._sql(
+            'UPDATE findings SET changed = ? WHERE id = ?'),
+            [(t, r['id']) for t, r in zip(texts, rows)])
+
+
 def fresh(store, keys, levels, states=True):
     """``{key: state}`` of the keys of ``keys`` whose state is theirs
     (made with their levels of now); the others are judged at read.
@@ -418,21 +464,18 @@ def fresh(store, keys, levels, states=True):
 def findings(store, keys, since=None, runs=None):
     """The findings kept of the keys ``keys`` (a set) of the runs ``runs``
     (a set), else of the records from ``since`` on."""
-    rows = []
+    rows, cols = [], finding_cols(store)
     if runs is not None:
         runs = sorted(r for r in runs if r is not None)
-        for i in range(0, len(runs), 500):
-            part = runs[i:i + 500]
-            rows += store.query(
-                f'SELECT {_COLS} FROM findings WHERE run_id IN '
-                f'({", ".join("?" * len(part))})', tuple(part))
+        rows = inlists.query_in(
+            store, f'SELECT {cols} FROM findings WHERE run_id IN (?...)',
+            runs)
     else:
-        rows = store.query(f'SELECT {_COLS} FROM findings WHERE time >= ?',
+        rows = store.query(f'SELECT {cols} FROM findings WHERE time >= ?',
                            (sql_time(since),))
-    texts = {key_text(k) for k in keys}
-    out = [finding_of(json.loads(r['body']), r['kind'], r['run_id'],
-                      r['time'], json.loads(r['key']), r['size'],
-                      r['case_id']) for r in rows if r['key'] in texts]
+    texts = {key_text(k): tuple(k) for k in keys}
+    out = [finding_row(r, texts[r['key']]) for r in rows
+           if r['key'] in texts]
     return [f for f in out if runs is not None or when(f.time) >= since]
 
 
@@ -461,8 +504,7 @@ def fill_standing(store):
     keys = [tuple(json.loads(r['key'])) for r in store.query(
         'SELECT key FROM key_state WHERE standing IS NULL AND key NOT IN '
         '(SELECT key FROM stale_keys)')]
-    for i in range(0, len(keys), 500):
-        part = keys[i:i + 500]
+    for part in inlists.batches(keys):
         lines = kept_standing(store, part)
         store.conn.cursor().executemany(store._sql(
             'UPDATE key_state SET standing = ? WHERE key = ?'),

@@ -91,6 +91,8 @@ def migrate(src, url, progress=None):
                     counts['series'] = _write_series(dst, made)
                 if 'id' in cols:
                     _sequence(dst, table)
+            if 'last_time' not in src.columns('series'):  # older than 12
+                series_of.fill_last(dst)
             if 'stale_keys' not in counts:      # an older source
                 from ccl_health.db import health_days, keystate as state
                 state.fill_stale(dst)

@@ -11,7 +11,7 @@ from typing import Dict, List
 from ccl_health.db import windowfindings
 from ccl_health.db.keyhistory import (
     indexed, key_cases_before, select_cols, when)
-from ccl_health.db.windowfindings import CASE_LIGHT
+from ccl_health.db.keyhistory import CASE_LIGHT
 from ccl_health.judge.verdicts import NAMES
 
 #: the runs ``scripts/report runs`` shows unless told (``--last N``,

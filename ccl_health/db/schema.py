@@ -9,10 +9,10 @@ from ccl_health.db import seriestable as series
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge.series import KEY, PROBE_KIND, STORED_ORDER
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: older schema versions this version still reads (opened read-only,
 #: nothing migrated): what they lack reads as None
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 
 
 #: the history key's columns as SQL lists: of a configuration (schema 1),
@@ -81,6 +81,15 @@ def _keep_standing(store):
     (:func:`ccl_health.db.keystate.fill_standing`)."""
     from ccl_health.db import keystate as state
     state.fill_standing(store)
+
+
+def _keep_changed(store):
+    """Schema 12: each kept drop's and drift's ``changed:`` lines kept
+    with it (:func:`ccl_health.db.keystate.fill_changed`)."""
+    from ccl_health.db import keystate as state
+    if 'changed' not in store.columns('findings'):
+        store.execute('ALTER TABLE findings ADD COLUMN changed TEXT')
+    state.fill_changed(store)
 
 
 def _keep_days(store):
@@ -281,5 +290,17 @@ _MIGRATIONS = {
         'ALTER TABLE key_state ADD COLUMN standing TEXT',
         _keep_standing,
     ],
+    # what changed before each drop and drift (its ``changed:`` lines:
+    # the flagged case, the first of a drift's and the key's last passing
+    # case before them compared), kept with the finding by the writer that
+    # finds it: ``detect`` and ``failed`` read no case for them, where
+    # they read three (random rows of the whole history) a drop (issue 45)
+    # and each series' newest time, kept by the database (triggers on
+    # the cases): the keys of ``detect``'s window read from the table of
+    # the series, not from a week of the time index (issue 45)
+    12: [
+        _keep_changed,
+        series.fill_last,
+    ] + series.TRIGGERS,
 }
 

@@ -18,10 +18,16 @@ from a record (``'2'``) or from the database (``2``).
   finds the series of a scope in this small table (:func:`distinct`: a
   row a node and key, never a scan of the cases);
 * ``scripts/report prune`` removes the series left without a case
-  (:func:`drop_orphans`)."""
+  (:func:`drop_orphans`);
+* each series' newest time (``series.last_time``, schema 12) is kept by
+  the database itself (:data:`TRIGGERS`: a case written, moved or
+  removed), so the series measured since a time are rows of this small
+  table (:func:`measured_since`: ``detect``'s 7 days), never the
+  window's cases (660,000 entries of the time index at Frontier)."""
 
 import json
 
+from ccl_health.db import inlists
 from ccl_health.judge.series import KIND, NODE, STORED_ORDER
 
 #: the columns a schema-6 case has beside
@@ -101,11 +107,8 @@ def ids(store, keys):
     """``{key text: id}`` of the stored series among ``keys``."""
     texts = sorted({key_text(k) for k in keys})
     out = {}
-    for i in range(0, len(texts), 500):
-        part = texts[i:i + 500]
-        out.update((r['key'], r['id']) for r in store.query(
-            f'SELECT id, key FROM series WHERE key IN '
-            f'({", ".join("?" * len(part))})', tuple(part)))
+    out.update((r['key'], r['id']) for r in inlists.query_in(
+        store, 'SELECT id, key FROM series WHERE key IN (?...)', texts))
     return out
 
 
@@ -192,3 +195,62 @@ def drop_orphans(store, ids=None):
         params = tuple(ids)
     cur = store.execute(sql, params)
     return max(cur.rowcount or 0, 0)
+
+
+#: the newest time of each series (``series.last_time``, schema 12) kept
+#: by the database whoever writes a case: raised by a newer case, read
+#: again from the series index when its newest case moves or goes
+TRIGGERS = [
+    ('sqlite', """CREATE TRIGGER IF NOT EXISTS series_last_added AFTER
+        INSERT ON cases WHEN NEW.series_id IS NOT NULL BEGIN UPDATE series
+        SET last_time = NEW.time WHERE id = NEW.series_id AND (last_time IS
+        NULL OR last_time < NEW.time); END"""),
+    ('sqlite', """CREATE TRIGGER IF NOT EXISTS series_last_changed AFTER
+        UPDATE OF time, series_id ON cases BEGIN UPDATE series SET
+        last_time = (SELECT max(c.time) FROM cases c WHERE c.series_id =
+        series.id) WHERE id IN (OLD.series_id, NEW.series_id); END"""),
+    ('sqlite', """CREATE TRIGGER IF NOT EXISTS series_last_removed AFTER
+        DELETE ON cases BEGIN UPDATE series SET last_time = (SELECT
+        max(c.time) FROM cases c WHERE c.series_id = series.id) WHERE id =
+        OLD.series_id AND last_time = OLD.time; END"""),
+    ('postgresql', """CREATE OR REPLACE FUNCTION ccl_health_series_last()
+        RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+          IF TG_OP = 'INSERT' THEN
+            UPDATE series SET last_time = NEW.time WHERE id = NEW.series_id
+              AND (last_time IS NULL OR last_time < NEW.time);
+          ELSIF TG_OP = 'DELETE' THEN
+            UPDATE series s SET last_time = (SELECT max(c.time) FROM cases
+              c WHERE c.series_id = s.id) WHERE s.id = OLD.series_id AND
+              s.last_time = OLD.time;
+          ELSIF OLD.time IS DISTINCT FROM NEW.time OR OLD.series_id IS
+              DISTINCT FROM NEW.series_id THEN
+            UPDATE series s SET last_time = (SELECT max(c.time) FROM cases
+              c WHERE c.series_id = s.id) WHERE s.id IN (OLD.series_id,
+              NEW.series_id);
+          END IF;
+          RETURN NULL; END $$"""),
+    ('postgresql', """CREATE TRIGGER series_last_changed AFTER INSERT OR
+        UPDATE OR DELETE ON cases FOR EACH ROW EXECUTE FUNCTION
+        ccl_health_series_last()"""),
+]
+
+
+def keeps_last(store):
+    """Does the store keep each series' newest time (schema 12)?"""
+    return store.schema_version() >= 12
+
+
+def fill_last(store):
+    """Schema 12 (and a copy of an older database): each series' newest
+    time, read from the series index (one index search a series)."""
+    if 'last_time' not in store.columns('series'):
+        store.execute('ALTER TABLE series ADD COLUMN last_time TEXT')
+    store.execute('UPDATE series SET last_time = (SELECT max(c.time) FROM '
+                  'cases c WHERE c.series_id = series.id)')
+
+
+def measured_since(store, columns, bound):
+    """The rows (``columns``) of the series with a case recorded at or
+    after the text time ``bound`` (schema 12: their kept newest time)."""
+    return store.query(f'SELECT {", ".join(columns)} FROM series WHERE '
+                       f'last_time >= ?', (bound,))

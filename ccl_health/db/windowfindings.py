@@ -6,36 +6,27 @@ never the whole ``cases`` table.
 * the cases of a time window (:func:`window_cases`) or of a run
   (:func:`run_cases`), without the heavy columns (``env_json``,
   ``versions_json``, ``detail_json``: read only for the rows shown,
-  :func:`attribution_cases`);
+  :mod:`ccl_health.db.changedcases`);
 * the findings of the keys of a window (:func:`judge_keys`,
   :func:`kept_findings`, :func:`window_findings`) or of one run
   (:func:`run_history`): those kept with each case
   (:mod:`ccl_health.db.keystate`), a key without a kept state judged from
   its history (:func:`each_key`: :mod:`ccl_health.db.keyhistory`);
-* what changed before a finding (:func:`attribution_many`,
-  :func:`changed`).
+* what changed before a finding (:func:`changed`: as kept with it, or
+  read from its cases, :mod:`ccl_health.db.changedcases`).
 
 A time is text (ISO 8601).  A window's SQL bound is
 :data:`ccl_health.db.keyhistory.MARGIN` wider than asked (times recorded
 with another UTC offset sort by their text), and the rows are then kept by their real time
 (:func:`ccl_health.db.keyhistory.when`)."""
 
+from ccl_health.db import changedcases, inlists, seriestable
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge import history
 from ccl_health.db.keyhistory import (
-    LOOKBACK, RECORDS, indexed, key_cases_before, key_history, key_where,
-    of_key,
+    CASE_LIGHT, LOOKBACK, RECORDS, indexed, key_history, key_where,
     select_cols, sql_time, when, with_docs, with_refs)
 
-#: the columns of a case a listing or a judgement needs
-CASE_LIGHT = ('id', 'run_id', 'case_name', 'time', 'system', 'partition',
-              'environ', 'nodelist', 'nodes', 'ranks', 'collective',
-              'transport', 'proven', 'algo', 'verdict', 'reason',
-              'nccl_version', 'plugin_version', 'libfabric_version',
-              'provider', 'cuda_driver', 'driver', 'tests_version',
-              'suite_revision', 'source')
-#: and what attribution reads besides (``changed:`` lines)
-CASE_ATTRIBUTED = CASE_LIGHT + ('env_json',)
 #: and every column of the ``records`` view (the page's plots)
 _RECORDS_FULL = RECORDS.replace(
     'c.algo, ', 'c.algo, c.proven, c.reason, c.nccl_version, '
@@ -206,7 +197,6 @@ def kept_findings(store, since, runs=True, probes=None):
     from ccl_health.db import keystate as state
     from ccl_health.judge.history import detect, has_history
     from ccl_health.judge.series import HISTORY_KINDS, PROBE_KIND, simulated
-    from ccl_health.judge.stream import finding_of
 
     def wanted(key):
         return has_history(key) and (probes is None or
@@ -221,18 +211,15 @@ def kept_findings(store, since, runs=True, probes=None):
             store, since, columns=('run_id', 'time'), kinds=tuple(
                 k for k in HISTORY_KINDS if k != PROBE_KIND))
             if not simulated(r['run_id'])}
-    rows = store.query('SELECT case_id, key, size, kind, run_id, time, body '
-                       'FROM findings WHERE time >= ?', (sql_time(since),))
+    cols = state.finding_cols(store)
+    rows = store.query(f'SELECT {cols} FROM findings WHERE time >= ?',
+                       (sql_time(since),))
     rows = [r for r in rows if _when(r['time']) >= since]
     seen = {r['case_id'] for r in rows}
-    early = []
-    for run_ids in (sorted(other)[j:j + 500]
-                    for j in range(0, len(other), 500)):
-        early += [r for r in store.query(
-            f'SELECT case_id, key, size, kind, run_id, time, body FROM '
-            f'findings WHERE run_id IN ({", ".join("?" * len(run_ids))})',
-            tuple(run_ids)) if r['case_id'] not in seen and
-            _when(r['time']) < since]
+    early = [r for r in inlists.query_in(
+        store, f'SELECT {cols} FROM findings WHERE run_id IN (?...)',
+        sorted(other)) if r['case_id'] not in seen and
+        _when(r['time']) < since]
     measured = {}
 
     def in_window(key):
@@ -245,9 +232,7 @@ def kept_findings(store, since, runs=True, probes=None):
         if not wanted(key) or key in stale or (before and
                                                 not in_window(key)):
             continue
-        out.append(finding_of(json.loads(r['body']), r['kind'],
-                              r['run_id'], r['time'], key, r['size'],
-                              r['case_id']))
+        out.append(state.finding_row(r, key))
     acc, base = store.acceptances(), store.baselines()
     for key, records in each_key(store, {k for k in stale
                                          if in_window(k)}, state.EVER):
@@ -276,6 +261,12 @@ def window_keys(store, since):
     from ccl_health.judge.series import KEY, has_history
     if not indexed(store):
         return history_keys(window_cases(store, since))
+    if seriestable.keeps_last(store):   # each series' newest time, kept
+        names = KEY + ('kind', 'node')
+        return {k for k in (tuple(r[c] for c in names) for r in
+                            seriestable.measured_since(store, names,
+                                                       sql_time(since)))
+                if has_history(k)}
     if store.schema_version() >= 10:    # the series ids of the time index
         cols = ', '.join(f's.{c}' for c in KEY + ('kind', 'node'))
         return {k for k in (tuple(r[c] for c in KEY + ('kind', 'node'))
@@ -314,90 +305,17 @@ def run_history(store, run_id, since=None):
     return history_records(store, history_keys(cases), start)
 
 
-def attribution_cases(store, finding):
-    """The case rows (with ``env_json``) that
-    :func:`ccl_health.judge.attribution.attribute` compares for ``finding``:
-    the flagged run's case of its key, the first of a drift's, and the
-    key's last passing case before them; oldest first
-    (:func:`attribution_many` of the one finding)."""
-    return attribution_many(store, [finding])[0]
-
-
-def attribution_many(store, findings, batch=500):
-    """The rows of :func:`attribution_cases` of each of ``findings`` (a
-    list, in its order), read together: the cases of their runs by run id, 500 a
-    query, and each key's last passing case before its finding, ``batch``
-        keys a query (:func:`_last_passing`); every document resolved once: a
-    few round trips, not four a finding (``report detect`` lists
-    thousands of a machine's drops)."""
-    cols = with_refs(store, CASE_ATTRIBUTED)
-    runs = sorted({r for f in findings for r in (f.run_id, f.since_run)
-                   if r})
-    by_run = {}
-    for i in range(0, len(runs), 500):
-        part = runs[i:i + 500]
-        for row in store.query(
-                f'SELECT {select_cols(cols)} FROM cases c WHERE c.run_id IN '
-                f'({", ".join("?" * len(part))}) ORDER BY c.time, c.id',
-                tuple(part)):
-            by_run.setdefault(row['run_id'], []).append(row)
-    out, wants = [], []
-    for n, f in enumerate(findings):
-        mine = of_key(f.key)
-        got = [c for c in by_run.get(f.run_id, ()) if mine(c)]
-        if not got:
-            out.append([])
-            continue
-        before = got[0]['time']
-        if f.since_run:
-            first = [c for c in by_run.get(f.since_run, ()) if mine(c)]
-            got += first
-            before = first[0]['time'] if first else f.since_time or before
-        out.append(got)
-        wants.append((n, f.key, before))
-    for n, row in _last_passing(store, wants, cols, batch):
-        out[n].append(row)
-    with_docs(store, [c for cases in out for c in cases])
-    return [sorted(cases, key=lambda c: (c['time'], c['id']))
-            for cases in out]
-
-
-def _last_passing(store, wants, cols, batch):
-    """``(n, case)`` of each ``(n, key, before)`` of ``wants``: the key's
-    newest passing case recorded before ``before``, where it has one;
-    schema 9: ``batch`` a query (a list of series ids and times joined to
-    each one's newest passing case, an index search each)."""
-    from ccl_health.db import seriestable as series
-    if not series.ided(store):        # an older schema: key by key
-        for n, key, before in wants:
-            for row in key_cases_before(store, key, before, 1,
-                                        CASE_ATTRIBUTED, 'pass'):
-                yield n, row
-        return
-    ids = series.ids(store, [key for _, key, _ in wants])
-    todo = [(n, ids[series.key_text(key)], before)
-            for n, key, before in wants if series.key_text(key) in ids]
-    for i in range(0, len(todo), batch):
-        part = todo[i:i + batch]
-        values = ', '.join(['(CAST(? AS INTEGER), CAST(? AS INTEGER), '
-                            'CAST(? AS TEXT))'] * len(part))
-        for row in store.query(
-                f'WITH w (wanted, sid, before) AS (VALUES {values}) SELECT '
-                f'w.wanted, {select_cols(cols)} FROM w JOIN cases c ON c.id '
-                f'= (SELECT b.id FROM cases b WHERE b.series_id = w.sid AND '
-                f'b.verdict = ? AND b.time < w.before ORDER BY b.time DESC, '
-                f'b.id DESC LIMIT 1)',
-                tuple(x for t in part for x in t) + ('pass',)):
-            yield row.pop('wanted'), row
-
-
 def changed(source, finding):
     """The ``changed:`` lines of a finding
     (:func:`ccl_health.judge.attribution.attribute`); ``source``: a store
-    (read bounded: :func:`attribution_cases`) or the case rows."""
+    (the lines kept with the finding, schema 12, else read bounded:
+    :func:`ccl_health.db.changedcases.attribution_cases`) or the case
+    rows."""
     from ccl_health.judge.attribution import attribute
     if hasattr(source, 'query'):
-        source = attribution_cases(source, finding)
+        if finding.changed is not None:
+            return list(finding.changed)
+        source = changedcases.attribution_cases(source, finding)
     return attribute(source, finding)
 
 

@@ -47,6 +47,11 @@ class Finding:
     #: the id of the case it was found in, where the record had one (the
     #: database's: kept with it, :mod:`ccl_health.db.keystate`)
     case_id: Optional[int] = dataclasses.field(default=None, compare=False)
+    #: a drop's or drift's ``changed:`` lines, as kept with it when it
+    #: was found (the database's, schema 12: :mod:`ccl_health.db.keystate`);
+    #: None where none were kept (read when it is shown)
+    changed: Optional[tuple] = dataclasses.field(default=None,
+                                                 compare=False)
 
     def line(self):
         from ccl_health.units import format_size
