@@ -4,7 +4,7 @@ over the keys the run measured, and which of them are new against the last
 complete run before it."""
 
 from ccl_health.db import answers, windowfindings
-from ccl_health.db import keyhistory
+from ccl_health.db import inlists, keyhistory
 from ccl_health.judge import series
 from ccl_health.judge import verdicts as V
 
@@ -80,12 +80,9 @@ def _cases_before(db, keys, t):
         out += keyhistory.key_cases_before(db, key, t, keyhistory.LOOKBACK,
                                       keyhistory.CASE_LIGHT)
     runs = sorted({c['run_id'] for c in out})
-    for i in range(0, len(runs), 500):
-        part = runs[i:i + 500]
-        out += db.query(
-            f'SELECT run_id, verdict, time FROM cases WHERE verdict = ? AND '
-            f'run_id IN ({", ".join("?" * len(part))})',
-            (str(V.Verdict.ABORTED),) + tuple(part))
+    out += inlists.query_in(
+        db, 'SELECT run_id, verdict, time FROM cases WHERE verdict = ? AND '
+        'run_id IN (?...)', runs, before=(str(V.Verdict.ABORTED),))
     return out
 
 

@@ -149,3 +149,22 @@ def test_a_reader_that_is_gone_ends_the_command_quietly(cmd):
     p.stdout.close()                # gone before the command writes
     err = p.stderr.read()
     assert p.wait(timeout=60) == 141 and err == b'', err
+
+
+@pytest.mark.parametrize('name,plugin', [
+    ('plugin-path-not-found-1rank', '/nonexistent/libnccl-net-ofi.so'),
+    ('plugin-name-not-found-1rank', 'ofi libnccl-net-ofi.so'),
+    ('plugin-not-found-stdout-1rank', 'ofi libnccl-net-ofi.so')])
+def test_a_named_plugin_not_found_on_one_rank_is_a_fallback_everywhere(
+        tmp_path, name, plugin):
+    """Issue 43 class A, real NCCL 2.28.3 on one H200 (one rank: NCCL's
+    network set up, nothing connected, no ``via`` line): the plugin the
+    environment names was not found and NCCL named its own network: every
+    door says fallback, naming the plugin and NCCL's words."""
+    got, doc = doors(tmp_path, name, 'net-plugin')
+    assert set(got.values()) == {'fallback'}, got
+    t = doc['transport']
+    assert t['proven'] == 'net-socket' and t['ok'] is False, t
+    assert f'NET/Plugin: Could not find: {plugin}' in t['reason'], t
+    assert '"Using network Socket"' in t['reason'], t
+    assert capture(name)[2] == 0

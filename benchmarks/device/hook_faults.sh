@@ -197,7 +197,13 @@ save
   setsid env -i HOME="$HOME" PATH="$NHC_PATH" TMPDIR=$TMPDIR scripts/ccl-health-check --no-record \
     --json $K/sigalrm.json > $K/sigalrm.line 2> $K/sigalrm.err &
   pid=$!
-  sleep 1.5
+  # the alarm while a probe runs: wait (up to 5 s) for the probe program
+  # (in a session of its own, so found by name; a fixed sleep missed it: on one GPU the hook
+  # ends in ~1 s, before a 1.5 s sleep was over, and answered HEALTHY)
+  for _ in $(seq 100); do
+    pgrep -f 'ccl-health-probe|ccl-health-links|all_reduce_perf' >/dev/null && break
+    sleep 0.05
+  done
   ps -eo pid,pgid,etimes,cmd | grep -E 'ccl.health|all_reduce_perf|mpirun' | grep -v grep > $K/sigalrm-ps-before.txt
   kill -ALRM -- -$pid
   wait $pid; rc=$?

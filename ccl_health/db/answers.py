@@ -10,7 +10,7 @@ import re
 
 from ccl_health import CclHealthError
 from ccl_health.db import changedcases, scopes, windowfindings
-from ccl_health.db import keyhistory
+from ccl_health.db import inlists, keyhistory
 from ccl_health.db import newestruns
 from ccl_health.db.newestruns import of_cases
 from ccl_health.db.keyhistory import when
@@ -77,12 +77,9 @@ def check_size(store, size, keys, transport=None, system=None,
                                           SIZE_CASES)
         ids += [c['id'] for c in got]
         complete = complete and len(got) < SIZE_CASES
-    sizes = set()
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        sizes |= {r['size'] for r in store.query(
-            f'SELECT DISTINCT size FROM measurements WHERE case_id IN '
-            f'({", ".join("?" * len(part))})', tuple(part))}
+    sizes = {r['size'] for r in inlists.query_in(
+        store, 'SELECT DISTINCT size FROM measurements WHERE case_id IN '
+        '(?...)', ids)}
     sizes = sorted(x for x in sizes if x is not None)
     if nbytes not in sizes:
         scope = ' '.join(x for x in (transport, system and f'on {system}',
@@ -446,14 +443,10 @@ def history(store, transport=None, size=None, system=None, partition=None,
     size = check_size(store, size, keys, transport, system, partition)
     cases, _ = newestruns.newest_cases(store, keys, last, ('id',))
     ids = [c['id'] for c in cases]
-    recs = []
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        recs += store.query(
-            f'{windowfindings._RECORDS_FULL} WHERE c.id IN '
-            f'({", ".join("?" * len(part))})' +
-            (' AND m.size = ?' if size is not None else ''),
-            tuple(part) + ((size,) if size is not None else ()))
+    recs = inlists.query_in(
+        store, f'{windowfindings._RECORDS_FULL} WHERE c.id IN (?...)' +
+        (' AND m.size = ?' if size is not None else ''), ids,
+        after=(size,) if size is not None else ())
     if not recs:
         raise CclHealthError(
             f'no records of {transport or "any transport"}'
@@ -559,13 +552,10 @@ def _bad_runs_at(store, cases, transport, size):
         if f.kind in ('drop', 'drift') and f.key[2] == transport and
         f.size == size}
     ids = [c['id'] for c in cases]
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        bad |= {r['run_id'] for r in store.query(
-            f'SELECT c.run_id FROM measurements m JOIN cases c ON c.id = '
-            f'm.case_id WHERE m.case_id IN ({", ".join("?" * len(part))}) '
-            f"AND m.size = ? AND m.verdict = 'below-reference'",
-            tuple(part) + (size,))}
+    bad |= {r['run_id'] for r in inlists.query_in(
+        store, 'SELECT c.run_id FROM measurements m JOIN cases c ON c.id = '
+        "m.case_id WHERE m.case_id IN (?...) AND m.size = ? AND m.verdict = "
+        "'below-reference'", ids, after=(size,))}
     return bad
 
 

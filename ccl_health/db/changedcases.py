@@ -9,6 +9,7 @@ state kept per key (:mod:`ccl_health.db.keystate`), which both use it."""
 
 import json
 
+from ccl_health.db import inlists
 from ccl_health.db.keyhistory import (
     CASE_LIGHT, key_cases_before, of_key, select_cols, with_docs, with_refs)
 
@@ -40,13 +41,10 @@ def attribution_many(store, findings, batch=500):
     runs = sorted({r for f in findings for r in (f.run_id, f.since_run)
                    if r})
     by_run = {}
-    for i in range(0, len(runs), 500):
-        part = runs[i:i + 500]
-        for row in store.query(
-                f'SELECT {select_cols(cols)} FROM cases c WHERE c.run_id IN '
-                f'({", ".join("?" * len(part))}) ORDER BY c.time, c.id',
-                tuple(part)):
-            by_run.setdefault(row['run_id'], []).append(row)
+    for row in inlists.query_in(
+            store, f'SELECT {select_cols(cols)} FROM cases c WHERE c.run_id '
+            f'IN (?...) ORDER BY c.time, c.id', runs):
+        by_run.setdefault(row['run_id'], []).append(row)
     out, wants = [], []
     for n, f in enumerate(findings):
         mine = of_key(f.key)
@@ -83,8 +81,7 @@ def _last_passing(store, wants, cols, batch):
     ids = series.ids(store, [key for _, key, _ in wants])
     todo = [(n, ids[series.key_text(key)], before)
             for n, key, before in wants if series.key_text(key) in ids]
-    for i in range(0, len(todo), batch):
-        part = todo[i:i + batch]
+    for part in inlists.batches(todo, batch):
         values = ', '.join(['(CAST(? AS INTEGER), CAST(? AS INTEGER), '
                             'CAST(? AS TEXT))'] * len(part))
         for row in store.query(

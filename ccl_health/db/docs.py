@@ -12,6 +12,8 @@ column's name (``env_json``, ``versions_json``, ``detail_json``)."""
 import hashlib
 import zlib
 
+from ccl_health.db import inlists
+
 #: a detail longer than this (characters) is stored in ``blobs`` (a
 #: healthy hook check's short detail stays inline); an environment and a
 #: versions document always are: they repeat from case to case
@@ -106,12 +108,9 @@ def resolve(store, rows):
         return rows
     bodies = {}
     ids = sorted(ids)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        for b in store.query(f'SELECT id, body FROM blobs WHERE id IN '
-                             f'({", ".join("?" * len(part))})',
-                             tuple(part)):
-            bodies[b['id']] = text_of(b['body'])
+    for b in inlists.query_in(
+            store, 'SELECT id, body FROM blobs WHERE id IN (?...)', ids):
+        bodies[b['id']] = text_of(b['body'])
     for r in rows:
         for col, ref in DOCS:
             if r.get(ref) is not None:

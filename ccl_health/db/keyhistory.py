@@ -10,6 +10,8 @@ columns and its kind and node sorted out here) and its cases before a time
 
 import datetime
 
+from ccl_health.db import inlists
+
 #: cases of a key read before the first judged one: the baseline's
 #: ``window`` (30) of healthy values and the 30 before them (judged
 #: again, so that their drops stay out of the baseline; the drift
@@ -171,9 +173,4 @@ def key_history(store, key, since, until=None, lookback=LOOKBACK):
 
 
 def by_ids(store, ids):
-    out = []
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        out += store.query(f'{RECORDS} WHERE c.id IN '
-                           f'({", ".join("?" * len(part))})', tuple(part))
-    return out
+    return inlists.query_in(store, f'{RECORDS} WHERE c.id IN (?...)', ids)

@@ -36,6 +36,7 @@ lock per key would fill the server's lock table at a machine's nodes)."""
 import datetime
 import json
 
+from ccl_health.db import inlists
 from ccl_health.db.changedcases import CHANGED_KINDS, changed_texts
 from ccl_health.db.keyhistory import RECORDS, key_history, sql_time, when
 from ccl_health.db.seriestable import SERIES_COLUMNS
@@ -127,8 +128,8 @@ def _records(store, case_ids, then=None):
     (one round trip for both in a pipeline)."""
     ids = sorted(set(case_ids))
     curs = [store.execute(f'{RECORDS} WHERE c.id IN '
-                          f'({", ".join("?" * len(part))})', tuple(part))
-            for part in (ids[i:i + 500] for i in range(0, len(ids), 500))]
+                          f'({inlists.marks(len(part))})', tuple(part))
+            for part in inlists.batches(ids)]
     more = then() if then else None
     out = [r for cur in curs for r in store.rows(cur)]
     return (out, more) if then else out
@@ -172,12 +173,10 @@ def _rows(store, keys, cols):
     """``(key, row)`` of the state rows of ``keys`` (the columns
     ``cols``), 500 keys a query."""
     texts = [key_text(k) for k in keys]
-    for i in range(0, len(texts), 500):
-        part = texts[i:i + 500]
-        for row in store.query(
-                f'SELECT {cols} FROM key_state WHERE key IN '
-                f'({", ".join("?" * len(part))})', tuple(part)):
-            yield tuple(json.loads(row['key'])), row
+    for row in inlists.query_in(
+            store, f'SELECT {cols} FROM key_state WHERE key IN (?...)',
+            texts):
+        yield tuple(json.loads(row['key'])), row
 
 
 def _load(store, keys, states=True):
@@ -468,11 +467,9 @@ def findings(store, keys, since=None, runs=None):
     rows, cols = [], finding_cols(store)
     if runs is not None:
         runs = sorted(r for r in runs if r is not None)
-        for i in range(0, len(runs), 500):
-            part = runs[i:i + 500]
-            rows += store.query(
-                f'SELECT {cols} FROM findings WHERE run_id IN '
-                f'({", ".join("?" * len(part))})', tuple(part))
+        rows = inlists.query_in(
+            store, f'SELECT {cols} FROM findings WHERE run_id IN (?...)',
+            runs)
     else:
         rows = store.query(f'SELECT {cols} FROM findings WHERE time >= ?',
                            (sql_time(since),))
@@ -507,8 +504,7 @@ def fill_standing(store):
     keys = [tuple(json.loads(r['key'])) for r in store.query(
         'SELECT key FROM key_state WHERE standing IS NULL AND key NOT IN '
         '(SELECT key FROM stale_keys)')]
-    for i in range(0, len(keys), 500):
-        part = keys[i:i + 500]
+    for part in inlists.batches(keys):
         lines = kept_standing(store, part)
         store.conn.cursor().executemany(store._sql(
             'UPDATE key_state SET standing = ? WHERE key = ?'),

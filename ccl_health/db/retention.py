@@ -29,6 +29,7 @@ import datetime
 import statistics
 
 from ccl_health import CclHealthError
+from ccl_health.db import inlists
 from ccl_health.db import seriestable as series
 from ccl_health.db.verdictsql import GOOD_SQL
 
@@ -144,12 +145,10 @@ def _aggregates(store, rows):
     from ccl_health.judge.series import KEY, node_of
     ids = [r['id'] for r in rows]
     sizes = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        for m in store.query(f'SELECT case_id, size, busbw FROM '
-                             f'measurements WHERE case_id IN '
-                             f'({", ".join("?" * len(part))})', tuple(part)):
-            sizes.setdefault(m['case_id'], []).append(m)
+    for m in inlists.query_in(
+            store, 'SELECT case_id, size, busbw FROM measurements WHERE '
+            'case_id IN (?...)', ids):
+        sizes.setdefault(m['case_id'], []).append(m)
     groups = {}
     for r in rows:
         for m in sizes.get(r['id']) or [{'size': None, 'busbw': None}]:
@@ -217,9 +216,8 @@ def prune(store, older_than, dry_run=False, now=None):
                               f'({", ".join("?" * (len(AGG_COLUMNS) + 1))})',
                               tuple(a[c] for c in AGG_COLUMNS) + (created,))
             ids = [r['id'] for r in rows]
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
-                marks_ = ', '.join('?' * len(part))
+            for part in inlists.batches(ids):
+                marks_ = inlists.marks(len(part))
                 held = [r['s'] for r in store.query(
                     f'SELECT DISTINCT series_id AS s FROM cases WHERE id IN '
                     f'({marks_})', tuple(part))] if series.ided(store) \

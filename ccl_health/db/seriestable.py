@@ -27,6 +27,7 @@ from a record (``'2'``) or from the database (``2``).
 
 import json
 
+from ccl_health.db import inlists
 from ccl_health.judge.series import KIND, NODE, STORED_ORDER
 
 #: the columns a schema-6 case has beside
@@ -106,11 +107,8 @@ def ids(store, keys):
     """``{key text: id}`` of the stored series among ``keys``."""
     texts = sorted({key_text(k) for k in keys})
     out = {}
-    for i in range(0, len(texts), 500):
-        part = texts[i:i + 500]
-        out.update((r['key'], r['id']) for r in store.query(
-            f'SELECT id, key FROM series WHERE key IN '
-            f'({", ".join("?" * len(part))})', tuple(part)))
+    out.update((r['key'], r['id']) for r in inlists.query_in(
+        store, 'SELECT id, key FROM series WHERE key IN (?...)', texts))
     return out
 
 

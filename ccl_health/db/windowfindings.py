@@ -20,7 +20,7 @@ A time is text (ISO 8601).  A window's SQL bound is
 with another UTC offset sort by their text), and the rows are then kept by their real time
 (:func:`ccl_health.db.keyhistory.when`)."""
 
-from ccl_health.db import changedcases, seriestable
+from ccl_health.db import changedcases, inlists, seriestable
 from ccl_health.db.verdictsql import GOOD_SQL
 from ccl_health.judge import history
 from ccl_health.db.keyhistory import (
@@ -216,14 +216,10 @@ def kept_findings(store, since, runs=True, probes=None):
                        (sql_time(since),))
     rows = [r for r in rows if _when(r['time']) >= since]
     seen = {r['case_id'] for r in rows}
-    early = []
-    for run_ids in (sorted(other)[j:j + 500]
-                    for j in range(0, len(other), 500)):
-        early += [r for r in store.query(
-            f'SELECT {cols} FROM findings WHERE run_id IN '
-            f'({", ".join("?" * len(run_ids))})',
-            tuple(run_ids)) if r['case_id'] not in seen and
-            _when(r['time']) < since]
+    early = [r for r in inlists.query_in(
+        store, f'SELECT {cols} FROM findings WHERE run_id IN (?...)',
+        sorted(other)) if r['case_id'] not in seen and
+        _when(r['time']) < since]
     measured = {}
 
     def in_window(key):
