@@ -277,6 +277,9 @@ def main(argv=None):
     if not a.db or not a.work:
         ap.error('--db and --work are required (--markdown: --json)')
     label = a.label or os.path.splitext(os.path.basename(a.db))[0]
+    # the nights run in the code's folder: every path made absolute
+    a.work = os.path.abspath(a.work)
+    a.profile = a.profile and os.path.abspath(a.profile)
     results = [nights(label, os.path.abspath(a.db),
                       os.path.join(a.work, label), a.nights, a.cold,
                       a.profile, os.path.abspath(a.code))]
