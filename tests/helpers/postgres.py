@@ -35,7 +35,7 @@ def postgres_server(pgbin, address, port, trust_net=None):
     outside pytest's root-only tmp, as the postgres user), listening on
     ``address:port`` (``trust_net``: a network also let in, e.g. a test
     cluster's bridge).  A generator: yields its URL once it answers,
-    stops it and removes its folder when resumed."""
+    stops it and removes its folder when resumed or closed."""
     import pathlib
     import tempfile
     import psycopg
@@ -65,10 +65,14 @@ def postgres_server(pgbin, address, port, trust_net=None):
             break
         except psycopg.Error:
             time.sleep(0.2)
-    yield url
-    _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
-                  'stop'])
-    shutil.rmtree(base, ignore_errors=True)
+    try:
+        yield url
+    finally:
+        # also where the generator is closed (``gen.close()``: GeneratorExit
+        # at the yield) rather than resumed: a server never left running
+        _as_postgres([f'{pgbin}/pg_ctl', '-D', str(data), '-m', 'immediate',
+                      'stop'])
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def local_server(install=True):
