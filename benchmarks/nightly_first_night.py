@@ -222,8 +222,10 @@ def nights(label, src, work, count, cold, profile, code):
               f'{r["keep"]}, page {r["page"]}, rest {r["rest"]}; beyond the '
               f'sweep {r["beyond_sweeps"]} s) load {r["load"]} exit '
               f'{r["exit"]}', flush=True)
-    return {'database': label, 'source': src, 'copied_s': copied,
-            'code': code, 'code_label': label_of(code),
+    # names, not this machine's paths (the results are kept in the tree)
+    return {'database': label, 'source': os.path.basename(src),
+            'copied_s': copied, 'code': os.path.basename(code.rstrip('/')),
+            'code_label': label_of(code),
             'cold': cold, 'size_bytes': os.path.getsize(db), 'nights': rows}
 
 
