@@ -105,6 +105,16 @@ def _number(value):
     return None if value != value else value     # NaN: none
 
 
+def _plain_series(row):
+    """``row``'s series columns as the page groups them (in place): its
+    text columns '' where NULL, its node and rank counts numbers (0 where
+    none)."""
+    for k in ('collective', 'transport', 'system', 'partition', 'algo'):
+        row[k] = _text(row.get(k))
+    for k in ('nodes', 'ranks'):
+        row[k] = _count(row.get(k))
+
+
 def case_rows(rows):
     """The page's cases: the rows of ``rows`` (database case rows, oldest
     first) with their ``kind`` (:func:`ccl_health.judge.series.kind_of`)
@@ -116,10 +126,7 @@ def case_rows(rows):
         c = dict(r)
         c['kind'] = kind_of(c)
         c['when'] = when(c['time'])
-        for k in ('collective', 'transport', 'system', 'partition', 'algo'):
-            c[k] = _text(c.get(k))
-        for k in ('nodes', 'ranks'):
-            c[k] = _count(c.get(k))
+        _plain_series(c)
         out.append(c)
     return out
 
@@ -138,10 +145,7 @@ def record_rows(rows, cases):
         for k in _NUMERIC:
             if k in d:
                 d[k] = _number(d[k])
-        for k in ('collective', 'transport', 'system', 'partition', 'algo'):
-            d[k] = _text(d.get(k))
-        for k in ('nodes', 'ranks'):
-            d[k] = _count(d.get(k))
+        _plain_series(d)
         d['kind'] = kinds.get((d['run_id'], d['case_name']), 'other')
         if d['time'] not in times:
             times[d['time']] = when(d['time'])
