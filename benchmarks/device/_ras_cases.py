@@ -1,15 +1,17 @@
 """The cases of benchmarks/device/ras_hang_on_device.sh (issue 44), on 4
-GPUs, one MPI rank per GPU, a bare all_reduce_perf sweep:
+GPUs (RAS_NP: another count, eight_gpus.sh's 8), one MPI rank per GPU, a
+bare all_reduce_perf sweep:
 
-  stop   one rank SIGSTOPped mid-sweep; RAS asked as the job script asks it
-         (``python -m ccl_health.evidence.ras --watch``), twice; the case
+  stop   one rank (RAS_STOP_RANK, default 2) SIGSTOPped mid-sweep; RAS
+         asked as the job script asks it (``python -m
+         ccl_health.evidence.ras --watch``), twice; the case
          assembled as the sweep's time-limit path does and judged: a HANG
          naming that rank, its GPU and pid
   kill   one rank SIGKILLed mid-sweep; the launcher's and the ranks' output
          judged: a crash naming the first rank that exited
-  fleet  the four ranks as two "nodes" (NCCL_HOSTID per pair of ranks), one
-         rank of the second stopped; judged as the fleet's pair step: a
-         hang naming the rank and its node
+  fleet  the ranks as two "nodes" (NCCL_HOSTID per half of the ranks), the
+         last rank (of the second) stopped; judged as the fleet's pair
+         step: a hang naming the rank and its node
 Every output, debug log and RAS answer is kept under KEEP/<case>;
 KEEP/ras-cases.json has each case's line and whether it named the rank
 that was stopped or killed (``ok``).
@@ -29,7 +31,8 @@ from ccl_health.judge import assemble                     # noqa: E402
 from ccl_health.judge.casejudge import judge                  # noqa: E402
 
 B, K = sys.argv[1], sys.argv[2]
-NP = 4
+NP = int(os.environ.get('RAS_NP', '4'))
+STOP = int(os.environ.get('RAS_STOP_RANK', '2'))
 MPI = ['mpirun', '--allow-run-as-root', '--bind-to', 'none', '-np', str(NP)]
 PASS_ON = ['NCCL_NVLS_ENABLE', 'NCCL_DEBUG', 'NCCL_DEBUG_SUBSYS',
            'NCCL_DEBUG_FILE', 'NCCL_RAS_ADDR']
@@ -135,7 +138,7 @@ def expect(reason, rank, res):
 d, env, p = start('stop', f'{B}/all_reduce_perf')
 res = wait_rows(d, p, 6)
 t0 = time.monotonic()
-victim, held = victim_of(res, env, 2)
+victim, held = victim_of(res, env, STOP)
 os.kill(pid_of(res, victim), signal.SIGSTOP)
 time.sleep(5)
 first = ask_watch(d, env, 'ras-1')
@@ -180,12 +183,12 @@ from ccl_health.fleet.rounds import Raw, Step, judge_step  # noqa: E402
 wrap = os.path.join(K, 'hostid-wrap.sh')
 with open(wrap, 'w') as fp:
     fp.write('#!/bin/bash\nr=${OMPI_COMM_WORLD_RANK:-0}\n'
-             'export NCCL_HOSTID=fleet-node-$(( r / 2 ))\n'
+             f'export NCCL_HOSTID=fleet-node-$(( r / {NP // 2} ))\n'
              f'exec {B}/all_reduce_perf "$@"\n')
 os.chmod(wrap, 0o755)
 d, env, p = start('fleet', wrap)
 res = wait_rows(d, p, 4)
-victim, held = victim_of(res, env, 3)
+victim, held = victim_of(res, env, NP - 1)
 os.kill(pid_of(res, victim), signal.SIGSTOP)
 time.sleep(5)
 answer = ask_watch(d, env, 'ras')

@@ -10,11 +10,11 @@
 #      NVLink counters noted); the PCIe links the sampler saw under load
 #      (--json node_state.under_load) beside nvidia-smi's
 #   2. a foreign process holding memory: 0.5 GiB on GPU 0 and half of the
-#      last GPU's memory (one GPU: half of GPU 0): UNHEALTHY, named by the
-#      GPU it holds most on, with the other
+#      last GPU's memory (HOLD_GPU: another GPU; one GPU: half of GPU 0):
+#      UNHEALTHY, named by the GPU it holds most on, with the other
 #   3. a pair made slow by a copy loop between its two GPUs (a process
-#      copying GPU 0 -> GPU 1 without end; needs 2 GPUs, else one line
-#      says it was skipped)
+#      copying GPU 0 <-> GPU 1 without end, SLOW_PAIR=A,B: another pair;
+#      needs 2 GPUs, else one line says it was skipped)
 #   4. inherited NCCL variables (NCCL_P2P_DISABLE=1 NCCL_ALGO=Ring
 #      NCCL_PROTO=LL NCCL_SHM_DISABLE=1): the verdict of the clean run,
 #      the dropped variables named in --json
@@ -42,6 +42,10 @@ save() { cp "$S" "$OUT1/" 2>/dev/null; tar -C /tmp -czf "$OUT1/hook-faults.tgz" 
 note() { echo "$*" | tee -a "$S"; }
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 LAST=$((NGPU > 0 ? NGPU - 1 : 0))
+# the GPU the foreign process holds most on, the pair the copy loop slows
+# (benchmarks/device/eight_gpus.sh: GPU 5, GPUs 3 and 6)
+HOLD=${HOLD_GPU:-$LAST}
+IFS=, read -r PA PB <<< "${SLOW_PAIR:-0,1}"
 { nvidia-smi -L; nvidia-smi topo -m; nvidia-smi -q -d PCIE; git -C "$SRC" rev-parse HEAD; } > $L/machine.txt 2>&1
 note "GPUs: $NGPU ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs))"
 
@@ -149,8 +153,8 @@ while True:
 PY
 (
   rm -f /tmp/hold.pid
-  timeout -s KILL 300 python3 /tmp/hold.py /tmp/hold.pid $LAST > $L/hold.log 2>&1 & B=$!
-  waitfile /tmp/hold.pid && note "  holder pid $(cat /tmp/hold.pid): 0.5 GiB on GPU 0, half of GPU $LAST"
+  timeout -s KILL 300 python3 /tmp/hold.py /tmp/hold.pid $HOLD > $L/hold.log 2>&1 & B=$!
+  waitfile /tmp/hold.pid && note "  holder pid $(cat /tmp/hold.pid): 0.5 GiB on GPU 0, half of GPU $HOLD"
   hook memory-held
   detail memory-held
   kill $B 2>/dev/null; wait $B 2>/dev/null
@@ -161,21 +165,21 @@ save
 if [ "$NGPU" -ge 2 ]; then
   cat > /tmp/copyloop.py <<'PY'
 import os, sys, torch
-ready = sys.argv[1]
-a = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:0')
-b = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:1')
-b.copy_(a); torch.cuda.synchronize(1)
+ready, pa, pb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+a = torch.empty(1 << 30, dtype=torch.uint8, device=f'cuda:{pa}')
+b = torch.empty(1 << 30, dtype=torch.uint8, device=f'cuda:{pb}')
+b.copy_(a); torch.cuda.synchronize(pb)
 open(ready, 'w').write(str(os.getpid()))
 while True:
     for _ in range(8):
         b.copy_(a, non_blocking=True)
         a.copy_(b, non_blocking=True)
-    torch.cuda.synchronize(0); torch.cuda.synchronize(1)
+    torch.cuda.synchronize(pa); torch.cuda.synchronize(pb)
 PY
   (
     rm -f /tmp/copy.pid
-    timeout -s KILL 300 python3 /tmp/copyloop.py /tmp/copy.pid > $L/copyloop.log 2>&1 & B=$!
-    waitfile /tmp/copy.pid && note "  copy loop pid $(cat /tmp/copy.pid): GPU 0 <-> GPU 1"
+    timeout -s KILL 300 python3 /tmp/copyloop.py /tmp/copy.pid $PA $PB > $L/copyloop.log 2>&1 & B=$!
+    waitfile /tmp/copy.pid && note "  copy loop pid $(cat /tmp/copy.pid): GPU $PA <-> GPU $PB"
     hook slow-pair
     detail slow-pair
     kill $B 2>/dev/null; wait $B 2>/dev/null
@@ -240,7 +244,7 @@ save
   }
   nhc idle
   rm -f /tmp/hold.pid
-  timeout -s KILL 200 python3 /tmp/hold.py /tmp/hold.pid $LAST > $L/hold-nhc.log 2>&1 & B=$!
+  timeout -s KILL 200 python3 /tmp/hold.py /tmp/hold.pid $HOLD > $L/hold-nhc.log 2>&1 & B=$!
   waitfile /tmp/hold.pid
   nhc memory-held
   kill $B 2>/dev/null; wait $B 2>/dev/null
