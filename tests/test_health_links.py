@@ -18,6 +18,8 @@ from ccl_health.db import store
 from ccl_health.judge.linkjudge import judge_links
 from ccl_health.judge.verdicts import Verdict
 from conftest import REPO
+from helpers.linkmatrix import matrix_text
+from helpers.nranks import intra_capture
 from helpers.node import timed_hook
 
 REPLAY = os.path.join(REPO, 'tests', 'replay')
@@ -174,8 +176,11 @@ def test_hang_ends_within_the_limit(tmp_path):
 def test_without_the_program_the_nccl_pair_rounds_stay(tmp_path):
     # 4 GPUs and no ccl-health-links in the prefix: today's rounds of NCCL
     # pairs (6 pairs), never a silent skip of the links
+    # (the node's all_reduce a capture of 4 ranks, helpers/nranks)
     rc, line, _ = links_hook(tmp_path, prefix=prefix_with_links(
-        tmp_path, links_program=None), env={'CCL_HEALTH_FAKE_GPUS': '4'})
+        tmp_path, links_program=None), env={
+            'CCL_HEALTH_FAKE_GPUS': '4', 'CCL_HEALTH_REPLAY_INTRA_NP4':
+            intra_capture(tmp_path / 'cap4', 4)})
     assert rc == 0, line
     assert ', 6 GPU pairs ran clean' in line or ', 6 GPU pairs ok' in line, \
         line
@@ -241,32 +246,6 @@ def test_one_gpu_node_judged_by_its_copies_alone(tmp_path):
 
 
 # -- the verdict on a matrix, more GPUs --------------------------------------
-
-def matrix_text(n, gbps, no_peer=()):
-    """ccl-health-links' output for n GPUs (its printf formats), gbps[(a,
-    b)] per direction."""
-    out = ['# ccl-health-links 1: copy-engine bandwidth of every GPU pair '
-           '(CUDA runtime 13000, driver 13000)', f'# gpus {n}']
-    out += [f'# gpu {i} 0000:{0x19 + i:02X}:00.0 NVIDIA H200'
-            for i in range(n)]
-    out.append('# bytes 268435456 repeats 5 warmup 1')
-    bad = {p for q in no_peer for p in (q, q[::-1])}
-    out += [f'# peer {a} {b} {"no" if (a, b) in bad else "yes"}'
-            for a in range(n) for b in range(n) if a != b]
-    out += ['# init 1.100 s', '# src dst bytes seconds GB/s']
-    rows = 0
-    for a in range(n):
-        for b in range(a + 1, n):
-            if (a, b) in bad:
-                continue
-            for s, d in ((a, b), (b, a)):
-                g = gbps.get((s, d), 386.0)
-                out.append(f'{s} {d} 268435456 {268435456 / g / 1e9:.6f} '
-                           f'{g:.2f}')
-                rows += 1
-    out.append(f'# done {rows} directions in 0.140 s (total 1.240 s)')
-    return '\n'.join(out) + '\n'
-
 
 def test_eight_gpus_every_failing_link_named_by_node_index():
     res = links.parse_links(matrix_text(8, {(3, 5): 150.0, (5, 3): 151.0},

@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO
 from helpers.node import (FAKE, REPLAY, ROW_1G, WRAPPER, environ, hook,
                           wrong_1g)
+from helpers.nranks import intra_capture
 from helpers.procs import cmdline, processes_with, wait_until
 from helpers.trust import mutated, recorded
 
@@ -222,13 +223,28 @@ def test_frontier_host_name_picks_frontier(tmp_path):
 
 
 def test_frontier_node_healthy_with_pairs_not_judged(tmp_path):
+    # the node's all_reduce replays a capture of 8 ranks (helpers/nranks),
+    # its 28 pairs the captured 2 ranks
     rc, line, err = hook(tmp_path, env={
-        'CCL_HEALTH_HOSTNAME': 'frontier01234', 'CCL_HEALTH_FAKE_GPUS': '8'})
+        'CCL_HEALTH_HOSTNAME': 'frontier01234', 'CCL_HEALTH_FAKE_GPUS': '8',
+        'CCL_HEALTH_REPLAY_INTRA_NP8': intra_capture(tmp_path / 'cap8', 8)})
     assert rc == 0, (line, err)
     assert re.match(r'HEALTHY: all_reduce 1GiB on 8 GPUs 330\.4 GB/s '
                     r'\(reference [\d.]+\) on frontier:batch, 28 GPU pairs ran '
                     r'clean \(bandwidth not judged: no reference for 1 node x '
                     r'2 GPUs at 1GiB\)', line), line
+
+
+def test_frontier_node_of_8_gpus_is_not_checked_by_a_2_rank_output(tmp_path):
+    # the all_reduce of 2x H200 (2 ranks) replayed on this 8-GPU node: its
+    # busbw is not that of 1 node x 8 GPUs (said HEALTHY "on 8 GPUs"
+    # before: a pass from another communicator)
+    rc, line, err = hook(tmp_path, env={
+        'CCL_HEALTH_HOSTNAME': 'frontier01234', 'CCL_HEALTH_FAKE_GPUS': '8'})
+    assert rc == 2, (line, err)
+    assert line.startswith(
+        'COULD-NOT-CHECK: the output of all_reduce on GPUs 0,1,2,3,4,5,6,7 '
+        'is of 2 ranks, the case asked 8: 1 node x 8 GPUs'), line
 
 
 def test_perlmutter_without_an_intra_reference(tmp_path):

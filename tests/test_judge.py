@@ -69,6 +69,18 @@ def test_the_real_capture_passes_with_every_size_found():
     assert all(f.verdict in ('pass', 'no-reference') for f in j.findings)
 
 
+def test_an_output_of_other_ranks_than_the_case_is_not_checked():
+    # the 2-rank capture judged as a case of 1 node x 8 GPUs (issue 46: an
+    # 8-GPU node's all_reduce that ran on 2): its busbw is not the case's
+    j = judge(case(gpus_per_node=8, ranks=8))
+    assert j.verdict is Verdict.COULD_NOT_CHECK
+    assert j.reason == (
+        'could not check: the output of all_reduce_perf is of 2 ranks, the '
+        'case asked 8: 1 node x 8 GPUs (its bandwidth is not that of the '
+        'case)')
+    assert judge(case(ranks=2)).verdict is Verdict.PASS
+
+
 def test_busbw_above_the_bound_of_the_case_is_wrong_results():
     text = mutations.set_value(_intra(), 30, 0, 2, f'{1e308:.2f}')
     j = judge(case(text))

@@ -28,6 +28,8 @@
 #                   rank SIGKILLed; two "nodes" of 4 ranks; the hook's
 #                   probe on 8 GPUs with rank 5 stopped
 #   all             every phase in order (no per-call limit)
+# A phase stops its script at EIGHT_GPUS_LIMIT seconds (default 570; `week`
+# and `all`: none), so that what it made comes back within a 600 s call.
 # It refuses with one line where the machine has not 8 GPUs (exit 2).
 # What comes back: $OUT/eight-gpus-<phase>.tgz (each script's own tarball
 # and summary) and $OUT/eight-gpus-<phase>.txt (the summaries, the checks
@@ -59,6 +61,12 @@ if [ "${G:-0}" != 8 ]; then
   exit 2
 fi
 
+START=$(date +%s)
+case "$PHASE" in week|all) LIMIT=${EIGHT_GPUS_LIMIT:-0} ;; *) LIMIT=${EIGHT_GPUS_LIMIT:-570} ;; esac
+left() {  # seconds left to the phase (a large number without a limit)
+  [ "$LIMIT" -gt 0 ] || { echo 86400; return; }
+  local l=$(( LIMIT - ($(date +%s) - START) )); echo $(( l > 1 ? l : 1 ))
+}
 W=/tmp/eight-gpus; [ -n "$DRY" ] && W=$OUTDIR/dry
 rm -rf "$W"; mkdir -p "$W"
 CMDS=$W/commands.txt; : > "$CMDS"
@@ -73,9 +81,12 @@ run() {
   echo "${envs:+$envs }bash $* $W/$name" >> "$CMDS"
   [ -n "$DRY" ] && return 0
   s=$(date +%s)
-  ( for v in $envs; do export "$v"; done; bash "$@" "$W/$name" ) > "$W/$name.log" 2>&1
+  ( for v in $envs; do export "$v"; done
+    exec timeout -k 5 "$(left)" bash "$@" "$W/$name" ) > "$W/$name.log" 2>&1
   rc=$?
-  echo "rc $rc, $(( $(date +%s) - s )) s: $name" >> "$W/timings.txt"
+  echo "rc $rc, $(( $(date +%s) - s )) s: $name$([ $rc = 124 ] && echo ' (stopped at the phase limit)')" \
+    >> "$W/timings.txt"
+  save
   return $rc
 }
 # first_week.sh's phase, on this machine's 8 GPUs (dry: its own dry mode,
@@ -101,7 +112,8 @@ phase_main() {
   echo "timeout 300 $py benchmarks/harness_overhead.py $out --json $W/main/overhead.json" >> "$CMDS"
   [ -n "$DRY" ] && return 0
   mkdir -p "$W/main"
-  timeout 300 "$py" benchmarks/harness_overhead.py "$out" --json "$W/main/overhead.json" \
+  local t; t=$(left); [ "$t" -gt 300 ] && t=300
+  timeout "$t" "$py" benchmarks/harness_overhead.py "$out" --json "$W/main/overhead.json" \
     > "$W/main/overhead.txt" 2>&1
   echo "rc $?: harness_overhead.py" >> "$W/timings.txt"
 }
@@ -122,7 +134,7 @@ save() {
     cat "$W/timings.txt" 2>/dev/null
     [ -z "$DRY" ] && python3 "$HERE/_eight_gpus_check.py" summary "$W" 2>&1
     echo "-- commands"; cat "$CMDS"; } > "$SUM"
-  tar -C "$(dirname "$W")" -czf "$OUTDIR/eight-gpus-$PHASE.tgz" --exclude='*.tgz.d' "$(basename "$W")" 2>/dev/null
+  tar -C "$(dirname "$W")" -czf "$OUTDIR/eight-gpus-$PHASE.tgz" "$(basename "$W")" 2>/dev/null
 }
 trap save EXIT
 for p in $PHASES; do

@@ -429,6 +429,11 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
     if bad is not None:
         return _measured_too(bad, ev, att, found)
     verdict, why = _proven(ev, att)
+    other = _other_ranks(ev, res)
+    if other and (verdict is None or verdict is Verdict.COULD_NOT_CHECK):
+        # another transport than asked stays the failure it is; what the
+        # bandwidth says is not the case's
+        return Verdict.COULD_NOT_CHECK, other, found
     if verdict is Verdict.COULD_NOT_CHECK:
         # only a pass needs the transport proven: a measured shortfall
         # against the reference of the key is a failure whatever the proof
@@ -458,6 +463,23 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
     return Verdict.PASS, (
         f'{n} sizes within reference; {big.busbw:.1f} GB/s at '
         f'{format_size(big.size)}; {proof_reason}'), found
+
+
+def _other_ranks(ev, res):
+    """The reason where the output's communicator is not the case's: it
+    ran on another number of ranks than the case asked (``ev.ranks``: its
+    nodes x GPUs), so its busbw is not that of the key it would be judged
+    by (an 8-GPU node whose probe ran on 2 GPUs is not checked); None where
+    either is unknown or they agree."""
+    seen = getattr(res, 'nranks', None)
+    if not ev.ranks or not seen or seen == ev.ranks:
+        return None
+    asked = (f': {ev.nodes} node{"s" if ev.nodes != 1 else ""} x '
+             f'{ev.gpus_per_node} GPUs' if ev.nodes and ev.gpus_per_node
+             else '')
+    return (f'could not check: the output of {ev.what} is of {seen} ranks, '
+            f'the case asked {ev.ranks}{asked} (its bandwidth is not that '
+            f'of the case)')
 
 
 def _measured_too(bad, ev, att, found):

@@ -10,5 +10,6 @@ lines of the WARN table (warns), Slurm's node records (slurmrecords), a
 checkout of its own and init-site (checkout), one output through every
 door (doors), the docs' commands run here (doccommands), docs/sites.md's
 InfiniBand system (ibsite), the hook with its one probe process (probe), a
-database of generated history (dbhistory).  A test takes what it shares
+database of generated history (dbhistory), the copy matrix of any number
+of GPUs (linkmatrix), an intra all_reduce capture of N ranks (nranks).  A test takes what it shares
 from here, not from another test module (tests/test_layout.py checks)."""

@@ -30,7 +30,10 @@ TABLE = ("Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  "
 ROW = "%5d  %8d  %8d  %8s  %8d  %8d  %8s  %6s\n"
 
 
-def report(mode, host='node1', pids=(1744, 1745, 1746, 1747)):
+def report(mode, host='node1', pids=(1744, 1745, 1746, 1747), stopped=None):
+    """RAS's report of ``mode`` for the ranks of ``pids`` (rank r: GPU r,
+    process ``pids[r]``); ``incomplete``: rank ``stopped`` (default 2, the
+    last of fewer) is the one missing."""
     n = len(pids)
     head = SUMMARY % (1, n, 1, n, n) + "\nCommunicators... (0.00s)\n" \
         "=============\n\n" + TABLE
@@ -39,7 +42,7 @@ def report(mode, host='node1', pids=(1744, 1745, 1746, 1747)):
     if mode == 'ok':
         return head + ROW % (0, 1, 1, n, n, n, 'RUNNING', 'OK')
     if mode == 'incomplete':        # rank 2 stopped (of 2 ranks: rank 1)
-        k = min(2, n - 1)
+        k = min(2, n - 1) if stopped is None else stopped
         return (head.replace('(0.00s)', '(2.05s)') +
                 ROW % (0, 1, 1, f'{n - 1}-{n}', n, n, 'RUNNING',
                        'INCOMPLETE') +
@@ -70,7 +73,7 @@ def report(mode, host='node1', pids=(1744, 1745, 1746, 1747)):
     raise ValueError(mode)
 
 
-def _serve(conn, mode, delay, pids=None):
+def _serve(conn, mode, delay, pids=None, stopped=None):
     pids = tuple(pids) if pids else (1744, 1745, 1746, 1747)
     with conn:
         if mode == 'closed':
@@ -100,7 +103,8 @@ def _serve(conn, mode, delay, pids=None):
                 elif cmd in ('status', 'verbose status'):
                     if mode == 'slow':
                         time.sleep(delay)
-                        text = report('incomplete', pids=pids)
+                        text = report('incomplete', pids=pids,
+                                      stopped=stopped)
                     elif mode == 'junk':
                         text = 'hello there\n\x00\x01 nothing to see\n'
                     elif mode == 'huge':
@@ -110,7 +114,7 @@ def _serve(conn, mode, delay, pids=None):
                         except OSError:
                             return
                     else:
-                        text = report(mode, pids=pids)
+                        text = report(mode, pids=pids, stopped=stopped)
                     try:
                         conn.sendall(text.encode())
                     except OSError:
@@ -124,8 +128,10 @@ class Standin:
     """A RAS stand-in listening on ``127.0.0.1:port`` (0: any free port)
     in a thread, until :meth:`close`."""
 
-    def __init__(self, mode='incomplete', port=0, delay=3.0, pids=None):
+    def __init__(self, mode='incomplete', port=0, delay=3.0, pids=None,
+                 stopped=None):
         self.mode, self.delay, self.pids = mode, delay, pids
+        self.stopped = stopped
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(('127.0.0.1', port))
@@ -151,7 +157,8 @@ class Standin:
                 return
             self.connections += 1
             threading.Thread(target=_serve, args=(conn, self.mode,
-                                                  self.delay, self.pids),
+                                                  self.delay, self.pids,
+                                                  self.stopped),
                              daemon=True).start()
 
     def close(self):
