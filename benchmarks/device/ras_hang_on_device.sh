@@ -17,6 +17,10 @@
 # goes to $OUT/ras-hang.tgz; $OUT/ras-summary.txt has one line per case
 # (OK: the rank stopped or killed was named).  Bounded: each step has its
 # timeout; the whole fits one call (~4 min).
+# Another rank count (benchmarks/device/eight_gpus.sh's hang phase: 8):
+# RAS_NP=N, the rank stopped RAS_STOP_RANK (bare) and RAS_DEV_STOP (the
+# hook's probe), the fleet's two "nodes" N/2 ranks each, its last rank
+# stopped.
 # Usage (repo root on the device; .mirror and .whl carried):
 #   bash benchmarks/device/ras_hang_on_device.sh "$OUT"
 set -u
