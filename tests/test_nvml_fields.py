@@ -308,7 +308,7 @@ def test_nvidia_ml_py_passes_each_links_scope(monkeypatch):
                         lambda name: c_field_values)
     monkeypatch.setattr(pynvml, 'nvmlDeviceGetHandleByIndex',
                         lambda i: ctypes.c_void_p(i))
-    count, known = nvml._link_states(nvml.LiveNvml(pynvml), 1)
+    count, known = nvml.link_states(nvml.LiveNvml(pynvml), 1)
     assert seen == [(pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT, 0)] + [
         (pynvml.NVML_FI_DEV_NVLINK_GET_STATE, link) for link in range(18)]
     assert count == 18

@@ -451,13 +451,13 @@ def _processes(api, get, run_id, ours_pids, roots=()):
 
 def _nvlinks(api, i, g):
     """Every NVLink of GPU ``i`` with its error counters where active:
-    the links and their states in one field read (:func:`_link_states`;
+    the links and their states in one field read (:func:`link_states`;
     a link whose state NVML did not answer, and every link where it did
     not answer their count, asked one by one until one errors, as
     before), then the counters of links 0-11 in one field read
     (:func:`_link_fields`), the rest (and any field not answered) through
     ``nvmlDeviceGetNvLinkErrorCounter``."""
-    count, known = _link_states(api, i)
+    count, known = link_states(api, i)
     links = []
     for link in range(count or NVLINK_MAX_LINKS):
         if link in known:
@@ -489,7 +489,7 @@ def _nvlinks(api, i, g):
     return links
 
 
-def _link_states(api, i):
+def link_states(api, i):
     """``(count, {link: active})`` of GPU ``i`` from one
     ``nvmlDeviceGetFieldValues`` call: the number of its NVLinks
     (:data:`NVLINK_LINK_COUNT`, at most :data:`NVLINK_MAX_LINKS`, the
