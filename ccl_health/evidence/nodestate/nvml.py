@@ -56,9 +56,10 @@ NVLINK_FIELDS = {
     'crc_data': tuple(range(39, 45)) + tuple(range(102, 108)),
     'ecc_data': tuple(range(148, 160))}
 #: a GPU's NVLinks in ONE nvmlDeviceGetFieldValues call (issue 42; was
-#: nvmlDeviceGetNvLinkState link by link until one errors: 19 calls on an
-#: H100 / H200): how many it has (nvml.h NVML_FI_DEV_NVLINK_LINK_COUNT) and
-#: each one's state (NVML_FI_DEV_NVLINK_GET_STATE, scopeId = the link)
+#: nvmlDeviceGetNvLinkState link by link until one errors, at most 18: 18
+#: calls on an H100 / H200): how many it has (nvml.h
+#: NVML_FI_DEV_NVLINK_LINK_COUNT) and each one's state
+#: (NVML_FI_DEV_NVLINK_GET_STATE, scopeId = the link)
 NVLINK_LINK_COUNT, NVLINK_GET_STATE = 91, 165
 #: NVML_FI_DEV_NVLINK_GET_STATE's answers (nvml.h NVML_NVLINK_STATE_*) that
 #: say what nvmlDeviceGetNvLinkState says: INACTIVE, ACTIVE; any other
@@ -254,6 +255,9 @@ class Session:
         return self
 
     def call(self, name, *args):
+        if self._api is None and self.api() is None:
+            raise NvmlError(FUNCTION_NOT_FOUND,
+                            'nvidia-ml-py (pynvml) is not installed')
         if name == 'nvmlInit':
             self._hold()
         try:
