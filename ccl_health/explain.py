@@ -170,10 +170,14 @@ def explain(files, *, system=None, partition=None, reference_file=None,
 
     # the verdict: the judge's, from this run's evidence
     states = _node_states(paste.watched)
+    # the ranks asked: --gpus-per-node given, its nodes' worth (the judge
+    # compares them with the output's); else what the output shows
+    asked_ranks = (run.nodes * gpus_per_node if gpus_per_node and run.nodes
+                   else run.ranks)
     judged = judge_mod.judge(assemble.case(
         [run.att], what=res.collective or 'the run', transport=run.asked,
         collective=run.coll, nodes=run.nodes, gpus_per_node=run.gpn,
-        ranks=run.ranks, site=site, node_states=states, reference=entry,
+        ranks=asked_ranks, site=site, node_states=states, reference=entry,
         missing_reference=ref_doc['reason'] or ref_doc['key']))
     reason = judged.reason
     if exit_status is None and judged.verdict is \

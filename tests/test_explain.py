@@ -269,3 +269,19 @@ def test_gpus_per_node_comes_from_each_hosts_rank_count(tmp_path):
                for n in doc['notes'])
     doc = explain_doc([output(['a', 'a', 'b', 'b', 'c', 'c'])], exit_status=0)
     assert doc['reference']['key'].endswith('3 node(s) x 2 GPUs')
+
+
+def test_gpus_per_node_given_that_the_output_does_not_show_is_not_judged():
+    # the 2x H200 sweep explained as a run of 1 node x 4 GPUs (an operator's
+    # --gpus-per-node): judged before by the 4-GPU reference (below it
+    # here; a lower reference, e.g. 8 GPUs', would have passed it)
+    p = explain(*files(*INTRA), *LOCAL, '--transport', 'intra',
+                '--exit-status', '0', '--gpus-per-node', '4')
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stdout.strip().splitlines()[-1] == (
+        'COULD-NOT-CHECK: could not check: the output of all_reduce_perf is '
+        'of 2 ranks, the case asked 4: 1 node x 4 GPUs (its bandwidth is '
+        'not that of the case)')
+    p = explain(*files(*INTRA), *LOCAL, '--transport', 'intra',
+                '--exit-status', '0', '--gpus-per-node', '2')
+    assert p.returncode == 0, p.stdout

@@ -429,10 +429,12 @@ def _judge_attempt(ev: CaseEvidence, att: Attempt):
     if bad is not None:
         return _measured_too(bad, ev, att, found)
     verdict, why = _proven(ev, att)
-    other = _other_ranks(ev, res)
+    # an output of other ranks than the case's: its bandwidth is not the
+    # case's, neither a pass nor a shortfall (another transport than asked
+    # stays the failure it is; no reference at all stays no-reference)
+    other = _other_ranks(ev, res) if (
+        ev.reference is not None or not ev.judge_bandwidth) else None
     if other and (verdict is None or verdict is Verdict.COULD_NOT_CHECK):
-        # another transport than asked stays the failure it is; what the
-        # bandwidth says is not the case's
         return Verdict.COULD_NOT_CHECK, other, found
     if verdict is Verdict.COULD_NOT_CHECK:
         # only a pass needs the transport proven: a measured shortfall
