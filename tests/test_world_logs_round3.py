@@ -685,6 +685,86 @@ def test_communicators_joined_by_a_rank_are_one_run(tmp_path):
     assert proof.proven is None and 'separate runs' in proof.reason
 
 
+def _via_counts(text):
+    """The oracle of a run's channels: its ``via`` paths counted by grep
+    (every occurrence, merged lines too), by kind: ``NET/<net>[/GDRDMA]``,
+    ``P2P/<kind>``."""
+    got = {}
+    for net, gdr in re.findall(r' via NET/([^/\n]+)/\d+(/GDRDMA)?', text):
+        key = f'NET/{net}{gdr}'
+        got[key] = got.get(key, 0) + 1
+    for kind in re.findall(r' via P2P/(\w+)', text):
+        got[f'P2P/{kind}'] = got.get(f'P2P/{kind}', 0) + 1
+    return got
+
+
+def test_each_runs_line_names_the_channels_of_its_own_lines(tmp_path):
+    """The two real Polaris logs pasted one after the other (the second
+    with a line two hosts wrote at once: ``x3006c0s19b1x3006c0s1b0n0``):
+    what the reason says each run shows is read from that run's own
+    lines, the lines its proof is made from: the channels counted by grep
+    in its file alone (the oracle), nothing of the other run's."""
+    log = tmp_path / 'pasted.log'
+    log.write_text(text_of(POLARIS_SOCKET) + text_of(POLARIS_LOG))
+    reason = X.explain([str(log)])['transport']['reason']
+    said = re.findall(r'run (\d) on [^(]*\(\d+ process\(es\)\): (.*?), '
+                      r'(?:proven|not proven|net-)', reason)
+    assert [n for n, _ in said] == ['1', '2'], reason
+    for (_, line), name in zip(said, (POLARIS_SOCKET, POLARIS_LOG)):
+        want = _via_counts(text_of(name))
+        assert want, name
+        assert line == ', '.join(f'{k} x{n}' for k, n in sorted(
+            want.items())), (line, want)
+
+
+def _bare(text):
+    """``text`` (NCCL's message) as a user pastes it without the logger's
+    ``host:pid:tid [dev]`` prefix: ``NCCL INFO <message>``."""
+    return f'NCCL INFO {text}\n'
+
+
+@pytest.mark.parametrize('table_of', [None, 'A'])
+def test_a_run_pasted_without_the_logger_prefix_is_its_own(tmp_path,
+                                                            table_of):
+    """One file: run A behind NCCL's logger prefix (src/debug.cc "%s:%d:%d
+    [%d] NCCL INFO "), then run B of another communicator as pasted
+    without it ("NCCL INFO ncclCommInitRank comm %p rank %d nranks %d ...
+    commId 0x%llx - Init COMPLETE", "Channel %02d/%d : %d[%d] -> %d[%d]
+    [send] via NET/%s/%d").  NCCL prints the prefix on every line it logs,
+    so B's lines are the file's own, not the process whose line came
+    before them: each run is read from its own lines and proven as its
+    part given alone (the oracle), and the explanation is made (was a
+    RecursionError: run A's part held run B's communicator, so it was two
+    runs again, without end)."""
+    a = _two_node_run(*RUN_A, 'IB', '0xaa')
+    b = (_bare('ncclCommInitRank comm 0x55d1 rank 0 nranks 2 cudaDev 0 '
+               'nvmlDev 0 busId 1000 commId 0xbb - Init COMPLETE') +
+         ''.join(_bare(f'Channel {c:02d}/0 : 0[0] -> 1[0] [send] via '
+                       f'NET/Socket/0') for c in (0, 1, 2)))
+    log = tmp_path / 'pasted.log'
+    log.write_text(a + b)
+    paths = [str(log)]
+    if table_of:
+        out = tmp_path / 'all_reduce.out'
+        out.write_text(_table(*RUN_A))
+        paths.insert(0, str(out))
+    doc = X.explain(paths, transport_asked='net-ib', exit_status=0)
+    runs = doc['runs']
+    assert [r['processes'] for r in runs] == [['a:1000', 'b:1001'],
+                                              [str(log)]]
+    for run, part in zip(runs, (a, b)):
+        alone = tmp_path / f'alone-{run["run"]}.log'
+        alone.write_text(part)
+        assert run['transport'] == _proof_alone([str(alone)], 'net-ib')
+    t = doc['transport']
+    assert 'NET/IB x8, proven net-ib' in t['reason']
+    assert 'NET/Socket x3, net-socket, not net-ib as asked' in t['reason']
+    if table_of:
+        assert (t['proven'], t['ok']) == ('net-ib', True), t
+    else:
+        assert t['proven'] is None and doc['verdict'] == 'could-not-check'
+
+
 def _proof_alone(paths, asked):
     """The oracle: explain's transport of ``paths`` given alone."""
     t = X.explain(paths, transport_asked=asked)['transport']

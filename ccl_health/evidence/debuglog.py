@@ -696,7 +696,10 @@ def run_evidence(ev, keys):
     they had been pasted alone: a line of another process is left out; a
     line without a logger prefix (``NCCL version ...`` that nccl-tests
     prints) goes with the process whose line came before it in the same
-    file."""
+    file; a line of NCCL's logger whose prefix is not there (pasted
+    without it) is its file's, as :func:`feed_lines` keys it: NCCL prints
+    the prefix on every line it logs (src/debug.cc ``"%s:%d:%d [%d] NCCL
+    INFO "``), so the process before it does not tell whose it is."""
     keys = set(keys)
     sub = Evidence(files=[f for f in ev.files
                           if any(f in ev.ranks[k].files for k in keys
@@ -712,8 +715,14 @@ def run_evidence(ev, keys):
         pm = _PREFIX.search(line)
         if pm:
             last[source] = f'{pm.group(1)}:{pm.group(2)}'
-        # a file whose lines carry no prefix is one rank, keyed by the file
-        if last.get(source, source) not in keys:
+            owner = last[source]
+        elif _LOG_LINE.search(line):
+            owner = source or '(log)'   # as _rank keys a line without one
+        else:
+            # a file whose lines carry no prefix is one rank, keyed by the
+            # file
+            owner = last.get(source, source or '(log)')
+        if owner not in keys:
             continue
         if source != part_source:
             flush()
