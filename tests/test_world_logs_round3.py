@@ -765,6 +765,70 @@ def test_a_run_pasted_without_the_logger_prefix_is_its_own(tmp_path,
         assert t['proven'] is None and doc['verdict'] == 'could-not-check'
 
 
+#: issue 147: eight processes of one node writing at once (NCCL 2.3):
+#: "learnfair062:40515:40655 [6] NCCL INFO learnfair062:40517:40631 [7] NCCL
+#: INFO Ring 04 : 7[7] -> 3[3] via P2P/IPC", process 40515's own ring on a
+#: line of its own after
+RING_147 = 'nccl-debug_merged-lines_ring-p2p_1node_nccl-issue-147.log'
+
+
+def test_a_line_another_process_wrote_into_is_each_ones():
+    """A launcher forwards each process's output in pieces that need not
+    end with a line: what follows a logger prefix is the output of the
+    process it names, also inside another's line.  Issue 147 (rank i on
+    GPU i): each process's channel lines name its own rank alone (the
+    oracle: the device of its prefix; was two ranks for processes 40505
+    and 40515).  Polaris ("... [1] NCCL INFO Channx3006c0s19b1n0:4138721:
+    4138721 [3] NCCL INFO cudaDriverVersion 12020"): the processes that
+    print NCCL's driver line are those whose prefix is before one (the
+    oracle: grep; was 1612791 for 1612793's)."""
+    ev = debuglog.read_evidence([pub(RING_147)])
+    devs = dict(re.findall(r'^learnfair062:(\d+):\d+ \[(\d)\]',
+                           text_of(RING_147), re.M))
+    assert len(devs) == 8
+    for key, rank in ev.ranks.items():
+        assert rank.ids == {int(devs[str(rank.pid)])}, (key, rank.ids)
+    ev = debuglog.read_evidence([pub(POLARIS_LOG)])
+    want = set(map(int, re.findall(r':(\d+):\d+ \[\d+\] NCCL INFO '
+                                   r'cudaDriverVersion \d+',
+                                   text_of(POLARIS_LOG))))
+    assert len(want) == 5
+    assert {r.pid for r in ev.ranks.values()
+            if 'cuda_driver' in r.versions} == want
+
+
+def test_a_channel_line_forwarded_into_another_runs_line_is_its_own(
+        tmp_path):
+    """Two runs in one paste (run A over NET/IB, run B over NET/Socket,
+    NCCL's format strings), a launcher's forwarding cut one of A's channel
+    lines after "Chann", B's whole channel line glued there and A's rest
+    ("el 00/0 : ...") on a line of its own: B's line is B's, and each run
+    is proven as its lines alone prove it (the oracle: A without its cut
+    line, which no prefix names any more; was net-socket for run A, B's
+    channel counted as A's).  B's processes have logged before: text glued
+    before a host name is cut off where the host is known."""
+    a = _two_node_run(*RUN_A, 'IB', '0xaa').splitlines(keepends=True)
+    b = _two_node_run(*RUN_B, 'Socket', '0xbb').splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(a) if ' via NET/IB/' in ln)
+    head, rest = a[cut].split('Chann', 1)
+    glued = next(i for i, ln in enumerate(b) if ' via NET/Socket/' in ln)
+    log = tmp_path / 'pasted.log'
+    log.write_text(''.join(a[:cut] + b[:glued]) + head + 'Chann' +
+                   b[glued] + rest + ''.join(a[cut + 1:] +
+                                                    b[glued + 1:]))
+    doc = X.explain([str(log)], transport_asked='net-ib')
+    runs = doc['runs']
+    assert [r['processes'] for r in runs] == [['a:1000', 'b:1001'],
+                                              ['c:2000', 'd:2001']]
+    for run, part in zip(runs, (a[:cut] + a[cut + 1:], b)):
+        alone = tmp_path / f'alone-{run["run"]}.log'
+        alone.write_text(''.join(part))
+        assert run['transport'] == _proof_alone([str(alone)], 'net-ib')
+    reason = doc['transport']['reason']
+    assert 'NET/IB x7, proven net-ib' in reason, reason
+    assert 'NET/Socket x8, net-socket, not net-ib as asked' in reason
+
+
 def _proof_alone(paths, asked):
     """The oracle: explain's transport of ``paths`` given alone."""
     t = X.explain(paths, transport_asked=asked)['transport']
