@@ -393,6 +393,8 @@ def _split_merged(line, hosts):
     text glued before it, "Chann" or "<0>", is another process's output):
     each piece the output of the process its prefix names.  A line's own
     host is added to ``hosts``."""
+    if 'CCL' not in line:
+        return [line]
     cuts = []
     for i, m in enumerate(_INNER_PREFIX.finditer(line)):
         host = m.group(1)
