@@ -37,8 +37,9 @@ def test_every_device_script_that_uses_a_step_has_it():
     """A step is called only by a script that sources the steps (itself,
     or through _clean_copy.sh), and no script keeps its own copy of one."""
     steps = re.findall(r'^(\w+)\(\) \{', open(STEPS).read(), re.M)
-    assert set(steps) == {'timed_step', 'wheels_to_site', 'pair_on_one_gpu',
-                          'alarm_the_hook', 'keep_stages'}
+    assert set(steps) == {'note', 'timed_step', 'wheels_to_site',
+                          'pair_on_one_gpu', 'alarm_the_hook', 'keep_stages'}
+    steps.remove('note')       # a default: a script's own replaces it
     used = set()
     for path in glob.glob(os.path.join(DEVICE, '*.sh')):
         if path == STEPS:
@@ -153,6 +154,12 @@ def test_wheels_to_site_notes_what_did_not_install(tmp_path):
     (tmp_path / 'src' / '.whl').mkdir(parents=True)
     p = _bash('wheels_to_site; echo "PYTHONPATH=$PYTHONPATH"', tmp_path)
     assert f'pip: no wheels in {tmp_path}/src/.whl' in p.stdout
+    # without a note of its own, a script's notes are printed
+    q = subprocess.run(['bash', '-c', f'source {STEPS}; SRC={tmp_path}/src;'
+                        f' L={tmp_path}; wheels_to_site'],
+                       capture_output=True, text=True, cwd=REPO)
+    assert q.stdout == f'pip: no wheels in {tmp_path}/src/.whl (carry ' \
+        f'.whl)\n', q.stderr
     assert f'PYTHONPATH=/tmp/site:{REPO}' in p.stdout
     (tmp_path / 'src' / '.whl' / 'bad-1.0-py3-none-any.whl').write_text('x')
     (tmp_path / 'summary.txt').unlink()

@@ -4,6 +4,9 @@
 # repository), note (a line into the summary).
 #   source benchmarks/device/_steps.sh
 
+# note: a script's own (a line into its summary) replaces this one
+note() { echo "$*"; }
+
 # timed_step FILE CMD...: CMD run, then "wall <s> s, rc <rc>: CMD" appended
 # to FILE (not to CMD's output, where a caller sends it); CMD's exit
 # status returned
