@@ -145,6 +145,7 @@ def test_venv_script_installs_from_pyproject(tmp_path):
     assert log.read_text().split() == _deps.requirements(['test'])
 
 
+@pytest.mark.system
 def test_the_venvs_parent_packages_survive_crons_python(tmp_path):
     """.venv made from a python3 that is itself a virtual environment (a
     site's `module load python`, its PyTorch env) sees that environment's

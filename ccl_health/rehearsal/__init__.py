@@ -27,12 +27,11 @@ Every line of the mail and the page's title say ``rehearsal: SCENARIO``."""
 import json
 import os
 import re
-import shlex
 import shutil
 import statistics
 import sys
 
-from ccl_health import CclHealthError, outputs, resources
+from ccl_health import CclHealthError, outputs, resources, shell
 from ccl_health.rehearsal.scenarios import SCENARIOS, make
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -188,7 +187,7 @@ def write_standin(prefix):
     CRASH every night) and older kernels cut it at 127 bytes.  The second
     line is a command to the shell and a string to Python."""
     text = _read(STANDIN).split('\n', 1)[1]
-    start = ("#!/bin/sh\n''''exec " + shlex.quote(sys.executable) +
+    start = ("#!/bin/sh\n''''exec " + shell.quote(sys.executable) +
              ' "$0" "$@" # ' + "'''\n")
     _write(os.path.join(prefix, 'bin', 'all_reduce_perf'), start + text,
            mode=0o755)
