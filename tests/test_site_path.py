@@ -389,20 +389,29 @@ def test_hook_page_with_an_empty_environment(site, nhc,  # noqa: F811
     shutil.copytree(nhc / 'etc' / 'nhc' / 'scripts', conf / 'scripts')
     shutil.copy(site.mine / 'site' / 'nhc' / 'ccl_health.nhc',
                 conf / 'scripts')
-    (conf / 'nhc.conf').write_text('* || check_gpu_ccl\n')
     env = _hook_page(site, 'scripts/ccl-health-check')[1]
-    code, out = site.run([str(nhc / 'sbin' / 'nhc'), '-c',
-                          str(conf / 'nhc.conf'), '-l',
-                          str(tmp_path / 'nhc.log'), '-t', '30',
-                          f'CONFDIR={conf}', f'INCDIR={conf}/scripts',
-                          f'HELPERDIR={nhc}/libexec/nhc', 'NHC_RM=none',
-                          'MARK_OFFLINE=0',
-                          f'RESULTFILE={tmp_path}/nhc.status',
-                          f'PATH={env["PATH"]}'], env, '/')
-    log = (tmp_path / 'nhc.log').read_text()
-    assert code == 0, out + log
-    assert 'check_gpu_ccl: ccl-health could not check (exit 2): ' + \
-        line[len('COULD-NOT-CHECK: '):].rstrip('\n') in log, log
+    logged = 'check_gpu_ccl: ccl-health could not check (exit 2): ' + \
+        line[len('COULD-NOT-CHECK: '):].rstrip('\n')
+    # the page's line for the copy, then its GPU nodes only (its node
+    # range, as the page writes it) on one of them and on another node
+    ranged = re.search(r'`(\{[^}`]+\}) \|\| check_gpu_ccl ', (
+        pathlib.Path(REPO) / 'docs' / 'hook.md').read_text()).group(1)
+    for n, (match, host, runs) in enumerate((('*', 'login07', True),
+                                             (ranged, 'gpu0042', True),
+                                             (ranged, 'login07', False))):
+        (conf / 'nhc.conf').write_text(f'{match} || check_gpu_ccl\n')
+        log = tmp_path / f'nhc-{n}.log'
+        code, out = site.run([str(nhc / 'sbin' / 'nhc'), '-c',
+                              str(conf / 'nhc.conf'), '-l', str(log),
+                              '-t', '30', f'CONFDIR={conf}',
+                              f'INCDIR={conf}/scripts',
+                              f'HELPERDIR={nhc}/libexec/nhc', 'NHC_RM=none',
+                              'MARK_OFFLINE=0', f'HOSTNAME={host}',
+                              f'RESULTFILE={tmp_path}/nhc.status',
+                              f'PATH={env["PATH"]}'], env, '/')
+        assert code == 0, out + log.read_text()
+        assert (logged in log.read_text()) == runs, (match, host,
+                                                     log.read_text())
 
 
 def _init_first(site):
