@@ -281,6 +281,81 @@ def test_lost_gpu_and_missing_library():
     assert not s.checked and 'cannot load it' in s.not_checked['nvml']
 
 
+# -- NVML held open for a run's readings (issue 42) -------------------------
+
+class CountingNvml:
+    """:func:`fake_pynvml` with NVML's reference count (nvml.h: it starts
+    when the count goes from 0 to 1, shuts down back at 0): ``starts``,
+    ``stops``, every init; ``fail_inits``: how many inits fail first."""
+
+    def __init__(self, fail_inits=0, **kw):
+        import threading
+        self.lib = fake_pynvml(**kw)
+        self.lib.nvmlInit, self.lib.nvmlShutdown = self.init, self.shutdown
+        self.count = self.starts = self.stops = self.inits = 0
+        self.fail_inits = fail_inits
+        self.lock = threading.Lock()
+
+    def init(self):
+        with self.lock:
+            self.inits += 1
+            if self.fail_inits:
+                self.fail_inits -= 1
+                _raise(12)                  # LIBRARY_NOT_FOUND
+            self.starts += self.count == 0
+            self.count += 1
+
+    def shutdown(self):
+        with self.lock:
+            self.count -= 1
+            self.stops += self.count == 0
+
+
+def test_a_session_starts_nvml_once_for_many_readings_in_threads():
+    from concurrent.futures import ThreadPoolExecutor
+    lib = CountingNvml()
+    alone = nodestate.read(nvml=nvml.LiveNvml(lib.lib))   # the oracle
+    assert (lib.starts, lib.stops) == (1, 1)
+    session = nvml.Session(nvml.LiveNvml(lib.lib))
+    with ThreadPoolExecutor(4) as pool:
+        states = list(pool.map(lambda k: nodestate.read(
+            session=session, light=k % 2 == 1), range(20)))
+    # one start for the 20 readings, held until the session closes
+    assert (lib.starts, lib.stops, lib.count) == (2, 1, 1)
+    assert lib.inits == 1 + 1 + 20 and session.starts == 1
+    full = [s for k, s in enumerate(states) if k % 2 == 0]
+    assert all(s.checked and s.gpus == alone.gpus for s in full)
+    session.close()
+    session.close()                                  # idempotent
+    assert (lib.starts, lib.stops, lib.count) == (2, 2, 0)
+    # a reading after the close (a thread still running) on its own
+    late = nodestate.read(session=session)
+    assert late.gpus == alone.gpus
+    assert (lib.starts, lib.stops, lib.count) == (3, 3, 0)
+
+
+def test_a_session_whose_start_failed_tries_again():
+    lib = CountingNvml(fail_inits=1)
+    with nvml.Session(nvml.LiveNvml(lib.lib)) as session:
+        first = nodestate.read(session=session, vendor='nvidia')
+        assert not first.checked and 'cannot load it' in \
+            first.not_checked['nvml']
+        assert nodestate.read(session=session).checked
+        assert nodestate.read(session=session).checked
+        assert (lib.starts, lib.stops, session.starts) == (1, 0, 1)
+    assert (lib.starts, lib.stops, lib.count) == (1, 1, 0)
+
+
+def test_a_session_without_nvidia_ml_py_says_what_a_reading_says(
+        monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, 'pynvml', None)      # not installed
+    alone = nodestate.read(vendor='nvidia')
+    held = nodestate.read(vendor='nvidia', session=nvml.Session())
+    assert not held.checked and held.not_checked == alone.not_checked
+    assert 'not installed' in held.not_checked['nvml']
+
+
 # -- amdsmi: answers built from the API's documented structure --------------
 
 def test_amdsmi_reader_on_documented_answers():

@@ -80,20 +80,22 @@ from ccl_health.hook.where import (
 REPO = resources.PACKAGE_PARENT
 
 
-def read_node_state(settings):
+def read_node_state(settings, session=None):
     """The node's state now (NVML / amdsmi); a library that cannot be
-    loaded is a "not checked" fact in it, never an error of the hook."""
+    loaded is a "not checked" fact in it, never an error of the hook.
+    ``session``: the hook's NVML session (:func:`check`)."""
     from ccl_health.evidence import nodestate
     from ccl_health.evidence.nodestate.nodedata import not_checked
     try:
         return nodestate.read(run_id=settings.run_id, xid_state=getattr(
-            settings, 'xid_state', None) or nodestate.default_xid_state())
+            settings, 'xid_state', None) or nodestate.default_xid_state(),
+            session=session)
     except Exception as err:         # our bug must not cost the verdict
         return not_checked(f'node state not read: '
                            f'{type(err).__name__}: {err}', 'error')
 
 
-def read_in_background(settings, clock):
+def read_in_background(settings, clock, session=None):
     """The node state's first reading started in a thread (issue 42: it
     runs while the resource manager is asked and the site's files are
     read and checked); the callable returned waits for it (its wait is
@@ -104,7 +106,7 @@ def read_in_background(settings, clock):
 
     def reading():
         t = time.monotonic()
-        box['state'] = read_node_state(settings)
+        box['state'] = read_node_state(settings, session)
         box['seconds'] = time.monotonic() - t
     thread = threading.Thread(target=reading, daemon=True,
                               name='ccl-health-node-state')
@@ -121,15 +123,15 @@ def read_in_background(settings, clock):
     return before
 
 
-def sample_while_probing(settings):
+def sample_while_probing(settings, session=None):
     """Light readings of the node's state taken while the probes run, in
     a thread (issue 42: each GPU's PCIe link judged under load,
-    :mod:`ccl_health.evidence.nodestate.sampler`); ``.stop()`` returns
-    them."""
+    :mod:`ccl_health.evidence.nodestate.sampler`), sharing the hook's
+    NVML ``session``; ``.stop()`` returns them."""
     from ccl_health.evidence import nodestate
     from ccl_health.evidence.nodestate.sampler import Sampler
     return Sampler(lambda: nodestate.read(run_id=settings.run_id,
-                                          light=True),
+                                          light=True, session=session),
                    seconds=max(1.0, settings.left())).start()
 
 
@@ -162,12 +164,26 @@ def check(settings, environ=None, clock=None):
     are read: :func:`read_in_background`): a fault it shows is the verdict
     whatever else could not be checked (a process on a GPU only where the
     node is known to run no job).  ``clock``: where the time went
-    (:class:`ccl_health.hook.timings.Clock`, in ``res.timings``).  Returns
-    the result and the resolved settings."""
+    (:class:`ccl_health.hook.timings.Clock`, in ``res.timings``).  NVML
+    is started once for every reading of the check and stopped when it
+    ends, whatever ends it (an error, a signal: its ``finally``): the
+    readings share one :class:`ccl_health.evidence.nodestate.nvml.Session`
+    (issue 42).  Returns the result and the resolved settings."""
+    from ccl_health.evidence.nodestate.nvml import Session
     clock = clock or Clock(settings.t0)
     environ = dict(os.environ if environ is None else environ)
-    before = read_in_background(settings, clock)
+    session = Session()
+    try:
+        return _check_held(settings, environ, clock, session)
+    finally:
+        session.close()
+
+
+def _check_held(settings, environ, clock, session):
+    """:func:`check` with NVML's ``session`` held."""
+    before = read_in_background(settings, clock, session)
     found = {'system': settings.system or '', 'clock': clock,
+             'nvml': session,
              'partition': settings.partition or '', 'site': None,
              'expected': None, 'settings': settings,
              # until Slurm said otherwise, a job may run on the GPUs
@@ -338,12 +354,17 @@ def _check_system(settings, environ, before, found, work, rm, allowed, gpus,
     before = before()             # complete before any probe starts
     # only now a context of ours on the GPUs: the first reading saw none
     _begin_early(plan, found.get('early'))
-    sampler = sample_while_probing(settings)    # the PCIe links under load
-    tries, attempts, path = _probe(plan, work, before, found.get('early'))
-    loaded = sampler.stop()
+    # the PCIe links under load; stopped whatever ends the probes (a
+    # signal: no reading after the hook's NVML session is closed)
+    sampler = sample_while_probing(settings, found.get('nvml'))
+    try:
+        tries, attempts, path = _probe(plan, work, before,
+                                       found.get('early'))
+    finally:
+        loaded = sampler.stop()
     clock.mark('probe')
     probe_phases(clock, tries)
-    after = read_node_state(settings)
+    after = read_node_state(settings, found.get('nvml'))
     clock.mark('node_state_after')
     cases = {g: plan.evidence(g, atts, before) for g, atts in
              attempts.items()}

@@ -33,7 +33,7 @@ from ccl_health.outputs import state_dir
 
 def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
          vendor=None, light=False, xid_since=None, roots=(),
-         sysfs=None):
+         sysfs=None, session=None):
     """One reading of the node's state.  ``nvml``: an NVML-like API
     (:class:`.nvml.LiveNvml`, :class:`.nvml.RecordedNvml`); default the
     live library.  ``xid_state``: the file keeping the time of the last
@@ -42,8 +42,10 @@ def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
     ``roots``: the processes whose descendants are ours besides this
     one's (the job script a sampler runs in).  ``sysfs``: the root the
     PCIe links are read from (default ``CCL_HEALTH_SYSFS`` or ``/sys``; not
-    in a light reading).  Never raises for what the node lacks: that is a
-    ``not_checked`` fact."""
+    in a light reading).  ``session``: an :class:`.nvml.Session` the
+    reading shares with the others of its run (NVML started once for all
+    of them: the hook's); ``nvml`` wins where both are given.  Never
+    raises for what the node lacks: that is a ``not_checked`` fact."""
     t0 = time.monotonic()
     ours = set(ours_pids) | {os.getpid()}
     roots = set(roots) | {os.getpid()}
@@ -51,7 +53,9 @@ def read(run_id=None, ours_pids=(), nvml=None, xid_state=None,
     why = {}
     if vendor in (None, 'nvidia'):
         from ccl_health.evidence.nodestate import nvml as nv
-        state = nv.read(api=nvml, run_id=run_id, ours_pids=ours,
+        api = nvml if nvml is not None or session is None else \
+            session.api()
+        state = nv.read(api=api, run_id=run_id, ours_pids=ours,
                         light=light, roots=roots)
         if not state.checked and vendor is None and nvml is None:
             why.update(state.not_checked)

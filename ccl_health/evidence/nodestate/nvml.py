@@ -9,7 +9,10 @@ NVML handle) and whose answers are plain JSON values:
 * :class:`Recording`: any API, with every call and answer kept, written as
   JSON by ``python -m ccl_health.evidence.nodestate --record FILE``;
 * :class:`RecordedNvml`: the answers of such a file, offline (the tests,
-  and anyone looking at a node's state after the fact).
+  and anyone looking at a node's state after the fact);
+* :class:`Session`: NVML held open across the many readings of one run
+  (the hook's: issue 42), each reading's start and stop then only NVML's
+  reference count.
 
 An NVML error ``NOT_SUPPORTED`` (or a function this library lacks) is "not
 supported" on that GPU, never a fault; any other error is a fact that could
@@ -19,6 +22,7 @@ of the node (the GPU fell off the bus: :mod:`.diagnose`)."""
 import ctypes
 import json
 import os
+import threading
 
 from ccl_health.evidence.nodestate.nodedata import (
     GpuState, Link, NodeState, Process, environ_has, is_ours, not_checked,
@@ -51,6 +55,16 @@ NVLINK_FIELDS = {
     'crc_flit': tuple(range(32, 38)) + tuple(range(96, 102)),
     'crc_data': tuple(range(39, 45)) + tuple(range(102, 108)),
     'ecc_data': tuple(range(148, 160))}
+#: a GPU's NVLinks in ONE nvmlDeviceGetFieldValues call (issue 42; was
+#: nvmlDeviceGetNvLinkState link by link until one errors, at most 18: 18
+#: calls on an H100 / H200): how many it has (nvml.h
+#: NVML_FI_DEV_NVLINK_LINK_COUNT) and each one's state
+#: (NVML_FI_DEV_NVLINK_GET_STATE, scopeId = the link)
+NVLINK_LINK_COUNT, NVLINK_GET_STATE = 91, 165
+#: NVML_FI_DEV_NVLINK_GET_STATE's answers (nvml.h NVML_NVLINK_STATE_*) that
+#: say what nvmlDeviceGetNvLinkState says: INACTIVE, ACTIVE; any other
+#: (SLEEP, ACTIVE_TRAFFIC_DISABLED, a newer one) is asked link by link
+NVLINK_FIELD_STATES = {0: False, 1: True}
 #: nvmlFieldValue_t's value member by its valueType (nvmlValueType_t)
 _FIELD_MEMBER = {0: 'dVal', 1: 'uiVal', 2: 'ulVal', 3: 'ullVal',
                  4: 'sllVal', 5: 'siVal', 6: 'usVal'}
@@ -109,14 +123,20 @@ class LiveNvml:
             raise NvmlError(getattr(err, 'value', None), str(err)) from None
 
     def _handle(self, index):
-        if index not in self._handles:
+        handle = self._handles.get(index)     # shared by threads: no gap
+        if handle is None:
             try:
-                self._handles[index] = self.lib.nvmlDeviceGetHandleByIndex(
-                    index)
+                handle = self.lib.nvmlDeviceGetHandleByIndex(index)
             except self.lib.NVMLError as err:
                 raise NvmlError(getattr(err, 'value', None),
                                 str(err)) from None
-        return self._handles[index]
+            self._handles[index] = handle
+        return handle
+
+    def forget_handles(self):
+        """The GPUs' handles asked again from now on (they are NVML's only
+        while it is started: :meth:`Session.close`)."""
+        self._handles = {}
 
 
 #: the calls every vendor API answers from the host's /proc, not the library
@@ -194,6 +214,94 @@ class RecordedNvml:
 
 def _key(name, args):
     return json.dumps([name, args])
+
+
+class Session:
+    """NVML held open for the many readings of one run (the hook's: the
+    reading before, the sampler's every 0.25 s, the one after; issue 42).
+    NVML is reference-counted (nvml.h ``nvmlInit_v2``: "a reference count
+    of the number of initializations is maintained"; it starts when the
+    count goes from 0 to 1 and shuts down when it is back at 0): the
+    session's first reading starts it and the session keeps that one
+    reference until :meth:`close`, so every reading's own ``nvmlInit`` /
+    ``nvmlShutdown`` in between only counts, and the GPUs' handles are
+    asked once.  An API like :class:`LiveNvml` (``call``), given to the
+    readings by :func:`ccl_health.evidence.nodestate.read`'s ``session``;
+    shared by the hook's threads (NVML is thread-safe; nvidia-ml-py keeps
+    its own count under its lock; the session's start and close under
+    :attr:`_lock`).  A reading after :meth:`close` (a thread still
+    running when the hook ends) starts and stops NVML on its own, as
+    without a session (the GPUs' handles asked again after each stop).
+    ``api``: the library's API (default :class:`LiveNvml`, made at the
+    first reading)."""
+
+    def __init__(self, api=None):
+        self._api = api
+        self._lock = threading.Lock()
+        self._held = self._closed = False
+        #: NVML started by the session (0 or 1; the tests' count)
+        self.starts = 0
+
+    def api(self):
+        """The API a reading calls: this session; None where nvidia-ml-py
+        is not installed (the reading then says so, as without a
+        session)."""
+        with self._lock:
+            if self._api is None:
+                try:
+                    self._api = LiveNvml()
+                except ImportError:
+                    return None
+        return self
+
+    def call(self, name, *args):
+        if self._api is None and self.api() is None:
+            raise NvmlError(FUNCTION_NOT_FOUND,
+                            'nvidia-ml-py (pynvml) is not installed')
+        if name == 'nvmlInit':
+            self._hold()
+        try:
+            return self._api.call(name, *args)
+        finally:
+            if name == 'nvmlShutdown' and self._closed:
+                self._forget()      # NVML may have stopped: handles gone
+
+    def _hold(self):
+        """NVML started once, kept until :meth:`close`; a start that fails
+        raises (the reading says it could not load NVML) and the next
+        reading tries again.  Closed: nothing (the reading's own start
+        is then NVML's)."""
+        with self._lock:
+            if self._held or self._closed:
+                return
+            self._api.call('nvmlInit')
+            self._held = True
+            self.starts += 1
+
+    def _forget(self):
+        forget = getattr(self._api, 'forget_handles', None)
+        if forget is not None:
+            forget()
+
+    def close(self):
+        """The session's reference given back (NVML shuts down once no
+        reading holds one); idempotent, never raises."""
+        with self._lock:
+            self._closed = True
+            if not self._held:
+                return
+            self._held = False
+            try:
+                self._api.call('nvmlShutdown')
+            except NvmlError:
+                pass
+            self._forget()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def read(api=None, run_id=None, ours_pids=(), light=False, roots=()):
@@ -347,11 +455,18 @@ def _processes(api, get, run_id, ours_pids, roots=()):
 
 def _nvlinks(api, i, g):
     """Every NVLink of GPU ``i`` with its error counters where active:
-    the links' states one by one, then the counters of links 0-11 in one
-    field read (:func:`_link_fields`), the rest (and any field not
-    answered) through ``nvmlDeviceGetNvLinkErrorCounter``."""
+    the links and their states in one field read (:func:`link_states`;
+    a link whose state NVML did not answer, and every link where it did
+    not answer their count, asked one by one until one errors, as
+    before), then the counters of links 0-11 in one field read
+    (:func:`_link_fields`), the rest (and any field not answered) through
+    ``nvmlDeviceGetNvLinkErrorCounter``."""
+    count, known = link_states(api, i)
     links = []
-    for link in range(NVLINK_MAX_LINKS):
+    for link in range(count or NVLINK_MAX_LINKS):
+        if link in known:
+            links.append(Link(link, known[link]))
+            continue
         try:
             state = api.call('nvmlDeviceGetNvLinkState', i, link)
         except NvmlError as err:
@@ -378,6 +493,35 @@ def _nvlinks(api, i, g):
     return links
 
 
+def link_states(api, i):
+    """``(count, {link: active})`` of GPU ``i`` from one
+    ``nvmlDeviceGetFieldValues`` call: the number of its NVLinks
+    (:data:`NVLINK_LINK_COUNT`, at most :data:`NVLINK_MAX_LINKS`, the
+    links the old reader asked) and the state of each link NVML answered
+    as inactive or active (:data:`NVLINK_FIELD_STATES`).  ``(None, {})``
+    where the count is not a positive number NVML answered (an old
+    driver, a GPU without NVLink, a recording of the old calls): the
+    links are then asked one by one, exactly as before."""
+    asked = [NVLINK_LINK_COUNT] + [(NVLINK_GET_STATE, link)
+                                   for link in range(NVLINK_MAX_LINKS)]
+    try:
+        answer = api.call('nvmlDeviceGetFieldValues', i, asked)
+    except NvmlError:
+        return None, {}
+    if not isinstance(answer, list) or len(answer) != len(asked):
+        return None, {}
+    count = _field_value(answer[0], NVLINK_LINK_COUNT)
+    if not count or count < 0:
+        return None, {}
+    count = min(count, NVLINK_MAX_LINKS)
+    known = {}
+    for (fid, link), v in zip(asked[1:count + 1], answer[1:count + 1]):
+        state = _field_value(v, fid, link)
+        if state in NVLINK_FIELD_STATES:
+            known[link] = NVLINK_FIELD_STATES[state]
+    return count, known
+
+
 def _link_fields(api, i, active):
     """``{(link, counter name): value}`` of the links ``active`` that have
     fields (:data:`NVLINK_FIELDS`), from one ``nvmlDeviceGetFieldValues``
@@ -401,11 +545,14 @@ def _link_fields(api, i, active):
     return out
 
 
-def _field_value(v, fid):
+def _field_value(v, fid, scope=None):
     """The whole number of one answered field, None where NVML did not
-    answer it (its ``nvmlReturn``), it is another field, or no number."""
+    answer it (its ``nvmlReturn``), it is another field (or, ``scope``
+    given, another link's), or no number."""
     if not isinstance(v, dict) or v.get('fieldId') != fid or \
             v.get('nvmlReturn') != 0:
+        return None
+    if scope is not None and v.get('scopeId') != scope:
         return None
     member = _FIELD_MEMBER.get(v.get('valueType'))
     value = (v.get('value') or {}).get(member) if member else None
