@@ -296,6 +296,18 @@ class TransportMixin(rfm.RegressionTestPlugin):
     def single_node_only(self):
         return not self.transport_info.uses_network
 
+    @run_after('init')
+    def note_unavailable_transport(self):
+        """The reason of :meth:`skip_unavailable_transport`, known before
+        any build: a case never set up because a build it needs failed is
+        still skipped for it (the run report keeps ``skip_reason``), never
+        build-failed: a transport the site file does not list is never a
+        failure of the night."""
+        site = runtime_site(site_dir=getattr(self, 'site_dir', None))
+        why = site.unavailable(self.transport) if site else None
+        if why:
+            self.skip_reason = why
+
     @run_after('setup')
     def skip_unavailable_transport(self):
         """A transport the site file does not list (``net-ib`` without
