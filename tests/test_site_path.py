@@ -52,7 +52,8 @@ class Site:
         self.clone = root / 'my checkout' / 'ccl-health'
         self.home = root / 'home'
         self.mine = self.home / 'mysite'
-        self.slurmbin = root / 'slurm bin'
+        self.slurmbin = root / 'slurm bin'      # sbatch
+        self.syslog = root / 'syslog bin'       # logger
         self.calls = root / 'calls.log'
 
     def empty_env(self, **extra):
@@ -78,16 +79,17 @@ def site(tmp_path_factory):
                 ['git', '-C', str(s.clone), 'checkout', '-q', 'FETCH_HEAD']):
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     s.home.mkdir()
-    s.slurmbin.mkdir()
-    for tool, rc in (('sbatch', 1), ('logger', 0), ('scontrol', 0)):
+    for where, tool, rc in ((s.slurmbin, 'sbatch', 1),
+                            (s.syslog, 'logger', 0)):
         # sbatch keeps the job script it is given and refuses it
         keep = 'cat "$1" >> "$CALLS"\n' if tool == 'sbatch' else ''
-        (s.slurmbin / tool).write_text(
+        where.mkdir()
+        (where / tool).write_text(
             f'#!/bin/sh\nCALLS={shlex.quote(str(s.calls))}\n'
             f'echo "{tool} $*" >> "$CALLS"\n{keep}'
             + (f'echo "{tool}: error: stand-in: not submitted" >&2\n'
                if rc else '') + f'exit {rc}\n')
-        (s.slurmbin / tool).chmod(0o755)
+        (where / tool).chmod(0o755)
     return s
 
 
@@ -374,10 +376,7 @@ def test_hook_page_with_an_empty_environment(site, nhc,  # noqa: F811
     # slurmd's start: its PATH with logger (a stand-in that records); no
     # scontrol is called unless the line is UNHEALTHY
     node = _hook_page(site, 'scripts/ccl-health-check')[1]
-    syslog = site.root / 'syslog bin'
-    syslog.mkdir(exist_ok=True)
-    shutil.copy(site.slurmbin / 'logger', syslog)
-    node['PATH'] = f'{syslog}:{node["PATH"]}'
+    node['PATH'] = f'{site.syslog}:{node["PATH"]}'
     site.calls.write_text('')
     code, out = site.run([str(site.mine / 'site' / 'slurm' /
                               'healthcheck.sh')], node, '/')
