@@ -249,6 +249,11 @@ def _nightly_page(site, cmd):
         # the jobs run the clone's Python, its path quoted
         assert shlex.quote(str(site.clone / '.venv' / 'bin' / 'python')) \
             in jobs, jobs
+        # the database of the folder the line starts in (docs/nightly.md):
+        # cron's home, or the checkout after `cd`
+        start = site.clone if line.startswith('cd ') else site.home
+        assert f'{start}/ccl-health-output/ccl-health.db (performance ' \
+            f'database)' in log.read_text(), log.read_text()[-3000:]
     return ['/bin/sh', '-c', line], env, site.home, {1}, \
         rf'^ccl-health nightly {system}:{part} \S+: NEW: [1-9]\d* new ' \
         r'failure', submitted
