@@ -41,7 +41,7 @@ from helpers.node import FAKE, REPLAY, SYSFS_GPU
 #: the system tier (tests/conftest.py): a clone, ReFrame runs, nightlies
 pytestmark = pytest.mark.system
 
-PAGES = ('sites.md', 'nightly.md', 'hook.md')
+PAGES = ('sites.md', 'nightly.md', 'hook.md', 'fleet.md')
 
 
 class Site:
@@ -159,6 +159,9 @@ def _sites_page(site, cmd):
         argv += ['--dry-run' if w == '-r' else w for w in words]
         # on a GPU node (this host has none: `local` would select nothing)
         env['CCL_HEALTH_ASSUME_GPUS'] = '2:sm_90'
+        if 'FleetAcceptance' in words:
+            # its steps are srun steps: a Slurm partition, as at a site
+            env['CCL_HEALTH_SCHEDULER'] = 'squeue'
         return argv, env, None, {0}, r'Ran [1-9]\d*/\d+ test case', None
     site_file = f'{site.mine}/site/'
     if name == 'scripts/run':
@@ -290,6 +293,33 @@ def _hook_page(site, cmd):
         re.escape(f'{site.mine}/config') + r'.*\n\Z', None
 
 
+def _fleet_page(site, cmd):
+    """A command of docs/fleet.md in the checkout: the rehearsals; the
+    real ones without a Slurm cluster (one line, exit 2, and the rehearsal
+    it points at pastes as printed); ReFrame's FleetAcceptance rendered
+    for a Slurm partition."""
+    words, env = _words(site, cmd)
+    if words[0] == 'reframe':
+        return _sites_page(site, cmd)
+    assert words[0] == 'scripts/fleet', \
+        f'docs/fleet.md: a command this test does not know: {cmd}'
+    if '--simulate' in words:
+        if '--resume' in words:
+            return words, env, None, {1}, r'^fleet --resume \(SIMULATED: ' \
+                r'no Slurm asked or touched\)', None
+        return words, env, None, {1}, r'(?s)fleet: 16 nodes checked.*BAD ' \
+            r'n12:.*STRAGGLER n7', None
+
+    def pastes(out):
+        said = re.search(r'to rehearse without one: ([^()]*)\)', out)
+        assert said, out
+        assert shlex.split(said.group(1))[:3] == [
+            'scripts/fleet', '--simulate',
+            str(site.clone / 'site' / 'fleet-faults.example.json')], out
+    return words, env, None, {2}, r'^fleet: error: (sinfo|salloc|scontrol)' \
+        r'.*no Slurm cluster answered', pastes
+
+
 def _run_pages(site, page, cmds):
     for cmd in cmds:
         if cmd.startswith('scripts/init-site '):
@@ -301,7 +331,8 @@ def _run_pages(site, page, cmds):
         for one in doccommands.expand_optional(cmd):
             argv, env, cwd, exits, expect, after = {
                 'sites.md': _sites_page, 'nightly.md': _nightly_page,
-                'hook.md': _hook_page}[page](site, one)
+                'hook.md': _hook_page, 'fleet.md': _fleet_page}[page](
+                    site, one)
             if argv[0].startswith('scripts/'):
                 argv[0] = str(site.clone / argv[0])
             t0 = time.time()
@@ -364,6 +395,14 @@ def test_nightly_page_as_cron_runs_it(site):
     without GPUs: the night's jobs go to sbatch."""
     _init_first(site)
     _run_pages(site, 'nightly.md', doccommands.page_commands('nightly.md'))
+
+
+def test_fleet_page_in_the_checkout(site):
+    """docs/fleet.md in the checkout with a space in its path: the
+    rehearsals, the real commands where no Slurm answers, and ReFrame's
+    FleetAcceptance job (its script's words whole)."""
+    _init_first(site)
+    _run_pages(site, 'fleet.md', doccommands.page_commands('fleet.md'))
 
 
 def test_hook_page_with_an_empty_environment(site, nhc,  # noqa: F811
