@@ -249,6 +249,8 @@ def _nightly_page(site, cmd):
         assert jobs.startswith('sbatch rfm_job.sh\n'), jobs
         assert not _cut_at_the_space(site, jobs), jobs
         assert f'#SBATCH -A {account}\n' in jobs, jobs
+        # the site's copy was read: its own installation runs
+        assert f' {REPLAY}/bin/all_reduce_perf -g 1 ' in jobs, jobs
         # the jobs run the clone's Python, its path quoted
         assert shlex.quote(str(site.clone / '.venv' / 'bin' / 'python')) \
             in jobs, jobs
