@@ -411,8 +411,10 @@ def test_hook_page_with_an_empty_environment(site, nhc,  # noqa: F811
                                               tmp_path):
     """docs/hook.md: the hook's line in the checkout, with ``env -i``,
     then the copies init-site made: the Slurm wrapper as slurmd starts it
-    (its line to logger, nothing drained) and the real NHC with ``* ||
-    check_gpu_ccl`` (logged, the node passes)."""
+    (its line to logger, nothing drained) and the real NHC with the
+    page's lines: ``* || check_gpu_ccl`` of the copy, its node range (the
+    check runs on a node of the range only) and the line naming the
+    checkout, its path quoted (logged, the node passes)."""
     _init_first(site)
     _run_pages(site, 'hook.md', doccommands.page_commands('hook.md'))
     code, line = site.run([str(site.clone / 'scripts' / 'ccl-health-check')],
@@ -439,12 +441,19 @@ def test_hook_page_with_an_empty_environment(site, nhc,  # noqa: F811
         line[len('COULD-NOT-CHECK: '):].rstrip('\n')
     # the page's line for the copy, then its GPU nodes only (its node
     # range, as the page writes it) on one of them and on another node
-    ranged = re.search(r'`(\{[^}`]+\}) \|\| check_gpu_ccl ', (
-        pathlib.Path(REPO) / 'docs' / 'hook.md').read_text()).group(1)
-    for n, (match, host, runs) in enumerate((('*', 'login07', True),
-                                             (ranged, 'gpu0042', True),
-                                             (ranged, 'login07', False))):
-        (conf / 'nhc.conf').write_text(f'{match} || check_gpu_ccl\n')
+    page = (pathlib.Path(REPO) / 'docs' / 'hook.md').read_text()
+    ranged = re.search(r'`(\{[^}`]+\}) \|\| check_gpu_ccl ', page).group(1)
+    # and the page's line naming the checkout (its path quoted, as the
+    # page says of a path with a space)
+    named = re.search(r'`(\* \|\| check_gpu_ccl /opt/ccl-health)`',
+                      page).group(1).replace('/opt/ccl-health', shlex.quote(
+                          str(site.clone)))
+    for n, (line_, host, runs) in enumerate((
+            ('* || check_gpu_ccl', 'login07', True),
+            (f'{ranged} || check_gpu_ccl', 'gpu0042', True),
+            (f'{ranged} || check_gpu_ccl', 'login07', False),
+            (named, 'login07', True))):
+        (conf / 'nhc.conf').write_text(f'{line_}\n')
         log = tmp_path / f'nhc-{n}.log'
         code, out = site.run([str(nhc / 'sbin' / 'nhc'), '-c',
                               str(conf / 'nhc.conf'), '-l', str(log),
@@ -455,7 +464,7 @@ def test_hook_page_with_an_empty_environment(site, nhc,  # noqa: F811
                               f'RESULTFILE={tmp_path}/nhc.status',
                               f'PATH={env["PATH"]}'], env, '/')
         assert code == 0, out + log.read_text()
-        assert (logged in log.read_text()) == runs, (match, host,
+        assert (logged in log.read_text()) == runs, (line_, host,
                                                      log.read_text())
 
 
