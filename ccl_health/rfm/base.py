@@ -44,6 +44,8 @@ def this_python():
     ``/home/me/my``)."""
     return shell.quote(sys.executable or 'python3'), {
         'PYTHONPATH': site_data.shell_value(f'{REPO}:${{PYTHONPATH}}')}
+
+
 DEBUG_FILES = 'nccl-debug.%h.%p.log'
 #: the launcher's exit status, written by the job script itself (the job's
 #: own exit code is not known under every scheduler)
