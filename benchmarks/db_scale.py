@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 sys.path.insert(0, os.path.join(REPO, 'tests'))
 
 import db_gen  # noqa: E402
+import stopwatch  # noqa: E402
 import db_writers  # noqa: E402
 from ccl_health.db import store  # noqa: E402
 from ccl_health.db import schema
@@ -195,18 +196,8 @@ def page_split(url, out):
     spent = {'counts': 0.0, 'figures': 0.0, 'reads': 0.0}
     inside = []
 
-    def timing(fn, what):
-        def run(*a, **kw):
-            if inside:          # within a part timed already
-                return fn(*a, **kw)
-            inside.append(what)
-            t = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                spent[what] += time.perf_counter() - t
-                inside.pop()
-        return run
+    def timing(fn, what):       # within a part timed already: not again
+        return stopwatch.timed(spent, what, fn, inside)
     for name in ('days_rows', 'probe_summary', 'node_rows'):
         setattr(health, name, timing(getattr(health, name), 'counts'))
     report.probe_summary = health.probe_summary

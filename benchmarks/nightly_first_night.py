@@ -47,21 +47,13 @@ import subprocess
 import sys
 import time
 
+from stopwatch import timed
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 
 
 # -- one night, in its own process (--one-night) -----------------------------
-
-def _timed(times, name, fn):
-    def wrapper(*a, **kw):
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            times[name] = times.get(name, 0.0) + time.perf_counter() - t0
-    return wrapper
-
 
 def one_night(argv, times_path, profile):
     """``scripts/nightly`` ``argv`` in this process (the code of the
@@ -73,11 +65,11 @@ def one_night(argv, times_path, profile):
     from ccl_health import nightly, report
     from ccl_health.db import health_days
     times = {'imports': time.perf_counter() - t0}
-    nightly._run_child = _timed(times, 'sweep', nightly._run_child)
-    nightly._news = _timed(times, 'news', nightly._news)
-    nightly._page = _timed(times, 'page_all', nightly._page)
-    health_days.keep = _timed(times, 'keep', health_days.keep)
-    report.build = _timed(times, 'page', report.build)
+    nightly._run_child = timed(times, 'sweep', nightly._run_child)
+    nightly._news = timed(times, 'news', nightly._news)
+    nightly._page = timed(times, 'page_all', nightly._page)
+    health_days.keep = timed(times, 'keep', health_days.keep)
+    report.build = timed(times, 'page', report.build)
     if profile:
         command = nightly.run_command
 

@@ -28,7 +28,6 @@ the last day's nodes) and the health probes' days.
 
 import argparse
 import datetime
-import functools
 import json
 import os
 import shutil
@@ -40,6 +39,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
+import stopwatch  # noqa: E402
 
 #: set: (machine, nodes, days) of health checks (None: sweeps only),
 #: nights of sweeps
@@ -106,15 +106,7 @@ def parts(db, out):
 
     def timing(mod, name, as_):
         real = getattr(mod, name)
-
-        @functools.wraps(real)
-        def wrapped(*a, **k):
-            t = time.perf_counter()
-            try:
-                return real(*a, **k)
-            finally:
-                spent[as_] = spent.get(as_, 0) + time.perf_counter() - t
-        setattr(mod, name, wrapped)
+        setattr(mod, name, stopwatch.timed(spent, as_, real))
         return real
     saved = [(windowfindings, 'judge_keys', timing(windowfindings, 'judge_keys', 'judging')),
              (health, 'days_rows', timing(health, 'days_rows',

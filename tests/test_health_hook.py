@@ -170,6 +170,16 @@ def test_health_mode_through_reframe(tmp_path):
         assert names == {'node-health': 'pass', 'NodeHealthCheck': 'pass'}
 
 
+def _stand_in_hook(tmp_path, body):
+    """A stand-in ``<tmp_path>/ccl/scripts/ccl-health-check`` running the
+    shell ``body``, for the NHC check; the check's file returned."""
+    hook = tmp_path / 'ccl' / 'scripts' / 'ccl-health-check'
+    hook.parent.mkdir(parents=True)
+    hook.write_text('#!/bin/sh\n' + body)
+    hook.chmod(0o755)
+    return os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
+
+
 @pytest.mark.parametrize('rc, line, expect, status', [
     (0, 'HEALTHY: all_reduce 1GiB on 2 GPUs 330.4 GB/s', '', 0),
     (1, 'UNHEALTHY: missing GPU: 1 of 2 GPUs visible to CUDA',
@@ -188,12 +198,8 @@ def test_nhc_check_function(tmp_path, rc, line, expect, status):
     """The NHC check sourced into bash with NHC's die/log (as NHC defines
     them: die records the message and returns non-zero), around a stand-in
     hook that answers ``line`` with exit code ``rc``."""
-    hook_dir = tmp_path / 'ccl' / 'scripts'
-    hook_dir.mkdir(parents=True)
-    (hook_dir / 'ccl-health-check').write_text(
-        f'#!/bin/sh\necho "$@" > {tmp_path}/args\necho "{line}"\nexit {rc}\n')
-    (hook_dir / 'ccl-health-check').chmod(0o755)
-    nhc = os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
+    nhc = _stand_in_hook(tmp_path, f'echo "$@" > {tmp_path}/args\n'
+                               f'echo "{line}"\nexit {rc}\n')
     script = (f'die() {{ echo "DIE $1 $2"; return 1; }}\n'
               f'log() {{ echo "LOG $*"; }}\n'
               f'source {nhc}\n'
@@ -208,12 +214,8 @@ def test_nhc_check_function(tmp_path, rc, line, expect, status):
 
 
 def test_nhc_check_without_a_limit_leaves_it_to_the_site_file(tmp_path):
-    hook_dir = tmp_path / 'ccl' / 'scripts'
-    hook_dir.mkdir(parents=True)
-    (hook_dir / 'ccl-health-check').write_text(
-        f'#!/bin/sh\necho "$#:$@" > {tmp_path}/args\necho "HEALTHY: ok"\n')
-    (hook_dir / 'ccl-health-check').chmod(0o755)
-    nhc = os.path.join(REPO, 'site', 'nhc', 'ccl_health.nhc')
+    nhc = _stand_in_hook(tmp_path, f'echo "$#:$@" > {tmp_path}/args\n'
+                               f'echo "HEALTHY: ok"\n')
     p = subprocess.run(['bash', '-c', f'source {nhc}\n'
                         f'check_gpu_ccl {tmp_path}/ccl\necho "status=$?"'],
                        capture_output=True, text=True)

@@ -74,20 +74,27 @@ def test_frontier_modules_in_order_with_prgenv_swap(frontier):
         'module load libtool']
 
 
+def _every_transports_environment(site, common):
+    """The jobs of a site of several nodes: every transport's exports the
+    site's ``common`` variables and a debug file per rank, and nothing
+    forces the network path (no P2P / SHM off, no NCCL_NET); the socket
+    job asks for no plugin and loads none (no LD_LIBRARY_PATH)."""
+    for t in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
+        env = exports(job(site, t))
+        assert common.items() <= env.items(), t
+        assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
+        assert 'NCCL_P2P_DISABLE' not in env and 'NCCL_SHM_DISABLE' not in env
+        assert 'NCCL_NET' not in env
+    sock = exports(job(site, 'net-socket'))
+    assert sock['NCCL_NET_PLUGIN'] == 'none'
+    assert 'LD_LIBRARY_PATH' not in sock
+
+
 def test_frontier_environment_per_transport(frontier):
     common = {'NCCL_CROSS_NIC': '1', 'FI_MR_CACHE_MONITOR': 'userfaultfd',
               'FI_CXI_DISABLE_HOST_REGISTER': '1',
               'FI_CXI_DEFAULT_CQ_SIZE': '131072', 'NCCL_DEBUG': 'INFO'}
-    for t in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
-        env = exports(job(frontier, t))
-        assert common.items() <= env.items(), t
-        assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
-        # several nodes: nothing forces the network path
-        assert 'NCCL_P2P_DISABLE' not in env and 'NCCL_SHM_DISABLE' not in env
-        assert 'NCCL_NET' not in env
-    sock = exports(job(frontier, 'net-socket'))
-    assert sock['NCCL_NET_PLUGIN'] == 'none'
-    assert 'LD_LIBRARY_PATH' not in sock                 # no plugin anywhere
+    _every_transports_environment(frontier, common)
     assert 'ofi' not in job(frontier, 'net-socket').lower().replace(
         'fi_', '')
     plug = exports(job(frontier, 'net-plugin'))
@@ -262,15 +269,7 @@ def test_lumi_environment_per_transport(lumi):
     common = {'NCCL_SOCKET_IFNAME': 'hsn0,hsn1,hsn2,hsn3',
               'CXI_FORK_SAFE': '1', 'CXI_FORK_SAFE_HP': '1',
               'FI_CXI_DISABLE_CQ_HUGETLB': '1', 'NCCL_DEBUG': 'INFO'}
-    for t in ('intra', 'net-socket', 'net-plugin', 'net-plugin-gdr'):
-        env = exports(job(lumi, t))
-        assert common.items() <= env.items(), t
-        assert env['NCCL_DEBUG_FILE'].endswith('/nccl-debug.%h.%p.log')
-        assert 'NCCL_P2P_DISABLE' not in env and 'NCCL_SHM_DISABLE' not in env
-        assert 'NCCL_NET' not in env
-    sock = exports(job(lumi, 'net-socket'))
-    assert sock['NCCL_NET_PLUGIN'] == 'none'
-    assert 'LD_LIBRARY_PATH' not in sock
+    _every_transports_environment(lumi, common)
     for t, gdr in (('net-plugin', '0'), ('net-plugin-gdr', '3')):
         plug = exports(job(lumi, t))
         assert plug['NCCL_NET_GDR_LEVEL'] == gdr

@@ -685,6 +685,150 @@ def test_communicators_joined_by_a_rank_are_one_run(tmp_path):
     assert proof.proven is None and 'separate runs' in proof.reason
 
 
+def _via_counts(text):
+    """The oracle of a run's channels: its ``via`` paths counted by grep
+    (every occurrence, merged lines too), by kind: ``NET/<net>[/GDRDMA]``,
+    ``P2P/<kind>``."""
+    got = {}
+    for net, gdr in re.findall(r' via NET/([^/\n]+)/\d+(/GDRDMA)?', text):
+        key = f'NET/{net}{gdr}'
+        got[key] = got.get(key, 0) + 1
+    for kind in re.findall(r' via P2P/(\w+)', text):
+        got[f'P2P/{kind}'] = got.get(f'P2P/{kind}', 0) + 1
+    return got
+
+
+def test_each_runs_line_names_the_channels_of_its_own_lines(tmp_path):
+    """The two real Polaris logs pasted one after the other (the second
+    with a line two hosts wrote at once: ``x3006c0s19b1x3006c0s1b0n0``):
+    what the reason says each run shows is read from that run's own
+    lines, the lines its proof is made from: the channels counted by grep
+    in its file alone (the oracle), nothing of the other run's."""
+    log = tmp_path / 'pasted.log'
+    log.write_text(text_of(POLARIS_SOCKET) + text_of(POLARIS_LOG))
+    reason = X.explain([str(log)])['transport']['reason']
+    said = re.findall(r'run (\d) on [^(]*\(\d+ process\(es\)\): (.*?), '
+                      r'(?:proven|not proven|net-)', reason)
+    assert [n for n, _ in said] == ['1', '2'], reason
+    for (_, line), name in zip(said, (POLARIS_SOCKET, POLARIS_LOG)):
+        want = _via_counts(text_of(name))
+        assert want, name
+        assert line == ', '.join(f'{k} x{n}' for k, n in sorted(
+            want.items())), (line, want)
+
+
+def _bare(text):
+    """``text`` (NCCL's message) as a user pastes it without the logger's
+    ``host:pid:tid [dev]`` prefix: ``NCCL INFO <message>``."""
+    return f'NCCL INFO {text}\n'
+
+
+@pytest.mark.parametrize('table_of', [None, 'A'])
+def test_a_run_pasted_without_the_logger_prefix_is_its_own(tmp_path,
+                                                            table_of):
+    """One file: run A behind NCCL's logger prefix (src/debug.cc "%s:%d:%d
+    [%d] NCCL INFO "), then run B of another communicator as pasted
+    without it ("NCCL INFO ncclCommInitRank comm %p rank %d nranks %d ...
+    commId 0x%llx - Init COMPLETE", "Channel %02d/%d : %d[%d] -> %d[%d]
+    [send] via NET/%s/%d").  NCCL prints the prefix on every line it logs,
+    so B's lines are the file's own, not the process whose line came
+    before them: each run is read from its own lines and proven as its
+    part given alone (the oracle), and the explanation is made (was a
+    RecursionError: run A's part held run B's communicator, so it was two
+    runs again, without end)."""
+    a = _two_node_run(*RUN_A, 'IB', '0xaa')
+    b = (_bare('ncclCommInitRank comm 0x55d1 rank 0 nranks 2 cudaDev 0 '
+               'nvmlDev 0 busId 1000 commId 0xbb - Init COMPLETE') +
+         ''.join(_bare(f'Channel {c:02d}/0 : 0[0] -> 1[0] [send] via '
+                       f'NET/Socket/0') for c in (0, 1, 2)))
+    log = tmp_path / 'pasted.log'
+    log.write_text(a + b)
+    paths = [str(log)]
+    if table_of:
+        out = tmp_path / 'all_reduce.out'
+        out.write_text(_table(*RUN_A))
+        paths.insert(0, str(out))
+    doc = X.explain(paths, transport_asked='net-ib', exit_status=0)
+    runs = doc['runs']
+    assert [r['processes'] for r in runs] == [['a:1000', 'b:1001'],
+                                              [str(log)]]
+    for run, part in zip(runs, (a, b)):
+        alone = tmp_path / f'alone-{run["run"]}.log'
+        alone.write_text(part)
+        assert run['transport'] == _proof_alone([str(alone)], 'net-ib')
+    t = doc['transport']
+    assert 'NET/IB x8, proven net-ib' in t['reason']
+    assert 'NET/Socket x3, net-socket, not net-ib as asked' in t['reason']
+    if table_of:
+        assert (t['proven'], t['ok']) == ('net-ib', True), t
+    else:
+        assert t['proven'] is None and doc['verdict'] == 'could-not-check'
+
+
+#: issue 147: eight processes of one node writing at once (NCCL 2.3):
+#: "learnfair062:40515:40655 [6] NCCL INFO learnfair062:40517:40631 [7] NCCL
+#: INFO Ring 04 : 7[7] -> 3[3] via P2P/IPC", process 40515's own ring on a
+#: line of its own after
+RING_147 = 'nccl-debug_merged-lines_ring-p2p_1node_nccl-issue-147.log'
+
+
+def test_a_line_another_process_wrote_into_is_each_ones():
+    """A launcher forwards each process's output in pieces that need not
+    end with a line: what follows a logger prefix is the output of the
+    process it names, also inside another's line.  Issue 147 (rank i on
+    GPU i): each process's channel lines name its own rank alone (the
+    oracle: the device of its prefix; was two ranks for processes 40505
+    and 40515).  Polaris ("... [1] NCCL INFO Channx3006c0s19b1n0:4138721:
+    4138721 [3] NCCL INFO cudaDriverVersion 12020"): the processes that
+    print NCCL's driver line are those whose prefix is before one (the
+    oracle: grep; was 1612791 for 1612793's)."""
+    ev = debuglog.read_evidence([pub(RING_147)])
+    devs = dict(re.findall(r'^learnfair062:(\d+):\d+ \[(\d)\]',
+                           text_of(RING_147), re.M))
+    assert len(devs) == 8
+    for key, rank in ev.ranks.items():
+        assert rank.ids == {int(devs[str(rank.pid)])}, (key, rank.ids)
+    ev = debuglog.read_evidence([pub(POLARIS_LOG)])
+    want = set(map(int, re.findall(r':(\d+):\d+ \[\d+\] NCCL INFO '
+                                   r'cudaDriverVersion \d+',
+                                   text_of(POLARIS_LOG))))
+    assert len(want) == 5
+    assert {r.pid for r in ev.ranks.values()
+            if 'cuda_driver' in r.versions} == want
+
+
+def test_a_channel_line_forwarded_into_another_runs_line_is_its_own(
+        tmp_path):
+    """Two runs in one paste (run A over NET/IB, run B over NET/Socket,
+    NCCL's format strings), a launcher's forwarding cut one of A's channel
+    lines after "Chann", B's whole channel line glued there and A's rest
+    ("el 00/0 : ...") on a line of its own: B's line is B's, and each run
+    is proven as its lines alone prove it (the oracle: A without its cut
+    line, which no prefix names any more; was net-socket for run A, B's
+    channel counted as A's).  B's processes have logged before: text glued
+    before a host name is cut off where the host is known."""
+    a = _two_node_run(*RUN_A, 'IB', '0xaa').splitlines(keepends=True)
+    b = _two_node_run(*RUN_B, 'Socket', '0xbb').splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(a) if ' via NET/IB/' in ln)
+    head, rest = a[cut].split('Chann', 1)
+    glued = next(i for i, ln in enumerate(b) if ' via NET/Socket/' in ln)
+    log = tmp_path / 'pasted.log'
+    log.write_text(''.join(a[:cut] + b[:glued]) + head + 'Chann' +
+                   b[glued] + rest + ''.join(a[cut + 1:] +
+                                                    b[glued + 1:]))
+    doc = X.explain([str(log)], transport_asked='net-ib')
+    runs = doc['runs']
+    assert [r['processes'] for r in runs] == [['a:1000', 'b:1001'],
+                                              ['c:2000', 'd:2001']]
+    for run, part in zip(runs, (a[:cut] + a[cut + 1:], b)):
+        alone = tmp_path / f'alone-{run["run"]}.log'
+        alone.write_text(''.join(part))
+        assert run['transport'] == _proof_alone([str(alone)], 'net-ib')
+    reason = doc['transport']['reason']
+    assert 'NET/IB x7, proven net-ib' in reason, reason
+    assert 'NET/Socket x8, net-socket, not net-ib as asked' in reason
+
+
 def _proof_alone(paths, asked):
     """The oracle: explain's transport of ``paths`` given alone."""
     t = X.explain(paths, transport_asked=asked)['transport']

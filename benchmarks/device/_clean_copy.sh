@@ -1,7 +1,9 @@
 # Sourced by the device scripts: OUT1 (what comes back), K (/tmp/keep, the
 # tarball's content), the offline wheels and source mirror carried with the
-# call, and a clean copy of the repository in /tmp/clone (cwd afterwards).
+# call, a clean copy of the repository in /tmp/clone (cwd afterwards), and
+# the steps the scripts share (_steps.sh).
 #   source benchmarks/device/_clean_copy.sh <out-dir> [database file]
+source "$(dirname "${BASH_SOURCE[0]}")/_steps.sh"
 OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
 K=/tmp/keep; rm -rf "$K"; mkdir -p "$K/logs"
 SRC=$(pwd)

@@ -11,9 +11,7 @@ set -u
 source "$(dirname "$0")/_clean_copy.sh" "$1" /tmp/hist.db
 save() { cp /tmp/hist.db $K/ 2>/dev/null; cp -r /tmp/report $K/ 2>/dev/null
          tar -C /tmp -czf "$OUT1/proof-outputs.tgz" keep; }
-T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
-      python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.2f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-        "$s" "$(date +%s.%N)" "$rc" "$*" >> $K/logs/timings.txt; return $rc; }
+T() { timed_step $K/logs/timings.txt "$@"; }
 SWEEP=(-n 'AllReduceSweep%transport=intra' -S min_size=1M -S max_size=1G -S iters=10 -S warmup_iters=2)
 
 # --- A. history -------------------------------------------------------------

@@ -204,15 +204,7 @@ save
     pgrep -f 'ccl-health-probe|ccl-health-links|all_reduce_perf' >/dev/null && break
     sleep 0.05
   done
-  ps -eo pid,pgid,etimes,cmd | grep -E 'ccl.health|all_reduce_perf|mpirun' | grep -v grep > $K/sigalrm-ps-before.txt
-  kill -ALRM -- -$pid
-  wait $pid; rc=$?
-  e=$(date +%s.%N)
-  sleep 1
-  ps -eo pid,pgid,etimes,cmd | grep -E 'ccl-health-links|ccl_health|all_reduce_perf' | grep -v grep > $K/sigalrm-ps-after.txt
-  ls -la $TMPDIR > $K/sigalrm-tmp-after.txt 2>&1
-  printf '%s\texit %s\t%.2f s\t%s\n' sigalrm "$rc" "$(python3 -c "print($e - $s)")" "$(cat $K/sigalrm.line)" | tee -a "$S"
-  note "  processes before: $(wc -l < $K/sigalrm-ps-before.txt), left after: $(wc -l < $K/sigalrm-ps-after.txt); temporary folders left: $(ls $TMPDIR | grep -c ccl-health)"
+  alarm_the_hook $pid $s 'ccl.health|all_reduce_perf|mpirun' 'ccl-health-links|ccl_health|all_reduce_perf'
 )
 save
 

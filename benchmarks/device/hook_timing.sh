@@ -37,12 +37,8 @@ L=$K/logs
 export NCCL_NVLS_ENABLE=0
 note() { echo "$*" | tee -a "$K/notes.txt"; }
 save() { tar -C /tmp -czf "$OUT1/hook-timing.tgz" keep 2>/dev/null; }
-if ls "$SRC"/.whl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SRC"/.whl/*.whl > $L/pip.log 2>&1 ||
-    note "pip: the wheels did not install (logs/pip.log)"
-fi
+wheels_to_site
 PY=$(command -v python3)
-export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi -L > $L/machine.txt 2>&1; nvidia-smi topo -m >> $L/machine.txt 2>&1
 git -C "$SRC" rev-parse HEAD >> $L/machine.txt 2>/dev/null
 NGPU=$(nvidia-smi -L | grep -c '^GPU ')

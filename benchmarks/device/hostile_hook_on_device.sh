@@ -27,9 +27,7 @@ S=$OUT1/hostile-summary.txt
 export NCCL_NVLS_ENABLE=0
 save() { tar -C /tmp -czf "$OUT1/hostile.tgz" keep 2>/dev/null; }
 note() { echo "$*" | tee -a "$S"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SRC"/.whl/*.whl > $L/pip.log 2>&1 ||
-  note "pip: the wheels did not install (see logs/pip.log)"
-export PYTHONPATH=/tmp/site:$PWD
+wheels_to_site
 nvidia-smi -L > $L/machine.txt 2>&1; git -C "$SRC" rev-parse HEAD >> $L/machine.txt 2>/dev/null
 
 # the copy matrix program and a reference of this GPU's own copies (half
@@ -73,15 +71,7 @@ save
   setsid bash -c 'CCL_HEALTH_REFERENCE_DIR=/tmp/ref exec python3 -m ccl_health.hook --tests-prefix /tmp/slow --no-record --limit 60 --json '$K'/sigalrm.json' > $K/sigalrm.line 2> $K/sigalrm.err &
   pid=$!
   sleep 5
-  ps -eo pid,pgid,etimes,cmd | grep -E 'ccl-health|ccl_health' | grep -v grep > $K/sigalrm-ps-before.txt
-  kill -ALRM -- -$pid
-  wait $pid; rc=$?
-  e=$(date +%s.%N)
-  sleep 1
-  ps -eo pid,pgid,etimes,cmd | grep -E 'ccl-health-links|ccl_health.hook' | grep -v grep > $K/sigalrm-ps-after.txt
-  ls -la $TMPDIR > $K/sigalrm-tmp-after.txt 2>&1
-  printf '%s\texit %s\t%.2f s\t%s\n' sigalrm "$rc" "$(python3 -c "print($e - $s)")" "$(cat $K/sigalrm.line)" | tee -a "$S"
-  note "  processes before: $(wc -l < $K/sigalrm-ps-before.txt), left after: $(wc -l < $K/sigalrm-ps-after.txt); temporary folders left: $(ls $TMPDIR | grep -c ccl-health)"
+  alarm_the_hook $pid $s 'ccl-health|ccl_health' 'ccl-health-links|ccl_health.hook'
 )
 save
 

@@ -33,9 +33,7 @@ DB=/tmp/news.db WWW=/tmp/www O=/tmp/o-news
 save() { cp $DB $K/ 2>/dev/null; rm -rf $K/www $K/reference
          cp -r $WWW $K/www 2>/dev/null; cp -r /tmp/ref $K/reference 2>/dev/null
          tar -C /tmp -czf "$OUT1/news-outputs.tgz" keep; }
-T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
-      python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.2f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-        "$s" "$(date +%s.%N)" "$rc" "$*" >> $L/timings.txt; return $rc; }
+T() { timed_step $L/timings.txt "$@"; }
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 nvidia-smi -L > $L/nvidia-smi-L.txt 2>&1
 sha256sum "$CCL_HEALTH_MIRROR"/* > $L/mirror-sha256.txt
@@ -47,15 +45,10 @@ CCL_HEALTH_ASSUME_GPUS=2:sm_90 T scripts/run --output /tmp/o-build -- \
   -S iters=1 -S warmup_iters=0 > $L/build.log 2>&1
 real=$(ls -d /tmp/ccl-cache/nccl-tests-*/bin | head -1)
 [ -x "$real/all_reduce_perf" ] || { echo "no nccl-tests build" >> $L/build.log; save; exit 1; }
-mkdir -p /tmp/wrap/bin /tmp/site
-printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0} NCCL_TESTS_DEVICE=0\nexec %s/all_reduce_perf "$@"\n' "$real" > /tmp/wrap/bin/all_reduce_perf
-chmod +x /tmp/wrap/bin/all_reduce_perf
+pair_on_one_gpu "$real" /tmp/site .venv/bin/python
 rm -rf /tmp/ref && cp -r reference /tmp/ref
 .venv/bin/python - <<'EOF'
 import yaml
-doc = yaml.safe_load(open('site/local.yaml'))
-doc['build']['nccl_tests'] = {'prefix': '/tmp/wrap'}
-yaml.safe_dump(doc, open('/tmp/site/local.yaml', 'w'))
 # the case has no reference until calibration: its first nights are
 # no-reference, and calibrate takes them
 ref = yaml.safe_load(open('/tmp/ref/local.yaml'))

@@ -32,9 +32,7 @@ S=$OUT1/node-role-summary.txt
 export NCCL_NVLS_ENABLE=0
 save() { tar -C /tmp -czf "$OUT1/node-role.tgz" keep 2>/dev/null; }
 note() { echo "$*" | tee -a "$S"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SRC"/.whl/*.whl > $L/pip.log 2>&1 ||
-  note "pip: the wheels did not install (see logs/pip.log)"
-export PYTHONPATH=/tmp/site:$PWD
+wheels_to_site
 nvidia-smi -L > $L/machine.txt 2>&1; git -C "$SRC" rev-parse HEAD >> $L/machine.txt 2>/dev/null
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 note "GPUs: $NGPU"

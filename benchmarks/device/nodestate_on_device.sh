@@ -17,12 +17,11 @@ set -u
 OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
 K=/tmp/keep; rm -rf $K; mkdir -p $K/logs; L=$K/logs
 SRC=$(pwd)
+source "$(dirname "$0")/_steps.sh"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 CCL_HEALTH_CACHE=/tmp/ccl-cache
 export CCL_HEALTH_WHEELS=${VENV_WHL:-$WHL}
 save() { tar -C /tmp -czf "$OUT1/nodestate.tgz" keep; }
-T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
-      python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.2f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-        "$s" "$(date +%s.%N)" "$rc" "$*" >> $L/timings.txt; return $rc; }
+T() { timed_step $L/timings.txt "$@"; }
 export PYTHONPATH=$SRC
 nvidia-smi -L > $L/nvidia-smi-L.txt 2>&1
 python3 -c 'import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlSystemGetDriverVersion(), pynvml.nvmlSystemGetNVMLVersion())' > $L/nvml-version.txt 2>&1
@@ -71,15 +70,7 @@ hook idle
 [ "${ONLY:-}" = hook ] && kill $BUILD
 wait $BUILD; echo "build exit $?" >> $L/build-nccl-tests.log
 real=$(ls -d /tmp/nt/nccl-tests-*/build)
-mkdir -p /tmp/wrap/bin /tmp/sitedir
-printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0} NCCL_TESTS_DEVICE=0\nexec %s/all_reduce_perf "$@"\n' "$real" > /tmp/wrap/bin/all_reduce_perf
-chmod +x /tmp/wrap/bin/all_reduce_perf
-python3 - <<'PY'
-import yaml
-doc = yaml.safe_load(open('site/local.yaml'))
-doc['build']['nccl_tests'] = {'prefix': '/tmp/wrap'}
-yaml.safe_dump(doc, open('/tmp/sitedir/local.yaml', 'w'))
-PY
+pair_on_one_gpu "$real" /tmp/sitedir
 sweep() { local name=$1
   [ "${ONLY:-}" = hook ] && return 0
   CCL_HEALTH_SITE_DIR=/tmp/sitedir CCL_HEALTH_ASSUME_GPUS=2:sm_90 CCL_HEALTH_DB=$K/sweeps.db \

@@ -15,12 +15,8 @@
 set -u
 source "$(dirname "$0")/_clean_copy.sh" "${1:-${OUT:-/tmp/out}}"
 L=$K/logs
-if ls "$SRC"/.whl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SRC"/.whl/*.whl > $L/pip.log 2>&1 ||
-    echo "pip: the wheels did not install (logs/pip.log)"
-fi
+wheels_to_site
 PY=${PY:-$(command -v python3)}
-export PYTHONPATH=/tmp/site:$PWD
 { nvidia-smi -L; nvidia-smi topo -m; git -C "$SRC" rev-parse HEAD; } > $L/machine.txt 2>&1
 cp $L/machine.txt "$OUT1/machine.txt"
 timeout 300 $PY benchmarks/device/_nvml_cost.py measure "$OUT1/nvml-cost.json" 2> $L/measure.err ||

@@ -30,11 +30,7 @@ note() { echo "$*" | tee -a "$S"; }
 trap save EXIT
 { nvidia-smi -L; nvidia-smi topo -m; echo "NCCL_VERSION=${NCCL_VERSION:-?}"; nproc; date -u
   git -C "$SRC" rev-parse HEAD; } > $L/machine.txt 2>&1
-if ls "$SRC"/.whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SRC"/.whl/*.whl > $L/pip.log 2>&1 ||
-    note "pip: the wheels did not install (see logs/pip.log)"
-fi
-export PYTHONPATH=/tmp/site:$PWD
+wheels_to_site
 
 # nccl-tests with MPI, one rank per GPU
 W=/tmp/ras-build; rm -rf $W; mkdir -p $W

@@ -13,6 +13,7 @@ OUT1=$(realpath -m "$1"); mkdir -p "$OUT1"
 # at most 8 files come back from the device: everything goes into one tarball
 OUTDIR=/tmp/keep/logs; rm -rf /tmp/keep; mkdir -p "$OUTDIR"
 SRC=$(pwd)
+source "$(dirname "$0")/_steps.sh"
 export CCL_HEALTH_WHEELS=$SRC/.whl CCL_HEALTH_MIRROR=$SRC/.mirror
 export CCL_HEALTH_CACHE=/tmp/ccl-cache PYTHONUNBUFFERED=1
 rm -rf /tmp/clone && mkdir /tmp/clone
@@ -31,12 +32,7 @@ save() {   # reports, perflogs, results.db, stage files (no binaries) -> tarball
   tar -C /tmp -czf "$OUT1/suite-outputs.tgz" keep
   cp "$OUTDIR/timings.txt" "$OUT1/" 2>/dev/null
 }
-t() {
-  local s; s=$(date +%s.%N); "$@"; local rc=$?
-  python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.1f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-    "$s" "$(date +%s.%N)" "$rc" "$*" | tee -a "$OUTDIR/timings.txt"
-  save; return $rc
-}
+t() { timed_step "$OUTDIR/timings.txt" "$@"; local rc=$?; save; return $rc; }
 t scripts/run --output /tmp/o-main > "$OUTDIR/main.log" 2>&1
 cp "$OUTDIR/main.log" "$OUT1/"
 t scripts/run --output /tmp/o-cached -- -n 'AllReduceSweep%transport=intra' -S max_size=64M > "$OUTDIR/cached.log" 2>&1

@@ -14,22 +14,12 @@
 set -u
 source "$(dirname "$0")/_clean_copy.sh" "$1" /tmp/train.db
 save() {
-  for o in /tmp/o-*; do
-    [ -d "$o" ] || continue
-    n=$(basename "$o"); mkdir -p "$K/$n"
-    cp -r "$o/reports" "$o/perflogs" "$K/$n/" 2>/dev/null
-    (cd "$o" && find stage -type f \( -name '*.json' -o -name 'rfm_job.*' -o -name '*.csv' \) 2>/dev/null |
-      grep -v Build_ | while read -r f; do mkdir -p "$K/$n/$(dirname "$f")"; cp "$f" "$K/$n/$f"; done)
-    # one rank's NCCL debug log per test is enough as evidence
-    (cd "$o" && for d in stage/*/*/*/*; do l=$(ls $d/nccl-debug.*.log 2>/dev/null | head -1); [ -n "$l" ] && mkdir -p "$K/$n/$d" && grep -E "NCCL version|via |Loaded net plugin|Selected provider|Using network" "$l" > "$K/$n/$d/nccl-debug-excerpt.log"; done) 2>/dev/null
-  done
+  keep_stages
   cp /tmp/train.db $K/ 2>/dev/null
   tar -C /tmp -czf "$OUT1/training-outputs.tgz" keep
   cp $K/logs/timings.txt "$OUT1/" 2>/dev/null
 }
-T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
-      python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.1f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-        "$s" "$(date +%s.%N)" "$rc" "$*" | tee -a $K/logs/timings.txt; save; return $rc; }
+T() { timed_step $K/logs/timings.txt "$@"; local rc=$?; save; return $rc; }
 { nvidia-smi -L; nvidia-smi topo -m
   python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > $K/logs/node.txt 2>&1

@@ -22,9 +22,7 @@ set -u
 source "$(dirname "$0")/_clean_copy.sh" "$1"
 L=$K/logs
 save() { tar -C /tmp -czf "$OUT1/trust-outputs.tgz" keep; }
-T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
-      python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.2f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-        "$s" "$(date +%s.%N)" "$rc" "$*" >> $L/timings.txt; return $rc; }
+T() { timed_step $L/timings.txt "$@"; }
 nvidia-smi -L > $L/nvidia-smi-L.txt 2>&1
 nvidia-smi --query-gpu=index,uuid,name,pci.bus_id --format=csv > $L/nvidia-smi-uuid.csv 2>&1
 sha256sum "$CCL_HEALTH_MIRROR"/* > $L/mirror-sha256.txt
@@ -43,17 +41,7 @@ save
 
 # --- B. SIGTERM in the middle of a net-socket sweep ------------------------
 real=$(ls -d /tmp/ccl-cache/nccl-tests-*/bin | head -1)
-mkdir -p /tmp/wrap/bin /tmp/site
-for c in all_reduce_perf; do
-  printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0} NCCL_TESTS_DEVICE=0\nexec %s/%s "$@"\n' "$real" "$c" > /tmp/wrap/bin/$c
-  chmod +x /tmp/wrap/bin/$c
-done
-python3 - <<'EOF'
-import yaml
-doc = yaml.safe_load(open('site/local.yaml'))
-doc['build']['nccl_tests'] = {'prefix': '/tmp/wrap'}
-yaml.safe_dump(doc, open('/tmp/site/local.yaml', 'w'))
-EOF
+pair_on_one_gpu "$real" /tmp/site
 export CCL_HEALTH_DB=/tmp/b.db
 CCL_HEALTH_SITE_DIR=/tmp/site CCL_HEALTH_ASSUME_GPUS=2:sm_90 CCL_HEALTH_RUN_ID=sigterm-midway \
   scripts/run --output /tmp/o-b -- -n 'AllReduceSweep%transport=net-socket' \

@@ -16,9 +16,7 @@ source "$(dirname "$0")/_clean_copy.sh" "$1"
 L=$K/logs
 export NCCL_NVLS_ENABLE=0
 save() { tar -C /tmp -czf "$OUT1/verdicts-$LABEL.tgz" keep; }
-T() { local s; s=$(date +%s.%N); "$@"; local rc=$?
-      python3 -c "import sys; print(f'wall {float(sys.argv[2])-float(sys.argv[1]):.1f} s, rc {sys.argv[3]}: {sys.argv[4]}')" \
-        "$s" "$(date +%s.%N)" "$rc" "$*" | tee -a $L/timings.txt; return $rc; }
+T() { timed_step $L/timings.txt "$@"; }
 nvidia-smi -L > $L/machine.txt 2>&1; git -C "$SRC" rev-parse HEAD >> $L/machine.txt 2>/dev/null
 echo "label $LABEL" >> $L/machine.txt
 
@@ -29,15 +27,7 @@ cp /tmp/o-main/reports/run-*.json $K/ 2>/dev/null; save
 
 # 2. net-socket, two ranks on one GPU, each its own NCCL_HOSTID
 real=$(ls -d /tmp/ccl-cache/nccl-tests-*/bin | head -1)
-mkdir -p /tmp/wrap/bin /tmp/site
-printf '#!/bin/bash\nexport NCCL_HOSTID=ccl-health-rank-${OMPI_COMM_WORLD_RANK:-0} NCCL_TESTS_DEVICE=0\nexec %s/all_reduce_perf "$@"\n' "$real" > /tmp/wrap/bin/all_reduce_perf
-chmod +x /tmp/wrap/bin/all_reduce_perf
-python3 - <<'PY'
-import yaml
-doc = yaml.safe_load(open('site/local.yaml'))
-doc['build']['nccl_tests'] = {'prefix': '/tmp/wrap'}
-yaml.safe_dump(doc, open('/tmp/site/local.yaml', 'w'))
-PY
+pair_on_one_gpu "$real" /tmp/site
 export CCL_HEALTH_DB=/tmp/socket.db
 CCL_HEALTH_SITE_DIR=/tmp/site CCL_HEALTH_ASSUME_GPUS=2:sm_90 \
   T scripts/run --output /tmp/o-socket -- -n 'AllReduceSweep%transport=net-socket' \

@@ -146,6 +146,16 @@ _OFI = re.compile(r'NET/OFI ')
 #: NCCL's builtin IB network found its devices
 _IB_USING = re.compile(r'NET/IB ?: Using \[\d')
 _INFO_TEXT = re.compile(r'[NR]CCL (?:INFO|WARN) (.*)$')
+#: a logger prefix inside a line after its own: another process's output
+#: written into it, as a launcher forwards each process's output in pieces
+#: that need not end with a line ("... NCCL INFO Channhost:4138721:4138721
+#: [3] NCCL INFO cudaDriverVersion 12020", "... Using eth0:172.20.91.177<0>
+#: host:30486:30486 [3] NCCL INFO Bootstrap ...", "host:40515:40655 [6] NCCL
+#: INFO host:40517:40631 [7] NCCL INFO Ring 04 : 7[7] -> 3[3] via P2P/IPC",
+#: the first's "Ring 04 : 6[6] -> 5[5] via P2P/IPC" on a line of its own
+#: after): what follows a prefix is the output of the process it names
+_INNER_PREFIX = re.compile(r'([^\s:\[\]]+):\d+:\d+ \[\d+\] (?:\S+ ){0,2}'
+                           r'[NR]CCL (?:INFO|WARN|TRACE) ')
 
 
 @dataclasses.dataclass
@@ -358,7 +368,12 @@ def _rank(ev, m, source):
 
 def _channel_key(path):
     """The key of a channel path (``NET/<name>[/GDRDMA]``, ``P2P/<kind>``,
-    ``SHM/<kind>``, ``COLLNET/<name>[/GDRDMA]``), None if not understood."""
+    ``SHM/<kind>``, ``COLLNET/<name>[/GDRDMA]``), None if not understood:
+    also a path holding another channel's words (`` via ``, `` -> ``: the
+    rest of a line cut by a launcher's forwarding, joined to a channel as
+    if a terminal had wrapped it), which no path of NCCL's holds."""
+    if ' via ' in path or ' -> ' in path:
+        return None
     m = _NET_PATH.match(path)
     if m:
         kind, name, _dev, flags = m.groups()
@@ -372,12 +387,36 @@ def _channel_key(path):
     return None
 
 
+def _split_merged(line, hosts):
+    """``line`` cut before every logger prefix after its first whose host
+    name ends with a host of ``hosts`` (those of the lines read before; the
+    text glued before it, "Chann" or "<0>", is another process's output):
+    each piece the output of the process its prefix names.  A line's own
+    host is added to ``hosts``."""
+    if 'CCL' not in line:
+        return [line]
+    cuts = []
+    for i, m in enumerate(_INNER_PREFIX.finditer(line)):
+        host = m.group(1)
+        if not i:
+            hosts.add(host)
+            continue
+        known = [h for h in hosts if host.endswith(h)]
+        if known:
+            cuts.append(m.end(1) - len(max(known, key=len)))
+    if not cuts:
+        return [line]
+    return [line[a:b] for a, b in zip([0] + cuts, cuts + [len(line)])]
+
+
 def _unwrap(lines):
     """``lines`` with a channel line that a terminal or a slide wrapped over
     two or three lines joined back: the following lines that are not log
     lines themselves are tried as its continuation, with and without a
     space, and kept when the joined line is understood."""
-    lines = [ln.rstrip('\n') for ln in lines]
+    hosts = set()
+    lines = [part for ln in lines
+             for part in _split_merged(ln.rstrip('\n'), hosts)]
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -696,7 +735,10 @@ def run_evidence(ev, keys):
     they had been pasted alone: a line of another process is left out; a
     line without a logger prefix (``NCCL version ...`` that nccl-tests
     prints) goes with the process whose line came before it in the same
-    file."""
+    file; a line of NCCL's logger whose prefix is not there (pasted
+    without it) is its file's, as :func:`feed_lines` keys it: NCCL prints
+    the prefix on every line it logs (src/debug.cc ``"%s:%d:%d [%d] NCCL
+    INFO "``), so the process before it does not tell whose it is."""
     keys = set(keys)
     sub = Evidence(files=[f for f in ev.files
                           if any(f in ev.ranks[k].files for k in keys
@@ -712,8 +754,14 @@ def run_evidence(ev, keys):
         pm = _PREFIX.search(line)
         if pm:
             last[source] = f'{pm.group(1)}:{pm.group(2)}'
-        # a file whose lines carry no prefix is one rank, keyed by the file
-        if last.get(source, source) not in keys:
+            owner = last[source]
+        elif _LOG_LINE.search(line):
+            owner = source or '(log)'   # as _rank keys a line without one
+        else:
+            # a file whose lines carry no prefix is one rank, keyed by the
+            # file
+            owner = last.get(source, source or '(log)')
+        if owner not in keys:
             continue
         if source != part_source:
             flush()

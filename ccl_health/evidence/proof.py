@@ -184,14 +184,12 @@ def _no_channel_fallback(asked, t, ev):
         'connected, or the log was cut)'))
 
 
-def _run_line(ev, keys):
-    """What one run's ranks show: its channels, else the networks named."""
-    ranks = [ev.ranks[k] for k in keys]
-    via = {}
-    for r in ranks:
-        for k, n in r.via.items():
-            via[k] = via.get(k, 0) + n
-    nets = sorted({n for r in ranks for n in r.networks})
+def _run_line(sub):
+    """What one run shows, read from its own evidence ``sub``
+    (:func:`ccl_health.evidence.debuglog.run_evidence`, the evidence its
+    proof is made from): its channels, else the networks named."""
+    via = sub.via
+    nets = sorted({n for r in sub.ranks.values() for n in r.networks})
     return (_describe(via) if via else
             'network ' + ', '.join(nets) + ' named, no channel line'
             if nets else 'no channel line')
@@ -236,9 +234,10 @@ def _prove_runs(asked, ev, nodes, expected_ranks, table, table_source):
     else could-not-check naming what each run shows (never a pass from a
     mix)."""
     told, how = _table_run(ev, table, table_source)
-    per = []
+    per, shown = [], []
     for i, keys in enumerate(ev.runs):
         sub = debuglog.run_evidence(ev, keys)
+        shown.append(_run_line(sub))
         mine = i == told
         own_nodes = nodes if mine else \
             (len(sub.hosts) or sub.nnodes_seen or 1)
@@ -247,7 +246,7 @@ def _prove_runs(asked, ev, nodes, expected_ranks, table, table_source):
         per.append(RunProof(i + 1, sorted(keys), list(sub.hosts),
                             sub.nranks_seen, mine, proof))
     parts = []
-    for r, keys in zip(per, ev.runs):
+    for r, keys, line in zip(per, ev.runs, shown):
         hosts = sorted({k.rsplit(':', 1)[0] for k in keys})
         p = r.proof
         said = (f'proven {p.proven}' if p.ok else
@@ -255,7 +254,7 @@ def _prove_runs(asked, ev, nodes, expected_ranks, table, table_source):
                 'not proven')
         parts.append(f'run {r.number} on {", ".join(hosts[:3])}'
                      f'{", ..." if len(hosts) > 3 else ""} ({len(keys)} '
-                     f'process(es)): {_run_line(ev, keys)}, {said}')
+                     f'process(es)): {line}, {said}')
     held = (f'the log holds {len(per)} separate runs (communicators that '
             f'share no rank): ' + '; '.join(parts))
     if told is not None:
