@@ -521,7 +521,8 @@ def main(argv=None, prog='scripts/fleet'):
             plan = os.path.join(resources.shipped_site_dir(),
                                 'fleet-faults.example.json')
             text += (f' (no Slurm cluster answered; to rehearse without one: '
-                     f'{prog} --simulate {plan} --nodelist "n[1-16]"'
+                     f'{prog} --simulate {shell.quote(plan)} --nodelist '
+                     f'"n[1-16]"'
                      f'{" --resume" if "--resume" in argv else ""})')
         print(f'fleet: error: {text}', file=sys.stderr)
         return EXIT_ERROR

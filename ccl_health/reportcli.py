@@ -6,7 +6,8 @@ import os
 import re
 import sys
 
-from ccl_health import CclHealthError, argnumbers, outputs, summary
+from ccl_health import (CclHealthError, argnumbers, outputs, shell,
+                        summary)
 from ccl_health.db import recorder, store
 from ccl_health.judge import finding, series
 
@@ -180,7 +181,8 @@ def _open(args):
         if near and not os.path.exists(path) and os.path.isfile(near):
             raise CclHealthError(
                 f'{err}; the nightly\'s rehearsal keeps its own: {near} '
-                f'(scripts/report {args.db_cmd} --db {near})') from None
+                f'(scripts/report {args.db_cmd} --db {shell.quote(near)})'
+            ) from None
         raise
 
 

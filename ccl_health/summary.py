@@ -6,7 +6,7 @@ import json
 import os
 from typing import List
 
-from ccl_health import CclHealthError, read_text
+from ccl_health import CclHealthError, read_text, shell
 from ccl_health.judge import casejudge as judge
 from ccl_health.judge.reference import busbw_perfvalues
 from ccl_health.units import format_size
@@ -272,7 +272,7 @@ def _reframe_and_next(verdicts, db=None):
         out.append(f'next: record their reference from this run\'s '
                    f'measurements (docs/sites.md, "References and '
                    f'calibration"): scripts/calibrate --db '
-                   f'{db or "<database>"} '
+                   f'{shell.quote(db) if db else "<database>"} '
                    f'--system {sys_ or "<system>"} --partition '
                    f'{part or "<partition>"}')
     return out

@@ -21,7 +21,6 @@ link or group is bad, ``could-not-check`` otherwise."""
 
 import json
 import os
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -29,16 +28,14 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import (run_after, run_before, sanity_function,
                                    variable)
 
-from ccl_health import resources
 from ccl_health.fleet.resume import exit_code as resume_exit_code
 from ccl_health.fleet.resume import summary_text as resume_text
 from ccl_health.fleet.rounds import exit_code, summary_text
-from ccl_health.rfm.base import runtime_site
+from ccl_health.rfm.base import runtime_site, this_python
 from ccl_health.sitedata.sysconfig import partition_gpus
 from ccl_health.sitedata.transports import fleet_default
 from ccl_health.judge.verdicts import Verdict, worst
 
-REPO = resources.PACKAGE_PARENT
 SLURM = ('slurm', 'squeue')
 #: the nodes of a dry run's script where ``fleet_nodes`` is 0
 DRY_RUN_NODES = 2
@@ -92,14 +89,13 @@ class FleetAcceptance(rfm.RunOnlyRegressionTest):
             DRY_RUN_NODES if self.is_dry_run() else 0)
         # one process in the batch script; the steps are its srun steps
         self.job.launcher = getlauncher('local')()
-        self.executable = sys.executable
+        self.executable, self.env_vars = this_python()
         self.executable_opts = [
             '-m', 'ccl_health.fleet', '--inside',
             '--site', self.current_system.name,
             '--partition', self.current_partition.name,
             '--json', 'fleet-summary.json'] + (
                 ['--resume'] if self.resume else [])
-        self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
 
     @sanity_function
     def healthy(self):

@@ -9,7 +9,6 @@ or the ones built here (:mod:`ccl_health.rfm.binaries`)."""
 
 import json
 import os
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -17,15 +16,14 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import (performance_function, run_after,
                                    run_before, sanity_function, variable)
 
-from ccl_health import resources, shell
+from ccl_health import shell
 from ccl_health.hook.settings import default_launcher
 from ccl_health.evidence.benignwarns import check_benign
 from ccl_health.sitedata import site as site_data
 from ccl_health.rfm import binaries
+from ccl_health.rfm.base import this_python
 from ccl_health.sitedata.sysconfig import partition_gpus
 
-#: what the job's PYTHONPATH needs to import this ccl_health
-REPO = resources.PACKAGE_PARENT
 
 
 @rfm.simple_test
@@ -61,14 +59,14 @@ class NodeHealthCheck(binaries.variant(), rfm.RunOnlyRegressionTest):
         launcher = self.hook_launcher or self.site_launcher() or \
             default_launcher(self.current_partition.scheduler
                              .registered_name)
-        self.executable = sys.executable
+        self.executable, self.env_vars = this_python()
         self.executable_opts = [
             '-m', 'ccl_health.hook', '--limit', str(self.limit),
-            '--size', self.size, '--system', self.current_system.name,
+            '--size', shell.quote(self.size),
+            '--system', self.current_system.name,
             '--partition', self.current_partition.name,
-            '--tests-prefix', self.binaries_prefix(),
+            '--tests-prefix', shell.quote(self.binaries_prefix()),
             '--launcher', shell.word(launcher), '--json', 'health.json']
-        self.env_vars = {'PYTHONPATH': f'{REPO}:${{PYTHONPATH}}'}
 
     def site_launcher(self):
         """The site file's ``health.launcher`` (what the node health

@@ -26,9 +26,14 @@ ccl_venv() {   # the extras of pyproject.toml to install: reframe report ...
   # the project itself, importable without building it (works offline)
   echo "$REPO" > "$sp/ccl-health.pth"
   # when python3 is itself a virtual environment (a site's PyTorch env, say),
-  # let ours see its packages too instead of downloading them again
-  "$PY" -c 'import sys, site
+  # let ours see its packages too instead of downloading them again.  Written
+  # once, by the Python that made the environment: cron, NHC and slurmd run
+  # these scripts with another PATH (cron's /usr/bin:/bin), whose python3
+  # would write none and take those packages away from a working .venv
+  if [ ! -f "$sp/zz-ccl-health-parent.pth" ]; then
+    "$PY" -c 'import sys, site
 if sys.prefix != sys.base_prefix: print("\n".join(site.getsitepackages()))' > "$sp/zz-ccl-health-parent.pth"
+  fi
   # the requirements of these extras, from pyproject.toml
   local reqs
   reqs=$("$VENV/bin/python" "$REPO/scripts/_deps.py" "${extras[@]}") || return 1

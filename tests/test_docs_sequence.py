@@ -32,22 +32,9 @@ NEEDS = {
 }
 
 
-def page_commands(page):
-    """The commands of the ```bash blocks of ``docs/<page>``, in order:
-    comments dropped, continuation lines joined."""
-    with open(os.path.join(REPO, 'docs', page)) as fp:
-        text = fp.read()
-    out = []
-    for block in re.findall(r'```bash\n(.*?)```', text, re.S):
-        for line in block.replace('\\\n', ' ').splitlines():
-            line = re.sub(r'\s+#\s.*$', '', line).strip()
-            if line and not line.startswith('#'):
-                out.append(line)
-    return out
-
-
 def sequence():
-    return [(page, cmd) for page in PAGES for cmd in page_commands(page)]
+    return [(page, cmd) for page in PAGES
+            for cmd in doccommands.page_commands(page)]
 
 
 def _work(tmp_path):

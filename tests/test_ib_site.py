@@ -133,6 +133,39 @@ def test_main_command_runs_what_the_site_lists_and_skips_the_rest(
             assert f'export {k}={v}\n' in script, (name, k)
 
 
+def test_a_failed_build_leaves_the_unlisted_transports_skipped(site,
+                                                              tmp_path):
+    """A real run from a login node (a stand-in sbatch), the sources
+    out of reach (an empty mirror): every build fails.  The transports the
+    site lists are BUILD-FAILED; the ones it does not list are SKIPPED with
+    the site's reason, as docs/sites.md says, never build failures (they
+    were: a night without network named them failures)."""
+    mine, env = site
+    mirror = tmp_path / 'mirror'
+    mirror.mkdir()
+    bin_ = tmp_path / 'bin'
+    bin_.mkdir()
+    (bin_ / 'sbatch').write_text('#!/bin/sh\necho "sbatch: error: stand-in" '
+                                 '>&2\nexit 1\n')
+    (bin_ / 'sbatch').chmod(0o755)
+    env = dict(env, CCL_HEALTH_MIRROR=str(mirror),
+               PATH=f'{bin_}:{env["PATH"]}')
+    p = subprocess.run([os.path.join(SCRIPTS, 'run'), '--output',
+                        str(tmp_path / 'o'), '--', '--system', SYSTEM],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout[-4000:] + p.stderr[-4000:]
+    lines = dict(re.findall(r'^(\S+) +([A-Z-]+) ', p.stdout.split(
+        '== ccl-health verdict ==')[1], re.M))
+    want = {t: 'BUILD-FAILED' for t in listed()}
+    want.update({t: 'SKIPPED' for t in unlisted()})
+    assert lines == want, p.stdout[-4000:]
+    path = str(mine / 'site' / f'{SYSTEM}.yaml')
+    for name in unlisted():
+        assert re.search(rf'^{name} +SKIPPED +{name} \(.*\) is not '
+                         rf'configured for {SYSTEM}: {re.escape(path)} ',
+                         p.stdout, re.M), p.stdout[-4000:]
+
+
 def test_framework_checks_skip_the_unlisted_transports(site, tmp_path):
     mine, env = site
     p = _run(env, tmp_path / 'o', '--checks', 'checks/framework_checks.py')

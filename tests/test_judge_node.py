@@ -103,6 +103,14 @@ def test_a_case_as_reframe_ended_it():
         == (V.SKIPPED, '1 GPU')
     assert judge_outcome(CaseOutcome(result='fail_deps'))[0] is \
         V.COULD_NOT_CHECK
+    # a case the check skips for itself (a transport the site file does
+    # not list, known before any build) stays skipped when a build it
+    # would need failed first: never a build failure of the night
+    unlisted = 'net-ib (NCCL\'s builtin NET/IB) is not configured for x: ...'
+    for result in ('skip', 'fail_deps'):
+        assert judge_outcome(CaseOutcome(
+            result=result, skip_reason=unlisted, broken_builds=[
+                ('nccl_tests', 'fetch failed')])) == (V.SKIPPED, unlisted)
     assert judge_outcome(CaseOutcome(result='pass'))[0] is V.COULD_NOT_CHECK
     assert judge_outcome(CaseOutcome(result='abort', reason='SIGTERM')) == \
         (V.ABORTED, 'aborted: SIGTERM')

@@ -5,6 +5,7 @@ console script, and NVML is an extra that is imported only when read."""
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -142,3 +143,34 @@ def test_venv_script_installs_from_pyproject(tmp_path):
                            text=True)
         assert p.returncode == 0, p.stderr
     assert log.read_text().split() == _deps.requirements(['test'])
+
+
+@pytest.mark.system
+def test_the_venvs_parent_packages_survive_crons_python(tmp_path):
+    """.venv made from a python3 that is itself a virtual environment (a
+    site's `module load python`, its PyTorch env) sees that environment's
+    packages; a later call from cron, NHC or slurmd, whose PATH finds
+    another python3 (the system's, no virtual environment), keeps them.
+    It wrote the parent list again on every call, from whichever python3
+    came first on PATH: under cron it was emptied, and the nightly found
+    no ReFrame in a .venv that had worked at set-up."""
+    import site
+    parent = sys.executable                    # this venv's Python
+    system = os.path.join(sys.base_prefix, 'bin', 'python3')
+    if sys.prefix == sys.base_prefix or not os.path.exists(system):
+        pytest.skip('the tests do not run in a virtual environment')
+    venv = tmp_path / 'my checkout' / '.venv'
+    env = dict(os.environ, CCL_HEALTH_VENV=str(venv),
+               CCL_HEALTH_PYTHON=parent, PIP_NO_INDEX='1')
+    cmd = f'source {shlex.quote(REPO)}/scripts/_venv.sh && ccl_venv reframe'
+    check = [str(venv / 'bin' / 'python'), '-c', 'import reframe']
+    for python in (parent, system):            # set-up, then cron's call
+        p = subprocess.run(['bash', '-c', cmd], env=dict(
+            env, CCL_HEALTH_PYTHON=python), capture_output=True, text=True,
+            timeout=300)
+        assert p.returncode == 0, p.stderr
+        [pth] = venv.glob('lib/python*/site-packages/'
+                          'zz-ccl-health-parent.pth')
+        assert pth.read_text().splitlines() == site.getsitepackages()
+        q = subprocess.run(check, capture_output=True, text=True, timeout=60)
+        assert q.returncode == 0, (python, q.stderr)

@@ -10,7 +10,9 @@ wall time of each night is printed (``-s``)."""
 import json
 import os
 import re
+import shlex
 import subprocess
+import sys
 import time
 
 import pytest
@@ -270,6 +272,29 @@ def test_the_standin_writes_the_logs_as_its_output_s_processes(tmp_path):
     assert pids == [{'760'}, {'761'}]        # capture 2's rank lines
     assert 'vm:760:1347 [0] misc/socket.cc:50 NCCL WARN' in \
         logs[0].read_text()
+
+def test_the_standin_runs_from_a_folder_with_a_space(tmp_path, monkeypatch):
+    """A checkout in a folder with a space (its .venv's Python there):
+    the stand-in the rehearsal installs still runs, by that Python.  Its
+    ``#!<python>`` line made the kernel look for the path up to the space:
+    exit 127, every rehearsed night a CRASH."""
+    from ccl_health import rehearsal
+    here = tmp_path / 'my checkout'
+    here.mkdir()
+    python = here / 'python'
+    # that Python: this one, at a path with a space
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} '
+                      f'"$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, 'executable', str(python))
+    prefix = here / 'nccl-tests'
+    rehearsal.write_standin(str(prefix))
+    p = subprocess.run([str(prefix / 'bin' / 'all_reduce_perf'), '--help'],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith('usage: all_reduce_perf [nccl-tests '
+                               'options]: a stand-in'), p.stdout
+
 
 def test_a_calibration_is_the_level_of_the_nights_after_it(tmp_path):
     """Issue 37: two healthy nights, a calibration from their run reports

@@ -36,7 +36,7 @@ import stat
 import sys
 import time
 
-from ccl_health import CclHealthError, identity, safefile
+from ccl_health import CclHealthError, identity, safefile, shell
 from ccl_health.outputs import database_key
 
 #: a pending file's name starts with this and ends with :data:`SUFFIX`
@@ -258,6 +258,7 @@ def ingest(db, folder, err=None):
                       f'recorded', file=err, flush=True)
     for meant, n in sorted(others.items()):
         print(f'pending: {n} file(s) meant for {meant}, not {here}: left '
-              f'in {folder} (scripts/report --db {meant} ingest --pending '
+              f'in {folder} (scripts/report --db {shell.quote(meant)} '
+              f'ingest --pending '
               f'records them)', file=err, flush=True)
     return done, bad

@@ -45,7 +45,11 @@ class CaseOutcome:
 def judge_outcome(o: CaseOutcome):
     """``(verdict, reason)`` of one test case."""
     if o.result in ('skip', 'fail_deps'):
-        if o.broken_builds and not o.skip_reason:
+        if o.skip_reason:
+            # skipped by the check itself, whatever failed before it (a
+            # transport the site file does not list: known before builds)
+            return Verdict.SKIPPED, o.skip_reason
+        if o.broken_builds:
             build, cause = o.broken_builds[0]
             return Verdict.BUILD_FAILED, (f'build-failed: {build} did not '
                                           f'build ({cause})')

@@ -31,7 +31,7 @@ import shutil
 import statistics
 import sys
 
-from ccl_health import CclHealthError, outputs, resources
+from ccl_health import CclHealthError, outputs, resources, shell
 from ccl_health.rehearsal.scenarios import SCENARIOS, make
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -181,10 +181,16 @@ def write_site(folder, tests_prefix, world):
 
 def write_standin(prefix):
     """``<prefix>/bin/all_reduce_perf``: the stand-in, run by this
-    Python."""
+    Python.  Its first lines start that Python through ``/bin/sh``: a
+    ``#!`` line ends at its first space (a checkout in ``/home/me/my
+    checkout`` made the kernel look for ``/home/me/my``: exit 127, a
+    CRASH every night) and older kernels cut it at 127 bytes.  The second
+    line is a command to the shell and a string to Python."""
     text = _read(STANDIN).split('\n', 1)[1]
-    _write(os.path.join(prefix, 'bin', 'all_reduce_perf'),
-           f'#!{sys.executable}\n' + text, mode=0o755)
+    start = ("#!/bin/sh\n''''exec " + shell.quote(sys.executable) +
+             ' "$0" "$@" # ' + "'''\n")
+    _write(os.path.join(prefix, 'bin', 'all_reduce_perf'), start + text,
+           mode=0o755)
 
 
 def write_capture(folder, scenario, healthy):

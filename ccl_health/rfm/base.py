@@ -18,7 +18,7 @@ from reframe.core.exceptions import ReferenceParseError
 from ccl_health import resources
 resources.importable()      # the build recipes: the checkout's or shipped
 from builders.net_plugin import NetPluginBuild  # noqa: E402
-from ccl_health import CclHealthError
+from ccl_health import CclHealthError, shell
 from ccl_health.db import recorder
 from ccl_health.judge import reference  # noqa: E402
 from ccl_health.sitedata import transports as registry
@@ -34,6 +34,18 @@ from ccl_health.units import SWEEP, parse_size
 #: what a job's PYTHONPATH needs to import this ccl_health (the checkout,
 #: or the site-packages it is installed in)
 REPO = resources.PACKAGE_PARENT
+
+
+def this_python():
+    """``(executable, env_vars)`` of a job that runs this Python on this
+    ccl_health (``executable -m ccl_health....``): each one word of the
+    job script, whatever the paths hold (a checkout in ``/home/me/my
+    checkout`` made ``export PYTHONPATH=/home/me/my checkout...`` and ran
+    ``/home/me/my``)."""
+    return shell.quote(sys.executable or 'python3'), {
+        'PYTHONPATH': site_data.shell_value(f'{REPO}:${{PYTHONPATH}}')}
+
+
 DEBUG_FILES = 'nccl-debug.%h.%p.log'
 #: the launcher's exit status, written by the job script itself (the job's
 #: own exit code is not known under every scheduler)
@@ -285,6 +297,18 @@ class TransportMixin(rfm.RegressionTestPlugin):
 
     def single_node_only(self):
         return not self.transport_info.uses_network
+
+    @run_after('init')
+    def note_unavailable_transport(self):
+        """The reason of :meth:`skip_unavailable_transport`, known before
+        any build: a case never set up because a build it needs failed is
+        still skipped for it (the run report keeps ``skip_reason``), never
+        build-failed: a transport the site file does not list is never a
+        failure of the night."""
+        site = runtime_site(site_dir=getattr(self, 'site_dir', None))
+        why = site.unavailable(self.transport) if site else None
+        if why:
+            self.skip_reason = why
 
     @run_after('setup')
     def skip_unavailable_transport(self):

@@ -17,7 +17,7 @@ from reframe.core.logging import getlogger
 from ccl_health.evidence import programs
 from ccl_health.db import recorder
 from ccl_health.db import store
-from ccl_health import summary
+from ccl_health import shell, summary
 from ccl_health.evidence import collectives as C
 from ccl_health.judge import verdicts as V
 from ccl_health.judge import assemble
@@ -79,9 +79,11 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
         self.sizes_run = size_sweep(self.min_size, max_size,
                                     self.step_factor)
         prefix = self.binaries_prefix()
-        self.executable = prog.executable(prefix, self.collective)
+        binary = prog.executable(prefix, self.collective)
+        # one word of the job script, whatever the prefix's path holds
+        self.executable = shell.quote(binary)
         if not self.is_dry_run() and not (
-                prefix and os.access(self.executable, os.X_OK)):
+                prefix and os.access(binary, os.X_OK)):
             self.verdict = str(V.Verdict.COULD_NOT_CHECK)
             site_file = f'site/{self.current_system.name}.yaml'
             if not prefix:
@@ -91,7 +93,7 @@ class CollectiveSweepBase(SiteBinariesMixin, SizeSweepMixin, TransportMixin,
                 where = (f'the {prog.name} prefix {prefix} does not exist '
                          f'({site_file} build.{prog.site_key}.prefix)')
             else:
-                where = f'{self.executable} is missing or not executable'
+                where = f'{binary} is missing or not executable'
             raise ReframeError(f'could not check: {where} (a broken build '
                                f'or site install of {prog.name})')
         self.executable_opts = prog.options(

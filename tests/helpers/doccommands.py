@@ -18,6 +18,20 @@ CAP = os.path.join(REPO, 'tests', 'fixtures', 'device', 'cap', 'intra')
 REPORT = os.path.join(HIST, 'reports-d1', 'run-20261122T222359.json')
 
 
+def page_commands(page):
+    """The commands of the ```bash blocks of ``docs/<page>``, in order:
+    comments dropped, continuation lines joined."""
+    with open(os.path.join(REPO, 'docs', page)) as fp:
+        text = fp.read()
+    out = []
+    for block in re.findall(r'```bash\n(.*?)```', text, re.S):
+        for line in block.replace('\\\n', ' ').splitlines():
+            line = re.sub(r'\s+#\s.*$', '', line).strip()
+            if line and not line.startswith('#'):
+                out.append(line)
+    return out
+
+
 def placeholders(cmd):
     """The README's placeholders replaced by what the fixtures hold."""
     return (cmd.replace('run-<time>.json', os.path.basename(REPORT))
@@ -89,6 +103,11 @@ def as_run_here(cmd, work):
         at = words.index('--') if '--' in words else len(words)
         words[at:at] = ['--dry-run', '--output', str(work / 'run-out')]
         return words, env, {0}, r'dry run rendered [1-9]\d* job scripts'
+    if exe == 'reframe' and '--list-stored-sessions' in words:
+        # ReFrame's own storage of the output folder, through the
+        # suite's configuration: its table of sessions
+        return ([os.path.join(os.path.dirname(sys.executable), 'reframe')] +
+                words[1:], env, {0}, r'^\W+ UUID\s+\W+ Start time ')
     if exe == 'reframe':
         if 'FleetAcceptance' in words:
             # its steps are srun steps: this machine's system as a Slurm
