@@ -15,22 +15,15 @@ import tarfile
 import yaml
 
 from conftest import REPO
+from helpers import devicedry
+from helpers.devicedry import CALIBRATE, NIGHTLY
 
-SCRIPT = os.path.join(REPO, 'benchmarks', 'device', 'eight_gpus.sh')
 CHECK = os.path.join(REPO, 'benchmarks', 'device', '_eight_gpus_check.py')
-NIGHTLY = ("scripts/nightly --system local --partition gpu --publish "
-           "~/ccl-health-www --night {} -- -n "
-           "'AllReduceSweep%transport=intra' -S max_size=1G")
-CALIBRATE = ('scripts/calibrate --db ccl-health-output/ccl-health.db '
-             '--system local --partition gpu')
 
 
 def dry(tmp_path, phase, gpus='8'):
-    env = dict(os.environ, EIGHT_GPUS_DRY='1', EIGHT_GPUS_GPUS=gpus,
-               FIRST_WEEK_PYTHON=sys.executable)
-    return subprocess.run(['bash', SCRIPT, phase, str(tmp_path / 'out')],
-                          env=env, capture_output=True, text=True,
-                          timeout=600, cwd=REPO)
+    return devicedry.dry('eight_gpus.sh', tmp_path / 'out', phase,
+                         'EIGHT_GPUS', gpus)
 
 
 def commands(tmp_path):

@@ -11,20 +11,15 @@ import sys
 import tarfile
 
 from conftest import REPO
+from helpers import devicedry
+from helpers.devicedry import NIGHTLY
 
-SCRIPT = os.path.join(REPO, 'benchmarks', 'device', 'first_week.sh')
 PICK = os.path.join(REPO, 'benchmarks', 'device', '_first_week_step.py')
-NIGHTLY = ("scripts/nightly --system local --partition gpu --publish "
-           "~/ccl-health-www --night {} -- -n "
-           "'AllReduceSweep%transport=intra' -S max_size=1G")
 
 
 def dry(tmp_path, phase, gpus='4'):
-    env = dict(os.environ, FIRST_WEEK_DRY='1', FIRST_WEEK_GPUS=gpus,
-               FIRST_WEEK_PYTHON=sys.executable)
-    return subprocess.run(['bash', SCRIPT, phase, str(tmp_path / 'out')],
-                          env=env, capture_output=True, text=True,
-                          timeout=300)
+    return devicedry.dry('first_week.sh', tmp_path / 'out', phase,
+                         'FIRST_WEEK', gpus, timeout=300)
 
 
 def commands(tmp_path):

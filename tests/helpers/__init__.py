@@ -11,6 +11,7 @@ checkout of its own and init-site (checkout), one output through every
 door (doors), the docs' commands run here (doccommands), docs/sites.md's
 InfiniBand system (ibsite), the hook with its one probe process (probe), a
 database of generated history (dbhistory), the copy matrix of any number
-of GPUs (linkmatrix), an intra all_reduce capture of N ranks (nranks).  A
+of GPUs (linkmatrix), an intra all_reduce capture of N ranks (nranks), the device scripts'
+dry mode (devicedry).  A
 test takes what it shares from here, not from another test module
 (tests/test_layout.py checks)."""
