@@ -21,6 +21,7 @@ continuing one, a database out of reach."""
 
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -34,6 +35,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from helpers import doccommands
 from helpers.ports import free_ports
 from helpers.procs import wait_until
 from ccl_health.db import recorder, store
@@ -166,7 +168,8 @@ def slurm(tmp_path_factory):
     # on the node of the later nights (with 2 CPUs it went to the other
     # node, and night 2's mail said 'changed: nodes: n02 -> n01')
     c = slurm_cluster.started(tmp_path_factory.mktemp('nightly-slurm'),
-                              nodes=2, cpus=4, scron=True)
+                              nodes=2, cpus=4, scron=True,
+                              partitions=('service',))
     yield c
     left = c.stop()
     assert not left, f'left behind: {left}'
@@ -220,6 +223,25 @@ CRON_ENV = ('SLURM_CONF', 'PATH', 'CCL_HEALTH_SCHEDULER',
             'CCL_HEALTH_PUBLISH', 'CCL_HEALTH_REPLAY_NET_SOCKET')
 
 
+def scron_fire(cluster, env, scron, tabfile, tab, fired, timeout=150):
+    """``tab`` (a crontab's text, written to ``tabfile``) installed with
+    the ``scrontab`` client ``scron`` under ``env`` (its job starts in that
+    environment's ``HOME``), then, once ``fired()`` is true or ``timeout``
+    passed, Slurm's record of the jobs (``scontrol -o show job``) read
+    while the entry is still there (its job still Slurm's cron job), and
+    the entry removed.  Returns that record."""
+    tabfile.write_text(tab)
+    p = subprocess.run([scron, str(tabfile)], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    try:
+        wait_until(fired, timeout, step=1)
+        return cluster.run('scontrol', '-o', 'show', 'job').stdout
+    finally:
+        subprocess.run([scron, '-r'], env=env, capture_output=True,
+                       timeout=60)
+
+
 def cron_night(cluster, env, night, mailfile, scron, timeout=150):
     """One night fired by Slurm's cron: a real ``scrontab`` entry (every
     minute; removed once it ran) whose command is the nightly line.  Where
@@ -231,13 +253,14 @@ def cron_night(cluster, env, night, mailfile, scron, timeout=150):
         shlex.quote(REPO),
         ' '.join(f'{k}={shlex.quote(env[k])}' for k in CRON_ENV if k in env),
         ' '.join(shlex.quote(w) for w in LINE + ['--night', night] + NARROW))
+
+    def mailed():
+        return mailfile.exists() and 'page: ' in mailfile.read_text()
     if scron:
-        tab = mailfile.parent / 'crontab'
-        tab.write_text(f'#SCRON -p batch -A ccl -t 10 --output={mailfile}\n'
-                       f'* * * * * {cmd}\n')
-        p = subprocess.run([scron, str(tab)], env=env, capture_output=True,
-                           text=True, timeout=60)
-        assert p.returncode == 0, p.stderr
+        state = scron_fire(
+            cluster, env, scron, mailfile.parent / 'crontab',
+            f'#SCRON -p batch -A ccl -t 10 --output={mailfile}\n'
+            f'* * * * * {cmd}\n', mailed, timeout)
         how = 'scrontab'
     else:
         p = subprocess.run(['sbatch', '-p', 'batch', '-A', 'ccl', '-t', '10',
@@ -246,18 +269,8 @@ def cron_night(cluster, env, night, mailfile, scron, timeout=150):
                            timeout=60)
         assert p.returncode == 0, p.stderr
         how = 'sbatch'
-    deadline, state = time.time() + timeout, ''
-    try:
-        while time.time() < deadline:
-            if mailfile.exists() and 'page: ' in mailfile.read_text():
-                break
-            time.sleep(1)
-        # before the entry goes: the job is still Slurm's cron job
+        wait_until(mailed, timeout, step=1)
         state = cluster.run('scontrol', '-o', 'show', 'job').stdout
-    finally:
-        if scron:
-            subprocess.run([scron, '-r'], env=env, capture_output=True,
-                           timeout=60)
     return how, state, mailfile.read_text() if mailfile.exists() else ''
 
 
@@ -380,6 +393,143 @@ def test_three_nights_through_slurm_postgres_and_the_page(
         f'ccl-health nightly: skipped: another nightly holds '
         f'{www / ".nightly.lock"}']
     assert not (www / 'nights' / 'night-6').exists()
+
+
+# -- docs/nightly.md's scrontab block, as written -------------------------
+
+def _once(text, old, new):
+    """``text`` with ``old`` (in it exactly once: a doc that changed its
+    line fails here, by name) replaced by ``new``."""
+    assert text.count(old) == 1, f'{old!r} not once in:\n{text}'
+    return text.replace(old, new)
+
+
+def mail_standin(folder):
+    """A folder holding ``mail``: it records its arguments (one a line,
+    ``mail.argv``) and the message on its standard input (``mail.body``,
+    written whole once the message ended)."""
+    bindir = folder / 'mailbin'
+    bindir.mkdir()
+    (bindir / 'mail').write_text(
+        '#!/bin/sh\n# stand-in mail of tests/test_nightly.py\n'
+        f'printf \'%s\\n\' "$@" > {folder}/mail.argv\n'
+        f'cat > {folder}/mail.body.part && '
+        f'mv {folder}/mail.body.part {folder}/mail.body\n')
+    (bindir / 'mail').chmod(0o755)
+    return bindir
+
+
+#: the variables of the test's world a scrontab job is given (a site has
+#: them in its site files and on its machines): Slurm's job gets no
+#: environment of its submitter (scrontab sends only
+#: ``SLURM_GET_USER_ENV=1``: the owner's login environment), and starts in
+#: the owner's home, where the database and the outputs would be without
+#: ``CCL_HEALTH_DB`` / ``CCL_HEALTH_OUTPUT``: the test's folder instead
+SCRON_ENV = tuple(k for k in CRON_ENV if k != 'CCL_HEALTH_PUBLISH')
+
+
+def doc_scrontab(tmp, env, system='local'):
+    """docs/nightly.md's scrontab block (read now), changed only where this
+    machine differs, each change named:
+
+    - ``--output=`` is a file of the test (``cron.log``);
+    - the time fields ``* * * * *`` (it fires at the next minute), and
+      the command starts with ``export`` of the test's world (``env``'s
+      :data:`SCRON_ENV`: the cluster, the replay stand-ins, the stand-in
+      ``mail`` first on ``PATH``);
+    - ``/opt/ccl-health`` is this checkout;
+    - ``--system frontier --partition batch`` is this cluster's ``local``
+      system (``system``) and its ReFrame partition ``gpu``: Slurm's
+      partition of its sweep is ``CCL_HEALTH_SLURM_ACCESS``;
+    - ``--publish`` is a folder of the test, the sweep narrowed to the
+      replay's captures after it (:data:`NARROW`).
+
+    The ``#SCRON`` line's partition, account and time limit, the account
+    of the nightly, its mode and the pipe into ``mail`` stay as written
+    (the test's cluster has a ``service`` partition).  Returns (the
+    crontab's text, the doc's block)."""
+    [block] = [b for b in doccommands.page_blocks('nightly.md')
+               if b.startswith('#SCRON')]
+    tab = _once(block, '--output=/srv/ccl-health/cron.log',
+                f'--output={tmp / "cron.log"}')
+    exports = ' '.join(f'{k}={shlex.quote(env[k])}'
+                       for k in SCRON_ENV if k in env)
+    tab = _once(tab, '\n30 2 * * * ', f'\n* * * * * export {exports}; ')
+    tab = _once(tab, '/opt/ccl-health/', REPO + '/')
+    tab = _once(tab, '--system frontier --partition batch',
+                f'--system {system} --partition gpu')
+    tab = _once(tab, '--publish /srv/www/ccl-health',
+                f'--publish {tmp / "www"} ' +
+                ' '.join(shlex.quote(w) for w in NARROW))
+    return tab, block
+
+
+def _doc_mail_args(block):
+    """The arguments the doc's line gives ``mail``."""
+    line = block.splitlines()[1]
+    return shlex.split(line.split('| mail ', 1)[1])
+
+
+@pytest.mark.slurm
+def test_the_docs_scrontab_block_runs_as_slurms_cron_job_and_mails(
+        slurm, scrontab, tmp_path):
+    if not scrontab[0]:
+        pytest.skip(f'no scrontab client here: {scrontab[1]}')
+    site, refdir, caps = make_world(tmp_path)
+    db = tmp_path / 'ccl-health.db'
+    env = nightly_env(tmp_path, site, refdir, caps, str(db), dict(
+        slurm_extra(slurm), CCL_HEALTH_REPLAY_NET_SOCKET='r25'))
+    env['PATH'] = f'{mail_standin(tmp_path)}{os.pathsep}{env["PATH"]}'
+    tab, block = doc_scrontab(tmp_path, env)
+    print(tab)
+    body = tmp_path / 'mail.body'
+    jobs = scron_fire(slurm, env, scrontab[0], tmp_path / 'crontab', tab,
+                      body.exists, timeout=180)
+    # Slurm's cron job, of the #SCRON line's partition, account, limit
+    [cron] = [j for j in jobs.splitlines() if 'CronJob=Yes' in j]
+    scron = dict(w.split('=', 1) for w in block.splitlines()[0].split()[1:]
+                 if '=' in w)
+    assert 'Partition=service ' in cron and 'Account=abc123 ' in cron and \
+        'TimeLimit=04:00:00 ' in cron and \
+        f'StdOut={tmp_path / "cron.log"}' in cron, cron
+    assert scron['--output'] == '/srv/ccl-health/cron.log'
+    # mail got the subject and the address of the doc, and the mail text:
+    # the verdict line and the page, nothing else
+    assert (tmp_path / 'mail.argv').read_text().splitlines() == \
+        _doc_mail_args(block) == ['-s', 'ccl-health nightly',
+                                  'ops@example.org']
+    mail = [ln for ln in body.read_text().splitlines() if ln.strip()]
+    print('\n'.join(mail))
+    page = tmp_path / 'www' / 'nights'
+    assert len(mail) == 2 and re.match(
+        r'ccl-health nightly local:gpu \S+: all clear, nothing new \(1 '
+        r'case: 1 pass', mail[0]) and mail[1].startswith(
+            f'page: {page}{os.sep}'), mail
+    # it started where the doc says a line without --db keeps its
+    # database: the owner's home
+    assert f'WorkDir={pwd.getpwuid(os.getuid()).pw_dir} ' in cron, cron
+    [night] = nights_case(str(db))
+    assert night['verdict'] == 'pass' and night['case_name'].startswith(CASE)
+    # the --output file: what the line wrote outside the pipe (nothing
+    # on a night that ran); the mail went to mail only
+    assert (tmp_path / 'cron.log').read_text() == ''
+
+
+def test_the_docs_scrontab_line_mails_why_a_night_could_not_run(tmp_path):
+    """The command of the doc's scrontab line, as Slurm's job script runs
+    it (``/bin/sh``), on a system no site has: the night cannot run, and
+    its line (standard error) reaches the mail, not only the
+    ``--output`` file."""
+    env = dict(os.environ)
+    env['PATH'] = f'{mail_standin(tmp_path)}{os.pathsep}{env["PATH"]}'
+    tab, _ = doc_scrontab(tmp_path, env, system='nosuch')
+    command = tab.splitlines()[1].split(None, 5)[5]    # after the time
+    p = subprocess.run(['/bin/sh', '-c', command], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert (p.stdout, p.stderr) == ('', ''), p.stdout + p.stderr
+    mail = (tmp_path / 'mail.body').read_text().splitlines()
+    assert "no system 'nosuch'" in mail[0] and mail[-1].startswith(
+        'ccl-health nightly: COULD NOT RUN: '), mail
 
 
 def _stage_rel(out):

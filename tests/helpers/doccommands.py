@@ -32,6 +32,27 @@ def page_commands(page):
     return out
 
 
+def page_blocks(page, lang=''):
+    """The text of the fenced blocks of ``docs/<page>`` whose language is
+    ``lang`` (``''``: the blocks that name none, such as a crontab), in
+    order, as written."""
+    with open(os.path.join(REPO, 'docs', page)) as fp:
+        lines = fp.read().splitlines(keepends=True)
+    out, block, fence = [], None, None
+    for line in lines:
+        if block is None:
+            m = re.match(r'^(```+)(\S*)\s*$', line)
+            if m:
+                block, fence, want = [], m[1], m[2] == lang
+        elif line.rstrip() == fence:
+            if want:
+                out.append(''.join(block))
+            block = None
+        else:
+            block.append(line)
+    return out
+
+
 def placeholders(cmd):
     """The README's placeholders replaced by what the fixtures hold."""
     return (cmd.replace('run-<time>.json', os.path.basename(REPORT))

@@ -12,7 +12,9 @@ as ``nsenter --net=/var/run/netns/<ns> slurmd -D -f <conf> -N <node>``
 /work/shared/SLURM.md).  The file system is shared by every node, as a
 cluster's shared file system is.
 
-Every node is in the partition ``batch``.  Settings that let many job
+Every node is in the partition ``batch`` (the default), and in each of
+``partitions`` given (another name a job must ask for, e.g. the
+``service`` partition of a ``#SCRON`` line).  Settings that let many job
 steps of one allocation run at once and end quickly: ``CR_CPU`` (memory
 is not a consumable, so a step asks for none), ``SlurmdParameters=
 config_overrides`` (the configured CPUs, not this host's), ``KillWait=2``,
@@ -130,8 +132,11 @@ class MultiCluster(Cluster):
     """``nodes`` slurmd, each in a network namespace of its own, one
     slurmctld, one munged, all under ``root``."""
 
-    def __init__(self, root, nodes=16, cpus=2, memory_mb=1000, scron=False):
+    def __init__(self, root, nodes=16, cpus=2, memory_mb=1000, scron=False,
+                 partitions=()):
         super().__init__(root, cpus=cpus, memory_mb=memory_mb, scron=scron)
+        #: partitions beside ``batch``, of every node, never the default
+        self.partitions = tuple(partitions)
         if not 1 <= nodes <= 240:
             raise ValueError(f'{nodes} nodes: one /24 holds 1 to 240')
         self.count = nodes
@@ -240,6 +245,9 @@ TreeWidth={max(50, self.count)}
 NodeName={self.nodelist} NodeAddr={prefix}.[{a}-{b}] CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
 PartitionName={PARTITION} Nodes={self.nodelist} Default=YES MaxTime=INFINITE State=UP
 '''
+        for name in self.partitions:
+            conf += (f'PartitionName={name} Nodes={self.nodelist} '
+                     f'Default=NO MaxTime=INFINITE State=UP\n')
         if self.scron:
             conf += 'ScronParameters=enable\n'
         with open(self.conf, 'w') as fp:
