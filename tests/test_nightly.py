@@ -9,7 +9,10 @@ PostgreSQL server of the test on the cluster's bridge, the sweep of
 (tests/fixtures/device/drift-graded: healthy runs, then
 ``NCCL_BUFFSIZE=3932160`` at -9..-11 %), the page published and read back
 in headless Chromium, and the mail text; then an aborted night (SIGTERM
-while its job runs), the night after it, the lock.
+while its job runs), the night after it, the lock.  docs/nightly.md's
+scrontab block, read at test time and changed only where this machine
+differs (:func:`doc_scrontab`), fires as Slurm's cron job on its
+``service`` partition and pipes the night into a stand-in ``mail``.
 
 History before the nights is the same capture series, recorded as earlier
 runs of the same case (copies of night 1's own record with the captured
