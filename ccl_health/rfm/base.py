@@ -130,9 +130,11 @@ class PlacedTest(rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def load_site_data(self):
         try:
-            self._site = site_data.load(self.site_dir,
-                                        self.current_system.name,
-                                        benign_check=check_benign)
+            # read once: a transport check read it at init already
+            # (:meth:`TransportMixin.note_unavailable_transport`)
+            self._site = getattr(self, '_site', None) or site_data.load(
+                self.site_dir, self.current_system.name,
+                benign_check=check_benign)
             self._ref = reference.load_for_system(self.reference_dir,
                                                   self.current_system.name)
             overrides.check_ceilings(self._site, self._ref)
@@ -304,9 +306,14 @@ class TransportMixin(rfm.RegressionTestPlugin):
         any build: a case never set up because a build it needs failed is
         still skipped for it (the run report keeps ``skip_reason``), never
         build-failed: a transport the site file does not list is never a
-        failure of the night."""
-        site = runtime_site(site_dir=getattr(self, 'site_dir', None))
-        why = site.unavailable(self.transport) if site else None
+        failure of the night.  The site read here is the one the checks
+        use (:meth:`PlacedTest.load_site_data` reads it only where it could
+        not be read here, and then says why)."""
+        site = runtime_site(site_dir=self.site_dir)
+        if site is None:
+            return
+        self._site = site
+        why = site.unavailable(self.transport)
         if why:
             self.skip_reason = why
 
