@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 sys.path.insert(0, os.path.join(REPO, 'tests'))
 
 import db_gen  # noqa: E402
+import coldcache  # noqa: E402
 import stopwatch  # noqa: E402
 import db_writers  # noqa: E402
 from ccl_health.db import store  # noqa: E402
@@ -155,32 +156,15 @@ def nightly_read(url):
               f'{night.lines[0][:80]}')
 
 
-def _uncache(path):
-    """The files at ``path`` (a file or a folder) dropped from the page
-    cache (``posix_fadvise``: no root needed)."""
-    files = [path] if os.path.isfile(path) else [
-        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
-    for f in files:
-        try:
-            fd = os.open(f, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def cold(url, pg):
     """Nothing of the database ``url`` in memory: the SQLite file (and
     its WAL) dropped from the page cache; PostgreSQL restarted (its
     shared buffers) and its files dropped."""
     if url.startswith('postgresql://'):
         pg.restart()
-        _uncache(pg.data)
+        coldcache.uncache(pg.data)
     else:
-        for ext in ('', '-wal', '-shm'):
-            _uncache(url + ext)
+        coldcache.sqlite(url)
 
 
 def page_split(url, out):

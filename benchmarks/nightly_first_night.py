@@ -47,6 +47,7 @@ import subprocess
 import sys
 import time
 
+import coldcache
 from stopwatch import timed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -93,20 +94,6 @@ def one_night(argv, times_path, profile):
 
 # -- the nights --------------------------------------------------------------
 
-def drop_cache(path):
-    """``path`` and its ``-wal`` / ``-shm`` out of the page cache."""
-    for p in (path, path + '-wal', path + '-shm'):
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def copy_db(src, dst):
     for suffix in ('', '-wal'):
         if os.path.exists(dst + suffix):
@@ -140,7 +127,7 @@ def night(work, db, n, cold, profile, code):
     publish = os.path.join(work, 'www')
     output = os.path.join(work, 'out')
     if cold and os.path.exists(db):
-        drop_cache(db)
+        coldcache.sqlite(db)
     with open('/proc/loadavg') as fp:
         load = fp.read().split()[:3]
     times_path = os.path.join(work, f'night{n}.json')
